@@ -1,0 +1,56 @@
+"""The agent's HTTP surface: /metrics for Prometheus, /healthz for the kubelet, /v1/snapshot
+for the controller. Standard library server: three read-only routes need nothing more."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Callable
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+
+Health = Callable[[], tuple[bool, dict[str, Any]]]
+Snapshot = Callable[[], dict[str, Any] | None]
+
+
+def serve(
+    host: str, port: int, registry: CollectorRegistry, health: Health, snapshot: Snapshot
+) -> ThreadingHTTPServer:
+    """Start serving on a daemon thread; the caller shuts the returned server down."""
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            path = self.path.split("?", 1)[0]
+            if path == "/metrics":
+                self._send(200, CONTENT_TYPE_LATEST, generate_latest(registry))
+            elif path == "/healthz":
+                ok, body = health()
+                self._json(200 if ok else 503, body)
+            elif path == "/v1/snapshot":
+                snap = snapshot()
+                if snap is None:
+                    self._json(503, {"error": "no tick has completed yet"})
+                else:
+                    self._json(200, snap)
+            else:
+                self._json(404, {"error": f"no route {path}"})
+
+        def _json(self, status: int, body: dict[str, Any]) -> None:
+            self._send(status, "application/json", json.dumps(body).encode())
+
+        def _send(self, status: int, content_type: str, body: bytes) -> None:
+            self.send_response(status)
+            self.send_header("Content-Type", content_type)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, format: str, *args: Any) -> None:
+            return None  # scrapes every few seconds would drown the structured log
+
+    server = ThreadingHTTPServer((host, port), Handler)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, name="agent-http", daemon=True).start()
+    return server

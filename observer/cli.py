@@ -1,0 +1,116 @@
+"""Command line: parse arguments, load settings, dispatch. Nothing else lives here."""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from observer.errors import ConfigError, ObserverError
+from observer.logs import configure_logging
+from observer.settings import Settings, load_settings
+
+EXIT_OK = 0
+EXIT_FAILURE = 1
+EXIT_INVALID = 2
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="observer", description="GPU Soak Observer")
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    check = commands.add_parser("check-config", help="validate a configuration file")
+    check.add_argument("file", type=Path)
+
+    agent = commands.add_parser("agent", help="run the node agent (DaemonSet on GPU nodes)")
+    agent.add_argument("--config", type=Path, help="YAML settings file")
+    agent_commands = agent.add_subparsers(dest="agent_command")
+    replay = agent_commands.add_parser(
+        "replay", help="run the agent over a recorded NVML trace and print its findings"
+    )
+    replay.add_argument("trace_dir", type=Path)
+    replay.add_argument("--grace-seconds", type=float, help="detectors.node.grace_seconds")
+    replay.add_argument("--idle-seconds", type=float, help="detectors.node.idle_seconds")
+    replay.add_argument("--config", type=Path, dest="replay_config", help="YAML settings file")
+
+    db = commands.add_parser("db", help="database administration")
+    db.add_argument("--config", type=Path, help="YAML settings file")
+    db_commands = db.add_subparsers(dest="db_command", required=True)
+    db_commands.add_parser("upgrade", help="apply schema migrations up to the latest")
+
+    metrics = commands.add_parser("metrics", help="the metrics the observer exports")
+    metrics_commands = metrics.add_subparsers(dest="metrics_command", required=True)
+    metrics_commands.add_parser("list", help="print every metric name, one per line")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        if args.command == "check-config":
+            load_settings(args.file)
+            return EXIT_OK
+        config = getattr(args, "replay_config", None) or getattr(args, "config", None)
+        settings = load_settings(config, _overrides(args))
+        configure_logging(settings.logging.level, settings.logging.format)
+        return _dispatch(args, settings)
+    except ConfigError as exc:
+        for _problem in exc.problems:
+            pass
+        return EXIT_INVALID
+    except ObserverError:
+        return EXIT_FAILURE
+
+
+def _overrides(args: argparse.Namespace) -> dict[str, Any]:
+    """Command-line flags that set a setting, as a settings tree (validated like the file)."""
+    node = {
+        key: value
+        for key, value in (
+            ("grace_seconds", getattr(args, "grace_seconds", None)),
+            ("idle_seconds", getattr(args, "idle_seconds", None)),
+        )
+        if value is not None
+    }
+    return {"detectors": {"node": node}} if node else {}
+
+
+def _dispatch(args: argparse.Namespace, settings: Settings) -> int:
+    if args.command == "agent":
+        if args.agent_command == "replay":
+            return _agent_replay(args, settings)
+        return _run_until_signalled(settings)
+    if args.command == "db":
+        from observer.storage.store import store_url, upgrade  # noqa: PLC0415 - heavy import
+
+        upgrade(store_url(settings.storage.sqlite_path, settings.storage.url))
+        return EXIT_OK
+    if args.command == "metrics":
+        return EXIT_OK
+    raise AssertionError(f"unhandled command {args.command}")
+
+
+def _agent_replay(args: argparse.Namespace, settings: Settings) -> int:
+    from observer.agent.main import replay_trace  # noqa: PLC0415
+
+    for _finding in replay_trace(args.trace_dir, settings.detectors.node):
+        pass
+    return EXIT_OK
+
+
+def _run_until_signalled(settings: Settings) -> int:
+    from observer.agent.main import run_agent  # noqa: PLC0415
+
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+    run_agent(settings, stop)
+    return EXIT_OK
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,94 @@
+"""JSON forms of domain types, shared by the agent's /v1/snapshot, the CLI's --json output
+and the controller that reads them back. Keys are stable: other tools depend on them."""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from datetime import datetime
+from typing import Any
+
+from observer.domain import Finding, FindingKind, NodeSnapshot, Severity
+
+
+def _iso(at: datetime | None) -> str | None:
+    return at.isoformat() if at else None
+
+
+def finding_to_json(finding: Finding) -> dict[str, Any]:
+    return {
+        "detector": finding.detector,
+        "kind": finding.kind.value,
+        "subject": dict(finding.subject),
+        "severity": finding.severity.value,
+        "summary": finding.summary,
+        "opened_at": _iso(finding.opened_at),
+        "closed_at": _iso(finding.closed_at),
+        "evidence": dict(finding.evidence),
+    }
+
+
+def finding_from_json(data: dict[str, Any]) -> Finding:
+    closed = data.get("closed_at")
+    return Finding(
+        detector=data["detector"],
+        kind=FindingKind(data["kind"]),
+        subject=dict(data["subject"]),
+        severity=Severity(data["severity"]),
+        summary=data["summary"],
+        opened_at=datetime.fromisoformat(data["opened_at"]),
+        closed_at=datetime.fromisoformat(closed) if closed else None,
+        evidence=dict(data.get("evidence", {})),
+    )
+
+
+def snapshot_to_json(snap: NodeSnapshot) -> dict[str, Any]:
+    return {
+        "node": snap.node,
+        "at": _iso(snap.at),
+        "driver": {
+            "state": snap.driver.state.value,
+            "driver_version": snap.driver.driver_version,
+            "message": snap.driver.message,
+        },
+        "gpus": [
+            {
+                "index": gpu.index,
+                "lost": gpu.lost,
+                "identity": asdict(gpu.identity) if gpu.identity else None,
+                "baseline_memory_bytes": gpu.baseline_memory_bytes,
+                "sample": _reading(gpu.sample),
+                "counters": _reading(gpu.counters),
+            }
+            for gpu in snap.gpus
+        ],
+        "processes": [
+            {
+                "gpu_index": p.gpu_index,
+                "gpu_uuid": p.gpu_uuid,
+                "pid": p.pid,
+                "used_memory_bytes": p.used_memory_bytes,
+                "exists": p.exists,
+                "command": p.command,
+                "owner": {
+                    "kind": p.owner.kind.value,
+                    "id": p.owner.id,
+                    "container_id": p.owner.container_id,
+                },
+                "owner_phase": p.owner_state.phase.value,
+                "owner_ended_at": _iso(p.owner_state.ended_at),
+            }
+            for p in snap.processes
+        ],
+        "findings": [finding_to_json(f) for f in snap.findings],
+    }
+
+
+def _reading(reading: Any) -> dict[str, Any] | None:
+    if reading is None:
+        return None
+    data: dict[str, Any] = asdict(reading)
+    data["at"] = _iso(reading.at)
+    data["errors"] = [
+        {"call": e.call, "kind": e.kind.value, "message": e.message} for e in reading.errors
+    ]
+    return data

@@ -1,0 +1,236 @@
+"""Pure value types shared by every layer. No I/O, no vendor types."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from enum import StrEnum
+from typing import Any
+
+JsonValue = Any
+
+
+class ReadErrorKind(StrEnum):
+    """Why one hardware read failed; each kind has its own handling in the sampler."""
+
+    NOT_SUPPORTED = "not_supported"  # remembered: the call is not retried every tick
+    GPU_LOST = "gpu_lost"  # opens a gpu_lost condition
+    NOT_FOUND = "not_found"
+    NO_PERMISSION = "no_permission"
+    TIMEOUT = "timeout"
+    UNKNOWN = "unknown"
+
+
+@dataclass(frozen=True, slots=True)
+class ReadError:
+    call: str
+    kind: ReadErrorKind
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
+class GpuIdentity:
+    index: int
+    uuid: str
+    name: str
+    memory_total_bytes: int | None
+    pci_bus_id: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class GpuProcess:
+    pid: int
+    used_memory_bytes: int | None  # None: NVML could not attribute memory (e.g. under MIG)
+
+
+@dataclass(frozen=True, slots=True)
+class GpuSample:
+    """The lean tier: read every tick. A field is None only when its read failed (see
+    `errors`) or was skipped as known unsupported; it is never a made-up value."""
+
+    at: datetime
+    index: int
+    utilization_gpu_percent: int | None = None
+    utilization_memory_percent: int | None = None
+    memory_used_bytes: int | None = None
+    memory_total_bytes: int | None = None
+    processes: tuple[GpuProcess, ...] | None = None
+    power_milliwatts: int | None = None
+    temperature_celsius: int | None = None
+    sm_clock_mhz: int | None = None
+    clock_event_reasons: int | None = None
+    performance_state: int | None = None
+    ecc_volatile_uncorrected_errors: int | None = None
+    errors: tuple[ReadError, ...] = ()
+
+    @property
+    def lost(self) -> bool:
+        return any(e.kind is ReadErrorKind.GPU_LOST for e in self.errors)
+
+
+@dataclass(frozen=True, slots=True)
+class GpuCounters:
+    """The expensive tier: cumulative and health counters read on a slower cadence."""
+
+    at: datetime
+    index: int
+    energy_millijoules: int | None = None
+    pcie_tx_kilobytes_per_second: int | None = None
+    pcie_rx_kilobytes_per_second: int | None = None
+    remapped_rows_correctable: int | None = None
+    remapped_rows_uncorrectable: int | None = None
+    remapped_rows_pending: bool | None = None
+    remapped_rows_failed: bool | None = None
+    retired_pages_single_bit: int | None = None
+    retired_pages_double_bit: int | None = None
+    pcie_replay_errors: int | None = None
+    errors: tuple[ReadError, ...] = ()
+
+
+class OwnerKind(StrEnum):
+    POD = "pod"
+    SLURM_JOB = "slurm_job"
+    JOB = "job"  # a job known by id only (recorded traces)
+    NONE = "none"
+
+
+@dataclass(frozen=True, slots=True)
+class Owner:
+    kind: OwnerKind
+    id: str = ""
+    container_id: str = ""
+
+    @property
+    def label(self) -> str:
+        return f"{self.kind.value}/{self.id}" if self.id else self.kind.value
+
+
+NO_OWNER = Owner(OwnerKind.NONE)
+
+
+class OwnerPhase(StrEnum):
+    RUNNING = "running"
+    ENDED = "ended"
+    UNKNOWN = "unknown"  # the directory could not tell; never treated as ended
+
+
+@dataclass(frozen=True, slots=True)
+class OwnerState:
+    phase: OwnerPhase
+    ended_at: datetime | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class AttributedProcess:
+    """A GPU process as NVML lists it, joined with what the node knows about it."""
+
+    gpu_index: int
+    gpu_uuid: str
+    pid: int
+    used_memory_bytes: int | None
+    exists: bool
+    command: str | None
+    owner: Owner
+    owner_state: OwnerState
+
+
+class Severity(StrEnum):
+    INFO = "info"
+    WARNING = "warning"
+    CRITICAL = "critical"
+
+
+class FindingKind(StrEnum):
+    EVENT = "event"  # it happened
+    CONDITION = "condition"  # it opens, stays open, closes
+
+
+Subject = Mapping[str, str]
+
+
+@dataclass(frozen=True, slots=True)
+class Symptom:
+    """What a detector sees on one evaluation. The condition tracker turns symptoms that
+    persist beyond `hold_seconds` into findings; `since` is when the cause began, if the
+    detector knows it better than 'first seen'."""
+
+    detector: str
+    subject: Subject
+    severity: Severity
+    summary: str
+    rule: str  # the rule that fired, in words a person can check against the evidence
+    evidence: Mapping[str, JsonValue]
+    hold_seconds: float = 0.0
+    since: datetime | None = None
+
+    @property
+    def key(self) -> str:
+        return finding_key(self.detector, self.subject)
+
+
+@dataclass(frozen=True, slots=True)
+class Finding:
+    detector: str
+    kind: FindingKind
+    subject: Subject
+    severity: Severity
+    summary: str
+    opened_at: datetime
+    closed_at: datetime | None
+    evidence: Mapping[str, JsonValue] = field(default_factory=dict)
+
+    @property
+    def key(self) -> str:
+        return finding_key(self.detector, self.subject)
+
+    @property
+    def is_open(self) -> bool:
+        return self.closed_at is None
+
+
+def finding_key(detector: str, subject: Subject) -> str:
+    """Stable identity of a condition: its detector and subject, order-independent."""
+    return detector + "|" + ",".join(f"{k}={subject[k]}" for k in sorted(subject))
+
+
+class DriverState(StrEnum):
+    OK = "ok"
+    NOT_LOADED = "not_loaded"  # the node is blind until the driver comes back
+    LIBRARY_MISSING = "library_missing"
+    ERROR = "error"
+
+
+@dataclass(frozen=True, slots=True)
+class DriverStatus:
+    state: DriverState
+    driver_version: str | None = None
+    message: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class GpuReading:
+    """One GPU on one tick: identity (None while the device cannot be opened), the lean
+    sample, the latest expensive counters, and the learned driver memory baseline."""
+
+    index: int
+    identity: GpuIdentity | None
+    sample: GpuSample | None
+    counters: GpuCounters | None
+    baseline_memory_bytes: int | None
+
+    @property
+    def lost(self) -> bool:
+        return self.identity is None or (self.sample is not None and self.sample.lost)
+
+
+@dataclass(frozen=True, slots=True)
+class NodeSnapshot:
+    """Everything one agent knows at one tick: what /v1/snapshot serves and /metrics shows."""
+
+    node: str
+    at: datetime
+    driver: DriverStatus
+    gpus: tuple[GpuReading, ...]
+    processes: tuple[AttributedProcess, ...]
+    findings: tuple[Finding, ...]  # open ones and those closed within the retention window

@@ -1,0 +1,45 @@
+"""The documented error tree. Vendor errors are converted into these at the boundary."""
+
+
+class ObserverError(Exception):
+    """Root of every error the observer raises on purpose."""
+
+
+class ConfigError(ObserverError):
+    """The configuration is missing, unparsable or invalid; `problems` are 'path: message'."""
+
+    def __init__(self, problems: list[str]) -> None:
+        super().__init__("; ".join(problems))
+        self.problems = problems
+
+
+class GpuError(ObserverError):
+    """A read from the GPU boundary failed as a whole (not one call of one GPU)."""
+
+
+class DriverNotLoadedError(GpuError):
+    """NVML is present but the kernel driver is not loaded: the node is blind."""
+
+
+class LibraryNotFoundError(GpuError):
+    """libnvidia-ml.so.1 cannot be loaded."""
+
+
+class TraceError(GpuError):
+    """A recorded trace is missing or malformed."""
+
+
+class BackendError(ObserverError):
+    """A scheduler backend (Slurm, Kubernetes, simulated) could not be read or acted on."""
+
+
+class StoreError(ObserverError):
+    """The database could not be reached or refused a write."""
+
+
+class ProbeError(ObserverError):
+    """A probe could not be submitted, followed or cancelled."""
+
+
+class GpuLostError(GpuError):
+    """One device fell off the bus (NVML_ERROR_GPU_IS_LOST); its handle cannot be used."""

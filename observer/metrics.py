@@ -1,0 +1,286 @@
+"""Every metric the observer exports, defined once, against an injected CollectorRegistry.
+
+Names follow the Prometheus naming guide: observer_<thing>_<unit>[_total]."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from observer.domain import DriverState, Finding, NodeSnapshot
+
+UNRELEASED_DETECTORS = frozenset({"unreleased_memory", "vanished_process", "orphan_process"})
+
+
+class LoopMetrics:
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.ticks_total = Counter(
+            "observer_loop_ticks_total",
+            "Ticks started by each periodic loop.",
+            ["loop"],
+            registry=registry,
+        )
+        self.errors_total = Counter(
+            "observer_loop_errors_total",
+            "Failures captured by a periodic loop: a whole tick or one item of it.",
+            ["loop", "stage"],
+            registry=registry,
+        )
+        self.last_success_timestamp_seconds = Gauge(
+            "observer_loop_last_success_timestamp_seconds",
+            "Wall time of the last tick that completed.",
+            ["loop"],
+            registry=registry,
+        )
+
+
+class FindingMetrics:
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.open = Gauge(
+            "observer_findings_open",
+            "Conditions open now.",
+            ["detector", "severity"],
+            registry=registry,
+        )
+        self.total = Counter(
+            "observer_findings_total",
+            "Findings opened (conditions) or raised (events).",
+            ["detector", "severity"],
+            registry=registry,
+        )
+
+    def record(self, changed: Iterable[Finding], open_now: Iterable[Finding]) -> None:
+        for finding in changed:
+            if finding.is_open:
+                self.total.labels(finding.detector, finding.severity.value).inc()
+        counts: dict[tuple[str, str], int] = {}
+        for finding in open_now:
+            key = (finding.detector, finding.severity.value)
+            counts[key] = counts.get(key, 0) + 1
+        # Zero the series of conditions that closed rather than leaving them at their last value.
+        for labels in list(self.open._metrics):
+            self.open.labels(*labels).set(counts.pop(labels, 0))
+        for (detector, severity), count in counts.items():
+            self.open.labels(detector, severity).set(count)
+
+
+class AgentMetrics:
+    """The agent's own metrics; the per-GPU series come from a GpuCollector registered
+    beside them over the agent's snapshot."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.loops = LoopMetrics(registry)
+        self.findings = FindingMetrics(registry)
+        self.gpu_read_errors_total = Counter(
+            "observer_gpu_read_errors_total",
+            "Failed NVML reads by GPU, call and kind of error.",
+            ["gpu", "call", "error"],
+            registry=registry,
+        )
+        self.nvml_init_errors_total = Counter(
+            "observer_nvml_init_errors_total",
+            "Failed attempts to initialise NVML, by resulting driver state.",
+            ["state"],
+            registry=registry,
+        )
+        self.sample_duration_seconds = Histogram(
+            "observer_agent_sample_duration_seconds",
+            "Time to sample every GPU of the node, by tier (lean every tick, counters rarely).",
+            ["tier"],
+            buckets=(0.0001, 0.0005, 0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0, 5.0),
+            registry=registry,
+        )
+
+
+_GAUGES: tuple[tuple[str, str], ...] = (
+    ("observer_gpu_up", "1 while the GPU answers, 0 while it is lost."),
+    ("observer_gpu_utilization_ratio", "GPU busy fraction over NVML's sample period."),
+    ("observer_gpu_memory_utilization_ratio", "Memory controller busy fraction."),
+    ("observer_gpu_memory_used_bytes", "GPU memory in use, driver reservation included."),
+    ("observer_gpu_memory_total_bytes", "GPU memory size."),
+    ("observer_gpu_memory_baseline_bytes", "Driver baseline: least memory seen with no process."),
+    ("observer_gpu_power_watts", "Power draw."),
+    ("observer_gpu_temperature_celsius", "GPU core temperature."),
+    ("observer_gpu_sm_clock_hertz", "Current SM clock."),
+    ("observer_gpu_clock_event_reasons", "Bitmask of NVML clock event (throttle) reasons."),
+    ("observer_gpu_performance_state", "Performance state: 0 (P0, fastest) to 15."),
+    ("observer_gpu_ecc_volatile_uncorrected_errors", "Uncorrected ECC errors since driver load."),
+    ("observer_gpu_pcie_tx_bytes_per_second", "PCIe transmit throughput (expensive tier)."),
+    ("observer_gpu_pcie_rx_bytes_per_second", "PCIe receive throughput (expensive tier)."),
+    ("observer_gpu_remapped_rows", "Remapped memory rows, by cause."),
+    ("observer_gpu_retired_pages", "Retired memory pages, by cause."),
+    ("observer_gpu_unreleased_memory_bytes", "Memory held by processes of open leak findings."),
+)
+_COUNTERS: tuple[tuple[str, str], ...] = (
+    ("observer_gpu_energy_joules", "Energy consumed since driver load."),
+    ("observer_gpu_pcie_replay_errors", "PCIe replay events since driver load."),
+)
+_OTHER: tuple[tuple[str, str], ...] = (
+    ("observer_gpu_info", "Identity of each GPU (value 1)."),
+    ("observer_gpu_owner_info", "Owner of work on each GPU (value 1); join on uuid."),
+    ("observer_gpu_process_memory_used_bytes", "GPU memory of each process, with its owner."),
+    ("observer_nvml_up", "1 while NVML answers, 0 while the node is blind to its GPUs."),
+)
+
+_GPU = ["gpu", "uuid"]
+
+
+class GpuCollector(Collector):
+    """Renders the agent's latest NodeSnapshot at scrape time, so sampling never pays for
+    metric updates and series of vanished processes disappear with them."""
+
+    def __init__(self, snapshot: Callable[[], NodeSnapshot | None]) -> None:
+        self._snapshot = snapshot
+
+    def describe(self) -> Iterator[Metric]:
+        for name, doc in _GAUGES + _OTHER:
+            yield GaugeMetricFamily(name, doc)
+        for name, doc in _COUNTERS:
+            yield CounterMetricFamily(name, doc)
+
+    def collect(self) -> Iterator[Metric]:  # noqa: PLR0915 - one flat mapping, easiest to read
+        snap = self._snapshot()
+        if snap is None:
+            return
+        fam = {name: GaugeMetricFamily(name, doc, labels=_GPU) for name, doc in _GAUGES}
+        fam["observer_gpu_remapped_rows"] = GaugeMetricFamily(
+            "observer_gpu_remapped_rows",
+            dict(_GAUGES)["observer_gpu_remapped_rows"],
+            labels=[*_GPU, "cause"],
+        )
+        fam["observer_gpu_retired_pages"] = GaugeMetricFamily(
+            "observer_gpu_retired_pages",
+            dict(_GAUGES)["observer_gpu_retired_pages"],
+            labels=[*_GPU, "cause"],
+        )
+        energy = CounterMetricFamily(
+            "observer_gpu_energy_joules", dict(_COUNTERS)["observer_gpu_energy_joules"], labels=_GPU
+        )
+        replay = CounterMetricFamily(
+            "observer_gpu_pcie_replay_errors",
+            dict(_COUNTERS)["observer_gpu_pcie_replay_errors"],
+            labels=_GPU,
+        )
+        info = GaugeMetricFamily(
+            "observer_gpu_info",
+            dict(_OTHER)["observer_gpu_info"],
+            labels=[*_GPU, "name", "node", "pci_bus_id"],
+        )
+        owners = GaugeMetricFamily(
+            "observer_gpu_owner_info",
+            dict(_OTHER)["observer_gpu_owner_info"],
+            labels=[*_GPU, "owner_kind", "owner"],
+        )
+        procs = GaugeMetricFamily(
+            "observer_gpu_process_memory_used_bytes",
+            dict(_OTHER)["observer_gpu_process_memory_used_bytes"],
+            labels=[*_GPU, "pid", "owner_kind", "owner"],
+        )
+        nvml_up = GaugeMetricFamily("observer_nvml_up", dict(_OTHER)["observer_nvml_up"])
+        nvml_up.add_metric([], 1.0 if snap.driver.state is DriverState.OK else 0.0)
+
+        def put(name: str, labels: list[str], value: float | None, scale: float = 1.0) -> None:
+            if value is not None:
+                fam[name].add_metric(labels, value * scale)
+
+        unreleased: dict[str, float] = {}
+        for finding in snap.findings:
+            if finding.detector in UNRELEASED_DETECTORS:
+                uuid = finding.subject.get("gpu_uuid", "")
+                held = finding.evidence.get("used_memory_bytes") or 0
+                unreleased[uuid] = unreleased.get(uuid, 0.0) + float(held)
+
+        for gpu in snap.gpus:
+            uuid = gpu.identity.uuid if gpu.identity else ""
+            labels = [str(gpu.index), uuid]
+            put("observer_gpu_up", labels, 0.0 if gpu.lost else 1.0)
+            if gpu.identity is not None:
+                ident = gpu.identity
+                info.add_metric([*labels, ident.name, snap.node, ident.pci_bus_id or ""], 1.0)
+                put("observer_gpu_unreleased_memory_bytes", labels, unreleased.get(uuid, 0.0))
+            put("observer_gpu_memory_baseline_bytes", labels, gpu.baseline_memory_bytes)
+            s = gpu.sample
+            if s is not None:
+                put("observer_gpu_utilization_ratio", labels, s.utilization_gpu_percent, 0.01)
+                put(
+                    "observer_gpu_memory_utilization_ratio",
+                    labels,
+                    s.utilization_memory_percent,
+                    0.01,
+                )
+                put("observer_gpu_memory_used_bytes", labels, s.memory_used_bytes)
+                put("observer_gpu_memory_total_bytes", labels, s.memory_total_bytes)
+                put("observer_gpu_power_watts", labels, s.power_milliwatts, 0.001)
+                put("observer_gpu_temperature_celsius", labels, s.temperature_celsius)
+                put("observer_gpu_sm_clock_hertz", labels, s.sm_clock_mhz, 1e6)
+                put("observer_gpu_clock_event_reasons", labels, s.clock_event_reasons)
+                put("observer_gpu_performance_state", labels, s.performance_state)
+                put(
+                    "observer_gpu_ecc_volatile_uncorrected_errors",
+                    labels,
+                    s.ecc_volatile_uncorrected_errors,
+                )
+            c = gpu.counters
+            if c is not None:
+                if c.energy_millijoules is not None:
+                    energy.add_metric(labels, c.energy_millijoules / 1000.0)
+                if c.pcie_replay_errors is not None:
+                    replay.add_metric(labels, c.pcie_replay_errors)
+                put(
+                    "observer_gpu_pcie_tx_bytes_per_second",
+                    labels,
+                    c.pcie_tx_kilobytes_per_second,
+                    1024,
+                )
+                put(
+                    "observer_gpu_pcie_rx_bytes_per_second",
+                    labels,
+                    c.pcie_rx_kilobytes_per_second,
+                    1024,
+                )
+                for cause, rows in (
+                    ("correctable", c.remapped_rows_correctable),
+                    ("uncorrectable", c.remapped_rows_uncorrectable),
+                ):
+                    if rows is not None:
+                        fam["observer_gpu_remapped_rows"].add_metric([*labels, cause], rows)
+                for cause, pages in (
+                    ("single_bit", c.retired_pages_single_bit),
+                    ("double_bit", c.retired_pages_double_bit),
+                ):
+                    if pages is not None:
+                        fam["observer_gpu_retired_pages"].add_metric([*labels, cause], pages)
+
+        seen_owners: set[tuple[str, str, str]] = set()
+        for proc in snap.processes:
+            labels = [str(proc.gpu_index), proc.gpu_uuid]
+            owner = [proc.owner.kind.value, proc.owner.id]
+            if proc.used_memory_bytes is not None:
+                procs.add_metric([*labels, str(proc.pid), *owner], proc.used_memory_bytes)
+            if (proc.gpu_uuid, *owner) not in seen_owners:
+                seen_owners.add((proc.gpu_uuid, owner[0], owner[1]))
+                owners.add_metric([*labels, *owner], 1.0)
+
+        yield from fam.values()
+        yield from (energy, replay, info, owners, procs, nvml_up)
+
+
+def metric_names(registry: CollectorRegistry) -> list[str]:
+    """Every metric family a registry can export (for `observer metrics list`)."""
+    names: set[str] = set()
+    for collector in list(registry._collector_to_names):
+        describe = getattr(collector, "describe", None)
+        for family in describe() if describe else collector.collect():
+            names.add(family.name + ("_total" if family.type == "counter" else ""))
+    return sorted(names)
+
+
+def all_metric_names() -> list[str]:
+    """Every metric any observer process can export."""
+    registry = CollectorRegistry()
+    AgentMetrics(registry)
+    registry.register(GpuCollector(lambda: None))
+    return metric_names(registry)

@@ -1,0 +1,211 @@
+"""One typed settings root, loaded from a YAML file with OBSERVER_* environment overrides.
+
+Environment variables use `__` between levels: OBSERVER_AGENT__INTERVAL_SECONDS=2 overrides
+`agent.interval_seconds`. The Helm chart's values mirror these names.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+)
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+
+from observer.errors import ConfigError
+
+MIB = 1024 * 1024
+
+
+class _Group(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class AgentSettings(_Group):
+    """The node agent (DaemonSet on GPU nodes)."""
+
+    node_name: str = Field(
+        default_factory=lambda: os.uname().nodename,
+        description="Node name used as the `node` label and finding subject (downward API).",
+    )
+    gpu_backend: Literal["nvml", "replay"] = Field(
+        "nvml", description="`nvml`: the real driver; `replay`: play `replay_trace_dir`."
+    )
+    nvml_library_path: Path | None = Field(
+        None, description="Load libnvidia-ml.so.1 from this file instead of the loader path."
+    )
+    replay_trace_dir: Path | None = Field(
+        None,
+        validate_default=True,
+        description="Recorded NVML trace played when gpu_backend is `replay`.",
+    )
+    replay_loop: bool = Field(True, description="Start the trace over when it ends.")
+    proc_root: Path = Field(Path("/proc"), description="Host /proc (hostPID) for attribution.")
+    interval_seconds: float = Field(1.0, gt=0, description="Lean sampling cadence.")
+    counters_interval_seconds: float = Field(
+        60.0,
+        gt=0,
+        description="Cadence of the expensive tier (energy 3 ms, PCIe throughput 21 ms per GPU).",
+    )
+    listen_host: str = Field("0.0.0.0", description="Address of /metrics, /healthz, /v1/snapshot.")
+    listen_port: int = Field(9400, ge=0, le=65535, description="0 picks a free port.")
+    healthz_max_age_seconds: float = Field(
+        30.0, gt=0, description="/healthz fails when the last good tick is older than this."
+    )
+    shutdown_deadline_seconds: float = Field(
+        10.0,
+        gt=0,
+        lt=30,
+        description="Stop within this after SIGTERM; below Kubernetes' 30 s default grace.",
+    )
+
+    @field_validator("replay_trace_dir")
+    @classmethod
+    def _trace_for_replay(cls, value: Path | None, info: ValidationInfo) -> Path | None:
+        if value is None and info.data.get("gpu_backend") == "replay":
+            raise ValueError("is required when agent.gpu_backend is 'replay'")
+        return value
+
+    @field_validator("counters_interval_seconds")
+    @classmethod
+    def _slower_than_lean(cls, value: float, info: ValidationInfo) -> float:
+        lean = info.data.get("interval_seconds")
+        if lean is not None and value < lean:
+            raise ValueError("must not be shorter than agent.interval_seconds")
+        return value
+
+
+class NodeLeakSettings(_Group):
+    """Node-local unreleased-resource rules (the agent's detector)."""
+
+    grace_seconds: float = Field(
+        60.0,
+        ge=0,
+        description="How long after its owner ended a process may still hold a GPU; kubelet "
+        "waits 30 s between SIGTERM and SIGKILL and the driver needs a moment after that.",
+    )
+    idle_seconds: float = Field(
+        600.0,
+        gt=0,
+        description="A running owner holding GPU memory at 0 % utilisation this long is "
+        "allocated-but-idle; ten minutes lets data loading and checkpoints pass.",
+    )
+    memory_tolerance_bytes: int = Field(
+        256 * MIB,
+        ge=0,
+        description="Memory above the driver baseline ignored when no process is listed.",
+    )
+    baseline_memory_bytes: int | None = Field(
+        None,
+        ge=0,
+        description="Driver baseline per GPU; learned (least memory seen with no process) "
+        "if unset.",
+    )
+
+
+class DetectorSettings(_Group):
+    node: NodeLeakSettings = NodeLeakSettings()
+
+
+class StorageSettings(_Group):
+    url: str | None = Field(
+        None,
+        description="SQLAlchemy URL of PostgreSQL (postgresql+psycopg://...); takes precedence "
+        "over sqlite_path. Give it through the environment or a Secret, not the config file.",
+    )
+    sqlite_path: Path = Field(Path("observer.db"), description="The embedded default store.")
+
+
+class LoggingSettings(_Group):
+    level: Literal["debug", "info", "warning", "error"] = "info"
+    format: Literal["auto", "json", "console"] = Field(
+        "auto", description="`auto`: JSON unless standard error is a terminal."
+    )
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(
+        env_prefix="OBSERVER_", env_nested_delimiter="__", extra="forbid", frozen=True
+    )
+
+    agent: AgentSettings = AgentSettings()
+    detectors: DetectorSettings = DetectorSettings()
+    storage: StorageSettings = StorageSettings()
+    logging: LoggingSettings = LoggingSettings()
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        # The file arrives as init values; the environment overrides it.
+        return (env_settings, init_settings)
+
+
+def load_settings(path: Path | None, overrides: dict[str, Any] | None = None) -> Settings:
+    """Read `path` (YAML) if given, merge `overrides` (command-line flags) over it, apply
+    OBSERVER_* environment overrides, validate. Raises ConfigError with one
+    'field.path: problem' line per problem."""
+    data = _merge(_read_yaml(path) if path is not None else {}, overrides or {})
+    try:
+        return Settings(**data)
+    except ValidationError as exc:
+        raise ConfigError([_describe(error) for error in exc.errors()]) from None
+
+
+def _merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
+    merged = dict(base)
+    for key, value in over.items():
+        below = merged.get(key)
+        if isinstance(value, dict) and isinstance(below, dict):
+            merged[key] = _merge(below, value)
+        else:
+            merged[key] = value
+    return merged
+
+
+def _read_yaml(path: Path) -> dict[str, Any]:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError([f"{path}: file not found"]) from None
+    except OSError as exc:
+        raise ConfigError([f"{path}: cannot be read ({exc.strerror})"]) from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = getattr(exc, "problem", None) or "unparsable"
+        raise ConfigError([f"{path}: not valid YAML{where}: {problem}"]) from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ConfigError([f"{path}: the top level must be a mapping of setting groups"])
+    return data
+
+
+_MESSAGES = {
+    "extra_forbidden": "unknown setting",
+    "missing": "is required",
+}
+
+
+def _describe(error: Any) -> str:
+    path = ".".join(str(part) for part in error["loc"]) or "(root)"
+    message = _MESSAGES.get(error["type"]) or str(error["msg"])
+    message = message.replace("Input should be", "must be").replace("Value error, ", "")
+    return f"{path}: {message}"

@@ -1,0 +1,86 @@
+"""The store's tables. Their schema in a database comes from the migrations, never from
+`metadata.create_all`; a test checks that the two agree."""
+
+from datetime import UTC, datetime
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql
+from sqlalchemy.engine import Dialect
+from sqlalchemy.orm import registry
+from sqlmodel import Field, SQLModel
+
+
+class UtcDateTime(sa.TypeDecorator[datetime]):
+    """A timezone-aware instant, always read back in UTC. SQLite stores no offset, so values
+    are normalised to UTC on the way in (which also keeps its text comparisons ordered);
+    naive datetimes are refused rather than guessed."""
+
+    impl = sa.DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        if value.utcoffset() is None:
+            raise ValueError(f"naive datetime {value.isoformat()}: the store needs an aware one")
+        return value.astimezone(UTC)
+
+    def process_result_value(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+# JSONB on PostgreSQL so evidence can be indexed and queried later; plain JSON text on SQLite.
+JsonDocument = sa.JSON().with_variant(postgresql.JSONB(), "postgresql")
+
+# SQLite autoincrements only an INTEGER PRIMARY KEY; PostgreSQL needs 64 bits for weeks of
+# samples from thousands of GPUs.
+BigId = sa.BigInteger().with_variant(sa.Integer(), "sqlite")
+
+
+class _Table(SQLModel, registry=registry()):
+    """Base of the store's tables: their own metadata, not SQLModel's process-wide one."""
+
+
+metadata = _Table.metadata
+
+
+class FindingRow(_Table, table=True):
+    __tablename__ = "findings"
+    # Re-saving the same condition (same key, same opening) updates it instead of adding it.
+    __table_args__ = (sa.UniqueConstraint("key", "opened_at", name="uq_findings_key_opened_at"),)
+
+    id: int | None = Field(default=None, primary_key=True)
+    key: str = Field(index=True)
+    detector: str = Field(index=True)
+    kind: str
+    severity: str
+    subject: dict[str, str] = Field(sa_column=sa.Column(JsonDocument, nullable=False))
+    summary: str
+    opened_at: datetime = Field(sa_type=UtcDateTime, index=True)
+    closed_at: datetime | None = Field(default=None, sa_type=UtcDateTime, index=True)
+    evidence: dict[str, Any] = Field(sa_column=sa.Column(JsonDocument, nullable=False))
+    node: str | None = Field(default=None, index=True)
+
+
+class GpuSampleRow(_Table, table=True):
+    __tablename__ = "gpu_samples"
+    __table_args__ = (sa.Index("ix_gpu_samples_node_gpu_uuid_at", "node", "gpu_uuid", "at"),)
+
+    id: int | None = Field(default=None, sa_column=sa.Column(BigId, primary_key=True))
+    node: str
+    gpu_uuid: str
+    gpu_index: int
+    at: datetime = Field(sa_type=UtcDateTime)
+    utilization_gpu_percent: int | None = None
+    memory_used_bytes: int | None = Field(default=None, sa_type=sa.BigInteger)
+    memory_total_bytes: int | None = Field(default=None, sa_type=sa.BigInteger)
+    power_milliwatts: int | None = Field(default=None, sa_type=sa.BigInteger)
+    process_count: int | None = None
+
+
+# The sqlmodel metaclass sets __table__ at run time; its stubs do not declare it.
+findings_table: sa.Table = FindingRow.__table__  # type: ignore[attr-defined]
+gpu_samples_table: sa.Table = GpuSampleRow.__table__  # type: ignore[attr-defined]
