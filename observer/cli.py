@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import signal
 import sys
 import threading
@@ -53,16 +54,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.command == "check-config":
             load_settings(args.file)
+            print(f"{args.file}: valid")
             return EXIT_OK
         config = getattr(args, "replay_config", None) or getattr(args, "config", None)
         settings = load_settings(config, _overrides(args))
         configure_logging(settings.logging.level, settings.logging.format)
         return _dispatch(args, settings)
     except ConfigError as exc:
-        for _problem in exc.problems:
-            pass
+        for problem in exc.problems:
+            print(problem, file=sys.stderr)
         return EXIT_INVALID
-    except ObserverError:
+    except ObserverError as exc:
+        print(f"observer: {exc}", file=sys.stderr)
         return EXIT_FAILURE
 
 
@@ -88,17 +91,22 @@ def _dispatch(args: argparse.Namespace, settings: Settings) -> int:
         from observer.storage.store import store_url, upgrade  # noqa: PLC0415 - heavy import
 
         upgrade(store_url(settings.storage.sqlite_path, settings.storage.url))
+        print("database schema is up to date")
         return EXIT_OK
     if args.command == "metrics":
+        from observer.metrics import all_metric_names  # noqa: PLC0415
+
+        print("\n".join(all_metric_names()))
         return EXIT_OK
     raise AssertionError(f"unhandled command {args.command}")
 
 
 def _agent_replay(args: argparse.Namespace, settings: Settings) -> int:
+    from observer import codec  # noqa: PLC0415
     from observer.agent.main import replay_trace  # noqa: PLC0415
 
-    for _finding in replay_trace(args.trace_dir, settings.detectors.node):
-        pass
+    for finding in replay_trace(args.trace_dir, settings.detectors.node):
+        print(json.dumps(codec.finding_to_json(finding)))
     return EXIT_OK
 
 

@@ -16,6 +16,7 @@ class ReadErrorKind(StrEnum):
 
     NOT_SUPPORTED = "not_supported"  # remembered: the call is not retried every tick
     GPU_LOST = "gpu_lost"  # opens a gpu_lost condition
+    DRIVER_NOT_LOADED = "driver_not_loaded"  # the driver went away under us: initialise again
     NOT_FOUND = "not_found"
     NO_PERMISSION = "no_permission"
     TIMEOUT = "timeout"

@@ -3,6 +3,7 @@ finite backoff after failed ticks, a stop event and a shutdown deadline."""
 
 from __future__ import annotations
 
+import math
 import threading
 from collections.abc import Callable, Iterable, Sequence
 from typing import TypeVar
@@ -77,8 +78,7 @@ class PeriodicLoop:
                     next_at, now + self._backoff[min(self._failures, len(self._backoff)) - 1]
                 )
             elif next_at < now:
-                missed = int((now - next_at) // self._interval) + 1
-                next_at += missed * self._interval
+                next_at += math.ceil((now - next_at) / self._interval) * self._interval
             if self._clock.sleep(next_at - now, self._stop):
                 break
 

@@ -51,6 +51,7 @@ class FindingMetrics:
             ["detector", "severity"],
             registry=registry,
         )
+        self._seen: set[tuple[str, str]] = set()
 
     def record(self, changed: Iterable[Finding], open_now: Iterable[Finding]) -> None:
         for finding in changed:
@@ -60,11 +61,10 @@ class FindingMetrics:
         for finding in open_now:
             key = (finding.detector, finding.severity.value)
             counts[key] = counts.get(key, 0) + 1
-        # Zero the series of conditions that closed rather than leaving them at their last value.
-        for labels in list(self.open._metrics):
-            self.open.labels(*labels).set(counts.pop(labels, 0))
-        for (detector, severity), count in counts.items():
-            self.open.labels(detector, severity).set(count)
+        # Series of conditions that all closed go to 0 rather than keep their last value.
+        self._seen |= counts.keys()
+        for detector, severity in self._seen:
+            self.open.labels(detector, severity).set(counts.get((detector, severity), 0))
 
 
 class AgentMetrics:

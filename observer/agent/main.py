@@ -45,7 +45,7 @@ def build_agent(settings: Settings, clock: Clock, registry: CollectorRegistry) -
     else:
         from observer.gpu.nvml import NvmlGpuBackend  # noqa: PLC0415 - only nodes with NVML
 
-        backend = NvmlGpuBackend(cfg.nvml_library_path)
+        backend = NvmlGpuBackend(clock, cfg.nvml_library_path)
         processes = ProcFs(cfg.proc_root)
         # No scheduler is asked yet: an owner's state stays unknown, never guessed as ended.
         owners = UnknownOwners()

@@ -70,6 +70,11 @@ class Sampler:
             return NodeReading(self._driver, ())
         started = self._clock.monotonic()
         samples = [self._sample(index, state) for index, state in enumerate(self._gpus)]
+        if any(s is not None and _driver_gone(s) for s in samples):
+            self._backend.close()
+            self._driver = DriverStatus(DriverState.NOT_LOADED, message="driver unloaded")
+            self._metrics.nvml_init_errors_total.labels(state=self._driver.state.value).inc()
+            return NodeReading(self._driver, ())
         lean_done = self._clock.monotonic()
         self._lean_timer.observe(lean_done - started)
         if self._next_counters_at is None or lean_done >= self._next_counters_at:
@@ -147,3 +152,7 @@ class Sampler:
         self._metrics.gpu_read_errors_total.labels(
             gpu=str(index), call=error.call, error=error.kind.value
         ).inc()
+
+
+def _driver_gone(sample: GpuSample) -> bool:
+    return any(e.kind is ReadErrorKind.DRIVER_NOT_LOADED for e in sample.errors)

@@ -56,7 +56,10 @@ class ConditionTracker:
             }
             if key in self._open:
                 self._open[key] = replace(
-                    self._open[key], summary=symptom.summary, evidence=evidence
+                    self._open[key],
+                    severity=symptom.severity,
+                    summary=symptom.summary,
+                    evidence=evidence,
                 )
             elif (now - since).total_seconds() >= symptom.hold_seconds:
                 finding = Finding(

@@ -37,6 +37,7 @@ _KIND_BY_NVML_CODE = {
     3: ReadErrorKind.NOT_SUPPORTED,
     4: ReadErrorKind.NO_PERMISSION,
     6: ReadErrorKind.NOT_FOUND,
+    9: ReadErrorKind.DRIVER_NOT_LOADED,
     10: ReadErrorKind.TIMEOUT,
     15: ReadErrorKind.GPU_LOST,
 }

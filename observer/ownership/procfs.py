@@ -19,7 +19,7 @@ class ProcFs:
         base = self._root / str(pid)
         try:
             stat = (base / "stat").read_text()
-        except FileNotFoundError:
+        except (FileNotFoundError, ProcessLookupError):  # gone, or exiting as we read
             return None
         except OSError:
             stat = ""

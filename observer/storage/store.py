@@ -31,8 +31,7 @@ from observer.storage.tables import findings_table, gpu_samples_table
 
 # Writers wait this long for a lock held by another process before SQLite reports 'busy'.
 SQLITE_BUSY_TIMEOUT_MS = 30_000
-# An unreachable PostgreSQL host fails within this many seconds instead of hanging the loop.
-POSTGRES_CONNECT_TIMEOUT_SECONDS = 10
+POSTGRES_CONNECT_TIMEOUT_SECONDS = 10  # unless the URL sets connect_timeout
 
 _MIGRATIONS = Path(__file__).with_name("migrations")
 
@@ -90,7 +89,7 @@ class Store:
 
     def _check_schema(self) -> None:
         head = ScriptDirectory.from_config(_alembic_config()).get_current_head()
-        with self._errors("opening"), self._engine.connect() as connection:
+        with _store_errors(f"opening {self._where}"), self._engine.connect() as connection:
             current = MigrationContext.configure(connection).get_current_revision()
         if current != head:
             raise StoreError(
@@ -185,24 +184,29 @@ class Store:
 
 
 def _engine(url: str) -> Engine:
+    where = _display(url)
     try:
-        parsed = sa.make_url(url)
-    except SQLAlchemyError:
-        raise StoreError("the database URL cannot be parsed") from None
-    backend = parsed.get_backend_name()
-    if backend == "sqlite":
-        _check_sqlite_directory(parsed)
-        engine = sa.create_engine(parsed)
-        sa.event.listen(engine, "connect", _configure_sqlite)
-        return engine
-    if backend == "postgresql":
-        # pre_ping: a daemon that runs for weeks outlives server restarts and idle timeouts.
-        return sa.create_engine(
-            parsed,
-            pool_pre_ping=True,
-            connect_args={"connect_timeout": POSTGRES_CONNECT_TIMEOUT_SECONDS},
-        )
-    raise StoreError(f"unsupported database {_display(url)}: use sqlite or postgresql")
+        with _store_errors(f"opening {where}"):
+            parsed = sa.make_url(url)
+            backend = parsed.get_backend_name()
+            if backend == "sqlite":
+                _check_sqlite_directory(parsed)
+                engine = sa.create_engine(parsed)
+                sa.event.listen(engine, "connect", _configure_sqlite)
+                return engine
+            if backend == "postgresql":
+                # An unreachable host fails within seconds instead of hanging a loop, unless
+                # the URL sets its own connect_timeout. pre_ping: a daemon that runs for weeks
+                # outlives server restarts and idle-connection timeouts.
+                timeout = {"connect_timeout": POSTGRES_CONNECT_TIMEOUT_SECONDS}
+                return sa.create_engine(
+                    parsed,
+                    pool_pre_ping=True,
+                    connect_args={} if "connect_timeout" in parsed.query else timeout,
+                )
+    except ImportError as exc:
+        raise StoreError(f"opening {where} failed: its driver is not installed ({exc})") from exc
+    raise StoreError(f"unsupported database {where}: use sqlite or postgresql")
 
 
 def _check_sqlite_directory(url: sa.URL) -> None:

@@ -1,0 +1,36 @@
+# Two entry points for a fresh machine: `make run` (the main job on its embedded default) and
+# `make test` (lint, types, layering and the whole test suite). Both set themselves up.
+VENV ?= .venv
+BIN := $(VENV)/bin
+FAKE_NVML := .build/fake-nvml/libnvidia-ml.so.1
+
+.PHONY: setup run test lint bench clean
+
+$(BIN)/.installed: pyproject.toml
+	python3 -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -e '.[dev]'
+	touch $@
+
+setup: $(BIN)/.installed
+
+$(FAKE_NVML): deploy/local/fake_nvml/fake_nvml.c deploy/local/build-fake-nvml.sh
+	bash deploy/local/build-fake-nvml.sh
+
+run: setup
+	$(BIN)/observer agent --config deploy/examples/agent-replay.yaml
+
+lint: setup
+	$(BIN)/ruff check observer tests bench
+	$(BIN)/ruff format --check observer tests bench
+	$(BIN)/mypy
+	$(BIN)/lint-imports
+
+test: lint $(FAKE_NVML)
+	OBSERVER_TEST_FAKE_NVML_LIB=$(CURDIR)/$(FAKE_NVML) $(BIN)/pytest
+
+bench: setup $(FAKE_NVML)
+	OBSERVER_TEST_FAKE_NVML_LIB=$(CURDIR)/$(FAKE_NVML) $(BIN)/python bench/agent_sampling.py
+
+clean:
+	rm -rf $(VENV) .build

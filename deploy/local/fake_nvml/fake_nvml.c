@@ -1,0 +1,436 @@
+/* A stand-in libnvidia-ml.so.1, so the real pynvml adapter runs without a GPU.
+ * Build it with deploy/local/build-fake-nvml.sh.
+ *
+ * STATE FILE: path in $FAKE_NVML_STATE, re-read on every call, so a test changes the
+ * "hardware" while the code under test runs. No file means no GPUs. Blank lines and
+ * lines starting with '#' are ignored; every other line is one of:
+ *
+ *   driver_not_loaded          nvmlInit and every other call but nvmlShutdown fail with
+ *                              NVML_ERROR_DRIVER_NOT_LOADED (as when the driver goes away mid-run)
+ *   gpu KEY=VALUE ...          one device; devices are indexed in the order of these lines
+ *
+ * GPU keys (all optional; unsigned integers; a missing key reads as 0):
+ *   utilization_gpu_percent utilization_memory_percent memory_used_bytes memory_total_bytes
+ *   power_milliwatts temperature_celsius sm_clock_mhz clock_event_reasons performance_state
+ *   ecc_volatile_uncorrected_errors energy_millijoules
+ *   pcie_tx_kilobytes_per_second pcie_rx_kilobytes_per_second
+ *   remapped_rows_correctable remapped_rows_uncorrectable remapped_rows_pending remapped_rows_failed
+ *   retired_pages_single_bit retired_pages_double_bit pcie_replay_errors
+ *   lost                       1: every call on the device, handle lookup included, answers
+ *                              NVML_ERROR_GPU_IS_LOST; as on real NVML, a handle taken before the
+ *                              device was seen lost stays lost after it comes back
+ * and two lists, comma-separated, no spaces:
+ *   processes=PID:BYTES,...    compute processes; BYTES "na" is NVML_VALUE_NOT_AVAILABLE
+ *   unsupported=CALL,...       these calls answer NVML_ERROR_NOT_SUPPORTED; CALL is a call name of
+ *                              observer/gpu/backend.py (LEAN_CALLS, COUNTER_CALLS)
+ * Example:
+ *   gpu utilization_gpu_percent=100 memory_used_bytes=22808494080 processes=418:22154313728 unsupported=retired_pages
+ *
+ * An unknown key or malformed value fails every call with NVML_ERROR_UNKNOWN and says why on
+ * stderr. Identity is derived from the index: name "NVIDIA H200 (fake)", UUID
+ * GPU-00000000-0000-0000-0000-<index, 12 digits>, PCI bus id 00000000:<index+1, hex>:00.0.
+ * Field values answer NVML_FI_DEV_PCIE_REPLAY_COUNTER only (as an unsigned int, like an H200).
+ *
+ * CALL LOG: when $FAKE_NVML_CALLS names a file, every call appends its NVML symbol as a line,
+ * so a test can prove a call was not made.
+ */
+#define NVML_NO_UNVERSIONED_FUNC_DEFS
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "nvml.h"
+
+#define MAX_GPUS 64 /* the handle keeps the index in its low 8 bits */
+#define MAX_PROCS 64
+#define NOT_AVAILABLE (~0ULL)
+
+/* Call names, as the adapter names them; the bit of each in gpu_t.unsupported. */
+enum call {
+    C_UTILIZATION, C_MEMORY, C_PROCESSES, C_POWER, C_TEMPERATURE, C_SM_CLOCK,
+    C_CLOCK_EVENT_REASONS, C_PERFORMANCE_STATE, C_ECC_VOLATILE_UNCORRECTED, C_ENERGY,
+    C_PCIE_TX, C_PCIE_RX, C_REMAPPED_ROWS, C_RETIRED_PAGES, C_PCIE_REPLAY, C_COUNT,
+    C_IDENTITY = -1 /* identity calls cannot be made unsupported */
+};
+static const char *const CALL_NAMES[C_COUNT] = {
+    "utilization", "memory", "processes", "power", "temperature", "sm_clock",
+    "clock_event_reasons", "performance_state", "ecc_volatile_uncorrected", "energy",
+    "pcie_tx_throughput", "pcie_rx_throughput", "remapped_rows", "retired_pages", "pcie_replay",
+};
+
+typedef struct {
+    unsigned long long utilization_gpu_percent, utilization_memory_percent, memory_used_bytes,
+        memory_total_bytes, power_milliwatts, temperature_celsius, sm_clock_mhz,
+        clock_event_reasons, performance_state, ecc_volatile_uncorrected_errors,
+        energy_millijoules, pcie_tx_kilobytes_per_second, pcie_rx_kilobytes_per_second,
+        remapped_rows_correctable, remapped_rows_uncorrectable, remapped_rows_pending,
+        remapped_rows_failed, retired_pages_single_bit, retired_pages_double_bit,
+        pcie_replay_errors, lost;
+    unsigned nprocs;
+    unsigned pid[MAX_PROCS];
+    unsigned long long used[MAX_PROCS];
+    unsigned unsupported; /* bit per enum call */
+} gpu_t;
+
+#define KEY(f) { #f, offsetof(gpu_t, f) }
+static const struct { const char *name; size_t offset; } KEYS[] = {
+    KEY(utilization_gpu_percent), KEY(utilization_memory_percent), KEY(memory_used_bytes),
+    KEY(memory_total_bytes), KEY(power_milliwatts), KEY(temperature_celsius), KEY(sm_clock_mhz),
+    KEY(clock_event_reasons), KEY(performance_state), KEY(ecc_volatile_uncorrected_errors),
+    KEY(energy_millijoules), KEY(pcie_tx_kilobytes_per_second), KEY(pcie_rx_kilobytes_per_second),
+    KEY(remapped_rows_correctable), KEY(remapped_rows_uncorrectable), KEY(remapped_rows_pending),
+    KEY(remapped_rows_failed), KEY(retired_pages_single_bit), KEY(retired_pages_double_bit),
+    KEY(pcie_replay_errors), KEY(lost),
+};
+
+static gpu_t G[MAX_GPUS];
+static unsigned N;
+static int DRIVER_NOT_LOADED;
+static char BAD[512];                /* why the state file was rejected; "" when it was not */
+static char LAST_REPORTED[512];      /* so a bad file is reported once, not on every call */
+static unsigned GENERATION[MAX_GPUS]; /* bumped each time a device is seen lost */
+static int WAS_LOST[MAX_GPUS];
+
+static int parse_number(const char *text, unsigned long long *out) {
+    char *end;
+    if (*text < '0' || *text > '9') return 0;
+    *out = strtoull(text, &end, 10);
+    return *end == '\0';
+}
+
+static int parse_processes(char *list, gpu_t *g) {
+    char *save, *item;
+    for (item = strtok_r(list, ",", &save); item; item = strtok_r(NULL, ",", &save)) {
+        char *bytes = strchr(item, ':');
+        unsigned long long pid;
+        if (!bytes || g->nprocs == MAX_PROCS) return 0;
+        *bytes++ = '\0';
+        if (!parse_number(item, &pid)) return 0;
+        if (!strcmp(bytes, "na")) g->used[g->nprocs] = NOT_AVAILABLE;
+        else if (!parse_number(bytes, &g->used[g->nprocs])) return 0;
+        g->pid[g->nprocs++] = (unsigned)pid;
+    }
+    return 1;
+}
+
+static int parse_unsupported(char *list, gpu_t *g) {
+    char *save, *item;
+    for (item = strtok_r(list, ",", &save); item; item = strtok_r(NULL, ",", &save)) {
+        int c;
+        for (c = 0; c < C_COUNT && strcmp(item, CALL_NAMES[c]); c++) {}
+        if (c == C_COUNT) return 0;
+        g->unsupported |= 1u << c;
+    }
+    return 1;
+}
+
+static int parse_pair(char *token, gpu_t *g) {
+    char *value = strchr(token, '=');
+    size_t k;
+    if (!value) return 0;
+    *value++ = '\0';
+    if (!strcmp(token, "processes")) return parse_processes(value, g);
+    if (!strcmp(token, "unsupported")) return parse_unsupported(value, g);
+    for (k = 0; k < sizeof KEYS / sizeof KEYS[0]; k++)
+        if (!strcmp(token, KEYS[k].name))
+            return parse_number(value, (unsigned long long *)((char *)g + KEYS[k].offset));
+    return 0;
+}
+
+static void reject(const char *path, unsigned line_no, const char *what, const char *token) {
+    snprintf(BAD, sizeof BAD, "fake_nvml: %s:%u: %s '%s'", path, line_no, what, token);
+}
+
+static void load(void) {
+    const char *path = getenv("FAKE_NVML_STATE");
+    FILE *f = path ? fopen(path, "r") : NULL;
+    char line[8192];
+    unsigned line_no = 0, i;
+    N = 0; DRIVER_NOT_LOADED = 0; BAD[0] = '\0';
+    if (!f) return;
+    while (!BAD[0] && fgets(line, sizeof line, f)) {
+        char *save, *token;
+        size_t len = strlen(line);
+        line_no++;
+        if (len == sizeof line - 1 && line[len - 1] != '\n') { reject(path, line_no, "line too long", ""); break; }
+        line[strcspn(line, "\r\n")] = '\0';
+        token = strtok_r(line, " \t", &save);
+        if (!token || token[0] == '#') continue;
+        if (!strcmp(token, "driver_not_loaded")) { DRIVER_NOT_LOADED = 1; continue; }
+        if (strcmp(token, "gpu")) { reject(path, line_no, "expected gpu or driver_not_loaded, not", token); break; }
+        if (N == MAX_GPUS) { reject(path, line_no, "too many GPUs", ""); break; }
+        memset(&G[N], 0, sizeof G[N]);
+        while ((token = strtok_r(NULL, " \t", &save)))
+            if (!parse_pair(token, &G[N])) { reject(path, line_no, "bad value or unknown key", token); break; }
+        N++;
+    }
+    fclose(f);
+    if (BAD[0]) {
+        N = 0;
+        if (strcmp(BAD, LAST_REPORTED)) { fprintf(stderr, "%s\n", BAD); strcpy(LAST_REPORTED, BAD); }
+        return;
+    }
+    for (i = 0; i < N; i++) {
+        int lost = G[i].lost != 0;
+        if (lost && !WAS_LOST[i]) GENERATION[i]++;
+        WAS_LOST[i] = lost;
+    }
+}
+
+static void log_call(const char *symbol) {
+    const char *path = getenv("FAKE_NVML_CALLS");
+    FILE *f = path && *path ? fopen(path, "a") : NULL;
+    if (!f) return;
+    fputs(symbol, f);
+    fputc('\n', f);
+    fclose(f);
+}
+
+static nvmlDevice_t make_handle(unsigned i) {
+    return (nvmlDevice_t)(((uintptr_t)GENERATION[i] << 8) | (i + 1));
+}
+
+/* What every call checks before it answers: the log, the state file, the driver. */
+static nvmlReturn_t system_call(const char *symbol) {
+    log_call(symbol);
+    load();
+    if (BAD[0]) return NVML_ERROR_UNKNOWN;
+    return DRIVER_NOT_LOADED ? NVML_ERROR_DRIVER_NOT_LOADED : NVML_SUCCESS;
+}
+
+/* ... and a device call: the handle, loss, support. */
+static nvmlReturn_t device_call(const char *symbol, nvmlDevice_t d, int call, gpu_t **g) {
+    uintptr_t h = (uintptr_t)d;
+    unsigned i = (unsigned)(h & 0xff) - 1;
+    nvmlReturn_t rc = system_call(symbol);
+    if (rc != NVML_SUCCESS) return rc;
+    if (i >= N) return NVML_ERROR_INVALID_ARGUMENT;
+    if (G[i].lost || (h >> 8) != GENERATION[i]) return NVML_ERROR_GPU_IS_LOST;
+    if (call != C_IDENTITY && (G[i].unsupported >> call & 1u)) return NVML_ERROR_NOT_SUPPORTED;
+    *g = &G[i];
+    return NVML_SUCCESS;
+}
+
+#define DEVICE_CALL(d, call)                                   \
+    gpu_t *g;                                                  \
+    nvmlReturn_t rc_ = device_call(__func__, (d), (call), &g); \
+    if (rc_ != NVML_SUCCESS) return rc_
+
+static unsigned device_index(const gpu_t *g) { return (unsigned)(g - G); }
+
+nvmlReturn_t nvmlInitWithFlags(unsigned int flags) {
+    (void)flags;
+    return system_call(__func__);
+}
+
+nvmlReturn_t nvmlInit_v2(void) { return nvmlInitWithFlags(0); }
+
+nvmlReturn_t nvmlShutdown(void) {
+    log_call(__func__);
+    return NVML_SUCCESS;
+}
+
+const char *nvmlErrorString(nvmlReturn_t r) {
+    switch (r) {
+    case NVML_SUCCESS: return "Success";
+    case NVML_ERROR_INVALID_ARGUMENT: return "Invalid Argument";
+    case NVML_ERROR_NOT_SUPPORTED: return "Not Supported";
+    case NVML_ERROR_INSUFFICIENT_SIZE: return "Insufficient Size";
+    case NVML_ERROR_DRIVER_NOT_LOADED: return "Driver Not Loaded";
+    case NVML_ERROR_GPU_IS_LOST: return "GPU is lost";
+    default: return "Unknown Error";
+    }
+}
+
+nvmlReturn_t nvmlSystemGetDriverVersion(char *version, unsigned int length) {
+    nvmlReturn_t rc = system_call(__func__);
+    if (rc != NVML_SUCCESS) return rc;
+    snprintf(version, length, "999.99-fake");
+    return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlDeviceGetCount_v2(unsigned int *count) {
+    nvmlReturn_t rc = system_call(__func__);
+    if (rc != NVML_SUCCESS) return rc;
+    *count = N;
+    return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlDeviceGetHandleByIndex_v2(unsigned int index, nvmlDevice_t *device) {
+    nvmlReturn_t rc = system_call(__func__);
+    if (rc != NVML_SUCCESS) return rc;
+    if (index >= N) return NVML_ERROR_INVALID_ARGUMENT;
+    if (G[index].lost) return NVML_ERROR_GPU_IS_LOST;
+    *device = make_handle(index);
+    return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlDeviceGetName(nvmlDevice_t d, char *name, unsigned int length) {
+    DEVICE_CALL(d, C_IDENTITY);
+    snprintf(name, length, "NVIDIA H200 (fake)");
+    return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlDeviceGetUUID(nvmlDevice_t d, char *uuid, unsigned int length) {
+    DEVICE_CALL(d, C_IDENTITY);
+    snprintf(uuid, length, "GPU-00000000-0000-0000-0000-%012u", device_index(g));
+    return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlDeviceGetPciInfo_v3(nvmlDevice_t d, nvmlPciInfo_t *pci) {
+    DEVICE_CALL(d, C_IDENTITY);
+    memset(pci, 0, sizeof *pci);
+    pci->bus = device_index(g) + 1;
+    pci->pciDeviceId = 0x233510DE; /* H200 */
+    snprintf(pci->busIdLegacy, sizeof pci->busIdLegacy, "0000:%02X:00.0", pci->bus);
+    snprintf(pci->busId, sizeof pci->busId, "00000000:%02X:00.0", pci->bus);
+    return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t d, nvmlMemory_t *memory) {
+    DEVICE_CALL(d, C_MEMORY);
+    memory->total = g->memory_total_bytes;
+    memory->used = g->memory_used_bytes;
+    memory->free = g->memory_total_bytes - g->memory_used_bytes;
+    return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t d, nvmlUtilization_t *utilization) {
+    DEVICE_CALL(d, C_UTILIZATION);
+    utilization->gpu = (unsigned)g->utilization_gpu_percent;
+    utilization->memory = (unsigned)g->utilization_memory_percent;
+    return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t d, unsigned int *count,
+                                                     nvmlProcessInfo_t *infos) {
+    unsigned k;
+    DEVICE_CALL(d, C_PROCESSES);
+    if (*count < g->nprocs) {
+        *count = g->nprocs;
+        return NVML_ERROR_INSUFFICIENT_SIZE;
+    }
+    *count = g->nprocs;
+    for (k = 0; k < g->nprocs; k++) {
+        infos[k].pid = g->pid[k];
+        infos[k].usedGpuMemory = g->used[k];
+        infos[k].gpuInstanceId = 0xFFFFFFFFu; /* MIG off */
+        infos[k].computeInstanceId = 0xFFFFFFFFu;
+    }
+    return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlDeviceGetPowerUsage(nvmlDevice_t d, unsigned int *milliwatts) {
+    DEVICE_CALL(d, C_POWER);
+    *milliwatts = (unsigned)g->power_milliwatts;
+    return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlDeviceGetTemperature(nvmlDevice_t d, nvmlTemperatureSensors_t sensor,
+                                      unsigned int *celsius) {
+    DEVICE_CALL(d, C_TEMPERATURE);
+    if (sensor != NVML_TEMPERATURE_GPU) return NVML_ERROR_NOT_SUPPORTED;
+    *celsius = (unsigned)g->temperature_celsius;
+    return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlDeviceGetClockInfo(nvmlDevice_t d, nvmlClockType_t type, unsigned int *mhz) {
+    DEVICE_CALL(d, C_SM_CLOCK);
+    if (type != NVML_CLOCK_SM) return NVML_ERROR_NOT_SUPPORTED;
+    *mhz = (unsigned)g->sm_clock_mhz;
+    return NVML_SUCCESS;
+}
+
+/* pynvml calls the EventReasons symbol when it has it, older ones the ThrottleReasons one. */
+nvmlReturn_t nvmlDeviceGetCurrentClocksEventReasons(nvmlDevice_t d, unsigned long long *reasons) {
+    DEVICE_CALL(d, C_CLOCK_EVENT_REASONS);
+    *reasons = g->clock_event_reasons;
+    return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlDeviceGetCurrentClocksThrottleReasons(nvmlDevice_t d, unsigned long long *reasons) {
+    DEVICE_CALL(d, C_CLOCK_EVENT_REASONS);
+    *reasons = g->clock_event_reasons;
+    return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlDeviceGetPerformanceState(nvmlDevice_t d, nvmlPstates_t *state) {
+    DEVICE_CALL(d, C_PERFORMANCE_STATE);
+    *state = (nvmlPstates_t)g->performance_state;
+    return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlDeviceGetTotalEccErrors(nvmlDevice_t d, nvmlMemoryErrorType_t type,
+                                         nvmlEccCounterType_t counter, unsigned long long *count) {
+    DEVICE_CALL(d, C_ECC_VOLATILE_UNCORRECTED);
+    if (type != NVML_MEMORY_ERROR_TYPE_UNCORRECTED || counter != NVML_VOLATILE_ECC)
+        return NVML_ERROR_NOT_SUPPORTED;
+    *count = g->ecc_volatile_uncorrected_errors;
+    return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlDeviceGetTotalEnergyConsumption(nvmlDevice_t d, unsigned long long *millijoules) {
+    DEVICE_CALL(d, C_ENERGY);
+    *millijoules = g->energy_millijoules;
+    return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlDeviceGetPcieThroughput(nvmlDevice_t d, nvmlPcieUtilCounter_t counter,
+                                         unsigned int *kilobytes_per_second) {
+    int rx = counter == NVML_PCIE_UTIL_RX_BYTES;
+    DEVICE_CALL(d, rx ? C_PCIE_RX : C_PCIE_TX);
+    if (!rx && counter != NVML_PCIE_UTIL_TX_BYTES) return NVML_ERROR_INVALID_ARGUMENT;
+    *kilobytes_per_second =
+        (unsigned)(rx ? g->pcie_rx_kilobytes_per_second : g->pcie_tx_kilobytes_per_second);
+    return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlDeviceGetRemappedRows(nvmlDevice_t d, unsigned int *correctable,
+                                       unsigned int *uncorrectable, unsigned int *pending,
+                                       unsigned int *failed) {
+    DEVICE_CALL(d, C_REMAPPED_ROWS);
+    *correctable = (unsigned)g->remapped_rows_correctable;
+    *uncorrectable = (unsigned)g->remapped_rows_uncorrectable;
+    *pending = g->remapped_rows_pending != 0;
+    *failed = g->remapped_rows_failed != 0;
+    return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlDeviceGetRetiredPages(nvmlDevice_t d, nvmlPageRetirementCause_t cause,
+                                       unsigned int *count, unsigned long long *addresses) {
+    unsigned long long pages;
+    unsigned k;
+    DEVICE_CALL(d, C_RETIRED_PAGES);
+    if (cause == NVML_PAGE_RETIREMENT_CAUSE_MULTIPLE_SINGLE_BIT_ECC_ERRORS)
+        pages = g->retired_pages_single_bit;
+    else if (cause == NVML_PAGE_RETIREMENT_CAUSE_DOUBLE_BIT_ECC_ERROR)
+        pages = g->retired_pages_double_bit;
+    else
+        return NVML_ERROR_INVALID_ARGUMENT;
+    if (*count < pages) {
+        *count = (unsigned)pages;
+        return NVML_ERROR_INSUFFICIENT_SIZE;
+    }
+    *count = (unsigned)pages;
+    for (k = 0; k < pages; k++) addresses[k] = 0x100000ULL * (k + 1) + (unsigned)cause;
+    return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlDeviceGetFieldValues(nvmlDevice_t d, int count, nvmlFieldValue_t *values) {
+    int k;
+    DEVICE_CALL(d, C_IDENTITY); /* support is per field, in each value's nvmlReturn */
+    for (k = 0; k < count; k++) {
+        nvmlFieldValue_t *v = &values[k];
+        v->timestamp = 0;
+        v->latencyUsec = 0;
+        if (v->fieldId != NVML_FI_DEV_PCIE_REPLAY_COUNTER || (g->unsupported >> C_PCIE_REPLAY & 1u)) {
+            v->nvmlReturn = NVML_ERROR_NOT_SUPPORTED;
+            continue;
+        }
+        v->nvmlReturn = NVML_SUCCESS;
+        v->valueType = NVML_VALUE_TYPE_UNSIGNED_INT;
+        v->value.uiVal = (unsigned)g->pcie_replay_errors;
+    }
+    return NVML_SUCCESS;
+}

@@ -1,0 +1,120 @@
+"""An in-memory GPU node whose state a test or the simulator sets directly: devices with
+utilisation, memory and processes, plus the faults NVML shows (a call not supported, a lost
+device, a driver that is not loaded). It counts the calls it answers."""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+
+from observer.clock import Clock
+from observer.domain import (
+    GpuCounters,
+    GpuIdentity,
+    GpuProcess,
+    GpuSample,
+    ReadError,
+    ReadErrorKind,
+)
+from observer.errors import DriverNotLoadedError, GpuLostError
+from observer.gpu.backend import COUNTER_CALLS, LEAN_CALLS, DriverInfo
+
+GIB = 2**30
+
+
+@dataclass
+class FakeGpu:
+    uuid: str
+    memory_total_bytes: int = 80 * GIB
+    memory_used_bytes: int = 600 * 2**20
+    utilization_gpu_percent: int = 0
+    processes: dict[int, int | None] = field(default_factory=dict)  # pid -> used bytes
+    power_milliwatts: int = 70_000
+    temperature_celsius: int = 35
+    energy_millijoules: int = 0
+    lost: bool = False
+    unsupported: set[str] = field(default_factory=set)
+
+
+class FakeGpuBackend:
+    def __init__(self, gpus: list[FakeGpu], clock: Clock) -> None:
+        self.gpus = gpus
+        self.driver_loaded = True
+        self.calls: Counter[str] = Counter()
+        self._clock = clock
+
+    def open(self) -> DriverInfo:
+        if not self.driver_loaded:
+            raise DriverNotLoadedError("Driver Not Loaded")
+        return DriverInfo("999.99-fake", len(self.gpus))
+
+    def identify(self, index: int) -> GpuIdentity:
+        gpu = self.gpus[index]
+        if gpu.lost:
+            raise GpuLostError(f"GPU {index} is lost")
+        return GpuIdentity(index, gpu.uuid, "Fake GPU", gpu.memory_total_bytes, None)
+
+    def close(self) -> None:
+        return None
+
+    def _answer(
+        self, gpu: FakeGpu, call: str, skip: frozenset[str], errors: list[ReadError]
+    ) -> bool:
+        if call in skip:
+            return False
+        self.calls[call] += 1
+        if not self.driver_loaded:
+            errors.append(ReadError(call, ReadErrorKind.DRIVER_NOT_LOADED, "Driver Not Loaded"))
+            return False
+        if gpu.lost:
+            errors.append(ReadError(call, ReadErrorKind.GPU_LOST, "GPU is lost"))
+            return False
+        if call in gpu.unsupported:
+            errors.append(ReadError(call, ReadErrorKind.NOT_SUPPORTED, "Not Supported"))
+            return False
+        return True
+
+    def sample(self, index: int, skip: frozenset[str]) -> GpuSample:
+        gpu = self.gpus[index]
+        errors: list[ReadError] = []
+        ok = {call: self._answer(gpu, call, skip, errors) for call in LEAN_CALLS}
+        return GpuSample(
+            at=self._clock.now(),
+            index=index,
+            utilization_gpu_percent=gpu.utilization_gpu_percent if ok["utilization"] else None,
+            utilization_memory_percent=0 if ok["utilization"] else None,
+            memory_used_bytes=gpu.memory_used_bytes if ok["memory"] else None,
+            memory_total_bytes=gpu.memory_total_bytes if ok["memory"] else None,
+            processes=(
+                tuple(GpuProcess(pid, used) for pid, used in gpu.processes.items())
+                if ok["processes"]
+                else None
+            ),
+            power_milliwatts=gpu.power_milliwatts if ok["power"] else None,
+            temperature_celsius=gpu.temperature_celsius if ok["temperature"] else None,
+            sm_clock_mhz=1980 if ok["sm_clock"] else None,
+            clock_event_reasons=0 if ok["clock_event_reasons"] else None,
+            performance_state=0 if ok["performance_state"] else None,
+            ecc_volatile_uncorrected_errors=0 if ok["ecc_volatile_uncorrected"] else None,
+            errors=tuple(errors),
+        )
+
+    def counters(self, index: int, skip: frozenset[str]) -> GpuCounters:
+        gpu = self.gpus[index]
+        errors: list[ReadError] = []
+        ok = {call: self._answer(gpu, call, skip, errors) for call in COUNTER_CALLS}
+        return GpuCounters(
+            at=self._clock.now(),
+            index=index,
+            energy_millijoules=gpu.energy_millijoules if ok["energy"] else None,
+            pcie_tx_kilobytes_per_second=0 if ok["pcie_tx_throughput"] else None,
+            pcie_rx_kilobytes_per_second=0 if ok["pcie_rx_throughput"] else None,
+            remapped_rows_correctable=0 if ok["remapped_rows"] else None,
+            remapped_rows_uncorrectable=0 if ok["remapped_rows"] else None,
+            remapped_rows_pending=False if ok["remapped_rows"] else None,
+            remapped_rows_failed=False if ok["remapped_rows"] else None,
+            retired_pages_single_bit=0 if ok["retired_pages"] else None,
+            retired_pages_double_bit=0 if ok["retired_pages"] else None,
+            pcie_replay_errors=0 if ok["pcie_replay"] else None,
+            errors=tuple(errors),
+        )

@@ -1,0 +1,318 @@
+"""The real GpuBackend, over the NVIDIA driver's libnvidia-ml.so.1 through pynvml: the only
+module that imports pynvml.
+
+pynvml errors stop here. A failed call on one device becomes a ReadError in the sample (the
+field stays None); a failed nvmlInit raises DriverNotLoadedError, LibraryNotFoundError or
+GpuError; identify() on a lost device raises GpuLostError.
+"""
+
+from __future__ import annotations
+
+import ctypes
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import pynvml
+
+from observer.clock import Clock
+from observer.domain import (
+    GpuCounters,
+    GpuIdentity,
+    GpuProcess,
+    GpuSample,
+    ReadError,
+    ReadErrorKind,
+)
+from observer.errors import DriverNotLoadedError, GpuError, GpuLostError, LibraryNotFoundError
+from observer.gpu.backend import (
+    NVML_ERROR_DRIVER_NOT_LOADED,
+    NVML_ERROR_GPU_IS_LOST,
+    NVML_ERROR_LIBRARY_NOT_FOUND,
+    DriverInfo,
+    read_error_kind,
+)
+
+T = TypeVar("T")
+Handle = Any  # pynvml's opaque device handle (a ctypes pointer); never leaves this module
+_Failure = tuple[ReadErrorKind, str]
+# After one of these no later call on the device can succeed, so none is made.
+_FINAL_KINDS = frozenset({ReadErrorKind.GPU_LOST, ReadErrorKind.DRIVER_NOT_LOADED})
+
+_NVML_ERROR_NOT_SUPPORTED = 3
+_NOT_AVAILABLE = 2**64 - 1  # NVML_VALUE_NOT_AVAILABLE in an unsigned long long
+_PCIE_REPLAY_FIELD_ID = 94  # NVML_FI_DEV_PCIE_REPLAY_COUNTER
+# nvmlValue_t member to read for each nvmlValueType_t, in enum order.
+_FIELD_VALUE_MEMBERS = ("dVal", "uiVal", "ulVal", "ullVal", "sllVal", "siVal", "usVal")
+
+# NVML 12.x renamed "throttle reasons" to "clock event reasons"; older pynvml lack the new name.
+_get_clock_event_reasons: Callable[[Handle], Any] = (
+    getattr(pynvml, "nvmlDeviceGetCurrentClocksEventReasons", None)
+    or pynvml.nvmlDeviceGetCurrentClocksThrottleReasons
+)
+
+
+# One function per call name of backend.LEAN_CALLS / COUNTER_CALLS: the NVML call(s) and the
+# conversion into plain ints. Module-level, so a sample builds no closures.
+def _utilization(handle: Handle) -> tuple[int, int]:
+    rates = pynvml.nvmlDeviceGetUtilizationRates(handle)
+    return int(rates.gpu), int(rates.memory)
+
+
+def _memory(handle: Handle) -> tuple[int, int]:
+    memory = pynvml.nvmlDeviceGetMemoryInfo(handle)
+    return int(memory.used), int(memory.total)
+
+
+def _processes(handle: Handle) -> tuple[GpuProcess, ...]:
+    return tuple(
+        GpuProcess(int(p.pid), _bytes(p.usedGpuMemory))
+        for p in pynvml.nvmlDeviceGetComputeRunningProcesses(handle)
+    )
+
+
+def _bytes(value: Any) -> int | None:
+    # pynvml turns NVML_VALUE_NOT_AVAILABLE into None; older releases pass it through.
+    return None if value is None or value == _NOT_AVAILABLE else int(value)
+
+
+def _power(handle: Handle) -> int:
+    return int(pynvml.nvmlDeviceGetPowerUsage(handle))
+
+
+def _temperature(handle: Handle) -> int:
+    return int(pynvml.nvmlDeviceGetTemperature(handle, pynvml.NVML_TEMPERATURE_GPU))
+
+
+def _sm_clock(handle: Handle) -> int:
+    return int(pynvml.nvmlDeviceGetClockInfo(handle, pynvml.NVML_CLOCK_SM))
+
+
+def _clock_event_reasons(handle: Handle) -> int:
+    return int(_get_clock_event_reasons(handle))
+
+
+def _performance_state(handle: Handle) -> int:
+    return int(pynvml.nvmlDeviceGetPerformanceState(handle))
+
+
+def _ecc_volatile_uncorrected(handle: Handle) -> int:
+    return int(
+        pynvml.nvmlDeviceGetTotalEccErrors(
+            handle, pynvml.NVML_MEMORY_ERROR_TYPE_UNCORRECTED, pynvml.NVML_VOLATILE_ECC
+        )
+    )
+
+
+def _energy(handle: Handle) -> int:
+    return int(pynvml.nvmlDeviceGetTotalEnergyConsumption(handle))
+
+
+def _pcie_tx(handle: Handle) -> int:
+    return int(pynvml.nvmlDeviceGetPcieThroughput(handle, pynvml.NVML_PCIE_UTIL_TX_BYTES))
+
+
+def _pcie_rx(handle: Handle) -> int:
+    return int(pynvml.nvmlDeviceGetPcieThroughput(handle, pynvml.NVML_PCIE_UTIL_RX_BYTES))
+
+
+def _remapped_rows(handle: Handle) -> tuple[int, int, bool, bool]:
+    correctable, uncorrectable, pending, failed = pynvml.nvmlDeviceGetRemappedRows(handle)
+    return int(correctable), int(uncorrectable), bool(pending), bool(failed)
+
+
+def _retired_pages(handle: Handle) -> tuple[int, int]:
+    single_bit = pynvml.nvmlDeviceGetRetiredPages(
+        handle, pynvml.NVML_PAGE_RETIREMENT_CAUSE_MULTIPLE_SINGLE_BIT_ECC_ERRORS
+    )
+    double_bit = pynvml.nvmlDeviceGetRetiredPages(
+        handle, pynvml.NVML_PAGE_RETIREMENT_CAUSE_DOUBLE_BIT_ECC_ERROR
+    )
+    return len(single_bit), len(double_bit)
+
+
+def _pcie_replay(handle: Handle) -> int:
+    (value,) = pynvml.nvmlDeviceGetFieldValues(handle, [_PCIE_REPLAY_FIELD_ID])
+    if value.nvmlReturn != pynvml.NVML_SUCCESS:
+        # A field fails on its own while the call succeeds: report it like a failed call.
+        raise pynvml.NVMLError(value.nvmlReturn)
+    return int(getattr(value.value, _FIELD_VALUE_MEMBERS[value.valueType]))
+
+
+def _memory_total(handle: Handle) -> int:
+    return int(pynvml.nvmlDeviceGetMemoryInfo(handle).total)
+
+
+def _pci_bus_id(handle: Handle) -> str:
+    return str(pynvml.nvmlDeviceGetPciInfo(handle).busId)
+
+
+def _unless_not_supported(read: Callable[[Handle], T], handle: Handle) -> T | None:
+    try:
+        return read(handle)
+    except pynvml.NVMLError as exc:
+        if exc.value == _NVML_ERROR_NOT_SUPPORTED:
+            return None
+        raise
+
+
+class _Reads:
+    """Makes the named calls on one device, skipping those in `skip`, and keeps one ReadError
+    per failed call. Once the device is lost or the driver gone (or the handle could not be had)
+    the calls left are not made: each fails the same way, so a sample's errors do not depend on
+    which call first noticed."""
+
+    __slots__ = ("_failure", "_handle", "_skip", "errors", "gpu_lost")
+
+    def __init__(
+        self, handle: Handle, skip: frozenset[str], failure: _Failure | None = None
+    ) -> None:
+        self._handle = handle
+        self._skip = skip
+        self._failure = failure
+        self.errors: list[ReadError] = []
+        self.gpu_lost = failure is not None and failure[0] is ReadErrorKind.GPU_LOST
+
+    def __call__(self, call: str, read: Callable[[Handle], T]) -> T | None:
+        if call in self._skip:
+            return None
+        if self._failure is not None:
+            self.errors.append(ReadError(call, *self._failure))
+            return None
+        try:
+            return read(self._handle)
+        except pynvml.NVMLError as exc:
+            kind, message = read_error_kind(exc.value), str(exc)
+            self.errors.append(ReadError(call, kind, message))
+            if kind in _FINAL_KINDS:
+                self._failure = (kind, message)
+                self.gpu_lost = kind is ReadErrorKind.GPU_LOST
+            return None
+
+
+class NvmlGpuBackend:
+    """GpuBackend over NVML. `library_path` names a libnvidia-ml.so.1 outside the loader's
+    search path (a non-standard driver location, or the stand-in library in tests); it is
+    loaded before pynvml looks the library up by its soname, so pynvml binds to it. A process
+    binds to one NVML library: whichever is loaded first."""
+
+    def __init__(self, clock: Clock, library_path: Path | None = None) -> None:
+        self._clock = clock
+        self._library_path = library_path
+        self._library: ctypes.CDLL | None = None
+        self._initialised = False
+        self._handles: dict[int, Handle] = {}
+
+    def open(self) -> DriverInfo:
+        if self._library_path is not None and self._library is None:
+            try:
+                self._library = ctypes.CDLL(str(self._library_path), mode=ctypes.RTLD_GLOBAL)
+            except OSError as exc:
+                raise LibraryNotFoundError(f"cannot load {self._library_path}: {exc}") from exc
+        try:
+            if not self._initialised:
+                pynvml.nvmlInit()
+                self._initialised = True
+            return DriverInfo(
+                driver_version=str(pynvml.nvmlSystemGetDriverVersion()),
+                device_count=int(pynvml.nvmlDeviceGetCount()),
+            )
+        except pynvml.NVMLError as exc:
+            if exc.value == NVML_ERROR_DRIVER_NOT_LOADED:
+                raise DriverNotLoadedError(f"NVML: {exc}") from exc
+            if exc.value == NVML_ERROR_LIBRARY_NOT_FOUND:
+                raise LibraryNotFoundError(f"NVML: {exc} (libnvidia-ml.so.1)") from exc
+            raise GpuError(f"NVML could not be opened: {exc}") from exc
+
+    def close(self) -> None:
+        self._handles.clear()
+        if not self._initialised:
+            return
+        self._initialised = False
+        try:
+            pynvml.nvmlShutdown()
+        except pynvml.NVMLError as exc:
+            raise GpuError(f"NVML shutdown failed: {exc}") from exc
+
+    def identify(self, index: int) -> GpuIdentity:
+        try:
+            handle = self._handle(index)
+            uuid = str(pynvml.nvmlDeviceGetUUID(handle))
+            name = str(pynvml.nvmlDeviceGetName(handle))
+            memory_total = _unless_not_supported(_memory_total, handle)
+            pci_bus_id = _unless_not_supported(_pci_bus_id, handle)
+        except pynvml.NVMLError as exc:
+            if exc.value == NVML_ERROR_GPU_IS_LOST:
+                self._handles.pop(index, None)
+                raise GpuLostError(f"GPU {index}: {exc}") from exc
+            raise GpuError(f"GPU {index}: identity could not be read: {exc}") from exc
+        return GpuIdentity(index, uuid, name, memory_total, pci_bus_id)
+
+    def sample(self, index: int, skip: frozenset[str]) -> GpuSample:
+        at = self._clock.now()
+        read = self._reads(index, skip)
+        utilization = read("utilization", _utilization)
+        memory = read("memory", _memory)
+        processes = read("processes", _processes)
+        power = read("power", _power)
+        temperature = read("temperature", _temperature)
+        sm_clock = read("sm_clock", _sm_clock)
+        reasons = read("clock_event_reasons", _clock_event_reasons)
+        pstate = read("performance_state", _performance_state)
+        ecc = read("ecc_volatile_uncorrected", _ecc_volatile_uncorrected)
+        if read.gpu_lost:
+            self._handles.pop(index, None)
+        return GpuSample(
+            at=at,
+            index=index,
+            utilization_gpu_percent=utilization[0] if utilization is not None else None,
+            utilization_memory_percent=utilization[1] if utilization is not None else None,
+            memory_used_bytes=memory[0] if memory is not None else None,
+            memory_total_bytes=memory[1] if memory is not None else None,
+            processes=processes,
+            power_milliwatts=power,
+            temperature_celsius=temperature,
+            sm_clock_mhz=sm_clock,
+            clock_event_reasons=reasons,
+            performance_state=pstate,
+            ecc_volatile_uncorrected_errors=ecc,
+            errors=tuple(read.errors),
+        )
+
+    def counters(self, index: int, skip: frozenset[str]) -> GpuCounters:
+        at = self._clock.now()
+        read = self._reads(index, skip)
+        energy = read("energy", _energy)
+        tx = read("pcie_tx_throughput", _pcie_tx)
+        rx = read("pcie_rx_throughput", _pcie_rx)
+        remapped = read("remapped_rows", _remapped_rows)
+        retired = read("retired_pages", _retired_pages)
+        replay = read("pcie_replay", _pcie_replay)
+        return GpuCounters(
+            at=at,
+            index=index,
+            energy_millijoules=energy,
+            pcie_tx_kilobytes_per_second=tx,
+            pcie_rx_kilobytes_per_second=rx,
+            remapped_rows_correctable=remapped[0] if remapped is not None else None,
+            remapped_rows_uncorrectable=remapped[1] if remapped is not None else None,
+            remapped_rows_pending=remapped[2] if remapped is not None else None,
+            remapped_rows_failed=remapped[3] if remapped is not None else None,
+            retired_pages_single_bit=retired[0] if retired is not None else None,
+            retired_pages_double_bit=retired[1] if retired is not None else None,
+            pcie_replay_errors=replay,
+            errors=tuple(read.errors),
+        )
+
+    def _handle(self, index: int) -> Handle:
+        handle = self._handles.get(index)
+        if handle is None:
+            handle = self._handles[index] = pynvml.nvmlDeviceGetHandleByIndex(index)
+        return handle
+
+    def _reads(self, index: int, skip: frozenset[str]) -> _Reads:
+        try:
+            return _Reads(self._handle(index), skip)
+        except pynvml.NVMLError as exc:
+            # No handle, no call can be made: every call of the sample fails with this error.
+            return _Reads(None, skip, (read_error_kind(exc.value), str(exc)))

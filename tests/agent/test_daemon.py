@@ -1,0 +1,125 @@
+"""The running agent: its HTTP surface and its shutdown."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import httpx
+from prometheus_client.parser import text_string_to_metric_families
+
+from observer.agent.main import run_agent
+from observer.settings import Settings
+
+
+def _samples(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    return {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+    }
+
+
+def _settings(trace: Path) -> Settings:
+    return Settings.model_validate(
+        {
+            "agent": {
+                "node_name": "node-a",
+                "gpu_backend": "replay",
+                "replay_trace_dir": trace,
+                "interval_seconds": 0.05,
+                "counters_interval_seconds": 0.5,
+                "listen_host": "127.0.0.1",
+                "listen_port": 0,
+                "shutdown_deadline_seconds": 2,
+            }
+        }
+    )
+
+
+def test_serves_metrics_health_and_snapshot_then_stops_on_request(h200_trace: Path):
+    stop = threading.Event()
+    ports: list[int] = []
+    listening = threading.Event()
+
+    def on_listening(port: int) -> None:
+        ports.append(port)
+        listening.set()
+
+    thread = threading.Thread(
+        target=run_agent, args=(_settings(h200_trace), stop), kwargs={"on_listening": on_listening}
+    )
+    thread.start()
+    try:
+        assert listening.wait(10)
+        base = f"http://127.0.0.1:{ports[0]}"
+        deadline = time.monotonic() + 10
+        while httpx.get(f"{base}/healthz").status_code != 200:
+            assert time.monotonic() < deadline, "agent never became healthy"
+            time.sleep(0.05)
+
+        health = httpx.get(f"{base}/healthz").json()
+        assert health["status"] == "ok"
+        assert health["nvml"] == "ok"
+        assert health["blind"] is False
+        assert 0 <= health["last_good_tick_age_seconds"] < 5
+
+        metrics = _samples(httpx.get(f"{base}/metrics").text)
+        uuid = "GPU-c114cebc-2c7e-dd2b-ea65-fc1a95e8cebc"
+        gpu = (("gpu", "0"), ("uuid", uuid))
+        assert metrics["observer_gpu_memory_total_bytes", gpu] == 150754820096
+        assert metrics["observer_gpu_utilization_ratio", gpu] >= 0
+        info = (
+            ("gpu", "0"),
+            ("name", "NVIDIA H200"),
+            ("node", "node-a"),
+            ("pci_bus_id", "00000000:00:06.0"),
+            ("uuid", uuid),
+        )
+        assert metrics["observer_gpu_info", info] == 1
+        assert metrics["observer_loop_ticks_total", (("loop", "agent"),)] >= 1
+        not_supported = (("call", "pcie_rx_throughput"), ("error", "not_supported"), ("gpu", "0"))
+        assert metrics["observer_gpu_read_errors_total", not_supported] == 1
+
+        snap = httpx.get(f"{base}/v1/snapshot").json()
+        assert snap["node"] == "node-a"
+        assert snap["driver"]["state"] == "ok"
+        assert snap["gpus"][0]["identity"]["uuid"] == uuid
+        assert snap["gpus"][0]["sample"]["memory_total_bytes"] == 150754820096
+        assert isinstance(snap["findings"], list)
+
+        assert httpx.get(f"{base}/nope").status_code == 404
+    finally:
+        stop.set()
+        thread.join(5)
+    assert not thread.is_alive()
+
+
+def test_sigterm_stops_the_daemon_within_its_deadline(tmp_path: Path, h200_trace: Path):
+    config = tmp_path / "agent.yaml"
+    config.write_text(
+        f"agent:\n  gpu_backend: replay\n  replay_trace_dir: {h200_trace}\n"
+        "  listen_host: 127.0.0.1\n  listen_port: 0\n  interval_seconds: 0.1\n"
+        "  counters_interval_seconds: 1\n  shutdown_deadline_seconds: 3\n"
+        "logging:\n  format: json\n"
+    )
+    with subprocess.Popen(
+        [sys.executable, "-m", "observer.cli", "agent", "--config", str(config)],
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    ) as proc:
+        assert proc.stderr is not None
+        for line in proc.stderr:
+            if json.loads(line).get("event") == "agent listening":
+                break
+        started = time.monotonic()
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=10) == 0
+        assert time.monotonic() - started < 3
+        rest = [json.loads(line) for line in proc.stderr.read().splitlines()]
+        assert [e["event"] for e in rest][-1] == "agent stopped"

@@ -1,0 +1,1 @@
+"""One contract suite per boundary, run over every implementation of it (fake, replay, real)."""

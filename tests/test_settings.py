@@ -1,0 +1,105 @@
+"""Settings: one typed root from YAML with OBSERVER_* overrides; `observer check-config`."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from observer.errors import ConfigError
+from observer.settings import load_settings
+
+
+def _check(path: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "observer.cli", "check-config", str(path)],
+        check=False,
+        capture_output=True,
+        text=True,
+    )
+
+
+def test_defaults_need_no_file():
+    settings = load_settings(None)
+    assert settings.agent.interval_seconds == 1.0
+    assert settings.agent.counters_interval_seconds == 60.0
+    assert settings.detectors.node.grace_seconds == 60.0
+    assert settings.storage.url is None
+
+
+def test_the_environment_overrides_the_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    config = tmp_path / "c.yaml"
+    config.write_text("agent:\n  interval_seconds: 2\n  listen_port: 9500\n")
+    monkeypatch.setenv("OBSERVER_AGENT__LISTEN_PORT", "9600")
+    monkeypatch.setenv("OBSERVER_STORAGE__URL", "postgresql+psycopg://observer@db/observer")
+    settings = load_settings(config)
+    assert settings.agent.interval_seconds == 2
+    assert settings.agent.listen_port == 9600
+    assert settings.storage.url == "postgresql+psycopg://observer@db/observer"
+
+
+def test_every_problem_is_named_by_its_field_path(tmp_path: Path):
+    config = tmp_path / "bad.yaml"
+    config.write_text(
+        "agent:\n  interval_seconds: 0\n  listen_port: 70000\n  colour: blue\n"
+        "detectors:\n  node:\n    grace_seconds: -1\n"
+    )
+    with pytest.raises(ConfigError) as caught:
+        load_settings(config)
+    assert sorted(caught.value.problems) == [
+        "agent.colour: unknown setting",
+        "agent.interval_seconds: must be greater than 0",
+        "agent.listen_port: must be less than or equal to 65535",
+        "detectors.node.grace_seconds: must be greater than or equal to 0",
+    ]
+
+
+def test_rules_across_fields_name_the_field_at_fault(tmp_path: Path):
+    config = tmp_path / "bad.yaml"
+    config.write_text(
+        "agent:\n  gpu_backend: replay\n  interval_seconds: 10\n  counters_interval_seconds: 5\n"
+    )
+    with pytest.raises(ConfigError) as caught:
+        load_settings(config)
+    assert sorted(caught.value.problems) == [
+        "agent.counters_interval_seconds: must not be shorter than agent.interval_seconds",
+        "agent.replay_trace_dir: is required when agent.gpu_backend is 'replay'",
+    ]
+
+
+def test_check_config_exits_0_on_a_valid_file():
+    result = _check(Path("deploy/examples/agent-nvml.yaml"))
+    assert result.returncode == 0, result.stderr
+    assert "valid" in result.stdout
+
+
+def test_check_config_exits_2_with_one_line_per_problem(tmp_path: Path):
+    config = tmp_path / "bad.yaml"
+    config.write_text("agent:\n  interval_seconds: 0\n  gpu_backend: cuda\n")
+    result = _check(config)
+    assert result.returncode == 2
+    assert sorted(result.stderr.splitlines()) == [
+        "agent.gpu_backend: must be 'nvml' or 'replay'",
+        "agent.interval_seconds: must be greater than 0",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (None, "file not found"),
+        ("agent: [1,\n", "not valid YAML at line 2"),
+        ("- just\n- a list\n", "the top level must be a mapping"),
+    ],
+)
+def test_a_missing_or_unparsable_file_is_a_clear_error_not_a_traceback(
+    tmp_path: Path, content: str | None, message: str
+):
+    config = tmp_path / "c.yaml"
+    if content is not None:
+        config.write_text(content)
+    result = _check(config)
+    assert result.returncode == 2
+    assert message in result.stderr
+    assert "Traceback" not in result.stderr
+    assert len(result.stderr.splitlines()) == 1
