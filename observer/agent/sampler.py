@@ -24,9 +24,11 @@ from observer.domain import (
 )
 from observer.errors import DriverNotLoadedError, GpuError, GpuLostError, LibraryNotFoundError
 from observer.gpu.backend import GpuBackend
+from observer.logs import get_logger
 from observer.metrics import AgentMetrics
 
 _R = TypeVar("_R", GpuSample, GpuCounters)
+_log = get_logger("observer.agent.sampler")
 
 
 @dataclass
@@ -69,11 +71,12 @@ class Sampler:
         if self._driver.state is not DriverState.OK:
             return NodeReading(self._driver, ())
         started = self._clock.monotonic()
-        samples = [self._sample(index, state) for index, state in enumerate(self._gpus)]
-        if any(s is not None and _driver_gone(s) for s in samples):
-            self._backend.close()
-            self._driver = DriverStatus(DriverState.NOT_LOADED, message="driver unloaded")
-            self._metrics.nvml_init_errors_total.labels(state=self._driver.state.value).inc()
+        try:
+            samples = [self._sample(index, state) for index, state in enumerate(self._gpus)]
+            if any(s is not None and _driver_gone(s) for s in samples):
+                raise DriverNotLoadedError("the driver was unloaded under the agent")
+        except DriverNotLoadedError as exc:
+            self._driver_gone(str(exc))
             return NodeReading(self._driver, ())
         lean_done = self._clock.monotonic()
         self._lean_timer.observe(lean_done - started)
@@ -97,8 +100,21 @@ class Sampler:
 
     def close(self) -> None:
         if self._driver.state is DriverState.OK:
-            self._backend.close()
+            self._close_backend()
         self._driver = DriverStatus(DriverState.ERROR, message="closed")
+
+    def _driver_gone(self, message: str) -> None:
+        """The driver went away under a running agent: NVML must be initialised again."""
+        self._close_backend()
+        self._driver = DriverStatus(DriverState.NOT_LOADED, message=message)
+        self._metrics.nvml_init_errors_total.labels(state=self._driver.state.value).inc()
+
+    def _close_backend(self) -> None:
+        try:
+            self._backend.close()
+        except GpuError as exc:  # a failed shutdown must not stop the next initialisation
+            self._metrics.nvml_init_errors_total.labels(state="shutdown_failed").inc()
+            _log.warning("NVML shutdown failed", error=str(exc))
 
     def _open(self) -> None:
         try:
@@ -121,10 +137,15 @@ class Sampler:
         if state.identity is None:
             try:
                 state.identity = self._backend.identify(index)
-            except GpuLostError:
-                self._metrics.gpu_read_errors_total.labels(
-                    gpu=str(index), call="identify", error=ReadErrorKind.GPU_LOST.value
-                ).inc()
+            except DriverNotLoadedError:
+                raise
+            except GpuError as exc:
+                kind = (
+                    ReadErrorKind.GPU_LOST
+                    if isinstance(exc, GpuLostError)
+                    else ReadErrorKind.UNKNOWN
+                )
+                self._count(index, ReadError("identify", kind, str(exc)))
                 return None
         sample = self._record(index, state, self._backend.sample(index, state.skip))
         if sample.lost:

@@ -5,7 +5,7 @@ Rules (each a condition, opened by the tracker after its hold time):
 - orphan_process: a process on the GPU that belongs to no pod or job, beyond grace;
 - vanished_process: NVML lists a pid that no longer exists on the host, beyond grace;
 - memory_without_process: memory above the driver baseline with no process listed;
-- allocated_idle: a running owner holds GPU memory while the GPU stays at 0 % utilisation;
+- allocated_idle: an owner that has not ended holds GPU memory while the GPU stays at 0 %;
 - gpu_lost: the device fell off the bus; nvml_unavailable: the node is blind to its GPUs.
 """
 
@@ -182,8 +182,9 @@ def _process_symptoms(
             since=state.ended_at,
         )
     elif (
-        state.phase is OwnerPhase.RUNNING
-        and gpu is not None
+        # Unknown counts: a live process in a pod's or job's cgroup is the best sign of a
+        # running owner a node has when no scheduler directory is wired.
+        gpu is not None
         and gpu.sample is not None
         and gpu.sample.utilization_gpu_percent == 0
         and proc.used_memory_bytes != 0
@@ -194,7 +195,7 @@ def _process_symptoms(
             severity=Severity.WARNING,
             summary=f"{proc.owner.label} holds {held} on GPU {proc.gpu_index} while the GPU "
             "does nothing",
-            rule=f"owner running, process holds memory, GPU utilisation 0 % for "
+            rule=f"owner not ended, process holds memory, GPU utilisation 0 % for "
             f"{rules.idle_seconds:g} s",
             evidence={**evidence, "utilization_gpu_percent": 0},
             hold_seconds=rules.idle_seconds,

@@ -1,8 +1,9 @@
 """What the agent asks of a GPU library, in domain types.
 
 Per-call failures are data: `sample` and `counters` return every read that worked and one
-ReadError per read that failed. Only whole-library failures (driver not loaded, library
-missing) and an unreachable device handle raise.
+ReadError per read that failed (a device whose handle cannot be had fails every call the
+same way). Only `open` (driver not loaded, library missing) and `identify` (device lost)
+raise.
 """
 
 from __future__ import annotations

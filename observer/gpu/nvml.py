@@ -245,6 +245,8 @@ class NvmlGpuBackend:
             if exc.value == NVML_ERROR_GPU_IS_LOST:
                 self._handles.pop(index, None)
                 raise GpuLostError(f"GPU {index}: {exc}") from exc
+            if exc.value == NVML_ERROR_DRIVER_NOT_LOADED:
+                raise DriverNotLoadedError(f"GPU {index}: {exc}") from exc
             raise GpuError(f"GPU {index}: identity could not be read: {exc}") from exc
         return GpuIdentity(index, uuid, name, memory_total, pci_bus_id)
 
@@ -288,6 +290,8 @@ class NvmlGpuBackend:
         remapped = read("remapped_rows", _remapped_rows)
         retired = read("retired_pages", _retired_pages)
         replay = read("pcie_replay", _pcie_replay)
+        if read.gpu_lost:
+            self._handles.pop(index, None)
         return GpuCounters(
             at=at,
             index=index,

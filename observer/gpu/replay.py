@@ -71,7 +71,7 @@ class Trace:
             static_answers.append(
                 {
                     "remapped_rows": _answer("remapped_rows", dev["nvmlDeviceGetRemappedRows"]),
-                    "retired_pages": _answer("retired_pages", dev["nvmlDeviceGetRetiredPages_v2"]),
+                    "retired_pages": _retired_pages_answer(dev["nvmlDeviceGetRetiredPages_v2"]),
                 }
             )
         per_device: list[list[TraceRecord]] = [[] for _ in identities]
@@ -118,6 +118,14 @@ def _answer(call: str, recorded: dict[str, Any]) -> Answer:
         return recorded["ok"], None
     code = int(recorded.get("code", -1))
     return None, ReadError(call, read_error_kind(code), str(recorded.get("error", "")))
+
+
+def _retired_pages_answer(recorded: dict[str, Any]) -> Answer:
+    # The recorder kept one cause's page list without saying which cause: only its errors
+    # can be replayed faithfully.
+    if "ok" in recorded:
+        return _answer("retired_pages", {"error": "not recorded per cause", "code": 3})
+    return _answer("retired_pages", recorded)
 
 
 def _field_answer(fields: dict[str, Any] | None, field_id: int) -> Answer:

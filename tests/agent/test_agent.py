@@ -245,3 +245,14 @@ def test_a_process_without_memory_figures_is_still_attributed(used):
     [proc] = snap.processes
     assert proc.owner == POD
     assert proc.used_memory_bytes == used
+
+
+def test_with_no_scheduler_to_ask_an_idle_allocation_is_still_found_but_never_an_ended_owner():
+    node = Node(gpus=1, grace=5, idle=10)
+    node.run_job(0, pid=90, util=0)
+    del node.host.owners[POD]  # the directory cannot tell: state unknown
+    node.tick(12)
+    assert set(node.open()) == {"allocated_idle"}
+    snap = node.agent.snapshot()
+    assert snap is not None
+    assert snap.findings[0].evidence["owner_phase"] == "unknown"

@@ -1,11 +1,14 @@
 /* A stand-in libnvidia-ml.so.1, so the real pynvml adapter runs without a GPU.
  * Build it with deploy/local/build-fake-nvml.sh.
  *
- * STATE FILE: path in $FAKE_NVML_STATE, re-read on every call, so a test changes the
- * "hardware" while the code under test runs. No file means no GPUs. Blank lines and
- * lines starting with '#' are ignored; every other line is one of:
+ * STATE FILE: path in $FAKE_NVML_STATE, looked at on every call, so a test changes the
+ * "hardware" while the code under test runs. It is parsed again whenever its path, inode, size
+ * or times change: replace the file (write another, rename it over) rather than rewrite it in
+ * place, so that two writes within one tick of the file system's clock are told apart.
+ * No file means no GPUs. Blank lines and lines starting with '#' are ignored; every other line
+ * is one of:
  *
- *   driver_not_loaded          nvmlInit and every other call but nvmlShutdown fail with
+ *   driver_not_loaded          nvmlInit and every call that asks the driver anything fail with
  *                              NVML_ERROR_DRIVER_NOT_LOADED (as when the driver goes away mid-run)
  *   gpu KEY=VALUE ...          one device; devices are indexed in the order of these lines
  *
@@ -33,6 +36,8 @@
  *
  * CALL LOG: when $FAKE_NVML_CALLS names a file, every call appends its NVML symbol as a line,
  * so a test can prove a call was not made.
+ *
+ * Not thread-safe (unlike NVML): one caller at a time, as the agent's sampler is.
  */
 #define NVML_NO_UNVERSIONED_FUNC_DEFS
 #include <stddef.h>
@@ -40,6 +45,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include "nvml.h"
 
 #define MAX_GPUS 64 /* the handle keeps the index in its low 8 bits */
@@ -88,7 +94,8 @@ static gpu_t G[MAX_GPUS];
 static unsigned N;
 static int DRIVER_NOT_LOADED;
 static char BAD[512];                /* why the state file was rejected; "" when it was not */
-static char LAST_REPORTED[512];      /* so a bad file is reported once, not on every call */
+static char LOADED_PATH[4096];       /* the state file parsed last, and its stat */
+static struct stat LOADED_STAT;
 static unsigned GENERATION[MAX_GPUS]; /* bumped each time a device is seen lost */
 static int WAS_LOST[MAX_GPUS];
 
@@ -142,13 +149,33 @@ static void reject(const char *path, unsigned line_no, const char *what, const c
     snprintf(BAD, sizeof BAD, "fake_nvml: %s:%u: %s '%s'", path, line_no, what, token);
 }
 
+/* Whether `path` is still the file parsed last: parsing on every call would make each call
+ * cost tens of microseconds and swamp what a benchmark over this library measures. */
+static int unchanged(const char *path, const struct stat *st) {
+    const struct stat *was = &LOADED_STAT;
+    return !strcmp(path, LOADED_PATH) && st->st_dev == was->st_dev && st->st_ino == was->st_ino
+        && st->st_size == was->st_size && st->st_mtim.tv_sec == was->st_mtim.tv_sec
+        && st->st_mtim.tv_nsec == was->st_mtim.tv_nsec && st->st_ctim.tv_sec == was->st_ctim.tv_sec
+        && st->st_ctim.tv_nsec == was->st_ctim.tv_nsec;
+}
+
 static void load(void) {
     const char *path = getenv("FAKE_NVML_STATE");
-    FILE *f = path ? fopen(path, "r") : NULL;
+    struct stat st;
+    FILE *f;
     char line[8192];
     unsigned line_no = 0, i;
+    if (!path || stat(path, &st) != 0) {
+        N = 0; DRIVER_NOT_LOADED = 0; BAD[0] = '\0'; LOADED_PATH[0] = '\0';
+        return;
+    }
+    if (unchanged(path, &st)) return;
     N = 0; DRIVER_NOT_LOADED = 0; BAD[0] = '\0';
-    if (!f) return;
+    /* A path too long to remember is parsed on every call. */
+    if (snprintf(LOADED_PATH, sizeof LOADED_PATH, "%s", path) >= (int)sizeof LOADED_PATH)
+        LOADED_PATH[0] = '\0';
+    LOADED_STAT = st;
+    if (!(f = fopen(path, "r"))) return;
     while (!BAD[0] && fgets(line, sizeof line, f)) {
         char *save, *token;
         size_t len = strlen(line);
@@ -168,7 +195,7 @@ static void load(void) {
     fclose(f);
     if (BAD[0]) {
         N = 0;
-        if (strcmp(BAD, LAST_REPORTED)) { fprintf(stderr, "%s\n", BAD); strcpy(LAST_REPORTED, BAD); }
+        fprintf(stderr, "%s\n", BAD);
         return;
     }
     for (i = 0; i < N; i++) {
