@@ -38,6 +38,11 @@ def _parser() -> argparse.ArgumentParser:
     replay.add_argument("--idle-seconds", type=float, help="detectors.node.idle_seconds")
     replay.add_argument("--config", type=Path, dest="replay_config", help="YAML settings file")
 
+    controller = commands.add_parser(
+        "controller", help="run the controller: probes through windows, scheduler sampling"
+    )
+    controller.add_argument("--config", type=Path, help="YAML settings file")
+
     db = commands.add_parser("db", help="database administration")
     db.add_argument("--config", type=Path, help="YAML settings file")
     db_commands = db.add_subparsers(dest="db_command", required=True)
@@ -86,7 +91,9 @@ def _dispatch(args: argparse.Namespace, settings: Settings) -> int:
     if args.command == "agent":
         if args.agent_command == "replay":
             return _agent_replay(args, settings)
-        return _run_until_signalled(settings)
+        return _run_until_signalled(settings, "agent")
+    if args.command == "controller":
+        return _run_until_signalled(settings, "controller")
     if args.command == "db":
         from observer.storage.store import store_url, upgrade  # noqa: PLC0415 - heavy import
 
@@ -110,13 +117,18 @@ def _agent_replay(args: argparse.Namespace, settings: Settings) -> int:
     return EXIT_OK
 
 
-def _run_until_signalled(settings: Settings) -> int:
-    from observer.agent.main import run_agent  # noqa: PLC0415
-
+def _run_until_signalled(settings: Settings, process: str) -> int:
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
-    run_agent(settings, stop)
+    if process == "agent":
+        from observer.agent.main import run_agent  # noqa: PLC0415
+
+        run_agent(settings, stop)
+    else:
+        from observer.controller.main import run_controller  # noqa: PLC0415
+
+        run_controller(settings, stop)
     return EXIT_OK
 
 

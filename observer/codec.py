@@ -7,7 +7,7 @@ from dataclasses import asdict
 from datetime import datetime
 from typing import Any
 
-from observer.domain import Finding, FindingKind, NodeSnapshot, Severity
+from observer.domain import Finding, FindingKind, NodeSnapshot, ProbeRun, Severity
 
 
 def _iso(at: datetime | None) -> str | None:
@@ -92,3 +92,28 @@ def _reading(reading: Any) -> dict[str, Any] | None:
         {"call": e.call, "kind": e.kind.value, "message": e.message} for e in reading.errors
     ]
     return data
+
+
+def run_to_json(run: ProbeRun) -> dict[str, Any]:
+    return {
+        "run_id": run.run_id,
+        "probe": run.probe,
+        "tenant": run.tenant,
+        "queue": run.queue,
+        "window": run.window,
+        "expectation": run.expectation.value,
+        "gpus": run.gpus,
+        "nodes": run.nodes,
+        "state": run.state.value,
+        "job_id": run.job_id,
+        "submitted_at": _iso(run.submitted_at),
+        "started_at": _iso(run.started_at),
+        "finished_at": _iso(run.finished_at),
+        "queue_wait_seconds": run.queue_wait_seconds,
+        "run_seconds": run.run_seconds,
+        "outcome": run.outcome.value if run.outcome else None,
+        "exit_code": run.exit_code,
+        "reason": run.reason,
+        "message": run.message,
+        "pending_reasons": dict(run.pending_reasons),
+    }

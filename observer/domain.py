@@ -235,3 +235,171 @@ class NodeSnapshot:
     gpus: tuple[GpuReading, ...]
     processes: tuple[AttributedProcess, ...]
     findings: tuple[Finding, ...]  # open ones and those closed within the retention window
+
+
+# --- The scheduler and the probes -------------------------------------------------------
+
+
+class JobPhase(StrEnum):
+    PENDING = "pending"
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+    @property
+    def finished(self) -> bool:
+        return self in (JobPhase.SUCCEEDED, JobPhase.FAILED, JobPhase.CANCELLED)
+
+
+class Behaviour(StrEnum):
+    """What a probe's workload does; each backend turns it into its platform's terms."""
+
+    SLEEP = "sleep"  # hold the GPUs for the duration, then exit with exit_code
+    GPU_BUSY = "gpu_busy"  # keep the GPUs busy for the duration (a known busy interval)
+    LOG_CANARY = "log_canary"  # write sequenced, timestamped lines, then exit
+    BAD_COMMAND = "bad_command"  # a command that does not exist
+    BAD_IMAGE = "bad_image"  # an image that cannot be pulled (container platforms)
+    OOM = "oom"  # allocate past the memory limit
+
+
+@dataclass(frozen=True, slots=True)
+class Workload:
+    gpus_per_node: int
+    nodes: int = 1
+    duration_seconds: float = 60.0
+    behaviour: Behaviour = Behaviour.SLEEP
+    exit_code: int = 0
+    log_lines: int = 0
+    log_interval_seconds: float = 0.0
+
+    @property
+    def gpus(self) -> int:
+        return self.gpus_per_node * self.nodes
+
+
+@dataclass(frozen=True, slots=True)
+class JobRequest:
+    """One probe submission. `run_id` travels with the job (label, comment) so a restarted
+    controller can adopt what it had submitted."""
+
+    run_id: str
+    probe: str
+    tenant: str  # Slurm account, Kubernetes namespace
+    queue: str | None  # Slurm partition, Kueue LocalQueue
+    workload: Workload
+    priority: str | None = None  # Slurm QOS, Kubernetes priorityClassName
+
+
+@dataclass(frozen=True, slots=True)
+class JobStatus:
+    """A job as the platform reports it now. `reason` and `message` are the platform's own
+    words (Slurm's Reason, a pod condition's reason/message, an event)."""
+
+    job_id: str
+    run_id: str | None  # None for jobs the observer did not submit
+    tenant: str
+    queue: str | None
+    phase: JobPhase
+    gpus: int
+    submitted_at: datetime | None = None
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+    reason: str | None = None
+    message: str | None = None
+    exit_code: int | None = None
+    nodes: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class QueueState:
+    tenant: str
+    queue: str | None
+    pending_jobs: int
+    pending_gpus: int
+    running_jobs: int
+    running_gpus: int
+    longest_wait_seconds: float
+    pending_reasons: Mapping[str, int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class SchedulerNode:
+    name: str
+    pool: str | None
+    gpus_total: int
+    gpus_allocated: int
+    state: str  # the platform's word: idle, mixed, allocated, drained, down, Ready, NotReady...
+    reason: str | None = None  # why drained/down/cordoned, as the platform says it
+
+
+@dataclass(frozen=True, slots=True)
+class SchedulerSnapshot:
+    at: datetime
+    queues: tuple[QueueState, ...]
+    nodes: tuple[SchedulerNode, ...]
+    jobs: tuple[JobStatus, ...]  # every job not finished, the observer's and everyone else's
+
+
+class Expectation(StrEnum):
+    """How a probe is expected to end; meeting the expectation is a pass."""
+
+    SUCCEED = "succeed"
+    FAIL = "fail"  # a non-zero exit, as the platform must report it
+    FAIL_TO_START = (
+        "fail_to_start"  # bad image or command: must fail or stay pending, with a reason
+    )
+    OOM = "oom"
+    BLOCKED = "blocked"  # beyond quota: refused or held with a recorded reason
+
+
+class RunState(StrEnum):
+    SUBMITTED = "submitted"  # asked, the platform's answer not yet seen
+    PENDING = "pending"
+    RUNNING = "running"
+    DONE = "done"
+
+
+class Outcome(StrEnum):
+    PASSED = "passed"  # ended the way its expectation says
+    FAILED = "failed"  # ended another way
+    REJECTED = "rejected"  # the platform refused the submission
+    TIMED_OUT = "timed_out"  # the controller gave up waiting and cancelled it
+    CANCELLED = "cancelled"  # cancelled by the controller's shutdown or by someone else
+    LOST = "lost"  # the platform forgot the job before it was seen to end
+
+
+@dataclass(frozen=True, slots=True)
+class ProbeRun:
+    """One probe submission and everything recorded about it."""
+
+    run_id: str
+    probe: str
+    tenant: str
+    queue: str | None
+    window: str | None
+    expectation: Expectation
+    gpus: int
+    nodes: int
+    state: RunState
+    job_id: str | None = None
+    submitted_at: datetime | None = None
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+    outcome: Outcome | None = None
+    exit_code: int | None = None
+    reason: str | None = None  # the platform's reason (pending, failure, refusal)
+    message: str | None = None  # the platform's explanation text, as a person sees it
+    pending_reasons: Mapping[str, float] = field(default_factory=dict)  # reason -> seconds seen
+
+    @property
+    def queue_wait_seconds(self) -> float | None:
+        if self.submitted_at is None or self.started_at is None:
+            return None
+        return (self.started_at - self.submitted_at).total_seconds()
+
+    @property
+    def run_seconds(self) -> float | None:
+        if self.started_at is None or self.finished_at is None:
+            return None
+        return (self.finished_at - self.started_at).total_seconds()

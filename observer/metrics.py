@@ -95,6 +95,93 @@ class AgentMetrics:
         )
 
 
+class ControllerMetrics:
+    """The controller's own metrics: probe runs and the scheduler's state as sampled."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.loops = LoopMetrics(registry)
+        self.findings = FindingMetrics(registry)
+        self.probe_runs_total = Counter(
+            "observer_probe_runs_total",
+            "Probe runs ended, by probe, tenant, window and outcome.",
+            ["probe", "tenant", "window", "outcome"],
+            registry=registry,
+        )
+        self.probe_runs_skipped_total = Counter(
+            "observer_probe_runs_skipped_total",
+            "Probe launches skipped, by probe and reason (budget).",
+            ["probe", "reason"],
+            registry=registry,
+        )
+        self.probe_runs_active = Gauge(
+            "observer_probe_runs_active",
+            "Probe runs submitted and not ended.",
+            ["tenant"],
+            registry=registry,
+        )
+        self.probe_gpus_active = Gauge(
+            "observer_probe_gpus_active",
+            "GPUs asked by probe runs not ended.",
+            ["tenant"],
+            registry=registry,
+        )
+        self.probe_queue_wait_seconds = Histogram(
+            "observer_probe_queue_wait_seconds",
+            "Submission to start of probe runs, as the platform timestamps them.",
+            ["probe", "tenant", "window"],
+            buckets=(1, 5, 15, 30, 60, 120, 300, 600, 1800, 3600, 7200, 14400),
+            registry=registry,
+        )
+        self.probe_run_seconds = Histogram(
+            "observer_probe_run_seconds",
+            "Start to end of probe runs.",
+            ["probe", "tenant"],
+            buckets=(1, 10, 30, 60, 120, 300, 600, 1800, 3600, 7200),
+            registry=registry,
+        )
+        self.scheduler_pending_jobs = Gauge(
+            "observer_scheduler_pending_jobs",
+            "Jobs pending, per tenant and queue.",
+            ["tenant", "queue"],
+            registry=registry,
+        )
+        self.scheduler_pending_gpus = Gauge(
+            "observer_scheduler_pending_gpus",
+            "GPUs asked by pending jobs.",
+            ["tenant", "queue"],
+            registry=registry,
+        )
+        self.scheduler_running_gpus = Gauge(
+            "observer_scheduler_running_gpus",
+            "GPUs held by running jobs.",
+            ["tenant", "queue"],
+            registry=registry,
+        )
+        self.scheduler_longest_wait_seconds = Gauge(
+            "observer_scheduler_longest_wait_seconds",
+            "Wait of the oldest pending job.",
+            ["tenant", "queue"],
+            registry=registry,
+        )
+        self.scheduler_node_gpus = Gauge(
+            "observer_scheduler_node_gpus",
+            "GPUs per node as the scheduler counts them, by state (total or allocated).",
+            ["node", "pool", "state"],
+            registry=registry,
+        )
+        self.scheduler_errors_total = Counter(
+            "observer_scheduler_errors_total",
+            "Failed calls to the scheduler, by operation.",
+            ["operation"],
+            registry=registry,
+        )
+        self.scheduler_last_snapshot_timestamp_seconds = Gauge(
+            "observer_scheduler_last_snapshot_timestamp_seconds",
+            "Wall time of the last scheduler snapshot that succeeded.",
+            registry=registry,
+        )
+
+
 _GAUGES: tuple[tuple[str, str], ...] = (
     ("observer_gpu_up", "1 while the GPU answers, 0 while it is lost."),
     ("observer_gpu_utilization_ratio", "GPU busy fraction over NVML's sample period."),
@@ -280,7 +367,9 @@ def metric_names(registry: CollectorRegistry) -> list[str]:
 
 def all_metric_names() -> list[str]:
     """Every metric any observer process can export."""
-    registry = CollectorRegistry()
-    AgentMetrics(registry)
-    registry.register(GpuCollector(lambda: None))
-    return metric_names(registry)
+    agent = CollectorRegistry()
+    AgentMetrics(agent)
+    agent.register(GpuCollector(lambda: None))
+    controller = CollectorRegistry()
+    ControllerMetrics(controller)
+    return sorted(set(metric_names(agent)) | set(metric_names(controller)))

@@ -7,8 +7,10 @@ Environment variables use `__` between levels: OBSERVER_AGENT__INTERVAL_SECONDS=
 from __future__ import annotations
 
 import os
+from datetime import time
 from pathlib import Path
 from typing import Any, Literal
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import yaml
 from pydantic import (
@@ -18,10 +20,12 @@ from pydantic import (
     ValidationError,
     ValidationInfo,
     field_validator,
+    model_validator,
 )
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from observer.errors import ConfigError
+from observer.probes.windows import parse_days
 
 MIB = 1024 * 1024
 
@@ -116,6 +120,117 @@ class DetectorSettings(_Group):
     node: NodeLeakSettings = NodeLeakSettings()
 
 
+class WindowSettings(_Group):
+    name: str = Field(min_length=1)
+    days: str = Field("*", description="Cron day-of-week by name: '*', 'mon-fri', 'sat,sun'.")
+    start: time = Field(description="Local start time, e.g. '09:00'.")
+    end: time = Field(description="Local end time; at or before start: runs past midnight.")
+
+    @field_validator("days")
+    @classmethod
+    def _days(cls, value: str) -> str:
+        parse_days(value)
+        return value
+
+
+class TenantSettings(_Group):
+    name: str = Field(min_length=1, description="Slurm account or Kubernetes namespace.")
+    queue: str | None = Field(None, description="Slurm partition or Kueue LocalQueue.")
+    priority: str | None = Field(None, description="Slurm QOS or priorityClassName.")
+    weight: float = Field(1.0, gt=0, description="Entitled share (fair-share weight).")
+    quota_gpus: int | None = Field(None, ge=0, description="GPUs the tenant may hold at once.")
+
+
+class PlanEntrySettings(_Group):
+    window: str = Field(min_length=1, description="Name of a window in controller.windows.")
+    probe: str = Field(min_length=1, description="Name of a probe in the catalog.")
+    every_seconds: float = Field(gt=0, description="How often the probe is launched in the window.")
+    tenants: list[str] = Field(
+        default_factory=list, description="Tenants it runs for; empty means every tenant."
+    )
+
+
+class SimulationSettings(_Group):
+    """The simulated cluster (controller.backend: simulated)."""
+
+    nodes: int = Field(4, gt=0)
+    gpus_per_node: int = Field(8, gt=0)
+    pools: list[str] = Field(default_factory=lambda: ["pool-a", "pool-b"], min_length=1)
+    policy: Literal["fair_share", "fifo"] = "fair_share"
+    favoured_tenant: str | None = Field(
+        None, description="An unfair scheduler from the start: this tenant is always served first."
+    )
+
+
+def _default_windows() -> list[WindowSettings]:
+    return [
+        WindowSettings(name="weekday-peak", days="mon-fri", start=time(9), end=time(18)),
+        WindowSettings(name="night", days="*", start=time(22), end=time(6)),
+        WindowSettings(name="weekend", days="sat,sun", start=time(0), end=time(0)),
+    ]
+
+
+class ControllerSettings(_Group):
+    """The controller (one-replica Deployment)."""
+
+    backend: Literal["simulated", "slurm", "kubernetes"] = "simulated"
+    timezone: str = Field("UTC", description="The platform's timezone, e.g. Asia/Shanghai.")
+    windows: list[WindowSettings] = Field(default_factory=_default_windows)
+    tenants: list[TenantSettings] = Field(
+        default_factory=lambda: [
+            TenantSettings(name="research", weight=0.7),
+            TenantSettings(name="prod", weight=0.3),
+        ]
+    )
+    plan: list[PlanEntrySettings] = Field(
+        default_factory=lambda: [
+            PlanEntrySettings(window="weekday-peak", probe="short", every_seconds=600),
+            PlanEntrySettings(window="night", probe="long", every_seconds=3600),
+        ]
+    )
+    gpus_per_node: int = Field(8, gt=0, description="Node size the catalog's probes scale to.")
+    max_probe_gpus: int = Field(8, gt=0, description="Probe GPUs in use at once, all tenants.")
+    max_probe_gpus_per_tenant: int = Field(4, gt=0, description="Probe GPUs at once per tenant.")
+    follow_interval_seconds: float = Field(5.0, gt=0, description="How often runs are followed.")
+    snapshot_interval_seconds: float = Field(
+        30.0, gt=0, description="How often the scheduler's state is sampled and stored."
+    )
+    misfire_grace_seconds: float = Field(
+        30.0, gt=0, description="A launch this late (controller busy or paused) is skipped."
+    )
+    listen_host: str = "0.0.0.0"
+    listen_port: int = Field(9401, ge=0, le=65535)
+    shutdown_deadline_seconds: float = Field(20.0, gt=0, lt=30)
+    simulation: SimulationSettings = SimulationSettings()
+
+    @field_validator("timezone")
+    @classmethod
+    def _timezone(cls, value: str) -> str:
+        try:
+            ZoneInfo(value)
+        except (ZoneInfoNotFoundError, ValueError):
+            raise ValueError(f"unknown timezone {value!r}") from None
+        return value
+
+    @model_validator(mode="after")
+    def _plan_refers_to_known_names(self) -> ControllerSettings:
+        windows = {w.name for w in self.windows}
+        tenants = {t.name for t in self.tenants}
+        problems = [
+            f"plan.{i}.window: no window named {entry.window!r}"
+            for i, entry in enumerate(self.plan)
+            if entry.window not in windows
+        ] + [
+            f"plan.{i}.tenants: no tenant named {name!r}"
+            for i, entry in enumerate(self.plan)
+            for name in entry.tenants
+            if name not in tenants
+        ]
+        if problems:
+            raise ValueError("; ".join(problems))
+        return self
+
+
 class StorageSettings(_Group):
     url: str | None = Field(
         None,
@@ -138,6 +253,7 @@ class Settings(BaseSettings):
     )
 
     agent: AgentSettings = AgentSettings()
+    controller: ControllerSettings = ControllerSettings()
     detectors: DetectorSettings = DetectorSettings()
     storage: StorageSettings = StorageSettings()
     logging: LoggingSettings = LoggingSettings()

@@ -11,13 +11,13 @@ from prometheus_client import CollectorRegistry
 
 from observer import codec
 from observer.agent.attribution import Attributor
-from observer.agent.http import serve
 from observer.agent.sampler import Sampler
 from observer.agent.service import NodeAgent
 from observer.clock import Clock, ManualClock, SystemClock, TraceTimeline
 from observer.domain import DriverState, Finding
 from observer.gpu.backend import GpuBackend
 from observer.gpu.replay import ReplayGpuBackend, Trace
+from observer.http import serve
 from observer.logs import get_logger
 from observer.loops import PeriodicLoop
 from observer.metrics import AgentMetrics, GpuCollector

@@ -1,4 +1,5 @@
-"""The Store: findings and GPU samples in and out of SQLite or PostgreSQL, as domain types.
+"""The Store: findings, GPU samples, probe runs and scheduler state in and out of SQLite or
+PostgreSQL, as domain types.
 
 Every database failure leaves this module as a StoreError whose message names the database
 (password hidden) and the driver's reason. A value the database never saw (a naive
@@ -25,9 +26,26 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import DBAPIError, SQLAlchemyError, StatementError
 
-from observer.domain import Finding, FindingKind, Severity
+from observer.domain import (
+    Expectation,
+    Finding,
+    FindingKind,
+    Outcome,
+    ProbeRun,
+    QueueState,
+    RunState,
+    SchedulerNode,
+    SchedulerSnapshot,
+    Severity,
+)
 from observer.errors import StoreError
-from observer.storage.tables import findings_table, gpu_samples_table
+from observer.storage.tables import (
+    findings_table,
+    gpu_samples_table,
+    node_states_table,
+    probe_runs_table,
+    queue_samples_table,
+)
 
 # Writers wait this long for a lock held by another process before SQLite reports 'busy'.
 SQLITE_BUSY_TIMEOUT_MS = 30_000
@@ -54,6 +72,24 @@ class StoredGpuSample:
 _SAMPLE_COLUMNS = tuple(gpu_samples_table.c[f.name] for f in fields(StoredGpuSample))
 
 
+@dataclass(frozen=True, slots=True)
+class StoredQueueSample:
+    """One tenant's queue as a stored scheduler snapshot saw it."""
+
+    at: datetime
+    state: QueueState
+
+
+@dataclass(frozen=True, slots=True)
+class StoredNodeChange:
+    """A node appeared or changed at `at`; or, `removed`, it left the snapshots and `node`
+    is its last-known state."""
+
+    at: datetime
+    node: SchedulerNode
+    removed: bool = False
+
+
 def store_url(sqlite_path: Path, url: str | None) -> str:
     """The database to use: `url` when one is configured, else the embedded SQLite file."""
     if url:
@@ -75,12 +111,15 @@ def upgrade(url: str) -> None:
 
 
 class Store:
-    """Findings and GPU samples in one database. Opening checks that the database is
-    reachable and migrated to the schema this code expects."""
+    """Findings, GPU samples, probe runs and scheduler state in one database. Opening checks
+    that the database is reachable and migrated to the schema this code expects."""
 
     def __init__(self, url: str) -> None:
         self._where = _display(url)
         self._engine = _engine(url)
+        # Each node's last stored state, so unchanged nodes are not written again; read
+        # from the database on the first snapshot (None until then).
+        self._last_nodes: dict[str, SchedulerNode] | None = None
         try:
             self._check_schema()
         except BaseException:
@@ -105,11 +144,7 @@ class Store:
         if not rows:
             return
         with self._errors("saving findings"), self._engine.begin() as connection:
-            insert = (
-                postgresql.insert(findings_table)
-                if connection.dialect.name == "postgresql"
-                else sqlite.insert(findings_table)
-            )
+            insert = _insert(connection, findings_table)
             upsert = insert.on_conflict_do_update(
                 index_elements=[findings_table.c.key, findings_table.c.opened_at],
                 set_={
@@ -162,6 +197,116 @@ class Store:
             query = query.where(t.c.node == node)
         with self._errors("reading GPU samples"), self._engine.connect() as connection:
             return [StoredGpuSample(*row) for row in connection.execute(query)]
+
+    def save_runs(self, runs: Iterable[ProbeRun]) -> None:
+        """Insert new runs and overwrite known ones (same run_id) with every field. One
+        transaction."""
+        # The last version of a run wins; one statement must not touch a row twice.
+        rows = {run.run_id: _run_row(run) for run in runs}
+        if not rows:
+            return
+        with self._errors("saving probe runs"), self._engine.begin() as connection:
+            insert = _insert(connection, probe_runs_table)
+            upsert = insert.on_conflict_do_update(
+                index_elements=[probe_runs_table.c.run_id],
+                set_={
+                    c.name: insert.excluded[c.name]
+                    for c in probe_runs_table.c
+                    if c.name != "run_id"
+                },
+            )
+            connection.execute(upsert, list(rows.values()))
+
+    def runs(
+        self,
+        *,
+        since: datetime | None = None,
+        until: datetime | None = None,
+        active_only: bool = False,
+        probe: str | None = None,
+        tenant: str | None = None,
+    ) -> list[ProbeRun]:
+        """Runs ordered by submission (not yet submitted last), then run_id. `since` and
+        `until` keep those submitted in [since, until); `active_only` those not done."""
+        t = probe_runs_table
+        query = sa.select(t).order_by(t.c.submitted_at.asc().nulls_last(), t.c.run_id)
+        if since is not None:
+            query = query.where(t.c.submitted_at >= since)
+        if until is not None:
+            query = query.where(t.c.submitted_at < until)
+        if active_only:
+            query = query.where(t.c.state != RunState.DONE.value)
+        if probe is not None:
+            query = query.where(t.c.probe == probe)
+        if tenant is not None:
+            query = query.where(t.c.tenant == tenant)
+        with self._errors("reading probe runs"), self._engine.connect() as connection:
+            return [_run(row) for row in connection.execute(query)]
+
+    def run(self, run_id: str) -> ProbeRun | None:
+        query = sa.select(probe_runs_table).where(probe_runs_table.c.run_id == run_id)
+        with self._errors("reading a probe run"), self._engine.connect() as connection:
+            row = connection.execute(query).one_or_none()
+        return None if row is None else _run(row)
+
+    def save_scheduler_snapshot(self, snapshot: SchedulerSnapshot) -> None:
+        """Store the snapshot's queues, and its nodes as changes: a row for each node that
+        is new or differs from its last stored state, and one for each node that is no
+        longer in the snapshot. Jobs are not stored (probe runs are). One transaction."""
+        current = {node.name: node for node in snapshot.nodes}
+        with self._errors("saving a scheduler snapshot"), self._engine.begin() as connection:
+            last = self._last_nodes
+            if last is None:
+                # A restarted controller continues the log instead of rewriting every node.
+                last = {node.name: node for node in _latest_nodes(connection, at=None)}
+            changes = [
+                StoredNodeChange(snapshot.at, node)
+                for name, node in current.items()
+                if last.get(name) != node
+            ] + [
+                StoredNodeChange(snapshot.at, last[name], removed=True)
+                for name in sorted(last.keys() - current.keys())
+            ]
+            if snapshot.queues:
+                queue_rows = [_queue_row(snapshot.at, queue) for queue in snapshot.queues]
+                connection.execute(sa.insert(queue_samples_table), queue_rows)
+            if changes:
+                node_rows = [_node_row(change) for change in changes]
+                connection.execute(sa.insert(node_states_table), node_rows)
+        # Only once committed: a failed write is written again with the next snapshot.
+        self._last_nodes = current
+
+    def queue_samples(
+        self, since: datetime, until: datetime, tenant: str | None = None
+    ) -> list[StoredQueueSample]:
+        """Queue samples taken in [since, until), of one tenant or all, in the order they
+        were stored."""
+        t = queue_samples_table
+        query = sa.select(t).where(t.c.at >= since, t.c.at < until).order_by(t.c.at, t.c.id)
+        if tenant is not None:
+            query = query.where(t.c.tenant == tenant)
+        with self._errors("reading queue samples"), self._engine.connect() as connection:
+            return [StoredQueueSample(row.at, _queue(row)) for row in connection.execute(query)]
+
+    def node_states(self, at: datetime) -> list[SchedulerNode]:
+        """Every node known at `at` as it was then (its last change at or before `at`),
+        ordered by name; nodes that had left the snapshots by then are left out."""
+        with self._errors("reading node states"), self._engine.connect() as connection:
+            return _latest_nodes(connection, at)
+
+    def node_changes(
+        self, since: datetime, until: datetime, node: str | None = None
+    ) -> list[StoredNodeChange]:
+        """Node changes in [since, until), of one node or all, in the order they happened."""
+        t = node_states_table
+        query = sa.select(t).where(t.c.at >= since, t.c.at < until).order_by(t.c.at, t.c.id)
+        if node is not None:
+            query = query.where(t.c.node == node)
+        with self._errors("reading node changes"), self._engine.connect() as connection:
+            return [
+                StoredNodeChange(row.at, _node(row), removed=row.removed)
+                for row in connection.execute(query)
+            ]
 
     def close(self) -> None:
         self._engine.dispose()
@@ -259,6 +404,45 @@ def _alembic_config() -> Config:
     return config
 
 
+def _insert(connection: sa.Connection, table: sa.Table) -> postgresql.Insert | sqlite.Insert:
+    """An INSERT that can turn into an upsert (ON CONFLICT) in this connection's dialect."""
+    if connection.dialect.name == "postgresql":
+        return postgresql.insert(table)
+    return sqlite.insert(table)
+
+
+def _latest_nodes(connection: sa.Connection, at: datetime | None) -> list[SchedulerNode]:
+    """Each node's last change at or before `at` (None: the last of all), leaving out nodes
+    whose last change is their removal.
+
+    One query whose cost grows with the number of nodes, not with weeks of history: a
+    recursive CTE hops through the distinct node names on the (node, at, id) index (a
+    loose index scan, which neither database does by itself), then one index probe per
+    node finds its last change. DISTINCT ON or a window function would sort every row."""
+    t = node_states_table
+    later = t.alias("later")
+    names = sa.select(sa.func.min(t.c.node).label("node")).cte("names", recursive=True)
+    names = names.union_all(
+        sa.select(
+            sa.select(sa.func.min(later.c.node))
+            .where(later.c.node > names.c.node)
+            .scalar_subquery()
+        ).where(names.c.node.is_not(None))
+    )
+    change = t.alias("change")
+    last_change = (
+        sa.select(change.c.id)
+        .where(change.c.node == names.c.node)
+        .order_by(change.c.at.desc(), change.c.id.desc())
+        .limit(1)
+    )
+    if at is not None:
+        last_change = last_change.where(change.c.at <= at)
+    last_ids = sa.select(last_change.scalar_subquery()).select_from(names)
+    query = sa.select(t).where(t.c.id.in_(last_ids), sa.not_(t.c.removed)).order_by(t.c.node)
+    return [_node(row) for row in connection.execute(query)]
+
+
 def _finding_row(finding: Finding) -> dict[str, Any]:
     return {
         "key": finding.key,
@@ -284,4 +468,102 @@ def _finding(row: sa.Row[Any]) -> Finding:
         opened_at=row.opened_at,
         closed_at=row.closed_at,
         evidence=row.evidence,
+    )
+
+
+def _run_row(run: ProbeRun) -> dict[str, Any]:
+    return {
+        "run_id": run.run_id,
+        "probe": run.probe,
+        "tenant": run.tenant,
+        "queue": run.queue,
+        "window": run.window,
+        "expectation": run.expectation.value,
+        "gpus": run.gpus,
+        "nodes": run.nodes,
+        "state": run.state.value,
+        "job_id": run.job_id,
+        "submitted_at": run.submitted_at,
+        "started_at": run.started_at,
+        "finished_at": run.finished_at,
+        "outcome": None if run.outcome is None else run.outcome.value,
+        "exit_code": run.exit_code,
+        "reason": run.reason,
+        "message": run.message,
+        "pending_reasons": dict(run.pending_reasons),
+    }
+
+
+def _run(row: sa.Row[Any]) -> ProbeRun:
+    return ProbeRun(
+        run_id=row.run_id,
+        probe=row.probe,
+        tenant=row.tenant,
+        queue=row.queue,
+        window=row.window,
+        expectation=Expectation(row.expectation),
+        gpus=row.gpus,
+        nodes=row.nodes,
+        state=RunState(row.state),
+        job_id=row.job_id,
+        submitted_at=row.submitted_at,
+        started_at=row.started_at,
+        finished_at=row.finished_at,
+        outcome=None if row.outcome is None else Outcome(row.outcome),
+        exit_code=row.exit_code,
+        reason=row.reason,
+        message=row.message,
+        pending_reasons=row.pending_reasons,
+    )
+
+
+def _queue_row(at: datetime, queue: QueueState) -> dict[str, Any]:
+    return {
+        "at": at,
+        "tenant": queue.tenant,
+        "queue": queue.queue,
+        "pending_jobs": queue.pending_jobs,
+        "pending_gpus": queue.pending_gpus,
+        "running_jobs": queue.running_jobs,
+        "running_gpus": queue.running_gpus,
+        "longest_wait_seconds": queue.longest_wait_seconds,
+        "pending_reasons": dict(queue.pending_reasons),
+    }
+
+
+def _queue(row: sa.Row[Any]) -> QueueState:
+    return QueueState(
+        tenant=row.tenant,
+        queue=row.queue,
+        pending_jobs=row.pending_jobs,
+        pending_gpus=row.pending_gpus,
+        running_jobs=row.running_jobs,
+        running_gpus=row.running_gpus,
+        longest_wait_seconds=row.longest_wait_seconds,
+        pending_reasons=row.pending_reasons,
+    )
+
+
+def _node_row(change: StoredNodeChange) -> dict[str, Any]:
+    node = change.node
+    return {
+        "at": change.at,
+        "node": node.name,
+        "pool": node.pool,
+        "gpus_total": node.gpus_total,
+        "gpus_allocated": node.gpus_allocated,
+        "state": node.state,
+        "reason": node.reason,
+        "removed": change.removed,
+    }
+
+
+def _node(row: sa.Row[Any]) -> SchedulerNode:
+    return SchedulerNode(
+        name=row.node,
+        pool=row.pool,
+        gpus_total=row.gpus_total,
+        gpus_allocated=row.gpus_allocated,
+        state=row.state,
+        reason=row.reason,
     )

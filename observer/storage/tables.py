@@ -81,6 +81,69 @@ class GpuSampleRow(_Table, table=True):
     process_count: int | None = None
 
 
+class ProbeRunRow(_Table, table=True):
+    __tablename__ = "probe_runs"
+
+    run_id: str = Field(primary_key=True)
+    probe: str
+    tenant: str = Field(index=True)
+    queue: str | None = None
+    window: str | None = None
+    expectation: str
+    gpus: int
+    nodes: int
+    state: str = Field(index=True)
+    job_id: str | None = None
+    submitted_at: datetime | None = Field(default=None, sa_type=UtcDateTime, index=True)
+    started_at: datetime | None = Field(default=None, sa_type=UtcDateTime)
+    finished_at: datetime | None = Field(default=None, sa_type=UtcDateTime)
+    outcome: str | None = None
+    exit_code: int | None = None
+    reason: str | None = None
+    message: str | None = None
+    pending_reasons: dict[str, float] = Field(sa_column=sa.Column(JsonDocument, nullable=False))
+
+
+class QueueSampleRow(_Table, table=True):
+    """One (tenant, queue) of one stored scheduler snapshot: a few rows per snapshot."""
+
+    __tablename__ = "queue_samples"
+
+    id: int | None = Field(default=None, sa_column=sa.Column(BigId, primary_key=True))
+    at: datetime = Field(sa_type=UtcDateTime, index=True)
+    tenant: str
+    queue: str | None = None
+    pending_jobs: int
+    pending_gpus: int
+    running_jobs: int
+    running_gpus: int
+    longest_wait_seconds: float
+    pending_reasons: dict[str, int] = Field(sa_column=sa.Column(JsonDocument, nullable=False))
+
+
+class NodeStateRow(_Table, table=True):
+    """A change log, not a sample per snapshot: a row when a node first appears, when its
+    state changes and when it leaves the snapshots (`removed`, with its last-known state).
+    A node's state at an instant is its last row at or before it."""
+
+    __tablename__ = "node_states"
+    # (node, at, id) finds each node's last change before an instant; (at) reads a period.
+    __table_args__ = (sa.Index("ix_node_states_node_at_id", "node", "at", "id"),)
+
+    id: int | None = Field(default=None, sa_column=sa.Column(BigId, primary_key=True))
+    at: datetime = Field(sa_type=UtcDateTime, index=True)
+    node: str
+    pool: str | None = None
+    gpus_total: int
+    gpus_allocated: int
+    state: str
+    reason: str | None = None
+    removed: bool
+
+
 # The sqlmodel metaclass sets __table__ at run time; its stubs do not declare it.
 findings_table: sa.Table = FindingRow.__table__  # type: ignore[attr-defined]
 gpu_samples_table: sa.Table = GpuSampleRow.__table__  # type: ignore[attr-defined]
+probe_runs_table: sa.Table = ProbeRunRow.__table__  # type: ignore[attr-defined]
+queue_samples_table: sa.Table = QueueSampleRow.__table__  # type: ignore[attr-defined]
+node_states_table: sa.Table = NodeStateRow.__table__  # type: ignore[attr-defined]

@@ -10,13 +10,16 @@ from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
+from alembic import command
 from alembic.autogenerate import compare_metadata
+from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 
 from observer.domain import Finding, FindingKind, Severity
 from observer.errors import StoreError
+from observer.storage import store as store_module
 from observer.storage.store import Store, StoredGpuSample, store_url, upgrade
-from observer.storage.tables import metadata
+from observer.storage.tables import findings_table, metadata
 
 T0 = datetime(2025, 3, 1, 8, 0, tzinfo=UTC)
 BEIJING = timezone(timedelta(hours=8))
@@ -42,6 +45,19 @@ def sample(node: str, at: datetime) -> StoredGpuSample:
     return StoredGpuSample(node=node, gpu_uuid="GPU-0", gpu_index=0, at=at)
 
 
+def migrate(url: str, revision: str, *, down: bool = False) -> None:
+    """Move the database at `url` to one revision, as `observer db upgrade` never does."""
+    config = Config()
+    config.set_main_option(
+        "script_location", str(Path(store_module.__file__).with_name("migrations"))
+    )
+    engine = sa.create_engine(url)
+    with engine.begin() as connection:
+        config.attributes["connection"] = connection
+        (command.downgrade if down else command.upgrade)(config, revision)
+    engine.dispose()
+
+
 # --- the schema -------------------------------------------------------------------------
 
 
@@ -55,9 +71,46 @@ def test_upgrade_creates_the_tables_and_running_it_again_changes_nothing(
         "alembic_version",
         "findings",
         "gpu_samples",
+        "probe_runs",
+        "queue_samples",
+        "node_states",
     }
     with Store(db_url) as store:
         assert store.findings() == []
+
+
+def test_migration_0002_upgrades_a_0001_database_with_data_and_reverts_cleanly(
+    db_url: str, inspect_engine: sa.Engine
+) -> None:
+    kept = leak("node-a", opened_at=T0)
+    migrate(db_url, "0001")
+    with inspect_engine.begin() as connection:
+        connection.execute(
+            sa.insert(findings_table),
+            {
+                "key": kept.key,
+                "detector": kept.detector,
+                "kind": "condition",
+                "severity": "warning",
+                "subject": dict(kept.subject),
+                "summary": kept.summary,
+                "opened_at": T0,
+                "evidence": dict(kept.evidence),
+                "node": "node-a",
+            },
+        )
+
+    upgrade(db_url)
+
+    with Store(db_url) as store:
+        assert store.findings() == [kept]
+        assert store.runs() == []
+    migrate(db_url, "0001", down=True)
+    assert set(sa.inspect(inspect_engine).get_table_names()) == {
+        "alembic_version",
+        "findings",
+        "gpu_samples",
+    }
 
 
 def test_the_migrations_build_exactly_the_tables_the_code_declares(

@@ -1,5 +1,6 @@
-"""The agent's HTTP surface: /metrics for Prometheus, /healthz for the kubelet, /v1/snapshot
-for the controller. Standard library server: three read-only routes need nothing more."""
+"""The HTTP surface of the agent and the controller: /metrics for Prometheus, /healthz for
+the kubelet, /v1/snapshot for whoever reads the process's state. Standard library server:
+three read-only routes need nothing more."""
 
 from __future__ import annotations
 
@@ -52,5 +53,5 @@ def serve(
 
     server = ThreadingHTTPServer((host, port), Handler)
     server.daemon_threads = True
-    threading.Thread(target=server.serve_forever, name="agent-http", daemon=True).start()
+    threading.Thread(target=server.serve_forever, name="http", daemon=True).start()
     return server

@@ -1,0 +1,213 @@
+#!/usr/bin/env bash
+# Start a real Slurm 22.05 on 127.0.0.1 for the Slurm backend's tests and for trying the
+# observer by hand: munge, slurmdbd on MariaDB, slurmctld and three slurmd "nodes" n1..n3
+# (4 fake GPUs each, GRES device files are symlinks to /dev/null), partitions gpu (default)
+# and debug, accounts research (fairshare 70) and prod (30), QOS normal/high/low.
+# Debian 12, run as root, no systemd. Idempotent: what already runs is left as it is.
+#
+# Usage: deploy/local/infra/slurm-up.sh            then: export SLURM_CONF=... (printed last)
+#        deploy/local/infra/slurm-down.sh          stops what this script started
+# Environment:
+#   INFRA_DIR        state root (default /tmp/observer-infra); Slurm lives in $INFRA_DIR/slurm
+#   SLURMCTLD_PORT   default 6817;  SLURMDBD_PORT default 6819;  slurmd n1..n3 use 17001-17003
+#
+# What the cluster enforces, so probes can meet real limits:
+#   QOS high  Priority=1000 (jumps the queue), MaxTRESPerUser=gres/gpu=8
+#   QOS low   Priority=10, MaxTRESPerJob=gres/gpu=2: a bigger job pends with QOSMaxGRESPerJob
+#   PrivateData is left unset: the observer must see every tenant's jobs. A production
+#   cluster with PrivateData=jobs,usage needs the observer's user to be an operator
+#   (sacctmgr modify user <observer> set AdminLevel=Operator).
+#   Memory is not confined by cgroups here (no systemd); JobAcctGatherParams=OverMemoryKill
+#   polls RSS every second and kills a step that outgrows its --mem instead.
+set -euo pipefail
+
+root=${INFRA_DIR:-/tmp/observer-infra}
+D=$root/slurm
+ctld_port=${SLURMCTLD_PORT:-6817}
+dbd_port=${SLURMDBD_PORT:-6819}
+host=$(hostname -s)
+conf=$D/etc/slurm.conf
+T0=$(date +%s.%N)
+elapsed() { printf '%.1fs' "$(echo "$(date +%s.%N) - $T0" | bc)"; }
+
+mkdir -p "$D"/{etc,state,spool,run,log,fakedev}
+
+need=()
+for cmd in munged slurmctld slurmd sbatch slurmdbd mariadbd bc; do
+  command -v "$cmd" >/dev/null || need+=("$cmd")
+done
+if [ ${#need[@]} -gt 0 ]; then
+  echo "installing packages (missing: ${need[*]})"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends \
+    munge slurmctld slurmd slurm-client slurmdbd mariadb-server bc >/dev/null
+fi
+
+alive() { local pid; pid=$(cat "$1" 2>/dev/null) && kill -0 "$pid" 2>/dev/null; }
+wait_tcp() {
+  for _ in $(seq 1 150); do (exec 3<>/dev/tcp/127.0.0.1/"$1") 2>/dev/null && return 0; sleep 0.1; done
+  echo "port $1 did not open" >&2
+  return 1
+}
+# write $1 from stdin only when it differs; returns 1 when unchanged
+write_if_changed() {
+  local new
+  new=$(cat)
+  if [ -f "$1" ] && [ "$(cat "$1")" = "$new" ]; then return 1; fi
+  printf '%s\n' "$new" >"$1"
+}
+
+# ---- munge (the package's postinst makes the key); left running by slurm-down if it was up
+mkdir -p /run/munge && chown munge:munge /run/munge
+if [ ! -s /etc/munge/munge.key ]; then
+  dd if=/dev/urandom of=/etc/munge/munge.key bs=1024 count=1 2>/dev/null
+  chown munge:munge /etc/munge/munge.key && chmod 400 /etc/munge/munge.key
+fi
+if ! munge -n >/dev/null 2>&1; then
+  runuser -u munge -- /usr/sbin/munged && touch "$D/run/started-munge"
+fi
+munge -n | unmunge >/dev/null
+
+# ---- MariaDB: started only if it is down
+if ! mysqladmin ping >/dev/null 2>&1; then
+  /etc/init.d/mariadb start >/dev/null && touch "$D/run/started-mariadb"
+fi
+# The database lives as long as the state dir: a fresh state dir numbers jobs from 1 again,
+# and old accounting rows with the same ids would make sacct answer for the wrong job.
+if [ ! -e "$D/state/.accounting-db" ]; then
+  mysql -e "DROP DATABASE IF EXISTS observer_slurm_acct"
+  rm -f "$D/state/.accounting-configured"
+  touch "$D/state/.accounting-db"
+fi
+mysql -e "CREATE DATABASE IF NOT EXISTS observer_slurm_acct;
+  CREATE USER IF NOT EXISTS 'slurm'@'localhost' IDENTIFIED BY 'slurmpass';
+  GRANT ALL ON observer_slurm_acct.* TO 'slurm'@'localhost'; FLUSH PRIVILEGES;"
+
+# slurmd drops a gpu GRES without a device file ("Removing file-less GPU")
+for i in 0 1 2 3; do ln -sfn /dev/null "$D/fakedev/nvidia$i"; done
+
+changed=0
+write_if_changed "$D/etc/slurmdbd.conf" <<EOF && changed=1
+AuthType=auth/munge
+DbdHost=localhost
+DbdAddr=127.0.0.1
+DbdPort=$dbd_port
+SlurmUser=root
+StorageType=accounting_storage/mysql
+StorageHost=localhost
+StorageLoc=observer_slurm_acct
+StorageUser=slurm
+StoragePass=slurmpass
+LogFile=$D/log/slurmdbd.log
+PidFile=$D/run/slurmdbd.pid
+EOF
+chmod 600 "$D/etc/slurmdbd.conf"
+
+# Fast scheduling for tests: the main scheduler every 2 s and backfill every 1 s (defaults
+# 60 s and 30 s), priorities recomputed every minute, KillWait 5 s so cancels end quickly.
+write_if_changed "$conf" <<EOF && changed=1
+ClusterName=observer
+SlurmctldHost=$host(127.0.0.1)
+SlurmUser=root
+SlurmdUser=root
+SlurmctldPort=$ctld_port
+AuthType=auth/munge
+CredType=cred/munge
+StateSaveLocation=$D/state
+SlurmdSpoolDir=$D/spool/%n
+SlurmctldPidFile=$D/run/slurmctld.pid
+SlurmdPidFile=$D/run/slurmd-%n.pid
+SlurmctldLogFile=$D/log/slurmctld.log
+SlurmdLogFile=$D/log/slurmd-%n.log
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+JobAcctGatherType=jobacct_gather/linux
+JobAcctGatherFrequency=task=1
+JobAcctGatherParams=OverMemoryKill
+MpiDefault=none
+MailProg=/bin/true
+SchedulerType=sched/backfill
+SchedulerParameters=sched_interval=2,bf_interval=1
+SelectType=select/cons_tres
+SelectTypeParameters=CR_Core_Memory
+DefMemPerCPU=100
+SlurmdParameters=config_overrides
+ReturnToService=2
+KillWait=5
+MinJobAge=300
+GresTypes=gpu
+AccountingStorageType=accounting_storage/slurmdbd
+AccountingStorageHost=127.0.0.1
+AccountingStoragePort=$dbd_port
+AccountingStorageTRES=gres/gpu
+AccountingStorageEnforce=associations,limits,qos
+AccountingStoreFlags=job_comment
+PriorityType=priority/multifactor
+PriorityCalcPeriod=1
+PriorityWeightFairshare=1000
+PriorityWeightAge=100
+PriorityWeightQOS=2000
+PriorityWeightPartition=500
+NodeName=n[1-3] NodeHostname=$host NodeAddr=127.0.0.1 Port=[17001-17003] CPUs=8 RealMemory=4000 Gres=gpu:4 State=UNKNOWN
+PartitionName=gpu Nodes=n[1-3] Default=YES MaxTime=INFINITE State=UP
+PartitionName=debug Nodes=n[1-3] MaxTime=30 State=UP PriorityTier=2
+EOF
+write_if_changed "$D/etc/gres.conf" <<EOF && changed=1
+AutoDetect=off
+NodeName=n[1-3] Name=gpu File=$D/fakedev/nvidia[0-3]
+EOF
+
+daemons=(slurmd-n1 slurmd-n2 slurmd-n3 slurmctld slurmdbd)
+if [ "$changed" = 1 ]; then
+  # a new configuration needs fresh daemons (node and port changes are not reconfigurable)
+  for p in "${daemons[@]}"; do alive "$D/run/$p.pid" && kill "$(cat "$D/run/$p.pid")"; done
+  for p in "${daemons[@]}"; do while alive "$D/run/$p.pid"; do sleep 0.1; done; done
+fi
+
+export SLURM_CONF=$conf
+if ! alive "$D/run/slurmdbd.pid"; then
+  slurmdbd # reads slurmdbd.conf from the directory of $SLURM_CONF
+fi
+wait_tcp "$dbd_port"
+configured=$D/state/.accounting-configured # skips ~3 s of sacctmgr calls on a re-run
+if [ ! -e "$configured" ]; then
+  for _ in $(seq 1 100); do timeout 3 sacctmgr -n show cluster >/dev/null 2>&1 && break; sleep 0.2; done
+  # sacctmgr refuses to add what exists ("Nothing new added"); a reused database is fine
+  add() { timeout 10 sacctmgr -i add "$@" >/dev/null 2>&1 || true; }
+  add cluster observer
+  add qos high Priority=1000
+  add qos low Priority=10
+  add account research Description=research Organization=lab Fairshare=70
+  add account prod Description=prod Organization=lab Fairshare=30
+  id alice >/dev/null 2>&1 || useradd -m alice
+  id bob >/dev/null 2>&1 || useradd -m bob
+  add user root account=research,prod qos=normal,high,low DefaultQOS=normal
+  add user alice account=research qos=normal,low DefaultQOS=normal
+  add user bob account=prod qos=normal,high DefaultQOS=normal
+fi
+
+alive "$D/run/slurmctld.pid" || slurmctld -f "$conf"
+wait_tcp "$ctld_port"
+for n in n1 n2 n3; do alive "$D/run/slurmd-$n.pid" || slurmd -f "$conf" -N "$n"; done
+
+# all three nodes registered (any responding state: a drained node from a test is still up)
+registered() {
+  timeout 5 sinfo -h -N -o '%N %T' 2>/dev/null | sort -u |
+    grep -cE ' (idle|mixed|allocated|completing|drained|draining)$' || true
+}
+for _ in $(seq 1 150); do [ "$(registered)" = 3 ] && break; sleep 0.1; done
+if [ "$(registered)" != 3 ]; then
+  echo "slurm nodes did not register:" >&2
+  sinfo -N >&2 || true
+  exit 1
+fi
+if [ ! -e "$configured" ]; then
+  # slurmdbd knows gres/gpu only once slurmctld has registered AccountingStorageTRES
+  timeout 10 sacctmgr -i modify qos high set MaxTRESPerUser=gres/gpu=8 >/dev/null
+  timeout 10 sacctmgr -i modify qos low set MaxTRESPerJob=gres/gpu=2 >/dev/null
+  touch "$configured"
+fi
+
+echo "slurm up in $(elapsed): 3 nodes x 4 GPUs, partitions gpu (default) and debug"
+echo "export SLURM_CONF=$conf"

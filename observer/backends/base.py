@@ -1,0 +1,44 @@
+"""What the controller asks of a scheduler, in domain types.
+
+Failures to reach the platform raise BackendError (recorded as blind time and retried);
+a submission the platform refuses raises ProbeError carrying the platform's words, which
+for a quota probe is the expected outcome."""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+from typing import Protocol
+
+from observer.domain import JobRequest, JobStatus, SchedulerSnapshot
+
+RUN_ID_LABEL = "soak.observer/run-id"  # Kubernetes label; Slurm carries it in --comment
+PROBE_LABEL = "soak.observer/probe"
+MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
+MANAGED_BY = "gpu-soak-observer"
+
+
+class SchedulerBackend(Protocol):
+    def submit(self, request: JobRequest) -> str:
+        """Submit a probe; return the platform's job id."""
+        ...
+
+    def jobs(self, job_ids: Collection[str]) -> dict[str, JobStatus]:
+        """The current status of these jobs. An id the platform no longer knows is absent."""
+        ...
+
+    def cancel(self, job_id: str) -> None:
+        """Cancel a job; cancelling a finished or unknown job is not an error."""
+        ...
+
+    def logs(self, job_id: str) -> str:
+        """The job's output as the platform keeps it (raises BackendError if unavailable)."""
+        ...
+
+    def probe_jobs(self) -> list[JobStatus]:
+        """Every job on the platform that carries an observer run id and is not finished:
+        what a restarted controller adopts."""
+        ...
+
+    def snapshot(self) -> SchedulerSnapshot:
+        """Queues per tenant, nodes with their GPUs, and every unfinished job."""
+        ...

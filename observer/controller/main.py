@@ -1,0 +1,145 @@
+"""Composition of the controller: backend and store from settings, the loops, the plan on
+APScheduler, the HTTP surface, and an orderly stop that leaves no probe behind."""
+
+from __future__ import annotations
+
+import threading
+from functools import partial
+from typing import Any
+from zoneinfo import ZoneInfo
+
+from prometheus_client import CollectorRegistry
+
+from observer import codec
+from observer.backends.base import SchedulerBackend
+from observer.clock import Clock, SystemClock
+from observer.controller.runs import Budget, ProbeRunner, Tenant
+from observer.controller.schedule import start_plan
+from observer.controller.service import Controller, PlanEntry
+from observer.errors import ConfigError
+from observer.http import serve
+from observer.logs import get_logger
+from observer.loops import PeriodicLoop
+from observer.metrics import ControllerMetrics
+from observer.probes.catalog import builtin_catalog, quota_probe
+from observer.probes.windows import Calendar, Window, parse_days
+from observer.settings import ControllerSettings, Settings
+from observer.simulation.cluster import NodeSpec, Policy, SimulatedCluster, TenantSpec
+from observer.storage.store import Store, store_url, upgrade
+
+_log = get_logger("observer.controller")
+
+
+def build_backend(cfg: ControllerSettings, clock: Clock) -> SchedulerBackend:
+    if cfg.backend == "simulated":
+        sim = cfg.simulation
+        cluster = SimulatedCluster(
+            [
+                NodeSpec(f"node-{i:03d}", sim.gpus_per_node, sim.pools[i % len(sim.pools)])
+                for i in range(sim.nodes)
+            ],
+            [TenantSpec(t.name, t.weight, t.quota_gpus) for t in cfg.tenants],
+            clock,
+            Policy(sim.policy),
+        )
+        cluster.faults.favoured_tenant = sim.favoured_tenant
+        return cluster
+    raise NotImplementedError(f"the {cfg.backend} backend is not wired yet")
+
+
+def build_controller(
+    settings: Settings,
+    backend: SchedulerBackend,
+    store: Store,
+    clock: Clock,
+    metrics: ControllerMetrics,
+) -> Controller:
+    cfg = settings.controller
+    tenants = {t.name: Tenant(t.name, t.queue, t.priority) for t in cfg.tenants}
+    catalog = builtin_catalog(cfg.gpus_per_node)
+    quotas = [t.quota_gpus for t in cfg.tenants if t.quota_gpus is not None]
+    if quotas:
+        catalog["quota"] = quota_probe(min(quotas), cfg.gpus_per_node)
+    runner = ProbeRunner(
+        backend,
+        store,
+        clock,
+        metrics,
+        tenants,
+        Budget(cfg.max_probe_gpus, cfg.max_probe_gpus_per_tenant),
+    )
+    calendar = Calendar(
+        ZoneInfo(cfg.timezone),
+        [Window(w.name, parse_days(w.days), w.start, w.end) for w in cfg.windows],
+    )
+    plan = [
+        PlanEntry(e.window, e.probe, e.every_seconds, tuple(e.tenants) or tuple(tenants))
+        for e in cfg.plan
+    ]
+    unknown = sorted({e.probe for e in plan} - catalog.keys())
+    if unknown:
+        raise ConfigError([f"controller.plan: unknown probe {name!r}" for name in unknown])
+    return Controller(backend, store, runner, calendar, plan, catalog, clock, metrics)
+
+
+def run_controller(
+    settings: Settings,
+    stop: threading.Event,
+    clock: Clock | None = None,
+    registry: CollectorRegistry | None = None,
+    on_listening: Any = None,
+) -> None:
+    cfg = settings.controller
+    clock = clock or SystemClock()
+    registry = registry or CollectorRegistry()
+    metrics = ControllerMetrics(registry)
+    url = store_url(settings.storage.sqlite_path, settings.storage.url)
+    upgrade(url)
+    store = Store(url)
+    controller = build_controller(settings, build_backend(cfg, clock), store, clock, metrics)
+    controller.start()
+
+    def loop(name: str, interval: float, tick: Any) -> PeriodicLoop:
+        return PeriodicLoop(name, interval, tick, clock, stop, metrics.loops)
+
+    follow = loop("follow", cfg.follow_interval_seconds, controller.follow)
+    sample = loop("scheduler", cfg.snapshot_interval_seconds, controller.sample_scheduler)
+    launches = [
+        loop(f"plan-{entry.probe}", entry.every_seconds, partial(controller.launch, entry))
+        for entry in controller.plan
+    ]
+
+    def health() -> tuple[bool, dict[str, Any]]:
+        ages = {lp.name: lp.last_success_age_seconds() for lp in (follow, sample)}
+        limits = {
+            "follow": 3 * cfg.follow_interval_seconds,
+            "scheduler": 3 * cfg.snapshot_interval_seconds,
+        }
+        blind = [name for name, age in ages.items() if age is None or age > limits[name]]
+        return not blind, {
+            "status": "ok" if not blind else "stale",
+            "last_good_tick_age_seconds": ages,
+            "blind": blind,
+            "active_runs": len(controller.runner.active()),
+        }
+
+    def snapshot() -> dict[str, Any]:
+        return {"active_runs": [codec.run_to_json(r) for r in controller.runner.active()]}
+
+    server = serve(cfg.listen_host, cfg.listen_port, registry, health, snapshot)
+    port = server.server_address[1]
+    _log.info("controller listening", host=cfg.listen_host, port=port, backend=cfg.backend)
+    if on_listening is not None:
+        on_listening(port)
+    follow.start()
+    sample.start()
+    scheduler = start_plan(controller, launches, cfg.timezone, cfg.misfire_grace_seconds)
+    stop.wait()
+    scheduler.shutdown(wait=False)
+    follow.join(cfg.shutdown_deadline_seconds / 2)
+    sample.join(cfg.shutdown_deadline_seconds / 2)
+    cancelled = controller.stop()
+    _log.info("controller stopped", cancelled_runs=len(cancelled))
+    server.shutdown()
+    server.server_close()
+    store.close()

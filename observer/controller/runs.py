@@ -1,0 +1,331 @@
+"""Probe runs from submission to outcome, with no run lost, leaked or counted twice.
+
+A run is stored *before* it is submitted, so a controller that dies between the two finds
+the run on restart and either adopts the job the platform holds for it or records that the
+submission never landed. Jobs of the observer that the store does not know are cancelled:
+nothing runs on the platform that is not accounted for."""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, replace
+from datetime import datetime, timedelta
+
+from observer.backends.base import SchedulerBackend
+from observer.clock import Clock
+from observer.domain import (
+    Expectation,
+    JobPhase,
+    JobRequest,
+    JobStatus,
+    Outcome,
+    ProbeRun,
+    RunState,
+)
+from observer.errors import BackendError, ProbeError
+from observer.logs import get_logger
+from observer.metrics import ControllerMetrics
+from observer.probes.catalog import DEFAULT_DEADLINE_SECONDS, ProbeSpec
+from observer.probes.outcome import judge
+from observer.storage.store import Store
+
+_log = get_logger("observer.controller.runs")
+
+
+@dataclass(frozen=True, slots=True)
+class Tenant:
+    name: str
+    queue: str | None = None
+    priority: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Budget:
+    max_gpus: int
+    max_gpus_per_tenant: int
+
+
+class ProbeRunner:
+    def __init__(
+        self,
+        backend: SchedulerBackend,
+        store: Store,
+        clock: Clock,
+        metrics: ControllerMetrics,
+        tenants: Mapping[str, Tenant],
+        budget: Budget,
+    ) -> None:
+        self._backend = backend
+        self._store = store
+        self._clock = clock
+        self._metrics = metrics
+        self._tenants = tenants
+        self._budget = budget
+        self._active: dict[str, ProbeRun] = {}
+        self._deadlines: dict[str, datetime] = {}
+        self._last_seen: dict[str, tuple[datetime, str | None]] = {}
+        self._lock = threading.RLock()
+
+    # The plan's launches (APScheduler's thread) and the follow loop share the runner.
+    def active(self) -> list[ProbeRun]:
+        with self._lock:
+            return list(self._active.values())
+
+    def reconcile(self, catalog: Mapping[str, ProbeSpec]) -> list[ProbeRun]:
+        """On start: take over the runs the store says are active and square them with the
+        jobs the platform holds. Returns the runs that changed."""
+        with self._lock:
+            return self._reconcile(catalog)
+
+    def launch(self, spec: ProbeSpec, tenants: Iterable[str], window: str | None) -> list[ProbeRun]:
+        with self._lock:
+            return self._launch(spec, tenants, window)
+
+    def follow(self) -> list[ProbeRun]:
+        """Bring every active run up to date with the platform; return those that changed."""
+        with self._lock:
+            return self._follow()
+
+    def cancel_all(self, why: str) -> list[ProbeRun]:
+        """Cancel every active run's job (controller shutdown): no probe outlives us."""
+        with self._lock:
+            return self._cancel_all(why)
+
+    def _reconcile(self, catalog: Mapping[str, ProbeSpec]) -> list[ProbeRun]:
+        on_platform = {j.run_id: j for j in self._backend.probe_jobs() if j.run_id}
+        changed: list[ProbeRun] = []
+        for run in self._store.runs(active_only=True):
+            job = on_platform.pop(run.run_id, None)
+            spec = catalog.get(run.probe)
+            self._deadlines[run.run_id] = _deadline(run, spec)
+            if run.job_id is None and job is None:
+                changed.append(
+                    self._end(
+                        run,
+                        Outcome.LOST,
+                        "SubmissionNotConfirmed",
+                        "the controller stopped before the platform confirmed "
+                        "the submission, and the platform holds no such job",
+                    )
+                )
+                continue
+            if run.job_id is None and job is not None:
+                adopted = replace(run, job_id=job.job_id)
+                changed.append(adopted)
+                self._active[run.run_id] = adopted
+            else:
+                self._active[run.run_id] = run
+        for job in on_platform.values():
+            _log.warning(
+                "cancelling a probe job no run accounts for", job_id=job.job_id, run_id=job.run_id
+            )
+            self._backend.cancel(job.job_id)
+        self._store.save_runs(changed)
+        changed += self._follow()
+        self._publish_active()
+        return changed
+
+    def _launch(
+        self, spec: ProbeSpec, tenants: Iterable[str], window: str | None
+    ) -> list[ProbeRun]:
+        launched: list[ProbeRun] = []
+        for name in tenants:
+            tenant = self._tenants[name]
+            for _ in range(spec.copies):
+                if not self._within_budget(tenant.name, spec.workload.gpus):
+                    self._metrics.probe_runs_skipped_total.labels(spec.name, "budget").inc()
+                    _log.info("probe skipped: over budget", probe=spec.name, tenant=name)
+                    continue
+                launched.append(self._submit(spec, tenant, window))
+        self._publish_active()
+        return launched
+
+    def _follow(self) -> list[ProbeRun]:
+        if not self._active:
+            return []
+        now = self._clock.now()
+        changed: list[ProbeRun] = []
+        unconfirmed = [r for r in self._active.values() if r.job_id is None]
+        if unconfirmed:
+            held = {j.run_id: j for j in self._backend.probe_jobs() if j.run_id}
+            for run in unconfirmed:
+                job = held.get(run.run_id)
+                if job is not None:
+                    self._active[run.run_id] = replace(run, job_id=job.job_id)
+                else:
+                    # The platform answers and holds no such job: the submission never landed.
+                    changed.append(
+                        self._end(run, Outcome.REJECTED, "SubmissionFailed", run.message)
+                    )
+        ids = [r.job_id for r in self._active.values() if r.job_id]
+        statuses = self._backend.jobs(ids)
+        for run in [r for r in self._active.values() if r.job_id]:
+            updated = self._update(run, statuses.get(run.job_id or ""), now)
+            if updated != run:
+                changed.append(updated)
+        self._store.save_runs(changed)
+        self._publish_active()
+        return changed
+
+    def _cancel_all(self, why: str) -> list[ProbeRun]:
+        ended = []
+        for run in list(self._active.values()):
+            if run.job_id is not None:
+                try:
+                    self._backend.cancel(run.job_id)
+                except BackendError as exc:
+                    _log.error("could not cancel a probe job", job_id=run.job_id, error=str(exc))
+                    continue
+            ended.append(self._end(run, Outcome.CANCELLED, "ControllerShutdown", why))
+        self._store.save_runs(ended)
+        self._publish_active()
+        return ended
+
+    def _submit(self, spec: ProbeSpec, tenant: Tenant, window: str | None) -> ProbeRun:
+        now = self._clock.now()
+        run = ProbeRun(
+            run_id=uuid.uuid4().hex,
+            probe=spec.name,
+            tenant=tenant.name,
+            queue=tenant.queue,
+            window=window,
+            expectation=spec.expectation,
+            gpus=spec.workload.gpus,
+            nodes=spec.workload.nodes,
+            state=RunState.SUBMITTED,
+            submitted_at=now,
+        )
+        self._store.save_runs([run])
+        self._active[run.run_id] = run
+        self._deadlines[run.run_id] = _deadline(run, spec)
+        request = JobRequest(
+            run.run_id, spec.name, tenant.name, tenant.queue, spec.workload, tenant.priority
+        )
+        try:
+            job_id = self._backend.submit(request)
+        except ProbeError as exc:
+            outcome = (
+                Outcome.PASSED if spec.expectation is Expectation.BLOCKED else Outcome.REJECTED
+            )
+            return self._save(self._end(run, outcome, "Rejected", str(exc)))
+        except BackendError as exc:
+            # Whether the platform took it is unknown: follow() looks for it by run id.
+            self._metrics.scheduler_errors_total.labels("submit").inc()
+            _log.warning("submission unconfirmed", run_id=run.run_id, error=str(exc))
+            return self._save(replace(run, message=f"submission failed: {exc}"))
+        return self._save(replace(run, job_id=job_id, state=RunState.PENDING))
+
+    def _update(self, run: ProbeRun, status: JobStatus | None, now: datetime) -> ProbeRun:
+        if status is None:
+            return self._end(
+                run, Outcome.LOST, "JobForgotten", "the platform no longer knows the job"
+            )
+        seen_at, seen_reason = self._last_seen.get(run.run_id, (now, None))
+        reasons = dict(run.pending_reasons)
+        if seen_reason is not None:
+            reasons[seen_reason] = reasons.get(seen_reason, 0.0) + (now - seen_at).total_seconds()
+        pending = status.phase is JobPhase.PENDING
+        self._last_seen[run.run_id] = (now, (status.reason or "Unknown") if pending else None)
+        if pending and status.reason:
+            reasons.setdefault(status.reason, 0.0)
+        run = replace(
+            run,
+            job_id=status.job_id,
+            state=_state(status.phase),
+            submitted_at=status.submitted_at or run.submitted_at,
+            started_at=status.started_at or run.started_at,
+            finished_at=status.finished_at or run.finished_at,
+            exit_code=status.exit_code,
+            reason=status.reason,
+            message=status.message,
+            pending_reasons=reasons,
+        )
+        self._active[run.run_id] = run
+        outcome = judge(run.expectation, status)
+        if outcome is not None:
+            if not status.phase.finished:
+                # Settled while still held (a quota probe, a bad image): release it.
+                self._backend.cancel(status.job_id)
+            return self._end(run, outcome, run.reason, run.message)
+        if now >= self._deadlines[run.run_id]:
+            self._backend.cancel(status.job_id)
+            return self._end(
+                run,
+                Outcome.TIMED_OUT,
+                "DeadlineExceeded",
+                f"not ended {(now - run.submitted_at).total_seconds():.0f} s after submission"
+                if run.submitted_at
+                else None,
+            )
+        return run
+
+    def _end(
+        self, run: ProbeRun, outcome: Outcome, reason: str | None, message: str | None
+    ) -> ProbeRun:
+        ended = replace(
+            run,
+            state=RunState.DONE,
+            outcome=outcome,
+            finished_at=run.finished_at or self._clock.now(),
+            reason=reason,
+            message=message,
+        )
+        self._active.pop(run.run_id, None)
+        self._deadlines.pop(run.run_id, None)
+        self._last_seen.pop(run.run_id, None)
+        self._metrics.probe_runs_total.labels(
+            run.probe, run.tenant, run.window or "", outcome.value
+        ).inc()
+        if ended.queue_wait_seconds is not None:
+            self._metrics.probe_queue_wait_seconds.labels(
+                run.probe, run.tenant, run.window or ""
+            ).observe(ended.queue_wait_seconds)
+        if ended.run_seconds is not None:
+            self._metrics.probe_run_seconds.labels(run.probe, run.tenant).observe(ended.run_seconds)
+        _log.info(
+            "probe run ended",
+            run_id=run.run_id,
+            probe=run.probe,
+            tenant=run.tenant,
+            outcome=outcome.value,
+            reason=reason,
+        )
+        return ended
+
+    def _save(self, run: ProbeRun) -> ProbeRun:
+        self._store.save_runs([run])
+        if run.state is not RunState.DONE:
+            self._active[run.run_id] = run
+        return run
+
+    def _within_budget(self, tenant: str, gpus: int) -> bool:
+        active = self._active.values()
+        total = sum(r.gpus for r in active)
+        mine = sum(r.gpus for r in active if r.tenant == tenant)
+        return (
+            total + gpus <= self._budget.max_gpus
+            and mine + gpus <= self._budget.max_gpus_per_tenant
+        )
+
+    def _publish_active(self) -> None:
+        for name in self._tenants:
+            runs = [r for r in self._active.values() if r.tenant == name]
+            self._metrics.probe_runs_active.labels(name).set(len(runs))
+            self._metrics.probe_gpus_active.labels(name).set(sum(r.gpus for r in runs))
+
+
+def _deadline(run: ProbeRun, spec: ProbeSpec | None) -> datetime:
+    # A run whose probe left the catalog keeps the default deadline.
+    seconds = spec.deadline_seconds if spec else DEFAULT_DEADLINE_SECONDS
+    assert run.submitted_at is not None  # the runner stamps every run it creates
+    return run.submitted_at + timedelta(seconds=seconds)
+
+
+def _state(phase: JobPhase) -> RunState:
+    if phase is JobPhase.PENDING:
+        return RunState.PENDING
+    if phase is JobPhase.RUNNING:
+        return RunState.RUNNING
+    return RunState.DONE

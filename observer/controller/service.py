@@ -1,0 +1,93 @@
+"""The controller's work as plain functions of (clock, backend, store): launch the plan's
+probes in their windows, follow the runs, sample the scheduler. APScheduler (schedule.py) or
+the simulator call them; neither is needed to reason about them."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from observer.backends.base import SchedulerBackend
+from observer.clock import Clock
+from observer.controller.runs import ProbeRunner
+from observer.domain import ProbeRun, SchedulerSnapshot
+from observer.metrics import ControllerMetrics
+from observer.probes.catalog import ProbeSpec
+from observer.probes.windows import Calendar
+from observer.storage.store import Store
+
+
+@dataclass(frozen=True, slots=True)
+class PlanEntry:
+    window: str
+    probe: str
+    every_seconds: float
+    tenants: tuple[str, ...]
+
+
+class Controller:
+    def __init__(
+        self,
+        backend: SchedulerBackend,
+        store: Store,
+        runner: ProbeRunner,
+        calendar: Calendar,
+        plan: Sequence[PlanEntry],
+        catalog: Mapping[str, ProbeSpec],
+        clock: Clock,
+        metrics: ControllerMetrics,
+    ) -> None:
+        self.backend = backend
+        self.store = store
+        self.runner = runner
+        self.calendar = calendar
+        self.plan = tuple(plan)
+        self.catalog = catalog
+        self._clock = clock
+        self._metrics = metrics
+        self._queues_seen: set[tuple[str, str]] = set()
+
+    def start(self) -> list[ProbeRun]:
+        """Adopt or reconcile what a previous controller left on the platform."""
+        return self.runner.reconcile(self.catalog)
+
+    def launch(self, entry: PlanEntry) -> list[ProbeRun]:
+        """Launch one plan entry's probe if its window is open now."""
+        if entry.window not in self.calendar.windows_at(self._clock.now()):
+            return []
+        return self.runner.launch(self.catalog[entry.probe], entry.tenants, entry.window)
+
+    def follow(self) -> list[ProbeRun]:
+        return self.runner.follow()
+
+    def sample_scheduler(self) -> SchedulerSnapshot:
+        snapshot = self.backend.snapshot()
+        self.store.save_scheduler_snapshot(snapshot)
+        m = self._metrics
+        current: set[tuple[str, str]] = set()
+        for q in snapshot.queues:
+            labels = (q.tenant, q.queue or "")
+            current.add(labels)
+            m.scheduler_pending_jobs.labels(*labels).set(q.pending_jobs)
+            m.scheduler_pending_gpus.labels(*labels).set(q.pending_gpus)
+            m.scheduler_running_gpus.labels(*labels).set(q.running_gpus)
+            m.scheduler_longest_wait_seconds.labels(*labels).set(q.longest_wait_seconds)
+        # A queue that emptied reads 0, not its last value.
+        for labels in self._queues_seen - current:
+            for gauge in (
+                m.scheduler_pending_jobs,
+                m.scheduler_pending_gpus,
+                m.scheduler_running_gpus,
+                m.scheduler_longest_wait_seconds,
+            ):
+                gauge.labels(*labels).set(0)
+        self._queues_seen |= current
+        for node in snapshot.nodes:
+            pool = node.pool or ""
+            m.scheduler_node_gpus.labels(node.name, pool, "total").set(node.gpus_total)
+            m.scheduler_node_gpus.labels(node.name, pool, "allocated").set(node.gpus_allocated)
+        m.scheduler_last_snapshot_timestamp_seconds.set(snapshot.at.timestamp())
+        return snapshot
+
+    def stop(self) -> list[ProbeRun]:
+        return self.runner.cancel_all("the controller shut down")

@@ -1,0 +1,120 @@
+"""The probes a soak must exercise, each declaring its resources and how it is expected to
+end. Sizes scale with the platform's node size (`gpus_per_node`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from observer.domain import Behaviour, Expectation, Workload
+
+DEFAULT_DEADLINE_SECONDS = 4 * 3600.0
+
+
+@dataclass(frozen=True, slots=True)
+class ProbeSpec:
+    name: str
+    description: str
+    workload: Workload
+    expectation: Expectation
+    copies: int = 1  # submitted at the same moment, per tenant (a burst)
+    deadline_seconds: float = DEFAULT_DEADLINE_SECONDS  # from submission; then cancelled
+
+
+def builtin_catalog(gpus_per_node: int) -> dict[str, ProbeSpec]:
+    minute = 60.0
+    specs = [
+        ProbeSpec(
+            "short",
+            "one GPU for a minute",
+            Workload(1, duration_seconds=minute),
+            Expectation.SUCCEED,
+        ),
+        ProbeSpec(
+            "long",
+            "one GPU for half an hour",
+            Workload(1, duration_seconds=30 * minute),
+            Expectation.SUCCEED,
+        ),
+        ProbeSpec(
+            "multi-gpu",
+            "every GPU of one node",
+            Workload(gpus_per_node, duration_seconds=2 * minute),
+            Expectation.SUCCEED,
+        ),
+        ProbeSpec(
+            "multi-node",
+            "every GPU of two nodes",
+            Workload(gpus_per_node, nodes=2, duration_seconds=2 * minute),
+            Expectation.SUCCEED,
+        ),
+        ProbeSpec(
+            "fail-exit",
+            "exits with code 3: the platform must report it failed",
+            Workload(1, duration_seconds=10, exit_code=3),
+            Expectation.FAIL,
+        ),
+        ProbeSpec(
+            "fail-command",
+            "a command that does not exist",
+            Workload(1, duration_seconds=10, behaviour=Behaviour.BAD_COMMAND),
+            Expectation.FAIL_TO_START,
+        ),
+        ProbeSpec(
+            "fail-image",
+            "an image that cannot be pulled",
+            Workload(1, duration_seconds=10, behaviour=Behaviour.BAD_IMAGE),
+            Expectation.FAIL_TO_START,
+            deadline_seconds=10 * minute,
+        ),
+        ProbeSpec(
+            "fail-oom",
+            "allocates past its memory limit",
+            Workload(1, duration_seconds=minute, behaviour=Behaviour.OOM),
+            Expectation.OOM,
+        ),
+        ProbeSpec(
+            "burst",
+            "four short jobs per tenant at the same moment",
+            Workload(1, duration_seconds=2 * minute),
+            Expectation.SUCCEED,
+            copies=4,
+        ),
+        ProbeSpec(
+            "log-canary",
+            "2,000 sequenced lines, 20 a second, for the log-loss check",
+            Workload(
+                1,
+                duration_seconds=2 * minute,
+                behaviour=Behaviour.LOG_CANARY,
+                log_lines=2000,
+                log_interval_seconds=0.05,
+            ),
+            Expectation.SUCCEED,
+        ),
+        ProbeSpec(
+            "gpu-busy",
+            "a known busy interval, for the monitoring-lag check",
+            Workload(1, duration_seconds=5 * minute, behaviour=Behaviour.GPU_BUSY),
+            Expectation.SUCCEED,
+        ),
+        ProbeSpec(
+            "fairness",
+            "identical jobs from every tenant at the same moment",
+            Workload(1, duration_seconds=2 * minute),
+            Expectation.SUCCEED,
+        ),
+    ]
+    return {spec.name: spec for spec in specs}
+
+
+def quota_probe(quota_gpus: int, gpus_per_node: int) -> ProbeSpec:
+    """Asks one GPU beyond the tenant's quota: it must be refused or held with a reason."""
+    gpus = quota_gpus + 1
+    nodes = -(-gpus // gpus_per_node)
+    return ProbeSpec(
+        "quota",
+        f"asks {gpus} GPUs against a quota of {quota_gpus}",
+        Workload(-(-gpus // nodes), nodes=nodes, duration_seconds=60.0),
+        Expectation.BLOCKED,
+        deadline_seconds=10 * 60.0,
+    )

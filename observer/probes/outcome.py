@@ -1,0 +1,66 @@
+"""How a probe ended, judged against what it expected: an expected failure that fails the
+expected way is a pass. Pure: the platform's view of the job in, an outcome out."""
+
+from __future__ import annotations
+
+from observer.domain import Expectation, JobPhase, JobStatus, Outcome
+
+# The platforms' words for "held back by a quota or limit" (Kueue, ResourceQuota, Slurm QOS
+# and association limits, the simulator).
+QUOTA_REASON_MARKS = (
+    "QuotaExceeded",
+    "exceeded quota",
+    "Inadmissible",
+    "QOSMax",
+    "QOSGrp",
+    "AssocMax",
+    "AssocGrp",
+)
+START_FAILURE_REASONS = frozenset(
+    {
+        "ImagePullBackOff",
+        "ErrImagePull",
+        "InvalidImageName",
+        "StartError",
+        "ContainerCannotRun",
+        "CreateContainerError",
+    }
+)
+COMMAND_NOT_RUNNABLE_EXIT_CODES = frozenset({126, 127})
+OOM_MARKS = ("OOMKilled", "OUT_OF_MEMORY", "OutOfMemory")
+OOM_EXIT_CODE = 137
+
+
+def is_quota_reason(reason: str | None) -> bool:
+    return reason is not None and any(mark in reason for mark in QUOTA_REASON_MARKS)
+
+
+def judge(expectation: Expectation, status: JobStatus) -> Outcome | None:
+    """The outcome the job's current state settles, or None while it is not settled yet."""
+    phase, reason = status.phase, status.reason or ""
+    if phase is JobPhase.CANCELLED:
+        return Outcome.CANCELLED
+    if expectation is Expectation.SUCCEED:
+        return {JobPhase.SUCCEEDED: Outcome.PASSED, JobPhase.FAILED: Outcome.FAILED}.get(phase)
+    if expectation is Expectation.BLOCKED:
+        if phase is JobPhase.PENDING:
+            return Outcome.PASSED if is_quota_reason(reason) else None
+        return Outcome.FAILED  # it ran: the quota was not enforced
+    if phase is JobPhase.SUCCEEDED:
+        return Outcome.FAILED
+    if expectation is Expectation.FAIL_TO_START:
+        if phase is JobPhase.PENDING:
+            return Outcome.PASSED if reason in START_FAILURE_REASONS else None
+        if phase is JobPhase.FAILED:
+            ok = (
+                reason in START_FAILURE_REASONS
+                or status.exit_code in COMMAND_NOT_RUNNABLE_EXIT_CODES
+            )
+            return Outcome.PASSED if ok else Outcome.FAILED
+        return None
+    if phase is not JobPhase.FAILED:
+        return None
+    if expectation is Expectation.OOM:
+        oom = any(mark in reason for mark in OOM_MARKS) or status.exit_code == OOM_EXIT_CODE
+        return Outcome.PASSED if oom else Outcome.FAILED
+    return Outcome.PASSED if status.exit_code not in (0, None) else Outcome.FAILED

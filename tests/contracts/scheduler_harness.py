@@ -1,0 +1,48 @@
+"""How the scheduler contract suite drives each implementation: a backend plus a way to let
+the platform's time pass until something is true."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from typing import Protocol
+
+from observer.clock import ManualClock
+from observer.simulation.cluster import NodeSpec, SimulatedCluster, TenantSpec
+
+
+class Harness(Protocol):
+    backend: object
+    tenants: tuple[str, str]
+    queue: str | None
+    gpus_per_node: int
+    nodes: int
+
+    def settle(self, until: Callable[[], bool], timeout_seconds: float) -> None: ...
+
+
+class SimulatedHarness:
+    def __init__(self) -> None:
+        self.clock = ManualClock(datetime(2026, 11, 30, 9, 0, tzinfo=UTC))
+        self.tenants = ("research", "prod")
+        self.queue = "gpu"
+        self.gpus_per_node = 4
+        self.nodes = 3
+        self.backend = SimulatedCluster(
+            [NodeSpec(f"n{i}", self.gpus_per_node, "pool-a") for i in range(1, self.nodes + 1)],
+            [TenantSpec("research", 0.7), TenantSpec("prod", 0.3)],
+            self.clock,
+        )
+
+    def settle(self, until: Callable[[], bool], timeout_seconds: float) -> None:
+        waited = 0.0
+        while not until():
+            assert waited < timeout_seconds, f"not settled after {timeout_seconds} s"
+            self.clock.advance(0.5)
+            waited += 0.5
+
+
+@contextmanager
+def simulated() -> Iterator[SimulatedHarness]:
+    yield SimulatedHarness()

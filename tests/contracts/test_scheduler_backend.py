@@ -1,0 +1,134 @@
+"""One contract for every scheduler backend: what the controller relies on, whichever
+platform answers."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+
+import pytest
+
+from observer.domain import Behaviour, JobPhase, JobRequest, Workload
+from tests.contracts.scheduler_harness import Harness, simulated
+
+HARNESSES = {"simulated": simulated}
+
+
+@pytest.fixture(params=sorted(HARNESSES))
+def harness(request: pytest.FixtureRequest) -> Iterator[Harness]:
+    with HARNESSES[request.param]() as h:
+        yield h
+        for job in h.backend.probe_jobs():  # type: ignore[attr-defined]
+            h.backend.cancel(job.job_id)  # type: ignore[attr-defined]
+
+
+def _request(h: Harness, workload: Workload, tenant: int = 0, probe: str = "short") -> JobRequest:
+    return JobRequest(
+        run_id=uuid.uuid4().hex,
+        probe=probe,
+        tenant=h.tenants[tenant],
+        queue=h.queue,
+        workload=workload,
+    )
+
+
+def _phase(h: Harness, job_id: str) -> JobPhase | None:
+    status = h.backend.jobs([job_id]).get(job_id)  # type: ignore[attr-defined]
+    return status.phase if status else None
+
+
+def test_a_short_probe_runs_and_succeeds_with_its_timestamps(harness: Harness):
+    request = _request(harness, Workload(gpus_per_node=1, duration_seconds=2))
+    job_id = harness.backend.submit(request)  # type: ignore[attr-defined]
+    status = harness.backend.jobs([job_id])[job_id]  # type: ignore[attr-defined]
+    assert status.run_id == request.run_id
+    assert status.tenant == request.tenant
+    assert status.gpus == 1
+
+    harness.settle(lambda: _phase(harness, job_id) is JobPhase.SUCCEEDED, 60)
+    done = harness.backend.jobs([job_id])[job_id]  # type: ignore[attr-defined]
+    assert done.exit_code == 0
+    assert done.submitted_at is not None and done.started_at is not None
+    assert done.finished_at is not None
+    assert done.submitted_at <= done.started_at <= done.finished_at
+    assert done.submitted_at.tzinfo is not None
+    assert len(done.nodes) == 1
+
+
+def test_a_failing_probe_fails_with_its_exit_code_and_a_reason(harness: Harness):
+    job_id = harness.backend.submit(  # type: ignore[attr-defined]
+        _request(harness, Workload(gpus_per_node=1, duration_seconds=1, exit_code=3), probe="fail")
+    )
+    harness.settle(lambda: _phase(harness, job_id) is JobPhase.FAILED, 60)
+    failed = harness.backend.jobs([job_id])[job_id]  # type: ignore[attr-defined]
+    assert failed.exit_code == 3
+    assert failed.reason
+
+
+def test_a_job_that_cannot_fit_waits_with_the_platforms_reason(harness: Harness):
+    whole_cluster = Workload(
+        gpus_per_node=harness.gpus_per_node, nodes=harness.nodes, duration_seconds=30
+    )
+    blocker = harness.backend.submit(_request(harness, whole_cluster))  # type: ignore[attr-defined]
+    harness.settle(lambda: _phase(harness, blocker) is JobPhase.RUNNING, 60)
+    waiting = harness.backend.submit(  # type: ignore[attr-defined]
+        _request(harness, Workload(gpus_per_node=1, duration_seconds=1), tenant=1)
+    )
+    harness.settle(lambda: bool(harness.backend.jobs([waiting])[waiting].reason), 30)  # type: ignore[attr-defined]
+    pending = harness.backend.jobs([waiting])[waiting]  # type: ignore[attr-defined]
+    assert pending.phase is JobPhase.PENDING
+    assert pending.started_at is None
+
+    snap = harness.backend.snapshot()  # type: ignore[attr-defined]
+    queue = next(q for q in snap.queues if q.tenant == harness.tenants[1])
+    assert queue.pending_jobs >= 1
+    assert queue.pending_gpus >= 1
+    assert sum(queue.pending_reasons.values()) >= 1
+    assert sum(n.gpus_allocated for n in snap.nodes) >= harness.gpus_per_node * harness.nodes
+    assert {j.job_id for j in snap.jobs} >= {blocker, waiting}
+
+
+def test_cancel_ends_a_job_and_frees_its_gpus(harness: Harness):
+    job_id = harness.backend.submit(  # type: ignore[attr-defined]
+        _request(harness, Workload(gpus_per_node=1, duration_seconds=300))
+    )
+    harness.settle(lambda: _phase(harness, job_id) is JobPhase.RUNNING, 60)
+    harness.backend.cancel(job_id)  # type: ignore[attr-defined]
+    harness.settle(lambda: _phase(harness, job_id) in (JobPhase.CANCELLED, None), 60)
+    harness.backend.cancel(job_id)  # cancelling again is not an error  # type: ignore[attr-defined]
+    assert job_id not in {j.job_id for j in harness.backend.probe_jobs()}  # type: ignore[attr-defined]
+
+
+def test_probe_jobs_lists_the_observers_unfinished_jobs(harness: Harness):
+    request = _request(harness, Workload(gpus_per_node=1, duration_seconds=300))
+    job_id = harness.backend.submit(request)  # type: ignore[attr-defined]
+    listed = {j.job_id: j for j in harness.backend.probe_jobs()}  # type: ignore[attr-defined]
+    assert listed[job_id].run_id == request.run_id
+
+
+def test_a_log_canary_leaves_every_sequenced_line_in_its_logs(harness: Harness):
+    request = _request(
+        harness,
+        Workload(
+            gpus_per_node=1,
+            duration_seconds=3,
+            behaviour=Behaviour.LOG_CANARY,
+            log_lines=20,
+            log_interval_seconds=0.1,
+        ),
+        probe="log-canary",
+    )
+    job_id = harness.backend.submit(request)  # type: ignore[attr-defined]
+    harness.settle(lambda: _phase(harness, job_id) is JobPhase.SUCCEEDED, 60)
+    lines = [
+        line for line in harness.backend.logs(job_id).splitlines() if "observer-canary" in line
+    ]  # type: ignore[attr-defined]
+    assert [line.split("seq=")[1].split()[0] for line in lines] == [str(n) for n in range(20)]
+    assert all(f"run={request.run_id}" in line for line in lines)
+
+
+def test_snapshot_reports_every_node_with_its_gpus(harness: Harness):
+    snap = harness.backend.snapshot()  # type: ignore[attr-defined]
+    assert len(snap.nodes) == harness.nodes
+    assert all(n.gpus_total == harness.gpus_per_node for n in snap.nodes)
+    assert snap.at.tzinfo is not None

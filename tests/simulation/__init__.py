@@ -1,0 +1,1 @@
+"""The simulated cluster's own behaviour, beyond the scheduler contract suite."""
