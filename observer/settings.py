@@ -150,6 +150,18 @@ class PlanEntrySettings(_Group):
     )
 
 
+class ProbeOverrideSettings(_Group):
+    """Changes to one catalog probe; unset fields keep the catalog's value."""
+
+    duration_seconds: float | None = Field(None, gt=0)
+    gpus_per_node: int | None = Field(None, gt=0)
+    nodes: int | None = Field(None, gt=0)
+    copies: int | None = Field(None, gt=0)
+    deadline_seconds: float | None = Field(None, gt=0)
+    log_lines: int | None = Field(None, ge=0)
+    log_interval_seconds: float | None = Field(None, ge=0)
+
+
 class SimulationSettings(_Group):
     """The simulated cluster (controller.backend: simulated)."""
 
@@ -189,6 +201,9 @@ class ControllerSettings(_Group):
         ]
     )
     gpus_per_node: int = Field(8, gt=0, description="Node size the catalog's probes scale to.")
+    probes: dict[str, ProbeOverrideSettings] = Field(
+        default_factory=dict, description="Per-probe changes to the catalog, by probe name."
+    )
     max_probe_gpus: int = Field(8, gt=0, description="Probe GPUs in use at once, all tenants.")
     max_probe_gpus_per_tenant: int = Field(4, gt=0, description="Probe GPUs at once per tenant.")
     follow_interval_seconds: float = Field(5.0, gt=0, description="How often runs are followed.")

@@ -21,7 +21,7 @@ from observer.http import serve
 from observer.logs import get_logger
 from observer.loops import PeriodicLoop
 from observer.metrics import ControllerMetrics
-from observer.probes.catalog import builtin_catalog, quota_probe
+from observer.probes.catalog import builtin_catalog, quota_probe, with_overrides
 from observer.probes.windows import Calendar, Window, parse_days
 from observer.settings import ControllerSettings, Settings
 from observer.simulation.cluster import NodeSpec, Policy, SimulatedCluster, TenantSpec
@@ -60,6 +60,13 @@ def build_controller(
     quotas = [t.quota_gpus for t in cfg.tenants if t.quota_gpus is not None]
     if quotas:
         catalog["quota"] = quota_probe(min(quotas), cfg.gpus_per_node)
+    try:
+        catalog = with_overrides(
+            catalog,
+            {name: o.model_dump(exclude_none=True) for name, o in cfg.probes.items()},
+        )
+    except KeyError as exc:
+        raise ConfigError([f"controller.probes: no probe named {exc.args[0]}"]) from None
     runner = ProbeRunner(
         backend,
         store,

@@ -3,7 +3,9 @@ end. Sizes scale with the platform's node size (`gpus_per_node`)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from typing import Any
 
 from observer.domain import Behaviour, Expectation, Workload
 
@@ -118,3 +120,22 @@ def quota_probe(quota_gpus: int, gpus_per_node: int) -> ProbeSpec:
         Expectation.BLOCKED,
         deadline_seconds=10 * 60.0,
     )
+
+
+def with_overrides(
+    catalog: dict[str, ProbeSpec], overrides: Mapping[str, Mapping[str, Any]]
+) -> dict[str, ProbeSpec]:
+    """The catalog with per-probe changes applied: workload fields (duration_seconds,
+    gpus_per_node, nodes, log_lines, log_interval_seconds) and copies, deadline_seconds."""
+    unknown = sorted(overrides.keys() - catalog.keys())
+    if unknown:
+        raise KeyError(", ".join(unknown))
+    result = dict(catalog)
+    for name, changes in overrides.items():
+        spec_fields = {k: v for k, v in changes.items() if k in ("copies", "deadline_seconds")}
+        workload_fields = {k: v for k, v in changes.items() if k not in spec_fields}
+        spec = result[name]
+        result[name] = replace(
+            spec, workload=replace(spec.workload, **workload_fields), **spec_fields
+        )
+    return result
