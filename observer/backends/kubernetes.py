@@ -345,9 +345,13 @@ class KubernetesBackend:
         return job is not None and _labels(job.metadata).get(RUN_ID_LABEL) == run_id
 
     def _job_statuses(
-        self, namespace: str, jobs: Iterable[client.V1Job], pods: list[client.V1Pod]
+        self,
+        namespace: str,
+        jobs: Iterable[client.V1Job],
+        pods: list[client.V1Pod],
+        events: EventReader | None = None,
     ) -> dict[str, JobStatus]:
-        events = self._warning_events(namespace)
+        events = events or self._warning_events(namespace)
         gpu = self._settings.gpu_resource
         statuses = (_job_status(job, _owned_pods(job, pods), events, gpu) for job in jobs)
         return {status.job_id: status for status in statuses}
@@ -364,7 +368,8 @@ class KubernetesBackend:
             for job in listed
             if not _final_condition(job) and _pod_spec_gpus(_template_spec(job), gpu) > 0
         ]
-        statuses = list(self._job_statuses(namespace, jobs, pods).values())
+        events = self._warning_events(namespace)
+        statuses = list(self._job_statuses(namespace, jobs, pods, events).values())
         groups: dict[str, list[client.V1Pod]] = {}
         for pod in pods:
             owner = _controller(pod.metadata)
@@ -381,7 +386,6 @@ class KubernetesBackend:
                 )
                 if live and _pod_gpus(pod, gpu) > 0:
                     groups.setdefault(f"{namespace}/{kind}/{owner_name}", []).append(pod)
-        events = self._warning_events(namespace)
         statuses.extend(
             _pod_group_status(group_id, namespace, members, events, gpu)
             for group_id, members in sorted(groups.items())

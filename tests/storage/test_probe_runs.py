@@ -178,7 +178,7 @@ def test_runs_can_be_read_by_state_probe_and_tenant_together(store: Store) -> No
 
 
 def test_a_run_with_a_naive_time_is_refused_as_a_programming_error(store: Store) -> None:
-    naive = submitted("run-1", datetime(2025, 3, 1, 8))  # noqa: DTZ001
+    naive = submitted("run-1", datetime(2025, 3, 1, 8))
 
     with pytest.raises(ValueError, match="naive datetime"):
         store.save_runs([naive])

@@ -236,7 +236,7 @@ def test_a_snapshot_with_a_naive_time_is_refused_and_stores_nothing(
     store: Store, inspect_engine: sa.Engine
 ) -> None:
     with pytest.raises(ValueError, match="naive datetime"):
-        store.save_scheduler_snapshot(snapshot(datetime(2025, 3, 1, 8), NODES))  # noqa: DTZ001
+        store.save_scheduler_snapshot(snapshot(datetime(2025, 3, 1, 8), NODES))
 
     store.save_scheduler_snapshot(snapshot(T0, NODES))
 

@@ -254,7 +254,7 @@ def test_findings_can_be_read_for_one_detector(store: Store) -> None:
 
 def test_naive_datetimes_are_refused_as_a_programming_error(store: Store) -> None:
     with pytest.raises(ValueError, match="naive datetime"):
-        store.save_findings([leak("node-a", opened_at=datetime(2025, 3, 1, 8))])  # noqa: DTZ001
+        store.save_findings([leak("node-a", opened_at=datetime(2025, 3, 1, 8))])
 
     assert store.findings() == []
 
