@@ -67,8 +67,12 @@ def test_rules_across_fields_name_the_field_at_fault(tmp_path: Path):
     ]
 
 
-def test_check_config_exits_0_on_a_valid_file():
-    result = _check(Path("deploy/examples/agent-nvml.yaml"))
+EXAMPLES = sorted((Path(__file__).parent.parent / "deploy" / "examples").glob("*.yaml"))
+
+
+@pytest.mark.parametrize("example", EXAMPLES, ids=[p.name for p in EXAMPLES])
+def test_every_example_config_is_valid(example: Path):
+    result = _check(example)
     assert result.returncode == 0, result.stderr
     assert "valid" in result.stdout
 

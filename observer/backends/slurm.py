@@ -1,0 +1,595 @@
+"""The Slurm backend: the scheduler boundary over Slurm's own command-line tools.
+
+Every call runs a CLI (sbatch, squeue, sacct, sinfo, scancel) with a timeout. The JSON
+readers follow the shapes of Slurm 22.05 (`openapi/v0.0.38`); another shape is reported as a
+BackendError rather than misread. Facts of 22.05 this relies on:
+
+- `squeue --json` lists every job slurmctld still holds (finished ones for MinJobAge,
+  default 300 s) and ignores `--jobs`/`--states`; its `exit_code` is the raw wait status.
+- `squeue --json` and `sinfo --json` exit 0 with an `errors` list when slurmctld cannot be
+  reached (after ~9 s of retries); the list is what says so.
+- `sacct --json` reports `{"status": "SUCCESS", "return_code": 0}` for a job that exited 3,
+  so accounting is read from `sacct --parsable2` with `SLURM_TIME_FORMAT=%s` instead.
+- The run id travels in `--comment`; sacct keeps comments only with
+  `AccountingStoreFlags=job_comment`.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import subprocess
+from collections import Counter
+from collections.abc import Collection, Iterable, Mapping
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from observer.clock import Clock
+from observer.domain import (
+    Behaviour,
+    JobPhase,
+    JobRequest,
+    JobStatus,
+    QueueState,
+    SchedulerNode,
+    SchedulerSnapshot,
+    Workload,
+)
+from observer.errors import BackendError, ProbeError
+
+RUN_ID_COMMENT_PREFIX = "observer-run:"
+JOB_NAME_PREFIX = "observer-"
+CANARY_MARK = "observer-canary"
+
+
+class SlurmSettings(BaseModel):
+    """The Slurm backend (controller.backend: slurm)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    slurm_conf: Path | None = Field(
+        None, description="SLURM_CONF for every command; unset: the environment's or the default."
+    )
+    commands_dir: Path | None = Field(
+        None, description="Directory holding sbatch, squeue, sacct, sinfo, scancel; unset: PATH."
+    )
+    command_timeout_seconds: float = Field(
+        20.0,
+        gt=0,
+        description="Each command is killed after this. While slurmctld is down every command "
+        "retries for about 9 s before Slurm reports it, so keep this above 10 s to get "
+        "Slurm's own words.",
+    )
+    output_dir: Path = Field(
+        Path("slurm-output"),
+        description="Where jobs write observer-<job id>.out and where logs() reads it: a "
+        "directory the compute nodes and the controller share. Relative to the controller's "
+        "working directory unless absolute; jobs also run in it.",
+    )
+    time_limit_headroom_minutes: int = Field(
+        5, ge=1, description="Added to a probe's duration for --time, so a slow start is no TIMEOUT."
+    )
+    oom_memory_mebibytes: int = Field(
+        64, ge=1, description="--mem of an OOM probe, which allocates four times as much."
+    )
+    sbatch_extra_args: tuple[str, ...] = Field(
+        (), description="Appended to every sbatch, e.g. ['--reservation=soak', '--constraint=h100']."
+    )
+
+
+# squeue(1) JOB STATE CODES, all of them: an unknown word is a shape error, not a guess
+_PHASES = {
+    "PENDING": JobPhase.PENDING,
+    "CONFIGURING": JobPhase.PENDING,
+    "REQUEUED": JobPhase.PENDING,
+    "REQUEUE_FED": JobPhase.PENDING,
+    "REQUEUE_HOLD": JobPhase.PENDING,
+    "RESV_DEL_HOLD": JobPhase.PENDING,
+    "RUNNING": JobPhase.RUNNING,
+    "COMPLETING": JobPhase.RUNNING,  # still holds its GPUs: a stuck one is a leak to see
+    "SUSPENDED": JobPhase.RUNNING,
+    "STOPPED": JobPhase.RUNNING,
+    "SIGNALING": JobPhase.RUNNING,
+    "STAGE_OUT": JobPhase.RUNNING,
+    "RESIZING": JobPhase.RUNNING,
+    "COMPLETED": JobPhase.SUCCEEDED,
+    "FAILED": JobPhase.FAILED,
+    "OUT_OF_MEMORY": JobPhase.FAILED,
+    "NODE_FAIL": JobPhase.FAILED,
+    "TIMEOUT": JobPhase.FAILED,
+    "BOOT_FAIL": JobPhase.FAILED,
+    "DEADLINE": JobPhase.FAILED,
+    "PREEMPTED": JobPhase.FAILED,
+    "SPECIAL_EXIT": JobPhase.FAILED,
+    "CANCELLED": JobPhase.CANCELLED,
+    "REVOKED": JobPhase.CANCELLED,
+}
+
+# squeue shows these reasons on ended jobs; sacct mostly says "None", so they are derived
+_END_REASONS = {
+    "TIMEOUT": "TimeLimit",
+    "OUT_OF_MEMORY": "OutOfMemory",
+    "NODE_FAIL": "NodeDown",
+    "BOOT_FAIL": "BootFail",
+    "DEADLINE": "DeadLine",
+    "PREEMPTED": "Preempted",
+}
+
+# squeue(1) JOB REASON CODES, for the message a person reads
+_REASON_TEXT = {
+    "Resources": "the job is waiting for resources to become available",
+    "Priority": "one or more higher priority jobs exist for this partition",
+    "Dependency": "the job is waiting for a dependent job to complete",
+    "BeginTime": "the job's earliest start time has not yet been reached",
+    "JobHeldUser": "the job is held by the user",
+    "JobHeldAdmin": "the job is held by a system administrator",
+    "PartitionTimeLimit": "the job's time limit exceeds its partition's time limit",
+    "PartitionDown": "the partition required by this job is in a DOWN state",
+    "ReqNodeNotAvail": "some node required by the job is not currently available",
+    "Reservation": "the job is waiting for its advanced reservation to become available",
+    "NonZeroExitCode": "the job terminated with a non-zero exit code",
+    "RaisedSignal": "the job terminated with a signal",
+    "JobLaunchFailure": "the job could not be launched or its batch step was killed",
+    "TimeLimit": "the job exhausted its time limit",
+    "OutOfMemory": "the job ran out of memory",
+    "NodeDown": "a node required by the job is down",
+    "BadConstraints": "the job's constraints can not be satisfied",
+}
+
+# how sbatch words a controller it cannot reach, as opposed to refusing the job
+_UNREACHABLE = (
+    "Unable to contact slurm controller",
+    "Socket timed out",
+    "Communication connection failure",
+    "Zero Bytes were transmitted",
+    "backup controller in standby mode",
+)
+
+_SACCT_FIELDS = (
+    "JobIDRaw",
+    "Account",
+    "Partition",
+    "State",
+    "ExitCode",
+    "Submit",
+    "Start",
+    "End",
+    "Reason",
+    "NodeList",
+    "AllocTRES",
+    "ReqTRES",
+    "Comment",  # last: the only field that may contain the separator
+)
+
+
+class SlurmBackend:
+    """SchedulerBackend over Slurm's CLIs; see SlurmSettings for what it needs."""
+
+    def __init__(self, settings: SlurmSettings, clock: Clock) -> None:
+        self._settings = settings
+        self._clock = clock
+        self._output_dir = settings.output_dir.absolute()
+        self._env = dict(os.environ)
+        if settings.slurm_conf is not None:
+            self._env["SLURM_CONF"] = str(settings.slurm_conf)
+
+    # --- SchedulerBackend ---------------------------------------------------------------
+
+    def submit(self, request: JobRequest) -> str:
+        work = request.workload
+        args = [
+            "--parsable",
+            f"--job-name={JOB_NAME_PREFIX}{request.probe}",
+            f"--comment={RUN_ID_COMMENT_PREFIX}{request.run_id}",
+            f"--account={request.tenant}",
+            f"--nodes={work.nodes}",
+            f"--time={_time_limit_minutes(work, self._settings.time_limit_headroom_minutes)}",
+            f"--output={self._output_dir}/{JOB_NAME_PREFIX}%j.out",
+            f"--chdir={self._output_dir}",
+        ]
+        if request.queue:
+            args.append(f"--partition={request.queue}")
+        if request.priority:
+            args.append(f"--qos={request.priority}")
+        if work.gpus_per_node:
+            args.append(f"--gres=gpu:{work.gpus_per_node}")
+        if work.behaviour is Behaviour.OOM:
+            args.append(f"--mem={self._settings.oom_memory_mebibytes}M")
+        args.extend(self._settings.sbatch_extra_args)
+
+        script = batch_script(request, self._settings.oom_memory_mebibytes)
+        self._output_dir.mkdir(parents=True, exist_ok=True)
+        try:
+            done = self._run("sbatch", args, stdin=script)
+        except BackendError as exc:
+            raise BackendError(
+                f"{exc}; the job may have been submitted: probe_jobs() finds it by its run id"
+            ) from exc
+        if done.returncode != 0:
+            words = _slurm_words(done.stderr)
+            if any(marker in words for marker in _UNREACHABLE):
+                raise BackendError(f"sbatch could not reach slurmctld: {words}")
+            raise ProbeError(f"Slurm refused the job: {words}")
+        job_id = done.stdout.strip().split(";")[0]  # "<id>" or "<id>;<cluster>"
+        if not job_id.isdigit():
+            raise BackendError(f"sbatch --parsable printed {done.stdout.strip()!r}, not a job id")
+        return job_id
+
+    def jobs(self, job_ids: Collection[str]) -> dict[str, JobStatus]:
+        wanted = {job_id for job_id in job_ids if job_id.isdigit()}
+        if not wanted:
+            return {}
+        found = {s.job_id: s for s in self._squeue() if s.job_id in wanted}
+        forgotten = wanted - found.keys()  # slurmctld drops a job MinJobAge after it ends
+        if forgotten:
+            found.update(self.accounting(forgotten))
+        return found
+
+    def cancel(self, job_id: str) -> None:
+        # scancel exits 0 for a finished or unknown job id
+        done = self._run("scancel", [job_id])
+        if done.returncode != 0:
+            raise BackendError(f"scancel {job_id} failed: {_slurm_words(done.stderr)}")
+
+    def logs(self, job_id: str) -> str:
+        path = self._output_dir / f"{JOB_NAME_PREFIX}{job_id}.out"
+        try:
+            return path.read_text(errors="replace")
+        except OSError as exc:
+            raise BackendError(f"no output of job {job_id} at {path}: {exc.strerror}") from exc
+
+    def probe_jobs(self) -> list[JobStatus]:
+        return [s for s in self._squeue() if s.run_id is not None and not s.phase.finished]
+
+    def snapshot(self) -> SchedulerSnapshot:
+        at = self._clock.now()
+        active = [s for s in self._squeue() if not s.phase.finished]
+        return SchedulerSnapshot(
+            at=at, queues=queue_states(active, at), nodes=tuple(self._sinfo()), jobs=tuple(active)
+        )
+
+    # --- beyond the protocol ------------------------------------------------------------
+
+    def accounting(self, job_ids: Iterable[str]) -> dict[str, JobStatus]:
+        """These jobs as slurmdbd recorded them: what jobs() falls back to once slurmctld
+        has forgotten a job. Records lag slurmctld by a moment."""
+        ids = sorted({job_id for job_id in job_ids if job_id.isdigit()}, key=int)
+        if not ids:
+            return {}
+        done = self._run(
+            "sacct",
+            [
+                "--allocations",
+                "--parsable2",
+                "--noheader",
+                f"--jobs={','.join(ids)}",
+                f"--format={','.join(_SACCT_FIELDS)}",
+            ],
+            env={"SLURM_TIME_FORMAT": "%s"},
+        )
+        if done.returncode != 0:
+            raise BackendError(f"sacct failed: {_slurm_words(done.stderr)}")
+        statuses = (_from_sacct(line) for line in done.stdout.splitlines() if line.strip())
+        return {s.job_id: s for s in statuses}
+
+    # --- the commands -------------------------------------------------------------------
+
+    def _run(
+        self, command: str, args: list[str], stdin: str | None = None, env: Mapping[str, str] = {}
+    ) -> subprocess.CompletedProcess[str]:
+        program = command
+        if self._settings.commands_dir is not None:
+            program = str(self._settings.commands_dir / command)
+        timeout = self._settings.command_timeout_seconds
+        try:
+            return subprocess.run(
+                [program, *args],
+                input=stdin,
+                capture_output=True,
+                text=True,
+                timeout=timeout,
+                env={**self._env, **env},
+                check=False,
+            )
+        except subprocess.TimeoutExpired as exc:
+            raise BackendError(
+                f"{command} did not answer within {timeout:g} s (is slurmctld reachable?)"
+            ) from exc
+        except OSError as exc:
+            raise BackendError(f"cannot run {program}: {exc}") from exc
+
+    def _json(self, command: str) -> dict[str, Any]:
+        done = self._run(command, ["--json"])
+        if done.returncode != 0:
+            raise BackendError(f"{command} --json failed: {_slurm_words(done.stderr)}")
+        try:
+            data = json.loads(done.stdout)
+        except json.JSONDecodeError as exc:
+            raise BackendError(f"{command} --json printed no JSON: {exc}") from exc
+        errors = data.get("errors") if isinstance(data, dict) else None
+        if errors:  # 22.05 exits 0 with an empty answer when slurmctld cannot be reached
+            raise BackendError(f"{command} could not read slurmctld: {_error_words(errors)}")
+        if not isinstance(data, dict):
+            raise BackendError(f"{command} --json printed {type(data).__name__}, not an object")
+        return data
+
+    def _squeue(self) -> list[JobStatus]:
+        data = self._json("squeue")
+        try:
+            return [_from_squeue(job) for job in data["jobs"]]
+        except (KeyError, TypeError, ValueError) as exc:
+            raise BackendError(f"unexpected squeue --json shape ({exc!r}); {_version(data)}") from exc
+
+    def _sinfo(self) -> list[SchedulerNode]:
+        data = self._json("sinfo")
+        try:
+            return [_node(node) for node in data["nodes"]]
+        except (KeyError, TypeError, ValueError) as exc:
+            raise BackendError(f"unexpected sinfo --json shape ({exc!r}); {_version(data)}") from exc
+
+
+# --- what a job runs ----------------------------------------------------------------------
+
+
+def batch_script(request: JobRequest, oom_memory_mebibytes: int) -> str:
+    """The batch script for a probe. No behaviour needs a GPU library: the probe proves
+    that the scheduler gives and takes back GPUs; the agent watches what happens on them."""
+    work = request.workload
+    hold = f"sleep {work.duration_seconds:g}"
+    body = {
+        Behaviour.SLEEP: [hold],
+        # no GPU code ships with the observer: the GPUs are allocated and held for the
+        # duration, a known busy interval for the agent
+        Behaviour.GPU_BUSY: [hold],
+        Behaviour.LOG_CANARY: [
+            f"for seq in $(seq 0 {work.log_lines - 1}); do",
+            f"  printf '{CANARY_MARK} run=%s seq=%d ts=%s\\n' "
+            f"'{request.run_id}' \"$seq\" \"$(date +%s.%N)\"",
+            f"  sleep {work.log_interval_seconds:g}",
+            "done",
+        ],
+        # exits 127 (command not found)
+        Behaviour.BAD_COMMAND: ["observer-probe-no-such-command"],
+        # Slurm has no images: a container entrypoint that does not exist stands in for an
+        # image that cannot be pulled (with pyxis it would be --container-image); exits 127
+        Behaviour.BAD_IMAGE: ["exec /nonexistent/observer-probe-image/entrypoint"],
+        # four times --mem, held in a shell variable; slurmstepd kills the step if memory
+        # is enforced (cgroups, or JobAcctGatherParams=OverMemoryKill): the job ends FAILED
+        # by signal 9 or OUT_OF_MEMORY; unenforced, it holds the memory and exits normally
+        Behaviour.OOM: [
+            f"hog=$(head -c {4 * oom_memory_mebibytes * 1024 * 1024} /dev/zero | tr '\\0' x)",
+            hold,
+        ],
+    }[work.behaviour]
+    lines = [
+        "#!/bin/bash",
+        f"# gpu-soak-observer probe {request.probe}, run {request.run_id}",
+        *body,
+        f"exit {work.exit_code}",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def _time_limit_minutes(work: Workload, headroom_minutes: int) -> int:
+    busy_seconds = max(work.duration_seconds, work.log_lines * work.log_interval_seconds)
+    return math.ceil(busy_seconds / 60) + headroom_minutes
+
+
+# --- reading Slurm's answers --------------------------------------------------------------
+
+
+def _from_squeue(job: Mapping[str, Any]) -> JobStatus:
+    state = str(job["job_state"])
+    phase = _phase(state)
+    exit_status = _wait_status(int(job["exit_code"])) if phase.finished else None
+    nodes = expand_hostlist(str(job["nodes"] or ""))
+    reason = _reason(state, phase, str(job["state_reason"]), exit_status)
+    return JobStatus(
+        job_id=str(job["job_id"]),
+        run_id=_run_id(str(job["comment"] or "")),
+        tenant=str(job["account"]),
+        queue=str(job["partition"]) or None,
+        phase=phase,
+        gpus=_gpus(job["tres_alloc_str"]) or _gpus(job["tres_req_str"]),
+        submitted_at=_time(job["submit_time"]),
+        # a job cancelled while pending carries start == end == the cancel time
+        started_at=_time(job["start_time"]) if phase is JobPhase.RUNNING or nodes else None,
+        finished_at=_time(job["end_time"]) if phase.finished else None,
+        reason=reason,
+        message=str(job["state_description"] or "") or _message(state, reason, exit_status),
+        exit_code=_exit_code(exit_status),
+        nodes=nodes,
+    )
+
+
+def _from_sacct(line: str) -> JobStatus:
+    head = line.split("|", len(_SACCT_FIELDS) - 1)
+    if len(head) != len(_SACCT_FIELDS):
+        raise BackendError(f"unexpected sacct line {line!r}")
+    row = dict(zip(_SACCT_FIELDS, head, strict=True))
+    state = row["State"].split()[0]  # "CANCELLED by 0"
+    phase = _phase(state)
+    code, _, signal = row["ExitCode"].partition(":")
+    exit_status = (int(code), int(signal or 0)) if phase.finished else None
+    nodes = () if row["NodeList"] == "None assigned" else expand_hostlist(row["NodeList"])
+    reason = _reason(state, phase, row["Reason"], exit_status)
+    return JobStatus(
+        job_id=row["JobIDRaw"],
+        run_id=_run_id(row["Comment"]),
+        tenant=row["Account"],
+        queue=row["Partition"] or None,
+        phase=phase,
+        gpus=_gpus(row["AllocTRES"]) or _gpus(row["ReqTRES"]),
+        submitted_at=_time(row["Submit"]),
+        started_at=_time(row["Start"]),
+        finished_at=_time(row["End"]) if phase.finished else None,
+        reason=reason,
+        message=_message(state, reason, exit_status),
+        exit_code=_exit_code(exit_status),
+        nodes=nodes,
+    )
+
+
+def _node(node: Mapping[str, Any]) -> SchedulerNode:
+    flags = {str(flag) for flag in node["state_flags"]}
+    state = str(node["state"]).lower()
+    if "DRAIN" in flags and state != "down":
+        # sinfo's words: draining while jobs still run on it, drained once empty
+        busy = state in ("mixed", "allocated") or "COMPLETING" in flags
+        state = "draining" if busy else "drained"
+    if "NOT_RESPONDING" in flags:
+        state += "*"  # sinfo marks a node that does not answer slurmctld's pings so
+    partitions = [str(p) for p in node["partitions"]]
+    return SchedulerNode(
+        name=str(node["name"]),
+        pool=",".join(partitions) or None,
+        gpus_total=_gpus(node["tres"]),
+        gpus_allocated=_gpus(node["tres_used"]),
+        state=state,
+        reason=str(node["reason"] or "") or None,
+    )
+
+
+def queue_states(active: Iterable[JobStatus], at: datetime) -> tuple[QueueState, ...]:
+    """Unfinished jobs per (account, partition): only pairs with jobs appear."""
+    groups: dict[tuple[str, str | None], list[JobStatus]] = {}
+    for job in active:
+        groups.setdefault((job.tenant, job.queue), []).append(job)
+    states = []
+    for (tenant, queue), jobs in sorted(groups.items(), key=lambda item: str(item[0])):
+        pending = [j for j in jobs if j.phase is JobPhase.PENDING]
+        running = [j for j in jobs if j.phase is JobPhase.RUNNING]
+        waits = [(at - j.submitted_at).total_seconds() for j in pending if j.submitted_at]
+        states.append(
+            QueueState(
+                tenant=tenant,
+                queue=queue,
+                pending_jobs=len(pending),
+                pending_gpus=sum(j.gpus for j in pending),
+                running_jobs=len(running),
+                running_gpus=sum(j.gpus for j in running),
+                longest_wait_seconds=max([0.0, *waits]),
+                pending_reasons=dict(Counter(j.reason for j in pending if j.reason)),
+            )
+        )
+    return tuple(states)
+
+
+def expand_hostlist(expression: str) -> tuple[str, ...]:
+    """Slurm's hostlist syntax: 'n[1-3],gpu[01,05-06]' -> n1 n2 n3 gpu01 gpu05 gpu06."""
+    names: list[str] = []
+    for item in re.findall(r"(?:[^,\[]|\[[^\]]*\])+", expression):
+        names.extend(_expand_item(item))
+    return tuple(names)
+
+
+def _expand_item(item: str) -> list[str]:
+    match = re.search(r"\[([^\]]*)\]", item)
+    if match is None:
+        return [item]
+    prefix, rest = item[: match.start()], item[match.end() :]
+    names = []
+    for part in match.group(1).split(","):
+        first, _, last = part.partition("-")
+        width = len(first)
+        for number in range(int(first), int(last or first) + 1):
+            names.extend(_expand_item(f"{prefix}{number:0{width}d}{rest}"))
+    return names
+
+
+def _phase(state: str) -> JobPhase:
+    try:
+        return _PHASES[state]
+    except KeyError:
+        raise ValueError(f"unknown Slurm job state {state!r}") from None
+
+
+def _reason(
+    state: str, phase: JobPhase, slurm_reason: str, exit_status: tuple[int, int] | None
+) -> str | None:
+    if slurm_reason and slurm_reason != "None":
+        return slurm_reason
+    if state == "FAILED" and exit_status is not None:
+        return "RaisedSignal" if exit_status[1] else "NonZeroExitCode"
+    if phase is JobPhase.FAILED:
+        return _END_REASONS.get(state, state)
+    return None
+
+
+def _message(state: str, reason: str | None, exit_status: tuple[int, int] | None) -> str:
+    text = state
+    if reason:
+        text += f", {reason}"
+        explained = _REASON_TEXT.get(reason) or _limit_text(reason)
+        if explained:
+            text += f": {explained}"
+    if exit_status is not None and exit_status != (0, 0):
+        code, signal = exit_status
+        text += f" (killed by signal {signal})" if signal else f" (exit code {code})"
+    return text
+
+
+def _limit_text(reason: str) -> str | None:
+    # QOSMaxGRESPerJob, AssocGrpGRES...: a limit of the QOS or of the account's association
+    if reason.startswith("QOS"):
+        return f"held by a limit of the job's QOS ({reason[3:]})"
+    if reason.startswith("Assoc"):
+        return f"held by a limit of the job's account ({reason[5:]})"
+    return None
+
+
+def _wait_status(status: int) -> tuple[int, int]:
+    """(return code, signal) from a raw wait status as squeue --json gives it."""
+    return (status >> 8) & 0xFF, status & 0x7F
+
+
+def _exit_code(exit_status: tuple[int, int] | None) -> int | None:
+    """A shell's convention: a signal n reads as 128 + n."""
+    if exit_status is None:
+        return None
+    code, signal = exit_status
+    return 128 + signal if signal else code
+
+
+def _run_id(comment: str) -> str | None:
+    if comment.startswith(RUN_ID_COMMENT_PREFIX):
+        return comment[len(RUN_ID_COMMENT_PREFIX) :] or None
+    return None
+
+
+def _gpus(tres: object) -> int:
+    """The gres/gpu count of a TRES string such as 'cpu=1,node=1,gres/gpu=4'."""
+    for item in str(tres or "").split(","):
+        key, _, value = item.partition("=")
+        if key == "gres/gpu":
+            return int(value)
+    return 0
+
+
+def _time(value: object) -> datetime | None:
+    """Slurm's unix seconds; 0, 'None' and 'Unknown' mean unset."""
+    if isinstance(value, str) and not value.isdigit():
+        return None
+    seconds = int(str(value))
+    return datetime.fromtimestamp(seconds, UTC) if seconds > 0 else None
+
+
+def _slurm_words(stderr: str) -> str:
+    lines = [re.sub(r"^\w+: error: ", "", line).strip() for line in stderr.splitlines()]
+    return "; ".join(line for line in lines if line) or "no message"
+
+
+def _error_words(errors: Iterable[Mapping[str, Any]]) -> str:
+    return "; ".join(
+        " ".join(str(e[k]) for k in ("source", "description", "error") if e.get(k)) for e in errors
+    )
+
+
+def _version(data: Mapping[str, Any]) -> str:
+    meta = data.get("meta", {})
+    return f"read as Slurm 22.05 openapi/v0.0.38, got {meta.get('plugin', {}).get('type', '?')}"

@@ -1,0 +1,77 @@
+"""`observer controller` as a process: it serves its health and metrics, runs the plan, and
+on SIGTERM cancels every probe in flight before it exits."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+
+from observer.domain import Outcome, RunState
+from observer.storage.store import Store
+
+
+def test_runs_the_plan_serves_health_and_cancels_probes_on_sigterm(tmp_path: Path):
+    db = tmp_path / "observer.db"
+    config = tmp_path / "controller.yaml"
+    config.write_text(
+        "controller:\n"
+        "  backend: simulated\n"
+        "  windows: [{name: always, days: '*', start: '00:00', end: '00:00'}]\n"
+        "  plan: [{window: always, probe: long, every_seconds: 1}]\n"
+        "  probes: {long: {duration_seconds: 3600}}\n"
+        "  follow_interval_seconds: 0.2\n"
+        "  snapshot_interval_seconds: 0.5\n"
+        "  listen_host: 127.0.0.1\n"
+        "  listen_port: 0\n"
+        "  max_probe_gpus: 4\n"
+        "  shutdown_deadline_seconds: 5\n"
+        f"storage: {{sqlite_path: {db}}}\n"
+        "logging: {format: json}\n"
+    )
+    with subprocess.Popen(
+        [sys.executable, "-m", "observer.cli", "controller", "--config", str(config)],
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    ) as proc:
+        assert proc.stderr is not None
+        port = None
+        for line in proc.stderr:
+            event = json.loads(line)
+            if event.get("event") == "controller listening":
+                port = event["port"]
+                break
+        assert port is not None
+        base = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + 20
+        while True:
+            health = httpx.get(f"{base}/healthz")
+            active = httpx.get(f"{base}/v1/snapshot").json()["active_runs"]
+            if health.status_code == 200 and len(active) >= 2:
+                break
+            assert time.monotonic() < deadline, (health.text, active)
+            time.sleep(0.2)
+        assert health.json()["blind"] == []
+        metrics = httpx.get(f"{base}/metrics").text
+        assert 'observer_probe_runs_active{tenant="research"}' in metrics
+        assert "observer_scheduler_last_snapshot_timestamp_seconds" in metrics
+
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=15) == 0
+        events = [json.loads(line) for line in proc.stderr.read().splitlines()]
+    stopped = [e for e in events if e.get("event") == "controller stopped"]
+    assert stopped and stopped[0]["cancelled_runs"] >= 2
+
+    with Store(f"sqlite:///{db}") as store:
+        runs = store.runs()
+    assert runs
+    assert all(r.state is RunState.DONE for r in runs)
+    assert {r.outcome for r in runs} == {Outcome.CANCELLED}
+    assert all(r.reason == "ControllerShutdown" for r in runs)
