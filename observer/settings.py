@@ -174,6 +174,43 @@ class SimulationSettings(_Group):
     )
 
 
+class KubernetesSettings(_Group):
+    """The Kubernetes scheduler backend (controller.backend: kubernetes)."""
+
+    host: str | None = Field(
+        None, description="API server URL used as is, without credentials (tests, kubectl proxy)."
+    )
+    kubeconfig_path: Path | None = Field(
+        None, description="Kubeconfig used when `host` is unset; in-cluster config if neither is."
+    )
+    kubeconfig_context: str | None = Field(None, description="Context in the kubeconfig.")
+    namespaces: tuple[str, ...] = Field(
+        (), description="Tenant namespaces whose jobs and queues are observed and probed."
+    )
+    image: str = Field("nvidia/cuda:12.4.1-base-ubuntu22.04", description="Probe image.")
+    bad_image: str = Field(
+        "registry.invalid/gpu-soak-observer/no-such-image:0",
+        description="Image of the bad_image probe; `.invalid` never resolves.",
+    )
+    gpu_busy_image: str | None = Field(
+        None, description="Image of gpu_busy probes; `image` if unset."
+    )
+    gpu_busy_command: tuple[str, ...] | None = Field(
+        None,
+        description="Command of gpu_busy probes (e.g. a GPU burner reading "
+        "$OBSERVER_DURATION_SECONDS); a CPU busy loop if unset.",
+    )
+    oom_memory_limit: str = Field("64Mi", description="Memory limit the oom probe runs past.")
+    ttl_seconds_after_finished: int = Field(
+        3600,
+        ge=0,
+        description="Finished probe Jobs are deleted after this; long enough to read the outcome.",
+    )
+    request_timeout_seconds: float = Field(10.0, gt=0, description="Timeout of every API call.")
+    gpu_resource: str = Field("nvidia.com/gpu", description="Extended resource name of a GPU.")
+    pool_label: str = Field("nvidia.com/gpu.product", description="Node label naming its pool.")
+
+
 def _default_windows() -> list[WindowSettings]:
     return [
         WindowSettings(name="weekday-peak", days="mon-fri", start=time(9), end=time(18)),
@@ -217,6 +254,7 @@ class ControllerSettings(_Group):
     listen_port: int = Field(9401, ge=0, le=65535)
     shutdown_deadline_seconds: float = Field(20.0, gt=0, lt=30)
     simulation: SimulationSettings = SimulationSettings()
+    kubernetes: KubernetesSettings = KubernetesSettings()
 
     @field_validator("timezone")
     @classmethod

@@ -20,6 +20,7 @@ import json
 import math
 import os
 import re
+import shlex
 import subprocess
 from collections import Counter
 from collections.abc import Collection, Iterable, Mapping
@@ -72,13 +73,16 @@ class SlurmSettings(BaseModel):
         "working directory unless absolute; jobs also run in it.",
     )
     time_limit_headroom_minutes: int = Field(
-        5, ge=1, description="Added to a probe's duration for --time, so a slow start is no TIMEOUT."
+        5,
+        ge=1,
+        description="Added to a probe's duration for --time, so a slow start is no TIMEOUT.",
     )
     oom_memory_mebibytes: int = Field(
         64, ge=1, description="--mem of an OOM probe, which allocates four times as much."
     )
     sbatch_extra_args: tuple[str, ...] = Field(
-        (), description="Appended to every sbatch, e.g. ['--reservation=soak', '--constraint=h100']."
+        (),
+        description="Appended to every sbatch, e.g. ['--reservation=soak', '--constraint=h100'].",
     )
 
 
@@ -109,6 +113,10 @@ _PHASES = {
     "CANCELLED": JobPhase.CANCELLED,
     "REVOKED": JobPhase.CANCELLED,
 }
+
+# Phases with an exit code of the job's own. A cancelled job has none: squeue shows
+# slurmstepd's SIGTERM, sacct 0:0, and the answer must not change between the two.
+_EXITED = (JobPhase.SUCCEEDED, JobPhase.FAILED)
 
 # squeue shows these reasons on ended jobs; sacct mostly says "None", so they are derived
 _END_REASONS = {
@@ -207,9 +215,11 @@ class SlurmBackend:
         try:
             done = self._run("sbatch", args, stdin=script)
         except BackendError as exc:
-            raise BackendError(
-                f"{exc}; the job may have been submitted: probe_jobs() finds it by its run id"
-            ) from exc
+            if isinstance(exc.__cause__, subprocess.TimeoutExpired):
+                raise BackendError(
+                    f"{exc}; the job may have been submitted: probe_jobs() finds it by its run id"
+                ) from exc
+            raise
         if done.returncode != 0:
             words = _slurm_words(done.stderr)
             if any(marker in words for marker in _UNREACHABLE):
@@ -231,6 +241,8 @@ class SlurmBackend:
         return found
 
     def cancel(self, job_id: str) -> None:
+        if not job_id.isdigit():
+            return  # not a Slurm job id, so no job of Slurm's
         # scancel exits 0 for a finished or unknown job id
         done = self._run("scancel", [job_id])
         if done.returncode != 0:
@@ -274,13 +286,20 @@ class SlurmBackend:
         )
         if done.returncode != 0:
             raise BackendError(f"sacct failed: {_slurm_words(done.stderr)}")
-        statuses = (_from_sacct(line) for line in done.stdout.splitlines() if line.strip())
-        return {s.job_id: s for s in statuses}
+        lines = [line for line in done.stdout.splitlines() if line.strip()]
+        try:
+            return {s.job_id: s for s in map(_from_sacct, lines)}
+        except ValueError as exc:
+            raise BackendError(f"unexpected sacct output ({exc})") from exc
 
     # --- the commands -------------------------------------------------------------------
 
     def _run(
-        self, command: str, args: list[str], stdin: str | None = None, env: Mapping[str, str] = {}
+        self,
+        command: str,
+        args: list[str],
+        stdin: str | None = None,
+        env: Mapping[str, str] | None = None,
     ) -> subprocess.CompletedProcess[str]:
         program = command
         if self._settings.commands_dir is not None:
@@ -293,7 +312,7 @@ class SlurmBackend:
                 capture_output=True,
                 text=True,
                 timeout=timeout,
-                env={**self._env, **env},
+                env={**self._env, **(env or {})},
                 check=False,
             )
         except subprocess.TimeoutExpired as exc:
@@ -311,11 +330,12 @@ class SlurmBackend:
             data = json.loads(done.stdout)
         except json.JSONDecodeError as exc:
             raise BackendError(f"{command} --json printed no JSON: {exc}") from exc
-        errors = data.get("errors") if isinstance(data, dict) else None
-        if errors:  # 22.05 exits 0 with an empty answer when slurmctld cannot be reached
-            raise BackendError(f"{command} could not read slurmctld: {_error_words(errors)}")
         if not isinstance(data, dict):
             raise BackendError(f"{command} --json printed {type(data).__name__}, not an object")
+        if data.get("errors"):  # 22.05 exits 0 and answers empty when slurmctld is unreachable
+            raise BackendError(
+                f"{command} could not read slurmctld: {_error_words(data['errors'])}"
+            )
         return data
 
     def _squeue(self) -> list[JobStatus]:
@@ -323,14 +343,18 @@ class SlurmBackend:
         try:
             return [_from_squeue(job) for job in data["jobs"]]
         except (KeyError, TypeError, ValueError) as exc:
-            raise BackendError(f"unexpected squeue --json shape ({exc!r}); {_version(data)}") from exc
+            raise BackendError(
+                f"unexpected squeue --json shape ({exc!r}); {_version(data)}"
+            ) from exc
 
     def _sinfo(self) -> list[SchedulerNode]:
         data = self._json("sinfo")
         try:
             return [_node(node) for node in data["nodes"]]
         except (KeyError, TypeError, ValueError) as exc:
-            raise BackendError(f"unexpected sinfo --json shape ({exc!r}); {_version(data)}") from exc
+            raise BackendError(
+                f"unexpected sinfo --json shape ({exc!r}); {_version(data)}"
+            ) from exc
 
 
 # --- what a job runs ----------------------------------------------------------------------
@@ -349,12 +373,12 @@ def batch_script(request: JobRequest, oom_memory_mebibytes: int) -> str:
         Behaviour.LOG_CANARY: [
             f"for seq in $(seq 0 {work.log_lines - 1}); do",
             f"  printf '{CANARY_MARK} run=%s seq=%d ts=%s\\n' "
-            f"'{request.run_id}' \"$seq\" \"$(date +%s.%N)\"",
+            f'{shlex.quote(request.run_id)} "$seq" "$(date +%s.%N)"',
             f"  sleep {work.log_interval_seconds:g}",
             "done",
         ],
-        # exits 127 (command not found)
-        Behaviour.BAD_COMMAND: ["observer-probe-no-such-command"],
+        # exec of a missing command ends the shell with 127 (command not found)
+        Behaviour.BAD_COMMAND: ["exec observer-probe-no-such-command"],
         # Slurm has no images: a container entrypoint that does not exist stands in for an
         # image that cannot be pulled (with pyxis it would be --container-image); exits 127
         Behaviour.BAD_IMAGE: ["exec /nonexistent/observer-probe-image/entrypoint"],
@@ -366,13 +390,7 @@ def batch_script(request: JobRequest, oom_memory_mebibytes: int) -> str:
             hold,
         ],
     }[work.behaviour]
-    lines = [
-        "#!/bin/bash",
-        f"# gpu-soak-observer probe {request.probe}, run {request.run_id}",
-        *body,
-        f"exit {work.exit_code}",
-    ]
-    return "\n".join(lines) + "\n"
+    return "\n".join(["#!/bin/bash", *body, f"exit {work.exit_code}"]) + "\n"
 
 
 def _time_limit_minutes(work: Workload, headroom_minutes: int) -> int:
@@ -386,7 +404,7 @@ def _time_limit_minutes(work: Workload, headroom_minutes: int) -> int:
 def _from_squeue(job: Mapping[str, Any]) -> JobStatus:
     state = str(job["job_state"])
     phase = _phase(state)
-    exit_status = _wait_status(int(job["exit_code"])) if phase.finished else None
+    exit_status = _wait_status(int(job["exit_code"])) if phase in _EXITED else None
     nodes = expand_hostlist(str(job["nodes"] or ""))
     reason = _reason(state, phase, str(job["state_reason"]), exit_status)
     return JobStatus(
@@ -397,8 +415,7 @@ def _from_squeue(job: Mapping[str, Any]) -> JobStatus:
         phase=phase,
         gpus=_gpus(job["tres_alloc_str"]) or _gpus(job["tres_req_str"]),
         submitted_at=_time(job["submit_time"]),
-        # a job cancelled while pending carries start == end == the cancel time
-        started_at=_time(job["start_time"]) if phase is JobPhase.RUNNING or nodes else None,
+        started_at=_time(job["start_time"]) if _started(phase, nodes) else None,
         finished_at=_time(job["end_time"]) if phase.finished else None,
         reason=reason,
         message=str(job["state_description"] or "") or _message(state, reason, exit_status),
@@ -408,14 +425,11 @@ def _from_squeue(job: Mapping[str, Any]) -> JobStatus:
 
 
 def _from_sacct(line: str) -> JobStatus:
-    head = line.split("|", len(_SACCT_FIELDS) - 1)
-    if len(head) != len(_SACCT_FIELDS):
-        raise BackendError(f"unexpected sacct line {line!r}")
-    row = dict(zip(_SACCT_FIELDS, head, strict=True))
+    row = dict(zip(_SACCT_FIELDS, line.split("|", len(_SACCT_FIELDS) - 1), strict=True))
     state = row["State"].split()[0]  # "CANCELLED by 0"
     phase = _phase(state)
     code, _, signal = row["ExitCode"].partition(":")
-    exit_status = (int(code), int(signal or 0)) if phase.finished else None
+    exit_status = (int(code), int(signal or 0)) if phase in _EXITED else None
     nodes = () if row["NodeList"] == "None assigned" else expand_hostlist(row["NodeList"])
     reason = _reason(state, phase, row["Reason"], exit_status)
     return JobStatus(
@@ -426,7 +440,7 @@ def _from_sacct(line: str) -> JobStatus:
         phase=phase,
         gpus=_gpus(row["AllocTRES"]) or _gpus(row["ReqTRES"]),
         submitted_at=_time(row["Submit"]),
-        started_at=_time(row["Start"]),
+        started_at=_time(row["Start"]) if _started(phase, nodes) else None,
         finished_at=_time(row["End"]) if phase.finished else None,
         reason=reason,
         message=_message(state, reason, exit_status),
@@ -438,7 +452,7 @@ def _from_sacct(line: str) -> JobStatus:
 def _node(node: Mapping[str, Any]) -> SchedulerNode:
     flags = {str(flag) for flag in node["state_flags"]}
     state = str(node["state"]).lower()
-    if "DRAIN" in flags and state != "down":
+    if "DRAIN" in flags:
         # sinfo's words: draining while jobs still run on it, drained once empty
         busy = state in ("mixed", "allocated") or "COMPLETING" in flags
         state = "draining" if busy else "drained"
@@ -500,6 +514,12 @@ def _expand_item(item: str) -> list[str]:
         for number in range(int(first), int(last or first) + 1):
             names.extend(_expand_item(f"{prefix}{number:0{width}d}{rest}"))
     return names
+
+
+def _started(phase: JobPhase, nodes: tuple[str, ...]) -> bool:
+    # a pending job's start time is the backfill estimate; one that ended without nodes
+    # (cancelled while pending, refused) carries start == end == that moment
+    return phase is JobPhase.RUNNING or (phase.finished and bool(nodes))
 
 
 def _phase(state: str) -> JobPhase:

@@ -44,6 +44,13 @@ def build_backend(cfg: ControllerSettings, clock: Clock) -> SchedulerBackend:
         )
         cluster.faults.favoured_tenant = sim.favoured_tenant
         return cluster
+    if cfg.backend == "kubernetes":
+        from observer.backends.kubernetes import KubernetesBackend  # noqa: PLC0415 - heavy
+
+        k8s = cfg.kubernetes
+        if not k8s.namespaces:  # one namespace per tenant, named after it
+            k8s = k8s.model_copy(update={"namespaces": tuple(t.name for t in cfg.tenants)})
+        return KubernetesBackend(k8s, clock)
     raise NotImplementedError(f"the {cfg.backend} backend is not wired yet")
 
 

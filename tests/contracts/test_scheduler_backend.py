@@ -9,9 +9,10 @@ from collections.abc import Iterator
 import pytest
 
 from observer.domain import Behaviour, JobPhase, JobRequest, Workload
+from tests.backends.k8s_harness import KubernetesHarness
 from tests.contracts.scheduler_harness import Harness, simulated
 
-HARNESSES = {"simulated": simulated}
+HARNESSES = {"simulated": simulated, "kubernetes": KubernetesHarness}
 
 
 @pytest.fixture(params=sorted(HARNESSES))

@@ -27,13 +27,16 @@ ctld_port=${SLURMCTLD_PORT:-6817}
 dbd_port=${SLURMDBD_PORT:-6819}
 host=$(hostname -s)
 conf=$D/etc/slurm.conf
-T0=$(date +%s.%N)
-elapsed() { printf '%.1fs' "$(echo "$(date +%s.%N) - $T0" | bc)"; }
+T0=$(date +%s%N)
+elapsed() {
+  local ms=$((($(date +%s%N) - T0) / 1000000))
+  printf '%d.%ds' $((ms / 1000)) $((ms % 1000 / 100))
+}
 
 mkdir -p "$D"/{etc,state,spool,run,log,fakedev}
 
 need=()
-for cmd in munged slurmctld slurmd sbatch slurmdbd mariadbd bc; do
+for cmd in munged slurmctld slurmd sbatch slurmdbd mariadbd; do
   command -v "$cmd" >/dev/null || need+=("$cmd")
 done
 if [ ${#need[@]} -gt 0 ]; then
@@ -41,7 +44,7 @@ if [ ${#need[@]} -gt 0 ]; then
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -qq
   apt-get install -y -qq --no-install-recommends \
-    munge slurmctld slurmd slurm-client slurmdbd mariadb-server bc >/dev/null
+    munge slurmctld slurmd slurm-client slurmdbd mariadb-server >/dev/null
 fi
 
 alive() { local pid; pid=$(cat "$1" 2>/dev/null) && kill -0 "$pid" 2>/dev/null; }
@@ -106,6 +109,9 @@ chmod 600 "$D/etc/slurmdbd.conf"
 
 # Fast scheduling for tests: the main scheduler every 2 s and backfill every 1 s (defaults
 # 60 s and 30 s), priorities recomputed every minute, KillWait 5 s so cancels end quickly.
+# CR_Core_Memory makes --mem a limit that OverMemoryKill enforces; DefMemPerCPU=100 keeps a
+# job without --mem from taking a whole node's memory. AccountingStoreFlags=job_comment
+# lets sacct return the run id the backend puts in --comment.
 write_if_changed "$conf" <<EOF && changed=1
 ClusterName=observer
 SlurmctldHost=$host(127.0.0.1)

@@ -1,0 +1,699 @@
+"""An emulated Kubernetes control plane for the Kubernetes backend: kmock's API server over
+real HTTP on 127.0.0.1, and this harness playing the controllers around it, one `step()` at a
+time on a manual clock: the job controller (Job -> pods, Job status), the scheduler (first
+fit on GPUs, the real FailedScheduling words), the kubelets (image pull, start, run for the
+probe's duration, exit as the probe says), the garbage collector and the TTL controller.
+
+    with KubernetesHarness() as harness:
+        job_id = harness.backend.submit(request)
+        harness.settle(lambda: harness.backend.jobs([job_id])[job_id].phase.finished, 60)
+
+Every controller speaks to the API server through the official client, as real ones do.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+import uuid
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from types import TracebackType
+from typing import Any
+
+import kmock
+import pytest
+from kubernetes import client
+
+from observer.backends.kubernetes import (
+    ENV_BEHAVIOUR,
+    ENV_DURATION_SECONDS,
+    ENV_EXIT_CODE,
+    ENV_LOG_INTERVAL_SECONDS,
+    ENV_LOG_LINES,
+    ENV_RUN_ID,
+    KubernetesBackend,
+    KubernetesSettings,
+)
+from observer.clock import ManualClock
+from observer.domain import Behaviour
+
+GPU = "nvidia.com/gpu"
+POOL_LABEL = "nvidia.com/gpu.product"
+POOLS = ("NVIDIA-H200", "NVIDIA-A100-SXM4-80GB")
+# A bound pod leaves the API only when its kubelet has stopped it; kmock keeps an object with
+# a finalizer, marked with a deletionTimestamp, which is what Terminating is.
+KUBELET_FINALIZER = "harness.observer/kubelet"
+# What the probe image can run; anything else fails to start, as runc says.
+EXECUTABLES = frozenset({"/bin/sh", "sh", "sleep", "tail", "timeout"})
+# Namespaces are not among them: kmock's URL parser fails on POST /api/v1/namespaces.
+RESOURCES = ("v1/nodes", "v1/pods", "v1/events", "batch/v1/jobs")
+EPOCH = "1970-01-01T00:00:00Z"  # what a container that never started reports as its start
+
+
+def timestamp(moment: datetime) -> str:
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+@dataclass(frozen=True)
+class Quota:
+    """A ResourceQuota the emulated API server enforces at admission."""
+
+    name: str
+    gpus: int | None = None  # requests.nvidia.com/gpu of live pods
+    jobs: int | None = None  # count/jobs.batch
+
+
+def _pod_gpus(spec: dict[str, Any]) -> int:
+    return sum(
+        int(((c.get("resources") or {}).get("limits") or {}).get(GPU, 0))
+        for c in spec.get("containers") or []
+    )
+
+
+class _ApiServer(kmock.KubernetesEmulator):
+    """kmock's emulator, plus what a real API server does by itself: uid, creationTimestamp
+    and namespace on create, and ResourceQuota admission (403 "exceeded quota")."""
+
+    def __init__(self, clock: ManualClock) -> None:
+        super().__init__()
+        self.clock = clock
+        self.quotas: dict[str, Quota] = {}
+
+    async def _handle(self, request: kmock.Request) -> Any:
+        # kmock keeps every request and matches each new one against all before it, which is
+        # quadratic over a test; the harness asserts on objects, never on request history.
+        del self._requests[:-1]
+        # kmock stores a created object before any reaction runs, so a refusal must come first.
+        if request.action == kmock.action.CREATE and isinstance(request.data, dict):
+            self._admit(request)
+            meta = request.data.setdefault("metadata", {})
+            meta.setdefault("uid", str(uuid.uuid4()))
+            meta.setdefault("creationTimestamp", timestamp(self.clock.now()))
+            if request.namespace:
+                meta.setdefault("namespace", request.namespace)
+        return await super()._handle(request)
+
+    def _admit(self, request: kmock.Request) -> None:
+        quota = self.quotas.get(request.namespace or "")
+        if quota is None or request.resource is None:
+            return
+        name = request.data.get("metadata", {}).get("name")
+        live = [
+            obj
+            for (resource, namespace, _), obj in self.objects.items()
+            if resource.plural == request.resource.plural
+            and namespace == request.namespace
+            and not obj.deleted
+        ]
+        if request.resource.plural == "jobs" and quota.jobs is not None:
+            self._check(quota, f'jobs.batch "{name}"', "count/jobs.batch", 1, len(live), quota.jobs)
+        if request.resource.plural == "pods" and quota.gpus is not None:
+            used = sum(
+                _pod_gpus(obj.get("spec", {}))
+                for obj in live
+                if obj.get("status", {}).get("phase") not in ("Succeeded", "Failed")
+            )
+            wanted = _pod_gpus(request.data.get("spec", {}))
+            resource = f"requests.{GPU}"
+            self._check(quota, f'pods "{name}"', resource, wanted, used, quota.gpus)
+
+    @staticmethod
+    def _check(quota: Quota, what: str, resource: str, wanted: int, used: int, hard: int) -> None:
+        if wanted and used + wanted > hard:
+            raise kmock.KubernetesError(
+                status=403,
+                reason="Forbidden",
+                message=f"{what} is forbidden: exceeded quota: {quota.name}, "
+                f"requested: {resource}={wanted}, used: {resource}={used}, "
+                f"limited: {resource}={hard}",
+            )
+
+
+class KubernetesHarness:
+    """The emulated cluster and a KubernetesBackend on it: `nodes` nodes of `gpus_per_node`
+    GPUs in two pools, one namespace per tenant. Use it as a context manager."""
+
+    def __init__(
+        self,
+        *,
+        tenants: tuple[str, str] = ("research", "prod"),
+        queue: str | None = None,
+        nodes: int = 3,
+        gpus_per_node: int = 4,
+        tick_seconds: float = 1.0,
+        overrides: dict[str, Any] | None = None,
+    ) -> None:
+        self.tenants = tenants
+        self.queue = queue
+        self.nodes = nodes
+        self.gpus_per_node = gpus_per_node
+        self.tick_seconds = tick_seconds
+        self.node_names = tuple(f"gpu-node-{i}" for i in range(nodes))
+        self.clock = ManualClock(datetime.now(UTC).replace(microsecond=0))
+        self.server = _ApiServer(self.clock)
+        self.hung_nodes: set[str] = set()  # kubelets that never finish stopping a pod
+        self._overrides = overrides or {}  # KubernetesSettings fields
+        self._logs: dict[tuple[str, str], list[str]] = {}
+        self._events: dict[tuple[str, str, str, str], tuple[str, int, str]] = {}
+        self._stop: asyncio.Event | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+
+    # --- lifecycle -------------------------------------------------------------------------
+
+    def __enter__(self) -> KubernetesHarness:
+        started = threading.Event()
+        url: list[str] = []
+
+        async def serve() -> None:
+            async with self.server, kmock.Server(self.server) as http:
+                for resource in RESOURCES:  # kmock answers 404 to listing a resource it lacks
+                    self.server.resources[resource] = kmock.ResourceInfo()
+                text = kmock.headers({"Content-Type": "text/plain; charset=utf-8"})
+                self.server[kmock.subresource("log")] << text << self._log_response
+                self._loop, self._stop = asyncio.get_running_loop(), asyncio.Event()
+                url.append(str(http.url).rstrip("/"))
+                started.set()
+                await self._stop.wait()
+
+        self._thread = threading.Thread(target=asyncio.run, args=(serve(),), daemon=True)
+        self._thread.start()
+        if not started.wait(10):
+            raise RuntimeError("the emulated API server did not start")
+        self.url = url[0]
+        configuration = client.Configuration()
+        configuration.host = self.url
+        self.api = client.ApiClient(configuration)
+        self.core = client.CoreV1Api(self.api)
+        self.batch = client.BatchV1Api(self.api)
+        self.settings = KubernetesSettings(
+            host=self.url,
+            namespaces=self.tenants,
+            request_timeout_seconds=5,
+            **self._overrides,
+        )
+        self.registry = {self.settings.image, self.settings.gpu_busy_image or self.settings.image}
+        try:
+            self._create_cluster()
+            self.backend = KubernetesBackend(self.settings, self.clock)
+        except BaseException:
+            self._shut_down()
+            raise
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.backend.close()
+        self._shut_down()
+
+    def _shut_down(self) -> None:
+        self.api.close()
+        assert self._loop is not None and self._stop is not None and self._thread is not None
+        self._loop.call_soon_threadsafe(self._stop.set)
+        self._thread.join(10)
+
+    def _create_cluster(self) -> None:
+        for index, name in enumerate(self.node_names):
+            pool = POOLS[0] if index < max(1, self.nodes - 1) else POOLS[1]
+            gpus = str(self.gpus_per_node)
+            self.core.create_node(
+                {
+                    "metadata": {
+                        "name": name,
+                        "labels": {"kubernetes.io/hostname": name, POOL_LABEL: pool},
+                    },
+                    "spec": {},
+                    "status": {
+                        "capacity": {GPU: gpus, "cpu": "96", "memory": "1Ti"},
+                        "allocatable": {GPU: gpus, "cpu": "95", "memory": "1000Gi"},
+                        "conditions": [self._condition("Ready", "True", "KubeletReady")],
+                    },
+                }
+            )
+
+    # --- what tests do to the cluster ------------------------------------------------------
+
+    def settle(self, until: Callable[[], bool], timeout_seconds: float) -> None:
+        """Step the cluster until `until()` holds; fail the test after `timeout_seconds` of
+        the harness's time (each step is `tick_seconds`)."""
+        deadline = self.clock.monotonic() + timeout_seconds
+        while not until():
+            if self.clock.monotonic() >= deadline:
+                pytest.fail(f"the emulated cluster did not settle within {timeout_seconds} s")
+            self.step()
+
+    def step(self) -> None:
+        self.clock.advance(self.tick_seconds)
+        self._collect_garbage()
+        self._create_job_pods()
+        self._schedule()
+        self._run_kubelets()
+        self._update_jobs()
+
+    def set_quota(
+        self, namespace: str, *, gpus: int | None = None, jobs: int | None = None
+    ) -> None:
+        self.server.quotas[namespace] = Quota(f"{namespace}-quota", gpus=gpus, jobs=jobs)
+
+    def cordon(self, node: str) -> None:
+        taint = {
+            "key": "node.kubernetes.io/unschedulable",
+            "effect": "NoSchedule",
+            "timeAdded": timestamp(self.clock.now()),
+        }
+        self.core.patch_node(node, {"spec": {"unschedulable": True, "taints": [taint]}})
+
+    def mark_not_ready(self, node: str) -> None:
+        """The node controller's view of a node whose kubelet stopped posting status."""
+        ready = self._condition(
+            "Ready", "Unknown", "NodeStatusUnknown", "Kubelet stopped posting node status."
+        )
+        self.core.patch_node_status(node, {"status": {"conditions": [ready]}})
+
+    def hang_terminations(self, node: str) -> None:
+        """The node's kubelet can no longer stop a container (a process stuck in the driver):
+        its pods stay Terminating."""
+        self.hung_nodes.add(node)
+
+    def add_pod(
+        self,
+        namespace: str,
+        name: str,
+        gpus: int,
+        *,
+        node: str | None = None,
+        queue: str | None = None,
+        owner: tuple[str, str] | None = None,
+    ) -> None:
+        """Another tenant's pod that runs until deleted, owned by `owner` (kind, name) if given."""
+        metadata: dict[str, Any] = {"name": name, "namespace": namespace, "labels": {}}
+        if queue is not None:
+            metadata["labels"]["kueue.x-k8s.io/queue-name"] = queue
+        if owner is not None:
+            metadata["ownerReferences"] = [self._owner("apps/v1", owner[0], owner[1], "")]
+        if node is not None:
+            metadata["finalizers"] = [KUBELET_FINALIZER]
+        container = {"name": "main", "image": self.settings.image, "command": ["sleep", "inf"]}
+        container["resources"] = {"limits": {GPU: str(gpus)}}
+        spec: dict[str, Any] = {"containers": [container], "restartPolicy": "Never"}
+        if node is not None:
+            spec["nodeName"] = node
+        body = {"metadata": metadata, "spec": spec, "status": {"phase": "Pending"}}
+        self.core.create_namespaced_pod(namespace, body)
+
+    def pods_of(self, job_id: str) -> list[client.V1Pod]:
+        namespace, name = job_id.split("/", 1)
+        return [
+            pod
+            for pod in self.core.list_namespaced_pod(namespace).items
+            if any(ref.name == name for ref in pod.metadata.owner_references or [])
+        ]
+
+    # --- the garbage collector and the TTL controller --------------------------------------
+
+    def _collect_garbage(self) -> None:
+        now, owners = self.clock.now(), set()
+        for job in self.batch.list_job_for_all_namespaces().items:
+            ttl, finished = job.spec.ttl_seconds_after_finished, _finished_at(job)
+            if ttl is not None and finished is not None and now >= finished + timedelta(0, ttl):
+                self.batch.delete_namespaced_job(
+                    job.metadata.name, job.metadata.namespace, propagation_policy="Background"
+                )
+            else:
+                owners.add(job.metadata.uid)
+        for pod in self._pods():
+            refs = [ref for ref in pod.metadata.owner_references or [] if ref.kind == "Job"]
+            if refs and refs[0].uid not in owners and not pod.metadata.deletion_timestamp:
+                self.core.delete_namespaced_pod(pod.metadata.name, pod.metadata.namespace)
+
+    # --- the job controller ----------------------------------------------------------------
+
+    def _create_job_pods(self) -> None:
+        pods = self._pods()
+        for job in self.batch.list_job_for_all_namespaces().items:
+            if job.metadata.deletion_timestamp or job.spec.suspend or _final_condition(job):
+                continue
+            owned = [pod for pod in pods if _owner_uid(pod) == job.metadata.uid]
+            for _ in range((job.spec.parallelism or 1) - len(owned)):
+                self._create_pod_of(job)
+
+    def _create_pod_of(self, job: client.V1Job) -> None:
+        name, uid = job.metadata.name, job.metadata.uid
+        template = self.api.sanitize_for_serialization(job.spec.template)
+        labels = dict(template.get("metadata", {}).get("labels", {}))
+        labels.update({"job-name": name, "batch.kubernetes.io/job-name": name})
+        labels.update({"controller-uid": uid, "batch.kubernetes.io/controller-uid": uid})
+        pod_name = f"{name}-{uuid.uuid4().hex[:5]}"
+        body = {
+            "metadata": {
+                "name": pod_name,
+                "namespace": job.metadata.namespace,
+                "labels": labels,
+                "ownerReferences": [self._owner("batch/v1", "Job", name, uid)],
+            },
+            "spec": template["spec"],
+            "status": {"phase": "Pending"},
+        }
+        try:
+            self.core.create_namespaced_pod(job.metadata.namespace, body)
+        except client.ApiException as exc:  # refused at admission, e.g. by a quota
+            message = f"Error creating: {json.loads(exc.body)['message']}"
+            self._event(job, "batch/v1", "Job", "FailedCreate", message, "job-controller")
+
+    def _update_jobs(self) -> None:
+        now, pods = timestamp(self.clock.now()), self._pods()
+        for job in self.batch.list_job_for_all_namespaces().items:
+            if job.metadata.deletion_timestamp or _final_condition(job):
+                continue
+            owned = [pod for pod in pods if _owner_uid(pod) == job.metadata.uid]
+            phases = Counter(pod.status.phase for pod in owned)
+            active = [
+                pod
+                for pod in owned
+                if pod.status.phase not in ("Succeeded", "Failed")
+                and not pod.metadata.deletion_timestamp
+            ]
+            start_time = job.status.start_time if job.status else None
+            status: dict[str, Any] = {
+                "active": len(active),
+                "succeeded": phases["Succeeded"],
+                "failed": phases["Failed"],
+                "startTime": timestamp(start_time) if start_time else now,
+            }
+            backoff_limit = 6 if job.spec.backoff_limit is None else job.spec.backoff_limit
+            if phases["Failed"] > backoff_limit:
+                status["conditions"] = [
+                    self._condition(
+                        "Failed",
+                        "True",
+                        "BackoffLimitExceeded",
+                        "Job has reached the specified backoff limit",
+                    )
+                ]
+                for pod in active:  # a failed Job stops its other pods
+                    self.core.delete_namespaced_pod(pod.metadata.name, pod.metadata.namespace)
+            elif phases["Succeeded"] >= (job.spec.completions or 1):
+                status["conditions"] = [self._condition("Complete", "True")]
+                status["completionTime"] = now
+            self.batch.patch_namespaced_job_status(
+                job.metadata.name, job.metadata.namespace, {"status": status}
+            )
+
+    # --- the scheduler ---------------------------------------------------------------------
+
+    def _schedule(self) -> None:
+        nodes = sorted(self.core.list_node().items, key=lambda node: node.metadata.name)
+        pods = self._pods()
+        bound = [pod for pod in pods if pod.spec.node_name and not _terminal(pod)]
+        used = Counter({node.metadata.name: 0 for node in nodes})
+        jobs_on: dict[str, set[str]] = {node.metadata.name: set() for node in nodes}
+        for pod in bound:
+            used[pod.spec.node_name] += _gpus(pod)
+            jobs_on[pod.spec.node_name].add(pod.metadata.labels.get("job-name", ""))
+        waiting = [
+            pod
+            for pod in pods
+            if not pod.spec.node_name and not _terminal(pod) and not pod.metadata.deletion_timestamp
+        ]
+        for pod in sorted(waiting, key=lambda p: (p.metadata.creation_timestamp, p.metadata.name)):
+            job = (pod.metadata.labels or {}).get("job-name")
+            spread = bool(pod.spec.affinity and pod.spec.affinity.pod_anti_affinity)
+            reasons: Counter[str] = Counter()
+            for node in nodes:
+                name, free = node.metadata.name, _allocatable(node) - used[node.metadata.name]
+                if node.spec.unschedulable:
+                    reasons["node(s) were unschedulable"] += 1
+                elif not _ready(node):
+                    reasons["node(s) had untolerated taint {node.kubernetes.io/unreachable: }"] += 1
+                elif spread and job in jobs_on[name]:
+                    reasons["node(s) didn't match pod anti-affinity rules"] += 1
+                elif free < _gpus(pod):
+                    reasons[f"Insufficient {GPU}"] += 1
+                else:
+                    self._bind(pod, name)
+                    used[name] += _gpus(pod)
+                    jobs_on[name].add(job or "")
+                    break
+            else:
+                counted = ", ".join(f"{n} {reason}" for reason, n in sorted(reasons.items()))
+                message = f"0/{len(nodes)} nodes are available: {counted}."
+                self._unschedulable(pod, message)
+
+    def _bind(self, pod: client.V1Pod, node: str) -> None:
+        name, namespace = pod.metadata.name, pod.metadata.namespace
+        patch = {"metadata": {"finalizers": [KUBELET_FINALIZER]}, "spec": {"nodeName": node}}
+        self.core.patch_namespaced_pod(name, namespace, patch)
+        scheduled = self._condition("PodScheduled", "True")
+        self.core.patch_namespaced_pod_status(
+            name, namespace, {"status": {"conditions": [scheduled]}}
+        )
+
+    def _unschedulable(self, pod: client.V1Pod, message: str) -> None:
+        condition = self._condition("PodScheduled", "False", "Unschedulable", message)
+        self.core.patch_namespaced_pod_status(
+            pod.metadata.name, pod.metadata.namespace, {"status": {"conditions": [condition]}}
+        )
+        self._event(pod, "v1", "Pod", "FailedScheduling", message, "default-scheduler")
+
+    # --- the kubelets ----------------------------------------------------------------------
+
+    def _run_kubelets(self) -> None:
+        for pod in self._pods():
+            if pod.spec.node_name and pod.spec.node_name not in self.hung_nodes:
+                self._kubelet(pod)
+
+    def _kubelet(self, pod: client.V1Pod) -> None:
+        name, namespace = pod.metadata.name, pod.metadata.namespace
+        if pod.metadata.deletion_timestamp:  # stop it; the API server then lets it go
+            self.core.patch_namespaced_pod(name, namespace, {"metadata": {"finalizers": None}})
+            self._logs.pop((namespace, name), None)
+            return
+        if _terminal(pod):
+            return
+        container = pod.spec.containers[0]
+        statuses = pod.status.container_statuses or []
+        state = statuses[0].state if statuses else None
+        if state is None or state.waiting is not None:
+            self._start(pod, container, retry=state is not None)
+        elif state.running is not None:
+            self._run(pod, container, state.running.started_at)
+
+    def _start(self, pod: client.V1Pod, container: client.V1Container, retry: bool) -> None:
+        image, now = container.image, timestamp(self.clock.now())
+        if image not in self.registry:
+            reason = "ImagePullBackOff" if retry else "ErrImagePull"
+            message = (
+                f'Back-off pulling image "{image}"'
+                if retry
+                else f'rpc error: code = NotFound desc = failed to pull and unpack image "{image}":'
+                f' failed to resolve reference "{image}": {image}: not found'
+            )
+            state = {"waiting": {"reason": reason, "message": message}}
+            self._set_state(pod, container, state, "Pending")
+        elif container.command and container.command[0] not in EXECUTABLES:
+            message = (
+                "failed to create containerd task: failed to create shim task: OCI runtime "
+                "create failed: runc create failed: unable to start container process: "
+                f'exec: "{container.command[0]}": executable file not found in $PATH: unknown'
+            )
+            terminated = {"exitCode": 128, "reason": "StartError", "message": message}
+            state = {"terminated": {**terminated, "startedAt": EPOCH, "finishedAt": now}}
+            self._set_state(pod, container, state, "Failed")
+        else:
+            self._set_state(pod, container, {"running": {"startedAt": now}}, "Running")
+            self._logs[(pod.metadata.namespace, pod.metadata.name)] = []
+
+    def _run(self, pod: client.V1Pod, container: client.V1Container, started: datetime) -> None:
+        env = {variable.name: variable.value for variable in container.env or []}
+        behaviour, now = env.get(ENV_BEHAVIOUR), self.clock.now()
+        if behaviour == Behaviour.LOG_CANARY:
+            self._write_canary(pod, env, started, now)
+        runtime = _runtime(env)
+        if runtime is None or now < started + timedelta(seconds=runtime):
+            return
+        if behaviour == Behaviour.OOM:
+            exit_code, reason = 137, "OOMKilled"
+        else:
+            exit_code = int(env[ENV_EXIT_CODE])
+            reason = "Completed" if exit_code == 0 else "Error"
+        terminated = {
+            "exitCode": exit_code,
+            "reason": reason,
+            "startedAt": timestamp(started),
+            "finishedAt": timestamp(now),
+        }
+        phase = "Succeeded" if exit_code == 0 else "Failed"
+        self._set_state(pod, container, {"terminated": terminated}, phase)
+
+    def _write_canary(
+        self, pod: client.V1Pod, env: dict[str, str], started: datetime, now: datetime
+    ) -> None:
+        lines = self._logs.setdefault((pod.metadata.namespace, pod.metadata.name), [])
+        interval = float(env.get(ENV_LOG_INTERVAL_SECONDS, "0"))
+        for seq in range(len(lines), int(env.get(ENV_LOG_LINES, "0"))):
+            at = started + timedelta(seconds=seq * interval)
+            if at > now:
+                break
+            run_id = env.get(ENV_RUN_ID)
+            lines.append(f"observer-canary run={run_id} seq={seq} ts={at.timestamp():.6f}\n")
+
+    def _set_state(
+        self, pod: client.V1Pod, container: client.V1Container, state: dict[str, Any], phase: str
+    ) -> None:
+        running = "running" in state
+        status = {
+            "phase": phase,
+            "startTime": timestamp(pod.status.start_time or self.clock.now()),
+            "conditions": [
+                self._condition("PodScheduled", "True"),
+                self._condition("Initialized", "True"),
+                self._condition("ContainersReady", str(running)),
+                self._condition("Ready", str(running)),
+            ],
+            "containerStatuses": [
+                {
+                    "name": container.name,
+                    "image": container.image,
+                    "imageID": "",
+                    "ready": running,
+                    "started": running,
+                    "restartCount": 0,
+                    "state": state,
+                }
+            ],
+        }
+        self.core.patch_namespaced_pod_status(
+            pod.metadata.name, pod.metadata.namespace, {"status": status}
+        )
+
+    def _log_response(self, request: kmock.Request) -> bytes:
+        """GET .../pods/<name>/log, answered from the emulator's thread."""
+        lines = self._logs.get((request.namespace, request.name))
+        if lines is None:
+            raise kmock.KubernetesError(
+                status=400,
+                reason="BadRequest",
+                message=f'container in pod "{request.name}" is waiting to start',
+            )
+        return "".join(lines).encode()
+
+    # --- plumbing --------------------------------------------------------------------------
+
+    def _pods(self) -> list[client.V1Pod]:
+        return self.core.list_pod_for_all_namespaces().items
+
+    def _event(
+        self, obj: Any, api_version: str, kind: str, reason: str, message: str, component: str
+    ) -> None:
+        """Record an event as the controllers do: once, then counted again on each repeat."""
+        namespace, name, now = (
+            obj.metadata.namespace,
+            obj.metadata.name,
+            timestamp(self.clock.now()),
+        )
+        key = (namespace, kind, name, reason)
+        if key not in self._events:
+            event_name = f"{name}.{uuid.uuid4().hex[:16]}"
+            involved = {"apiVersion": api_version, "kind": kind, "name": name}
+            involved.update(namespace=namespace, uid=obj.metadata.uid)
+            body = {
+                "metadata": {"name": event_name, "namespace": namespace},
+                "involvedObject": involved,
+                "reason": reason,
+                "message": message,
+                "type": "Warning",
+                "count": 1,
+                "firstTimestamp": now,
+                "lastTimestamp": now,
+                "source": {"component": component},
+                "reportingComponent": component,
+            }
+            self.core.create_namespaced_event(namespace, body)
+            self._events[key] = (event_name, 1, message)
+            return
+        event_name, count, last = self._events[key]
+        if message != last:
+            patch = {"count": count + 1, "message": message, "lastTimestamp": now}
+            self.core.patch_namespaced_event(event_name, namespace, patch)
+            self._events[key] = (event_name, count + 1, message)
+
+    def _condition(
+        self, kind: str, status: str, reason: str | None = None, message: str | None = None
+    ) -> dict[str, Any]:
+        condition = {
+            "type": kind,
+            "status": status,
+            "lastTransitionTime": timestamp(self.clock.now()),
+        }
+        if reason is not None:
+            condition["reason"] = reason
+        if message is not None:
+            condition["message"] = message
+        return condition
+
+    @staticmethod
+    def _owner(api_version: str, kind: str, name: str, uid: str) -> dict[str, Any]:
+        return {
+            "apiVersion": api_version,
+            "kind": kind,
+            "name": name,
+            "uid": uid,
+            "controller": True,
+            "blockOwnerDeletion": True,
+        }
+
+
+def _runtime(env: dict[str, str]) -> float | None:
+    """How long the probe's script runs, read from what it was asked to do; None: forever."""
+    match env.get(ENV_BEHAVIOUR):
+        case Behaviour.OOM:
+            return 0.0  # killed as soon as it has filled its memory limit
+        case Behaviour.LOG_CANARY:
+            lines, interval = int(env[ENV_LOG_LINES]), float(env[ENV_LOG_INTERVAL_SECONDS])
+            return lines * interval
+        case None:
+            return None
+        case _:
+            return float(env[ENV_DURATION_SECONDS])
+
+
+def _final_condition(job: client.V1Job) -> client.V1JobCondition | None:
+    conditions = job.status.conditions if job.status else None
+    final = ("Complete", "Failed")
+    return next((c for c in conditions or [] if c.type in final and c.status == "True"), None)
+
+
+def _finished_at(job: client.V1Job) -> datetime | None:
+    condition = _final_condition(job)
+    if condition is None:
+        return None
+    return job.status.completion_time or condition.last_transition_time
+
+
+def _owner_uid(pod: client.V1Pod) -> str | None:
+    refs = pod.metadata.owner_references or []
+    return refs[0].uid if refs else None
+
+
+def _terminal(pod: client.V1Pod) -> bool:
+    return pod.status is not None and pod.status.phase in ("Succeeded", "Failed")
+
+
+def _gpus(pod: client.V1Pod) -> int:
+    return sum(int((c.resources.limits or {}).get(GPU, 0)) for c in pod.spec.containers)
+
+
+def _allocatable(node: client.V1Node) -> int:
+    return int((node.status.allocatable or {}).get(GPU, 0))
+
+
+def _ready(node: client.V1Node) -> bool:
+    return any(c.type == "Ready" and c.status == "True" for c in node.status.conditions or [])

@@ -1,0 +1,126 @@
+"""A real Slurm 22.05 for the Slurm backend's tests and the scheduler contract suite.
+
+deploy/local/infra/slurm-up.sh runs once per test session (it returns in a fraction of a
+second when Slurm is already up); Slurm that cannot start skips the tests here and fails them
+when CI=true. `slurm_harness()` hands out the cluster emptied of jobs, to one test at a time
+across sessions, and empties it again afterwards.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import functools
+import os
+import subprocess
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+
+from observer.backends.slurm import SlurmBackend, SlurmSettings
+from observer.clock import SystemClock
+
+REPO = Path(__file__).resolve().parents[2]
+SLURM_UP = REPO / "deploy" / "local" / "infra" / "slurm-up.sh"
+POLL_SECONDS = 0.2
+
+
+def slurm_conf_path() -> Path:
+    return Path(os.environ.get("INFRA_DIR", "/tmp/observer-infra")) / "slurm" / "etc" / "slurm.conf"
+
+
+@functools.cache
+def _start_slurm() -> str | None:
+    """Why Slurm is not available, or None once slurm-up.sh has brought it up."""
+    if os.geteuid() != 0:
+        return "the local Slurm needs root (slurm-up.sh starts munge, slurmdbd and slurmd)"
+    try:
+        done = subprocess.run(
+            ["bash", str(SLURM_UP)], capture_output=True, text=True, timeout=600, check=False
+        )
+    except subprocess.TimeoutExpired:
+        return f"{SLURM_UP.name} did not finish within 600 s"
+    if done.returncode != 0:
+        tail = (done.stdout + done.stderr).strip().splitlines()[-5:]
+        return f"{SLURM_UP.name} failed: " + " | ".join(tail)
+    return None
+
+
+def require_slurm() -> Path:
+    """SLURM_CONF of the running test cluster; skips (fails with CI=true) without one."""
+    reason = _start_slurm()
+    if reason is not None:
+        if os.environ.get("CI") == "true":
+            pytest.fail(reason)
+        pytest.skip(f"{reason} (CI=true makes this fail)")
+    return slurm_conf_path()
+
+
+class SlurmHarness:
+    """What the contract suite needs: the backend, two tenants, a queue and the cluster's
+    shape (3 nodes with 4 GPUs each), and a way to wait for Slurm in real time."""
+
+    def __init__(self, slurm_conf: Path, output_dir: Path) -> None:
+        self.slurm_conf = slurm_conf
+        self.settings = SlurmSettings(slurm_conf=slurm_conf, output_dir=output_dir)
+        self.backend = SlurmBackend(self.settings, SystemClock())
+        self.tenants: tuple[str, str] = ("research", "prod")
+        self.queue: str | None = "gpu"
+        self.gpus_per_node = 4
+        self.nodes = 3
+
+    def settle(self, until: Callable[[], bool], timeout_seconds: float) -> None:
+        deadline = time.monotonic() + timeout_seconds
+        while not until():
+            if time.monotonic() > deadline:
+                pytest.fail(f"Slurm did not get there within {timeout_seconds} s")
+            time.sleep(POLL_SECONDS)
+
+    def cli(self, *args: str, env: dict[str, str] | None = None) -> str:
+        """Run a Slurm command against this cluster, as a person would; its standard output."""
+        done = subprocess.run(
+            args,
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=False,
+            env={**os.environ, "SLURM_CONF": str(self.slurm_conf), **(env or {})},
+        )
+        assert done.returncode == 0, f"{' '.join(args)}: {done.stderr}"
+        return done.stdout
+
+    def clear(self) -> None:
+        """Cancel every unfinished job, return drained nodes to service, wait until idle."""
+        active = [j.job_id for j in self.backend.snapshot().jobs]
+        if active:
+            self.cli("scancel", *active)
+        down = [n.name for n in self.backend.snapshot().nodes if n.state.startswith("drain")]
+        if down:
+            self.cli("scontrol", "update", f"nodename={','.join(down)}", "state=resume")
+        self.settle(self._idle, 30)
+
+    def _idle(self) -> bool:
+        snap = self.backend.snapshot()
+        return not snap.jobs and all(n.state == "idle" for n in snap.nodes)
+
+
+@contextmanager
+def slurm_harness() -> Iterator[SlurmHarness]:
+    """The test cluster, free of jobs; every job left behind is cancelled on the way out.
+    Test sessions running at once share one cluster: a lock file gives it to one test at a
+    time, so one session's clear() never cancels another's jobs."""
+    slurm_conf = require_slurm()
+    with (
+        (slurm_conf.parent.parent / "tests.lock").open("w") as lock,
+        tempfile.TemporaryDirectory(prefix="observer-slurm-") as output_dir,
+    ):
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        harness = SlurmHarness(slurm_conf, Path(output_dir))
+        harness.clear()
+        try:
+            yield harness
+        finally:
+            harness.clear()
