@@ -1,5 +1,6 @@
-"""Drives a controller on a ManualClock the way the daemon's loops and APScheduler do, as
-fast as the machine goes: each task runs when it falls due on the simulated clock."""
+"""Drives a controller the way the daemon's loops and APScheduler do, one step at a time:
+each task runs when it falls due on the controller's clock, and the caller says what a step
+is (advance a ManualClock, let an emulated platform play its part, or wait in real time)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
 
-from observer.clock import ManualClock
+from observer.clock import Clock, ManualClock
 from observer.controller.service import Controller
 from observer.loops import PeriodicLoop
 from observer.metrics import LoopMetrics
@@ -21,11 +22,11 @@ class _Due:
     next_at: float
 
 
-class SimulatedSchedule:
+class SteppedSchedule:
     def __init__(
         self,
         controller: Controller,
-        clock: ManualClock,
+        clock: Clock,
         metrics: LoopMetrics,
         follow_interval_seconds: float,
         snapshot_interval_seconds: float,
@@ -46,12 +47,18 @@ class SimulatedSchedule:
             due("scheduler", snapshot_interval_seconds, controller.sample_scheduler, 0.0),
         ]
 
-    def run_for(self, seconds: float, step_seconds: float = 1.0) -> None:
-        end = self._clock.monotonic() + seconds
-        while self._clock.monotonic() < end:
-            now = self._clock.monotonic()
+    def run_for(self, seconds: float, step: Callable[[], object] | None = None) -> None:
+        """Run due tasks, step, repeat, for `seconds` of the clock. The default step moves a
+        ManualClock on by one second."""
+        clock = self._clock
+        if step is None:
+            assert isinstance(clock, ManualClock), "a real clock needs a step that waits"
+            step = partial(clock.advance, 1.0)
+        end = clock.monotonic() + seconds
+        while clock.monotonic() < end:
+            now = clock.monotonic()
             for task in self._tasks:
                 if now >= task.next_at:
                     task.loop.run_once()
                     task.next_at += task.every_seconds
-            self._clock.advance(step_seconds)
+            step()

@@ -18,7 +18,7 @@ from observer.errors import BackendError
 from observer.metrics import ControllerMetrics
 from observer.settings import Settings
 from observer.simulation.cluster import SimulatedCluster
-from observer.simulation.driver import SimulatedSchedule
+from observer.simulation.driver import SteppedSchedule
 from observer.storage.store import Store, upgrade
 
 MONDAY_0855 = datetime(2026, 11, 30, 8, 55, tzinfo=UTC)
@@ -82,7 +82,7 @@ class Soak:
         )
         controller.start()
         cfg = self.settings.controller
-        self.schedule = SimulatedSchedule(
+        self.schedule = SteppedSchedule(
             controller,
             self.clock,
             self.metrics.loops,
