@@ -211,6 +211,45 @@ class KubernetesSettings(_Group):
     pool_label: str = Field("nvidia.com/gpu.product", description="Node label naming its pool.")
 
 
+class SlurmSettings(_Group):
+    """The Slurm backend (controller.backend: slurm)."""
+
+    slurm_conf: Path | None = Field(
+        None, description="SLURM_CONF for every command; unset: the environment's or the default."
+    )
+    commands_dir: Path | None = Field(
+        None, description="Directory holding sbatch, squeue, sacct, sinfo, scancel; unset: PATH."
+    )
+    command_timeout_seconds: float = Field(
+        20.0,
+        gt=0,
+        description="Each command is killed after this. While slurmctld is down every command "
+        "retries for about 9 s before Slurm reports it, so keep this above 10 s to get "
+        "Slurm's own words.",
+    )
+    output_dir: Path = Field(
+        Path("slurm-output"),
+        description="Where jobs write observer-<job id>.out and where logs() reads it: a "
+        "directory the compute nodes and the controller share. Relative to the controller's "
+        "working directory unless absolute; jobs also run in it.",
+    )
+    time_limit_headroom_minutes: int = Field(
+        5,
+        ge=1,
+        description="Added to a probe's duration for --time, so a slow start is no TIMEOUT.",
+    )
+    oom_memory_mebibytes: int = Field(
+        64, ge=1, description="--mem of an OOM probe, which allocates four times as much."
+    )
+    sbatch_extra_args: tuple[str, ...] = Field(
+        (),
+        description="Appended to every sbatch, e.g. ['--reservation=soak', '--constraint=h100'].",
+    )
+
+
+# squeue(1) JOB STATE CODES, all of them: an unknown word is a shape error, not a guess
+
+
 def _default_windows() -> list[WindowSettings]:
     return [
         WindowSettings(name="weekday-peak", days="mon-fri", start=time(9), end=time(18)),
@@ -255,6 +294,7 @@ class ControllerSettings(_Group):
     shutdown_deadline_seconds: float = Field(20.0, gt=0, lt=30)
     simulation: SimulationSettings = SimulationSettings()
     kubernetes: KubernetesSettings = KubernetesSettings()
+    slurm: SlurmSettings = SlurmSettings()
 
     @field_validator("timezone")
     @classmethod

@@ -42,3 +42,7 @@ class SchedulerBackend(Protocol):
     def snapshot(self) -> SchedulerSnapshot:
         """Queues per tenant, nodes with their GPUs, and every unfinished job."""
         ...
+
+    def close(self) -> None:
+        """Release connections; the platform's jobs are left as they are."""
+        ...

@@ -25,10 +25,7 @@ import subprocess
 from collections import Counter
 from collections.abc import Collection, Iterable, Mapping
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
-
-from pydantic import BaseModel, ConfigDict, Field
 
 from observer.clock import Clock
 from observer.domain import (
@@ -42,51 +39,13 @@ from observer.domain import (
     Workload,
 )
 from observer.errors import BackendError, ProbeError
+from observer.settings import SlurmSettings
 
 RUN_ID_COMMENT_PREFIX = "observer-run:"
 JOB_NAME_PREFIX = "observer-"
 CANARY_MARK = "observer-canary"
 
 
-class SlurmSettings(BaseModel):
-    """The Slurm backend (controller.backend: slurm)."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    slurm_conf: Path | None = Field(
-        None, description="SLURM_CONF for every command; unset: the environment's or the default."
-    )
-    commands_dir: Path | None = Field(
-        None, description="Directory holding sbatch, squeue, sacct, sinfo, scancel; unset: PATH."
-    )
-    command_timeout_seconds: float = Field(
-        20.0,
-        gt=0,
-        description="Each command is killed after this. While slurmctld is down every command "
-        "retries for about 9 s before Slurm reports it, so keep this above 10 s to get "
-        "Slurm's own words.",
-    )
-    output_dir: Path = Field(
-        Path("slurm-output"),
-        description="Where jobs write observer-<job id>.out and where logs() reads it: a "
-        "directory the compute nodes and the controller share. Relative to the controller's "
-        "working directory unless absolute; jobs also run in it.",
-    )
-    time_limit_headroom_minutes: int = Field(
-        5,
-        ge=1,
-        description="Added to a probe's duration for --time, so a slow start is no TIMEOUT.",
-    )
-    oom_memory_mebibytes: int = Field(
-        64, ge=1, description="--mem of an OOM probe, which allocates four times as much."
-    )
-    sbatch_extra_args: tuple[str, ...] = Field(
-        (),
-        description="Appended to every sbatch, e.g. ['--reservation=soak', '--constraint=h100'].",
-    )
-
-
-# squeue(1) JOB STATE CODES, all of them: an unknown word is a shape error, not a guess
 _PHASES = {
     "PENDING": JobPhase.PENDING,
     "CONFIGURING": JobPhase.PENDING,
@@ -257,6 +216,9 @@ class SlurmBackend:
 
     def probe_jobs(self) -> list[JobStatus]:
         return [s for s in self._squeue() if s.run_id is not None and not s.phase.finished]
+
+    def close(self) -> None:
+        return None  # every call is its own process: nothing is held open
 
     def snapshot(self) -> SchedulerSnapshot:
         at = self._clock.now()

@@ -51,7 +51,9 @@ def build_backend(cfg: ControllerSettings, clock: Clock) -> SchedulerBackend:
         if not k8s.namespaces:  # one namespace per tenant, named after it
             k8s = k8s.model_copy(update={"namespaces": tuple(t.name for t in cfg.tenants)})
         return KubernetesBackend(k8s, clock)
-    raise NotImplementedError(f"the {cfg.backend} backend is not wired yet")
+    from observer.backends.slurm import SlurmBackend  # noqa: PLC0415
+
+    return SlurmBackend(cfg.slurm, clock)
 
 
 def build_controller(
@@ -156,4 +158,5 @@ def run_controller(
     _log.info("controller stopped", cancelled_runs=len(cancelled))
     server.shutdown()
     server.server_close()
+    controller.backend.close()
     store.close()

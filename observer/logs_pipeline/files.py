@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import glob
 import gzip
-import os
 from datetime import datetime
 from pathlib import Path
 
@@ -41,13 +40,14 @@ class FileLogReader:
     def _files(self, since: datetime) -> list[Path]:
         """Matching files oldest first by last write; a file last written before `since` holds
         nothing of the run."""
+        since_ns = since.timestamp() * 1e9
         stamped = []
         for name in glob.glob(self._pattern):
             path = Path(name)
             if not path.is_file():
                 continue
             mtime_ns = path.stat().st_mtime_ns
-            if mtime_ns >= since.timestamp() * 1e9:
+            if mtime_ns >= since_ns:
                 stamped.append((mtime_ns, _rotation_number(path), path))
         # equal mtimes (a rotation and the next write within one tick): higher number is older
         stamped.sort(key=lambda s: (s[0], -s[1], s[2].name))
@@ -66,6 +66,3 @@ def _rotation_number(path: Path) -> int:
     stem = path.name.removesuffix(".gz")
     _, _, last = stem.rpartition(".")
     return int(last) if last.isdigit() else 0
-
-
-__all__ = ["FileLogReader", "os"] if False else ["FileLogReader"]

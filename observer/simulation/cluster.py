@@ -207,6 +207,9 @@ class SimulatedCluster:
             jobs=tuple(j.status() for j in active),
         )
 
+    def close(self) -> None:
+        return None
+
     # --- the cluster itself -------------------------------------------------------------
 
     def drain(self, node: str, reason: str) -> None:

@@ -10,9 +10,10 @@ import pytest
 
 from observer.domain import Behaviour, JobPhase, JobRequest, Workload
 from tests.backends.k8s_harness import KubernetesHarness
+from tests.backends.slurm_harness import slurm_harness
 from tests.contracts.scheduler_harness import Harness, simulated
 
-HARNESSES = {"simulated": simulated, "kubernetes": KubernetesHarness}
+HARNESSES = {"simulated": simulated, "kubernetes": KubernetesHarness, "slurm": slurm_harness}
 
 
 @pytest.fixture(params=sorted(HARNESSES))

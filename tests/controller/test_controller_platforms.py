@@ -5,8 +5,6 @@ starts again loses, leaks and double-counts nothing."""
 
 from __future__ import annotations
 
-import os
-import subprocess
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager

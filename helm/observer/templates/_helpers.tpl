@@ -1,0 +1,178 @@
+{{/* Names ------------------------------------------------------------------------- */}}
+{{- define "observer.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{- define "observer.fullname" -}}
+{{- if .Values.fullnameOverride -}}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- $name := default .Chart.Name .Values.nameOverride -}}
+{{- if contains $name .Release.Name -}}
+{{- .Release.Name | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "observer.agentName" -}}
+{{- printf "%s-agent" (include "observer.fullname" .) | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{- define "observer.controllerName" -}}
+{{- printf "%s-controller" (include "observer.fullname" .) | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{- define "observer.chart" -}}
+{{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{/* Labels: call with (dict "ctx" $ "component" "agent") ---------------------------- */}}
+{{- define "observer.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "observer.name" .ctx }}
+app.kubernetes.io/instance: {{ .ctx.Release.Name }}
+{{- if .component }}
+app.kubernetes.io/component: {{ .component }}
+{{- end }}
+{{- end -}}
+
+{{- define "observer.labels" -}}
+helm.sh/chart: {{ include "observer.chart" .ctx }}
+{{ include "observer.selectorLabels" . }}
+app.kubernetes.io/version: {{ .ctx.Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .ctx.Release.Service }}
+app.kubernetes.io/part-of: gpu-soak-observer
+{{- with .ctx.Values.commonLabels }}
+{{ toYaml . }}
+{{- end }}
+{{- end -}}
+
+{{/* Image ------------------------------------------------------------------------- */}}
+{{- define "observer.image" -}}
+{{- if .Values.image.digest -}}
+{{- printf "%s@%s" .Values.image.repository .Values.image.digest -}}
+{{- else -}}
+{{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) -}}
+{{- end -}}
+{{- end -}}
+
+{{/* Service accounts ---------------------------------------------------------------- */}}
+{{- define "observer.agentServiceAccount" -}}
+{{- if .Values.agent.serviceAccount.create -}}
+{{- default (include "observer.agentName" .) .Values.agent.serviceAccount.name -}}
+{{- else -}}
+{{- default "default" .Values.agent.serviceAccount.name -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "observer.controllerServiceAccount" -}}
+{{- if .Values.controller.serviceAccount.create -}}
+{{- default (include "observer.controllerName" .) .Values.controller.serviceAccount.name -}}
+{{- else -}}
+{{- default "default" .Values.controller.serviceAccount.name -}}
+{{- end -}}
+{{- end -}}
+
+{{/* Settings the chart reads ---------------------------------------------------------- */}}
+{{- define "observer.agentPort" -}}
+{{- (dig "agent" "listen_port" 9400 .Values.settings) | int -}}
+{{- end -}}
+
+{{- define "observer.controllerPort" -}}
+{{- (dig "controller" "listen_port" 9401 .Values.settings) | int -}}
+{{- end -}}
+
+{{- define "observer.backend" -}}
+{{- dig "controller" "backend" "simulated" .Values.settings -}}
+{{- end -}}
+
+{{/* True ("true") when the controller talks to the Kubernetes API. */}}
+{{- define "observer.usesKubernetes" -}}
+{{- if and .Values.controller.enabled (eq (include "observer.backend" .) "kubernetes") -}}true{{- end -}}
+{{- end -}}
+
+{{/* The probe namespaces: every tenant's name, then controller.kubernetes.namespaces. */}}
+{{- define "observer.probeNamespaces" -}}
+{{- $names := list -}}
+{{- range (dig "controller" "tenants" list .Values.settings) -}}
+{{- $names = append $names .name -}}
+{{- end -}}
+{{- range (dig "controller" "kubernetes" "namespaces" list .Values.settings) -}}
+{{- $names = append $names . -}}
+{{- end -}}
+{{- toJson (uniq $names) -}}
+{{- end -}}
+
+{{- define "observer.usesPostgres" -}}
+{{- if .Values.database.urlSecret.name -}}true{{- end -}}
+{{- end -}}
+
+{{- define "observer.usesPvc" -}}
+{{- if and (not (include "observer.usesPostgres" .)) .Values.controller.persistence.enabled -}}true{{- end -}}
+{{- end -}}
+
+{{- define "observer.pvcName" -}}
+{{- default (printf "%s-data" (include "observer.controllerName" .)) .Values.controller.persistence.existingClaim -}}
+{{- end -}}
+
+{{/* Queue CRD readers: "true" when rendered. Call with (dict "ctx" $ "mode" "auto" "api" "kueue.x-k8s.io/v1beta1") */}}
+{{- define "observer.queueReader" -}}
+{{- if eq .mode "always" -}}true
+{{- else if and (eq .mode "auto") (.ctx.Capabilities.APIVersions.Has .api) -}}true
+{{- end -}}
+{{- end -}}
+
+{{/* The rendered settings file: the values' settings plus what the chart owns. */}}
+{{- define "observer.config" -}}
+{{- $settings := deepCopy .Values.settings -}}
+{{- $agent := get $settings "agent" | default dict -}}
+{{- $_ := set $agent "proc_root" "/host/proc" -}}
+{{- $_ := set $settings "agent" $agent -}}
+{{- $controller := get $settings "controller" | default dict -}}
+{{- if eq (include "observer.backend" .) "kubernetes" -}}
+{{- $kube := get $controller "kubernetes" | default dict -}}
+{{- $_ := set $kube "namespaces" (include "observer.probeNamespaces" . | fromJsonArray) -}}
+{{- $_ := set $controller "kubernetes" $kube -}}
+{{- $_ := set $settings "controller" $controller -}}
+{{- end -}}
+{{- $_ := set $settings "storage" (dict "sqlite_path" "/var/lib/observer/observer.db") -}}
+{{- toYaml $settings -}}
+{{- end -}}
+
+{{/* Monitoring job names (the monitors set `job` to these). */}}
+{{- define "observer.agentJob" -}}
+{{- default (include "observer.agentName" .) .Values.prometheusRule.jobs.agent -}}
+{{- end -}}
+
+{{- define "observer.controllerJob" -}}
+{{- default (include "observer.controllerName" .) .Values.prometheusRule.jobs.controller -}}
+{{- end -}}
+
+{{/* Environment of the controller and its migration: the database URL and secret settings. */}}
+{{- define "observer.controllerSecretEnv" -}}
+{{- if include "observer.usesPostgres" . }}
+- name: OBSERVER_STORAGE__URL
+  valueFrom:
+    secretKeyRef:
+      name: {{ .Values.database.urlSecret.name }}
+      key: {{ .Values.database.urlSecret.key }}
+{{- end }}
+{{- range .Values.controller.secretEnv }}
+- name: {{ .name }}
+  valueFrom:
+    secretKeyRef:
+      name: {{ .secretName }}
+      key: {{ .key }}
+      {{- if .optional }}
+      optional: true
+      {{- end }}
+{{- end }}
+{{- end -}}
+
+{{- define "observer.controllerEnvFrom" -}}
+{{- range .Values.controller.envFromSecrets }}
+- secretRef:
+    name: {{ . }}
+{{- end }}
+{{- end -}}
