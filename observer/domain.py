@@ -351,6 +351,17 @@ class Expectation(StrEnum):
     )
     OOM = "oom"
     BLOCKED = "blocked"  # beyond quota: refused or held with a recorded reason
+    DENIED = "denied"  # isolation: every access to another tenant's work must be refused
+
+
+@dataclass(frozen=True, slots=True)
+class AccessAttempt:
+    """One try, with one tenant's credentials, at another tenant's work (isolation probe)."""
+
+    action: str  # e.g. "list jobs", "read pod logs", "read secrets", "squeue other account"
+    target: str  # the other tenant (namespace, account) and object tried
+    allowed: bool  # True: the platform let it through, which is a must-fix result
+    detail: str  # the platform's answer, as the user would see it
 
 
 class RunState(StrEnum):

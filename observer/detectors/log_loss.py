@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 import re
 from collections import Counter
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Literal, Protocol
@@ -28,6 +28,7 @@ CANARY_MARK = "observer-canary"
 _CANARY = re.compile(
     rf"{CANARY_MARK} run=(?P<run>\S+) seq=(?P<seq>\d+) ts=(?P<ts>\d+(?:\.\d+)?)(?:\s|$)"
 )
+Cause = Literal["rotation", "gap"]
 # Evidence stays readable when a pipeline loses every other line: the first ranges, and totals
 MAX_EVIDENCE_RANGES = 50
 
@@ -69,7 +70,7 @@ class Attribution:
     """A rotation (an instant: start == end) or a pipeline gap a missing range falls in
     (`overlaps`) or, when none does, lies nearest to (`distance_seconds` away)."""
 
-    cause: Literal["rotation", "gap"]
+    cause: Cause
     start: datetime
     end: datetime
     overlaps: bool
@@ -159,13 +160,17 @@ def analyse(
     highest = -1
     for line in delivered:
         canary = parse_canary(line.text)
-        if canary is None or canary.run_id != run_id:
-            malformed += canary is None and mention.search(line.text) is not None
+        if canary is None:
+            if mention.search(line.text):
+                malformed += 1
+            continue
+        if canary.run_id != run_id:
             continue
         counts[canary.seq] += 1
         if canary.seq not in first:
             first[canary.seq] = (canary, line)
-            out_of_order += canary.seq < highest
+            if canary.seq < highest:
+                out_of_order += 1
         highest = max(highest, canary.seq)
     written = {seq: canary.written_at for seq, (canary, _) in first.items()}
     missing = tuple(
@@ -206,10 +211,7 @@ def findings(
                 evidence={**_loss_evidence(report), "latency_seconds": latency},
             )
         )
-    slow = report.latency is not None and (
-        report.latency.p95_seconds > rules.delivery_p95_max_seconds
-    )
-    if report.latency is not None and slow:
+    if report.latency is not None and report.latency.p95_seconds > rules.delivery_p95_max_seconds:
         result.append(
             Finding(
                 detector="log_delivery_latency",
@@ -234,18 +236,15 @@ def findings(
 # --- analysis ----------------------------------------------------------------------------
 
 
-def _ranges(seqs: Iterable[int]) -> Iterator[tuple[int, int]]:
+def _ranges(seqs: Iterable[int]) -> list[tuple[int, int]]:
     """Ascending integers as inclusive runs: 1, 2, 3, 7 -> (1, 3), (7, 7)."""
-    start = prev = None
+    runs: list[tuple[int, int]] = []
     for s in seqs:
-        if prev is not None and s == prev + 1:
-            prev = s
-            continue
-        if start is not None and prev is not None:
-            yield start, prev
-        start = prev = s
-    if start is not None and prev is not None:
-        yield start, prev
+        if runs and runs[-1][1] == s - 1:
+            runs[-1] = (runs[-1][0], s)
+        else:
+            runs.append((s, s))
+    return runs
 
 
 def _missing_range(
@@ -265,21 +264,20 @@ def _attribute(
     rotations: Sequence[datetime],
     gaps: Sequence[tuple[datetime, datetime]],
 ) -> tuple[Attribution, ...]:
-    candidates = [("rotation", r, r) for r in rotations] + [("gap", s, e) for s, e in gaps]
-    scored = []
+    candidates: list[tuple[Cause, datetime, datetime]] = [
+        *(("rotation", r, r) for r in rotations),
+        *(("gap", start, end) for start, end in gaps),
+    ]
+    found = []
     for cause, start, end in candidates:
-        # how far the event lies outside [after, before]; <= 0 means they overlap
+        # how far the event lies outside [after, before]; <= 0: they overlap
         distance = max(
             (after - end).total_seconds() if after is not None else -math.inf,
             (start - before).total_seconds() if before is not None else -math.inf,
         )
-        scored.append((max(distance, 0.0), cause, start, end))
-    overlapping = sorted((s for s in scored if s[0] == 0.0), key=lambda s: s[2])
-    chosen = overlapping or sorted(scored, key=lambda s: s[0])[:1]
-    return tuple(
-        Attribution(cause, start, end, overlaps=distance == 0.0, distance_seconds=distance)  # type: ignore[arg-type]
-        for distance, cause, start, end in chosen
-    )
+        found.append(Attribution(cause, start, end, distance <= 0, max(distance, 0.0)))
+    overlapping = sorted((a for a in found if a.overlaps), key=lambda a: a.start)
+    return tuple(overlapping or sorted(found, key=lambda a: a.distance_seconds)[:1])
 
 
 def _latency(firsts: Iterable[tuple[CanaryLine, Delivered]]) -> Latency | None:
@@ -336,7 +334,7 @@ def _loss_summary(report: CanaryReport, pipeline: str) -> str:
 
 def _loss_evidence(report: CanaryReport) -> dict[str, JsonValue]:
     duplicated = _runs_with_counts(report.duplicated)
-    unexpected = list(_ranges(report.unexpected))
+    unexpected = _ranges(report.unexpected)
     return {
         "expected_lines": report.expected,
         "received_lines": report.received,

@@ -94,8 +94,8 @@ class ElasticsearchReader:
                     return lines
                 if not fresh:
                     raise BackendError(
-                        f"{self._index} holds more than {self._page_size} documents at one "
-                        "timestamp: raise the page size"
+                        f"{self._page_size} or more documents share one timestamp in "
+                        f"{self._index}: raise the page size"
                     )
                 page_last = _sort_value(hits[-1])
                 if page_last != last:

@@ -65,7 +65,7 @@ class LokiReader:
                     return lines
                 if not fresh:
                     raise BackendError(
-                        f"Loki holds more than {self._page_limit} entries at one timestamp "
+                        f"{self._page_limit} or more entries share one timestamp "
                         f"({start_ns} ns): raise the page limit"
                     )
                 last_ns = page[-1][1]

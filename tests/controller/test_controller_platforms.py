@@ -68,6 +68,7 @@ class Platform:
     own record of a job's submit and start times, read independently of the backend."""
 
     name: str
+    waiting_reasons: frozenset[str]
     harness: Any
     clock: Clock
     step: Callable[[], object]
@@ -78,6 +79,7 @@ class Platform:
 
 class SlurmPlatform(Platform):
     name = "slurm"
+    waiting_reasons = frozenset({"Resources", "Priority"})
 
     def __init__(self, harness: SlurmHarness) -> None:
         self.harness = harness
@@ -105,6 +107,7 @@ class SlurmPlatform(Platform):
 
 class KubernetesPlatform(Platform):
     name = "kubernetes"
+    waiting_reasons = frozenset({"Unschedulable"})
 
     def __init__(self, harness: KubernetesHarness) -> None:
         self.harness = harness
@@ -216,4 +219,6 @@ def test_a_plan_runs_through_a_window_and_survives_a_restart(platform: Platform,
     # Saturation made some probe wait, and the platform's reason was captured with a duration.
     waited = [r for r in runs if r.pending_reasons and sum(r.pending_reasons.values()) > 0]
     assert waited, "burst and multi-GPU probes on 12 GPUs must make some probe wait"
+    reasons = {reason for r in waited for reason in r.pending_reasons}
+    assert reasons & platform.waiting_reasons, reasons
     store.close()
