@@ -8,6 +8,7 @@ import signal
 import sys
 import threading
 from collections.abc import Sequence
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +43,15 @@ def _parser() -> argparse.ArgumentParser:
         "controller", help="run the controller: probes through windows, scheduler sampling"
     )
     controller.add_argument("--config", type=Path, help="YAML settings file")
+
+    findings = commands.add_parser("findings", help="list stored findings")
+    findings.add_argument("--config", type=Path, help="YAML settings file")
+    findings.add_argument("--open", action="store_true", help="only conditions still open")
+    findings.add_argument(
+        "--since", type=_instant, help="active at or after this ISO-8601 time (UTC if no zone)"
+    )
+    findings.add_argument("--detector", help="only this detector's findings")
+    findings.add_argument("--json", action="store_true", help="one JSON object per line")
 
     db = commands.add_parser("db", help="database administration")
     db.add_argument("--config", type=Path, help="YAML settings file")
@@ -94,6 +104,8 @@ def _dispatch(args: argparse.Namespace, settings: Settings) -> int:
         return _run_until_signalled(settings, "agent")
     if args.command == "controller":
         return _run_until_signalled(settings, "controller")
+    if args.command == "findings":
+        return _findings(args, settings)
     if args.command == "db":
         from observer.storage.store import store_url, upgrade  # noqa: PLC0415 - heavy import
 
@@ -106,6 +118,32 @@ def _dispatch(args: argparse.Namespace, settings: Settings) -> int:
         print("\n".join(all_metric_names()))
         return EXIT_OK
     raise AssertionError(f"unhandled command {args.command}")
+
+
+def _instant(text: str) -> datetime:
+    try:
+        at = datetime.fromisoformat(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an ISO-8601 time: {text!r}") from None
+    return at if at.tzinfo else at.replace(tzinfo=UTC)
+
+
+def _findings(args: argparse.Namespace, settings: Settings) -> int:
+    from observer import codec  # noqa: PLC0415
+    from observer.storage.store import Store, store_url  # noqa: PLC0415
+
+    with Store(store_url(settings.storage.sqlite_path, settings.storage.url)) as store:
+        found = store.findings(open_only=args.open, since=args.since, detector=args.detector)
+    for finding in found:
+        if args.json:
+            print(json.dumps(codec.finding_to_json(finding)))
+        else:
+            state = "open" if finding.is_open else f"closed {finding.closed_at:%Y-%m-%d %H:%M:%S}"
+            print(
+                f"{finding.opened_at:%Y-%m-%d %H:%M:%S}  {finding.severity.value:<8} "
+                f"{finding.detector:<24} {state:<26} {finding.summary}"
+            )
+    return EXIT_OK
 
 
 def _agent_replay(args: argparse.Namespace, settings: Settings) -> int:

@@ -3,11 +3,31 @@ and the controller that reads them back. Keys are stable: other tools depend on 
 
 from __future__ import annotations
 
-from dataclasses import asdict
+from dataclasses import asdict, fields
 from datetime import datetime
 from typing import Any
 
-from observer.domain import Finding, FindingKind, NodeSnapshot, ProbeRun, Severity
+from observer.domain import (
+    AttributedProcess,
+    DriverState,
+    DriverStatus,
+    Finding,
+    FindingKind,
+    GpuCounters,
+    GpuIdentity,
+    GpuProcess,
+    GpuReading,
+    GpuSample,
+    NodeSnapshot,
+    Owner,
+    OwnerKind,
+    OwnerPhase,
+    OwnerState,
+    ProbeRun,
+    ReadError,
+    ReadErrorKind,
+    Severity,
+)
 
 
 def _iso(at: datetime | None) -> str | None:
@@ -117,3 +137,72 @@ def run_to_json(run: ProbeRun) -> dict[str, Any]:
         "message": run.message,
         "pending_reasons": dict(run.pending_reasons),
     }
+
+
+def snapshot_from_json(data: dict[str, Any]) -> NodeSnapshot:
+    """An agent's /v1/snapshot read back (the controller's side of the agent API)."""
+    driver = data["driver"]
+    return NodeSnapshot(
+        node=data["node"],
+        at=datetime.fromisoformat(data["at"]),
+        driver=DriverStatus(
+            DriverState(driver["state"]), driver.get("driver_version"), driver.get("message", "")
+        ),
+        gpus=tuple(
+            GpuReading(
+                index=g["index"],
+                identity=GpuIdentity(**g["identity"]) if g.get("identity") else None,
+                sample=_sample(g.get("sample")),
+                counters=_counters(g.get("counters")),
+                baseline_memory_bytes=g.get("baseline_memory_bytes"),
+            )
+            for g in data["gpus"]
+        ),
+        processes=tuple(
+            AttributedProcess(
+                gpu_index=p["gpu_index"],
+                gpu_uuid=p["gpu_uuid"],
+                pid=p["pid"],
+                used_memory_bytes=p["used_memory_bytes"],
+                exists=p["exists"],
+                command=p["command"],
+                owner=Owner(
+                    OwnerKind(p["owner"]["kind"]), p["owner"]["id"], p["owner"]["container_id"]
+                ),
+                owner_state=OwnerState(
+                    OwnerPhase(p["owner_phase"]),
+                    datetime.fromisoformat(p["owner_ended_at"]) if p["owner_ended_at"] else None,
+                ),
+            )
+            for p in data["processes"]
+        ),
+        findings=tuple(finding_from_json(f) for f in data["findings"]),
+    )
+
+
+def _errors(data: dict[str, Any]) -> tuple[ReadError, ...]:
+    return tuple(
+        ReadError(e["call"], ReadErrorKind(e["kind"]), e["message"]) for e in data["errors"]
+    )
+
+
+def _sample(data: dict[str, Any] | None) -> GpuSample | None:
+    if data is None:
+        return None
+    values: dict[str, Any] = {f.name: data.get(f.name) for f in fields(GpuSample)}
+    values["at"] = datetime.fromisoformat(data["at"])
+    values["errors"] = _errors(data)
+    if data.get("processes") is not None:
+        values["processes"] = tuple(
+            GpuProcess(p["pid"], p["used_memory_bytes"]) for p in data["processes"]
+        )
+    return GpuSample(**values)
+
+
+def _counters(data: dict[str, Any] | None) -> GpuCounters | None:
+    if data is None:
+        return None
+    values: dict[str, Any] = {f.name: data.get(f.name) for f in fields(GpuCounters)}
+    values["at"] = datetime.fromisoformat(data["at"])
+    values["errors"] = _errors(data)
+    return GpuCounters(**values)

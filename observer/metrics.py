@@ -175,6 +175,12 @@ class ControllerMetrics:
             ["operation"],
             registry=registry,
         )
+        self.agent_errors_total = Counter(
+            "observer_agent_read_errors_total",
+            "Failed reads of a node agent's snapshot, by agent.",
+            ["agent"],
+            registry=registry,
+        )
         self.scheduler_last_snapshot_timestamp_seconds = Gauge(
             "observer_scheduler_last_snapshot_timestamp_seconds",
             "Wall time of the last scheduler snapshot that succeeded.",

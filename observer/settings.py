@@ -286,6 +286,19 @@ class ControllerSettings(_Group):
     snapshot_interval_seconds: float = Field(
         30.0, gt=0, description="How often the scheduler's state is sampled and stored."
     )
+    agent_urls: list[str] = Field(
+        default_factory=list, description="Node agents to read, as base URLs (http://host:9400)."
+    )
+    agent_dns_name: str | None = Field(
+        None, description="A name resolving to every agent (the agents' headless Service)."
+    )
+    agent_port: int = Field(9400, ge=1, le=65535, description="Agents' port, with agent_dns_name.")
+    observe_interval_seconds: float = Field(
+        15.0, gt=0, description="How often every agent's snapshot is read and stored."
+    )
+    agent_unreachable_grace_seconds: float = Field(
+        60.0, ge=0, description="An agent unreadable this long is recorded as a blind spot."
+    )
     misfire_grace_seconds: float = Field(
         30.0, gt=0, description="A launch this late (controller busy or paused) is skipped."
     )

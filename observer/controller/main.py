@@ -13,10 +13,12 @@ from prometheus_client import CollectorRegistry
 from observer import codec
 from observer.backends.base import SchedulerBackend
 from observer.clock import Clock, SystemClock
+from observer.controller.observe import FleetObserver
 from observer.controller.runs import Budget, ProbeRunner, Tenant
 from observer.controller.schedule import start_plan
 from observer.controller.service import Controller, PlanEntry
 from observer.errors import ConfigError
+from observer.fleet.http import HttpFleet
 from observer.http import serve
 from observer.logs import get_logger
 from observer.loops import PeriodicLoop
@@ -118,6 +120,9 @@ def run_controller(
     def loop(name: str, interval: float, tick: Any) -> PeriodicLoop:
         return PeriodicLoop(name, interval, tick, clock, stop, metrics.loops)
 
+    fleet = HttpFleet(cfg.agent_urls, cfg.agent_dns_name, cfg.agent_port)
+    observer = FleetObserver(fleet, store, clock, metrics, cfg.agent_unreachable_grace_seconds)
+    observe = loop("fleet", cfg.observe_interval_seconds, observer.observe)
     follow = loop("follow", cfg.follow_interval_seconds, controller.follow)
     sample = loop("scheduler", cfg.snapshot_interval_seconds, controller.sample_scheduler)
     launches = [
@@ -149,14 +154,16 @@ def run_controller(
         on_listening(port)
     follow.start()
     sample.start()
+    observe.start()
     scheduler = start_plan(controller, launches, cfg.timezone, cfg.misfire_grace_seconds)
     stop.wait()
     scheduler.shutdown(wait=False)
-    follow.join(cfg.shutdown_deadline_seconds / 2)
-    sample.join(cfg.shutdown_deadline_seconds / 2)
+    for stopped in (follow, sample, observe):
+        stopped.join(cfg.shutdown_deadline_seconds / 3)
     cancelled = controller.stop()
     _log.info("controller stopped", cancelled_runs=len(cancelled))
     server.shutdown()
     server.server_close()
     controller.backend.close()
+    fleet.close()
     store.close()

@@ -5,7 +5,7 @@ is (advance a ManualClock, let an emulated platform play its part, or wait in re
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
 
@@ -30,7 +30,9 @@ class SteppedSchedule:
         metrics: LoopMetrics,
         follow_interval_seconds: float,
         snapshot_interval_seconds: float,
+        extra: Sequence[tuple[str, float, Callable[[], object]]] = (),
     ) -> None:
+        """`extra`: more periodic tasks as (name, every_seconds, tick), e.g. the fleet reader."""
         self._clock = clock
         never = threading.Event()
 
@@ -45,6 +47,7 @@ class SteppedSchedule:
         ] + [
             due("follow", follow_interval_seconds, controller.follow, 0.0),
             due("scheduler", snapshot_interval_seconds, controller.sample_scheduler, 0.0),
+            *(due(name, every, tick, 0.0) for name, every, tick in extra),
         ]
 
     def run_for(self, seconds: float, step: Callable[[], object] | None = None) -> None:

@@ -1,0 +1,191 @@
+"""The controller reads every agent: their node findings are stored and counted once, their
+GPUs sampled, and an agent it cannot read is recorded as a blind spot, not as health."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import threading
+from datetime import UTC, datetime
+from pathlib import Path
+
+from prometheus_client import CollectorRegistry
+
+from observer.agent.attribution import Attributor
+from observer.agent.main import run_agent
+from observer.agent.sampler import Sampler
+from observer.agent.service import NodeAgent
+from observer.clock import ManualClock
+from observer.controller.observe import FleetObserver
+from observer.domain import NO_OWNER
+from observer.fleet.http import HttpFleet
+from observer.fleet.local import LocalFleet
+from observer.gpu.fake import GIB, FakeGpu, FakeGpuBackend
+from observer.metrics import AgentMetrics, ControllerMetrics
+from observer.ownership.fake import FakeHost
+from observer.settings import NodeLeakSettings, Settings
+from observer.storage.store import Store, upgrade
+
+START = datetime(2026, 11, 30, 9, 0, tzinfo=UTC)
+
+
+class Node:
+    def __init__(self, name: str, clock: ManualClock) -> None:
+        self.gpus = FakeGpuBackend([FakeGpu(f"GPU-{name}-{i}") for i in range(2)], clock)
+        self.host = FakeHost()
+        metrics = AgentMetrics(CollectorRegistry())
+        self.agent = NodeAgent(
+            name,
+            Sampler(self.gpus, clock, metrics, 60),
+            Attributor(self.host, self.host),
+            NodeLeakSettings(grace_seconds=5),
+            clock,
+            metrics,
+        )
+
+
+def _store(tmp_path: Path) -> Store:
+    url = f"sqlite:///{tmp_path / 'observer.db'}"
+    upgrade(url)
+    return Store(url)
+
+
+def test_node_findings_are_stored_once_and_closed_with_the_agent(tmp_path: Path):
+    clock = ManualClock(START)
+    nodes = {name: Node(name, clock) for name in ("n1", "n2")}
+    fleet = LocalFleet({name: node.agent.snapshot for name, node in nodes.items()})
+    store = _store(tmp_path)
+    metrics = ControllerMetrics(CollectorRegistry())
+    observer = FleetObserver(fleet, store, clock, metrics, unreachable_grace_seconds=30)
+
+    nodes["n2"].host.spawn(700, NO_OWNER)  # a process in no pod or job
+    nodes["n2"].gpus.gpus[1].processes[700] = 3 * GIB
+    for _ in range(10):
+        for node in nodes.values():
+            node.agent.tick()
+        observer.observe()
+        clock.advance(1)
+
+    [orphan] = store.findings()
+    assert orphan.detector == "orphan_process"
+    assert orphan.subject == {"node": "n2", "gpu_uuid": "GPU-n2-1", "pid": "700"}
+    assert orphan.is_open
+    total = metrics.findings.total.labels("orphan_process", "warning")._value.get()
+    assert total == 1  # reported on every read, counted once
+    assert len(store.gpu_samples(None, START, clock.now())) == 10 * 4
+
+    nodes["n2"].gpus.gpus[1].processes.clear()
+    nodes["n2"].agent.tick()
+    observer.observe()
+    [closed] = store.findings()
+    assert closed.closed_at is not None
+
+
+def test_an_unreadable_agent_is_a_blind_spot_that_opens_after_grace_and_closes(tmp_path: Path):
+    clock = ManualClock(START)
+    node = Node("n1", clock)
+    fleet = LocalFleet({"n1": node.agent.snapshot})
+    store = _store(tmp_path)
+    observer = FleetObserver(fleet, store, clock, ControllerMetrics(CollectorRegistry()), 30)
+    node.agent.tick()
+    fleet.unreachable.add("n1")
+    for _ in range(31):
+        observer.observe()
+        clock.advance(1)
+    [blind] = store.findings(open_only=True)
+    assert blind.detector == "agent_unreachable"
+    assert blind.severity.value == "critical"
+    fleet.unreachable.clear()
+    observer.observe()
+    assert store.findings(open_only=True) == []
+
+
+def test_a_finding_an_agent_forgot_when_it_restarted_is_closed(tmp_path: Path):
+    clock = ManualClock(START)
+    node = Node("n1", clock)
+    node.host.spawn(700, NO_OWNER)
+    node.gpus.gpus[0].processes[700] = GIB
+    fleet = LocalFleet({"n1": node.agent.snapshot})
+    store = _store(tmp_path)
+    observer = FleetObserver(fleet, store, clock, ControllerMetrics(CollectorRegistry()), 30)
+    for _ in range(7):
+        node.agent.tick()
+        clock.advance(1)
+    observer.observe()
+    assert store.findings(open_only=True)
+
+    restarted = Node("n1", clock)  # the agent restarted: the process is gone too
+    fleet = LocalFleet({"n1": restarted.agent.snapshot})
+    restarted.agent.tick()
+    FleetObserver(fleet, store, clock, ControllerMetrics(CollectorRegistry()), 30).observe()
+    [closed] = store.findings()
+    assert closed.closed_at == clock.now()
+    assert closed.evidence["closed_because"] == "its agent no longer reports it"
+
+
+def test_agents_are_read_over_http_and_listed_by_the_findings_command(
+    tmp_path: Path, h200_trace: Path
+):
+    stop = threading.Event()
+    ports: list[int] = []
+    ready = threading.Event()
+    settings = Settings.model_validate(
+        {
+            "agent": {
+                "node_name": "gpu-7",
+                "gpu_backend": "replay",
+                "replay_trace_dir": h200_trace,
+                "interval_seconds": 0.05,
+                "listen_host": "127.0.0.1",
+                "listen_port": 0,
+            },
+        }
+    )
+    thread = threading.Thread(
+        target=run_agent,
+        args=(settings, stop),
+        kwargs={"on_listening": lambda p: (ports.append(p), ready.set())},
+    )
+    thread.start()
+    store = _store(tmp_path)
+    try:
+        assert ready.wait(10)
+        fleet = HttpFleet([f"http://127.0.0.1:{ports[0]}", "http://127.0.0.1:1"])
+        clock = ManualClock(datetime.now(UTC))
+        observer = FleetObserver(fleet, store, clock, ControllerMetrics(CollectorRegistry()), 0)
+        deadline = 0
+        began = datetime.now(UTC)
+        while not store.gpu_samples("gpu-7", began, datetime.now(UTC)):
+            observer.observe()
+            deadline += 1
+            assert deadline < 100
+            threading.Event().wait(0.05)
+        fleet.close()
+    finally:
+        stop.set()
+        thread.join(5)
+    [blind] = store.findings(open_only=True)
+    assert blind.subject == {"agent": "http://127.0.0.1:1"}
+    store.close()
+
+    config = tmp_path / "c.yaml"
+    config.write_text(f"storage: {{sqlite_path: {tmp_path / 'observer.db'}}}\n")
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "observer.cli",
+            "findings",
+            "--config",
+            str(config),
+            "--open",
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    [line] = [json.loads(x) for x in out.splitlines()]
+    assert line["detector"] == "agent_unreachable"
+    assert line["closed_at"] is None
