@@ -313,9 +313,10 @@ def _percentile(ordered: Sequence[float], p: float) -> float:
 def _loss_summary(report: CanaryReport, pipeline: str) -> str:
     parts = []
     if report.missing:
-        ranges = ", ".join(_seq_span(r.first_seq, r.last_seq) for r in report.missing[:3])
+        shown = report.missing[:3]
+        ranges = ", ".join(_seq_span(r.first_seq, r.last_seq) for r in shown)
         more = f" and {len(report.missing) - 3} more ranges" if len(report.missing) > 3 else ""
-        causes = sorted({_cause_words(a) for r in report.missing for a in r.attributions})
+        causes = sorted({_cause_words(a) for r in shown for a in r.attributions})
         where = f" ({'; '.join(causes)})" if causes else ""
         parts.append(
             f"{report.missing_lines} of {report.expected} lines missing: {ranges}{more}{where}"

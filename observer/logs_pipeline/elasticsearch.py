@@ -35,10 +35,11 @@ class ElasticsearchReader:
         timeout_seconds: float = 10.0,
         headers: Mapping[str, str] | None = None,
     ) -> None:
-        """`index`: an index, alias, data stream or pattern (logs-*). `timestamp_field`: the
-        time documents are filed under (the shipper's). `delivered_field`: an ingest time
-        set by the cluster, e.g. event.ingested from an ingest pipeline, if there is one.
-        `headers`: Authorization (Basic or ApiKey)."""
+        """`index`: an index, alias, data stream or pattern (logs-*). `message_field` must
+        be analysed text: match_phrase on a keyword-only field matches no line.
+        `timestamp_field`: the time documents are filed under (the shipper's).
+        `delivered_field`: an ingest time set by the cluster, e.g. event.ingested from an
+        ingest pipeline, if there is one. `headers`: Authorization (Basic or ApiKey)."""
         self._base_url = base_url
         self._index = index
         self._message_field = message_field

@@ -6,7 +6,12 @@ set -uo pipefail
 D=${LOGS_DIR:-/tmp/observer-logs}
 pidfile=$D/rsyslogd.pid
 
-alive() { local pid; pid=$(cat "$pidfile" 2>/dev/null) && kill -0 "$pid" 2>/dev/null; }
+# running and not a zombie (nothing may reap a daemon's exit in a container)
+alive() {
+  local pid
+  pid=$(cat "$pidfile" 2>/dev/null) && [ -r "/proc/$pid/stat" ] &&
+    [ "$(sed 's/.*) //' "/proc/$pid/stat" | cut -c1)" != Z ]
+}
 if alive; then
   pid=$(cat "$pidfile")
   kill -CONT "$pid"

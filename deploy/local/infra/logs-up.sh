@@ -39,7 +39,12 @@ fi
 mkdir -p "$D/work"
 chmod 755 "$D"
 
-alive() { local pid; pid=$(cat "$pidfile" 2>/dev/null) && kill -0 "$pid" 2>/dev/null; }
+# running and not a zombie (nothing may reap a daemon's exit in a container)
+alive() {
+  local pid
+  pid=$(cat "$pidfile" 2>/dev/null) && [ -r "/proc/$pid/stat" ] &&
+    [ "$(sed 's/.*) //' "/proc/$pid/stat" | cut -c1)" != Z ]
+}
 wait_tcp() {
   for _ in $(seq 1 150); do (exec 3<>/dev/tcp/127.0.0.1/"$1") 2>/dev/null && return 0; sleep 0.1; done
   echo "port $1 did not open" >&2
@@ -83,7 +88,10 @@ if [ "$changed" = 1 ] && alive; then
   kill "$(cat "$pidfile")"
   while alive; do sleep 0.1; done
 fi
-alive || rsyslogd -f "$D/rsyslog.conf" -i "$pidfile"
+if ! alive; then
+  rm -f "$pidfile" # left by a killed rsyslogd: a new one would refuse to start
+  rsyslogd -f "$D/rsyslog.conf" -i "$pidfile"
+fi
 wait_tcp "$port"
 
 echo "log pipeline up in $(elapsed): $D/app.log -> tcp 127.0.0.1:$port -> $D/collected.log"
