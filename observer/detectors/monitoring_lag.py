@@ -37,7 +37,7 @@ GPU_BUSY_LAG = "gpu_busy_lag"
 
 
 class MonitoringLagSettings(BaseModel):
-    """Monitoring-lag rules and the series they watch. Defaults assume the common 15 s scrape
+    """Monitoring-lag rules and the series they watch. Defaults fit the chart's 30 s scrape
     interval: when all is well a value read back is up to one interval old, two after one
     missed scrape; a limit of 3 intervals + 15 s tolerates a second miss and query time
     before calling it lag. For another interval use 3 * interval + 15 s."""
@@ -45,13 +45,13 @@ class MonitoringLagSettings(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     heartbeat_max_lag_seconds: float = Field(
-        60.0, gt=0, description="Oldest the heartbeat may be when read back (3 * 15 s + 15 s)."
+        105.0, gt=0, description="Oldest the heartbeat may be when read back (3 * 30 s + 15 s)."
     )
     series_max_age_seconds: float = Field(
-        60.0, gt=0, description="Oldest the newest sample of a watched series may be."
+        105.0, gt=0, description="Oldest the newest sample of a watched series may be."
     )
     scrape_max_age_seconds: float = Field(
-        60.0, gt=0, description="Longest a target may go without a scrape attempt."
+        105.0, gt=0, description="Longest a target may go without a scrape attempt."
     )
     hold_seconds: float = Field(
         30.0,
@@ -83,10 +83,10 @@ class MonitoringLagSettings(BaseModel):
         0.5, gt=0, le=1, description="Utilisation that counts as busy for the GPU-busy probe."
     )
     busy_lag_max_seconds: float = Field(
-        60.0,
+        75.0,
         gt=0,
-        description="Longest from a GPU-busy probe's start until Prometheus shows the GPU busy "
-        "(agent tick + scrape interval + margin).",
+        description="Longest from a GPU-busy probe's start until Prometheus shows the GPU busy: "
+        "the agent's tick, two 30 s scrape intervals (one may be missed) and 15 s margin.",
     )
 
 

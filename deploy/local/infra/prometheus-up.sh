@@ -72,19 +72,31 @@ scrape_configs:
 EOF
 
 pidfile=$D/run/prometheus.pid
+args=(--config.file="$D/prometheus.yml" --storage.tsdb.path="$D/data"
+  --web.listen-address="127.0.0.1:$port")
+if alive "$pidfile" && [ "$(cat "$D/run/args" 2>/dev/null)" != "${args[*]}" ]; then
+  # another port: the listen address cannot be reloaded, only restarted
+  pid=$(cat "$pidfile")
+  kill -CONT "$pid" && kill "$pid"
+  for _ in $(seq 1 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+fi
 if alive "$pidfile"; then
   # a test that paused it (SIGSTOP) and died before resuming it must not leave it frozen
   kill -CONT "$(cat "$pidfile")"
   [ "$changed" = 1 ] && kill -HUP "$(cat "$pidfile")"
 else
   bin=$(find_binary)
-  nohup "$bin" --config.file="$D/prometheus.yml" --storage.tsdb.path="$D/data" \
-    --web.listen-address="127.0.0.1:$port" >"$D/log/prometheus.log" 2>&1 &
+  nohup "$bin" "${args[@]}" >"$D/log/prometheus.log" 2>&1 &
   echo $! >"$pidfile"
+  echo "${args[*]}" >"$D/run/args"
 fi
 for _ in $(seq 1 150); do
   ready && break
-  alive "$pidfile" || { tail -5 "$D/log/prometheus.log" >&2; exit 1; }
+  if ! alive "$pidfile"; then
+    echo "prometheus exited at start; $D/log/prometheus.log says:" >&2
+    tail -5 "$D/log/prometheus.log" >&2
+    exit 1
+  fi
   sleep 0.1
 done
 ready || { echo "prometheus on $url did not become ready" >&2; exit 1; }
