@@ -1,0 +1,756 @@
+"""Persistent queue unfairness and unexplained waits, from stored probe runs and scheduler
+state.
+
+Per occurrence of a window (Monday's night, Tuesday's night...) and per tenant:
+- the waits of the fairness probes (identical one-GPU jobs every tenant submits at the same
+  moment), each compared with the other tenants' probes of the same launch batch;
+- the GPUs the tenant received against its entitlement, over the queue samples in which it
+  had jobs pending. The entitlement is weighted max-min fair given every tenant's demand
+  (running + pending GPUs): nobody is entitled to more than it asks, and what one tenant
+  does not ask for is shared by the others in proportion to their weights;
+- Jain's fairness index over the tenants' received/entitled ratios.
+
+A tenant is *disadvantaged* in an occurrence when its probes waited longer than the others'
+in most launch batches, or when it received less than its entitlement (within a tolerance)
+while it had jobs pending, unless it *over-asked*: it received its entitlement and still
+wanted more, so its waits are the price of asking beyond its share, not the scheduler's doing.
+
+Rules (each a condition, opened by the tracker):
+- persistent_unfairness: a tenant disadvantaged in at least K of the last M completed
+  occurrences of a window; one bad night is not a finding, a pattern across nights is;
+- unexplained_wait: a pending probe with no reason from the platform, or with a reason the
+  scheduler's own state contradicts, beyond a grace period (see `unexplained_waits`).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import statistics
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, date, datetime, timedelta
+from typing import Protocol
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from observer.domain import (
+    JobPhase,
+    JsonValue,
+    Outcome,
+    ProbeRun,
+    QueueState,
+    RunState,
+    SchedulerNode,
+    SchedulerSnapshot,
+    Severity,
+    Subject,
+    Symptom,
+)
+from observer.probes.windows import Calendar, Window
+
+PERSISTENT_UNFAIRNESS = "persistent_unfairness"
+UNEXPLAINED_WAIT = "unexplained_wait"
+
+# What schedulers answer when they give no reason: Slurm's "None", a controller's "Unknown".
+_NO_REASON = frozenset({"", "none", "unknown"})
+# Reasons that claim the job waits for GPUs to free up: Slurm's, and the Kubernetes scheduler's
+# (pod condition or FailedScheduling event), the latter only when the message names the GPU.
+_RESOURCE_REASONS = frozenset({"Resources"})
+_SCHEDULING_REASONS = frozenset({"Unschedulable", "FailedScheduling"})
+_INSUFFICIENT_GPU = re.compile(r"insufficient\s+\S*gpu", re.IGNORECASE)
+# Reasons that claim the tenant's quota is spent: the simulator's, Slurm's account GrpTRES limit
+# on GPUs, and Kueue's / ResourceQuota's words in a message.
+_QUOTA_REASONS = frozenset({"QuotaExceeded", "AssocGrpGRES"})
+_QUOTA_MESSAGE = re.compile(r"(exceeded|insufficient) quota", re.IGNORECASE)
+# Node states (Slurm's sinfo words, Kubernetes' Ready) of a node in service, and of one that
+# plainly takes new jobs; anything else (drained, down, not responding, cordoned) is neither.
+_IN_SERVICE_STATES = frozenset({"idle", "mixed", "allocated", "completing", "ready"})
+_TAKES_JOBS_STATES = frozenset({"idle", "mixed", "ready"})
+_TAINTED = re.compile(r":(NoSchedule|NoExecute)\b")
+
+
+class FairnessSettings(BaseModel):
+    """Queue fairness and unexplained-wait rules."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    disadvantage_wait_seconds: float = Field(
+        300.0,
+        gt=0,
+        description="A tenant's fairness probe that starts this much later than the other "
+        "tenants' probes of the same launch counts against the scheduler; five minutes is "
+        "more than a scheduling cycle and less than a probe's run time.",
+    )
+    disadvantage_share_tolerance: float = Field(
+        0.2,
+        ge=0,
+        lt=1,
+        description="A tenant with jobs pending that receives less than (1 - this) of its "
+        "entitled GPUs is disadvantaged; one that receives at least that and still asks for "
+        "more is over-asking. Whole GPUs make shares coarse: 3 of an entitled 3.6 is 0.83.",
+    )
+    persistence_k: int = Field(
+        3,
+        gt=0,
+        description="Disadvantaged in at least this many of the last `persistence_m` "
+        "occurrences of a window makes a finding.",
+    )
+    persistence_m: int = Field(
+        5,
+        gt=0,
+        description="How many recent occurrences of a window are weighed. 3 of 5: a pattern "
+        "across most of a working week's nights, while one or two bad nights (a big "
+        "training run, an outage) are not a policy.",
+    )
+    unexplained_wait_grace_seconds: float = Field(
+        120.0,
+        ge=0,
+        description="How long a pending probe may go without a reason, or with a reason the "
+        "scheduler's state contradicts; longer than Slurm's default scheduling cycle (60 s) "
+        "plus a backfill pass (30 s), so a reason not yet refreshed is not a finding.",
+    )
+    batch_gap_seconds: float = Field(
+        10.0,
+        gt=0,
+        description="Fairness probes submitted within this of each other form one launch "
+        "batch; one launch submits every tenant's probe within a second or two.",
+    )
+
+    @model_validator(mode="after")
+    def _k_within_m(self) -> FairnessSettings:
+        if self.persistence_k > self.persistence_m:
+            raise ValueError("persistence_k must not exceed persistence_m")
+        return self
+
+
+# --- window occurrences -------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Occurrence:
+    """One occurrence of a window: [start, end), aware, in the platform's timezone."""
+
+    window: str
+    start: datetime
+    end: datetime
+
+    def __contains__(self, at: datetime) -> bool:
+        return _utc(self.start) <= _utc(at) < _utc(self.end)
+
+
+def occurrence_of(calendar: Calendar, window_name: str, at: datetime) -> Occurrence | None:
+    """The occurrence of the named window that `at` falls in, if any. A window that runs past
+    midnight belongs to the day it started on."""
+    window = _window(calendar, window_name)
+    local = at.astimezone(calendar.timezone)
+    for day in (local.date(), local.date() - timedelta(days=1)):
+        occurrence = _on(calendar, window, day)
+        if occurrence is not None and at in occurrence:
+            return occurrence
+    return None
+
+
+def occurrences(
+    calendar: Calendar, window_name: str, since: datetime, until: datetime
+) -> list[Occurrence]:
+    """Occurrences of the named window lying wholly within [since, until], oldest first: the
+    completed ones, when `until` is now."""
+    window = _window(calendar, window_name)
+    day = since.astimezone(calendar.timezone).date()
+    last = until.astimezone(calendar.timezone).date()
+    found = []
+    while day <= last:
+        occurrence = _on(calendar, window, day)
+        if (
+            occurrence is not None
+            and _utc(since) <= _utc(occurrence.start)
+            and _utc(occurrence.end) <= _utc(until)
+        ):
+            found.append(occurrence)
+        day += timedelta(days=1)
+    return found
+
+
+def _window(calendar: Calendar, name: str) -> Window:
+    for window in calendar.windows:
+        if window.name == name:
+            return window
+    raise KeyError(f"no window named {name!r}")
+
+
+def _on(calendar: Calendar, window: Window, day: date) -> Occurrence | None:
+    if day.weekday() not in window.days:
+        return None
+    start = datetime.combine(day, window.start, tzinfo=calendar.timezone)
+    # A window whose end is not after its start runs into the next day (all day when equal).
+    end_day = day if window.start < window.end else day + timedelta(days=1)
+    end = datetime.combine(end_day, window.end, tzinfo=calendar.timezone)
+    return Occurrence(window.name, start, end)
+
+
+# --- entitlement and fairness index -------------------------------------------------------
+
+
+def entitlements(
+    weights: Mapping[str, float], demand_gpus: Mapping[str, int], capacity_gpus: int
+) -> dict[str, float]:
+    """Weighted max-min fair shares (water-filling) of `capacity_gpus` among the tenants of
+    `demand_gpus`: no tenant is entitled to more than it asks, and capacity one tenant leaves
+    is shared by the others by weight. A tenant without a positive weight is entitled to none."""
+    entitled = dict.fromkeys(demand_gpus, 0.0)
+    active = {t for t, d in demand_gpus.items() if d > 0 and weights.get(t, 0.0) > 0}
+    left = float(max(capacity_gpus, 0))
+    while active and left > 0:
+        total_weight = sum(weights[t] for t in active)
+        share = {t: left * weights[t] / total_weight for t in active}
+        sated = {t for t in active if demand_gpus[t] <= share[t]}
+        if not sated:
+            entitled.update(share)
+            break
+        for tenant in sated:
+            entitled[tenant] = float(demand_gpus[tenant])
+            left -= demand_gpus[tenant]
+        active -= sated
+    return entitled
+
+
+def jain_index(values: Iterable[float]) -> float | None:
+    """Jain's fairness index, (sum x)^2 / (n * sum x^2): 1 when all are equal, 1/n when one
+    tenant has everything. None when there are no values or all are zero."""
+    xs = list(values)
+    squares = sum(x * x for x in xs)
+    if not xs or squares == 0:
+        return None
+    return sum(xs) ** 2 / (len(xs) * squares)
+
+
+def schedulable_gpus(nodes: Iterable[SchedulerNode]) -> int:
+    """GPUs of the nodes in service (not drained, down, unresponsive or cordoned): the
+    capacity tenants share. Tainted nodes count: GPU nodes are commonly tainted for GPU jobs
+    only."""
+    return sum(node.gpus_total for node in nodes if _in_states(node, _IN_SERVICE_STATES))
+
+
+# --- one occurrence ---------------------------------------------------------------------------
+
+
+class QueueSample(Protocol):
+    """One tenant's queue at one sampling instant (storage's StoredQueueSample)."""
+
+    @property
+    def at(self) -> datetime: ...
+    @property
+    def state(self) -> QueueState: ...
+
+
+@dataclass(frozen=True, slots=True)
+class TenantAssessment:
+    """One tenant in one occurrence. Waits are medians over the tenant's fairness probes (a
+    probe that never started counts with the wait it had when it ended or was assessed, a
+    lower bound); shares are means over the queue samples in which the tenant had jobs
+    pending."""
+
+    tenant: str
+    weight: float
+    probes: int
+    unstarted_probes: int
+    median_wait_seconds: float | None
+    mean_wait_seconds: float | None
+    others_median_wait_seconds: float | None  # the other tenants' probes, same batches
+    batches: int  # launch batches with a probe of this tenant and of another
+    longer_wait_batches: int  # of those, where this tenant waited beyond the rule
+    pending_samples: int
+    demand_gpus: float | None
+    received_gpus: float | None
+    entitled_gpus: float | None
+    over_ask: bool
+    disadvantaged: bool
+    reason: str
+
+    @property
+    def share_ratio(self) -> float | None:
+        if self.received_gpus is None or not self.entitled_gpus:
+            return None
+        return self.received_gpus / self.entitled_gpus
+
+
+@dataclass(frozen=True, slots=True)
+class WindowAssessment:
+    occurrence: Occurrence
+    tenants: tuple[TenantAssessment, ...]  # by tenant name
+    batches: int
+    contention_samples: int  # samples in which some tenant had jobs pending
+    fairness_index: float | None  # Jain's, over received/entitled in contention samples
+
+    def tenant(self, name: str) -> TenantAssessment | None:
+        return next((t for t in self.tenants if t.tenant == name), None)
+
+
+def assess_window(
+    occurrence: Occurrence,
+    fairness_runs: Sequence[ProbeRun],
+    queue_samples: Sequence[QueueSample],
+    weights: Mapping[str, float],
+    capacity_gpus: int,
+    rules: FairnessSettings,
+    as_of: datetime | None = None,
+) -> WindowAssessment:
+    """Assess one occurrence from its fairness probe runs and the queue samples taken in it.
+    `capacity_gpus` is the GPUs tenants share (see `schedulable_gpus`); GPUs held by tenants
+    without a weight (other users) are taken off it first, as they are outside the contract.
+    A probe still pending counts as waiting until `as_of` (default: the occurrence's end)."""
+    as_of = as_of or occurrence.end
+    waits = [w for run in fairness_runs if (w := _wait(run, as_of)) is not None]
+    batches = _batches(waits, rules.batch_gap_seconds)
+    samples = _group_samples(queue_samples, weights, capacity_gpus)
+    tenants = sorted({w.tenant for w in waits} | {t for s in samples for t in s.demand})
+    assessed = tuple(
+        _assess_tenant(tenant, weights.get(tenant, 0.0), waits, batches, samples, rules)
+        for tenant in tenants
+    )
+    contention = [s for s in samples if any(s.pending.values())]
+    received = {t: sum(s.running.get(t, 0) for s in contention) for t in tenants}
+    entitled = {t: sum(s.entitled.get(t, 0.0) for s in contention) for t in tenants}
+    return WindowAssessment(
+        occurrence=occurrence,
+        tenants=assessed,
+        batches=len(batches),
+        contention_samples=len(contention),
+        fairness_index=jain_index(received[t] / entitled[t] for t in tenants if entitled[t]),
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class _Wait:
+    tenant: str
+    submitted_at: datetime
+    seconds: float
+    started: bool  # False: a lower bound, the probe never started
+
+
+@dataclass(frozen=True, slots=True)
+class _Sample:
+    demand: Mapping[str, int]
+    running: Mapping[str, int]
+    pending: Mapping[str, int]
+    entitled: Mapping[str, float]
+
+
+def _wait(run: ProbeRun, as_of: datetime) -> _Wait | None:
+    if run.submitted_at is None:
+        return None
+    if run.started_at is not None:
+        seconds, started = (run.started_at - run.submitted_at).total_seconds(), True
+    elif run.state is RunState.PENDING or run.outcome in (Outcome.TIMED_OUT, Outcome.CANCELLED):
+        # It waited at least until it was given up or assessed.
+        end = run.finished_at if run.finished_at is not None else as_of
+        seconds, started = (end - run.submitted_at).total_seconds(), False
+    else:
+        return None  # refused, lost or never confirmed: it never waited in the queue
+    return _Wait(run.tenant, run.submitted_at, max(seconds, 0.0), started)
+
+
+def _batches(waits: Sequence[_Wait], gap_seconds: float) -> list[list[_Wait]]:
+    batches: list[list[_Wait]] = []
+    for wait in sorted(waits, key=lambda w: w.submitted_at):
+        last = batches[-1][-1].submitted_at if batches else None
+        if last is not None and (wait.submitted_at - last).total_seconds() <= gap_seconds:
+            batches[-1].append(wait)
+        else:
+            batches.append([wait])
+    return batches
+
+
+def _group_samples(
+    queue_samples: Sequence[QueueSample], weights: Mapping[str, float], capacity_gpus: int
+) -> list[_Sample]:
+    by_at: dict[datetime, list[QueueState]] = {}
+    for sample in queue_samples:
+        by_at.setdefault(sample.at, []).append(sample.state)
+    samples = []
+    for _, states in sorted(by_at.items()):
+        running: dict[str, int] = {}
+        pending: dict[str, int] = {}
+        for state in states:
+            running[state.tenant] = running.get(state.tenant, 0) + state.running_gpus
+            pending[state.tenant] = pending.get(state.tenant, 0) + state.pending_gpus
+        others = sum(gpus for tenant, gpus in running.items() if tenant not in weights)
+        demand = {t: running[t] + pending[t] for t in running if t in weights}
+        samples.append(
+            _Sample(
+                demand=demand,
+                running={t: running[t] for t in demand},
+                pending={t: pending[t] for t in demand},
+                entitled=entitlements(weights, demand, capacity_gpus - others),
+            )
+        )
+    return samples
+
+
+def _assess_tenant(
+    tenant: str,
+    weight: float,
+    waits: Sequence[_Wait],
+    batches: Sequence[Sequence[_Wait]],
+    samples: Sequence[_Sample],
+    rules: FairnessSettings,
+) -> TenantAssessment:
+    mine = [w.seconds for w in waits if w.tenant == tenant]
+    compared = longer = 0
+    others_medians: list[float] = []
+    for batch in batches:
+        own = [w for w in batch if w.tenant == tenant]
+        others = [w for w in batch if w.tenant != tenant]
+        if not own or not others:
+            continue
+        compared += 1
+        own_low = statistics.median(w.seconds for w in own)
+        # An unstarted probe's wait is a lower bound: for "longer than the others" the others'
+        # waits count as unbounded above, so an unstarted other never makes this tenant late.
+        others_high = statistics.median(w.seconds if w.started else math.inf for w in others)
+        others_medians.append(statistics.median(w.seconds for w in others))
+        if own_low - others_high > rules.disadvantage_wait_seconds:
+            longer += 1
+    pending = [s for s in samples if s.pending.get(tenant, 0) > 0]
+    demand = _mean(s.demand[tenant] for s in pending)
+    received = _mean(s.running[tenant] for s in pending)
+    entitled = _mean(s.entitled[tenant] for s in pending)
+    floor = 1 - rules.disadvantage_share_tolerance
+    short = received is not None and entitled is not None and received < entitled * floor
+    over_ask = (
+        received is not None
+        and entitled is not None
+        and demand is not None
+        and not short
+        and demand > entitled
+    )
+    late = compared > 0 and longer * 2 > compared
+    reasons = []
+    if late:
+        reasons.append(
+            f"waited more than {rules.disadvantage_wait_seconds:g} s longer than the other "
+            f"tenants' probes in {longer} of {compared} launch batches"
+        )
+    if short:
+        reasons.append(
+            f"received {received:.1f} of its entitled {entitled:.1f} GPUs while asking {demand:.1f}"
+        )
+    if over_ask:
+        reasons.append(
+            f"asked for more than its share: received {received:.1f} of its entitled "
+            f"{entitled:.1f} GPUs while asking {demand:.1f}"
+        )
+    return TenantAssessment(
+        tenant=tenant,
+        weight=weight,
+        probes=len(mine),
+        unstarted_probes=sum(1 for w in waits if w.tenant == tenant and not w.started),
+        median_wait_seconds=statistics.median(mine) if mine else None,
+        mean_wait_seconds=statistics.fmean(mine) if mine else None,
+        others_median_wait_seconds=statistics.median(others_medians) if others_medians else None,
+        batches=compared,
+        longer_wait_batches=longer,
+        pending_samples=len(pending),
+        demand_gpus=demand,
+        received_gpus=received,
+        entitled_gpus=entitled,
+        over_ask=over_ask,
+        disadvantaged=(late or short) and not over_ask,
+        reason="; ".join(reasons) or "within its share and waiting no longer than the others",
+    )
+
+
+def _mean(values: Iterable[float]) -> float | None:
+    xs = list(values)
+    return statistics.fmean(xs) if xs else None
+
+
+# --- persistence --------------------------------------------------------------------------
+
+
+def evaluate(assessments: Sequence[WindowAssessment], rules: FairnessSettings) -> list[Symptom]:
+    """persistent_unfairness symptoms from completed occurrences, ordered oldest to newest
+    within each window: a tenant disadvantaged in at least K of the window's last M."""
+    by_window: dict[str, list[WindowAssessment]] = {}
+    for assessment in assessments:
+        by_window.setdefault(assessment.occurrence.window, []).append(assessment)
+    symptoms = []
+    for window, history in sorted(by_window.items()):
+        recent = history[-rules.persistence_m :]
+        tenants = sorted({t.tenant for a in recent for t in a.tenants})
+        for tenant in tenants:
+            symptom = _persistence(window, tenant, recent, rules)
+            if symptom is not None:
+                symptoms.append(symptom)
+    return symptoms
+
+
+def covers(assessments: Sequence[WindowAssessment], detector: str, subject: Subject) -> bool:
+    """Whether an evaluation of these assessments could see a persistent_unfairness condition:
+    only the windows assessed say anything about their conditions."""
+    return detector == PERSISTENT_UNFAIRNESS and subject.get("window") in {
+        a.occurrence.window for a in assessments
+    }
+
+
+def _persistence(
+    window: str, tenant: str, recent: Sequence[WindowAssessment], rules: FairnessSettings
+) -> Symptom | None:
+    k, m = rules.persistence_k, rules.persistence_m
+    views = [(a, a.tenant(tenant)) for a in recent]
+    bad = [a for a, t in views if t is not None and t.disadvantaged]
+    if len(bad) < k:
+        return None
+    everywhere = len(bad) == m
+    return Symptom(
+        detector=PERSISTENT_UNFAIRNESS,
+        subject={"tenant": tenant, "window": window},
+        severity=Severity.CRITICAL if everywhere else Severity.WARNING,
+        summary=f"tenant {tenant} was disadvantaged in {len(bad)} of the last {len(recent)} "
+        f"{window} windows",
+        rule=f"disadvantaged in at least {k} of the last {m} completed occurrences of the "
+        f"window: its fairness probes waited more than {rules.disadvantage_wait_seconds:g} s "
+        f"longer than the other tenants' in most launch batches, or it received less than "
+        f"{1 - rules.disadvantage_share_tolerance:.0%} of its entitled GPUs (weighted max-min "
+        "fair given every tenant's demand) while it had jobs pending; never when it received "
+        "its share and asked for more",
+        evidence={
+            "tenant": tenant,
+            "window": window,
+            "disadvantaged_occurrences": len(bad),
+            "occurrences_weighed": len(recent),
+            "persistence_k": k,
+            "persistence_m": m,
+            "occurrences": [_occurrence_evidence(a, t) for a, t in views],
+        },
+        since=bad[0].occurrence.start,
+    )
+
+
+def _occurrence_evidence(
+    assessment: WindowAssessment, tenant: TenantAssessment | None
+) -> dict[str, JsonValue]:
+    occurrence = assessment.occurrence
+    evidence: dict[str, JsonValue] = {
+        "start": occurrence.start.isoformat(),
+        "end": occurrence.end.isoformat(),
+        "fairness_index": _round(assessment.fairness_index),
+        "launch_batches": assessment.batches,
+        "contention_samples": assessment.contention_samples,
+    }
+    if tenant is None:
+        return {**evidence, "disadvantaged": False, "reason": "no probes and no jobs"}
+    return {
+        **evidence,
+        "disadvantaged": tenant.disadvantaged,
+        "over_ask": tenant.over_ask,
+        "reason": tenant.reason,
+        "probes": tenant.probes,
+        "unstarted_probes": tenant.unstarted_probes,
+        "median_wait_seconds": _round(tenant.median_wait_seconds),
+        "others_median_wait_seconds": _round(tenant.others_median_wait_seconds),
+        "longer_wait_batches": tenant.longer_wait_batches,
+        "compared_batches": tenant.batches,
+        "pending_samples": tenant.pending_samples,
+        "demand_gpus": _round(tenant.demand_gpus),
+        "received_gpus": _round(tenant.received_gpus),
+        "entitled_gpus": _round(tenant.entitled_gpus),
+        "share_ratio": _round(tenant.share_ratio),
+    }
+
+
+def _round(value: float | None) -> float | None:
+    return None if value is None else round(value, 2)
+
+
+# --- unexplained waits ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class PendingJob:
+    """A job waiting in the queue, with the platform's reason and how long it has given it
+    (None: unknown, the tracker counts from first sight)."""
+
+    job_id: str
+    run_id: str | None
+    tenant: str
+    queue: str | None
+    reason: str | None
+    message: str | None
+    reason_seconds: float | None
+    gpus: int
+    gpus_per_node: int
+    nodes: int
+
+
+def pending_probe(run: ProbeRun) -> PendingJob | None:
+    """A probe run as a PendingJob, if the platform holds it pending. The reason's duration is
+    what the runner recorded for it (all stretches together; 'Unknown' for no reason)."""
+    if run.state is not RunState.PENDING or run.job_id is None:
+        return None
+    nodes = max(run.nodes, 1)
+    return PendingJob(
+        job_id=run.job_id,
+        run_id=run.run_id,
+        tenant=run.tenant,
+        queue=run.queue,
+        reason=run.reason,
+        message=run.message,
+        reason_seconds=run.pending_reasons.get(run.reason or "Unknown"),
+        gpus=run.gpus,
+        gpus_per_node=-(-run.gpus // nodes),
+        nodes=nodes,
+    )
+
+
+def any_node(job: PendingJob, node: SchedulerNode) -> bool:
+    return True
+
+
+def slurm_partition(job: PendingJob, node: SchedulerNode) -> bool:
+    """Whether the node is in the job's partition (the Slurm backend's pool lists them)."""
+    return job.queue is None or job.queue in (node.pool or "").split(",")
+
+
+def unexplained_waits(
+    job: PendingJob,
+    snapshot: SchedulerSnapshot,
+    rules: FairnessSettings,
+    quotas: Mapping[str, int] | None = None,
+    eligible: Callable[[PendingJob, SchedulerNode], bool] = any_node,
+) -> list[Symptom]:
+    """unexplained_wait symptoms for one pending job against the scheduler's state; each
+    holds for the grace period before the tracker opens it.
+
+    Checked, because the snapshot can settle them:
+    - no reason at all (none, empty, 'None', 'Unknown');
+    - a GPU-shortage reason ('Resources'; 'Unschedulable'/'FailedScheduling' whose message
+      says insufficient GPUs) while enough schedulable nodes `eligible` for the job each have
+      the job's GPUs per node free;
+    - 'Priority' while no other job is pending anywhere: nothing can be ahead of it;
+    - a quota reason while the tenant's running GPUs plus this job's stay within its quota.
+    Not checked, as the snapshot cannot settle them: CPUs or memory short on a node with free
+    GPUs, taints and selectors beyond what node states and reasons show, which job really has
+    the higher priority, jobs hidden by the platform (Slurm PrivateData), reservations,
+    dependencies, holds and image pulls; those reasons are taken at the platform's word."""
+    symptoms = []
+    reason = job.reason
+    who = f"probe run {job.run_id}" if job.run_id else f"job {job.job_id}"
+    base: dict[str, JsonValue] = {
+        "job_id": job.job_id,
+        "run_id": job.run_id,
+        "tenant": job.tenant,
+        "queue": job.queue,
+        "reason": reason,
+        "message": job.message,
+        "reason_seconds": job.reason_seconds,
+        "gpus": job.gpus,
+        "gpus_per_node": job.gpus_per_node,
+        "nodes": job.nodes,
+    }
+    grace = rules.unexplained_wait_grace_seconds
+
+    def symptom(kind: str, summary: str, rule: str, evidence: Mapping[str, JsonValue]) -> Symptom:
+        since = None
+        if kind == "no_reason" and job.reason_seconds is not None:
+            since = snapshot.at - timedelta(seconds=job.reason_seconds)
+        return Symptom(
+            detector=UNEXPLAINED_WAIT,
+            subject={"run_id": job.run_id or job.job_id, "tenant": job.tenant},
+            severity=Severity.WARNING,
+            summary=summary,
+            rule=rule,
+            evidence={**base, "kind": kind, **evidence},
+            hold_seconds=grace,
+            since=since,
+        )
+
+    if (reason or "").strip().lower() in _NO_REASON:
+        symptoms.append(
+            symptom(
+                "no_reason",
+                f"{who} of {job.tenant} is pending and the platform gives no reason",
+                f"pending with no reason from the platform for {grace:g} s",
+                {},
+            )
+        )
+        return symptoms
+    if _claims_gpu_shortage(job):
+        free = [
+            node
+            for node in snapshot.nodes
+            if _in_states(node, _TAKES_JOBS_STATES)
+            # A tainted node may or may not take the probe: never counted as free for it.
+            and not _TAINTED.search(node.reason or "")
+            and eligible(job, node)
+            and node.gpus_total - node.gpus_allocated >= job.gpus_per_node
+        ]
+        if len(free) >= job.nodes:
+            symptoms.append(
+                symptom(
+                    "reason_contradicted",
+                    f"{who} of {job.tenant} waits for '{reason}' while {len(free)} schedulable "
+                    f"node(s) have {job.gpus_per_node} GPU(s) free",
+                    f"the reason claims no GPUs while at least {job.nodes} schedulable node(s) "
+                    f"each have the job's {job.gpus_per_node} GPU(s) free, for {grace:g} s",
+                    {"free_nodes": [_node_evidence(node) for node in free]},
+                )
+            )
+    elif reason == "Priority":
+        others = [
+            j for j in snapshot.jobs if j.job_id != job.job_id and j.phase is JobPhase.PENDING
+        ]
+        if not others:
+            symptoms.append(
+                symptom(
+                    "reason_contradicted",
+                    f"{who} of {job.tenant} waits for 'Priority' while no other job is pending",
+                    f"the reason claims jobs ahead while no other job is pending, for {grace:g} s",
+                    {"other_pending_jobs": 0},
+                )
+            )
+    elif _claims_quota(job) and quotas is not None and job.tenant in quotas:
+        quota = quotas[job.tenant]
+        held = sum(q.running_gpus for q in snapshot.queues if q.tenant == job.tenant)
+        if held + job.gpus <= quota:
+            symptoms.append(
+                symptom(
+                    "reason_contradicted",
+                    f"{who} of {job.tenant} waits for its quota ('{reason}') while the tenant "
+                    f"holds {held} of its {quota} GPUs",
+                    f"the reason claims the quota is spent while the tenant's running GPUs plus "
+                    f"the job's stay within its quota, for {grace:g} s",
+                    {"tenant_running_gpus": held, "quota_gpus": quota},
+                )
+            )
+    return symptoms
+
+
+def _claims_gpu_shortage(job: PendingJob) -> bool:
+    if job.reason in _RESOURCE_REASONS:
+        return True
+    text = f"{job.reason} {job.message or ''}"
+    return job.reason in _SCHEDULING_REASONS and bool(_INSUFFICIENT_GPU.search(text))
+
+
+def _claims_quota(job: PendingJob) -> bool:
+    return job.reason in _QUOTA_REASONS or bool(_QUOTA_MESSAGE.search(job.message or ""))
+
+
+def _in_states(node: SchedulerNode, allowed: frozenset[str]) -> bool:
+    return {part.strip().lower() for part in node.state.split(",")} <= allowed
+
+
+def _node_evidence(node: SchedulerNode) -> dict[str, JsonValue]:
+    return {
+        "node": node.name,
+        "state": node.state,
+        "gpus_total": node.gpus_total,
+        "gpus_free": node.gpus_total - node.gpus_allocated,
+    }
+
+
+def _utc(at: datetime) -> datetime:
+    # Same-zone comparisons of aware datetimes compare wall times; UTC compares instants.
+    return at.astimezone(UTC)

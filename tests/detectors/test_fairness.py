@@ -1,0 +1,553 @@
+"""Queue fairness, per window occurrence and across them: entitlements are weighted max-min
+fair given demand; a tenant is disadvantaged when it waits longer than the others or gets
+less than its entitlement, never when it asked for more than its share; one bad night is not
+a finding, K of the last M are. A pending probe with no reason, or with a reason the
+scheduler's own state contradicts, is an unexplained wait."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime, time, timedelta
+from zoneinfo import ZoneInfo
+
+import pytest
+
+from observer.detectors.conditions import ConditionTracker
+from observer.detectors.fairness import (
+    FairnessSettings,
+    Occurrence,
+    PendingJob,
+    WindowAssessment,
+    assess_window,
+    covers,
+    entitlements,
+    evaluate,
+    jain_index,
+    occurrence_of,
+    occurrences,
+    pending_probe,
+    schedulable_gpus,
+    slurm_partition,
+    unexplained_waits,
+)
+from observer.domain import (
+    Expectation,
+    JobPhase,
+    JobStatus,
+    Outcome,
+    ProbeRun,
+    QueueState,
+    RunState,
+    SchedulerNode,
+    SchedulerSnapshot,
+    Severity,
+)
+from observer.probes.windows import Calendar, Window, parse_days
+
+SHANGHAI = ZoneInfo("Asia/Shanghai")
+NIGHT = Window("night", parse_days("*"), time(22), time(6))
+FRIDAY_NIGHT = Window("friday-night", parse_days("fri"), time(22), time(2))
+WEEKEND = Window("weekend", parse_days("sat,sun"), time(0), time(0))
+CALENDAR = Calendar(SHANGHAI, [NIGHT, FRIDAY_NIGHT, WEEKEND])
+WEIGHTS = {"research": 0.7, "prod": 0.3}
+RULES = FairnessSettings()
+MONDAY_NIGHT = Occurrence(
+    "night",
+    datetime(2026, 11, 30, 22, 0, tzinfo=SHANGHAI),
+    datetime(2026, 12, 1, 6, 0, tzinfo=SHANGHAI),
+)
+
+
+def local(*args: int) -> datetime:
+    return datetime(*args, tzinfo=SHANGHAI)
+
+
+# --- window occurrences --------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("window", "at", "start", "end"),
+    [
+        ("night", local(2026, 11, 30, 23, 0), local(2026, 11, 30, 22), local(2026, 12, 1, 6)),
+        # after midnight the night still belongs to the evening it began on
+        ("night", local(2026, 12, 1, 5, 59), local(2026, 11, 30, 22), local(2026, 12, 1, 6)),
+        ("night", local(2026, 12, 1, 6, 0), None, None),  # the end is not in it
+        ("friday-night", local(2026, 12, 5, 1, 0), local(2026, 12, 4, 22), local(2026, 12, 5, 2)),
+        ("friday-night", local(2026, 12, 6, 1, 0), None, None),  # Saturday night is not Friday's
+        ("weekend", local(2026, 12, 6, 23, 59), local(2026, 12, 6, 0), local(2026, 12, 7, 0)),
+    ],
+)
+def test_an_instant_belongs_to_one_occurrence_of_a_window_in_the_platforms_timezone(
+    window: str, at: datetime, start: datetime | None, end: datetime | None
+):
+    found = occurrence_of(CALENDAR, window, at.astimezone(UTC))
+    if start is None:
+        assert found is None
+    else:
+        assert found == Occurrence(window, start, end)
+
+
+def test_completed_occurrences_are_those_wholly_in_the_span_oldest_first():
+    found = occurrences(CALENDAR, "night", local(2026, 11, 30, 12), local(2026, 12, 3, 3))
+    assert [o.start for o in found] == [local(2026, 11, 30, 22), local(2026, 12, 1, 22)]
+    # Wednesday's night has begun and not ended: not complete yet
+
+
+def test_an_unknown_window_is_an_error():
+    with pytest.raises(KeyError, match="peak"):
+        occurrence_of(CALENDAR, "peak", local(2026, 11, 30, 23))
+
+
+# --- entitlements ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("demand", "capacity", "expected"),
+    [
+        # both ask for everything: shares by weight
+        ({"research": 12, "prod": 12}, 12, {"research": 8.4, "prod": 3.6}),
+        # prod asks for less than its share: research may use what prod leaves
+        ({"research": 12, "prod": 2}, 12, {"research": 10.0, "prod": 2.0}),
+        # research asks for little: prod is entitled to the rest, beyond its weight
+        ({"research": 1, "prod": 20}, 12, {"research": 1.0, "prod": 11.0}),
+        # nobody is entitled to more than it asks, even with capacity to spare
+        ({"research": 3, "prod": 2}, 12, {"research": 3.0, "prod": 2.0}),
+        ({"research": 0, "prod": 5}, 12, {"research": 0.0, "prod": 5.0}),
+        ({"research": 5, "prod": 5}, 0, {"research": 0.0, "prod": 0.0}),
+    ],
+)
+def test_entitlements_are_weighted_max_min_fair_given_demand(
+    demand: dict[str, int], capacity: int, expected: dict[str, float]
+):
+    assert entitlements(WEIGHTS, demand, capacity) == pytest.approx(expected)
+
+
+def test_water_filling_hands_what_a_small_tenant_leaves_to_the_others_by_weight():
+    weights = {"a": 1.0, "b": 1.0, "c": 2.0}
+    # equal split by weight would be a=3, b=3, c=6; a asks 1, so 11 is shared 1:2 by b and c,
+    # and b's 3.67 is more than b's 3: b is sated, c gets the rest
+    assert entitlements(weights, {"a": 1, "b": 3, "c": 20}, 12) == pytest.approx(
+        {"a": 1.0, "b": 3.0, "c": 8.0}
+    )
+
+
+def test_a_tenant_without_a_weight_is_entitled_to_nothing():
+    assert entitlements(WEIGHTS, {"research": 4, "other": 4}, 4) == {"research": 4.0, "other": 0}
+
+
+@pytest.mark.parametrize(
+    ("ratios", "index"),
+    [([1.0, 1.0], 1.0), ([1.0, 0.0], 0.5), ([2.0, 1.0, 1.0], 16 / 18), ([], None), ([0.0], None)],
+)
+def test_jains_index_is_one_when_equal_and_one_over_n_when_one_has_everything(
+    ratios: list[float], index: float | None
+):
+    assert jain_index(ratios) == (pytest.approx(index) if index is not None else None)
+
+
+def test_capacity_is_the_gpus_of_nodes_in_service():
+    nodes = [
+        SchedulerNode("n1", "gpu", 4, 4, "allocated"),
+        SchedulerNode("n2", "gpu", 4, 1, "mixed"),
+        SchedulerNode("n3", "gpu", 4, 0, "drained", "bad gpu"),
+        SchedulerNode("n4", "gpu", 4, 0, "idle*"),  # not responding
+        SchedulerNode("k1", "h200", 8, 0, "Ready,SchedulingDisabled", "cordoned"),
+        SchedulerNode("k2", "h200", 8, 2, "Ready"),
+        SchedulerNode("k3", "h200", 8, 0, "Ready", "taint nvidia.com/gpu=present:NoSchedule"),
+    ]
+    assert schedulable_gpus(nodes) == 4 + 4 + 8 + 8
+
+
+# --- one occurrence ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Sample:
+    at: datetime
+    state: QueueState
+
+
+def probe(tenant: str, submitted: datetime, wait: float | None, n: int = 0) -> ProbeRun:
+    started = submitted + timedelta(seconds=wait) if wait is not None else None
+    return ProbeRun(
+        run_id=f"{tenant}-{submitted:%H%M}-{n}",
+        probe="fairness",
+        tenant=tenant,
+        queue=None,
+        window="night",
+        expectation=Expectation.SUCCEED,
+        gpus=1,
+        nodes=1,
+        state=RunState.DONE if started else RunState.PENDING,
+        job_id=f"job-{tenant}-{submitted:%H%M}",
+        submitted_at=submitted,
+        started_at=started,
+        finished_at=started + timedelta(minutes=2) if started else None,
+        outcome=Outcome.PASSED if started else None,
+    )
+
+
+def batches(waits: dict[str, list[float | None]], every_minutes: int = 30) -> list[ProbeRun]:
+    """Fairness launches through Monday night: every tenant's probe at the same moment."""
+    runs = []
+    for tenant, tenant_waits in waits.items():
+        for i, wait in enumerate(tenant_waits):
+            runs.append(
+                probe(tenant, MONDAY_NIGHT.start + timedelta(minutes=every_minutes * i), wait)
+            )
+    return runs
+
+
+def samples(*shape: tuple[int, int, int, int], every_seconds: int = 60) -> list[Sample]:
+    """Queue samples: (research running, research pending, prod running, prod pending) GPUs."""
+    out = []
+    for i, (r_run, r_pend, p_run, p_pend) in enumerate(shape):
+        at = MONDAY_NIGHT.start + timedelta(seconds=every_seconds * i)
+        out += [
+            Sample(at, QueueState("research", None, r_pend, r_pend, r_run, r_run, 0.0)),
+            Sample(at, QueueState("prod", None, p_pend, p_pend, p_run, p_run, 0.0)),
+        ]
+    return out
+
+
+def assess(runs: list[ProbeRun], queue: list[Sample], capacity: int = 12) -> WindowAssessment:
+    return assess_window(MONDAY_NIGHT, runs, queue, WEIGHTS, capacity, RULES)
+
+
+def test_a_tenant_held_below_its_entitlement_while_asking_is_disadvantaged():
+    # prod is favoured: it holds 10 GPUs, research 2 of its entitled 8.4 while asking 10
+    queue = samples(*[(2, 8, 10, 5)] * 10)
+    result = assess(batches({"research": [1800, 1700], "prod": [10, 20]}), queue)
+    research, prod = result.tenant("research"), result.tenant("prod")
+    assert research.disadvantaged and not research.over_ask
+    assert research.received_gpus == 2 and research.entitled_gpus == pytest.approx(8.4)
+    assert "received 2.0 of its entitled 8.4 GPUs while asking 10.0" in research.reason
+    assert "longer than the other tenants' probes in 2 of 2 launch batches" in research.reason
+    assert not prod.disadvantaged and prod.over_ask  # it asked beyond its share and got it
+    assert result.fairness_index == pytest.approx(jain_index([2 / 8.4, 10 / 3.6]))
+
+
+def test_a_tenant_that_asks_for_more_than_its_share_is_not_disadvantaged_by_its_waits():
+    # research holds its share of 8 and asks for 20: its probes wait behind its own backlog
+    queue = samples(*[(8, 12, 4, 0)] * 10)
+    result = assess(batches({"research": [1500, 1600, 1400], "prod": [5, 8, 3]}), queue)
+    research = result.tenant("research")
+    assert research.longer_wait_batches == 3
+    assert research.over_ask
+    assert not research.disadvantaged
+    assert (
+        "asked for more than its share: received 8.0 of its entitled 8.4 GPUs while asking 20.0"
+        in research.reason
+    )
+
+
+def test_waiting_longer_than_the_others_is_disadvantage_when_the_share_is_not_known():
+    # the probes waited long but between samples: no sample saw research pending
+    result = assess(batches({"research": [900, 800], "prod": [10, 5]}), samples((6, 0, 3, 0)))
+    research = result.tenant("research")
+    assert research.pending_samples == 0 and research.received_gpus is None
+    assert research.disadvantaged
+    assert research.others_median_wait_seconds == pytest.approx(7.5)
+
+
+def test_waits_are_compared_within_launch_batches_only():
+    # research's slow probes ran at quiet times when prod launched nothing
+    runs = batches({"research": [10, 900, 900]}, every_minutes=60) + batches({"prod": [5]})
+    result = assess(runs, samples((6, 0, 3, 0)))
+    research = result.tenant("research")
+    assert (research.batches, research.longer_wait_batches) == (1, 0)
+    assert not research.disadvantaged
+    assert result.batches == 3
+
+
+def test_a_probe_that_never_started_waited_at_least_until_the_assessment():
+    # research's probe never started; the occurrence ended 8 hours after it was submitted
+    result = assess(batches({"research": [None], "prod": [30]}), samples((0, 1, 12, 0)))
+    research = result.tenant("research")
+    assert research.unstarted_probes == 1
+    assert research.median_wait_seconds == 8 * 3600
+    assert research.disadvantaged
+
+
+def test_an_unstarted_probe_of_the_others_never_makes_a_tenant_late():
+    result = assess(batches({"research": [600], "prod": [None]}), samples((6, 0, 3, 0)))
+    assert result.tenant("research").longer_wait_batches == 0
+
+
+def test_gpus_of_tenants_outside_the_contract_are_taken_off_the_capacity():
+    queue = [
+        *samples((4, 4, 4, 4)),
+        Sample(MONDAY_NIGHT.start, QueueState("someone-else", None, 0, 0, 4, 4, 0.0)),
+    ]
+    result = assess([], queue)
+    # 8 GPUs left for research and prod: 5.6 and 2.4; prod holds 4 and research 4 of 5.6
+    assert result.tenant("research").entitled_gpus == pytest.approx(5.6)
+    assert result.tenant("someone-else") is None
+
+
+def test_a_fair_night_gives_a_fairness_index_near_one():
+    queue = samples(*[(8, 4, 4, 2), (9, 3, 3, 3)] * 5)
+    result = assess(batches({"research": [200, 300], "prod": [250, 240]}), queue)
+    assert not any(t.disadvantaged for t in result.tenants)
+    assert result.fairness_index > 0.95
+    assert result.contention_samples == 10
+
+
+# --- persistence ---------------------------------------------------------------------------
+
+
+def night(day: int, research_disadvantaged: bool, window: str = "night") -> WindowAssessment:
+    start = local(2026, 11, 30, 22) + timedelta(days=day)
+    occurrence = Occurrence(window, start, start + timedelta(hours=8))
+    queue = [
+        replace(s, at=s.at + timedelta(days=day))
+        for s in samples(*[(2, 8, 10, 5) if research_disadvantaged else (8, 4, 4, 2)] * 4)
+    ]
+    return assess_window(occurrence, [], queue, WEIGHTS, 12, RULES)
+
+
+def test_one_bad_night_is_not_persistent_unfairness():
+    assert evaluate([night(0, False), night(1, True), night(2, False)], RULES) == []
+
+
+def test_fewer_than_k_occurrences_are_never_a_finding():
+    assert evaluate([night(0, True), night(1, True)], RULES) == []
+
+
+def test_disadvantaged_in_k_of_the_last_m_nights_is_persistent_unfairness():
+    history = [night(0, True), night(1, False), night(2, True), night(3, False), night(4, True)]
+    [symptom] = evaluate(history, RULES)
+    assert symptom.detector == "persistent_unfairness"
+    assert symptom.subject == {"tenant": "research", "window": "night"}
+    assert symptom.severity is Severity.WARNING
+    assert symptom.since == history[0].occurrence.start
+    evidence = symptom.evidence
+    assert (evidence["disadvantaged_occurrences"], evidence["occurrences_weighed"]) == (3, 5)
+    assert [o["disadvantaged"] for o in evidence["occurrences"]] == [
+        True,
+        False,
+        True,
+        False,
+        True,
+    ]
+    first = evidence["occurrences"][0]
+    assert (first["received_gpus"], first["entitled_gpus"], first["demand_gpus"]) == (
+        2.0,
+        8.4,
+        10.0,
+    )
+    assert "at least 3 of the last 5" in symptom.rule
+
+
+def test_only_the_last_m_occurrences_are_weighed():
+    old_bad = [night(0, True), night(1, True), night(2, True)]
+    recent_good = [night(d, False) for d in range(3, 6)]
+    assert evaluate(old_bad + recent_good, RULES) == []
+
+
+def test_disadvantaged_in_all_of_the_last_m_is_critical():
+    [symptom] = evaluate([night(d, True) for d in range(5)], RULES)
+    assert symptom.severity is Severity.CRITICAL
+
+
+def test_each_window_is_weighed_on_its_own():
+    mixed = [night(d, True, window) for d in range(2) for window in ("night", "weekend")]
+    assert evaluate(mixed, RULES) == []
+
+
+def test_the_condition_closes_when_the_pattern_is_gone_from_an_evaluation_of_its_window():
+    tracker = ConditionTracker()
+    history = [night(d, True) for d in range(3)]
+    now = history[-1].occurrence.end
+    [opened] = tracker.update(evaluate(history, RULES), now, lambda d, s: covers(history, d, s))
+    assert opened.is_open
+    # a weekend evaluation says nothing about the night's condition
+    weekend = [night(3, False, "weekend")]
+    assert tracker.update(evaluate(weekend, RULES), now, lambda d, s: covers(weekend, d, s)) == []
+    history += [night(d, False) for d in range(3, 6)]
+    [closed] = tracker.update(evaluate(history, RULES), now, lambda d, s: covers(history, d, s))
+    assert closed.key == opened.key and not closed.is_open
+
+
+def test_k_may_not_exceed_m():
+    with pytest.raises(ValueError, match="persistence_k"):
+        FairnessSettings(persistence_k=4, persistence_m=3)
+
+
+# --- unexplained waits ---------------------------------------------------------------------
+
+T0 = datetime(2026, 11, 30, 14, 0, tzinfo=UTC)
+
+
+def pending(
+    reason: str | None,
+    message: str | None = None,
+    *,
+    gpus_per_node: int = 1,
+    nodes: int = 1,
+    tenant: str = "research",
+    seconds: float | None = None,
+) -> PendingJob:
+    return PendingJob(
+        job_id="4242",
+        run_id="run-1",
+        tenant=tenant,
+        queue="gpu",
+        reason=reason,
+        message=message,
+        reason_seconds=seconds,
+        gpus=gpus_per_node * nodes,
+        gpus_per_node=gpus_per_node,
+        nodes=nodes,
+    )
+
+
+def snapshot(
+    *nodes: SchedulerNode, jobs: tuple[JobStatus, ...] = (), queues: tuple[QueueState, ...] = ()
+) -> SchedulerSnapshot:
+    return SchedulerSnapshot(at=T0, queues=queues, nodes=nodes, jobs=jobs)
+
+
+FULL = (SchedulerNode("n1", "gpu", 4, 4, "allocated"), SchedulerNode("n2", "gpu", 4, 4, "mixed"))
+ONE_FREE = (
+    SchedulerNode("n1", "gpu", 4, 4, "allocated"),
+    SchedulerNode("n2", "gpu", 4, 3, "mixed"),
+)
+
+
+def job(job_id: str, phase: JobPhase, tenant: str = "prod") -> JobStatus:
+    return JobStatus(job_id, None, tenant, "gpu", phase, 1, reason="Priority")
+
+
+@pytest.mark.parametrize("reason", [None, "", "None", "Unknown"])
+def test_a_probe_pending_with_no_reason_is_an_unexplained_wait(reason: str | None):
+    [symptom] = unexplained_waits(pending(reason, seconds=300), snapshot(*FULL), RULES)
+    assert symptom.detector == "unexplained_wait"
+    assert symptom.subject == {"run_id": "run-1", "tenant": "research"}
+    assert symptom.evidence["kind"] == "no_reason"
+    assert symptom.hold_seconds == RULES.unexplained_wait_grace_seconds
+    assert symptom.since == T0 - timedelta(seconds=300)  # as long as the runner has recorded
+
+
+def test_no_reason_opens_only_after_the_grace_period():
+    tracker = ConditionTracker()
+    job_ = pending(None)
+    for seconds in (0, 60, 119):
+        now = T0 + timedelta(seconds=seconds)
+        snap = replace(snapshot(*FULL), at=now)
+        assert tracker.update(unexplained_waits(job_, snap, RULES), now) == []
+    now = T0 + timedelta(seconds=120)
+    [opened] = tracker.update(unexplained_waits(job_, replace(snapshot(*FULL), at=now), RULES), now)
+    assert opened.detector == "unexplained_wait"
+
+
+def test_resources_while_a_schedulable_node_has_the_gpus_free_is_unexplained():
+    [symptom] = unexplained_waits(pending("Resources"), snapshot(*ONE_FREE), RULES)
+    assert symptom.evidence["kind"] == "reason_contradicted"
+    assert symptom.evidence["free_nodes"] == [
+        {"node": "n2", "state": "mixed", "gpus_total": 4, "gpus_free": 1}
+    ]
+    assert "waits for 'Resources' while 1 schedulable node(s) have 1 GPU(s) free" in (
+        symptom.summary
+    )
+
+
+def test_resources_with_no_free_gpus_is_explained():
+    assert unexplained_waits(pending("Resources"), snapshot(*FULL), RULES) == []
+
+
+@pytest.mark.parametrize(
+    "node",
+    [
+        SchedulerNode("n3", "gpu", 4, 0, "drained", "bad gpu"),
+        SchedulerNode("n3", "gpu", 4, 0, "down*"),
+        SchedulerNode("n3", "gpu", 4, 0, "Ready,SchedulingDisabled", "cordoned"),
+        SchedulerNode("n3", "gpu", 4, 0, "Ready", "taint nvidia.com/gpu=bad:NoSchedule"),
+        SchedulerNode("n3", "gpu", 4, 2, "allocated"),  # its CPUs are taken
+    ],
+)
+def test_free_gpus_on_a_node_that_takes_no_jobs_explain_a_resources_wait(node: SchedulerNode):
+    assert unexplained_waits(pending("Resources"), snapshot(*FULL, node), RULES) == []
+
+
+def test_free_gpus_must_fit_the_jobs_shape():
+    # 1 GPU free on each of two nodes does not host a 2-GPU-per-node job, nor a 2-node one
+    # needing 2 GPUs on each
+    spread = (SchedulerNode("n1", "gpu", 4, 3, "mixed"), SchedulerNode("n2", "gpu", 4, 3, "mixed"))
+    assert unexplained_waits(pending("Resources", gpus_per_node=2), snapshot(*spread), RULES) == []
+    two_free = (
+        SchedulerNode("n1", "gpu", 4, 2, "mixed"),
+        SchedulerNode("n2", "gpu", 4, 4, "mixed"),
+    )
+    assert (
+        unexplained_waits(
+            pending("Resources", gpus_per_node=2, nodes=2), snapshot(*two_free), RULES
+        )
+        == []
+    )
+
+
+def test_only_nodes_the_job_may_use_count():
+    other_partition = SchedulerNode("d1", "debug", 4, 0, "idle")
+    job_ = pending("Resources")
+    assert (
+        unexplained_waits(job_, snapshot(*FULL, other_partition), RULES, eligible=slurm_partition)
+        == []
+    )
+    assert unexplained_waits(job_, snapshot(*FULL, other_partition), RULES) != []
+
+
+def test_kubernetes_unschedulable_is_checked_only_when_it_claims_insufficient_gpus():
+    gpus = "0/2 nodes are available: 2 Insufficient nvidia.com/gpu."
+    taints = "0/2 nodes are available: 2 node(s) had untolerated taint {dedicated: infer}."
+    nodes = (SchedulerNode("k1", "h200", 8, 7, "Ready"),)
+    assert unexplained_waits(pending("Unschedulable", gpus), snapshot(*nodes), RULES) != []
+    assert unexplained_waits(pending("Unschedulable", taints), snapshot(*nodes), RULES) == []
+
+
+def test_priority_with_no_other_job_pending_is_unexplained():
+    me = job("4242", JobPhase.PENDING, "research")
+    running = job("1", JobPhase.RUNNING)
+    [symptom] = unexplained_waits(pending("Priority"), snapshot(*FULL, jobs=(me, running)), RULES)
+    assert "no other job is pending" in symptom.summary
+    ahead = job("2", JobPhase.PENDING)
+    assert unexplained_waits(pending("Priority"), snapshot(*FULL, jobs=(me, ahead)), RULES) == []
+
+
+def test_a_quota_reason_is_checked_against_a_known_quota():
+    queues = (QueueState("prod", "gpu", 1, 1, 2, 2, 60.0),)
+    snap = snapshot(*FULL, queues=queues)
+    waiting = pending("QuotaExceeded", tenant="prod")
+    [symptom] = unexplained_waits(waiting, snap, RULES, quotas={"prod": 6})
+    assert symptom.evidence["tenant_running_gpus"] == 2
+    assert "holds 2 of its 6 GPUs" in symptom.summary
+    assert unexplained_waits(waiting, snap, RULES, quotas={"prod": 2}) == []  # spent: explained
+    assert unexplained_waits(waiting, snap, RULES) == []  # no quota known: not checked
+
+
+@pytest.mark.parametrize(
+    "reason", ["Dependency", "JobHeldUser", "ReqNodeNotAvail", "ImagePullBackOff", "BeginTime"]
+)
+def test_reasons_the_snapshot_cannot_settle_are_taken_at_the_platforms_word(reason: str):
+    empty = (SchedulerNode("n1", "gpu", 4, 0, "idle"),)
+    assert unexplained_waits(pending(reason), snapshot(*empty), RULES) == []
+
+
+def test_a_pending_probe_run_carries_its_reason_and_how_long_it_was_given():
+    run = replace(
+        probe("research", T0, None),
+        gpus=8,
+        nodes=2,
+        queue="gpu",
+        reason="Resources",
+        pending_reasons={"Unknown": 3.0, "Resources": 95.0},
+    )
+    job_ = pending_probe(run)
+    assert job_ is not None
+    assert (job_.reason, job_.reason_seconds, job_.gpus_per_node, job_.nodes) == (
+        "Resources",
+        95.0,
+        4,
+        2,
+    )
+    assert pending_probe(replace(run, state=RunState.RUNNING)) is None
