@@ -116,8 +116,130 @@ class NodeLeakSettings(_Group):
     )
 
 
+class LogLossSettings(_Group):
+    """Log-canary rules."""
+
+    delivery_p95_max_seconds: float = Field(
+        30.0,
+        gt=0,
+        description="95th percentile of delivery latency above which a run is a "
+        "log_delivery_latency finding; shippers batch for seconds, so tens of seconds "
+        "is slow.",
+    )
+
+
+class MonitoringLagSettings(_Group):
+    """Monitoring-lag rules and the series they watch. Defaults fit the chart's 30 s scrape
+    interval: when all is well a value read back is up to one interval old, two after one
+    missed scrape; a limit of 3 intervals + 15 s tolerates a second miss and query time
+    before calling it lag. For another interval use 3 * interval + 15 s."""
+
+    heartbeat_max_lag_seconds: float = Field(
+        105.0, gt=0, description="Oldest the heartbeat may be when read back (3 * 30 s + 15 s)."
+    )
+    series_max_age_seconds: float = Field(
+        105.0, gt=0, description="Oldest the newest sample of a watched series may be."
+    )
+    scrape_max_age_seconds: float = Field(
+        105.0, gt=0, description="Longest a target may go without a scrape attempt."
+    )
+    hold_seconds: float = Field(
+        30.0,
+        ge=0,
+        description="How long a heartbeat, freshness, scrape or unreachable symptom must last "
+        "before its condition opens: one slow query or one failed scrape (a pod restarting) "
+        "is not lag. Flat-line and busy-lag rules span their own window and open at once.",
+    )
+    freshness_series: tuple[str, ...] = Field(
+        ("observer_gpu_up",), description="PromQL selectors whose newest sample must be recent."
+    )
+    scrape_jobs: tuple[str, ...] = Field(
+        (), description="Jobs whose targets are checked; empty: every active target."
+    )
+    flatline_window_seconds: float = Field(
+        300.0, gt=0, description="Window in which Prometheus and the agent readings are compared."
+    )
+    flatline_min_agent_distinct_values: int = Field(
+        3,
+        ge=2,
+        description="Distinct agent readings in the window that make one Prometheus value a "
+        "flat line (3: a single step at the window's edge is not enough).",
+    )
+    gpu_utilization_metric: str = Field(
+        "observer_gpu_utilization_ratio", description="Metric showing a GPU's utilisation, 0-1."
+    )
+    gpu_uuid_label: str = Field("uuid", description="Its label carrying the GPU UUID.")
+    busy_utilization_threshold_ratio: float = Field(
+        0.5, gt=0, le=1, description="Utilisation that counts as busy for the GPU-busy probe."
+    )
+    busy_lag_max_seconds: float = Field(
+        75.0,
+        gt=0,
+        description="Longest from a GPU-busy probe's start until Prometheus shows the GPU busy: "
+        "the agent's tick, two 30 s scrape intervals (one may be missed) and 15 s margin.",
+    )
+
+
+class FairnessSettings(_Group):
+    """Queue fairness and unexplained-wait rules."""
+
+    disadvantage_wait_seconds: float = Field(
+        300.0,
+        gt=0,
+        description="A tenant's fairness probe that starts this much later than the other "
+        "tenants' probes of the same launch counts against the scheduler; five minutes is "
+        "more than a scheduling cycle and less than a probe's run time.",
+    )
+    disadvantage_share_tolerance: float = Field(
+        0.2,
+        ge=0,
+        lt=1,
+        description="A tenant with jobs pending that receives less than (1 - this) of its "
+        "entitled GPUs is disadvantaged; one that receives at least that and still asks for "
+        "more is over-asking. Whole GPUs make shares coarse: 3 of an entitled 3.6 is 0.83.",
+    )
+    persistence_k: int = Field(
+        3,
+        gt=0,
+        description="Disadvantaged in at least this many of the last `persistence_m` "
+        "occurrences of a window makes a finding.",
+    )
+    persistence_m: int = Field(
+        5,
+        gt=0,
+        description="How many recent occurrences of a window are weighed. 3 of 5: a pattern "
+        "across most of a working week's nights, while one or two bad nights (a big "
+        "training run, an outage) are not a policy.",
+    )
+    unexplained_wait_grace_seconds: float = Field(
+        120.0,
+        ge=0,
+        description="How long a pending probe may go without a reason, or with a reason the "
+        "scheduler's state contradicts; longer than Slurm's default scheduling cycle (60 s) "
+        "plus a backfill pass (30 s), so a reason not yet refreshed is not a finding.",
+    )
+    batch_gap_seconds: float = Field(
+        10.0,
+        gt=0,
+        description="Fairness probes submitted within this of each other form one launch "
+        "batch; one launch submits every tenant's probe within a second or two.",
+    )
+
+    @model_validator(mode="after")
+    def _k_within_m(self) -> FairnessSettings:
+        if self.persistence_k > self.persistence_m:
+            raise ValueError("persistence_k must not exceed persistence_m")
+        return self
+
+
+# --- window occurrences -------------------------------------------------------------------
+
+
 class DetectorSettings(_Group):
     node: NodeLeakSettings = NodeLeakSettings()
+    log: LogLossSettings = LogLossSettings()
+    monitoring_lag: MonitoringLagSettings = MonitoringLagSettings()
+    fairness: FairnessSettings = FairnessSettings()
 
 
 class WindowSettings(_Group):
@@ -209,6 +331,15 @@ class KubernetesSettings(_Group):
     request_timeout_seconds: float = Field(10.0, gt=0, description="Timeout of every API call.")
     gpu_resource: str = Field("nvidia.com/gpu", description="Extended resource name of a GPU.")
     pool_label: str = Field("nvidia.com/gpu.product", description="Node label naming its pool.")
+    tenant_token_files: dict[str, Path] = Field(
+        default_factory=dict,
+        description="The isolation probe's credentials: tenant (namespace) -> a file holding a "
+        "bearer token of that tenant, e.g. a ServiceAccount token with the tenant's ordinary "
+        "rights, mounted from a Secret. Read on every probe, so rotated tokens are picked up. "
+        "The server is the one of `host`/kubeconfig/in-cluster; the observer's own client "
+        "certificate or token is never sent with it. The token must be able to list pods in "
+        "its own namespace, which the probe checks first.",
+    )
 
 
 class SlurmSettings(_Group):
@@ -244,6 +375,18 @@ class SlurmSettings(_Group):
     sbatch_extra_args: tuple[str, ...] = Field(
         (),
         description="Appended to every sbatch, e.g. ['--reservation=soak', '--constraint=h100'].",
+    )
+    tenant_users: dict[str, str] = Field(
+        default_factory=dict,
+        description="The isolation probe's identities: account -> a Unix user of that account "
+        "(an ordinary user, not an operator or coordinator). The probe runs squeue, sacct and "
+        "scontrol as that user through `run_as_command`, which needs the controller to run as "
+        "root or with the matching sudo rights.",
+    )
+    run_as_command: tuple[str, ...] = Field(
+        ("runuser", "-u", "{user}", "--"),
+        description="Prefix that runs a command as another user; '{user}' is replaced. As root: "
+        "the default. With sudo rights instead: ['sudo', '-n', '-u', '{user}', '--'].",
     )
 
 

@@ -32,8 +32,6 @@ from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from typing import Protocol
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
-
 from observer.domain import (
     JobPhase,
     JsonValue,
@@ -48,6 +46,7 @@ from observer.domain import (
     Symptom,
 )
 from observer.probes.windows import Calendar, Window
+from observer.settings import FairnessSettings
 
 PERSISTENT_UNFAIRNESS = "persistent_unfairness"
 UNEXPLAINED_WAIT = "unexplained_wait"
@@ -68,63 +67,6 @@ _QUOTA_MESSAGE = re.compile(r"(exceeded|insufficient) quota", re.IGNORECASE)
 _IN_SERVICE_STATES = frozenset({"idle", "mixed", "allocated", "completing", "ready"})
 _TAKES_JOBS_STATES = frozenset({"idle", "mixed", "ready"})
 _TAINTED = re.compile(r":(NoSchedule|NoExecute)\b")
-
-
-class FairnessSettings(BaseModel):
-    """Queue fairness and unexplained-wait rules."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    disadvantage_wait_seconds: float = Field(
-        300.0,
-        gt=0,
-        description="A tenant's fairness probe that starts this much later than the other "
-        "tenants' probes of the same launch counts against the scheduler; five minutes is "
-        "more than a scheduling cycle and less than a probe's run time.",
-    )
-    disadvantage_share_tolerance: float = Field(
-        0.2,
-        ge=0,
-        lt=1,
-        description="A tenant with jobs pending that receives less than (1 - this) of its "
-        "entitled GPUs is disadvantaged; one that receives at least that and still asks for "
-        "more is over-asking. Whole GPUs make shares coarse: 3 of an entitled 3.6 is 0.83.",
-    )
-    persistence_k: int = Field(
-        3,
-        gt=0,
-        description="Disadvantaged in at least this many of the last `persistence_m` "
-        "occurrences of a window makes a finding.",
-    )
-    persistence_m: int = Field(
-        5,
-        gt=0,
-        description="How many recent occurrences of a window are weighed. 3 of 5: a pattern "
-        "across most of a working week's nights, while one or two bad nights (a big "
-        "training run, an outage) are not a policy.",
-    )
-    unexplained_wait_grace_seconds: float = Field(
-        120.0,
-        ge=0,
-        description="How long a pending probe may go without a reason, or with a reason the "
-        "scheduler's state contradicts; longer than Slurm's default scheduling cycle (60 s) "
-        "plus a backfill pass (30 s), so a reason not yet refreshed is not a finding.",
-    )
-    batch_gap_seconds: float = Field(
-        10.0,
-        gt=0,
-        description="Fairness probes submitted within this of each other form one launch "
-        "batch; one launch submits every tenant's probe within a second or two.",
-    )
-
-    @model_validator(mode="after")
-    def _k_within_m(self) -> FairnessSettings:
-        if self.persistence_k > self.persistence_m:
-            raise ValueError("persistence_k must not exceed persistence_m")
-        return self
-
-
-# --- window occurrences -------------------------------------------------------------------
 
 
 @dataclass(frozen=True, slots=True)

@@ -20,9 +20,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Literal, Protocol
 
-from pydantic import BaseModel, ConfigDict, Field
-
 from observer.domain import Finding, FindingKind, JsonValue, Severity
+from observer.settings import LogLossSettings
 
 CANARY_MARK = "observer-canary"
 _CANARY = re.compile(
@@ -31,20 +30,6 @@ _CANARY = re.compile(
 Cause = Literal["rotation", "gap"]
 # Evidence stays readable when a pipeline loses every other line: the first ranges, and totals
 MAX_EVIDENCE_RANGES = 50
-
-
-class LogLossSettings(BaseModel):
-    """Log-canary rules."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    delivery_p95_max_seconds: float = Field(
-        30.0,
-        gt=0,
-        description="95th percentile of delivery latency above which a run is a "
-        "log_delivery_latency finding; shippers batch for seconds, so tens of seconds "
-        "is slow.",
-    )
 
 
 class Delivered(Protocol):

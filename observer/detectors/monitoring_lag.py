@@ -21,10 +21,9 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from pydantic import BaseModel, ConfigDict, Field
-
 from observer.domain import Severity, Subject, Symptom
 from observer.monitoring.prometheus import TargetHealth, TargetState
+from observer.settings import MonitoringLagSettings
 
 DETECTOR = "monitoring_lag"
 UNREACHABLE = "prometheus_unreachable"
@@ -34,60 +33,6 @@ FRESHNESS = "freshness"
 SCRAPE = "scrape"
 FLATLINE = "flatline"
 GPU_BUSY_LAG = "gpu_busy_lag"
-
-
-class MonitoringLagSettings(BaseModel):
-    """Monitoring-lag rules and the series they watch. Defaults fit the chart's 30 s scrape
-    interval: when all is well a value read back is up to one interval old, two after one
-    missed scrape; a limit of 3 intervals + 15 s tolerates a second miss and query time
-    before calling it lag. For another interval use 3 * interval + 15 s."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    heartbeat_max_lag_seconds: float = Field(
-        105.0, gt=0, description="Oldest the heartbeat may be when read back (3 * 30 s + 15 s)."
-    )
-    series_max_age_seconds: float = Field(
-        105.0, gt=0, description="Oldest the newest sample of a watched series may be."
-    )
-    scrape_max_age_seconds: float = Field(
-        105.0, gt=0, description="Longest a target may go without a scrape attempt."
-    )
-    hold_seconds: float = Field(
-        30.0,
-        ge=0,
-        description="How long a heartbeat, freshness, scrape or unreachable symptom must last "
-        "before its condition opens: one slow query or one failed scrape (a pod restarting) "
-        "is not lag. Flat-line and busy-lag rules span their own window and open at once.",
-    )
-    freshness_series: tuple[str, ...] = Field(
-        ("observer_gpu_up",), description="PromQL selectors whose newest sample must be recent."
-    )
-    scrape_jobs: tuple[str, ...] = Field(
-        (), description="Jobs whose targets are checked; empty: every active target."
-    )
-    flatline_window_seconds: float = Field(
-        300.0, gt=0, description="Window in which Prometheus and the agent readings are compared."
-    )
-    flatline_min_agent_distinct_values: int = Field(
-        3,
-        ge=2,
-        description="Distinct agent readings in the window that make one Prometheus value a "
-        "flat line (3: a single step at the window's edge is not enough).",
-    )
-    gpu_utilization_metric: str = Field(
-        "observer_gpu_utilization_ratio", description="Metric showing a GPU's utilisation, 0-1."
-    )
-    gpu_uuid_label: str = Field("uuid", description="Its label carrying the GPU UUID.")
-    busy_utilization_threshold_ratio: float = Field(
-        0.5, gt=0, le=1, description="Utilisation that counts as busy for the GPU-busy probe."
-    )
-    busy_lag_max_seconds: float = Field(
-        75.0,
-        gt=0,
-        description="Longest from a GPU-busy probe's start until Prometheus shows the GPU busy: "
-        "the agent's tick, two 30 s scrape intervals (one may be missed) and 15 s margin.",
-    )
 
 
 @dataclass(frozen=True, slots=True)

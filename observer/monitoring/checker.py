@@ -26,7 +26,6 @@ from observer.detectors.monitoring_lag import (
     FlatlineReading,
     HeartbeatReading,
     LagView,
-    MonitoringLagSettings,
     SeriesAge,
 )
 from observer.domain import Subject, Symptom
@@ -37,6 +36,7 @@ from observer.monitoring.prometheus import (
     PrometheusUnreachableError,
     selector,
 )
+from observer.settings import MonitoringLagSettings
 
 T = TypeVar("T")
 

@@ -14,7 +14,6 @@ import pytest
 
 from observer.detectors.conditions import ConditionTracker
 from observer.detectors.fairness import (
-    FairnessSettings,
     Occurrence,
     PendingJob,
     WindowAssessment,
@@ -43,6 +42,7 @@ from observer.domain import (
     Severity,
 )
 from observer.probes.windows import Calendar, Window, parse_days
+from observer.settings import FairnessSettings
 
 SHANGHAI = ZoneInfo("Asia/Shanghai")
 NIGHT = Window("night", parse_days("*"), time(22), time(6))

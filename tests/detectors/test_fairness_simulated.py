@@ -16,7 +16,6 @@ from observer.controller.main import build_backend, build_controller
 from observer.controller.service import Controller
 from observer.detectors.conditions import ConditionTracker
 from observer.detectors.fairness import (
-    FairnessSettings,
     Occurrence,
     WindowAssessment,
     assess_window,
@@ -27,7 +26,7 @@ from observer.detectors.fairness import (
 )
 from observer.domain import Finding, JobPhase, Severity, Workload
 from observer.metrics import ControllerMetrics
-from observer.settings import Settings
+from observer.settings import FairnessSettings, Settings
 from observer.simulation.cluster import SimulatedCluster
 from observer.simulation.driver import SteppedSchedule
 from observer.storage.store import Store, upgrade

@@ -37,7 +37,6 @@ from observer.controller.main import build_controller
 from observer.controller.service import Controller
 from observer.detectors.conditions import ConditionTracker
 from observer.detectors.fairness import (
-    FairnessSettings,
     Occurrence,
     WindowAssessment,
     assess_window,
@@ -49,7 +48,7 @@ from observer.detectors.fairness import (
 )
 from observer.domain import Severity
 from observer.metrics import ControllerMetrics
-from observer.settings import Settings
+from observer.settings import FairnessSettings, Settings
 from observer.storage.store import Store, upgrade
 from tests.backends.slurm_harness import SlurmHarness, slurm_harness
 

@@ -23,10 +23,11 @@ from pathlib import Path
 
 import pytest
 
-from observer.detectors.log_loss import LogLossSettings, analyse, findings
+from observer.detectors.log_loss import analyse, findings
 from observer.domain import Severity
 from observer.logs_pipeline.base import DeliveredLine
 from observer.logs_pipeline.files import FileLogReader
+from observer.settings import LogLossSettings
 
 REPO = Path(__file__).resolve().parents[2]
 LOGS_UP = REPO / "deploy" / "local" / "infra" / "logs-up.sh"

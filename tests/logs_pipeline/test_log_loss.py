@@ -11,7 +11,6 @@ from observer.clock import ManualClock
 from observer.detectors.log_loss import (
     Attribution,
     CanaryLine,
-    LogLossSettings,
     analyse,
     findings,
     parse_canary,
@@ -20,6 +19,7 @@ from observer.domain import Finding, FindingKind, JobRequest, Severity
 from observer.logs_pipeline.base import DeliveredLine
 from observer.logs_pipeline.pod_logs import PodLogReader
 from observer.probes.catalog import builtin_catalog
+from observer.settings import LogLossSettings
 from observer.simulation.cluster import NodeSpec, SimulatedCluster, TenantSpec
 
 T0 = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)

@@ -13,7 +13,6 @@ from observer.detectors.monitoring_lag import (
     FlatlineReading,
     HeartbeatReading,
     LagView,
-    MonitoringLagSettings,
     SeriesAge,
     covers,
     evaluate,
@@ -22,6 +21,7 @@ from observer.detectors.monitoring_lag import (
 )
 from observer.domain import Severity, Symptom
 from observer.monitoring.prometheus import TargetHealth, TargetState
+from observer.settings import MonitoringLagSettings
 
 NOW = datetime(2026, 11, 30, 9, 0, tzinfo=UTC)
 RULES = MonitoringLagSettings(

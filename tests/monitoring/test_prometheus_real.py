@@ -31,7 +31,6 @@ from prometheus_client.registry import Collector
 
 from observer.clock import SystemClock
 from observer.detectors.conditions import ConditionTracker
-from observer.detectors.monitoring_lag import MonitoringLagSettings
 from observer.domain import Finding
 from observer.monitoring.checker import (
     BusyProbe,
@@ -48,6 +47,7 @@ from observer.monitoring.prometheus import (
     TargetState,
     selector,
 )
+from observer.settings import MonitoringLagSettings
 
 REPO = Path(__file__).resolve().parents[2]
 UP = REPO / "deploy" / "local" / "infra" / "prometheus-up.sh"
