@@ -3,8 +3,9 @@
 VENV ?= .venv
 BIN := $(VENV)/bin
 FAKE_NVML := .build/fake-nvml/libnvidia-ml.so.1
+CHART_TOOLS := .tools/bin/.installed
 
-.PHONY: setup run test lint bench clean
+.PHONY: setup run test lint bench chart-tools clean
 
 $(BIN)/.installed: pyproject.toml
 	python3 -m venv $(VENV)
@@ -17,20 +18,26 @@ setup: $(BIN)/.installed
 $(FAKE_NVML): deploy/local/fake_nvml/fake_nvml.c deploy/local/build-fake-nvml.sh
 	bash deploy/local/build-fake-nvml.sh
 
+$(CHART_TOOLS): deploy/chart-tools/install.sh | setup
+	PYTHON=$(BIN)/python bash deploy/chart-tools/install.sh
+	touch $@
+
+chart-tools: $(CHART_TOOLS)
+
 run: setup
 	$(BIN)/observer agent --config deploy/examples/agent-replay.yaml
 
 lint: setup
-	$(BIN)/ruff check observer tests bench
-	$(BIN)/ruff format --check observer tests bench
+	$(BIN)/ruff check observer tests bench deploy/chart-tools
+	$(BIN)/ruff format --check observer tests bench deploy/chart-tools
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 
-test: lint $(FAKE_NVML)
+test: lint $(FAKE_NVML) $(CHART_TOOLS)
 	OBSERVER_TEST_FAKE_NVML_LIB=$(CURDIR)/$(FAKE_NVML) $(BIN)/pytest
 
 bench: setup $(FAKE_NVML)
 	OBSERVER_TEST_FAKE_NVML_LIB=$(CURDIR)/$(FAKE_NVML) $(BIN)/python bench/agent_sampling.py
 
 clean:
-	rm -rf $(VENV) .build
+	rm -rf $(VENV) .build .tools
