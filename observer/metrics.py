@@ -109,7 +109,7 @@ class ControllerMetrics:
         )
         self.probe_runs_skipped_total = Counter(
             "observer_probe_runs_skipped_total",
-            "Probe launches skipped, by probe and reason (budget).",
+            "Probe launches skipped, by probe and reason (budget, backend_error, no_other_tenant).",
             ["probe", "reason"],
             registry=registry,
         )

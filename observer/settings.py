@@ -294,6 +294,9 @@ class SimulationSettings(_Group):
     favoured_tenant: str | None = Field(
         None, description="An unfair scheduler from the start: this tenant is always served first."
     )
+    isolation_broken: bool = Field(
+        False, description="Let one tenant read another's work (the isolation probe must fail)."
+    )
 
 
 class KubernetesSettings(_Group):

@@ -333,6 +333,12 @@ def soak_overview() -> dict[str, Any]:
         ),
         stat("Lost GPUs", "count(observer_gpu_up == 0) or vector(0)", red_at=1),
         stat(
+            "Unreachable agents",
+            'sum(observer_findings_open{detector="agent_unreachable"}) or vector(0)',
+            red_at=1,
+            description="Agents the controller could not read past controller.agent_unreachable_grace_seconds.",
+        ),
+        stat(
             "Scheduler snapshot age",
             "time() - max(observer_scheduler_last_snapshot_timestamp_seconds)",
             "s",
@@ -718,7 +724,7 @@ def pipelines() -> dict[str, Any]:
         ts(
             "Age of the last good tick at the source",
             Q(
-                'max by (job, loop) (time() - observer_loop_last_success_timestamp_seconds{job=~"$job", loop=~"agent|follow|scheduler"})',
+                'max by (job, loop) (time() - observer_loop_last_success_timestamp_seconds{job=~"$job", loop=~"agent|follow|fleet|scheduler"})',
                 "{{job}} {{loop}}",
             ),
             unit="s",
@@ -771,7 +777,7 @@ def self_health() -> dict[str, Any]:
         ts(
             "Last good tick age",
             Q(
-                f'max by (job, instance, loop) (time() - observer_loop_last_success_timestamp_seconds{{{job}, loop=~"agent|follow|scheduler"}})',
+                f'max by (job, instance, loop) (time() - observer_loop_last_success_timestamp_seconds{{{job}, loop=~"agent|follow|fleet|scheduler"}})',
                 "{{instance}} {{loop}}",
             ),
             unit="s",
@@ -821,6 +827,14 @@ def self_health() -> dict[str, Any]:
             ),
         ),
         row("Controller"),
+        ts(
+            "Agent snapshot read failures per second",
+            Q(
+                "sum by (agent) (rate(observer_agent_read_errors_total[$__rate_interval]))",
+                "{{agent}}",
+            ),
+            description="The controller's failed reads of each agent's /v1/snapshot.",
+        ),
         ts(
             "Scheduler errors per second",
             Q(

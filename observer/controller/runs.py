@@ -3,19 +3,24 @@
 A run is stored *before* it is submitted, so a controller that dies between the two finds
 the run on restart and either adopts the job the platform holds for it or records that the
 submission never landed. Jobs of the observer that the store does not know are cancelled:
-nothing runs on the platform that is not accounted for."""
+nothing runs on the platform that is not accounted for.
+
+An isolation probe (expectation DENIED) submits nothing: each tenant's credentials try to
+read every other configured tenant's work, and the run is stored once, already done, PASSED
+when every try was refused and FAILED ("IsolationBreach", a must-fix) when any got through."""
 
 from __future__ import annotations
 
 import threading
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
 from observer.backends.base import SchedulerBackend
 from observer.clock import Clock
 from observer.domain import (
+    AccessAttempt,
     Expectation,
     JobPhase,
     JobRequest,
@@ -32,6 +37,7 @@ from observer.probes.outcome import judge
 from observer.storage.store import Store
 
 _log = get_logger("observer.controller.runs")
+_ANSWER_CHARS = 300  # of each platform answer kept in an isolation run's message
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,6 +86,10 @@ class ProbeRunner:
             return self._reconcile(catalog)
 
     def launch(self, spec: ProbeSpec, tenants: Iterable[str], window: str | None) -> list[ProbeRun]:
+        if spec.expectation is Expectation.DENIED:
+            # No job and no GPUs: nothing to budget or follow. The reads run outside the lock
+            # (a Slurm probe waits for accounting), only the recording takes it.
+            return [run for name in tenants if (run := self._isolation(spec, name, window))]
         with self._lock:
             return self._launch(spec, tenants, window)
 
@@ -141,6 +151,52 @@ class ProbeRunner:
                 launched.append(self._submit(spec, tenant, window))
         self._publish_active()
         return launched
+
+    def _isolation(self, spec: ProbeSpec, name: str, window: str | None) -> ProbeRun | None:
+        """One tenant's isolation run: its credentials against every other tenant's work."""
+        tenant = self._tenants[name]
+        others = [other for other in self._tenants if other != name]
+        if not others:
+            self._metrics.probe_runs_skipped_total.labels(spec.name, "no_other_tenant").inc()
+            _log.info("isolation probe skipped: no other tenant", probe=spec.name, tenant=name)
+            return None
+        run = ProbeRun(
+            run_id=uuid.uuid4().hex,
+            probe=spec.name,
+            tenant=name,
+            queue=tenant.queue,
+            window=window,
+            expectation=spec.expectation,
+            gpus=spec.workload.gpus,
+            nodes=spec.workload.nodes,
+            state=RunState.RUNNING,
+            submitted_at=self._clock.now(),  # no start: it waited in no queue
+        )
+        attempts: list[AccessAttempt] = []
+        try:
+            for other in others:
+                attempts += self._backend.probe_isolation(name, other)
+        except ProbeError as exc:
+            with self._lock:
+                return self._save(self._end(run, Outcome.REJECTED, "ProbeNotRunnable", str(exc)))
+        except BackendError as exc:
+            # No verdict either way: counted as blind time, tried again at the next launch.
+            self._metrics.scheduler_errors_total.labels("probe_isolation").inc()
+            self._metrics.probe_runs_skipped_total.labels(spec.name, "backend_error").inc()
+            _log.warning("isolation probe not judged", tenant=name, error=str(exc))
+            return None
+        breaches = [a for a in attempts if a.allowed]
+        if breaches:
+            _log.warning(
+                "isolation breach",
+                tenant=name,
+                allowed=[f"{a.action} in {a.target}" for a in breaches],
+            )
+        outcome, reason = (
+            (Outcome.FAILED, "IsolationBreach") if breaches else (Outcome.PASSED, None)
+        )
+        with self._lock:
+            return self._save(self._end(run, outcome, reason, isolation_message(attempts)))
 
     def _follow(self) -> list[ProbeRun]:
         if not self._active:
@@ -314,6 +370,32 @@ class ProbeRunner:
             runs = [r for r in self._active.values() if r.tenant == name]
             self._metrics.probe_runs_active.labels(name).set(len(runs))
             self._metrics.probe_gpus_active.labels(name).set(sum(r.gpus for r in runs))
+
+
+def isolation_message(attempts: Sequence[AccessAttempt]) -> str:
+    """What an isolation run records: what got through, what was refused, then every try with
+    the platform's answer ('allowed: list pods in prod; denied: ... Answers: ...')."""
+
+    def tried(attempt: AccessAttempt) -> str:
+        return f"{attempt.action} in {attempt.target}"
+
+    allowed = [tried(a) for a in attempts if a.allowed]
+    denied = [tried(a) for a in attempts if not a.allowed]
+    summary = "; ".join(
+        f"{word}: {', '.join(items)}"
+        for word, items in (("allowed", allowed), ("denied", denied))
+        if items
+    )
+    answers = " | ".join(
+        f"{tried(a)}: {_shorten(a.detail, _ANSWER_CHARS)}"
+        for a in sorted(attempts, key=lambda a: not a.allowed)
+    )
+    return f"{summary}. Answers: {answers}" if attempts else "nothing tried"
+
+
+def _shorten(text: str, limit: int) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def _deadline(run: ProbeRun, spec: ProbeSpec | None) -> datetime:

@@ -105,6 +105,13 @@ def builtin_catalog(gpus_per_node: int) -> dict[str, ProbeSpec]:
             Workload(1, duration_seconds=2 * minute),
             Expectation.SUCCEED,
         ),
+        ProbeSpec(
+            "isolation",
+            "with each tenant's own credentials, read every other tenant's jobs, pods, logs "
+            "and secrets (other accounts' jobs on Slurm): every read must be refused",
+            Workload(0, duration_seconds=0),  # no job, no GPUs: reads only
+            Expectation.DENIED,
+        ),
     ]
     return {spec.name: spec for spec in specs}
 

@@ -5,7 +5,9 @@ Time moves only with the injected clock: every call first plays the cluster forw
 over nodes in the policy's order, with backfill: a job that fits may start while a larger one
 ahead of it waits, as Slurm's backfill does. Reasons follow the real schedulers' words:
 the first job that does not fit waits for `Resources`, those behind it for `Priority`, a
-tenant over its quota for `QuotaExceeded`, a bad image sits in `ImagePullBackOff`.
+tenant over its quota for `QuotaExceeded`, a bad image sits in `ImagePullBackOff`. Tenants
+are isolated as Kubernetes RBAC isolates namespaces, and denials use its words, unless
+`faults.isolation_broken` lets every cross-tenant read through.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from enum import StrEnum
 
 from observer.clock import Clock
 from observer.domain import (
+    AccessAttempt,
     Behaviour,
     JobPhase,
     JobRequest,
@@ -33,6 +36,16 @@ from observer.errors import BackendError, ProbeError
 FINISHED_RETENTION = timedelta(hours=1)
 OOM_AFTER_SECONDS = 2.0
 BAD_COMMAND_AFTER_SECONDS = 1.0
+# The reads an isolation probe tries, as (action, verb, resource, API group) in RBAC's terms;
+# a name tried without a listing to learn one from:
+_UNLISTED = "observer-isolation-probe"
+_ISOLATION_READS = (
+    ("list jobs", "list", "jobs", "batch"),
+    ("list pods", "list", "pods", ""),
+    ("read pod log", "get", "pods/log", ""),
+    ("list secrets", "list", "secrets", ""),
+    ("read secret", "get", "secrets", ""),
+)
 
 
 class Policy(StrEnum):
@@ -102,6 +115,8 @@ class Faults:
     stuck_jobs: set[str] = field(default_factory=set)
     # [from, to) intervals in which log-canary lines written are never delivered
     log_loss: list[tuple[datetime, datetime]] = field(default_factory=list)
+    # True: one tenant's credentials read another's jobs, pods, logs and secrets
+    isolation_broken: bool = False
 
 
 class SimulatedCluster:
@@ -206,6 +221,47 @@ class SimulatedCluster:
             ),
             jobs=tuple(j.status() for j in active),
         )
+
+    def probe_isolation(self, as_tenant: str, other_tenant: str) -> list[AccessAttempt]:
+        self._play()
+        for name in (as_tenant, other_tenant):
+            if name not in self.tenants:
+                raise ProbeError(f"Invalid account: {name}")
+        theirs = sorted(
+            (j for j in self._jobs.values() if j.tenant == other_tenant),
+            key=lambda j: (j.submitted_at, j.id),
+        )
+        broken = self.faults.isolation_broken
+        # Real names only from a listing that got through, as a tenant would learn them; every
+        # tenant keeps one Secret, `<tenant>-credentials`.
+        names = {
+            "pods/log": theirs[-1].id if broken and theirs else _UNLISTED,
+            "secrets": f"{other_tenant}-credentials" if broken else _UNLISTED,
+        }
+        read = {
+            "jobs": f"listed {len(theirs)} Jobs",
+            "pods": f"listed {len(theirs)} pods",
+            "pods/log": "read its log (0 bytes, not kept)",
+            "secrets": "listed 1 Secrets",
+        }
+        user = f"system:serviceaccount:{as_tenant}:observer-probe"
+        attempts = []
+        for action, verb, resource, group in _ISOLATION_READS:
+            obj = names[resource] if verb == "get" else None
+            target = f"{other_tenant}/{obj}" if obj else other_tenant
+            if not broken:
+                kind = resource.split("/")[0] + (f".{group}" if group else "")
+                subject = f'{kind} "{obj}"' if obj else kind
+                detail = (
+                    f'{subject} is forbidden: User "{user}" cannot {verb} resource "{resource}" '
+                    f'in API group "{group}" in the namespace "{other_tenant}"'
+                )
+            elif verb == "get" and resource == "secrets":
+                detail = "read it (1 keys, values not kept)"
+            else:
+                detail = read[resource]
+            attempts.append(AccessAttempt(action, target, broken, detail))
+        return attempts
 
     def close(self) -> None:
         return None

@@ -9,18 +9,27 @@ probe's duration, exit as the probe says), the garbage collector and the TTL con
         harness.settle(lambda: harness.backend.jobs([job_id])[job_id].phase.finished, 60)
 
 Every controller speaks to the API server through the official client, as real ones do.
+
+The API server authenticates bearer tokens as real ones do: a request without one is the
+cluster's administrator (the harness's controllers and the backend under test), each tenant has
+a ServiceAccount token (`tenant_token_files`) that RBAC confines to its own namespace, with
+Kubernetes' own 401 and 403 words. `grant_cross_namespace()` is a RoleBinding too many.
 """
 
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
+import secrets
+import tempfile
 import threading
 import uuid
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from types import TracebackType
 from typing import Any
 
@@ -50,7 +59,18 @@ KUBELET_FINALIZER = "harness.observer/kubelet"
 # What the probe image can run; anything else fails to start, as runc says.
 EXECUTABLES = frozenset({"/bin/sh", "sh", "sleep", "tail", "timeout"})
 # Namespaces are not among them: kmock's URL parser fails on POST /api/v1/namespaces.
-RESOURCES = ("v1/nodes", "v1/pods", "v1/events", "batch/v1/jobs")
+RESOURCES = ("v1/nodes", "v1/pods", "v1/events", "v1/secrets", "batch/v1/jobs")
+SERVICE_ACCOUNT = "tenant"  # each tenant's ServiceAccount, whose token the isolation probe uses
+READ_VERBS = frozenset({"get", "list", "watch"})
+TENANT_READABLE = ("jobs", "pods", "pods/log", "secrets")
+_VERBS = {
+    kmock.action.LIST: "list",
+    kmock.action.WATCH: "watch",
+    kmock.action.FETCH: "get",
+    kmock.action.CREATE: "create",
+    kmock.action.UPDATE: "patch",
+    kmock.action.DELETE: "delete",
+}
 EPOCH = "1970-01-01T00:00:00Z"  # what a container that never started reports as its start
 
 
@@ -82,11 +102,17 @@ class _ApiServer(kmock.KubernetesEmulator):
         super().__init__()
         self.clock = clock
         self.quotas: dict[str, Quota] = {}
+        # bearer token -> the tenant namespace it belongs to; None: an administrator's token
+        self.tokens: dict[str, str | None] = {}
+        # (user's namespace, other namespace) -> resources RBAC lets it read there
+        self.grants: dict[tuple[str, str], frozenset[str]] = {}
+        self.tenant_requests: list[tuple[str, str, str, str]] = []  # (user, verb, resource, ns)
 
     async def _handle(self, request: kmock.Request) -> Any:
         # kmock keeps every request and matches each new one against all before it, which is
         # quadratic over a test; the harness asserts on objects, never on request history.
         del self._requests[:-1]
+        self._authorize(request)
         # kmock stores a created object before any reaction runs, so a refusal must come first.
         if request.action == kmock.action.CREATE and isinstance(request.data, dict):
             self._admit(request)
@@ -96,6 +122,43 @@ class _ApiServer(kmock.KubernetesEmulator):
             if request.namespace:
                 meta.setdefault("namespace", request.namespace)
         return await super()._handle(request)
+
+    def _authorize(self, request: kmock.Request) -> None:
+        """Authentication, then RBAC, before anything is looked up: what the real one does."""
+        header = next((v for k, v in request.headers.items() if k.lower() == "authorization"), None)
+        if header is None:
+            return  # the cluster's administrator
+        token = header.removeprefix("Bearer ").strip()
+        if token not in self.tokens:
+            raise kmock.KubernetesError(status=401, reason="Unauthorized", message="Unauthorized")
+        own = self.tokens[token]
+        if own is None:
+            return  # an administrator's token
+        user = f"system:serviceaccount:{own}:{SERVICE_ACCOUNT}"
+        verb = _VERBS.get(request.action) if request.action else None
+        resource = request.resource.plural if request.resource else None
+        if verb is None or resource is None:
+            return  # discovery: /api, /apis, /version are open to every authenticated user
+        if request.subresource:
+            resource = f"{resource}/{request.subresource}"
+        namespace = request.namespace
+        self.tenant_requests.append((user, verb, resource, namespace or ""))
+        if namespace == own:
+            return  # the tenant's Role in its own namespace
+        granted = self.grants.get((own, namespace or ""), frozenset())
+        if namespace is not None and verb in READ_VERBS and resource in granted:
+            return
+        group = request.resource.group if request.resource else ""
+        kind = resource.split("/")[0] + (f".{group}" if group else "")
+        subject = f'{kind} "{request.name}"' if request.name else kind
+        scope = f'in the namespace "{namespace}"' if namespace else "at the cluster scope"
+        raise kmock.KubernetesError(
+            status=403,
+            reason="Forbidden",
+            message=f'{subject} is forbidden: User "{user}" cannot {verb} resource '
+            f'"{resource}" in API group "{group}" {scope}',
+            details={"name": request.name or "", "kind": resource.split("/")[0]},
+        )
 
     def _admit(self, request: kmock.Request) -> None:
         quota = self.quotas.get(request.namespace or "")
@@ -190,11 +253,18 @@ class KubernetesHarness:
         self.api = client.ApiClient(configuration)
         self.core = client.CoreV1Api(self.api)
         self.batch = client.BatchV1Api(self.api)
+        self._token_dir = tempfile.TemporaryDirectory(prefix="observer-k8s-tokens-")
+        token_files: dict[str, Path] = {}
+        for tenant in self.tenants:
+            token = secrets.token_urlsafe(24)
+            self.server.tokens[token] = tenant
+            token_files[tenant] = Path(self._token_dir.name) / tenant
+            token_files[tenant].write_text(token + "\n")
         self.settings = KubernetesSettings(
             host=self.url,
             namespaces=self.tenants,
             request_timeout_seconds=5,
-            **self._overrides,
+            **{"tenant_token_files": token_files, **self._overrides},
         )
         self.registry = {self.settings.image, self.settings.gpu_busy_image or self.settings.image}
         try:
@@ -216,6 +286,7 @@ class KubernetesHarness:
 
     def _shut_down(self) -> None:
         self.api.close()
+        self._token_dir.cleanup()
         assert self._loop is not None and self._stop is not None and self._thread is not None
         self._loop.call_soon_threadsafe(self._stop.set)
         self._thread.join(10)
@@ -262,6 +333,20 @@ class KubernetesHarness:
         self, namespace: str, *, gpus: int | None = None, jobs: int | None = None
     ) -> None:
         self.server.quotas[namespace] = Quota(f"{namespace}-quota", gpus=gpus, jobs=jobs)
+
+    def grant_cross_namespace(
+        self, tenant: str, other: str, resources: tuple[str, ...] = TENANT_READABLE
+    ) -> None:
+        """A RoleBinding too many: `tenant`'s ServiceAccount may get, list and watch these
+        resources ("pods/log" for logs) in `other`'s namespace."""
+        granted = self.server.grants.get((tenant, other), frozenset())
+        self.server.grants[(tenant, other)] = granted | frozenset(resources)
+
+    def add_secret(self, namespace: str, name: str, data: dict[str, str]) -> None:
+        """A tenant's Secret (values given in plain text, stored base64 as the API does)."""
+        encoded = {key: base64.b64encode(value.encode()).decode() for key, value in data.items()}
+        body = {"metadata": {"name": name, "namespace": namespace}, "data": encoded}
+        self.core.create_namespaced_secret(namespace, body)
 
     def cordon(self, node: str) -> None:
         taint = {

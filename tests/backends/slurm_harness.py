@@ -11,6 +11,7 @@ from __future__ import annotations
 import fcntl
 import functools
 import os
+import signal
 import subprocess
 import tempfile
 import time
@@ -101,6 +102,43 @@ class SlurmHarness:
         if down:
             self.cli("scontrol", "update", f"nodename={','.join(down)}", "state=resume")
         self.settle(self._idle, 30)
+
+    @contextmanager
+    def private_data(self, value: str, *, slurmdbd: bool = True) -> Iterator[None]:
+        """PrivateData=`value` while inside, as slurm-up.sh sets it with SLURM_PRIVATE_DATA:
+        a reconfiguration of slurmctld and (unless `slurmdbd` is False, the half-done set-up
+        of many sites) slurmdbd, no restart; undone on the way out. Only users other than root
+        notice: the backend runs as root, Slurm's SlurmUser."""
+        include = self.slurm_conf.parent / "private-data.conf"
+        before = include.read_text()
+        restored = [line for line in before.splitlines() if line.startswith("PrivateData=")]
+        old = restored[0].split("=", 1)[1] if restored else "none"
+        include.write_text(f"PrivateData={value}\n")
+        try:
+            self._reconfigure(value, value if slurmdbd else old, hup_slurmdbd=slurmdbd)
+            yield
+        finally:
+            include.write_text(before)
+            self._reconfigure(old, old, hup_slurmdbd=True)
+
+    def _reconfigure(self, slurmctld: str, slurmdbd: str, *, hup_slurmdbd: bool) -> None:
+        self.cli("scontrol", "reconfigure")
+        if hup_slurmdbd:  # slurmdbd re-reads slurmdbd.conf on SIGHUP
+            pid = (self.slurm_conf.parent.parent / "run" / "slurmdbd.pid").read_text()
+            os.kill(int(pid.strip()), signal.SIGHUP)
+
+        def private_data(config: str) -> str:
+            lines = [line for line in config.splitlines() if line.startswith("PrivateData ")]
+            return lines[-1].split("=", 1)[1].strip() if lines else "?"
+
+        def applied() -> bool:
+            return (
+                private_data(self.cli("scontrol", "show", "config")),
+                # the last of sacctmgr's two sections is slurmdbd's own
+                private_data(self.cli("sacctmgr", "show", "config")),
+            ) == (slurmctld, slurmdbd)
+
+        self.settle(applied, 10)
 
     def _idle(self) -> bool:
         snap = self.backend.snapshot()

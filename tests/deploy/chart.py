@@ -3,6 +3,7 @@ reading the PromQL out of the rules and dashboards."""
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import re
@@ -16,6 +17,9 @@ from typing import Any
 
 import pytest
 import yaml
+from prometheus_client import CollectorRegistry
+
+from observer.metrics import AgentMetrics, ControllerMetrics
 
 REPO = Path(__file__).resolve().parents[2]
 CHART = REPO / "helm" / "observer"
@@ -52,6 +56,15 @@ def need(what: str, reason: str) -> None:
     pytest.skip(message)
 
 
+def optional(module: str, package: str) -> Any:
+    """A module of the dev extras; missing: skipped here, failed in CI."""
+    try:
+        return importlib.import_module(module)
+    except ImportError:
+        need(package, f"pip install {package} (the dev extras)")
+        raise
+
+
 def tool(name: str) -> Path:
     for candidate in (TOOLS_BIN / name, shutil.which(name)):
         if candidate and Path(candidate).is_file() and os.access(candidate, os.X_OK):
@@ -60,7 +73,9 @@ def tool(name: str) -> Path:
     raise AssertionError("unreachable")
 
 
-def run(*args: str | Path, check: bool = True, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+def run(
+    *args: str | Path, check: bool = True, timeout: float = 60
+) -> subprocess.CompletedProcess[str]:
     proc = subprocess.run(
         [str(a) for a in args], capture_output=True, text=True, timeout=timeout, check=False
     )
@@ -122,7 +137,9 @@ def all_containers(spec: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def config_of(objects: list[dict[str, Any]]) -> dict[str, Any]:
-    data: dict[str, Any] = yaml.safe_load(one(objects, "ConfigMap", "-config")["data"]["config.yaml"])
+    data: dict[str, Any] = yaml.safe_load(
+        one(objects, "ConfigMap", "-config")["data"]["config.yaml"]
+    )
     return data
 
 
@@ -139,10 +156,6 @@ def observer_metric_names() -> frozenset[str]:
 @cache
 def histogram_names() -> frozenset[str]:
     """The observer's histograms, whose series are <name>_bucket, _sum and _count."""
-    from prometheus_client import CollectorRegistry
-
-    from observer.metrics import AgentMetrics, ControllerMetrics
-
     names = set()
     for build in (AgentMetrics, ControllerMetrics):
         registry = CollectorRegistry()
@@ -160,11 +173,7 @@ def is_known_metric(name: str) -> bool:
 
 def promql_metric_names(expr: str) -> set[str]:
     """Every metric a PromQL expression selects, by its parsed syntax tree."""
-    try:
-        import promql_parser
-    except ImportError:
-        need("promql-parser", "pip install promql-parser (the dev extras)")
-        raise
+    promql_parser = optional("promql_parser", "promql-parser")
     names: set[str] = set()
 
     def visit(node: Any) -> None:
@@ -208,8 +217,9 @@ def dashboard_queries(path: Path) -> Iterator[tuple[str, str]]:
         yield f"{path.name} variable ${variable['name']}", grafana_expr(match["selector"])
     for panel in board["panels"]:
         for target in panel.get("targets", []):
-            yield f"{path.name} panel {panel['title']!r} {target['refId']}", grafana_expr(
-                target["expr"]
+            yield (
+                f"{path.name} panel {panel['title']!r} {target['refId']}",
+                grafana_expr(target["expr"]),
             )
 
 

@@ -10,13 +10,22 @@
 # Environment:
 #   INFRA_DIR        state root (default /tmp/observer-infra); Slurm lives in $INFRA_DIR/slurm
 #   SLURMCTLD_PORT   default 6817;  SLURMDBD_PORT default 6819;  slurmd n1..n3 use 17001-17003
+#   SLURM_PRIVATE_DATA  PrivateData of slurmctld and slurmdbd, e.g. "jobs" or "jobs,usage";
+#                    default unset (every user sees every job). It lives in etc/private-data.conf,
+#                    which both configurations include: a change is applied with
+#                    `scontrol reconfigure` and SIGHUP to slurmdbd, without a restart.
+#
+# A configuration change is made holding $D/tests.lock, the lock the tests take for the cluster,
+# so a restart or reconfiguration never lands in the middle of another session's test.
 #
 # What the cluster enforces, so probes can meet real limits:
 #   QOS high  Priority=1000 (jumps the queue), MaxTRESPerUser=gres/gpu=8
 #   QOS low   Priority=10, MaxTRESPerJob=gres/gpu=2: a bigger job pends with QOSMaxGRESPerJob
-#   PrivateData is left unset: the observer must see every tenant's jobs. A production
+#   PrivateData is unset by default: the observer must see every tenant's jobs. A production
 #   cluster with PrivateData=jobs,usage needs the observer's user to be an operator
-#   (sacctmgr modify user <observer> set AdminLevel=Operator).
+#   (sacctmgr modify user <observer> set AdminLevel=Operator); the observer here is root, the
+#   SlurmUser, which sees everything either way. Users alice (account research) and bob (prod)
+#   are what the isolation probe reads each other's jobs as.
 #   Memory is not confined by cgroups here (no systemd); JobAcctGatherParams=OverMemoryKill
 #   polls RSS every second and kills a step that outgrows its --mem instead.
 set -euo pipefail
@@ -53,11 +62,21 @@ wait_tcp() {
   echo "port $1 did not open" >&2
   return 1
 }
+# Changes are written holding the tests' lock (fd 9), taken only when something changes, and
+# kept to the end; every daemon started here gets `9>&-`, or it would hold the lock forever.
+locked=0
+lock_tests() {
+  [ "$locked" = 1 ] && return 0
+  exec 9>"$D/tests.lock"
+  flock 9
+  locked=1
+}
 # write $1 from stdin only when it differs; returns 1 when unchanged
 write_if_changed() {
   local new
   new=$(cat)
   if [ -f "$1" ] && [ "$(cat "$1")" = "$new" ]; then return 1; fi
+  lock_tests
   printf '%s\n' "$new" >"$1"
 }
 
@@ -90,6 +109,16 @@ mysql -e "CREATE DATABASE IF NOT EXISTS observer_slurm_acct;
 # slurmd drops a gpu GRES without a device file ("Removing file-less GPU")
 for i in 0 1 2 3; do ln -sfn /dev/null "$D/fakedev/nvidia$i"; done
 
+private_conf=$D/etc/private-data.conf
+private_changed=0
+if [ -n "${SLURM_PRIVATE_DATA:-}" ]; then
+  private="PrivateData=$SLURM_PRIVATE_DATA"
+else
+  private="# PrivateData unset: every user sees every job (SLURM_PRIVATE_DATA sets it)"
+fi
+# not a pipe: the lock must be taken by this shell, not by a subshell that exits at once
+write_if_changed "$private_conf" <<<"$private" && private_changed=1
+
 changed=0
 write_if_changed "$D/etc/slurmdbd.conf" <<EOF && changed=1
 AuthType=auth/munge
@@ -104,6 +133,7 @@ StorageUser=slurm
 StoragePass=slurmpass
 LogFile=$D/log/slurmdbd.log
 PidFile=$D/run/slurmdbd.pid
+Include $private_conf
 EOF
 chmod 600 "$D/etc/slurmdbd.conf"
 
@@ -158,6 +188,7 @@ PriorityWeightPartition=500
 NodeName=n[1-3] NodeHostname=$host NodeAddr=127.0.0.1 Port=[17001-17003] CPUs=8 RealMemory=4000 Gres=gpu:4 State=UNKNOWN
 PartitionName=gpu Nodes=n[1-3] Default=YES MaxTime=INFINITE State=UP
 PartitionName=debug Nodes=n[1-3] MaxTime=30 State=UP PriorityTier=2
+Include $private_conf
 EOF
 write_if_changed "$D/etc/gres.conf" <<EOF && changed=1
 AutoDetect=off
@@ -169,11 +200,15 @@ if [ "$changed" = 1 ]; then
   # a new configuration needs fresh daemons (node and port changes are not reconfigurable)
   for p in "${daemons[@]}"; do alive "$D/run/$p.pid" && kill "$(cat "$D/run/$p.pid")"; done
   for p in "${daemons[@]}"; do while alive "$D/run/$p.pid"; do sleep 0.1; done; done
+elif [ "$private_changed" = 1 ]; then
+  # PrivateData is reconfigurable: slurmctld re-reads on reconfigure, slurmdbd on SIGHUP
+  if alive "$D/run/slurmctld.pid"; then SLURM_CONF=$conf scontrol reconfigure; fi
+  if alive "$D/run/slurmdbd.pid"; then kill -HUP "$(cat "$D/run/slurmdbd.pid")"; fi
 fi
 
 export SLURM_CONF=$conf
 if ! alive "$D/run/slurmdbd.pid"; then
-  slurmdbd # reads slurmdbd.conf from the directory of $SLURM_CONF
+  slurmdbd 9>&- # reads slurmdbd.conf from the directory of $SLURM_CONF
 fi
 wait_tcp "$dbd_port"
 configured=$D/state/.accounting-configured # skips ~3 s of sacctmgr calls on a re-run
@@ -193,9 +228,9 @@ if [ ! -e "$configured" ]; then
   add user bob account=prod qos=normal,high DefaultQOS=normal
 fi
 
-alive "$D/run/slurmctld.pid" || slurmctld -f "$conf"
+alive "$D/run/slurmctld.pid" || slurmctld -f "$conf" 9>&-
 wait_tcp "$ctld_port"
-for n in n1 n2 n3; do alive "$D/run/slurmd-$n.pid" || slurmd -f "$conf" -N "$n"; done
+for n in n1 n2 n3; do alive "$D/run/slurmd-$n.pid" || slurmd -f "$conf" -N "$n" 9>&-; done
 
 # all three nodes registered (any responding state: a drained node from a test is still up)
 registered() {

@@ -130,15 +130,29 @@ app.kubernetes.io/part-of: gpu-soak-observer
 {{- $_ := set $agent "proc_root" "/host/proc" -}}
 {{- $_ := set $settings "agent" $agent -}}
 {{- $controller := get $settings "controller" | default dict -}}
+{{- if and .Values.agent.enabled (not (hasKey $controller "agent_urls")) (not (hasKey $controller "agent_dns_name")) -}}
+{{- /* the agents' headless Service resolves to every agent, ready or not */ -}}
+{{- $_ := set $controller "agent_dns_name" (printf "%s.%s.svc" (include "observer.agentName" .) .Release.Namespace) -}}
+{{- $_ := set $controller "agent_port" (include "observer.agentPort" . | int) -}}
+{{- end -}}
 {{- if eq (include "observer.backend" .) "kubernetes" -}}
 {{- $kube := get $controller "kubernetes" | default dict -}}
 {{- $_ := set $kube "namespaces" (include "observer.probeNamespaces" . | fromJsonArray) -}}
-{{- $_ := set $controller "kubernetes" $kube -}}
-{{- $_ := set $settings "controller" $controller -}}
+{{- if .Values.controller.tenantTokenSecrets -}}
+{{- $files := get $kube "tenant_token_files" | default dict -}}
+{{- range $tenant, $_ := .Values.controller.tenantTokenSecrets -}}
+{{- $_ := set $files $tenant (printf "%s/%s/token" (include "observer.tenantTokenDir" $) $tenant) -}}
 {{- end -}}
+{{- $_ := set $kube "tenant_token_files" $files -}}
+{{- end -}}
+{{- $_ := set $controller "kubernetes" $kube -}}
+{{- end -}}
+{{- $_ := set $settings "controller" $controller -}}
 {{- $_ := set $settings "storage" (dict "sqlite_path" "/var/lib/observer/observer.db") -}}
 {{- toYaml $settings -}}
 {{- end -}}
+
+{{- define "observer.tenantTokenDir" -}}/var/run/secrets/observer/tenants{{- end -}}
 
 {{/* Monitoring job names (the monitors set `job` to these). */}}
 {{- define "observer.agentJob" -}}

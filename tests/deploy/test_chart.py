@@ -1,0 +1,538 @@
+"""The Helm chart as a platform team reads it: `helm lint` and `helm template` over several
+value sets, and what the rendered objects promise (security, RBAC, secrets, placement)."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from observer.settings import load_settings
+from tests.deploy.chart import (
+    CHART,
+    CI_VALUES,
+    DASHBOARDS,
+    REPO,
+    all_containers,
+    config_of,
+    helm_args,
+    kinds,
+    one,
+    pod_spec,
+    render,
+    run,
+    tool,
+)
+
+VALUE_SETS = [None, *CI_VALUES]
+VALUE_IDS = ["defaults", *(p.name.removesuffix("-values.yaml") for p in CI_VALUES)]
+WORKLOADS = ("DaemonSet", "Deployment", "Pod")
+READ_ONLY = {"get", "list", "watch"}
+
+
+@pytest.fixture(scope="module")
+def helm() -> Path:
+    return tool("helm")
+
+
+@pytest.fixture(scope="module")
+def rendered(helm: Path) -> dict[str, list[dict[str, Any]]]:
+    return {
+        name: render(helm, *([values] if values else []))
+        for name, values in zip(VALUE_IDS, VALUE_SETS, strict=True)
+    }
+
+
+def ci_values(name: str) -> Path:
+    return CHART / "ci" / f"{name}-values.yaml"
+
+
+# --- every value set ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("values", VALUE_SETS, ids=VALUE_IDS)
+def test_lint_passes_strictly(helm: Path, values: Path | None):
+    result = run(helm, "lint", "--strict", CHART, *helm_args(*([values] if values else [])))
+    assert "0 chart(s) failed" in result.stdout
+
+
+@pytest.mark.parametrize("values", VALUE_SETS, ids=VALUE_IDS)
+def test_install_notes_render(helm: Path, values: Path | None):
+    result = run(
+        helm,
+        "install",
+        "--dry-run=client",
+        "observer",
+        CHART,
+        "--namespace",
+        "gpu-soak",
+        *helm_args(*([values] if values else [])),
+    )
+    notes = result.stdout.split("NOTES:", 1)[1]
+    assert "helm test observer -n gpu-soak" in notes
+    tenants = yaml.safe_load(values.read_text()).get("settings", {}) if values else {}
+    warned = "WARNING: no tenant is configured" in notes
+    assert warned == (not tenants.get("controller", {}).get("tenants")), notes
+
+
+def test_packaged_chart_carries_dashboards_and_rules(helm: Path, tmp_path: Path):
+    run(helm, "package", CHART, "--destination", tmp_path)
+    (package,) = tmp_path.glob("observer-*.tgz")
+    out = run(helm, "template", "observer", package, "-f", ci_values("monitoring")).stdout
+    objects = [doc for doc in yaml.safe_load_all(out) if doc]
+    assert (
+        len([o for o in kinds(objects, "ConfigMap") if "-dashboard-" in o["metadata"]["name"]]) == 5
+    )
+    assert one(objects, "PrometheusRule")["spec"]["groups"]
+
+
+@pytest.mark.parametrize("name", VALUE_IDS)
+def test_settings_file_is_valid_for_the_observer(rendered, name: str, tmp_path: Path):
+    """The ConfigMap is what both processes load: the observer's own validation accepts it."""
+    config = tmp_path / "config.yaml"
+    config.write_text(yaml.safe_dump(config_of(rendered[name])))
+    settings = load_settings(config)
+    assert str(settings.agent.proc_root) == "/host/proc"
+    assert str(settings.storage.sqlite_path) == "/var/lib/observer/observer.db"
+    assert settings.storage.url is None
+
+
+@pytest.mark.parametrize("name", VALUE_IDS)
+def test_every_container_is_locked_down_and_sized(rendered, name: str):
+    for obj in (o for o in rendered[name] if o["kind"] in WORKLOADS):
+        spec = pod_spec(obj)
+        pod_seccomp = spec.get("securityContext", {}).get("seccompProfile", {}).get("type")
+        for container in all_containers(spec):
+            where = f"{obj['kind']}/{obj['metadata']['name']}/{container['name']}"
+            sc = container["securityContext"]
+            assert sc["allowPrivilegeEscalation"] is False, where
+            assert sc["readOnlyRootFilesystem"] is True, where
+            assert sc.get("privileged", False) is False, where
+            assert sc["capabilities"] == {"drop": ["ALL"]}, where
+            assert "RuntimeDefault" in (sc.get("seccompProfile", {}).get("type"), pod_seccomp), (
+                where
+            )
+            resources = container["resources"]
+            for kind in ("requests", "limits"):
+                assert {"cpu", "memory"} <= resources[kind].keys(), where
+                assert not any(key.startswith("nvidia.com/") for key in resources[kind]), where
+        if obj["metadata"]["name"].endswith("-agent"):
+            continue  # uid 0 without capabilities by default: see values.yaml agent
+        assert spec["securityContext"]["runAsNonRoot"] is True, obj["metadata"]["name"]
+
+
+SECRET_KEYS = re.compile(r"url|password|secret|webhook|token")
+
+
+def secret_looking(tree: Any, path: str = "") -> list[str]:
+    """Paths in a settings tree that hold what looks like a secret value: a key that names
+    one (unless its values are files mounted from Secrets), or a URL with credentials."""
+    found = []
+    if isinstance(tree, dict):
+        for key, value in tree.items():
+            where = f"{path}.{key}".lstrip(".")
+            if key == "tenant_token_files":
+                assert all(v.startswith("/var/run/secrets/") for v in value.values()), value
+            elif SECRET_KEYS.search(key) and key != "agent_urls":
+                found.append(where)
+            else:
+                found += secret_looking(value, where)
+    elif isinstance(tree, list):
+        for i, value in enumerate(tree):
+            found += secret_looking(value, f"{path}.{i}")
+    elif isinstance(tree, str) and re.search(r"://[^/@]+@", tree):
+        found.append(path)
+    return found
+
+
+@pytest.mark.parametrize("name", VALUE_IDS)
+def test_no_secret_is_rendered_or_inlined(rendered, name: str):
+    assert not kinds(rendered[name], "Secret"), "secrets are referenced, never rendered"
+    assert secret_looking(config_of(rendered[name])) == []
+    for obj in rendered[name]:
+        if obj["kind"] not in WORKLOADS:
+            continue
+        for container in all_containers(pod_spec(obj)):
+            for env in container.get("env", []):
+                if env["name"].startswith("OBSERVER_") and "value" in env:
+                    raise AssertionError(f"{env['name']} is inlined in {obj['metadata']['name']}")
+
+
+def test_the_secret_check_is_not_vacuous():
+    assert secret_looking({"storage": {"url": "postgresql://u:p@db/x"}}) == ["storage.url"]
+    assert secret_looking({"a": ["http://user:pw@host/"]}) == ["a.0"]
+    assert secret_looking({"controller": {"agent_urls": ["http://node:9400"]}}) == []
+
+
+@pytest.mark.parametrize("name", VALUE_IDS)
+def test_rbac_is_least_privilege(rendered, name: str):
+    objects = rendered[name]
+    for role in kinds(objects, "ClusterRole"):
+        for rule in role["rules"]:
+            assert set(rule["verbs"]) <= READ_ONLY, rule
+            assert "*" not in rule["resources"] + rule["apiGroups"], rule
+            assert not {"secrets", "jobs", "configmaps"} & set(rule["resources"]), rule
+    for role in kinds(objects, "Role"):
+        for rule in role["rules"]:
+            assert "*" not in rule["verbs"] + rule["resources"] + rule["apiGroups"], rule
+            if rule["resources"] != ["jobs"]:
+                assert set(rule["verbs"]) <= READ_ONLY, rule
+            else:
+                assert rule["apiGroups"] == ["batch"], rule
+    writers = {
+        role["metadata"]["namespace"]
+        for role in kinds(objects, "Role")
+        for rule in role["rules"]
+        if set(rule["verbs"]) - READ_ONLY
+    }
+    config = config_of(objects)
+    probe_namespaces = set(config["controller"].get("kubernetes", {}).get("namespaces", []))
+    assert writers <= probe_namespaces
+    assert not kinds(objects, "ClusterRoleBinding") or kinds(objects, "ClusterRole")
+
+
+# --- agent ------------------------------------------------------------------------------------
+
+
+def test_agent_sees_host_pids_and_gpus_without_requesting_one(rendered):
+    ds = one(rendered["defaults"], "DaemonSet")
+    spec = pod_spec(ds)
+    assert spec["hostPID"] is True
+    assert spec["automountServiceAccountToken"] is False
+    assert spec["nodeSelector"] == {"nvidia.com/gpu.present": "true"}
+    assert {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"} in spec[
+        "tolerations"
+    ]
+    (agent,) = spec["containers"]
+    assert agent["args"] == ["agent", "--config", "/etc/observer/config.yaml"]
+    env = {e["name"]: e for e in agent["env"]}
+    assert env["NVIDIA_VISIBLE_DEVICES"]["value"] == "all"
+    assert env["NVIDIA_DRIVER_CAPABILITIES"]["value"] == "utility"
+    assert env["OBSERVER_AGENT__NODE_NAME"]["valueFrom"] == {
+        "fieldRef": {"fieldPath": "spec.nodeName"}
+    }
+    mounts = {m["mountPath"]: m for m in agent["volumeMounts"]}
+    volumes = {v["name"]: v for v in spec["volumes"]}
+    assert mounts["/host/proc"]["readOnly"] is True
+    assert volumes[mounts["/host/proc"]["name"]]["hostPath"]["path"] == "/proc"
+    socket_dir = mounts["/var/lib/kubelet/pod-resources"]
+    assert socket_dir["readOnly"] is True
+    assert volumes[socket_dir["name"]]["hostPath"]["path"] == "/var/lib/kubelet/pod-resources"
+    assert all(m.get("readOnly") for m in agent["volumeMounts"] if m["mountPath"] != "/tmp")
+    assert "add" not in agent["securityContext"]["capabilities"]
+    assert agent["ports"] == [{"name": "http", "containerPort": 9400, "protocol": "TCP"}]
+    assert agent["livenessProbe"]["httpGet"]["path"] == "/healthz"
+    service = one(rendered["defaults"], "Service", "-agent")
+    assert service["spec"]["clusterIP"] == "None"
+    assert service["spec"]["publishNotReadyAddresses"] is True
+    controller = config_of(rendered["defaults"])["controller"]
+    assert controller["agent_dns_name"] == "observer-agent.gpu-soak.svc"
+    assert controller["agent_port"] == service["spec"]["ports"][0]["port"] == 9400
+    assert config_of(rendered["defaults"])["agent"]["proc_root"] == "/host/proc"
+
+
+def test_config_changes_restart_only_the_processes_that_read_them(helm: Path):
+    def checksums(sets: dict[str, str]) -> tuple[str, str]:
+        objects = render(helm, sets=sets)
+        return tuple(  # type: ignore[return-value]
+            one(objects, kind)["spec"]["template"]["metadata"]["annotations"]["checksum/config"]
+            for kind in ("DaemonSet", "Deployment")
+        )
+
+    base = checksums({})
+    controller_only = checksums({"settings.controller.timezone": "Asia/Shanghai"})
+    agent_too = checksums({"settings.agent.interval_seconds": "2"})
+    assert controller_only[0] == base[0] and controller_only[1] != base[1]
+    assert agent_too[0] != base[0] and agent_too[1] != base[1]
+
+
+def test_agent_placement_and_user_follow_values(rendered):
+    spec = pod_spec(one(rendered["gpu-nodes"], "DaemonSet"))
+    values = yaml.safe_load(ci_values("gpu-nodes").read_text())["agent"]
+    assert values["nodeSelector"]["nvidia.com/gpu.present"] is None  # drops the default
+    assert spec["nodeSelector"] == {"node-role.example.com/gpu": "true"}
+    assert spec["tolerations"] == values["tolerations"]
+    assert spec["affinity"] == values["affinity"]
+    assert spec["runtimeClassName"] == "nvidia"
+    assert spec["priorityClassName"] == "system-node-critical"
+    assert spec["securityContext"]["runAsNonRoot"] is True
+    assert "/var/lib/kubelet/pod-resources" not in {
+        m["mountPath"] for m in spec["containers"][0]["volumeMounts"]
+    }
+    assert config_of(rendered["gpu-nodes"])["agent"]["interval_seconds"] == 2
+
+
+# --- controller -------------------------------------------------------------------------------
+
+
+def test_controller_is_one_replica_replaced_not_overlapped(rendered):
+    objects = rendered["defaults"]
+    deploy = one(objects, "Deployment")
+    assert deploy["spec"]["replicas"] == 1
+    assert deploy["spec"]["strategy"] == {"type": "Recreate"}
+    spec = pod_spec(deploy)
+    shutdown = config_of(objects)["controller"]["shutdown_deadline_seconds"]
+    assert spec["terminationGracePeriodSeconds"] > shutdown
+    (init,) = spec["initContainers"]
+    (main,) = spec["containers"]
+    assert init["args"] == ["db", "upgrade", "--config", "/etc/observer/config.yaml"]
+    assert main["args"] == ["controller", "--config", "/etc/observer/config.yaml"]
+    assert init["volumeMounts"] == main["volumeMounts"]
+    assert main["readinessProbe"]["httpGet"]["path"] == "/healthz"
+    pdb = one(objects, "PodDisruptionBudget")
+    assert pdb["spec"]["maxUnavailable"] == 1, "one replica: minAvailable 1 would block drains"
+    assert pdb["spec"]["selector"]["matchLabels"] == deploy["spec"]["selector"]["matchLabels"]
+    pvc = one(objects, "PersistentVolumeClaim")
+    assert pvc["metadata"]["annotations"]["helm.sh/resource-policy"] == "keep"
+    data = next(v for v in spec["volumes"] if v["name"] == "data")
+    assert data["persistentVolumeClaim"]["claimName"] == pvc["metadata"]["name"]
+    assert {"mountPath": "/var/lib/observer", "name": "data"} in main["volumeMounts"]
+    assert spec["securityContext"]["fsGroup"] == 65532
+
+
+def test_postgresql_url_and_notification_secrets_come_from_secrets(rendered):
+    objects = rendered["postgres"]
+    assert not kinds(objects, "PersistentVolumeClaim")
+    spec = pod_spec(one(objects, "Deployment"))
+    for container in all_containers(spec):
+        env = {e["name"]: e for e in container["env"]}
+        assert env["OBSERVER_STORAGE__URL"]["valueFrom"] == {
+            "secretKeyRef": {"name": "observer-db", "key": "url"}
+        }
+        assert env["OBSERVER_NOTIFY__FEISHU__SECRET"]["valueFrom"]["secretKeyRef"] == {
+            "name": "observer-notify",
+            "key": "feishu-secret",
+        }
+        assert env["OBSERVER_NOTIFY__SMTP__PASSWORD"]["valueFrom"]["secretKeyRef"]["optional"]
+        assert container["envFrom"] == [{"secretRef": {"name": "observer-extra-env"}}]
+    assert "url" not in config_of(objects)["storage"]
+
+
+# --- RBAC by backend --------------------------------------------------------------------------
+
+
+def rules_of(obj: dict[str, Any]) -> dict[tuple[str, str], set[str]]:
+    return {
+        (group, resource): set(rule["verbs"])
+        for rule in obj["rules"]
+        for group in rule["apiGroups"]
+        for resource in rule["resources"]
+    }
+
+
+def test_kubernetes_backend_can_run_jobs_only_in_probe_namespaces(rendered):
+    objects = rendered["kubernetes"]
+    namespaces = ["team-a", "team-b", "shared-batch"]
+    assert config_of(objects)["controller"]["kubernetes"]["namespaces"] == namespaces
+    cluster = rules_of(one(objects, "ClusterRole"))
+    assert cluster == {
+        ("", "nodes"): READ_ONLY,
+        ("", "pods"): READ_ONLY,
+        ("kueue.x-k8s.io", "clusterqueues"): READ_ONLY,
+        ("kueue.x-k8s.io", "resourceflavors"): READ_ONLY,
+        ("scheduling.volcano.sh", "queues"): READ_ONLY,
+    }
+    roles = {r["metadata"]["namespace"]: rules_of(r) for r in kinds(objects, "Role")}
+    assert sorted(roles) == sorted(namespaces)
+    for rules in roles.values():
+        assert rules == {
+            ("batch", "jobs"): {"create", "delete", "get", "list", "watch"},
+            ("", "pods"): READ_ONLY,
+            ("", "pods/log"): {"get"},
+            ("", "events"): {"list", "watch"},
+            ("kueue.x-k8s.io", "localqueues"): READ_ONLY,
+            ("kueue.x-k8s.io", "workloads"): READ_ONLY,
+            ("scheduling.volcano.sh", "podgroups"): READ_ONLY,
+        }
+    sa = one(objects, "ServiceAccount", "-controller")["metadata"]["name"]
+    for binding in kinds(objects, "RoleBinding") + kinds(objects, "ClusterRoleBinding"):
+        assert binding["subjects"] == [
+            {"kind": "ServiceAccount", "name": sa, "namespace": "gpu-soak"}
+        ]
+    assert pod_spec(one(objects, "Deployment"))["automountServiceAccountToken"] is True
+
+
+def test_isolation_probe_tokens_are_mounted_from_secrets(rendered):
+    objects = rendered["kubernetes"]
+    files = config_of(objects)["controller"]["kubernetes"]["tenant_token_files"]
+    assert files == {"team-a": "/var/run/secrets/observer/tenants/team-a/token"}
+    spec = pod_spec(one(objects, "Deployment"))
+    volume = next(v for v in spec["volumes"] if v["name"] == "token-team-a")
+    assert volume["secret"]["secretName"] == "team-a-probe-token"
+    assert volume["secret"]["items"] == [{"key": "token", "path": "token"}]
+    mount = next(m for m in spec["containers"][0]["volumeMounts"] if m["name"] == "token-team-a")
+    assert mount == {
+        "name": "token-team-a",
+        "mountPath": "/var/run/secrets/observer/tenants/team-a",
+        "readOnly": True,
+    }
+
+
+def test_queue_readers_follow_the_served_apis(helm: Path):
+    values = ci_values("kubernetes")
+    plain = render(helm, values, sets={"rbac.kueue": "auto", "rbac.volcano": "auto"})
+    assert not any(g != "" for g, _ in rules_of(one(plain, "ClusterRole")))
+    with_kueue = render(
+        helm,
+        values,
+        sets={"rbac.kueue": "auto", "rbac.volcano": "never"},
+        api_versions=("kueue.x-k8s.io/v1beta1", "scheduling.volcano.sh/v1beta1"),
+    )
+    groups = {g for g, _ in rules_of(one(with_kueue, "ClusterRole"))}
+    assert groups == {"", "kueue.x-k8s.io"}
+
+
+def test_slurm_backend_gets_no_kubernetes_access(rendered):
+    objects = rendered["slurm"]
+    for kind in ("ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding", "DaemonSet"):
+        assert not kinds(objects, kind), kind
+    assert pod_spec(one(objects, "Deployment"))["automountServiceAccountToken"] is False
+
+
+# --- monitoring -------------------------------------------------------------------------------
+
+
+def test_monitoring_objects_are_off_by_default(rendered):
+    for kind in ("ServiceMonitor", "PodMonitor", "PrometheusRule"):
+        assert not kinds(rendered["defaults"], kind), kind
+
+
+def test_service_monitors_name_the_jobs_the_alerts_use(rendered):
+    objects = rendered["monitoring"]
+    monitors = {m["metadata"]["name"]: m for m in kinds(objects, "ServiceMonitor")}
+    assert sorted(monitors) == ["observer-agent", "observer-controller"]
+    for name, monitor in monitors.items():
+        assert monitor["metadata"]["labels"]["release"] == "kube-prometheus-stack"
+        (endpoint,) = monitor["spec"]["endpoints"]
+        assert endpoint["port"] == "http" and endpoint["interval"] == "15s"
+        assert {"targetLabel": "job", "replacement": name} in endpoint["relabelings"]
+    rule = one(objects, "PrometheusRule")
+    assert rule["metadata"]["labels"]["release"] == "kube-prometheus-stack"
+    exprs = "\n".join(a["expr"] for g in rule["spec"]["groups"] for a in g["rules"])
+    assert 'up{job="observer-agent"}' in exprs and 'up{job="observer-controller"}' in exprs
+    names = [a["alert"] for g in rule["spec"]["groups"] for a in g["rules"]]
+    assert "ObserverAgentsAbsent" not in names and "ObserverAgentDown" in names
+    for group in rule["spec"]["groups"]:
+        for alert in group["rules"]:
+            assert alert["labels"]["team"] == "gpu-platform"
+            assert alert["annotations"]["runbook_url"] == (
+                f"https://runbooks.example.com/gpu-soak-observer#{alert['alert'].lower()}"
+            )
+
+
+def test_pod_monitors_and_rule_jobs_follow_values(rendered):
+    objects = rendered["podmonitor"]
+    assert not kinds(objects, "ServiceMonitor")
+    jobs = {
+        m["metadata"]["name"]: m["spec"]["podMetricsEndpoints"][0]["relabelings"][0]["replacement"]
+        for m in kinds(objects, "PodMonitor")
+    }
+    assert jobs == {
+        "observer-agent": "gpu-observer-agent",
+        "observer-controller": "gpu-observer-controller",
+    }
+    exprs = "\n".join(
+        a["expr"] for g in one(objects, "PrometheusRule")["spec"]["groups"] for a in g["rules"]
+    )
+    assert 'up{job="gpu-observer-controller"}' in exprs
+
+
+def test_both_monitors_at_once_are_refused(helm: Path):
+    result = run(
+        helm,
+        "template",
+        "observer",
+        CHART,
+        "--set",
+        "serviceMonitor.enabled=true",
+        "--set",
+        "podMonitor.enabled=true",
+        check=False,
+    )
+    assert result.returncode != 0
+    assert "enable one of the two" in result.stderr
+
+
+def test_dashboards_ship_as_labelled_config_maps(rendered):
+    maps = [
+        m
+        for m in kinds(rendered["monitoring"], "ConfigMap")
+        if "-dashboard-" in m["metadata"]["name"]
+    ]
+    assert len(maps) == len(DASHBOARDS) == 5
+    for cm in maps:
+        assert cm["metadata"]["labels"]["grafana_dashboard"] == "1"
+        assert cm["metadata"]["annotations"] == {"grafana_folder": "GPU Soak"}
+        ((filename, text),) = cm["data"].items()
+        assert json.loads(text) == json.loads((CHART / "dashboards" / filename).read_text())
+
+
+def test_helm_test_pod_asks_the_controller(rendered):
+    pod = one(rendered["defaults"], "Pod")
+    assert pod["metadata"]["annotations"]["helm.sh/hook"] == "test"
+    (check,) = pod["spec"]["containers"]
+    assert check["args"][1] == "http://observer-controller:9401"
+    assert pod["spec"]["securityContext"]["runAsNonRoot"] is True
+
+
+# --- values.schema.json -----------------------------------------------------------------------
+
+BAD_VALUES = {
+    "unknown top-level key": ("replicas: 2", "additional properties 'replicas' not allowed"),
+    "unknown setting": ("settings: {agent: {interval: 1}}", "additional properties 'interval'"),
+    "database URL inlined": (
+        "settings: {storage: {url: 'postgresql://u:p@db/observer'}}",
+        "additional properties 'storage' not allowed",
+    ),
+    "chart-owned setting": ("settings: {agent: {proc_root: /proc}}", "'proc_root' not allowed"),
+    "wrong type": ("settings: {agent: {interval_seconds: fast}}", "want number"),
+    "out of bounds": ("settings: {agent: {shutdown_deadline_seconds: 45}}", "shutdown_deadline"),
+    "unknown backend": (
+        "settings: {controller: {backend: nomad}}",
+        "at '/settings/controller/backend': value must be one of",
+    ),
+    "bad window time": (
+        "settings: {controller: {windows: [{name: w, start: '25:00', end: '06:00'}]}}",
+        "does not match pattern",
+    ),
+    "GPU requested": (
+        "agent: {resources: {requests: {nvidia.com/gpu: 1}}}",
+        "invalid propertyName 'nvidia.com/gpu'",
+    ),
+    "queue reader mode": ("rbac: {kueue: yes}", "/rbac/kueue"),
+    "secret env name": (
+        "controller: {secretEnv: [{name: smtp_password, secretName: s, key: k}]}",
+        "does not match pattern",
+    ),
+    "pull policy": ("image: {pullPolicy: Sometimes}", "at '/image/pullPolicy'"),
+}
+
+
+@pytest.mark.parametrize("case", list(BAD_VALUES))
+def test_schema_rejects_bad_values(helm: Path, tmp_path: Path, case: str):
+    text, message = BAD_VALUES[case]
+    values = tmp_path / "values.yaml"
+    values.write_text(text + "\n")
+    for command in (["template", "observer"], ["lint", "--strict"]):
+        result = run(helm, *command, CHART, "-f", values, check=False)
+        assert result.returncode != 0, (case, command)
+        output = result.stdout + result.stderr
+        assert "values don't meet the specifications of the schema" in output, output
+        assert message in output, output
+
+
+def test_values_schema_mirrors_the_settings_model():
+    result = subprocess.run(
+        [sys.executable, str(REPO / "deploy" / "chart-tools" / "values_schema.py"), "--check"],
+        capture_output=True,
+        text=True,
+        check=False,
+        cwd=REPO,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
