@@ -7,10 +7,19 @@ errors: they come back as AccessAttempts."""
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections import Counter
+from collections.abc import Collection, Iterable
+from datetime import datetime
 from typing import Protocol
 
-from observer.domain import AccessAttempt, JobRequest, JobStatus, SchedulerSnapshot
+from observer.domain import (
+    AccessAttempt,
+    JobPhase,
+    JobRequest,
+    JobStatus,
+    QueueState,
+    SchedulerSnapshot,
+)
 
 RUN_ID_LABEL = "soak.observer/run-id"  # Kubernetes label; Slurm carries it in --comment
 PROBE_LABEL = "soak.observer/probe"
@@ -61,3 +70,34 @@ class SchedulerBackend(Protocol):
     def close(self) -> None:
         """Release connections; the platform's jobs are left as they are."""
         ...
+
+
+def queue_states(
+    jobs: Iterable[JobStatus], at: datetime, tenants: Iterable[str] = ()
+) -> tuple[QueueState, ...]:
+    """Unfinished jobs per (tenant, queue), as every backend's snapshot reports them. A known
+    tenant with nothing queued still gets its zero row: fairness needs its zero."""
+    groups: dict[tuple[str, str | None], list[JobStatus]] = {}
+    for job in jobs:
+        groups.setdefault((job.tenant, job.queue), []).append(job)
+    for tenant in tenants:
+        if not any(key[0] == tenant for key in groups):
+            groups[(tenant, None)] = []
+    states = []
+    for (tenant, queue), mine in sorted(groups.items(), key=lambda kv: (kv[0][0], kv[0][1] or "")):
+        pending = [j for j in mine if j.phase is JobPhase.PENDING]
+        running = [j for j in mine if j.phase is JobPhase.RUNNING]
+        waits = [(at - j.submitted_at).total_seconds() for j in pending if j.submitted_at]
+        states.append(
+            QueueState(
+                tenant=tenant,
+                queue=queue,
+                pending_jobs=len(pending),
+                pending_gpus=sum(j.gpus for j in pending),
+                running_jobs=len(running),
+                running_gpus=sum(j.gpus for j in running),
+                longest_wait_seconds=max(waits, default=0.0),
+                pending_reasons=dict(Counter(j.reason for j in pending if j.reason)),
+            )
+        )
+    return tuple(states)

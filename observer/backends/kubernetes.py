@@ -23,7 +23,7 @@ import hashlib
 import json
 import re
 from collections import Counter, OrderedDict
-from collections.abc import Callable, Collection, Iterable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from contextlib import contextmanager
 from dataclasses import replace
 from datetime import UTC, datetime
@@ -36,7 +36,13 @@ from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException, OpenApiException
 from kubernetes.config.config_exception import ConfigException
 
-from observer.backends.base import MANAGED_BY, MANAGED_BY_LABEL, PROBE_LABEL, RUN_ID_LABEL
+from observer.backends.base import (
+    MANAGED_BY,
+    MANAGED_BY_LABEL,
+    PROBE_LABEL,
+    RUN_ID_LABEL,
+    queue_states,
+)
 from observer.clock import Clock
 from observer.domain import (
     AccessAttempt,
@@ -44,7 +50,6 @@ from observer.domain import (
     JobPhase,
     JobRequest,
     JobStatus,
-    QueueState,
     SchedulerNode,
     SchedulerSnapshot,
 )
@@ -289,7 +294,7 @@ class KubernetesBackend:
             jobs += self._unfinished_work(namespace, by_namespace.get(namespace, []))
         return SchedulerSnapshot(
             at=now,
-            queues=_queues(self._settings.namespaces, jobs, now),
+            queues=queue_states(jobs, now, self._settings.namespaces),
             nodes=tuple(
                 _node(node, allocated[_name(node.metadata)], self._gpu, self._settings.pool_label)
                 for node in sorted(nodes, key=lambda node: _name(node.metadata))
@@ -764,33 +769,6 @@ def _event_time(event: client.CoreV1Event) -> datetime:
         event.first_timestamp,
     )
     return next((moment for moment in map(_utc, moments) if moment is not None), _NEVER)
-
-
-def _queues(
-    namespaces: Iterable[str], jobs: list[JobStatus], now: datetime
-) -> tuple[QueueState, ...]:
-    keys = sorted({(job.tenant, job.queue) for job in jobs}, key=lambda k: (k[0], k[1] or ""))
-    # A tenant with nothing queued is still a tenant: fairness needs its zero.
-    keys += [(namespace, None) for namespace in namespaces if all(k[0] != namespace for k in keys)]
-    states = []
-    for tenant, queue in keys:
-        mine = [job for job in jobs if (job.tenant, job.queue) == (tenant, queue)]
-        pending = [job for job in mine if job.phase is JobPhase.PENDING]
-        running = [job for job in mine if job.phase is JobPhase.RUNNING]
-        waits = [(now - job.submitted_at).total_seconds() for job in pending if job.submitted_at]
-        states.append(
-            QueueState(
-                tenant=tenant,
-                queue=queue,
-                pending_jobs=len(pending),
-                pending_gpus=sum(job.gpus for job in pending),
-                running_jobs=len(running),
-                running_gpus=sum(job.gpus for job in running),
-                longest_wait_seconds=max(waits, default=0.0),
-                pending_reasons=dict(Counter(job.reason for job in pending if job.reason)),
-            )
-        )
-    return tuple(states)
 
 
 def _node(node: client.V1Node, allocated: int, gpu: str, pool_label: str) -> SchedulerNode:

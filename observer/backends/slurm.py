@@ -29,12 +29,12 @@ import re
 import shlex
 import subprocess
 import threading
-from collections import Counter
 from collections.abc import Collection, Iterable, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from observer.backends.base import queue_states
 from observer.clock import Clock
 from observer.domain import (
     AccessAttempt,
@@ -42,7 +42,6 @@ from observer.domain import (
     JobPhase,
     JobRequest,
     JobStatus,
-    QueueState,
     SchedulerNode,
     SchedulerSnapshot,
     Workload,
@@ -596,31 +595,6 @@ def _node(node: Mapping[str, Any]) -> SchedulerNode:
         state=state,
         reason=str(node["reason"] or "") or None,
     )
-
-
-def queue_states(active: Iterable[JobStatus], at: datetime) -> tuple[QueueState, ...]:
-    """Unfinished jobs per (account, partition): only pairs with jobs appear."""
-    groups: dict[tuple[str, str | None], list[JobStatus]] = {}
-    for job in active:
-        groups.setdefault((job.tenant, job.queue), []).append(job)
-    states = []
-    for (tenant, queue), jobs in sorted(groups.items(), key=lambda item: str(item[0])):
-        pending = [j for j in jobs if j.phase is JobPhase.PENDING]
-        running = [j for j in jobs if j.phase is JobPhase.RUNNING]
-        waits = [(at - j.submitted_at).total_seconds() for j in pending if j.submitted_at]
-        states.append(
-            QueueState(
-                tenant=tenant,
-                queue=queue,
-                pending_jobs=len(pending),
-                pending_gpus=sum(j.gpus for j in pending),
-                running_jobs=len(running),
-                running_gpus=sum(j.gpus for j in running),
-                longest_wait_seconds=max([0.0, *waits]),
-                pending_reasons=dict(Counter(j.reason for j in pending if j.reason)),
-            )
-        )
-    return tuple(states)
 
 
 def expand_hostlist(expression: str) -> tuple[str, ...]:

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from enum import StrEnum
 
+from observer.backends.base import queue_states
 from observer.clock import Clock
 from observer.domain import (
     AccessAttempt,
@@ -25,7 +26,6 @@ from observer.domain import (
     JobPhase,
     JobRequest,
     JobStatus,
-    QueueState,
     SchedulerNode,
     SchedulerSnapshot,
     Workload,
@@ -195,19 +195,11 @@ class SimulatedCluster:
     def snapshot(self) -> SchedulerSnapshot:
         self._play()
         now = self._clock.now()
-        active = [j for j in self._jobs.values() if not j.phase.finished]
-        queues: dict[tuple[str, str | None], list[_Job]] = {}
-        for job in active:
-            queues.setdefault((job.tenant, job.queue), []).append(job)
+        active = [j.status() for j in self._jobs.values() if not j.phase.finished]
         allocated = self._allocated()
         return SchedulerSnapshot(
             at=now,
-            queues=tuple(
-                _queue_state(t, q, jobs, now)
-                for (t, q), jobs in sorted(
-                    queues.items(), key=lambda kv: (kv[0][0], kv[0][1] or "")
-                )
-            ),
+            queues=queue_states(active, now, self.tenants),
             nodes=tuple(
                 SchedulerNode(
                     name=n.name,
@@ -219,7 +211,7 @@ class SimulatedCluster:
                 )
                 for n in self.nodes.values()
             ),
-            jobs=tuple(j.status() for j in active),
+            jobs=tuple(active),
         )
 
     def probe_isolation(self, as_tenant: str, other_tenant: str) -> list[AccessAttempt]:
@@ -458,24 +450,3 @@ def _node_state(node: NodeSpec, allocated: int, drained: str | None) -> str:
     if allocated == 0:
         return "idle"
     return "allocated" if allocated >= node.gpus else "mixed"
-
-
-def _queue_state(tenant: str, queue: str | None, jobs: list[_Job], now: datetime) -> QueueState:
-    pending = [j for j in jobs if j.phase is JobPhase.PENDING]
-    running = [j for j in jobs if j.phase is JobPhase.RUNNING]
-    reasons: dict[str, int] = {}
-    for job in pending:
-        if job.reason:
-            reasons[job.reason] = reasons.get(job.reason, 0) + 1
-    return QueueState(
-        tenant=tenant,
-        queue=queue,
-        pending_jobs=len(pending),
-        pending_gpus=sum(j.workload.gpus for j in pending),
-        running_jobs=len(running),
-        running_gpus=sum(j.workload.gpus for j in running),
-        longest_wait_seconds=max(
-            ((now - j.submitted_at).total_seconds() for j in pending), default=0.0
-        ),
-        pending_reasons=reasons,
-    )

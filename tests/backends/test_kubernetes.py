@@ -509,8 +509,8 @@ def test_a_tenant_with_nothing_queued_still_has_a_queue_state(k8s: KubernetesHar
     queues = k8s.backend.snapshot().queues
 
     assert [(q.tenant, q.queue, q.pending_jobs, q.running_jobs) for q in queues] == [
-        ("research", None, 0, 0),
         ("prod", None, 0, 0),
+        ("research", None, 0, 0),
     ]
 
 
