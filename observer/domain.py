@@ -252,6 +252,11 @@ class JobPhase(StrEnum):
         return self in (JobPhase.SUCCEEDED, JobPhase.FAILED, JobPhase.CANCELLED)
 
 
+# Every log-canary line, whoever writes it: "observer-canary run=<run id> seq=<n> ts=<unix s>",
+# n counting from 0. The writers (each backend's canary) and the log-loss detector share it.
+CANARY_MARK = "observer-canary"
+
+
 class Behaviour(StrEnum):
     """What a probe's workload does; each backend turns it into its platform's terms."""
 

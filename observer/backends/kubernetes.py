@@ -45,6 +45,7 @@ from observer.backends.base import (
 )
 from observer.clock import Clock
 from observer.domain import (
+    CANARY_MARK,
     AccessAttempt,
     Behaviour,
     JobPhase,
@@ -78,7 +79,7 @@ BUSY_SCRIPT = (
 CANARY_SCRIPT = (  # seq counts from 0, as on every backend
     "i=0; "
     f'while [ "$i" -lt "${ENV_LOG_LINES}" ]; do '
-    f'echo "observer-canary run=${ENV_RUN_ID} seq=$i ts=$(date +%s.%N)"; '
+    f'echo "{CANARY_MARK} run=${ENV_RUN_ID} seq=$i ts=$(date +%s.%N)"; '
     "i=$((i + 1)); "
     f'sleep "${ENV_LOG_INTERVAL_SECONDS}"; '
     "done; "

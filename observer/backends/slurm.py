@@ -37,6 +37,7 @@ from typing import Any
 from observer.backends.base import queue_states
 from observer.clock import Clock
 from observer.domain import (
+    CANARY_MARK,
     AccessAttempt,
     Behaviour,
     JobPhase,
@@ -51,7 +52,6 @@ from observer.settings import SlurmSettings
 
 RUN_ID_COMMENT_PREFIX = "observer-run:"
 JOB_NAME_PREFIX = "observer-"
-CANARY_MARK = "observer-canary"
 # The job the isolation probe places in the other account when that account has none to try
 # to read: held, so it never runs, and cancelled once tried. Its comment is not a run id.
 ISOLATION_TARGET_NAME = "observer-isolation-target"

@@ -20,10 +20,9 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Literal, Protocol
 
-from observer.domain import Finding, FindingKind, JsonValue, Severity
+from observer.domain import CANARY_MARK, Finding, FindingKind, JsonValue, Severity
 from observer.settings import LogLossSettings
 
-CANARY_MARK = "observer-canary"
 _CANARY = re.compile(
     rf"{CANARY_MARK} run=(?P<run>\S+) seq=(?P<seq>\d+) ts=(?P<ts>\d+(?:\.\d+)?)(?:\s|$)"
 )

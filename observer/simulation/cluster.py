@@ -21,6 +21,7 @@ from enum import StrEnum
 from observer.backends.base import queue_states
 from observer.clock import Clock
 from observer.domain import (
+    CANARY_MARK,
     AccessAttempt,
     Behaviour,
     JobPhase,
@@ -185,7 +186,7 @@ class SimulatedCluster:
             if at > now:
                 break
             if not any(start <= at < end for start, end in self.faults.log_loss):
-                lines.append(f"observer-canary run={job.run_id} seq={seq} ts={at.timestamp():.6f}")
+                lines.append(f"{CANARY_MARK} run={job.run_id} seq={seq} ts={at.timestamp():.6f}")
         return "\n".join(lines) + ("\n" if lines else "")
 
     def probe_jobs(self) -> list[JobStatus]:
