@@ -10,7 +10,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from observer.domain import DriverState, Finding, NodeSnapshot
+from observer.domain import DriverState, Finding, FindingKind, NodeSnapshot
 
 UNRELEASED_DETECTORS = frozenset({"unreleased_memory", "vanished_process", "orphan_process"})
 
@@ -54,8 +54,9 @@ class FindingMetrics:
         self._seen: set[tuple[str, str]] = set()
 
     def record(self, changed: Iterable[Finding], open_now: Iterable[Finding]) -> None:
+        """`changed`: findings that opened, closed or happened (events) since the last call."""
         for finding in changed:
-            if finding.is_open:
+            if finding.is_open or finding.kind is FindingKind.EVENT:
                 self.total.labels(finding.detector, finding.severity.value).inc()
         counts: dict[tuple[str, str], int] = {}
         for finding in open_now:
@@ -179,6 +180,19 @@ class ControllerMetrics:
             "observer_agent_read_errors_total",
             "Failed reads of a node agent's snapshot, by agent.",
             ["agent"],
+            registry=registry,
+        )
+        self.fairness_index = Gauge(
+            "observer_fairness_index",
+            "Jain's index of GPUs received against entitlement in the last completed occurrence "
+            "of each window (1 is perfectly fair).",
+            ["window"],
+            registry=registry,
+        )
+        self.log_reader_errors_total = Counter(
+            "observer_log_reader_errors_total",
+            "Failed reads of a log canary's lines back from the log pipeline.",
+            ["pipeline"],
             registry=registry,
         )
         self.scheduler_last_snapshot_timestamp_seconds = Gauge(

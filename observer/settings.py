@@ -445,6 +445,14 @@ class ControllerSettings(_Group):
     agent_unreachable_grace_seconds: float = Field(
         60.0, ge=0, description="An agent unreadable this long is recorded as a blind spot."
     )
+    log_reader: Literal["pod_logs", "none"] = Field(
+        "pod_logs",
+        description="Where finished log canaries are read back: the job's own output through "
+        "the scheduler (pod-log API, Slurm output file), or nowhere.",
+    )
+    log_settle_seconds: float = Field(
+        60.0, ge=0, description="Wait after a canary ends before reading it back (shippers batch)."
+    )
     misfire_grace_seconds: float = Field(
         30.0, gt=0, description="A launch this late (controller busy or paused) is skipped."
     )

@@ -13,6 +13,7 @@ from prometheus_client import CollectorRegistry
 from observer import codec
 from observer.backends.base import SchedulerBackend
 from observer.clock import Clock, SystemClock
+from observer.controller.detect import Detection
 from observer.controller.observe import FleetObserver
 from observer.controller.runs import Budget, ProbeRunner, Tenant
 from observer.controller.schedule import start_plan
@@ -21,6 +22,7 @@ from observer.errors import ConfigError
 from observer.fleet.http import HttpFleet
 from observer.http import serve
 from observer.logs import get_logger
+from observer.logs_pipeline.pod_logs import PodLogReader
 from observer.loops import PeriodicLoop
 from observer.metrics import ControllerMetrics
 from observer.probes.catalog import builtin_catalog, quota_probe, with_overrides
@@ -30,6 +32,11 @@ from observer.simulation.cluster import NodeSpec, Policy, SimulatedCluster, Tena
 from observer.storage.store import Store, store_url, upgrade
 
 _log = get_logger("observer.controller")
+
+
+def _job_of(store: Store, run_id: str) -> str | None:
+    run = store.run(run_id)
+    return run.job_id if run else None
 
 
 def build_backend(cfg: ControllerSettings, clock: Clock) -> SchedulerBackend:
@@ -98,7 +105,25 @@ def build_controller(
     unknown = sorted({e.probe for e in plan} - catalog.keys())
     if unknown:
         raise ConfigError([f"controller.plan: unknown probe {name!r}" for name in unknown])
-    return Controller(backend, store, runner, calendar, plan, catalog, clock, metrics)
+    reader = (
+        PodLogReader(backend.logs, partial(_job_of, store))
+        if cfg.log_reader == "pod_logs"
+        else None
+    )
+    detection = Detection(
+        store=store,
+        clock=clock,
+        metrics=metrics,
+        calendar=calendar,
+        rules=settings.detectors,
+        catalog=catalog,
+        weights={t.name: t.weight for t in cfg.tenants},
+        quotas={t.name: t.quota_gpus for t in cfg.tenants if t.quota_gpus is not None},
+        log_reader=reader,
+        log_pipeline=cfg.log_reader,
+        log_settle_seconds=cfg.log_settle_seconds,
+    )
+    return Controller(backend, store, runner, calendar, plan, catalog, clock, metrics, detection)
 
 
 def run_controller(
@@ -125,6 +150,7 @@ def run_controller(
     observer = FleetObserver(fleet, store, clock, metrics, cfg.agent_unreachable_grace_seconds)
     observe = loop("fleet", cfg.observe_interval_seconds, observer.observe)
     follow = loop("follow", cfg.follow_interval_seconds, controller.follow)
+    detect = loop("detect", cfg.follow_interval_seconds, controller.detect)
     sample = loop("scheduler", cfg.snapshot_interval_seconds, controller.sample_scheduler)
     launches = [
         loop(f"plan-{entry.probe}", entry.every_seconds, partial(controller.launch, entry))
@@ -153,14 +179,13 @@ def run_controller(
     _log.info("controller listening", host=cfg.listen_host, port=port, backend=cfg.backend)
     if on_listening is not None:
         on_listening(port)
-    follow.start()
-    sample.start()
-    observe.start()
+    for started in (follow, sample, observe, detect):
+        started.start()
     scheduler = start_plan(controller, launches, cfg.timezone, cfg.misfire_grace_seconds)
     stop.wait()
     scheduler.shutdown(wait=False)
-    for stopped in (follow, sample, observe):
-        stopped.join(cfg.shutdown_deadline_seconds / 3)
+    for stopped in (follow, sample, observe, detect):
+        stopped.join(cfg.shutdown_deadline_seconds / 4)
     cancelled = controller.stop()
     _log.info("controller stopped", cancelled_runs=len(cancelled))
     server.shutdown()

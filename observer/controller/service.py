@@ -9,8 +9,9 @@ from dataclasses import dataclass
 
 from observer.backends.base import SchedulerBackend
 from observer.clock import Clock
+from observer.controller.detect import Detection
 from observer.controller.runs import ProbeRunner
-from observer.domain import ProbeRun, SchedulerSnapshot
+from observer.domain import Finding, ProbeRun, SchedulerSnapshot
 from observer.metrics import ControllerMetrics
 from observer.probes.catalog import ProbeSpec
 from observer.probes.windows import Calendar
@@ -36,6 +37,7 @@ class Controller:
         catalog: Mapping[str, ProbeSpec],
         clock: Clock,
         metrics: ControllerMetrics,
+        detection: Detection,
     ) -> None:
         self.backend = backend
         self.store = store
@@ -45,11 +47,14 @@ class Controller:
         self.catalog = catalog
         self._clock = clock
         self._metrics = metrics
+        self.detection = detection
         self._queues_seen: set[tuple[str, str]] = set()
 
     def start(self) -> list[ProbeRun]:
         """Adopt or reconcile what a previous controller left on the platform."""
-        return self.runner.reconcile(self.catalog)
+        changed = self.runner.reconcile(self.catalog)
+        self.detection.runs_changed(changed)
+        return changed
 
     def launch(self, entry: PlanEntry) -> list[ProbeRun]:
         """Launch one plan entry's probe if its window is open now."""
@@ -58,11 +63,18 @@ class Controller:
         return self.runner.launch(self.catalog[entry.probe], entry.tenants, entry.window)
 
     def follow(self) -> list[ProbeRun]:
-        return self.runner.follow()
+        changed = self.runner.follow()
+        self.detection.runs_changed(changed)
+        return changed
+
+    def detect(self) -> list[Finding]:
+        """The controller-side detectors over what follow and sampling last saw."""
+        return self.detection.check(self.runner.active())
 
     def sample_scheduler(self) -> SchedulerSnapshot:
         snapshot = self.backend.snapshot()
         self.store.save_scheduler_snapshot(snapshot)
+        self.detection.scheduler_sampled(snapshot)
         m = self._metrics
         current: set[tuple[str, str]] = set()
         for q in snapshot.queues:

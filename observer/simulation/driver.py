@@ -46,6 +46,7 @@ class SteppedSchedule:
             for e in controller.plan
         ] + [
             due("follow", follow_interval_seconds, controller.follow, 0.0),
+            due("detect", follow_interval_seconds, controller.detect, 0.0),
             due("scheduler", snapshot_interval_seconds, controller.sample_scheduler, 0.0),
             *(due(name, every, tick, 0.0) for name, every, tick in extra),
         ]

@@ -150,6 +150,8 @@ def test_a_fair_share_scheduler_is_not_found_unfair_night_after_night(tmp_path: 
         assert prod.share_ratio > 1 - RULES.disadvantage_share_tolerance
         assert assessment.fairness_index > 0.95
         assert research.probes >= 10 and assessment.batches >= 10
+    # The controller's own detectors, run on its loops, agree and stay quiet.
+    assert nights.store.findings() == []
 
 
 def test_a_scheduler_that_favours_the_smaller_tenant_is_found_unfair_after_k_nights(
@@ -176,3 +178,7 @@ def test_a_scheduler_that_favours_the_smaller_tenant_is_found_unfair_after_k_nig
         prod = assessment.tenant("prod")
         assert prod is not None and prod.over_ask and not prod.disadvantaged
         assert assessment.fairness_index < 0.7
+    # The controller's own detectors, run on its loops, found the same and only that.
+    [stored] = nights.store.findings()
+    assert (stored.detector, dict(stored.subject)) == (finding.detector, finding.subject)
+    assert stored.is_open
