@@ -10,6 +10,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from observer.clock import Clock, SystemClock
 from observer.domain import DriverState, Finding, FindingKind, NodeSnapshot
 
 UNRELEASED_DETECTORS = frozenset({"unreleased_memory", "vanished_process", "orphan_process"})
@@ -195,11 +196,47 @@ class ControllerMetrics:
             ["pipeline"],
             registry=registry,
         )
+        self.monitoring = MonitoringMetrics(registry)
         self.scheduler_last_snapshot_timestamp_seconds = Gauge(
             "observer_scheduler_last_snapshot_timestamp_seconds",
             "Wall time of the last scheduler snapshot that succeeded.",
             registry=registry,
         )
+
+
+class MonitoringMetrics:
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.lag_seconds = Gauge(
+            "observer_monitoring_lag_seconds",
+            "Worst lag each monitoring check measured on its last read (heartbeat: now minus "
+            "the heartbeat read back; freshness: oldest watched series; scrape: oldest last "
+            "scrape; gpu_busy_lag: probe start to Prometheus showing the GPU busy).",
+            ["check"],
+            registry=registry,
+        )
+        self.check_errors_total = Counter(
+            "observer_monitoring_checks_errors_total",
+            "Monitoring checks that could not read Prometheus.",
+            ["check"],
+            registry=registry,
+        )
+
+
+HEARTBEAT_METRIC = "observer_heartbeat_timestamp_seconds"
+_DOC = "Wall time of the observer when this scrape was served; read back to measure lag."
+
+
+class Heartbeat(Collector):
+    def __init__(self, registry: CollectorRegistry, clock: Clock) -> None:
+        self._clock = clock
+        registry.register(self)
+
+    def describe(self) -> Iterator[Metric]:
+        yield GaugeMetricFamily(HEARTBEAT_METRIC, _DOC)
+
+    def collect(self) -> Iterator[Metric]:
+        # Read at collection time, so the value is the scrape's own time.
+        yield GaugeMetricFamily(HEARTBEAT_METRIC, _DOC, value=self._clock.now().timestamp())
 
 
 _GAUGES: tuple[tuple[str, str], ...] = (
@@ -392,4 +429,5 @@ def all_metric_names() -> list[str]:
     agent.register(GpuCollector(lambda: None))
     controller = CollectorRegistry()
     ControllerMetrics(controller)
+    Heartbeat(controller, SystemClock())
     return sorted(set(metric_names(agent)) | set(metric_names(controller)))

@@ -445,6 +445,18 @@ class ControllerSettings(_Group):
     agent_unreachable_grace_seconds: float = Field(
         60.0, ge=0, description="An agent unreadable this long is recorded as a blind spot."
     )
+    prometheus_url: str | None = Field(
+        None, description="Prometheus's HTTP API for the monitoring-lag checks; unset: off."
+    )
+    prometheus_timeout_seconds: float = Field(5.0, gt=0, description="Each Prometheus query.")
+    monitoring_interval_seconds: float = Field(
+        30.0, gt=0, description="How often the monitoring pipeline's lag is checked."
+    )
+    heartbeat_labels: dict[str, str] = Field(
+        default_factory=dict,
+        description="Labels selecting the controller's own heartbeat series in Prometheus "
+        "(e.g. its scrape job).",
+    )
     log_reader: Literal["pod_logs", "none"] = Field(
         "pod_logs",
         description="Where finished log canaries are read back: the job's own output through "

@@ -14,6 +14,7 @@ from observer import codec
 from observer.backends.base import SchedulerBackend
 from observer.clock import Clock, SystemClock
 from observer.controller.detect import Detection
+from observer.controller.lag import LagWatch
 from observer.controller.observe import FleetObserver
 from observer.controller.runs import Budget, ProbeRunner, Tenant
 from observer.controller.schedule import start_plan
@@ -24,7 +25,9 @@ from observer.http import serve
 from observer.logs import get_logger
 from observer.logs_pipeline.pod_logs import PodLogReader
 from observer.loops import PeriodicLoop
-from observer.metrics import ControllerMetrics
+from observer.metrics import ControllerMetrics, Heartbeat
+from observer.monitoring.checker import MonitoringChecker
+from observer.monitoring.prometheus import PrometheusHttp
 from observer.probes.catalog import builtin_catalog, quota_probe, with_overrides
 from observer.probes.windows import Calendar, Window, parse_days
 from observer.settings import ControllerSettings, Settings
@@ -142,6 +145,7 @@ def run_controller(
     store = Store(url)
     controller = build_controller(settings, build_backend(cfg, clock), store, clock, metrics)
     controller.start()
+    Heartbeat(registry, clock)
 
     def loop(name: str, interval: float, tick: Any) -> PeriodicLoop:
         return PeriodicLoop(name, interval, tick, clock, stop, metrics.loops)
@@ -152,6 +156,17 @@ def run_controller(
     follow = loop("follow", cfg.follow_interval_seconds, controller.follow)
     detect = loop("detect", cfg.follow_interval_seconds, controller.detect)
     sample = loop("scheduler", cfg.snapshot_interval_seconds, controller.sample_scheduler)
+    loops = [follow, sample, observe, detect]
+    if cfg.prometheus_url:
+        checker = MonitoringChecker(
+            PrometheusHttp(cfg.prometheus_url, cfg.prometheus_timeout_seconds),
+            clock,
+            settings.detectors.monitoring_lag,
+            metrics.monitoring,
+            cfg.heartbeat_labels,
+        )
+        watch = LagWatch(checker, store, metrics)
+        loops.append(loop("monitoring", cfg.monitoring_interval_seconds, watch.check))
     launches = [
         loop(f"plan-{entry.probe}", entry.every_seconds, partial(controller.launch, entry))
         for entry in controller.plan
@@ -179,13 +194,13 @@ def run_controller(
     _log.info("controller listening", host=cfg.listen_host, port=port, backend=cfg.backend)
     if on_listening is not None:
         on_listening(port)
-    for started in (follow, sample, observe, detect):
+    for started in loops:
         started.start()
     scheduler = start_plan(controller, launches, cfg.timezone, cfg.misfire_grace_seconds)
     stop.wait()
     scheduler.shutdown(wait=False)
-    for stopped in (follow, sample, observe, detect):
-        stopped.join(cfg.shutdown_deadline_seconds / 4)
+    for stopped in loops:
+        stopped.join(cfg.shutdown_deadline_seconds / len(loops))
     cancelled = controller.stop()
     _log.info("controller stopped", cancelled_runs=len(cancelled))
     server.shutdown()

@@ -12,8 +12,6 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TypeVar
 
-from prometheus_client import CollectorRegistry, Counter, Gauge
-
 from observer.clock import Clock
 from observer.detectors import monitoring_lag
 from observer.detectors.monitoring_lag import (
@@ -29,7 +27,7 @@ from observer.detectors.monitoring_lag import (
     SeriesAge,
 )
 from observer.domain import Subject, Symptom
-from observer.monitoring.heartbeat import HEARTBEAT_METRIC
+from observer.metrics import HEARTBEAT_METRIC, MonitoringMetrics
 from observer.monitoring.prometheus import (
     MonitoringError,
     PrometheusApi,
@@ -42,24 +40,6 @@ T = TypeVar("T")
 
 # Prometheus's default lookback: an instant query would not see an older heartbeat either.
 HEARTBEAT_LOOKBACK_SECONDS = 300.0
-
-
-class MonitoringMetrics:
-    def __init__(self, registry: CollectorRegistry) -> None:
-        self.lag_seconds = Gauge(
-            "observer_monitoring_lag_seconds",
-            "Worst lag each monitoring check measured on its last read (heartbeat: now minus "
-            "the heartbeat read back; freshness: oldest watched series; scrape: oldest last "
-            "scrape; gpu_busy_lag: probe start to Prometheus showing the GPU busy).",
-            ["check"],
-            registry=registry,
-        )
-        self.check_errors_total = Counter(
-            "observer_monitoring_checks_errors_total",
-            "Monitoring checks that could not read Prometheus.",
-            ["check"],
-            registry=registry,
-        )
 
 
 @dataclass(frozen=True, slots=True)

@@ -27,8 +27,12 @@ class Soak:
                 "controller": {
                     "windows": [{"name": "always", "days": "*", "start": "00:00", "end": "00:00"}],
                     "plan": [
-                        {"window": "always", "probe": "log-canary", "every_seconds": 600,
-                 "tenants": ["research"]},
+                        {
+                            "window": "always",
+                            "probe": "log-canary",
+                            "every_seconds": 600,
+                            "tenants": ["research"],
+                        },
                         {"window": "always", "probe": "burst", "every_seconds": 300},
                     ],
                     "probes": {"log-canary": {"log_lines": 300, "log_interval_seconds": 0.1}},

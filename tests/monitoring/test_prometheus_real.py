@@ -32,14 +32,13 @@ from prometheus_client.registry import Collector
 from observer.clock import SystemClock
 from observer.detectors.conditions import ConditionTracker
 from observer.domain import Finding
+from observer.metrics import Heartbeat, MonitoringMetrics
 from observer.monitoring.checker import (
     BusyProbe,
     CheckResult,
     FlatlineWatch,
     MonitoringChecker,
-    MonitoringMetrics,
 )
-from observer.monitoring.heartbeat import Heartbeat
 from observer.monitoring.prometheus import (
     MonitoringError,
     PrometheusHttp,
