@@ -1,5 +1,6 @@
 """The controller-side detectors, fed by what the controller already reads: unexplained waits
-of pending probes (against the latest scheduler snapshot), persistent unfairness per window
+of pending probes and GPUs the scheduler holds with no job behind them (against the latest
+scheduler snapshot and the agents' snapshots), persistent unfairness per window
 (re-assessed when an occurrence of the window completes), and log loss of each finished log
 canary (read back once the pipeline has had time to deliver it)."""
 
@@ -11,11 +12,12 @@ from datetime import datetime, timedelta
 from functools import partial
 
 from observer.clock import Clock
-from observer.detectors import fairness, log_loss
+from observer.detectors import fairness, log_loss, unreleased
 from observer.detectors.conditions import ConditionTracker
 from observer.domain import (
     Behaviour,
     Finding,
+    NodeSnapshot,
     Outcome,
     ProbeRun,
     SchedulerSnapshot,
@@ -60,7 +62,9 @@ class Detection:
     log_pipeline: str
     log_settle_seconds: float
     _latest: SchedulerSnapshot | None = None
+    node_snapshots: dict[str, NodeSnapshot] = field(default_factory=dict)
     _waits: ConditionTracker = field(default_factory=ConditionTracker)
+    _allocations: ConditionTracker = field(default_factory=ConditionTracker)
     _fairness: ConditionTracker = field(default_factory=ConditionTracker)
     _assessed_until: dict[str, datetime] = field(default_factory=dict)
     _canaries: list[_Canary] = field(default_factory=list)
@@ -86,7 +90,12 @@ class Detection:
         """Run every detector that has something new to look at; store and count what
         opened or closed."""
         now = self.clock.now()
-        changed = [*self._unexplained(active, now), *self._persistent(now), *self._log_loss(now)]
+        changed = [
+            *self._unexplained(active, now),
+            *self._unreleased(now),
+            *self._persistent(now),
+            *self._log_loss(now),
+        ]
         if changed:
             self.store.save_findings(changed)
             self.metrics.findings.record(changed, self.store.findings(open_only=True))
@@ -103,6 +112,14 @@ class Detection:
                     job, self._latest, self.rules.fairness, self.quotas
                 )
         return self._waits.update(symptoms, now)
+
+    def _unreleased(self, now: datetime) -> list[Finding]:
+        if self._latest is None:
+            return []
+        symptoms = unreleased.evaluate(
+            self._latest, self.node_snapshots, self.rules.node.grace_seconds
+        )
+        return self._allocations.update(symptoms, now)
 
     def _persistent(self, now: datetime) -> list[Finding]:
         changed: list[Finding] = []

@@ -151,7 +151,14 @@ def run_controller(
         return PeriodicLoop(name, interval, tick, clock, stop, metrics.loops)
 
     fleet = HttpFleet(cfg.agent_urls, cfg.agent_dns_name, cfg.agent_port)
-    observer = FleetObserver(fleet, store, clock, metrics, cfg.agent_unreachable_grace_seconds)
+    observer = FleetObserver(
+        fleet,
+        store,
+        clock,
+        metrics,
+        cfg.agent_unreachable_grace_seconds,
+        controller.detection.node_snapshots,
+    )
     observe = loop("fleet", cfg.observe_interval_seconds, observer.observe)
     follow = loop("follow", cfg.follow_interval_seconds, controller.follow)
     detect = loop("detect", cfg.follow_interval_seconds, controller.detect)

@@ -29,7 +29,10 @@ class FleetObserver:
         clock: Clock,
         metrics: ControllerMetrics,
         unreachable_grace_seconds: float,
+        latest: dict[str, NodeSnapshot] | None = None,
     ) -> None:
+        """`latest` is kept up to date with every agent's last snapshot, by node, for the
+        detectors that compare the scheduler's view with the nodes'."""
         self._fleet = fleet
         self._store = store
         self._clock = clock
@@ -37,6 +40,7 @@ class FleetObserver:
         self._grace = unreachable_grace_seconds
         self._tracker = ConditionTracker()
         self._known: set[tuple[str, datetime]] | None = None
+        self._latest = latest if latest is not None else {}
 
     def observe(self) -> list[Finding]:
         """Read every agent once; return the findings that opened or closed."""
@@ -50,6 +54,7 @@ class FleetObserver:
                 self._metrics.agent_errors_total.labels(agent).inc()
                 symptoms.append(_unreachable(agent, str(exc), self._grace))
         changed = self._tracker.update(symptoms, now)
+        self._latest.update((snap.node, snap) for snap in snapshots)
         reported = [f for snap in snapshots for f in snap.findings]
         gone = self._no_longer_reported(snapshots, reported, now)
         known = self._known_findings()

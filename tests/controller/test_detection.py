@@ -90,3 +90,25 @@ def test_a_clean_soak_raises_no_finding(tmp_path: Path):
     assert len(soak.store.runs(probe="log-canary")) == 3
     assert len(soak.store.runs(probe="burst")) > 10  # burst saturates the cluster: probes wait
     assert soak.store.findings() == []
+
+
+def test_gpus_the_scheduler_holds_with_no_job_behind_them_open_a_condition_until_released(
+    tmp_path: Path,
+):
+    soak = Soak(tmp_path)
+    soak.schedule.run_for(120)
+    soak.cluster.faults.leaked_gpus["node-001"] = 2  # counted allocated, no job holds them
+    soak.schedule.run_for(30)
+    assert soak.store.findings() == []  # within the 60 s grace
+    soak.schedule.run_for(60)
+    [leak] = soak.store.findings(open_only=True)
+    assert leak.detector == "allocated_without_job"
+    assert leak.subject == {"node": "node-001"}
+    assert leak.evidence["excess_gpus"] == 2
+    assert leak.evidence["layers"] == {"scheduler": "agrees", "node": "unknown"}
+
+    soak.cluster.faults.leaked_gpus.clear()
+    soak.schedule.run_for(60)
+    assert soak.store.findings(open_only=True) == []
+    [closed] = soak.store.findings()
+    assert closed.closed_at is not None
