@@ -14,6 +14,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import yaml
 from pydantic import (
+    AwareDatetime,
     BaseModel,
     ConfigDict,
     Field,
@@ -512,6 +513,68 @@ class StorageSettings(_Group):
     sqlite_path: Path = Field(Path("observer.db"), description="The embedded default store.")
 
 
+class ReportSettings(_Group):
+    """Daily summaries and the go-live verdict, and the alerts they count."""
+
+    language: Literal["en", "zh-CN"] = Field("en", description="Language of the reports.")
+    daily_build_time: time = Field(
+        time(8),
+        description="Local time (controller.timezone) after which yesterday's summary is built.",
+    )
+    output_dir: Path = Field(
+        Path("reports"), description="Where summaries and verdicts are written (md, html, json)."
+    )
+    soak_started_at: AwareDatetime | None = Field(
+        None, description="Start of the soak; unset: the first stored probe run's submission."
+    )
+    soak_ended_at: AwareDatetime | None = Field(
+        None,
+        description="End of the soak for the verdict; unset: the start of today in the "
+        "platform's timezone (whole days only, so the verdict agrees with the summaries).",
+    )
+    alertmanager_url: str | None = Field(
+        None, description="Alertmanager's base URL, whose /api/v2/alerts is polled; unset: off."
+    )
+    alertmanager_timeout_seconds: float = Field(5.0, gt=0, description="Each Alertmanager read.")
+    alert_poll_interval_seconds: float = Field(
+        60.0,
+        gt=0,
+        description="How often firing alerts are read; shorter than the shortest alert worth "
+        "counting.",
+    )
+    ignored_alerts: tuple[str, ...] = Field(
+        ("Watchdog", "InfoInhibitor"),
+        description="Alert names never counted: kube-prometheus-stack's always-firing ones.",
+    )
+    verdict_monitoring_lag_max_seconds: float = Field(
+        600.0,
+        gt=0,
+        description="Longest a monitoring-lag condition may stay open before the verdict calls "
+        "monitoring lag out of bound; the detector's own limits open it, this judges how long "
+        "it lasted (ten minutes: an alert is late, not lost).",
+    )
+    verdict_unexplained_wait_max_share: float = Field(
+        0.05,
+        ge=0,
+        le=1,
+        description="Share of probe runs that waited without a reason the platform could "
+        "explain that still passes (one run in twenty).",
+    )
+    verdict_blind_max_share: float = Field(
+        0.05,
+        ge=0,
+        le=1,
+        description="Share of the soak the observer may have been blind to a source before a "
+        "plain go is out of reach: silence is not health.",
+    )
+    verdict_intervention_match_seconds: float = Field(
+        3600.0,
+        ge=0,
+        description="A detected intervention counts as audited when a recorded one names the "
+        "same subject within this.",
+    )
+
+
 class LoggingSettings(_Group):
     level: Literal["debug", "info", "warning", "error"] = "info"
     format: Literal["auto", "json", "console"] = Field(
@@ -529,6 +592,7 @@ class Settings(BaseSettings):
     detectors: DetectorSettings = DetectorSettings()
     storage: StorageSettings = StorageSettings()
     logging: LoggingSettings = LoggingSettings()
+    reports: ReportSettings = ReportSettings()
 
     @classmethod
     def settings_customise_sources(

@@ -8,10 +8,11 @@ datetime, evidence that is not JSON) is the caller's bug and keeps its ValueErro
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, field, fields
 from datetime import datetime
+from enum import StrEnum
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Self
@@ -28,6 +29,7 @@ from sqlalchemy.exc import DBAPIError, SQLAlchemyError, StatementError
 
 from observer.domain import (
     Expectation,
+    JsonValue,
     Finding,
     FindingKind,
     Outcome,
@@ -40,8 +42,10 @@ from observer.domain import (
 )
 from observer.errors import StoreError
 from observer.storage.tables import (
+    alerts_table,
     findings_table,
     gpu_samples_table,
+    interventions_table,
     node_states_table,
     probe_runs_table,
     queue_samples_table,
@@ -88,6 +92,39 @@ class StoredNodeChange:
     at: datetime
     node: SchedulerNode
     removed: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class StoredAlert:
+    """One firing of an alert: `starts_at` as Alertmanager reports it, `ends_at` the end it
+    reported when last seen (for an alert still firing, when it would resolve unless
+    refreshed), `last_seen_at` when it was last polled while firing."""
+
+    fingerprint: str
+    name: str
+    severity: str | None
+    starts_at: datetime
+    ends_at: datetime | None
+    last_seen_at: datetime
+    labels: Mapping[str, str]
+    summary: str | None = None
+
+
+class InterventionSource(StrEnum):
+    RECORDED = "recorded"  # told by a person: `observer intervention add`
+    DETECTED = "detected"  # seen in the platform's own state
+
+
+@dataclass(frozen=True, slots=True)
+class StoredIntervention:
+    """A manual intervention: when, by whom, why, on what (e.g. {"node": "gpu-07"})."""
+
+    at: datetime
+    by: str
+    reason: str
+    subject: Mapping[str, str]
+    source: InterventionSource = InterventionSource.RECORDED
+    detail: Mapping[str, JsonValue] = field(default_factory=dict)
 
 
 def store_url(sqlite_path: Path, url: str | None) -> str:
@@ -307,6 +344,45 @@ class Store:
                 StoredNodeChange(row.at, _node(row), removed=row.removed)
                 for row in connection.execute(query)
             ]
+
+    def save_alerts(self, alerts: Iterable[StoredAlert]) -> None:
+        """Insert new firings and update known ones (same fingerprint and starts_at): their
+        end, last sighting, labels, severity and summary. One transaction."""
+        rows = {(a.fingerprint, a.starts_at): _alert_row(a) for a in alerts}
+        if not rows:
+            return
+        with self._errors("saving alerts"), self._engine.begin() as connection:
+            insert = _insert(connection, alerts_table)
+            upsert = insert.on_conflict_do_update(
+                index_elements=[alerts_table.c.fingerprint, alerts_table.c.starts_at],
+                set_={
+                    name: insert.excluded[name]
+                    for name in ("ends_at", "last_seen_at", "labels", "severity", "summary")
+                },
+            )
+            connection.execute(upsert, list(rows.values()))
+
+    def alerts(self, since: datetime, until: datetime) -> list[StoredAlert]:
+        """Firings that started in [since, until), in the order they started."""
+        t = alerts_table
+        query = (
+            sa.select(t)
+            .where(t.c.starts_at >= since, t.c.starts_at < until)
+            .order_by(t.c.starts_at, t.c.fingerprint)
+        )
+        with self._errors("reading alerts"), self._engine.connect() as connection:
+            return [_alert(row) for row in connection.execute(query)]
+
+    def add_intervention(self, intervention: StoredIntervention) -> None:
+        with self._errors("saving an intervention"), self._engine.begin() as connection:
+            connection.execute(sa.insert(interventions_table), [_intervention_row(intervention)])
+
+    def interventions(self, since: datetime, until: datetime) -> list[StoredIntervention]:
+        """Interventions at [since, until), in the order they happened."""
+        t = interventions_table
+        query = sa.select(t).where(t.c.at >= since, t.c.at < until).order_by(t.c.at, t.c.id)
+        with self._errors("reading interventions"), self._engine.connect() as connection:
+            return [_intervention(row) for row in connection.execute(query)]
 
     def close(self) -> None:
         self._engine.dispose()
@@ -566,4 +642,52 @@ def _node(row: sa.Row[Any]) -> SchedulerNode:
         gpus_allocated=row.gpus_allocated,
         state=row.state,
         reason=row.reason,
+    )
+
+
+def _alert_row(alert: StoredAlert) -> dict[str, Any]:
+    return {
+        "fingerprint": alert.fingerprint,
+        "name": alert.name,
+        "severity": alert.severity,
+        "starts_at": alert.starts_at,
+        "ends_at": alert.ends_at,
+        "last_seen_at": alert.last_seen_at,
+        "labels": dict(alert.labels),
+        "summary": alert.summary,
+    }
+
+
+def _alert(row: sa.Row[Any]) -> StoredAlert:
+    return StoredAlert(
+        fingerprint=row.fingerprint,
+        name=row.name,
+        severity=row.severity,
+        starts_at=row.starts_at,
+        ends_at=row.ends_at,
+        last_seen_at=row.last_seen_at,
+        labels=row.labels,
+        summary=row.summary,
+    )
+
+
+def _intervention_row(intervention: StoredIntervention) -> dict[str, Any]:
+    return {
+        "at": intervention.at,
+        "by": intervention.by,
+        "reason": intervention.reason,
+        "subject": dict(intervention.subject),
+        "source": intervention.source.value,
+        "detail": dict(intervention.detail),
+    }
+
+
+def _intervention(row: sa.Row[Any]) -> StoredIntervention:
+    return StoredIntervention(
+        at=row.at,
+        by=row.by,
+        reason=row.reason,
+        subject=row.subject,
+        source=InterventionSource(row.source),
+        detail=row.detail,
     )

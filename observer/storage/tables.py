@@ -147,3 +147,42 @@ gpu_samples_table: sa.Table = GpuSampleRow.__table__  # type: ignore[attr-define
 probe_runs_table: sa.Table = ProbeRunRow.__table__  # type: ignore[attr-defined]
 queue_samples_table: sa.Table = QueueSampleRow.__table__  # type: ignore[attr-defined]
 node_states_table: sa.Table = NodeStateRow.__table__  # type: ignore[attr-defined]
+
+
+class AlertRow(_Table, table=True):
+    """One firing of one alert as Alertmanager reported it: the same fingerprint firing again
+    later (a new startsAt) is a new row, polling it again updates the row."""
+
+    __tablename__ = "alerts"
+    __table_args__ = (
+        sa.UniqueConstraint("fingerprint", "starts_at", name="uq_alerts_fingerprint_starts_at"),
+    )
+
+    id: int | None = Field(default=None, sa_column=sa.Column(BigId, primary_key=True))
+    fingerprint: str
+    name: str
+    severity: str | None = None
+    starts_at: datetime = Field(sa_type=UtcDateTime, index=True)
+    ends_at: datetime | None = Field(default=None, sa_type=UtcDateTime)
+    last_seen_at: datetime = Field(sa_type=UtcDateTime)
+    labels: dict[str, str] = Field(sa_column=sa.Column(JsonDocument, nullable=False))
+    summary: str | None = None
+
+
+class InterventionRow(_Table, table=True):
+    """A manual intervention on the platform: recorded by a person (`observer intervention
+    add`) or detected from the platform's own state."""
+
+    __tablename__ = "interventions"
+
+    id: int | None = Field(default=None, sa_column=sa.Column(BigId, primary_key=True))
+    at: datetime = Field(sa_type=UtcDateTime, index=True)
+    by: str
+    reason: str
+    subject: dict[str, str] = Field(sa_column=sa.Column(JsonDocument, nullable=False))
+    source: str
+    detail: dict[str, Any] = Field(sa_column=sa.Column(JsonDocument, nullable=False))
+
+
+alerts_table: sa.Table = AlertRow.__table__  # type: ignore[attr-defined]
+interventions_table: sa.Table = InterventionRow.__table__  # type: ignore[attr-defined]

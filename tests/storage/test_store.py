@@ -74,6 +74,8 @@ def test_upgrade_creates_the_tables_and_running_it_again_changes_nothing(
         "probe_runs",
         "queue_samples",
         "node_states",
+        "alerts",
+        "interventions",
     }
     with Store(db_url) as store:
         assert store.findings() == []

@@ -1,0 +1,1 @@
+"""Daily summaries and the go-live verdict: builders (pure), renderers and delivery."""
