@@ -255,7 +255,9 @@ def _with_retries(policy: RetryPolicy, attempt: Callable[[], _Attempt]) -> tuple
             return outcome, attempts
         step = next(steps, None)
         if step is None:
-            return replace(outcome, detail=f"{outcome.detail} (gave up after {attempts} attempts)"), attempts
+            return replace(
+                outcome, detail=f"{outcome.detail} (gave up after {attempts} attempts)"
+            ), attempts
         # A platform's Retry-After is honoured up to the longest step, so the schedule stays
         # finite whatever the platform asks.
         if policy.clock.sleep(max(step, min(outcome.wait_seconds, longest)), policy.stop):
@@ -507,14 +509,12 @@ def _chunks(text: str, limit: int) -> list[str]:
     current: list[str] = []
     size = 0
     for line in text.split("\n"):
-        while len(line) > limit:
-            chunks.append(line[:limit])
-            line = line[limit:]
-        if current and size + 1 + len(line) > limit:
-            chunks.append("\n".join(current))
-            current, size = [], 0
-        size += len(line) + (1 if current else 0)
-        current.append(line)
+        for piece in [line[i : i + limit] for i in range(0, len(line), limit)] or [""]:
+            if current and size + 1 + len(piece) > limit:
+                chunks.append("\n".join(current))
+                current, size = [], 0
+            size += len(piece) + (1 if current else 0)
+            current.append(piece)
     chunks.append("\n".join(current))
     return [chunk for chunk in chunks if chunk.strip()]
 
@@ -592,7 +592,9 @@ class DingTalkChannel(_Webhook):
         return len(self._request(report, text)[1]) <= self._max_body_bytes
 
     def _request(self, report: RenderedReport, text: str) -> tuple[str, bytes]:
-        body = _json_body({"msgtype": "markdown", "markdown": {"title": report.title, "text": text}})
+        body = _json_body(
+            {"msgtype": "markdown", "markdown": {"title": report.title, "text": text}}
+        )
         if self._secret is None:
             return self._url, body
         timestamp = self._timestamp_seconds() * 1000
@@ -698,6 +700,8 @@ class EmailChannel:
                     smtp.starttls(context=self._ssl_context)
                 if self._username is not None:
                     smtp.login(self._username, self._password or "")
+                # After STARTTLS the server's extensions are asked for again.
+                smtp.ehlo_or_helo_if_needed()
                 server_limit = int(smtp.esmtp_features.get("size", "0") or "0")
                 if server_limit and len(message.as_bytes(policy=SMTP_POLICY)) > server_limit:
                     composed = self._compose(report, message_id, server_limit)

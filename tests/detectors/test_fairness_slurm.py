@@ -105,7 +105,9 @@ class Rounds:
 
     def play(self) -> WindowAssessment:
         h = self.harness
-        start = datetime.now(UTC)
+        # Slurm stamps submissions in whole seconds: a probe submitted within this second
+        # must not fall before the round's start.
+        start = datetime.now(UTC).replace(microsecond=0)
         for _ in range(3):
             self._sbatch("prod", LONG_SECONDS, self.prod_qos)
         h.settle(lambda: self._running("prod") == 3, 20)

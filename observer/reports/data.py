@@ -1,0 +1,281 @@
+"""What a report is built from: one period's stored data, and the aggregates of the data too
+large to hold for a whole soak (GPU samples, reduced a day at a time). Pure."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from observer.domain import Finding, ProbeRun, SchedulerNode
+from observer.probes.windows import Calendar
+from observer.storage.store import (
+    StoredAlert,
+    StoredGpuSample,
+    StoredIntervention,
+    StoredNodeChange,
+    StoredQueueSample,
+)
+
+NO_POOL = "-"  # the pool key of nodes the platform puts in no pool
+_PERCENTS = 101  # NVML reports utilisation in whole percent, 0..100
+
+
+@dataclass(frozen=True, slots=True)
+class Period:
+    """[start, end), aware."""
+
+    start: datetime
+    end: datetime
+
+    @property
+    def seconds(self) -> float:
+        return max((self.end - self.start).total_seconds(), 0.0)
+
+    def clip(self, start: datetime, end: datetime | None) -> float:
+        """Seconds of [start, end) (end None: still going) that fall in this period."""
+        lo = max(start, self.start)
+        hi = self.end if end is None else min(end, self.end)
+        return max((hi - lo).total_seconds(), 0.0)
+
+
+@dataclass(frozen=True, slots=True)
+class UtilizationHistogram:
+    """How many samples read each whole percent: exact mean and percentiles, and two days'
+    histograms add up to the histogram of both."""
+
+    counts: tuple[int, ...] = (0,) * _PERCENTS
+
+    @classmethod
+    def of(cls, percents: Iterable[int]) -> UtilizationHistogram:
+        counts = [0] * _PERCENTS
+        for percent in percents:
+            counts[min(max(percent, 0), 100)] += 1
+        return cls(tuple(counts))
+
+    def plus(self, other: UtilizationHistogram) -> UtilizationHistogram:
+        return UtilizationHistogram(tuple(a + b for a, b in zip(self.counts, other.counts)))
+
+    @property
+    def samples(self) -> int:
+        return sum(self.counts)
+
+    def mean(self) -> float | None:
+        n = self.samples
+        return sum(p * c for p, c in enumerate(self.counts)) / n if n else None
+
+    def percentile(self, q: float) -> float | None:
+        """The nearest-rank percentile (q in 0..1)."""
+        n = self.samples
+        if not n:
+            return None
+        rank = nearest_rank(q, n)
+        seen = 0
+        for percent, count in enumerate(self.counts):
+            seen += count
+            if seen >= rank:
+                return float(percent)
+        return 100.0
+
+    def busy_share(self) -> float | None:
+        """Share of samples that found the GPU doing any work."""
+        n = self.samples
+        return (n - self.counts[0]) / n if n else None
+
+    def deciles(self) -> tuple[int, ...]:
+        """Samples per tenth: 0-9 %, 10-19 %, ... 90-100 %."""
+        tenths = [sum(self.counts[i * 10 : i * 10 + 10]) for i in range(10)]
+        tenths[9] += self.counts[100]
+        return tuple(tenths)
+
+
+def nearest_rank(q: float, n: int) -> int:
+    """The 1-based rank of the q-th (0..1) percentile of n values: ceil(q * n), at least 1;
+    rounded first so that 0.95 * 20 is 19, not 19.000000000000004."""
+    return max(1, math.ceil(round(q * n, 9)))
+
+
+def _plus_all(
+    a: Mapping[str, UtilizationHistogram], b: Mapping[str, UtilizationHistogram]
+) -> dict[str, UtilizationHistogram]:
+    return {
+        key: a.get(key, UtilizationHistogram()).plus(b.get(key, UtilizationHistogram()))
+        for key in sorted(a.keys() | b.keys())
+    }
+
+
+@dataclass(frozen=True, slots=True)
+class GpuUsage:
+    """Agents' GPU samples of a period, reduced: utilisation overall, per pool, per window
+    and per local hour of day; which nodes were sampled; samples whose utilisation could not
+    be read."""
+
+    overall: UtilizationHistogram = UtilizationHistogram()
+    by_pool: Mapping[str, UtilizationHistogram] = field(default_factory=dict)
+    by_window: Mapping[str, UtilizationHistogram] = field(default_factory=dict)
+    by_hour: Mapping[str, UtilizationHistogram] = field(default_factory=dict)  # "00".."23"
+    nodes: frozenset[str] = frozenset()
+    unread_samples: int = 0
+
+    def plus(self, other: GpuUsage) -> GpuUsage:
+        return GpuUsage(
+            overall=self.overall.plus(other.overall),
+            by_pool=_plus_all(self.by_pool, other.by_pool),
+            by_window=_plus_all(self.by_window, other.by_window),
+            by_hour=_plus_all(self.by_hour, other.by_hour),
+            nodes=self.nodes | other.nodes,
+            unread_samples=self.unread_samples + other.unread_samples,
+        )
+
+
+def gpu_usage(
+    samples: Iterable[StoredGpuSample], pools: Mapping[str, str | None], calendar: Calendar
+) -> GpuUsage:
+    """Reduce samples; `pools` maps node to pool (nodes the scheduler does not know are in
+    NO_POOL). Windows and hours are the platform's (calendar.timezone)."""
+    overall: list[int] = []
+    by_pool: dict[str, list[int]] = {}
+    by_window: dict[str, list[int]] = {}
+    by_hour: dict[str, list[int]] = {}
+    nodes: set[str] = set()
+    unread = 0
+    windows: dict[datetime, list[str]] = {}
+    for sample in samples:
+        nodes.add(sample.node)
+        percent = sample.utilization_gpu_percent
+        if percent is None:
+            unread += 1
+            continue
+        overall.append(percent)
+        by_pool.setdefault(pools.get(sample.node) or NO_POOL, []).append(percent)
+        # Every GPU of a node is sampled at the same instant: look its windows up once.
+        names = windows.get(sample.at)
+        if names is None:
+            names = windows[sample.at] = calendar.windows_at(sample.at)
+        for name in names:
+            by_window.setdefault(name, []).append(percent)
+        hour = f"{sample.at.astimezone(calendar.timezone).hour:02d}"
+        by_hour.setdefault(hour, []).append(percent)
+
+    def reduce(groups: dict[str, list[int]]) -> dict[str, UtilizationHistogram]:
+        return {key: UtilizationHistogram.of(groups[key]) for key in sorted(groups)}
+
+    return GpuUsage(
+        overall=UtilizationHistogram.of(overall),
+        by_pool=reduce(by_pool),
+        by_window=reduce(by_window),
+        by_hour=reduce(by_hour),
+        nodes=frozenset(nodes),
+        unread_samples=unread,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Allocation:
+    """GPU-seconds the scheduler had and allocated over a period, per pool and per local hour
+    of day, integrated over the node change log (a node's state holds until its next
+    change)."""
+
+    total_gpu_seconds: Mapping[str, float] = field(default_factory=dict)
+    allocated_gpu_seconds: Mapping[str, float] = field(default_factory=dict)
+    total_by_hour: Mapping[str, float] = field(default_factory=dict)
+    allocated_by_hour: Mapping[str, float] = field(default_factory=dict)
+
+
+def allocation(
+    period: Period,
+    at_start: Sequence[SchedulerNode],
+    changes: Sequence[StoredNodeChange],
+    calendar: Calendar,
+) -> Allocation:
+    """`at_start`: every node as it was at the period's start; `changes`: the log within the
+    period, in order."""
+    total: dict[str, float] = {}
+    allocated: dict[str, float] = {}
+    total_hour: dict[str, float] = {}
+    allocated_hour: dict[str, float] = {}
+
+    def hold(node: SchedulerNode, start: datetime, end: datetime) -> None:
+        if end <= start:
+            return
+        pool = node.pool or NO_POOL
+        seconds = (end - start).total_seconds()
+        total[pool] = total.get(pool, 0.0) + node.gpus_total * seconds
+        allocated[pool] = allocated.get(pool, 0.0) + node.gpus_allocated * seconds
+        for hour, part in _hours(start, end, calendar):
+            total_hour[hour] = total_hour.get(hour, 0.0) + node.gpus_total * part
+            allocated_hour[hour] = allocated_hour.get(hour, 0.0) + node.gpus_allocated * part
+
+    current: dict[str, tuple[SchedulerNode, datetime]] = {
+        node.name: (node, period.start) for node in at_start
+    }
+    for change in changes:
+        held = current.pop(change.node.name, None)
+        if held is not None:
+            hold(held[0], held[1], change.at)
+        if not change.removed:
+            current[change.node.name] = (change.node, change.at)
+    for node, since in current.values():
+        hold(node, since, period.end)
+
+    def ordered(values: dict[str, float]) -> dict[str, float]:
+        return {key: values[key] for key in sorted(values)}
+
+    return Allocation(ordered(total), ordered(allocated), ordered(total_hour), ordered(allocated_hour))
+
+
+def _hours(start: datetime, end: datetime, calendar: Calendar) -> Iterable[tuple[str, float]]:
+    """[start, end) cut at local hour boundaries: (hour "00".."23", seconds in it)."""
+    at = start
+    while at < end:
+        local = at.astimezone(calendar.timezone)
+        next_hour = local.replace(minute=0, second=0, microsecond=0) + timedelta(hours=1)
+        cut = min(end, next_hour)
+        yield f"{local.hour:02d}", (cut - at).total_seconds()
+        at = cut
+
+
+@dataclass(frozen=True, slots=True)
+class Sources:
+    """What the observer was set up to watch; a source not set up is never reported healthy.
+    A source with stored data is observed whatever the settings say."""
+
+    agents: bool  # controller.agent_urls or agent_dns_name
+    prometheus: bool  # controller.prometheus_url
+    alertmanager: bool  # reports.alertmanager_url
+    logs: bool  # controller.log_reader is not "none"
+
+
+@dataclass(frozen=True, slots=True)
+class ReportContext:
+    """The settings a report needs, already resolved."""
+
+    calendar: Calendar
+    sources: Sources
+    snapshot_interval_seconds: float
+    soak_started_at: datetime
+    ignored_alerts: frozenset[str] = frozenset()
+    canary_probes: frozenset[str] = frozenset({"log-canary"})
+    busy_probes: frozenset[str] = frozenset({"gpu-busy"})
+    fairness_probes: frozenset[str] = frozenset({"fairness"})
+    tenants: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class PeriodData:
+    """Everything stored about one period. `runs`: submitted in it; `findings`: active at
+    some moment of it; `queue_samples`, `node_changes`, `alerts` (started), `interventions`
+    (recorded): within it; `nodes_at_start`: every node as it was at its start; `gpu` and
+    `allocation`: the period's GPU samples and node log, reduced."""
+
+    period: Period
+    runs: Sequence[ProbeRun] = ()
+    findings: Sequence[Finding] = ()
+    queue_samples: Sequence[StoredQueueSample] = ()
+    nodes_at_start: Sequence[SchedulerNode] = ()
+    node_changes: Sequence[StoredNodeChange] = ()
+    gpu: GpuUsage = GpuUsage()
+    allocation: Allocation = Allocation()
+    alerts: Sequence[StoredAlert] = ()
+    interventions: Sequence[StoredIntervention] = ()

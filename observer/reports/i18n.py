@@ -1,0 +1,668 @@
+"""The reports' words in English and Simplified Chinese, and numbers, durations and times
+written the way each language writes them. Builders speak in Notes (a message key and its
+parameters); only rendering picks the language."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import date, datetime, tzinfo
+from typing import Literal
+
+from observer.domain import JsonValue
+
+Language = Literal["en", "zh-CN"]
+LANGUAGES: tuple[Language, ...] = ("en", "zh-CN")
+
+
+@dataclass(frozen=True, slots=True)
+class Note:
+    """A sentence of a report, language-free. Parameters named `*_seconds` are written as
+    durations, `share` and `*_share` (0..1) as percentages."""
+
+    key: str
+    params: Mapping[str, JsonValue] = field(default_factory=dict)
+
+
+_WEEKDAYS = {
+    "en": ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun"),
+    "zh-CN": ("星期一", "星期二", "星期三", "星期四", "星期五", "星期六", "星期日"),
+}
+_UNITS = {
+    "en": {"d": " d", "h": " h", "min": " min", "s": " s"},
+    "zh-CN": {"d": " 天", "h": " 小时", "min": " 分", "s": " 秒"},
+}
+
+
+class Words:
+    """Everything language-dependent a renderer needs."""
+
+    def __init__(self, language: Language, timezone: tzinfo) -> None:
+        self.language = language
+        self.timezone = timezone
+        self._catalog = CATALOG[language]
+
+    def __call__(self, key: str, **params: JsonValue) -> str:
+        template = self._catalog.get(key)
+        if template is None:
+            template = CATALOG["en"].get(key, key)
+        return template.format(**{name: self._param(name, value) for name, value in params.items()})
+
+    def note(self, note: Note) -> str:
+        return self(note.key, **dict(note.params))
+
+    def _param(self, name: str, value: JsonValue) -> str:
+        if value is None:
+            return self("word.not_observed")
+        if name.endswith("_seconds") and isinstance(value, int | float):
+            return self.duration(float(value))
+        if (name == "share" or name.endswith("_share")) and isinstance(value, int | float):
+            return self.percent(100.0 * value)
+        if name == "criterion" and isinstance(value, str):
+            return self(f"crit.{value}")
+        if isinstance(value, bool):
+            return str(value).lower()
+        if isinstance(value, int):
+            return self.integer(value)
+        if isinstance(value, float):
+            return self.decimal(value)
+        return str(value)
+
+    # -- numbers -------------------------------------------------------------------------
+
+    def integer(self, value: int | None) -> str:
+        return self("word.not_observed") if value is None else f"{value:,}"
+
+    def decimal(self, value: float | None, places: int = 1) -> str:
+        return self("word.not_observed") if value is None else f"{value:,.{places}f}"
+
+    def percent(self, value: float | None) -> str:
+        """`value` in percent (0..100)."""
+        return self("word.not_observed") if value is None else f"{value:.1f}%"
+
+    def share(self, value: float | None) -> str:
+        """`value` as a fraction (0..1)."""
+        return self.percent(None if value is None else 100.0 * value)
+
+    def duration(self, seconds: float | None) -> str:
+        if seconds is None:
+            return self("word.not_observed")
+        units = _UNITS[self.language]
+        if seconds < 60:
+            return f"{seconds:.1f}{units['s']}" if seconds % 1 else f"{seconds:.0f}{units['s']}"
+        total = round(seconds)
+        days, rest = divmod(total, 86400)
+        hours, rest = divmod(rest, 3600)
+        minutes, secs = divmod(rest, 60)
+        parts = [
+            (days, "d"),
+            (hours, "h"),
+            (minutes, "min"),
+            (secs if not days and not hours else 0, "s"),
+        ]
+        shown = [f"{n}{units[u]}" for n, u in parts if n][:2]
+        return " ".join(shown)
+
+    # -- times ---------------------------------------------------------------------------
+
+    def day(self, value: date) -> str:
+        weekday = _WEEKDAYS[self.language][value.weekday()]
+        if self.language == "zh-CN":
+            return f"{value.year}年{value.month}月{value.day}日（{weekday}）"
+        return f"{weekday} {value.isoformat()}"
+
+    def instant(self, value: datetime | None) -> str:
+        """In the platform's timezone."""
+        if value is None:
+            return "—"
+        local = value.astimezone(self.timezone)
+        if self.language == "zh-CN":
+            return f"{local.year}年{local.month}月{local.day}日 {local:%H:%M}"
+        return f"{local:%Y-%m-%d %H:%M}"
+
+
+CATALOG: dict[str, dict[str, str]] = {
+    "en": {
+        # words
+        "word.not_observed": "not observed",
+        "word.none": "none",
+        "word.unknown": "unknown",
+        "word.yes": "yes",
+        "word.no": "no",
+        # titles and labels
+        "title.daily": "Daily operational summary — {day}",
+        "title.verdict": "Go-live verdict",
+        "label.timezone": "Platform timezone: {timezone}",
+        "label.period": "Period: {start} to {end}",
+        "label.soak_started": "Soak started: {start}",
+        "label.soak": "Soak: {start} to {end} ({days} days)",
+        "col.figure": "Figure",
+        "col.day": "This day",
+        "col.previous_day": "Previous day",
+        "col.soak_to_date": "Soak to date",
+        # headline figures
+        "fig.tasks_total": "Probe tasks",
+        "fig.tasks_failed": "Failed tasks",
+        "fig.tasks_cancelled": "Cancelled tasks",
+        "fig.tasks_unfinished": "Unfinished tasks",
+        "fig.queue_wait_avg": "Average queue wait",
+        "fig.queue_wait_p50": "Queue wait p50",
+        "fig.queue_wait_p95": "Queue wait p95",
+        "fig.gpu_util_avg": "GPU utilisation (average)",
+        "fig.gpu_allocated_share": "GPUs allocated (scheduler)",
+        "fig.gpu_busy_share": "GPUs in use (agents)",
+        "fig.alerts_total": "Alerts fired",
+        "fig.interventions_total": "Manual interventions",
+        "fig.findings_opened": "Findings opened",
+        "fig.findings_closed": "Findings closed",
+        "fig.findings_still_open": "Findings still open",
+        "fig.findings_events": "Events raised",
+        "fig.blind_time": "Observer blind time",
+        # sections
+        "sec.headline": "Headline figures",
+        "sec.charts": "Charts",
+        "sec.tasks": "Tasks and failures",
+        "sec.queue": "Queue wait",
+        "sec.gpu": "GPU utilisation",
+        "sec.alerts": "Alerts",
+        "sec.interventions": "Manual interventions",
+        "sec.findings": "Findings",
+        "sec.blind": "Observer blind time",
+        "sec.criteria": "Criteria",
+        "sec.recommendation": "Recommendation",
+        "sec.scope": "Scope and conditions",
+        "sec.reverification": "Re-verification plan",
+        "sec.days": "Day by day",
+        "sub.failures": "Failures by reason",
+        "sub.by_tenant": "Per tenant",
+        "sub.by_window": "Per window",
+        "sub.by_probe": "Per probe kind",
+        "sub.all_jobs": "All jobs (the scheduler's queues)",
+        "sub.by_pool": "Per node pool: allocated against used",
+        "sub.by_hour": "By hour of day",
+        "sub.by_detector": "Per detector",
+        "sub.evidence": "Evidence",
+        # columns
+        "col.outcome": "Outcome",
+        "col.reason": "Reason",
+        "col.count": "Count",
+        "col.probes": "Probes",
+        "col.tenants": "Tenants",
+        "col.example": "Platform's explanation",
+        "col.runs": "Runs",
+        "col.avg": "Average",
+        "col.p50": "p50",
+        "col.p95": "p95",
+        "col.max": "Max",
+        "col.tenant": "Tenant",
+        "col.window": "Window",
+        "col.probe": "Probe",
+        "col.pending_jobs_avg": "Pending jobs (avg)",
+        "col.pending_gpus_avg": "Pending GPUs (avg)",
+        "col.running_gpus_avg": "Running GPUs (avg)",
+        "col.longest_wait": "Longest wait",
+        "col.pool": "Pool",
+        "col.gpus": "GPUs (avg)",
+        "col.allocated": "Allocated",
+        "col.used": "In use",
+        "col.utilization": "Utilisation (avg)",
+        "col.samples": "Samples",
+        "col.distribution": "Distribution (0–100%, by tenths)",
+        "col.name": "Alert",
+        "col.severity": "Severity",
+        "col.at": "At",
+        "col.source": "Source",
+        "col.action": "Action",
+        "col.by": "By",
+        "col.subject": "Subject",
+        "col.audited": "Recorded by",
+        "col.detector": "Detector",
+        "col.opened": "Opened",
+        "col.closed": "Closed",
+        "col.still_open": "Still open",
+        "col.events": "Events",
+        "col.status": "Status",
+        "col.summary": "Summary",
+        "col.duration": "Duration",
+        "col.from": "From",
+        "col.to": "To",
+        "col.criterion": "Criterion",
+        "col.class": "Class",
+        "col.date": "Day",
+        "col.failed": "Failed",
+        "col.findings_new": "New findings",
+        "col.blind": "Blind time",
+        # notes
+        "note.all_jobs_not_stored": "Only the observer's own probe tasks are stored: task and "
+        "failure counts of all jobs are not observed. The scheduler's queues of all jobs are "
+        "shown below.",
+        "note.tenant_util_not_observed": "Utilisation per tenant is not observed (the store keeps "
+        "no GPU-to-tenant attribution); GPUs running per tenant come from the scheduler's queues.",
+        "note.no_gpu_samples": "No GPU samples from the node agents were stored: utilisation is "
+        "not observed.",
+        "note.alerts_not_set_up": "No alert source is set up (reports.alertmanager_url): alerts "
+        "are not observed.",
+        "note.blind_not_set_up": "Not set up, so never observed: {sources}.",
+        "note.blind_unrecorded": "Not recorded as blind time: {sources} (read failures are only "
+        "counted in the observer's metrics).",
+        "note.scheduler_gaps": "Scheduler blind time is every gap longer than {limit_seconds} "
+        "between stored scheduler snapshots.",
+        "note.no_items": "None.",
+        "note.unfinished_wait": "{count} task(s) ended without starting (refused, blocked or "
+        "failed to start); they have no queue wait.",
+        "note.gpu_coverage": "{sampled} of {known} scheduler nodes sampled by agents; "
+        "{unread} samples could not read utilisation.",
+        "note.generated_for": "Built from the data stored for this period; rebuilding it gives "
+        "the same report.",
+        # statuses, sources, actions
+        "status.event": "event",
+        "status.opened": "opened, still open",
+        "status.opened_closed": "opened and closed",
+        "status.closed": "closed",
+        "status.open": "open all period",
+        "source.recorded": "recorded",
+        "source.detected": "detected",
+        "action.recorded": "recorded by a person",
+        "action.drain": "node drained",
+        "action.resume": "node resumed",
+        "action.cordon": "node cordoned",
+        "action.uncordon": "node uncordoned",
+        "action.taints_changed": "node taints changed",
+        "action.job_cancelled": "probe job cancelled by someone else",
+        "src.scheduler": "scheduler",
+        "src.agents": "node agents",
+        "src.nvml": "NVML",
+        "src.prometheus": "Prometheus",
+        "src.logs": "log backend",
+        # charts
+        "chart.util_over_day": "GPU utilisation and allocation over the day",
+        "chart.util_by_hour": "GPU utilisation and allocation by hour of day",
+        "chart.wait_per_tenant": "Queue wait per tenant",
+        "chart.peak_vs_night": "Per window: queue wait and GPU utilisation",
+        "chart.used": "utilisation (avg)",
+        "chart.allocated": "allocated",
+        "chart.wait_avg": "average",
+        "chart.wait_p95": "p95",
+        "chart.wait": "queue wait",
+        "chart.util": "GPU utilisation",
+        "chart.tasks_per_day": "Tasks and failures per day",
+        "chart.tasks": "tasks",
+        "chart.failed": "failed",
+        "chart.no_data": "not observed",
+        # verdict
+        "rec.go": "GO",
+        "rec.limited_go": "LIMITED GO",
+        "rec.no_go": "NO GO",
+        "rec.go.text": "Every criterion passed on recorded evidence.",
+        "rec.limited_go.text": "Go only within the scope below; the listed criteria must pass "
+        "a re-verification before the platform opens fully.",
+        "rec.no_go.text": "At least one must-fix failure: the platform must not open until it "
+        "is fixed and verified again.",
+        "verdict.status.pass": "pass",
+        "verdict.status.fail": "fail",
+        "verdict.status.not_observed": "not observed",
+        "class.must_fix": "must fix",
+        "class.limited_launch": "limited launch",
+        "class.later_optimisation": "later optimisation",
+        "crit.queue_explainable": "Queue and priority behaviour explainable",
+        "crit.monitoring_linked": "Monitoring linked to tasks and tenants",
+        "crit.quota_enforced": "Quota over-limit handled and recorded",
+        "crit.failure_evidence": "Failure evidence chain (reasons, explanations, exit codes)",
+        "crit.no_unreleased_resources": "No unreleased resources",
+        "crit.no_log_loss": "No log loss",
+        "crit.monitoring_lag_bound": "Monitoring lag within bound",
+        "crit.no_persistent_unfairness": "No persistent unfairness",
+        "crit.interventions_audited": "Manual interventions audited",
+        "crit.tenant_isolation": "Tenant isolation",
+        "class.queue_explainable.limited_launch": "Users will see waits nobody can explain; "
+        "open to tenants who accept that while the platform's reasons are fixed.",
+        "class.monitoring_linked.limited_launch": "Part of the fleet or of the tasks cannot be "
+        "traced from a metric to a task and tenant; incidents there cannot be diagnosed.",
+        "class.quota_enforced.must_fix": "A job ran beyond its tenant's quota: quotas are a "
+        "promise to every other tenant.",
+        "class.quota_enforced.limited_launch": "Over-quota jobs were held without the quota "
+        "named as the reason: users cannot tell why they wait.",
+        "class.failure_evidence.limited_launch": "Failed tasks lack the platform's reason or "
+        "explanation, or the platform forgot them: users' failures cannot be diagnosed.",
+        "class.no_unreleased_resources.must_fix": "GPUs or their memory stay held after jobs "
+        "end: capacity drains away over weeks.",
+        "class.no_unreleased_resources.later_optimisation": "Only GPUs allocated but idle: a "
+        "usage pattern to tune, not a leak.",
+        "class.no_log_loss.must_fix": "Log lines were lost: the evidence of failures is lost "
+        "with them.",
+        "class.no_log_loss.limited_launch": "Log lines were duplicated or reordered: logs can "
+        "mislead.",
+        "class.no_log_loss.later_optimisation": "Logs arrive late but complete.",
+        "class.monitoring_lag_bound.limited_launch": "Monitoring lagged beyond the bound: "
+        "alerts and dashboards are late when it matters.",
+        "class.no_persistent_unfairness.limited_launch": "A tenant is disadvantaged window after "
+        "window: shares are not what was promised.",
+        "class.interventions_audited.later_optimisation": "The platform was changed by hand "
+        "without a record; the change process must close the gap.",
+        "class.tenant_isolation.must_fix": "One tenant could read another's work.",
+        # evidence
+        "ev.no_waits": "No probe task waited in a queue ({runs} tasks): queueing was never "
+        "exercised.",
+        "ev.waits": "{waited} of {runs} tasks waited; {unexplained} waited without a reason the "
+        "platform's state explains ({share}; limit {limit_share}).",
+        "ev.pending_reasons": "Pending reasons seen (total time): {reasons}.",
+        "ev.no_gpu_samples": "No GPU samples from node agents were stored.",
+        "ev.coverage": "{sampled} of {known} scheduler GPU nodes sampled by agents; never "
+        "sampled: {missing}.",
+        "ev.runs_attributed": "{attributed} of {runs} tasks carry their tenant and window.",
+        "ev.busy_lag": "GPU-busy probes Prometheus showed late or never: {findings}.",
+        "ev.no_probe_runs": "The {probe} probe did not run.",
+        "ev.quota": "{runs} over-quota tasks: {blocked} held or refused with a reason "
+        "({reasons}), {ran} ran anyway, {held_without_reason} held without the quota named.",
+        "ev.no_failures": "No task failed and no failure probe ran.",
+        "ev.failures": "{runs} failed or failure-probe tasks: {complete} with the platform's "
+        "reason and explanation, {bare} without, {lost} forgotten by the platform, "
+        "{misreported} failing another way than expected.",
+        "ev.failure_logs": "Logs of tasks are checked through the log canaries (see No log loss).",
+        "ev.run": "Task {run_id} ({probe}, {tenant}): {outcome}, {reason} — {message}",
+        "ev.unreleased": "Leaks: {leaks}; allocated but idle: {idle} ({detectors}).",
+        "ev.scheduler_level_only": "No agent samples: only the scheduler's side was watched.",
+        "ev.logs": "{canaries} log canaries ran: {lost} lost lines, {damaged} with duplicated or "
+        "reordered lines, {late} delivered late.",
+        "ev.no_prometheus": "Prometheus is not set up (controller.prometheus_url): lag was "
+        "never measured.",
+        "ev.lag": "{conditions} lag or unreachable conditions; {over} lasted beyond "
+        "{limit_seconds}; the longest {longest_seconds}.",
+        "ev.fairness": "Window occurrences with fairness probes: {occurrences} "
+        "(at least {needed} needed in one window).",
+        "ev.unfair": "Disadvantaged: {tenants}.",
+        "ev.no_scheduler_data": "No scheduler state and no tasks were stored.",
+        "ev.interventions": "{recorded} recorded, {detected} detected, {unaudited} detected "
+        "without a record.",
+        "ev.unaudited": "Not recorded: {action} on {subject} at {at} ({reason}).",
+        "ev.isolation": "{runs} isolation probe runs, {breaches} let a read through.",
+        # scope
+        "scope.must_fix": "Blocker: {criterion}.",
+        "scope.queue_explainable": "Tell tenants that some waits cannot yet be explained; "
+        "no wait-time promise.",
+        "scope.monitoring_linked": "Only nodes and workloads the monitoring covers; no SLO on "
+        "the rest.",
+        "scope.quota_enforced": "Tenants are told over-quota jobs may wait without saying why.",
+        "scope.failure_evidence": "Only tenants able to debug failures with their own tooling.",
+        "scope.monitoring_lag_bound": "Alerts are not relied on for paging until lag is within "
+        "bound; on-call watches dashboards.",
+        "scope.no_persistent_unfairness": "Guaranteed quotas instead of fair share for the "
+        "disadvantaged tenants and windows.",
+        "scope.no_log_loss": "Tenants keep their own copies of logs that matter.",
+        "scope.not_observed": "Not shown by the soak, so not promised: {criterion}.",
+        "scope.blind": "The observer was blind {share} of the soak (limit {limit_share}): what "
+        "it did not see is not evidence of health.",
+        "scope.later": "After launch: {criterion}.",
+        # re-verification
+        "reverify.queue_explainable": "Run probes in every window under load; pass when the "
+        "platform explains nearly every wait (no unexplained_wait beyond the share).",
+        "reverify.monitoring_linked": "Run agents on every GPU node and the gpu-busy probe in "
+        "each window; pass when every node is sampled and no gpu_busy_lag opens.",
+        "reverify.quota_enforced": "Run the quota probe for every tenant with a quota; pass "
+        "when every run is refused or held with the quota named.",
+        "reverify.failure_evidence": "Run fail-exit, fail-command, fail-image and fail-oom in "
+        "every window; pass when each ends the expected way with reason and explanation.",
+        "reverify.no_unreleased_resources": "Run the plan with agents on every node; pass when "
+        "no unreleased-resource condition opens.",
+        "reverify.no_log_loss": "Run log-canary probes through the production log pipeline, "
+        "across log rotations; pass when no line is lost.",
+        "reverify.monitoring_lag_bound": "Set controller.prometheus_url and run the gpu-busy "
+        "probe; pass when no lag condition outlasts the bound.",
+        "reverify.no_persistent_unfairness": "Run fairness probes in each window for at least "
+        "{k} occurrences under contention; pass when no persistent_unfairness opens.",
+        "reverify.interventions_audited": "Record every manual change with `observer "
+        "intervention add`; pass when every detected intervention has its record.",
+        "reverify.tenant_isolation": "Run the isolation probe for every tenant; pass when every "
+        "read of another tenant's work is refused.",
+        "reverify.rerun": "Then soak again for at least {days} days covering every window "
+        "({windows}) and build the verdict again.",
+    },
+    "zh-CN": {
+        "word.not_observed": "未观测",
+        "word.none": "无",
+        "word.unknown": "未知",
+        "word.yes": "是",
+        "word.no": "否",
+        "title.daily": "每日运行摘要 — {day}",
+        "title.verdict": "上线评估结论",
+        "label.timezone": "平台时区：{timezone}",
+        "label.period": "统计区间：{start} 至 {end}",
+        "label.soak_started": "浸泡测试开始：{start}",
+        "label.soak": "浸泡测试：{start} 至 {end}（{days} 天）",
+        "col.figure": "指标",
+        "col.day": "当日",
+        "col.previous_day": "前一日",
+        "col.soak_to_date": "测试至今",
+        "fig.tasks_total": "探测任务数",
+        "fig.tasks_failed": "失败任务数",
+        "fig.tasks_cancelled": "取消任务数",
+        "fig.tasks_unfinished": "未结束任务数",
+        "fig.queue_wait_avg": "平均排队等待",
+        "fig.queue_wait_p50": "排队等待 p50",
+        "fig.queue_wait_p95": "排队等待 p95",
+        "fig.gpu_util_avg": "GPU 利用率（平均）",
+        "fig.gpu_allocated_share": "GPU 已分配（调度器）",
+        "fig.gpu_busy_share": "GPU 使用中（节点代理）",
+        "fig.alerts_total": "告警次数",
+        "fig.interventions_total": "人工干预次数",
+        "fig.findings_opened": "新发现问题",
+        "fig.findings_closed": "已关闭问题",
+        "fig.findings_still_open": "仍未关闭问题",
+        "fig.findings_events": "事件数",
+        "fig.blind_time": "观测盲区时长",
+        "sec.headline": "关键指标",
+        "sec.charts": "图表",
+        "sec.tasks": "任务与失败",
+        "sec.queue": "排队等待",
+        "sec.gpu": "GPU 利用率",
+        "sec.alerts": "告警",
+        "sec.interventions": "人工干预",
+        "sec.findings": "发现的问题",
+        "sec.blind": "观测盲区",
+        "sec.criteria": "评估项",
+        "sec.recommendation": "结论建议",
+        "sec.scope": "范围与条件",
+        "sec.reverification": "复验计划",
+        "sec.days": "逐日数据",
+        "sub.failures": "按原因分组的失败",
+        "sub.by_tenant": "按租户",
+        "sub.by_window": "按时间窗口",
+        "sub.by_probe": "按探测类型",
+        "sub.all_jobs": "全部作业（调度器队列）",
+        "sub.by_pool": "按节点池：已分配与实际使用",
+        "sub.by_hour": "按小时",
+        "sub.by_detector": "按检测器",
+        "sub.evidence": "证据",
+        "col.outcome": "结果",
+        "col.reason": "原因",
+        "col.count": "次数",
+        "col.probes": "探测",
+        "col.tenants": "租户",
+        "col.example": "平台说明",
+        "col.runs": "任务数",
+        "col.avg": "平均",
+        "col.p50": "p50",
+        "col.p95": "p95",
+        "col.max": "最大",
+        "col.tenant": "租户",
+        "col.window": "时间窗口",
+        "col.probe": "探测",
+        "col.pending_jobs_avg": "排队作业（平均）",
+        "col.pending_gpus_avg": "排队 GPU（平均）",
+        "col.running_gpus_avg": "运行 GPU（平均）",
+        "col.longest_wait": "最长等待",
+        "col.pool": "节点池",
+        "col.gpus": "GPU 数（平均）",
+        "col.allocated": "已分配",
+        "col.used": "使用中",
+        "col.utilization": "利用率（平均）",
+        "col.samples": "样本数",
+        "col.distribution": "分布（0–100%，每 10% 一档）",
+        "col.name": "告警",
+        "col.severity": "级别",
+        "col.at": "时间",
+        "col.source": "来源",
+        "col.action": "操作",
+        "col.by": "操作人",
+        "col.subject": "对象",
+        "col.audited": "登记人",
+        "col.detector": "检测器",
+        "col.opened": "新开",
+        "col.closed": "关闭",
+        "col.still_open": "仍开",
+        "col.events": "事件",
+        "col.status": "状态",
+        "col.summary": "摘要",
+        "col.duration": "时长",
+        "col.from": "开始",
+        "col.to": "结束",
+        "col.criterion": "评估项",
+        "col.class": "分类",
+        "col.date": "日期",
+        "col.failed": "失败",
+        "col.findings_new": "新问题",
+        "col.blind": "盲区时长",
+        "note.all_jobs_not_stored": "仅保存观测器自己的探测任务：全部作业的任务数与失败数未观测。"
+        "下方为调度器中全部作业的队列情况。",
+        "note.tenant_util_not_observed": "按租户的 GPU 利用率未观测（存储中没有 GPU 到租户的归属）；"
+        "各租户运行中的 GPU 数来自调度器队列。",
+        "note.no_gpu_samples": "未保存节点代理的 GPU 样本：利用率未观测。",
+        "note.alerts_not_set_up": "未配置告警来源（reports.alertmanager_url）：告警未观测。",
+        "note.blind_not_set_up": "未配置，因此从未观测：{sources}。",
+        "note.blind_unrecorded": "未记为盲区时间：{sources}（读取失败仅计入观测器自身指标）。",
+        "note.scheduler_gaps": "调度器盲区：相邻两次保存的调度器快照间隔超过 {limit_seconds} 的时段。",
+        "note.no_items": "无。",
+        "note.unfinished_wait": "{count} 个任务未启动即结束（被拒绝、被拦截或启动失败），无排队时间。",
+        "note.gpu_coverage": "调度器中 {known} 个节点有 {sampled} 个被节点代理采样；"
+        "{unread} 个样本未能读取利用率。",
+        "note.generated_for": "根据该时段已保存的数据生成；重新生成结果相同。",
+        "status.event": "事件",
+        "status.opened": "新开，仍未关闭",
+        "status.opened_closed": "新开并已关闭",
+        "status.closed": "已关闭",
+        "status.open": "整段时间未关闭",
+        "source.recorded": "人工登记",
+        "source.detected": "自动识别",
+        "action.recorded": "人工登记",
+        "action.drain": "节点被 drain",
+        "action.resume": "节点恢复",
+        "action.cordon": "节点被 cordon",
+        "action.uncordon": "节点取消 cordon",
+        "action.taints_changed": "节点污点变更",
+        "action.job_cancelled": "探测作业被他人取消",
+        "src.scheduler": "调度器",
+        "src.agents": "节点代理",
+        "src.nvml": "NVML",
+        "src.prometheus": "Prometheus",
+        "src.logs": "日志后端",
+        "chart.util_over_day": "全天 GPU 利用率与分配率",
+        "chart.util_by_hour": "按小时的 GPU 利用率与分配率",
+        "chart.wait_per_tenant": "各租户排队等待",
+        "chart.peak_vs_night": "按时间窗口：排队等待与 GPU 利用率",
+        "chart.used": "利用率（平均）",
+        "chart.allocated": "分配率",
+        "chart.wait_avg": "平均",
+        "chart.wait_p95": "p95",
+        "chart.wait": "排队等待",
+        "chart.util": "GPU 利用率",
+        "chart.tasks_per_day": "每日任务数与失败数",
+        "chart.tasks": "任务",
+        "chart.failed": "失败",
+        "chart.no_data": "未观测",
+        "rec.go": "可以上线",
+        "rec.limited_go": "有限上线",
+        "rec.no_go": "不可上线",
+        "rec.go.text": "所有评估项均凭已记录的证据通过。",
+        "rec.limited_go.text": "仅可在下列范围内上线；所列评估项须复验通过后才可全面开放。",
+        "rec.no_go.text": "存在必须修复的问题：修复并复验通过前平台不得开放。",
+        "verdict.status.pass": "通过",
+        "verdict.status.fail": "未通过",
+        "verdict.status.not_observed": "未观测",
+        "class.must_fix": "必须修复",
+        "class.limited_launch": "有限上线",
+        "class.later_optimisation": "后续优化",
+        "crit.queue_explainable": "排队与优先级行为可解释",
+        "crit.monitoring_linked": "监控可关联到任务与租户",
+        "crit.quota_enforced": "超配额请求被处理并记录",
+        "crit.failure_evidence": "失败证据链完整（原因、说明、退出码）",
+        "crit.no_unreleased_resources": "无未释放资源",
+        "crit.no_log_loss": "无日志丢失",
+        "crit.monitoring_lag_bound": "监控延迟在限值内",
+        "crit.no_persistent_unfairness": "无持续性不公平",
+        "crit.interventions_audited": "人工干预可审计",
+        "crit.tenant_isolation": "租户隔离",
+        "class.queue_explainable.limited_launch": "用户会遇到无法解释的等待；在修复平台原因说明期间，"
+        "仅向能接受这一点的租户开放。",
+        "class.monitoring_linked.limited_launch": "部分节点或任务无法从指标追溯到任务和租户，"
+        "这些地方的故障无法诊断。",
+        "class.quota_enforced.must_fix": "有作业超出租户配额仍在运行：配额是对其他租户的承诺。",
+        "class.quota_enforced.limited_launch": "超配额作业被挂起，但原因中未指明配额：用户无法知道为何等待。",
+        "class.failure_evidence.limited_launch": "失败任务缺少平台原因或说明，或被平台遗忘：用户的失败无法诊断。",
+        "class.no_unreleased_resources.must_fix": "作业结束后 GPU 或显存仍被占用：容量会在数周内流失。",
+        "class.no_unreleased_resources.later_optimisation": "仅有已分配但空闲的 GPU：属于使用方式问题，"
+        "并非泄漏。",
+        "class.no_log_loss.must_fix": "日志行丢失：失败的证据也随之丢失。",
+        "class.no_log_loss.limited_launch": "日志行重复或乱序：日志可能误导排查。",
+        "class.no_log_loss.later_optimisation": "日志完整但到达较晚。",
+        "class.monitoring_lag_bound.limited_launch": "监控延迟超出限值：关键时刻告警和看板滞后。",
+        "class.no_persistent_unfairness.limited_launch": "某租户在多个窗口中持续处于劣势：份额与承诺不符。",
+        "class.interventions_audited.later_optimisation": "平台被手工变更但没有记录；需由变更流程补上。",
+        "class.tenant_isolation.must_fix": "一个租户可以读取另一个租户的工作内容。",
+        "ev.no_waits": "没有探测任务排队（共 {runs} 个任务）：排队行为未被检验。",
+        "ev.waits": "{runs} 个任务中 {waited} 个排队；其中 {unexplained} 个的等待原因无法由平台状态解释"
+        "（{share}；限值 {limit_share}）。",
+        "ev.pending_reasons": "出现的排队原因（累计时长）：{reasons}。",
+        "ev.no_gpu_samples": "未保存节点代理的 GPU 样本。",
+        "ev.coverage": "调度器中 {known} 个 GPU 节点有 {sampled} 个被节点代理采样；从未采样：{missing}。",
+        "ev.runs_attributed": "{runs} 个任务中 {attributed} 个带有租户和时间窗口。",
+        "ev.busy_lag": "Prometheus 显示滞后或未显示的 GPU 繁忙探测：{findings}。",
+        "ev.no_probe_runs": "{probe} 探测未运行。",
+        "ev.quota": "{runs} 个超配额任务：{blocked} 个被挂起或拒绝并给出原因（{reasons}），"
+        "{ran} 个仍然运行，{held_without_reason} 个被挂起但未指明配额。",
+        "ev.no_failures": "没有任务失败，也没有运行失败类探测。",
+        "ev.failures": "{runs} 个失败或失败类探测任务：{complete} 个有平台原因和说明，{bare} 个没有，"
+        "{lost} 个被平台遗忘，{misreported} 个以非预期方式失败。",
+        "ev.failure_logs": "任务日志通过日志金丝雀检查（见“无日志丢失”）。",
+        "ev.run": "任务 {run_id}（{probe}，{tenant}）：{outcome}，{reason} — {message}",
+        "ev.unreleased": "泄漏：{leaks}；已分配但空闲：{idle}（{detectors}）。",
+        "ev.scheduler_level_only": "无节点代理样本：仅观测了调度器一侧。",
+        "ev.logs": "运行了 {canaries} 个日志金丝雀：{lost} 个丢行，{damaged} 个有重复或乱序，"
+        "{late} 个送达延迟。",
+        "ev.no_prometheus": "未配置 Prometheus（controller.prometheus_url）：从未测量延迟。",
+        "ev.lag": "{conditions} 个延迟或不可达状况；{over} 个持续超过 {limit_seconds}；最长 {longest_seconds}。",
+        "ev.fairness": "有公平性探测的窗口次数：{occurrences}（单个窗口至少需要 {needed} 次）。",
+        "ev.unfair": "处于劣势：{tenants}。",
+        "ev.no_scheduler_data": "未保存调度器状态和任务。",
+        "ev.interventions": "人工登记 {recorded} 次，自动识别 {detected} 次，其中 {unaudited} 次无登记。",
+        "ev.unaudited": "未登记：{at} 对 {subject} 的 {action}（{reason}）。",
+        "ev.isolation": "隔离探测 {runs} 次，{breaches} 次读取被放行。",
+        "scope.must_fix": "阻断项：{criterion}。",
+        "scope.queue_explainable": "告知租户部分等待暂时无法解释；不承诺等待时长。",
+        "scope.monitoring_linked": "仅限监控覆盖的节点和工作负载；其余不承诺 SLO。",
+        "scope.quota_enforced": "告知租户超配额作业可能在无说明的情况下等待。",
+        "scope.failure_evidence": "仅限能用自有工具排查失败的租户。",
+        "scope.monitoring_lag_bound": "延迟达标前不依赖告警呼叫值班；值班人员盯看板。",
+        "scope.no_persistent_unfairness": "对处于劣势的租户和窗口改用保障配额而非公平份额。",
+        "scope.no_log_loss": "租户自行保留重要日志的副本。",
+        "scope.not_observed": "浸泡测试未能证明，因此不作承诺：{criterion}。",
+        "scope.blind": "观测器在 {share} 的测试时间内处于盲区（限值 {limit_share}）：未观测到的部分不能视为健康。",
+        "scope.later": "上线后处理：{criterion}。",
+        "reverify.queue_explainable": "在每个窗口的负载下运行探测；几乎所有等待都能由平台解释"
+        "（unexplained_wait 不超过限值）即为通过。",
+        "reverify.monitoring_linked": "在每个 GPU 节点运行节点代理，并在每个窗口运行 gpu-busy 探测；"
+        "所有节点均被采样且无 gpu_busy_lag 即为通过。",
+        "reverify.quota_enforced": "为每个有配额的租户运行 quota 探测；每次都被拒绝或挂起并指明配额即为通过。",
+        "reverify.failure_evidence": "在每个窗口运行 fail-exit、fail-command、fail-image 和 fail-oom；"
+        "每个都按预期失败并带有原因和说明即为通过。",
+        "reverify.no_unreleased_resources": "在所有节点运行节点代理并执行计划；无未释放资源问题即为通过。",
+        "reverify.no_log_loss": "经生产日志管道、跨越日志轮转运行 log-canary 探测；无丢行即为通过。",
+        "reverify.monitoring_lag_bound": "设置 controller.prometheus_url 并运行 gpu-busy 探测；"
+        "无延迟状况超过限值即为通过。",
+        "reverify.no_persistent_unfairness": "在资源争用下每个窗口至少运行 {k} 次公平性探测；"
+        "无 persistent_unfairness 即为通过。",
+        "reverify.interventions_audited": "每次手工变更都用 `observer intervention add` 登记；"
+        "每次自动识别的干预都有登记即为通过。",
+        "reverify.tenant_isolation": "为每个租户运行隔离探测；所有跨租户读取都被拒绝即为通过。",
+        "reverify.rerun": "随后至少再进行 {days} 天覆盖所有窗口（{windows}）的浸泡测试，并重新生成结论。",
+    },
+}

@@ -1,0 +1,158 @@
+"""Manual interventions seen in the platform's own state, and their audit against the ones
+people recorded. Pure.
+
+Detected from the node change log: a node drained (Slurm) with a reason the platform does not
+set by itself, a node resumed (Slurm never undrains by itself), a node cordoned or uncordoned
+(Kubernetes' SchedulingDisabled), a node's taints changed other than by the platform's own
+controllers. From probe runs: a run cancelled by anyone but the controller (scancel by an
+admin, a Job or pod deleted). Only what the observer stores is seen: pods of other tenants'
+jobs and node changes between two snapshots that undo each other are not.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from datetime import timedelta
+
+from observer.domain import Outcome, ProbeRun, SchedulerNode
+from observer.storage.store import InterventionSource, StoredIntervention, StoredNodeChange
+
+# The reason the controller gives the probes it cancels itself when it shuts down.
+CONTROLLER_CANCEL_REASON = "ControllerShutdown"
+# Reasons slurmctld and slurmd set when they drain a node themselves (and common node health
+# check wording); any other reason was typed by an operator.
+_AUTOMATIC_DRAIN_REASONS = (
+    "kill task failed",
+    "not responding",
+    "node unexpectedly rebooted",
+    "batch job complete failure",
+    "prolog error",
+    "epilog error",
+    "low realmemory",
+    "low tmpdisk",
+    "low socket",
+    "gres/",
+    "nhc",
+    "duplicate jobid",
+)
+# Taints Kubernetes and its autoscalers put on nodes by themselves (unreachable, not ready,
+# pressure, cordon's own mirror, scale-down).
+_PLATFORM_TAINTS = (
+    "node.kubernetes.io/",
+    "node.cloudprovider.kubernetes.io/",
+    "ToBeDeletedByClusterAutoscaler",
+    "DeletionCandidateOfClusterAutoscaler",
+)
+_TAINT = re.compile(r"taint (\S+):(NoSchedule|NoExecute|PreferNoSchedule)")
+_CORDONED = "SchedulingDisabled"
+
+
+def detect(
+    nodes_at_start: Sequence[SchedulerNode],
+    changes: Sequence[StoredNodeChange],
+    runs: Iterable[ProbeRun],
+) -> list[StoredIntervention]:
+    """Interventions seen in a period, in time order; `nodes_at_start` as they were at its
+    start, `changes` the node log within it, `runs` those submitted in it."""
+    found: list[StoredIntervention] = []
+    previous = {node.name: node for node in nodes_at_start}
+    for change in changes:
+        before = previous.pop(change.node.name, None)
+        if change.removed:
+            continue
+        previous[change.node.name] = change.node
+        if before is not None:
+            found += _node_interventions(before, change)
+    found += [_cancelled(run) for run in runs if _cancelled_by_someone(run)]
+    return sorted(found, key=lambda i: (i.at, sorted(i.subject.items())))
+
+
+def _node_interventions(before: SchedulerNode, change: StoredNodeChange) -> list[StoredIntervention]:
+    after = change.node
+    found = []
+
+    def seen(action: str, reason: str, **detail: object) -> None:
+        found.append(
+            StoredIntervention(
+                at=change.at,
+                by="",
+                reason=reason,
+                subject={"node": after.name},
+                source=InterventionSource.DETECTED,
+                detail={
+                    "action": action,
+                    "state_before": before.state,
+                    "state_after": after.state,
+                    "reason_before": before.reason,
+                    "reason_after": after.reason,
+                    **detail,
+                },
+            )
+        )
+
+    if _drained(after) and not _drained(before) and not _automatic(after.reason):
+        seen("drain", after.reason or "")
+    elif _drained(before) and not _drained(after):
+        seen("resume", before.reason or "")
+    if _CORDONED in after.state and _CORDONED not in before.state:
+        seen("cordon", after.reason or "")
+    elif _CORDONED in before.state and _CORDONED not in after.state:
+        seen("uncordon", before.reason or "")
+    added = sorted(_taints(after) - _taints(before))
+    removed = sorted(_taints(before) - _taints(after))
+    if added or removed:
+        seen("taints_changed", "; ".join(added + removed), added=added, removed=removed)
+    return found
+
+
+def _drained(node: SchedulerNode) -> bool:
+    return node.state.rstrip("*").lower().startswith("drain")
+
+
+def _automatic(reason: str | None) -> bool:
+    text = (reason or "").strip().lower()
+    return any(text.startswith(mark) for mark in _AUTOMATIC_DRAIN_REASONS)
+
+
+def _taints(node: SchedulerNode) -> frozenset[str]:
+    return frozenset(
+        f"{key}:{effect}"
+        for key, effect in _TAINT.findall(node.reason or "")
+        if not key.startswith(_PLATFORM_TAINTS)
+    )
+
+
+def _cancelled_by_someone(run: ProbeRun) -> bool:
+    return run.outcome is Outcome.CANCELLED and run.reason != CONTROLLER_CANCEL_REASON
+
+
+def _cancelled(run: ProbeRun) -> StoredIntervention:
+    at = run.finished_at or run.started_at or run.submitted_at
+    assert at is not None  # the controller stamps every run it submits
+    return StoredIntervention(
+        at=at,
+        by="",
+        reason=run.reason or "",
+        subject={"run_id": run.run_id, "tenant": run.tenant},
+        source=InterventionSource.DETECTED,
+        detail={
+            "action": "job_cancelled",
+            "probe": run.probe,
+            "job_id": run.job_id,
+            "message": run.message,
+        },
+    )
+
+
+def audited(
+    detected: StoredIntervention, recorded: Iterable[StoredIntervention], within_seconds: float
+) -> StoredIntervention | None:
+    """The recorded intervention that accounts for a detected one: it names the same subject
+    (any key and value in common) within `within_seconds` of it."""
+    tolerance = timedelta(seconds=within_seconds)
+    for record in recorded:
+        same = set(record.subject.items()) & set(detected.subject.items())
+        if same and abs(record.at - detected.at) <= tolerance:
+            return record
+    return None

@@ -1,0 +1,640 @@
+"""The go-live verdict over the whole soak: each criterion pass / fail / not observed with the
+recorded evidence behind it, each failure classed (must fix, limited launch, later
+optimisation) with its reason, a recommendation and the plan to verify again. Pure.
+
+Classes follow what a failure costs the platform's users: lost capacity, lost evidence or a
+broken promise (quota, isolation) must be fixed before anyone relies on the platform; waits
+or monitoring nobody can explain limit the launch to tenants who accept them; the rest can
+follow the launch. A criterion the soak never exercised is not observed, never a pass, and
+keeps a plain go out of reach, as does too much blind time."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from datetime import date, datetime, timedelta
+from enum import StrEnum
+
+from observer.detectors import fairness
+from observer.domain import Expectation, Finding, FindingKind, Outcome, ProbeRun, Severity
+from observer.reports.data import GpuUsage, Period, PeriodData, ReportContext
+from observer.reports.figures import (
+    FindingItem,
+    PeriodFigures,
+    blind_figures,
+    finding_figures,
+    period_figures,
+    task_figures,
+    wait_stats,
+)
+from observer.reports.i18n import Note
+from observer.reports.interventions import audited, detect
+
+LEAK_DETECTORS = frozenset(
+    {
+        "unreleased_memory",
+        "orphan_process",
+        "vanished_process",
+        "memory_without_process",
+        "allocated_without_job",
+        "kill_task_failed",
+    }
+)
+IDLE_DETECTORS = frozenset({"allocated_idle"})
+EXAMPLES = 5
+MIN_REVERIFY_DAYS = 7  # a working week and a weekend: every window occurs
+
+
+class Status(StrEnum):
+    PASS = "pass"
+    FAIL = "fail"
+    NOT_OBSERVED = "not_observed"
+
+
+class FailureClass(StrEnum):
+    MUST_FIX = "must_fix"
+    LIMITED_LAUNCH = "limited_launch"
+    LATER_OPTIMISATION = "later_optimisation"
+
+
+class Recommendation(StrEnum):
+    GO = "go"
+    LIMITED_GO = "limited_go"
+    NO_GO = "no_go"
+
+
+CRITERIA = (
+    "queue_explainable",
+    "monitoring_linked",
+    "quota_enforced",
+    "failure_evidence",
+    "no_unreleased_resources",
+    "no_log_loss",
+    "monitoring_lag_bound",
+    "no_persistent_unfairness",
+    "interventions_audited",
+    "tenant_isolation",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class VerdictRules:
+    monitoring_lag_max_seconds: float
+    unexplained_wait_max_share: float
+    blind_max_share: float
+    intervention_match_seconds: float
+    fairness_persistence_k: int
+    fairness_persistence_m: int
+
+
+@dataclass(frozen=True, slots=True)
+class VerdictInputs:
+    """`soak`: the whole soak; `gpu_by_day`: its GPU samples reduced per local day."""
+
+    context: ReportContext
+    soak: PeriodData
+    gpu_by_day: Mapping[date, GpuUsage]
+    rules: VerdictRules
+
+
+@dataclass(frozen=True, slots=True)
+class CriterionResult:
+    criterion: str
+    status: Status
+    failure_class: FailureClass | None  # set when failed
+    class_reason: Note | None
+    evidence: tuple[Note, ...]
+    findings: tuple[FindingItem, ...]  # the first few behind a failure
+
+
+@dataclass(frozen=True, slots=True)
+class DayLine:
+    day: date
+    tasks_total: int
+    tasks_failed: int
+    queue_wait_seconds_avg: float | None
+    gpu_utilization_avg: float | None
+    findings_new: int  # conditions opened and events raised
+    blind_seconds: float
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    soak_started_at: datetime
+    soak_ended_at: datetime
+    timezone: str
+    figures: PeriodFigures
+    days: tuple[DayLine, ...]
+    criteria: tuple[CriterionResult, ...]
+    recommendation: Recommendation
+    scope: tuple[Note, ...]
+    reverification: tuple[Note, ...]
+
+
+def build_verdict(inputs: VerdictInputs) -> Verdict:
+    context, soak, rules = inputs.context, inputs.soak, inputs.rules
+    figures = period_figures(soak, context, rules.intervention_match_seconds)
+    criteria = (
+        _queue_explainable(soak, rules),
+        _monitoring_linked(soak),
+        _quota_enforced(soak.runs),
+        _failure_evidence(soak.runs),
+        _no_unreleased(soak),
+        _no_log_loss(soak, context),
+        _monitoring_lag(soak, context, rules),
+        _no_unfairness(soak, context, rules),
+        _interventions_audited(soak, rules),
+        _isolation(soak.runs),
+    )
+    recommendation, scope = _recommend(criteria, figures, rules)
+    return Verdict(
+        soak_started_at=soak.period.start,
+        soak_ended_at=soak.period.end,
+        timezone=context.calendar.timezone.key,
+        figures=figures,
+        days=tuple(_days(inputs)),
+        criteria=criteria,
+        recommendation=recommendation,
+        scope=scope,
+        reverification=_plan(criteria, context, rules),
+    )
+
+
+# --- criteria ----------------------------------------------------------------------------
+
+
+def _result(
+    criterion: str,
+    status: Status,
+    evidence: Iterable[Note],
+    failure: FailureClass | None = None,
+    findings: Iterable[Finding] = (),
+    period: Period | None = None,
+) -> CriterionResult:
+    failed = failure if status is Status.FAIL else None
+    shown = sorted(findings, key=lambda f: (f.opened_at, f.detector))[:EXAMPLES]
+    items = finding_figures(shown, period.start, period.end).items if period else ()
+    return CriterionResult(
+        criterion=criterion,
+        status=status,
+        failure_class=failed,
+        class_reason=None if failed is None else Note(f"class.{criterion}.{failed.value}"),
+        evidence=tuple(evidence),
+        findings=items,
+    )
+
+
+def _of(findings: Iterable[Finding], detectors: Iterable[str]) -> list[Finding]:
+    wanted = frozenset(detectors)
+    return [f for f in findings if f.detector in wanted]
+
+
+def _waited(run: ProbeRun) -> bool:
+    return (run.queue_wait_seconds or 0.0) > 0 or sum(run.pending_reasons.values()) > 0
+
+
+def _queue_explainable(soak: PeriodData, rules: VerdictRules) -> CriterionResult:
+    name = "queue_explainable"
+    runs = list(soak.runs)
+    waited = [r for r in runs if _waited(r)]
+    if not waited:
+        return _result(name, Status.NOT_OBSERVED, [Note("ev.no_waits", {"runs": len(runs)})])
+    unexplained = _of(soak.findings, [fairness.UNEXPLAINED_WAIT])
+    unexplained_runs = {f.subject.get("run_id") for f in unexplained}
+    share = len(unexplained_runs) / len(waited)
+    reasons: dict[str, float] = {}
+    for run in waited:
+        for reason, seconds in run.pending_reasons.items():
+            reasons[reason] = reasons.get(reason, 0.0) + seconds
+    top = ", ".join(f"{r} {s:.0f} s" for r, s in sorted(reasons.items(), key=lambda kv: -kv[1]))
+    evidence = [
+        Note(
+            "ev.waits",
+            {
+                "waited": len(waited),
+                "runs": len(runs),
+                "unexplained": len(unexplained_runs),
+                "share": share,
+                "limit_share": rules.unexplained_wait_max_share,
+            },
+        ),
+        Note("ev.pending_reasons", {"reasons": top or "-"}),
+    ]
+    failed = share > rules.unexplained_wait_max_share
+    return _result(
+        name,
+        Status.FAIL if failed else Status.PASS,
+        evidence,
+        FailureClass.LIMITED_LAUNCH,
+        unexplained,
+        soak.period,
+    )
+
+
+def _monitoring_linked(soak: PeriodData) -> CriterionResult:
+    name = "monitoring_linked"
+    sampled = soak.gpu.nodes
+    if not sampled:
+        return _result(name, Status.NOT_OBSERVED, [Note("ev.no_gpu_samples")])
+    known = {n.name for n in soak.nodes_at_start if n.gpus_total > 0} | {
+        c.node.name for c in soak.node_changes if c.node.gpus_total > 0
+    }
+    missing = sorted(known - sampled)
+    busy_lag = [
+        f
+        for f in soak.findings
+        if f.detector == "monitoring_lag" and f.subject.get("check") == "gpu_busy_lag"
+    ]
+    attributed = sum(1 for r in soak.runs if r.tenant and r.window)
+    evidence = [
+        Note(
+            "ev.coverage",
+            {
+                "sampled": len(known & sampled),
+                "known": len(known),
+                "missing": ", ".join(missing[:10]) or "-",
+            },
+        ),
+        Note("ev.runs_attributed", {"attributed": attributed, "runs": len(soak.runs)}),
+        Note("ev.busy_lag", {"findings": len(busy_lag)}),
+    ]
+    failed = bool(missing or busy_lag)
+    return _result(
+        name,
+        Status.FAIL if failed else Status.PASS,
+        evidence,
+        FailureClass.LIMITED_LAUNCH,
+        busy_lag,
+        soak.period,
+    )
+
+
+def _quota_enforced(runs: Sequence[ProbeRun]) -> CriterionResult:
+    name = "quota_enforced"
+    quota = [r for r in runs if r.expectation is Expectation.BLOCKED and r.outcome is not None]
+    if not quota:
+        return _result(name, Status.NOT_OBSERVED, [Note("ev.no_probe_runs", {"probe": "quota"})])
+    ran = [r for r in quota if r.outcome is Outcome.FAILED]
+    unrecorded = [r for r in quota if r.outcome is Outcome.TIMED_OUT]
+    passed = [r for r in quota if r.outcome is Outcome.PASSED]
+    reasons = ", ".join(sorted({r.reason or "-" for r in passed})) or "-"
+    evidence = [
+        Note(
+            "ev.quota",
+            {
+                "runs": len(quota),
+                "blocked": len(passed),
+                "ran": len(ran),
+                "held_without_reason": len(unrecorded),
+                "reasons": reasons,
+            },
+        ),
+        *_run_examples(ran + unrecorded),
+    ]
+    if ran:
+        return _result(name, Status.FAIL, evidence, FailureClass.MUST_FIX)
+    if unrecorded:
+        return _result(name, Status.FAIL, evidence, FailureClass.LIMITED_LAUNCH)
+    if not passed:
+        return _result(name, Status.NOT_OBSERVED, evidence)
+    return _result(name, Status.PASS, evidence)
+
+
+_EXPECTED_FAILURES = frozenset({Expectation.FAIL, Expectation.FAIL_TO_START, Expectation.OOM})
+
+
+def _failure_evidence(runs: Sequence[ProbeRun]) -> CriterionResult:
+    name = "failure_evidence"
+    ended_badly = [
+        r
+        for r in runs
+        if r.outcome is not None
+        and (
+            r.expectation in _EXPECTED_FAILURES
+            or r.outcome in (Outcome.FAILED, Outcome.TIMED_OUT, Outcome.LOST)
+        )
+        and r.expectation not in (Expectation.BLOCKED, Expectation.DENIED)
+    ]
+    if not ended_badly:
+        return _result(name, Status.NOT_OBSERVED, [Note("ev.no_failures")])
+    lost = [r for r in ended_badly if r.outcome is Outcome.LOST]
+    bare = [
+        r
+        for r in ended_badly
+        if r.outcome is not Outcome.LOST
+        and (not r.reason or (not r.message and r.exit_code is None))
+    ]
+    misreported = [
+        r
+        for r in ended_badly
+        if r.expectation in _EXPECTED_FAILURES and r.outcome is Outcome.FAILED
+    ]
+    evidence = [
+        Note(
+            "ev.failures",
+            {
+                "runs": len(ended_badly),
+                "complete": len(ended_badly) - len({r.run_id for r in lost + bare}),
+                "lost": len(lost),
+                "bare": len(bare),
+                "misreported": len(misreported),
+            },
+        ),
+        Note("ev.failure_logs"),
+        *_run_examples(lost + bare + misreported),
+    ]
+    failed = bool(lost or bare or misreported)
+    return _result(
+        name, Status.FAIL if failed else Status.PASS, evidence, FailureClass.LIMITED_LAUNCH
+    )
+
+
+def _no_unreleased(soak: PeriodData) -> CriterionResult:
+    name = "no_unreleased_resources"
+    agents = bool(soak.gpu.nodes)
+    if not agents and not soak.queue_samples:
+        return _result(name, Status.NOT_OBSERVED, [Note("ev.no_gpu_samples")])
+    leaks = _of(soak.findings, LEAK_DETECTORS)
+    idle = _of(soak.findings, IDLE_DETECTORS)
+    evidence = [
+        Note(
+            "ev.unreleased",
+            {"leaks": len(leaks), "idle": len(idle), "detectors": _detectors(leaks + idle)},
+        )
+    ]
+    if not agents:
+        evidence.append(Note("ev.scheduler_level_only"))
+    if leaks:
+        return _result(
+            name, Status.FAIL, evidence, FailureClass.MUST_FIX, leaks, soak.period
+        )
+    if idle:
+        return _result(
+            name, Status.FAIL, evidence, FailureClass.LATER_OPTIMISATION, idle, soak.period
+        )
+    return _result(name, Status.PASS, evidence)
+
+
+def _no_log_loss(soak: PeriodData, context: ReportContext) -> CriterionResult:
+    name = "no_log_loss"
+    canaries = [
+        r
+        for r in soak.runs
+        if r.probe in context.canary_probes and r.outcome is Outcome.PASSED
+    ]
+    if not context.sources.logs or not canaries:
+        return _result(
+            name,
+            Status.NOT_OBSERVED,
+            [Note("ev.no_probe_runs", {"probe": ", ".join(sorted(context.canary_probes))})],
+        )
+    lost = _of(soak.findings, ["log_loss"])
+    missing = [f for f in lost if f.severity is Severity.CRITICAL]
+    late = _of(soak.findings, ["log_delivery_latency"])
+    evidence = [
+        Note(
+            "ev.logs",
+            {"canaries": len(canaries), "lost": len(missing), "damaged": len(lost) - len(missing),
+             "late": len(late)},
+        )
+    ]
+    period = soak.period
+    if missing:
+        return _result(name, Status.FAIL, evidence, FailureClass.MUST_FIX, missing, period)
+    if lost:
+        return _result(name, Status.FAIL, evidence, FailureClass.LIMITED_LAUNCH, lost, period)
+    if late:
+        return _result(name, Status.FAIL, evidence, FailureClass.LATER_OPTIMISATION, late, period)
+    return _result(name, Status.PASS, evidence)
+
+
+def _monitoring_lag(
+    soak: PeriodData, context: ReportContext, rules: VerdictRules
+) -> CriterionResult:
+    name = "monitoring_lag_bound"
+    lag = _of(soak.findings, ["monitoring_lag", "prometheus_unreachable"])
+    if not context.sources.prometheus and not lag:
+        return _result(name, Status.NOT_OBSERVED, [Note("ev.no_prometheus")])
+    end = soak.period.end
+
+    def lasted(f: Finding) -> float:
+        return ((f.closed_at or end) - f.opened_at).total_seconds()
+
+    over = [f for f in lag if f.kind is FindingKind.CONDITION and lasted(f) > rules.monitoring_lag_max_seconds]
+    longest = max((lasted(f) for f in lag), default=0.0)
+    evidence = [
+        Note(
+            "ev.lag",
+            {
+                "conditions": len(lag),
+                "over": len(over),
+                "longest_seconds": longest,
+                "limit_seconds": rules.monitoring_lag_max_seconds,
+            },
+        )
+    ]
+    return _result(
+        name,
+        Status.FAIL if over else Status.PASS,
+        evidence,
+        FailureClass.LIMITED_LAUNCH,
+        over,
+        soak.period,
+    )
+
+
+def _no_unfairness(
+    soak: PeriodData, context: ReportContext, rules: VerdictRules
+) -> CriterionResult:
+    name = "no_persistent_unfairness"
+    calendar = context.calendar
+    known = {w.name for w in calendar.windows}
+    seen: dict[str, set[datetime]] = {}
+    for run in soak.runs:
+        if run.probe not in context.fairness_probes or run.submitted_at is None:
+            continue
+        if run.window not in known:
+            continue
+        occurrence = fairness.occurrence_of(calendar, run.window, run.submitted_at)
+        if occurrence is not None:
+            seen.setdefault(run.window, set()).add(occurrence.start)
+    per_window = ", ".join(f"{w} {len(s)}" for w, s in sorted(seen.items())) or "-"
+    evidence = [
+        Note("ev.fairness", {"occurrences": per_window, "needed": rules.fairness_persistence_k})
+    ]
+    if max((len(s) for s in seen.values()), default=0) < rules.fairness_persistence_k:
+        return _result(name, Status.NOT_OBSERVED, evidence)
+    unfair = _of(soak.findings, [fairness.PERSISTENT_UNFAIRNESS])
+    if unfair:
+        tenants = ", ".join(sorted({f"{f.subject.get('tenant')}@{f.subject.get('window')}" for f in unfair}))
+        evidence.append(Note("ev.unfair", {"tenants": tenants}))
+    return _result(
+        name,
+        Status.FAIL if unfair else Status.PASS,
+        evidence,
+        FailureClass.LIMITED_LAUNCH,
+        unfair,
+        soak.period,
+    )
+
+
+def _interventions_audited(soak: PeriodData, rules: VerdictRules) -> CriterionResult:
+    name = "interventions_audited"
+    if not soak.nodes_at_start and not soak.node_changes and not soak.runs:
+        return _result(name, Status.NOT_OBSERVED, [Note("ev.no_scheduler_data")])
+    found = detect(soak.nodes_at_start, soak.node_changes, soak.runs)
+    unaudited = [
+        i for i in found if audited(i, soak.interventions, rules.intervention_match_seconds) is None
+    ]
+    evidence = [
+        Note(
+            "ev.interventions",
+            {
+                "recorded": len(soak.interventions),
+                "detected": len(found),
+                "unaudited": len(unaudited),
+            },
+        ),
+        *(
+            Note(
+                "ev.unaudited",
+                {
+                    "at": i.at.isoformat(),
+                    "action": str(i.detail.get("action", "")),
+                    "subject": ", ".join(f"{k}={v}" for k, v in sorted(i.subject.items())),
+                    "reason": i.reason or "-",
+                },
+            )
+            for i in unaudited[:EXAMPLES]
+        ),
+    ]
+    return _result(
+        name,
+        Status.FAIL if unaudited else Status.PASS,
+        evidence,
+        FailureClass.LATER_OPTIMISATION,
+    )
+
+
+def _isolation(runs: Sequence[ProbeRun]) -> CriterionResult:
+    name = "tenant_isolation"
+    tries = [r for r in runs if r.expectation is Expectation.DENIED and r.outcome is not None]
+    if not tries:
+        return _result(
+            name, Status.NOT_OBSERVED, [Note("ev.no_probe_runs", {"probe": "isolation"})]
+        )
+    breaches = [r for r in tries if r.outcome is Outcome.FAILED]
+    evidence = [
+        Note("ev.isolation", {"runs": len(tries), "breaches": len(breaches)}),
+        *_run_examples(breaches),
+    ]
+    return _result(
+        name, Status.FAIL if breaches else Status.PASS, evidence, FailureClass.MUST_FIX
+    )
+
+
+def _run_examples(runs: Sequence[ProbeRun]) -> list[Note]:
+    return [
+        Note(
+            "ev.run",
+            {
+                "run_id": r.run_id,
+                "probe": r.probe,
+                "tenant": r.tenant,
+                "outcome": r.outcome.value if r.outcome else "-",
+                "reason": r.reason or "-",
+                "message": r.message or "-",
+            },
+        )
+        for r in runs[:EXAMPLES]
+    ]
+
+
+def _detectors(findings: Iterable[Finding]) -> str:
+    counts: dict[str, int] = {}
+    for f in findings:
+        counts[f.detector] = counts.get(f.detector, 0) + 1
+    return ", ".join(f"{d} {n}" for d, n in sorted(counts.items())) or "-"
+
+
+# --- recommendation and plan -------------------------------------------------------------
+
+
+def _recommend(
+    criteria: Sequence[CriterionResult], figures: PeriodFigures, rules: VerdictRules
+) -> tuple[Recommendation, tuple[Note, ...]]:
+    failed = [c for c in criteria if c.status is Status.FAIL]
+    must = [c for c in failed if c.failure_class is FailureClass.MUST_FIX]
+    limited = [c for c in failed if c.failure_class is FailureClass.LIMITED_LAUNCH]
+    later = [c for c in failed if c.failure_class is FailureClass.LATER_OPTIMISATION]
+    unseen = [c for c in criteria if c.status is Status.NOT_OBSERVED]
+    blind = figures.blind.share or 0.0
+    scope = [Note(f"scope.{c.criterion}") for c in limited]
+    scope += [Note("scope.not_observed", {"criterion": c.criterion}) for c in unseen]
+    if blind > rules.blind_max_share:
+        scope.append(Note("scope.blind", {"share": blind, "limit_share": rules.blind_max_share}))
+    scope += [Note("scope.later", {"criterion": c.criterion}) for c in later]
+    if must:
+        blockers = [Note("scope.must_fix", {"criterion": c.criterion}) for c in must]
+        return Recommendation.NO_GO, tuple(blockers + scope)
+    if limited or unseen or blind > rules.blind_max_share:
+        return Recommendation.LIMITED_GO, tuple(scope)
+    return Recommendation.GO, tuple(scope)
+
+
+def _plan(
+    criteria: Sequence[CriterionResult], context: ReportContext, rules: VerdictRules
+) -> tuple[Note, ...]:
+    steps = [
+        Note(f"reverify.{c.criterion}", {"k": rules.fairness_persistence_k})
+        for c in criteria
+        if c.status is not Status.PASS
+    ]
+    windows = ", ".join(w.name for w in context.calendar.windows) or "-"
+    days = max(MIN_REVERIFY_DAYS, rules.fairness_persistence_m)
+    steps.append(Note("reverify.rerun", {"days": days, "windows": windows}))
+    return tuple(steps)
+
+
+# --- per day -----------------------------------------------------------------------------
+
+
+def _days(inputs: VerdictInputs) -> list[DayLine]:
+    soak, context = inputs.soak, inputs.context
+    tz = context.calendar.timezone
+    first = soak.period.start.astimezone(tz).date()
+    last = (soak.period.end - timedelta(microseconds=1)).astimezone(tz).date()
+    lines = []
+    day = first
+    while day <= last:
+        start = max(datetime.combine(day, datetime.min.time(), tzinfo=tz), soak.period.start)
+        end = min(
+            datetime.combine(day + timedelta(days=1), datetime.min.time(), tzinfo=tz),
+            soak.period.end,
+        )
+        runs = [r for r in soak.runs if r.submitted_at is not None and start <= r.submitted_at < end]
+        tasks = task_figures(runs)
+        usage = inputs.gpu_by_day.get(day, GpuUsage())
+        sliced = replace(
+            soak,
+            period=Period(start, end),
+            runs=runs,
+            queue_samples=[s for s in soak.queue_samples if start <= s.at < end],
+            gpu=usage,
+        )
+        found = finding_figures(soak.findings, start, end)
+        lines.append(
+            DayLine(
+                day=day,
+                tasks_total=tasks.total,
+                tasks_failed=tasks.failed,
+                queue_wait_seconds_avg=wait_stats(
+                    w for r in runs if (w := r.queue_wait_seconds) is not None
+                ).avg_seconds,
+                gpu_utilization_avg=usage.overall.mean(),
+                findings_new=found.opened + found.events,
+                blind_seconds=blind_figures(sliced, context).total_seconds,
+            )
+        )
+        day += timedelta(days=1)
+    return lines
