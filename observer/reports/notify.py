@@ -215,20 +215,17 @@ class DirectoryChannel:
 
 
 def _write_atomically(path: Path, text: str) -> None:
-    with tempfile.NamedTemporaryFile(
-        "w", encoding="utf-8", dir=path.parent, prefix=f".{path.name}.", delete=False
-    ) as handle:
-        temporary = Path(handle.name)
-        try:
+    descriptor, name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    temporary = Path(name)
+    try:
+        with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
             handle.write(text)
             handle.flush()
             os.fsync(handle.fileno())
-        except OSError:
-            temporary.unlink(missing_ok=True)
-            raise
-    try:
+        # mkstemp makes the file private; a report is for whoever serves the directory.
+        temporary.chmod(0o644)
         os.replace(temporary, path)
-    except OSError:
+    except BaseException:
         temporary.unlink(missing_ok=True)
         raise
 

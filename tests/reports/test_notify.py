@@ -18,11 +18,11 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from email import message_from_bytes
-from email.message import EmailMessage
+from email.message import EmailMessage, MIMEPart
 from email.policy import default as default_policy
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
@@ -32,6 +32,7 @@ from aiosmtpd.smtp import SMTP, AuthResult, Envelope, LoginPassword, Session
 
 from observer.clock import ManualClock
 from observer.reports.notify import (
+    Channel,
     DeliveryResult,
     DingTalkChannel,
     DirectoryChannel,
@@ -329,7 +330,9 @@ class Platforms:
 
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self._server.daemon_threads = True
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+        )
         self._thread.start()
 
     def url(self, path: str) -> str:
@@ -395,6 +398,19 @@ def received(platforms: Platforms, route: str) -> str:
     return fake.text(fake.accepted[0])
 
 
+def assert_within_limits(platforms: Platforms, route: str) -> None:
+    """What each platform limits, measured on what it received."""
+    fake = platforms.fakes[route]
+    if route == "slack":
+        [payload] = fake.accepted
+        assert len(payload["blocks"]) <= 50
+        assert all(len(block["text"]["text"]) <= 3000 for block in payload["blocks"])
+    elif route == "wecom":
+        assert len(fake.text(fake.accepted[0]).encode("utf-8")) <= 4096
+    else:
+        assert max(fake.body_sizes) <= 20_000
+
+
 # --- chat channels ------------------------------------------------------------------------
 
 
@@ -421,8 +437,7 @@ def test_an_oversized_report_falls_back_to_the_summary_and_link(
     text = received(platforms, route)
     assert "Tasks 1,204, failed 12, 2 findings" in text
     assert LINK in text
-    assert max(platforms.fakes["feishu"].body_sizes, default=0) <= 20_000
-    assert max(platforms.fakes["dingtalk"].body_sizes, default=0) <= 20_000
+    assert_within_limits(platforms, route)
 
 
 def test_slack_splits_a_long_report_into_sections_and_speaks_mrkdwn(
@@ -710,7 +725,7 @@ def test_the_home_directory_is_written_first_and_kept_when_every_other_channel_f
 ) -> None:
     platforms.fakes["feishu"].script += [Reply(500, "down")] * 10
     witness = Witness(tmp_path)
-    others = [
+    others: list[Channel] = [
         witness,
         slack(platforms, retry, token="slack-token-wrong-0000000000"),
         feishu(platforms, retry),
@@ -790,12 +805,13 @@ class MailSink:
         return parsed
 
 
-def text_of(part: EmailMessage | None) -> str:
-    """A text part's content with the wire's CRLF line ends back to LF."""
+def text_of(part: MIMEPart | None) -> str:
+    """A text part's content with the wire's CRLF line ends back to LF, less the final line
+    end that the e-mail package adds to text without one."""
     assert part is not None
     content = part.get_content()
     assert isinstance(content, str)
-    return content.replace("\r\n", "\n")
+    return content.replace("\r\n", "\n").removesuffix("\n")
 
 
 def authenticate(
@@ -806,7 +822,8 @@ def authenticate(
         and auth_data.login == SMTP_USER.encode()
         and auth_data.password == SMTP_PASSWORD.encode()
     )
-    return AuthResult(success=ok)
+    # handled=False: aiosmtpd answers the refusal (535) itself.
+    return AuthResult(success=ok, handled=False)
 
 
 @dataclass
@@ -819,24 +836,29 @@ class MailServer:
 @pytest.fixture
 def mail_server_factory(
     tls_files: tuple[Path, Path],
-) -> Iterator[Callable[[int], MailServer]]:
+) -> Iterator[Callable[..., MailServer]]:
     cert, key = tls_files
     controllers: list[Controller] = []
 
-    def start(size_limit_bytes: int = 33_554_432) -> MailServer:
+    def start(size_limit_bytes: int = 33_554_432, implicit_tls: bool = False) -> MailServer:
         server_tls = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
         server_tls.load_cert_chain(cert, key)
         sink = MailSink()
         port = free_port()
+        # aiosmtpd offers AUTH only after its own STARTTLS, not on a TLS listener, unless
+        # told that TLS is not required.
+        tls: dict[str, Any] = (
+            {"ssl_context": server_tls, "auth_require_tls": False}
+            if implicit_tls
+            else {"tls_context": server_tls, "require_starttls": True, "auth_required": True}
+        )
         controller = Controller(
             sink,
             hostname="127.0.0.1",
             port=port,
-            tls_context=server_tls,
-            require_starttls=True,
             authenticator=authenticate,
-            auth_required=True,
             data_size_limit=size_limit_bytes,
+            **tls,
         )
         controller.start()
         controllers.append(controller)
@@ -848,7 +870,7 @@ def mail_server_factory(
 
 
 @pytest.fixture
-def mail_server(mail_server_factory: Callable[[int], MailServer]) -> MailServer:
+def mail_server(mail_server_factory: Callable[..., MailServer]) -> MailServer:
     return mail_server_factory(33_554_432)
 
 
@@ -858,7 +880,7 @@ def mail_channel(
     *,
     tls: ssl.SSLContext | None = None,
     password: str = SMTP_PASSWORD,
-    security: str = "starttls",
+    security: Literal["starttls", "tls", "none"] = "starttls",
     inline_max_bytes: int = 100_000,
 ) -> EmailChannel:
     return EmailChannel(
@@ -867,7 +889,7 @@ def mail_channel(
         "observer@example.com",
         ["sre@example.com", "platform@example.com"],
         retry,
-        security="starttls" if security == "starttls" else "none",
+        security=security,
         username=SMTP_USER,
         password=password,
         ssl_context=tls,
@@ -892,7 +914,7 @@ def test_email_sends_markdown_and_html_as_alternatives_with_the_json_attached(
     message = mail_server.sink.message()
     assert message["Subject"] == report.title
     assert message.get_content_type() == "multipart/mixed"
-    assert text_of(message.get_body(("plain",))) == report.markdown
+    assert text_of(message.get_body(("plain",))) == report.markdown.removesuffix("\n")
     assert text_of(message.get_body(("html",))) == report.html
     [attachment] = message.iter_attachments()
     assert attachment.get_filename() == "daily-2024-05-01.json"
@@ -913,13 +935,13 @@ def test_email_attaches_a_report_too_big_to_show_inline(
     assert (result.ok, result.form) == (True, "attachment")
     message = mail_server.sink.message()
     assert text_of(message.get_body(("plain",))) == SUMMARY
-    attachments = {part.get_filename(): part for part in message.iter_attachments()}
+    attachments = {str(part.get_filename()): part for part in message.iter_attachments()}
     assert sorted(attachments) == ["daily-2024-05-01.html", "daily-2024-05-01.json"]
     assert attachments["daily-2024-05-01.html"].get_content() == big_html
 
 
 def test_email_sends_only_the_summary_when_the_server_takes_less(
-    mail_server_factory: Callable[[int], MailServer], retry: RetryPolicy
+    mail_server_factory: Callable[..., MailServer], retry: RetryPolicy
 ) -> None:
     server = mail_server_factory(20_000)
     report = make_report(oversized(MARKDOWN), html="<p>" + "x" * 200_000 + "</p>")
@@ -932,6 +954,18 @@ def test_email_sends_only_the_summary_when_the_server_takes_less(
     message = server.sink.message()
     assert f'<a href="{LINK}">' in text_of(message.get_body(("html",)))
     assert list(message.iter_attachments()) == []
+
+
+def test_email_over_tls_from_the_start(
+    mail_server_factory: Callable[..., MailServer], retry: RetryPolicy
+) -> None:
+    server = mail_server_factory(implicit_tls=True)
+    channel = mail_channel(server.port, retry, tls=server.client_tls, security="tls")
+
+    result = channel.deliver(make_report())
+
+    assert (result.ok, result.form) == (True, "full"), result.detail
+    assert len(server.sink.envelopes) == 1
 
 
 def test_email_with_a_wrong_password_fails_without_retry(
@@ -1003,10 +1037,12 @@ def test_chinese_text_reaches_email_intact(mail_server: MailServer, retry: Retry
 
     message = mail_server.sink.message()
     assert message["Subject"] == ZH_TITLE
-    assert text_of(message.get_body(("plain",))) == ZH_MARKDOWN
+    assert text_of(message.get_body(("plain",))) == ZH_MARKDOWN.removesuffix("\n")
 
 
-@pytest.mark.parametrize(("route", "limit"), [("wecom", 4096), ("feishu", 20_000)])
+@pytest.mark.parametrize(
+    ("route", "limit"), [("wecom", 4096), ("feishu", 20_000), ("dingtalk", 20_000)]
+)
 def test_limits_count_utf8_bytes_not_characters(
     route: str, limit: int, platforms: Platforms, retry: RetryPolicy
 ) -> None:
@@ -1018,6 +1054,7 @@ def test_limits_count_utf8_bytes_not_characters(
 
     assert (result.ok, result.form) == (True, "summary")
     assert "任务 1204 个，失败 12 个，发现 2 项。" in received(platforms, route)  # noqa: RUF001
+    assert_within_limits(platforms, route)
 
 
 def test_nothing_secret_reaches_a_result_or_a_log_line(
@@ -1032,7 +1069,7 @@ def test_nothing_secret_reaches_a_result_or_a_log_line(
         Reply(200, {"code": 19001, "msg": f"invalid token {FEISHU_HOOK} for {FEISHU_SECRET}"})
     )
     platforms.fakes["wecom"].script += [Reply(500, f"no such key {WECOM_KEY}")] * 4
-    others = [
+    others: list[Channel] = [
         slack(platforms, retry, token="slack-token-wrong-0000000000"),
         SlackChannel(f"http://127.0.0.1:{free_port()}/services/T/B/{SLACK_TOKEN}", retry),
         feishu(platforms, retry),
