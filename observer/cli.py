@@ -8,7 +8,7 @@ import signal
 import sys
 import threading
 from collections.abc import Sequence
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import Any
 
@@ -58,6 +58,32 @@ def _parser() -> argparse.ArgumentParser:
     db_commands = db.add_subparsers(dest="db_command", required=True)
     db_commands.add_parser("upgrade", help="apply schema migrations up to the latest")
 
+    report = commands.add_parser("report", help="build reports into reports.output_dir")
+    report_commands = report.add_subparsers(dest="report_command", required=True)
+    daily = report_commands.add_parser(
+        "daily", help="the daily summary of one day (default: yesterday, platform timezone)"
+    )
+    daily.add_argument("--date", type=_day, help="the day, YYYY-MM-DD in the platform's timezone")
+    daily.add_argument("--config", type=Path, help="YAML settings file")
+    verdict = report_commands.add_parser("verdict", help="the go-live verdict over the soak")
+    verdict.add_argument("--config", type=Path, help="YAML settings file")
+
+    intervention = commands.add_parser("intervention", help="manual interventions")
+    intervention_commands = intervention.add_subparsers(dest="intervention_command", required=True)
+    add = intervention_commands.add_parser("add", help="record a manual intervention")
+    add.add_argument("--by", required=True, help="who intervened")
+    add.add_argument("--reason", required=True, help="why")
+    add.add_argument(
+        "--subject",
+        action="append",
+        type=_pair,
+        default=[],
+        metavar="KEY=VALUE",
+        help="what it touched, e.g. node=gpu-07 or run_id=...; repeatable",
+    )
+    add.add_argument("--at", type=_instant, help="when (ISO-8601, UTC if no zone); default: now")
+    add.add_argument("--config", type=Path, help="YAML settings file")
+
     metrics = commands.add_parser("metrics", help="the metrics the observer exports")
     metrics_commands = metrics.add_subparsers(dest="metrics_command", required=True)
     metrics_commands.add_parser("list", help="print every metric name, one per line")
@@ -106,6 +132,10 @@ def _dispatch(args: argparse.Namespace, settings: Settings) -> int:
         return _run_until_signalled(settings, "controller")
     if args.command == "findings":
         return _findings(args, settings)
+    if args.command == "report":
+        return _report(args, settings)
+    if args.command == "intervention":
+        return _intervention(args, settings)
     if args.command == "db":
         from observer.storage.store import store_url, upgrade  # noqa: PLC0415 - heavy import
 
@@ -126,6 +156,54 @@ def _instant(text: str) -> datetime:
     except ValueError:
         raise argparse.ArgumentTypeError(f"not an ISO-8601 time: {text!r}") from None
     return at if at.tzinfo else at.replace(tzinfo=UTC)
+
+
+def _day(text: str) -> date:
+    try:
+        return date.fromisoformat(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a YYYY-MM-DD day: {text!r}") from None
+
+
+def _pair(text: str) -> tuple[str, str]:
+    key, sep, value = text.partition("=")
+    if not sep or not key or not value:
+        raise argparse.ArgumentTypeError(f"not KEY=VALUE: {text!r}")
+    return key, value
+
+
+def _report(args: argparse.Namespace, settings: Settings) -> int:
+    from observer.clock import SystemClock  # noqa: PLC0415
+    from observer.reports.publish import write_daily, write_verdict, yesterday  # noqa: PLC0415
+    from observer.storage.store import Store, store_url  # noqa: PLC0415
+
+    now = SystemClock().now()
+    with Store(store_url(settings.storage.sqlite_path, settings.storage.url)) as store:
+        if args.report_command == "daily":
+            day = args.date or yesterday(settings, now)
+            paths = write_daily(store, settings, day, now)
+        else:
+            paths = write_verdict(store, settings, now)
+    for path in paths:
+        print(path)
+    return EXIT_OK
+
+
+def _intervention(args: argparse.Namespace, settings: Settings) -> int:
+    from observer.clock import SystemClock  # noqa: PLC0415
+    from observer.storage.store import Store, StoredIntervention, store_url  # noqa: PLC0415
+
+    record = StoredIntervention(
+        at=args.at or SystemClock().now(),
+        by=args.by,
+        reason=args.reason,
+        subject=dict(args.subject),
+    )
+    with Store(store_url(settings.storage.sqlite_path, settings.storage.url)) as store:
+        store.add_intervention(record)
+    subject = ", ".join(f"{k}={v}" for k, v in sorted(record.subject.items())) or "-"
+    print(f"recorded: {record.at.isoformat()} by {record.by} on {subject}: {record.reason}")
+    return EXIT_OK
 
 
 def _findings(args: argparse.Namespace, settings: Settings) -> int:

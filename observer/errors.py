@@ -43,3 +43,7 @@ class ProbeError(ObserverError):
 
 class GpuLostError(GpuError):
     """One device fell off the bus (NVML_ERROR_GPU_IS_LOST); its handle cannot be used."""
+
+
+class ReportError(ObserverError):
+    """A report cannot be built for what was asked (a day not over, a soak not started)."""

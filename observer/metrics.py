@@ -222,6 +222,39 @@ class MonitoringMetrics:
         )
 
 
+class ReportMetrics:
+    """Daily summaries, verdicts and the alerts they count."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.reports_built_total = Counter(
+            "observer_reports_built_total",
+            "Reports written, by kind (daily, verdict).",
+            ["kind"],
+            registry=registry,
+        )
+        self.report_errors_total = Counter(
+            "observer_report_errors_total",
+            "Reports that could not be built or written, by kind.",
+            ["kind"],
+            registry=registry,
+        )
+        self.report_last_day_timestamp_seconds = Gauge(
+            "observer_report_last_day_timestamp_seconds",
+            "End of the last day a daily summary was written for.",
+            registry=registry,
+        )
+        self.alert_source_errors_total = Counter(
+            "observer_alert_source_errors_total",
+            "Failed reads of the alert source (Alertmanager).",
+            registry=registry,
+        )
+        self.alerts_firing = Gauge(
+            "observer_alerts_firing",
+            "Alerts firing at the last read of the alert source, ignored names left out.",
+            registry=registry,
+        )
+
+
 HEARTBEAT_METRIC = "observer_heartbeat_timestamp_seconds"
 _DOC = "Wall time of the observer when this scrape was served; read back to measure lag."
 
@@ -429,5 +462,6 @@ def all_metric_names() -> list[str]:
     agent.register(GpuCollector(lambda: None))
     controller = CollectorRegistry()
     ControllerMetrics(controller)
+    ReportMetrics(controller)
     Heartbeat(controller, SystemClock())
     return sorted(set(metric_names(agent)) | set(metric_names(controller)))

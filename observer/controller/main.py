@@ -25,16 +25,21 @@ from observer.http import serve
 from observer.logs import get_logger
 from observer.logs_pipeline.pod_logs import PodLogReader
 from observer.loops import PeriodicLoop
-from observer.metrics import ControllerMetrics, Heartbeat
+from observer.metrics import ControllerMetrics, Heartbeat, ReportMetrics
 from observer.monitoring.checker import MonitoringChecker
 from observer.monitoring.prometheus import PrometheusHttp
 from observer.probes.catalog import builtin_catalog, quota_probe, with_overrides
 from observer.probes.windows import Calendar, Window, parse_days
+from observer.reports.alerts import AlertmanagerHttp, record_alerts
+from observer.reports.publish import build_due
 from observer.settings import ControllerSettings, Settings
 from observer.simulation.cluster import NodeSpec, Policy, SimulatedCluster, TenantSpec
 from observer.storage.store import Store, store_url, upgrade
 
 _log = get_logger("observer.controller")
+# Due daily summaries are looked for this often; each day is built once, when it is over and
+# reports.daily_build_time has passed in the platform's timezone.
+REPORT_BUILD_INTERVAL_SECONDS = 600.0
 
 
 def _job_of(store: Store, run_id: str) -> str | None:
@@ -174,6 +179,27 @@ def run_controller(
         )
         watch = LagWatch(checker, store, metrics)
         loops.append(loop("monitoring", cfg.monitoring_interval_seconds, watch.check))
+    reports = ReportMetrics(registry)
+    loops.append(
+        loop(
+            "reports",
+            REPORT_BUILD_INTERVAL_SECONDS,
+            lambda: build_due(store, settings, clock.now(), reports),
+        )
+    )
+    if settings.reports.alertmanager_url:
+        alerts = AlertmanagerHttp(
+            settings.reports.alertmanager_url, settings.reports.alertmanager_timeout_seconds
+        )
+        loops.append(
+            loop(
+                "alerts",
+                settings.reports.alert_poll_interval_seconds,
+                partial(
+                    record_alerts, alerts, store, clock, reports, settings.reports.ignored_alerts
+                ),
+            )
+        )
     launches = [
         loop(f"plan-{entry.probe}", entry.every_seconds, partial(controller.launch, entry))
         for entry in controller.plan

@@ -55,7 +55,9 @@ class UtilizationHistogram:
         return cls(tuple(counts))
 
     def plus(self, other: UtilizationHistogram) -> UtilizationHistogram:
-        return UtilizationHistogram(tuple(a + b for a, b in zip(self.counts, other.counts)))
+        return UtilizationHistogram(
+            tuple(a + b for a, b in zip(self.counts, other.counts, strict=True))
+        )
 
     @property
     def samples(self) -> int:
@@ -222,7 +224,9 @@ def allocation(
     def ordered(values: dict[str, float]) -> dict[str, float]:
         return {key: values[key] for key in sorted(values)}
 
-    return Allocation(ordered(total), ordered(allocated), ordered(total_hour), ordered(allocated_hour))
+    return Allocation(
+        ordered(total), ordered(allocated), ordered(total_hour), ordered(allocated_hour)
+    )
 
 
 def _hours(start: datetime, end: datetime, calendar: Calendar) -> Iterable[tuple[str, float]]:
@@ -238,8 +242,7 @@ def _hours(start: datetime, end: datetime, calendar: Calendar) -> Iterable[tuple
 
 @dataclass(frozen=True, slots=True)
 class Sources:
-    """What the observer was set up to watch; a source not set up is never reported healthy.
-    A source with stored data is observed whatever the settings say."""
+    """What the observer was set up to watch; a source not set up is never reported healthy."""
 
     agents: bool  # controller.agent_urls or agent_dns_name
     prometheus: bool  # controller.prometheus_url
@@ -259,7 +262,6 @@ class ReportContext:
     canary_probes: frozenset[str] = frozenset({"log-canary"})
     busy_probes: frozenset[str] = frozenset({"gpu-busy"})
     fairness_probes: frozenset[str] = frozenset({"fairness"})
-    tenants: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -4,6 +4,7 @@ blind time. Pure. A figure the observer could not see is None, never 0."""
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -171,7 +172,7 @@ class AlertCount:
 @dataclass(frozen=True, slots=True)
 class AlertFigures:
     """Firings that started in the period, ignored names left out. `total` None: no alert
-    source was set up and none stored."""
+    source is set up (reports.alertmanager_url)."""
 
     total: int | None
     by_name: tuple[AlertCount, ...]
@@ -246,10 +247,11 @@ class BlindPeriod:
 
 @dataclass(frozen=True, slots=True)
 class BlindFigures:
-    """Time the observer could not see a source. Per source: the union of its periods (two
-    agents out at once count once); total: the union of all. `unrecorded`: sources whose
-    blindness is not stored (a log backend that cannot be read is only counted in
-    observer_log_reader_errors_total); `not_set_up`: sources not configured at all."""
+    """Time the observer could not see a source. Per source whose blindness is recorded: the
+    union of its periods (two agents out at once count once); total: the union of all.
+    `unrecorded`: sources whose blindness is not stored (a log backend that cannot be read
+    is only counted in observer_log_reader_errors_total); `not_set_up`: sources not
+    configured at all, never observed."""
 
     total_seconds: float
     share: float | None
@@ -257,6 +259,7 @@ class BlindFigures:
     periods: tuple[BlindPeriod, ...]
     unrecorded: tuple[str, ...]
     not_set_up: tuple[str, ...]
+    scheduler_gap_seconds: float
 
 
 @dataclass(frozen=True, slots=True)
@@ -437,9 +440,9 @@ def _hourly_shares(alloc: Allocation) -> dict[str, float]:
 
 
 def alert_figures(data: PeriodData, context: ReportContext) -> AlertFigures:
-    alerts = [a for a in data.alerts if a.name not in context.ignored_alerts]
-    if not context.sources.alertmanager and not alerts:
+    if not context.sources.alertmanager:
         return AlertFigures(None, ())
+    alerts = [a for a in data.alerts if a.name not in context.ignored_alerts]
     counts: dict[tuple[str, str | None], int] = {}
     for alert in alerts:
         key = (alert.name, alert.severity)
@@ -459,12 +462,10 @@ def alert_figures(data: PeriodData, context: ReportContext) -> AlertFigures:
 def intervention_figures(data: PeriodData, match_seconds: float) -> InterventionFigures:
     recorded = list(data.interventions)
     detected = detected_interventions.detect(data.nodes_at_start, data.node_changes, data.runs)
+    records = detected_interventions.audit(detected, recorded, match_seconds)
     items = [_intervention_item(i, None) for i in recorded]
-    unaudited = 0
-    for found in detected:
-        record = detected_interventions.audited(found, recorded, match_seconds)
-        unaudited += record is None
-        items.append(_intervention_item(found, record))
+    items += [_intervention_item(i, r) for i, r in zip(detected, records, strict=True)]
+    unaudited = sum(1 for r in records if r is None)
     items.sort(key=lambda i: (i.at, i.source, sorted(i.subject.items())))
     return InterventionFigures(
         total=len(items),
@@ -568,35 +569,34 @@ def blind_figures(data: PeriodData, context: ReportContext) -> BlindFigures:
         if hi > lo:
             subject = ",".join(f"{k}={v}" for k, v in sorted(finding.subject.items()))
             periods.append(BlindPeriod(source, subject, lo, hi))
-    periods += scheduler_gaps(
-        [s.at for s in data.queue_samples],
-        period.start,
-        period.end,
-        SCHEDULER_GAP_INTERVALS * context.snapshot_interval_seconds,
-    )
+    gap = SCHEDULER_GAP_INTERVALS * context.snapshot_interval_seconds
+    periods += scheduler_gaps([s.at for s in data.queue_samples], period.start, period.end, gap)
     periods.sort(key=lambda p: (p.start, p.source, p.subject))
+    sources = context.sources
+    agents = sources.agents or bool(data.gpu.nodes)
+    set_up = {
+        "scheduler": True,
+        "agents": agents,
+        "nvml": agents,
+        "prometheus": sources.prometheus,
+        "logs": sources.logs,
+    }
+    unrecorded = ("logs",) if sources.logs else ()
     by_source = {
         source: _union_seconds([p for p in periods if p.source == source])
         for source in BLIND_SOURCES
+        if set_up[source] and source not in unrecorded
     }
     total = _union_seconds(periods)
-    sources = context.sources
-    not_set_up = tuple(
-        name
-        for name, on in (
-            ("agents", sources.agents or bool(data.gpu.nodes)),
-            ("prometheus", sources.prometheus),
-            ("logs", sources.logs),
-        )
-        if not on
-    )
+    not_set_up = tuple(s for s in BLIND_SOURCES if not set_up[s])
     return BlindFigures(
         total_seconds=total,
         share=total / period.seconds if period.seconds else None,
         by_source=by_source,
         periods=tuple(periods),
-        unrecorded=("logs",) if sources.logs else (),
+        unrecorded=unrecorded,
         not_set_up=not_set_up,
+        scheduler_gap_seconds=gap,
     )
 
 
@@ -609,7 +609,7 @@ def scheduler_gaps(
     limit = timedelta(seconds=limit_seconds)
     return [
         BlindPeriod("scheduler", "snapshots", a, b)
-        for a, b in zip(points, points[1:])
+        for a, b in itertools.pairwise(points)
         if b - a > limit
     ]
 

@@ -60,6 +60,8 @@ class Words:
             return self.percent(100.0 * value)
         if name == "criterion" and isinstance(value, str):
             return self(f"crit.{value}")
+        if (name == "at" or name.endswith("_at")) and isinstance(value, str):
+            return self.instant(datetime.fromisoformat(value))
         if isinstance(value, bool):
             return str(value).lower()
         if isinstance(value, int):
@@ -126,6 +128,7 @@ CATALOG: dict[str, dict[str, str]] = {
         # words
         "word.not_observed": "not observed",
         "word.none": "none",
+        "word.not_recorded": "not recorded",
         "word.unknown": "unknown",
         "word.yes": "yes",
         "word.no": "no",
@@ -345,12 +348,13 @@ CATALOG: dict[str, dict[str, str]] = {
         "exercised.",
         "ev.waits": "{waited} of {runs} tasks waited; {unexplained} waited without a reason the "
         "platform's state explains ({share}; limit {limit_share}).",
-        "ev.pending_reasons": "Pending reasons seen (total time): {reasons}.",
+        "ev.pending_reason": "Pending reason {reason}: {total_seconds} in all.",
         "ev.no_gpu_samples": "No GPU samples from node agents were stored.",
         "ev.coverage": "{sampled} of {known} scheduler GPU nodes sampled by agents; never "
         "sampled: {missing}.",
         "ev.runs_attributed": "{attributed} of {runs} tasks carry their tenant and window.",
-        "ev.busy_lag": "GPU-busy probes Prometheus showed late or never: {findings}.",
+        "ev.busy_lag": "{runs} GPU-busy probes ran; Prometheus showed {findings} of them late or "
+        "never.",
         "ev.no_probe_runs": "The {probe} probe did not run.",
         "ev.quota": "{runs} over-quota tasks: {blocked} held or refused with a reason "
         "({reasons}), {ran} ran anyway, {held_without_reason} held without the quota named.",
@@ -420,6 +424,7 @@ CATALOG: dict[str, dict[str, str]] = {
     "zh-CN": {
         "word.not_observed": "未观测",
         "word.none": "无",
+        "word.not_recorded": "未记录",
         "word.unknown": "未知",
         "word.yes": "是",
         "word.no": "否",
@@ -524,15 +529,18 @@ CATALOG: dict[str, dict[str, str]] = {
         "col.blind": "盲区时长",
         "note.all_jobs_not_stored": "仅保存观测器自己的探测任务：全部作业的任务数与失败数未观测。"
         "下方为调度器中全部作业的队列情况。",
-        "note.tenant_util_not_observed": "按租户的 GPU 利用率未观测（存储中没有 GPU 到租户的归属）；"
+        "note.tenant_util_not_observed": "按租户的 GPU 利用率未观测（存储中没有 GPU 到租户的归属）"
+        "；"
         "各租户运行中的 GPU 数来自调度器队列。",
         "note.no_gpu_samples": "未保存节点代理的 GPU 样本：利用率未观测。",
         "note.alerts_not_set_up": "未配置告警来源（reports.alertmanager_url）：告警未观测。",
         "note.blind_not_set_up": "未配置，因此从未观测：{sources}。",
         "note.blind_unrecorded": "未记为盲区时间：{sources}（读取失败仅计入观测器自身指标）。",
-        "note.scheduler_gaps": "调度器盲区：相邻两次保存的调度器快照间隔超过 {limit_seconds} 的时段。",
+        "note.scheduler_gaps": "调度器盲区：相邻两次保存的调度器快照间隔超过 {limit_seconds} 的时"
+        "段。",
         "note.no_items": "无。",
-        "note.unfinished_wait": "{count} 个任务未启动即结束（被拒绝、被拦截或启动失败），无排队时间。",
+        "note.unfinished_wait": "{count} 个任务未启动即结束（被拒绝、被拦截或启动失败），无排队时"
+        "间。",
         "note.gpu_coverage": "调度器中 {known} 个节点有 {sampled} 个被节点代理采样；"
         "{unread} 个样本未能读取利用率。",
         "note.generated_for": "根据该时段已保存的数据生成；重新生成结果相同。",
@@ -591,36 +599,47 @@ CATALOG: dict[str, dict[str, str]] = {
         "crit.no_persistent_unfairness": "无持续性不公平",
         "crit.interventions_audited": "人工干预可审计",
         "crit.tenant_isolation": "租户隔离",
-        "class.queue_explainable.limited_launch": "用户会遇到无法解释的等待；在修复平台原因说明期间，"
+        "class.queue_explainable.limited_launch": "用户会遇到无法解释的等待；在修复平台原因说明期"
+        "间，"
         "仅向能接受这一点的租户开放。",
         "class.monitoring_linked.limited_launch": "部分节点或任务无法从指标追溯到任务和租户，"
         "这些地方的故障无法诊断。",
         "class.quota_enforced.must_fix": "有作业超出租户配额仍在运行：配额是对其他租户的承诺。",
-        "class.quota_enforced.limited_launch": "超配额作业被挂起，但原因中未指明配额：用户无法知道为何等待。",
-        "class.failure_evidence.limited_launch": "失败任务缺少平台原因或说明，或被平台遗忘：用户的失败无法诊断。",
-        "class.no_unreleased_resources.must_fix": "作业结束后 GPU 或显存仍被占用：容量会在数周内流失。",
-        "class.no_unreleased_resources.later_optimisation": "仅有已分配但空闲的 GPU：属于使用方式问题，"
+        "class.quota_enforced.limited_launch": "超配额作业被挂起，但原因中未指明配额：用户无法知道"
+        "为何等待。",
+        "class.failure_evidence.limited_launch": "失败任务缺少平台原因或说明，或被平台遗忘：用户的"
+        "失败无法诊断。",
+        "class.no_unreleased_resources.must_fix": "作业结束后 GPU 或显存仍被占用：容量会在数周内流"
+        "失。",
+        "class.no_unreleased_resources.later_optimisation": "仅有已分配但空闲的 GPU：属于使用方式"
+        "问题，"
         "并非泄漏。",
         "class.no_log_loss.must_fix": "日志行丢失：失败的证据也随之丢失。",
         "class.no_log_loss.limited_launch": "日志行重复或乱序：日志可能误导排查。",
         "class.no_log_loss.later_optimisation": "日志完整但到达较晚。",
         "class.monitoring_lag_bound.limited_launch": "监控延迟超出限值：关键时刻告警和看板滞后。",
-        "class.no_persistent_unfairness.limited_launch": "某租户在多个窗口中持续处于劣势：份额与承诺不符。",
-        "class.interventions_audited.later_optimisation": "平台被手工变更但没有记录；需由变更流程补上。",
+        "class.no_persistent_unfairness.limited_launch": "某租户在多个窗口中持续处于劣势：份额与承"
+        "诺不符。",
+        "class.interventions_audited.later_optimisation": "平台被手工变更但没有记录；需由变更流程"
+        "补上。",
         "class.tenant_isolation.must_fix": "一个租户可以读取另一个租户的工作内容。",
         "ev.no_waits": "没有探测任务排队（共 {runs} 个任务）：排队行为未被检验。",
-        "ev.waits": "{runs} 个任务中 {waited} 个排队；其中 {unexplained} 个的等待原因无法由平台状态解释"
+        "ev.waits": "{runs} 个任务中 {waited} 个排队；其中 {unexplained} 个的等待原因无法由平台状"
+        "态解释"
         "（{share}；限值 {limit_share}）。",
-        "ev.pending_reasons": "出现的排队原因（累计时长）：{reasons}。",
+        "ev.pending_reason": "排队原因 {reason}：累计 {total_seconds}。",
         "ev.no_gpu_samples": "未保存节点代理的 GPU 样本。",
-        "ev.coverage": "调度器中 {known} 个 GPU 节点有 {sampled} 个被节点代理采样；从未采样：{missing}。",
+        "ev.coverage": "调度器中 {known} 个 GPU 节点有 {sampled} 个被节点代理采样；从未采样："
+        "{missing}。",
         "ev.runs_attributed": "{runs} 个任务中 {attributed} 个带有租户和时间窗口。",
-        "ev.busy_lag": "Prometheus 显示滞后或未显示的 GPU 繁忙探测：{findings}。",
+        "ev.busy_lag": "运行了 {runs} 个 GPU 繁忙探测；"
+        "其中 {findings} 个在 Prometheus 中显示滞后或未显示。",
         "ev.no_probe_runs": "{probe} 探测未运行。",
         "ev.quota": "{runs} 个超配额任务：{blocked} 个被挂起或拒绝并给出原因（{reasons}），"
         "{ran} 个仍然运行，{held_without_reason} 个被挂起但未指明配额。",
         "ev.no_failures": "没有任务失败，也没有运行失败类探测。",
-        "ev.failures": "{runs} 个失败或失败类探测任务：{complete} 个有平台原因和说明，{bare} 个没有，"
+        "ev.failures": "{runs} 个失败或失败类探测任务：{complete} 个有平台原因和说明，{bare} 个没"
+        "有，"
         "{lost} 个被平台遗忘，{misreported} 个以非预期方式失败。",
         "ev.failure_logs": "任务日志通过日志金丝雀检查（见“无日志丢失”）。",
         "ev.run": "任务 {run_id}（{probe}，{tenant}）：{outcome}，{reason} — {message}",
@@ -629,11 +648,13 @@ CATALOG: dict[str, dict[str, str]] = {
         "ev.logs": "运行了 {canaries} 个日志金丝雀：{lost} 个丢行，{damaged} 个有重复或乱序，"
         "{late} 个送达延迟。",
         "ev.no_prometheus": "未配置 Prometheus（controller.prometheus_url）：从未测量延迟。",
-        "ev.lag": "{conditions} 个延迟或不可达状况；{over} 个持续超过 {limit_seconds}；最长 {longest_seconds}。",
+        "ev.lag": "{conditions} 个延迟或不可达状况；{over} 个持续超过 {limit_seconds}；最长 "
+        "{longest_seconds}。",
         "ev.fairness": "有公平性探测的窗口次数：{occurrences}（单个窗口至少需要 {needed} 次）。",
         "ev.unfair": "处于劣势：{tenants}。",
         "ev.no_scheduler_data": "未保存调度器状态和任务。",
-        "ev.interventions": "人工登记 {recorded} 次，自动识别 {detected} 次，其中 {unaudited} 次无登记。",
+        "ev.interventions": "人工登记 {recorded} 次，自动识别 {detected} 次，其中 {unaudited} 次无"
+        "登记。",
         "ev.unaudited": "未登记：{at} 对 {subject} 的 {action}（{reason}）。",
         "ev.isolation": "隔离探测 {runs} 次，{breaches} 次读取被放行。",
         "scope.must_fix": "阻断项：{criterion}。",
@@ -645,17 +666,23 @@ CATALOG: dict[str, dict[str, str]] = {
         "scope.no_persistent_unfairness": "对处于劣势的租户和窗口改用保障配额而非公平份额。",
         "scope.no_log_loss": "租户自行保留重要日志的副本。",
         "scope.not_observed": "浸泡测试未能证明，因此不作承诺：{criterion}。",
-        "scope.blind": "观测器在 {share} 的测试时间内处于盲区（限值 {limit_share}）：未观测到的部分不能视为健康。",
+        "scope.blind": "观测器在 {share} 的测试时间内处于盲区（限值 {limit_share}）：未观测到的部"
+        "分不能视为健康。",
         "scope.later": "上线后处理：{criterion}。",
         "reverify.queue_explainable": "在每个窗口的负载下运行探测；几乎所有等待都能由平台解释"
         "（unexplained_wait 不超过限值）即为通过。",
-        "reverify.monitoring_linked": "在每个 GPU 节点运行节点代理，并在每个窗口运行 gpu-busy 探测；"
+        "reverify.monitoring_linked": "在每个 GPU 节点运行节点代理，并在每个窗口运行 gpu-busy 探测"
+        "；"
         "所有节点均被采样且无 gpu_busy_lag 即为通过。",
-        "reverify.quota_enforced": "为每个有配额的租户运行 quota 探测；每次都被拒绝或挂起并指明配额即为通过。",
-        "reverify.failure_evidence": "在每个窗口运行 fail-exit、fail-command、fail-image 和 fail-oom；"
+        "reverify.quota_enforced": "为每个有配额的租户运行 quota 探测；每次都被拒绝或挂起并指明配"
+        "额即为通过。",
+        "reverify.failure_evidence": "在每个窗口运行 fail-exit、fail-command、fail-image 和 fail-o"
+        "om；"
         "每个都按预期失败并带有原因和说明即为通过。",
-        "reverify.no_unreleased_resources": "在所有节点运行节点代理并执行计划；无未释放资源问题即为通过。",
-        "reverify.no_log_loss": "经生产日志管道、跨越日志轮转运行 log-canary 探测；无丢行即为通过。",
+        "reverify.no_unreleased_resources": "在所有节点运行节点代理并执行计划；无未释放资源问题即"
+        "为通过。",
+        "reverify.no_log_loss": "经生产日志管道、跨越日志轮转运行 log-canary 探测；无丢行即为通过"
+        "。",
         "reverify.monitoring_lag_bound": "设置 controller.prometheus_url 并运行 gpu-busy 探测；"
         "无延迟状况超过限值即为通过。",
         "reverify.no_persistent_unfairness": "在资源争用下每个窗口至少运行 {k} 次公平性探测；"
@@ -663,6 +690,7 @@ CATALOG: dict[str, dict[str, str]] = {
         "reverify.interventions_audited": "每次手工变更都用 `observer intervention add` 登记；"
         "每次自动识别的干预都有登记即为通过。",
         "reverify.tenant_isolation": "为每个租户运行隔离探测；所有跨租户读取都被拒绝即为通过。",
-        "reverify.rerun": "随后至少再进行 {days} 天覆盖所有窗口（{windows}）的浸泡测试，并重新生成结论。",
+        "reverify.rerun": "随后至少再进行 {days} 天覆盖所有窗口（{windows}）的浸泡测试，并重新生成"
+        "结论。",
     },
 }

@@ -68,7 +68,9 @@ def detect(
     return sorted(found, key=lambda i: (i.at, sorted(i.subject.items())))
 
 
-def _node_interventions(before: SchedulerNode, change: StoredNodeChange) -> list[StoredIntervention]:
+def _node_interventions(
+    before: SchedulerNode, change: StoredNodeChange
+) -> list[StoredIntervention]:
     after = change.node
     found = []
 
@@ -145,14 +147,36 @@ def _cancelled(run: ProbeRun) -> StoredIntervention:
     )
 
 
-def audited(
-    detected: StoredIntervention, recorded: Iterable[StoredIntervention], within_seconds: float
-) -> StoredIntervention | None:
-    """The recorded intervention that accounts for a detected one: it names the same subject
-    (any key and value in common) within `within_seconds` of it."""
+def audit(
+    detected: Sequence[StoredIntervention],
+    recorded: Sequence[StoredIntervention],
+    within_seconds: float,
+) -> list[StoredIntervention | None]:
+    """For each detected intervention, the recorded one that accounts for it, or None. A
+    record accounts for a detected intervention that names the same subject (any key and
+    value in common) within `within_seconds` of it; a resume or uncordon is accounted for by
+    the record of the drain or cordon it ends, however long the maintenance took."""
     tolerance = timedelta(seconds=within_seconds)
-    for record in recorded:
-        same = set(record.subject.items()) & set(detected.subject.items())
-        if same and abs(record.at - detected.at) <= tolerance:
-            return record
-    return None
+    opened: dict[str, StoredIntervention | None] = {}  # node -> record of its drain/cordon
+    found: list[StoredIntervention | None] = []
+    for intervention in detected:
+        record = next(
+            (
+                r
+                for r in recorded
+                if set(r.subject.items()) & set(intervention.subject.items())
+                and abs(r.at - intervention.at) <= tolerance
+            ),
+            None,
+        )
+        action = intervention.detail.get("action")
+        node = intervention.subject.get("node", "")
+        if action in _ENDS and record is None:
+            record = opened.pop(f"{node}|{_ENDS[str(action)]}", None)
+        elif action in _ENDS.values():
+            opened[f"{node}|{action}"] = record
+        found.append(record)
+    return found
+
+
+_ENDS = {"resume": "drain", "uncordon": "cordon"}

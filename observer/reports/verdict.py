@@ -28,7 +28,7 @@ from observer.reports.figures import (
     wait_stats,
 )
 from observer.reports.i18n import Note
-from observer.reports.interventions import audited, detect
+from observer.reports.interventions import audit, detect
 
 LEAK_DETECTORS = frozenset(
     {
@@ -136,7 +136,7 @@ def build_verdict(inputs: VerdictInputs) -> Verdict:
     figures = period_figures(soak, context, rules.intervention_match_seconds)
     criteria = (
         _queue_explainable(soak, rules),
-        _monitoring_linked(soak),
+        _monitoring_linked(soak, context),
         _quota_enforced(soak.runs),
         _failure_evidence(soak.runs),
         _no_unreleased(soak),
@@ -206,7 +206,6 @@ def _queue_explainable(soak: PeriodData, rules: VerdictRules) -> CriterionResult
     for run in waited:
         for reason, seconds in run.pending_reasons.items():
             reasons[reason] = reasons.get(reason, 0.0) + seconds
-    top = ", ".join(f"{r} {s:.0f} s" for r, s in sorted(reasons.items(), key=lambda kv: -kv[1]))
     evidence = [
         Note(
             "ev.waits",
@@ -218,7 +217,10 @@ def _queue_explainable(soak: PeriodData, rules: VerdictRules) -> CriterionResult
                 "limit_share": rules.unexplained_wait_max_share,
             },
         ),
-        Note("ev.pending_reasons", {"reasons": top or "-"}),
+        *(
+            Note("ev.pending_reason", {"reason": reason, "total_seconds": seconds})
+            for reason, seconds in sorted(reasons.items(), key=lambda kv: (-kv[1], kv[0]))
+        ),
     ]
     failed = share > rules.unexplained_wait_max_share
     return _result(
@@ -231,7 +233,7 @@ def _queue_explainable(soak: PeriodData, rules: VerdictRules) -> CriterionResult
     )
 
 
-def _monitoring_linked(soak: PeriodData) -> CriterionResult:
+def _monitoring_linked(soak: PeriodData, context: ReportContext) -> CriterionResult:
     name = "monitoring_linked"
     sampled = soak.gpu.nodes
     if not sampled:
@@ -246,6 +248,9 @@ def _monitoring_linked(soak: PeriodData) -> CriterionResult:
         if f.detector == "monitoring_lag" and f.subject.get("check") == "gpu_busy_lag"
     ]
     attributed = sum(1 for r in soak.runs if r.tenant and r.window)
+    busy_runs = sum(
+        1 for r in soak.runs if r.probe in context.busy_probes and r.outcome is Outcome.PASSED
+    )
     evidence = [
         Note(
             "ev.coverage",
@@ -256,7 +261,7 @@ def _monitoring_linked(soak: PeriodData) -> CriterionResult:
             },
         ),
         Note("ev.runs_attributed", {"attributed": attributed, "runs": len(soak.runs)}),
-        Note("ev.busy_lag", {"findings": len(busy_lag)}),
+        Note("ev.busy_lag", {"runs": busy_runs, "findings": len(busy_lag)}),
     ]
     failed = bool(missing or busy_lag)
     return _result(
@@ -311,7 +316,7 @@ def _failure_evidence(runs: Sequence[ProbeRun]) -> CriterionResult:
         if r.outcome is not None
         and (
             r.expectation in _EXPECTED_FAILURES
-            or r.outcome in (Outcome.FAILED, Outcome.TIMED_OUT, Outcome.LOST)
+            or r.outcome in (Outcome.FAILED, Outcome.REJECTED, Outcome.TIMED_OUT, Outcome.LOST)
         )
         and r.expectation not in (Expectation.BLOCKED, Expectation.DENIED)
     ]
@@ -365,9 +370,7 @@ def _no_unreleased(soak: PeriodData) -> CriterionResult:
     if not agents:
         evidence.append(Note("ev.scheduler_level_only"))
     if leaks:
-        return _result(
-            name, Status.FAIL, evidence, FailureClass.MUST_FIX, leaks, soak.period
-        )
+        return _result(name, Status.FAIL, evidence, FailureClass.MUST_FIX, leaks, soak.period)
     if idle:
         return _result(
             name, Status.FAIL, evidence, FailureClass.LATER_OPTIMISATION, idle, soak.period
@@ -378,9 +381,7 @@ def _no_unreleased(soak: PeriodData) -> CriterionResult:
 def _no_log_loss(soak: PeriodData, context: ReportContext) -> CriterionResult:
     name = "no_log_loss"
     canaries = [
-        r
-        for r in soak.runs
-        if r.probe in context.canary_probes and r.outcome is Outcome.PASSED
+        r for r in soak.runs if r.probe in context.canary_probes and r.outcome is Outcome.PASSED
     ]
     if not context.sources.logs or not canaries:
         return _result(
@@ -394,8 +395,12 @@ def _no_log_loss(soak: PeriodData, context: ReportContext) -> CriterionResult:
     evidence = [
         Note(
             "ev.logs",
-            {"canaries": len(canaries), "lost": len(missing), "damaged": len(lost) - len(missing),
-             "late": len(late)},
+            {
+                "canaries": len(canaries),
+                "lost": len(missing),
+                "damaged": len(lost) - len(missing),
+                "late": len(late),
+            },
         )
     ]
     period = soak.period
@@ -420,7 +425,11 @@ def _monitoring_lag(
     def lasted(f: Finding) -> float:
         return ((f.closed_at or end) - f.opened_at).total_seconds()
 
-    over = [f for f in lag if f.kind is FindingKind.CONDITION and lasted(f) > rules.monitoring_lag_max_seconds]
+    over = [
+        f
+        for f in lag
+        if f.kind is FindingKind.CONDITION and lasted(f) > rules.monitoring_lag_max_seconds
+    ]
     longest = max((lasted(f) for f in lag), default=0.0)
     evidence = [
         Note(
@@ -466,7 +475,9 @@ def _no_unfairness(
         return _result(name, Status.NOT_OBSERVED, evidence)
     unfair = _of(soak.findings, [fairness.PERSISTENT_UNFAIRNESS])
     if unfair:
-        tenants = ", ".join(sorted({f"{f.subject.get('tenant')}@{f.subject.get('window')}" for f in unfair}))
+        tenants = ", ".join(
+            sorted({f"{f.subject.get('tenant')}@{f.subject.get('window')}" for f in unfair})
+        )
         evidence.append(Note("ev.unfair", {"tenants": tenants}))
     return _result(
         name,
@@ -483,9 +494,8 @@ def _interventions_audited(soak: PeriodData, rules: VerdictRules) -> CriterionRe
     if not soak.nodes_at_start and not soak.node_changes and not soak.runs:
         return _result(name, Status.NOT_OBSERVED, [Note("ev.no_scheduler_data")])
     found = detect(soak.nodes_at_start, soak.node_changes, soak.runs)
-    unaudited = [
-        i for i in found if audited(i, soak.interventions, rules.intervention_match_seconds) is None
-    ]
+    records = audit(found, soak.interventions, rules.intervention_match_seconds)
+    unaudited = [i for i, r in zip(found, records, strict=True) if r is None]
     evidence = [
         Note(
             "ev.interventions",
@@ -528,9 +538,7 @@ def _isolation(runs: Sequence[ProbeRun]) -> CriterionResult:
         Note("ev.isolation", {"runs": len(tries), "breaches": len(breaches)}),
         *_run_examples(breaches),
     ]
-    return _result(
-        name, Status.FAIL if breaches else Status.PASS, evidence, FailureClass.MUST_FIX
-    )
+    return _result(name, Status.FAIL if breaches else Status.PASS, evidence, FailureClass.MUST_FIX)
 
 
 def _run_examples(runs: Sequence[ProbeRun]) -> list[Note]:
@@ -612,7 +620,9 @@ def _days(inputs: VerdictInputs) -> list[DayLine]:
             datetime.combine(day + timedelta(days=1), datetime.min.time(), tzinfo=tz),
             soak.period.end,
         )
-        runs = [r for r in soak.runs if r.submitted_at is not None and start <= r.submitted_at < end]
+        runs = [
+            r for r in soak.runs if r.submitted_at is not None and start <= r.submitted_at < end
+        ]
         tasks = task_figures(runs)
         usage = inputs.gpu_by_day.get(day, GpuUsage())
         sliced = replace(

@@ -29,9 +29,9 @@ from sqlalchemy.exc import DBAPIError, SQLAlchemyError, StatementError
 
 from observer.domain import (
     Expectation,
-    JsonValue,
     Finding,
     FindingKind,
+    JsonValue,
     Outcome,
     ProbeRun,
     QueueState,

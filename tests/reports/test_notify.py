@@ -84,8 +84,8 @@ ZH_MARKDOWN = f"""# {ZH_TITLE}
 - 任务数：1204，失败 12 个（原因：显存不足）
 - 平均排队等待：41 秒
 - 发现：租户「研究部」夜间窗口持续排队不公平
-"""  # noqa: RUF001 (Chinese text uses full-width punctuation)
-ZH_SUMMARY = f"# {ZH_TITLE}\n\n任务 1204 个，失败 12 个，发现 2 项。[完整报告]({LINK})"  # noqa: RUF001
+"""
+ZH_SUMMARY = f"# {ZH_TITLE}\n\n任务 1204 个，失败 12 个，发现 2 项。[完整报告]({LINK})"
 
 
 def make_report(
@@ -1026,7 +1026,7 @@ def test_chinese_text_reaches_every_chat_intact(
 
     assert (result.ok, result.form) == (True, "full")
     text = received(platforms, route)
-    assert "任务数：1204，失败 12 个（原因：显存不足）" in text  # noqa: RUF001
+    assert "任务数：1204，失败 12 个（原因：显存不足）" in text
     assert "租户「研究部」夜间窗口持续排队不公平" in text
 
 
@@ -1053,7 +1053,7 @@ def test_limits_count_utf8_bytes_not_characters(
     result = CHATS[route](platforms, retry).deliver(report)
 
     assert (result.ok, result.form) == (True, "summary")
-    assert "任务 1204 个，失败 12 个，发现 2 项。" in received(platforms, route)  # noqa: RUF001
+    assert "任务 1204 个，失败 12 个，发现 2 项。" in received(platforms, route)
     assert_within_limits(platforms, route)
 
 

@@ -1,0 +1,196 @@
+"""Reads what a report needs from the Store: the only I/O of report building. Days are the
+platform's (controller.timezone), half-open, from local midnight to local midnight."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import date, datetime, time, timedelta
+from zoneinfo import ZoneInfo
+
+from observer.domain import Behaviour
+from observer.errors import ReportError
+from observer.probes.catalog import builtin_catalog
+from observer.probes.windows import Calendar, Window, parse_days
+from observer.reports.daily import DailyInputs
+from observer.reports.data import (
+    GpuUsage,
+    Period,
+    PeriodData,
+    ReportContext,
+    Sources,
+    allocation,
+    gpu_usage,
+)
+from observer.reports.verdict import VerdictInputs, VerdictRules
+from observer.settings import Settings
+from observer.storage.store import Store
+
+
+def calendar_of(settings: Settings) -> Calendar:
+    cfg = settings.controller
+    return Calendar(
+        ZoneInfo(cfg.timezone),
+        [Window(w.name, parse_days(w.days), w.start, w.end) for w in cfg.windows],
+    )
+
+
+def day_period(day: date, timezone: ZoneInfo) -> Period:
+    """The local day [midnight, next midnight), 23 or 25 hours long across a DST change."""
+    return Period(
+        datetime.combine(day, time(0), tzinfo=timezone),
+        datetime.combine(day + timedelta(days=1), time(0), tzinfo=timezone),
+    )
+
+
+def soak_started_at(store: Store, settings: Settings) -> datetime | None:
+    """The configured start, else the first stored probe run's submission."""
+    if settings.reports.soak_started_at is not None:
+        return settings.reports.soak_started_at
+    first = next(iter(store.runs()), None)
+    return None if first is None else first.submitted_at
+
+
+def report_context(settings: Settings, started_at: datetime) -> ReportContext:
+    cfg = settings.controller
+    catalog = builtin_catalog(cfg.gpus_per_node)
+
+    def behaving(behaviour: Behaviour) -> frozenset[str]:
+        return frozenset(n for n, s in catalog.items() if s.workload.behaviour is behaviour)
+
+    return ReportContext(
+        calendar=calendar_of(settings),
+        sources=Sources(
+            agents=bool(cfg.agent_urls or cfg.agent_dns_name),
+            prometheus=cfg.prometheus_url is not None,
+            alertmanager=settings.reports.alertmanager_url is not None,
+            logs=cfg.log_reader != "none",
+        ),
+        snapshot_interval_seconds=cfg.snapshot_interval_seconds,
+        soak_started_at=started_at,
+        ignored_alerts=frozenset(settings.reports.ignored_alerts),
+        canary_probes=behaving(Behaviour.LOG_CANARY),
+        busy_probes=behaving(Behaviour.GPU_BUSY),
+    )
+
+
+def load_period(
+    store: Store, context: ReportContext, period: Period, gpu: GpuUsage | None = None
+) -> PeriodData:
+    """Everything stored about `period`; `gpu` when its samples are already reduced."""
+    start, end = period.start, period.end
+    nodes = store.node_states(start)
+    changes = store.node_changes(start, end)
+    if gpu is None:
+        gpu = _gpu(store, context, period)
+    return PeriodData(
+        period=period,
+        runs=store.runs(since=start, until=end),
+        findings=[f for f in store.findings(since=start) if f.opened_at < end],
+        queue_samples=store.queue_samples(start, end),
+        nodes_at_start=nodes,
+        node_changes=changes,
+        gpu=gpu,
+        allocation=allocation(period, nodes, changes, context.calendar),
+        alerts=store.alerts(start, end),
+        interventions=store.interventions(start, end),
+    )
+
+
+def _gpu(store: Store, context: ReportContext, period: Period) -> GpuUsage:
+    pools: dict[str, str | None] = {n.name: n.pool for n in store.node_states(period.end)}
+    for change in store.node_changes(period.start, period.end):
+        pools.setdefault(change.node.name, change.node.pool)
+    samples = store.gpu_samples(None, period.start, period.end)
+    return gpu_usage(samples, pools, context.calendar)
+
+
+def gpu_by_day(store: Store, context: ReportContext, soak: Period) -> dict[date, GpuUsage]:
+    """The soak's GPU samples reduced one local day at a time: a day of a large fleet is
+    read at once, never the whole soak."""
+    tz = context.calendar.timezone
+    day = soak.start.astimezone(tz).date()
+    usage = {}
+    while (bounds := day_period(day, tz)).start < soak.end:
+        clipped = Period(max(bounds.start, soak.start), min(bounds.end, soak.end))
+        usage[day] = _gpu(store, context, clipped)
+        day += timedelta(days=1)
+    return usage
+
+
+def _sum(usages: Mapping[date, GpuUsage], last: date = date.max) -> GpuUsage:
+    total = GpuUsage()
+    for day, usage in sorted(usages.items()):
+        if day <= last:
+            total = total.plus(usage)
+    return total
+
+
+def load_daily(store: Store, settings: Settings, day: date, now: datetime) -> DailyInputs:
+    """The inputs of `day`'s summary. Refused for a day not over at `now` or before the
+    soak: a summary of a whole day only, so that it never changes once built."""
+    started = soak_started_at(store, settings)
+    if started is None:
+        raise ReportError("nothing stored yet: no probe run and no reports.soak_started_at")
+    context = report_context(settings, started)
+    tz = context.calendar.timezone
+    bounds = day_period(day, tz)
+    if bounds.end > now:
+        raise ReportError(f"{day.isoformat()} is not over yet in {tz.key}")
+    if bounds.end <= started:
+        raise ReportError(f"{day.isoformat()} is before the soak started ({started.isoformat()})")
+    soak = Period(started, bounds.end)
+    usage = gpu_by_day(store, context, soak)
+    soak_data = load_period(store, context, soak, _sum(usage, day))
+    this = Period(max(bounds.start, started), bounds.end)
+    previous = None
+    if bounds.start > started:
+        before = day_period(day - timedelta(days=1), tz)
+        before = Period(max(before.start, started), before.end)
+        previous = load_period(store, context, before, usage.get(day - timedelta(days=1)))
+    return DailyInputs(
+        context=context,
+        day=day,
+        data=load_period(store, context, this, usage.get(day)),
+        previous=previous,
+        soak=soak_data,
+        intervention_match_seconds=settings.reports.verdict_intervention_match_seconds,
+    )
+
+
+def soak_ended_at(settings: Settings, now: datetime) -> datetime:
+    """The configured end, else the start of today in the platform's timezone."""
+    if settings.reports.soak_ended_at is not None:
+        return settings.reports.soak_ended_at
+    tz = ZoneInfo(settings.controller.timezone)
+    return day_period(now.astimezone(tz).date(), tz).start
+
+
+def load_verdict(store: Store, settings: Settings, now: datetime) -> VerdictInputs:
+    started = soak_started_at(store, settings)
+    if started is None:
+        raise ReportError("nothing stored yet: no probe run and no reports.soak_started_at")
+    ended = min(soak_ended_at(settings, now), now)
+    if ended <= started:
+        raise ReportError(
+            f"the soak has no whole day yet: it started {started.isoformat()}, the verdict "
+            f"covers up to {ended.isoformat()}"
+        )
+    context = report_context(settings, started)
+    soak = Period(started, ended)
+    usage = gpu_by_day(store, context, soak)
+    soak_data = load_period(store, context, soak, _sum(usage))
+    fair = settings.detectors.fairness
+    rules = settings.reports
+    return VerdictInputs(
+        context=context,
+        soak=soak_data,
+        gpu_by_day=usage,
+        rules=VerdictRules(
+            monitoring_lag_max_seconds=rules.verdict_monitoring_lag_max_seconds,
+            unexplained_wait_max_share=rules.verdict_unexplained_wait_max_share,
+            blind_max_share=rules.verdict_blind_max_share,
+            intervention_match_seconds=rules.verdict_intervention_match_seconds,
+            fairness_persistence_k=fair.persistence_k,
+            fairness_persistence_m=fair.persistence_m,
+        ),
+    )

@@ -1,0 +1,148 @@
+"""Hand-made report inputs: runs, findings and samples at known instants of one day."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, time, timedelta
+from zoneinfo import ZoneInfo
+
+from observer.domain import (
+    Expectation,
+    Finding,
+    FindingKind,
+    Outcome,
+    ProbeRun,
+    QueueState,
+    RunState,
+    SchedulerNode,
+    Severity,
+)
+from observer.probes.windows import Calendar, Window, parse_days
+from observer.reports.data import Period, ReportContext, Sources
+from observer.storage.store import StoredGpuSample, StoredQueueSample
+
+TZ = ZoneInfo("Asia/Shanghai")
+DAY_START = datetime(2026, 12, 1, 0, 0, tzinfo=TZ)
+DAY = Period(DAY_START, DAY_START + timedelta(days=1))
+CALENDAR = Calendar(
+    TZ,
+    [
+        Window("weekday-peak", parse_days("mon-fri"), time(9), time(18)),
+        Window("night", parse_days("*"), time(22), time(6)),
+    ],
+)
+
+
+def at(hour: int, minute: int = 0, second: int = 0) -> datetime:
+    return DAY_START + timedelta(hours=hour, minutes=minute, seconds=second)
+
+
+def context(
+    *,
+    agents: bool = True,
+    prometheus: bool = True,
+    alertmanager: bool = True,
+    logs: bool = True,
+    snapshot_interval_seconds: float = 30.0,
+) -> ReportContext:
+    return ReportContext(
+        calendar=CALENDAR,
+        sources=Sources(agents, prometheus, alertmanager, logs),
+        snapshot_interval_seconds=snapshot_interval_seconds,
+        soak_started_at=DAY_START,
+        ignored_alerts=frozenset({"Watchdog"}),
+    )
+
+
+_ids = iter(range(1, 1_000_000))
+
+
+def run(
+    probe: str = "short",
+    tenant: str = "research",
+    *,
+    submitted: datetime | None = None,
+    wait_seconds: float | None = 0.0,
+    outcome: Outcome | None = Outcome.PASSED,
+    reason: str | None = None,
+    message: str | None = None,
+    window: str | None = "weekday-peak",
+    expectation: Expectation = Expectation.SUCCEED,
+    exit_code: int | None = None,
+    pending: dict[str, float] | None = None,
+) -> ProbeRun:
+    submitted = submitted or at(10)
+    started = None if wait_seconds is None else submitted + timedelta(seconds=wait_seconds)
+    return ProbeRun(
+        run_id=f"run-{next(_ids):04d}",
+        probe=probe,
+        tenant=tenant,
+        queue=None,
+        window=window,
+        expectation=expectation,
+        gpus=1,
+        nodes=1,
+        state=RunState.DONE if outcome else RunState.RUNNING,
+        job_id="job",
+        submitted_at=submitted,
+        started_at=started,
+        finished_at=(started or submitted) + timedelta(minutes=1) if outcome else None,
+        outcome=outcome,
+        exit_code=exit_code,
+        reason=reason,
+        message=message,
+        pending_reasons=pending or {},
+    )
+
+
+def finding(
+    detector: str,
+    opened: datetime,
+    closed: datetime | None,
+    *,
+    kind: FindingKind = FindingKind.CONDITION,
+    severity: Severity = Severity.WARNING,
+    **subject: str,
+) -> Finding:
+    return Finding(
+        detector=detector,
+        kind=kind,
+        subject=subject or {"node": "n1"},
+        severity=severity,
+        summary=f"{detector} on {subject}",
+        opened_at=opened,
+        closed_at=closed,
+        evidence={"rule": "a rule", "seen": [1, 2]},
+    )
+
+
+def gpu(node: str, when: datetime, percent: int | None, index: int = 0) -> StoredGpuSample:
+    return StoredGpuSample(
+        node=node,
+        gpu_uuid=f"GPU-{node}-{index}",
+        gpu_index=index,
+        at=when,
+        utilization_gpu_percent=percent,
+    )
+
+
+def queue(
+    when: datetime, tenant: str, pending: int = 0, running_gpus: int = 0
+) -> StoredQueueSample:
+    return StoredQueueSample(
+        when, QueueState(tenant, None, pending, pending, running_gpus // 1, running_gpus, 0.0)
+    )
+
+
+def node(
+    name: str,
+    pool: str,
+    total: int,
+    allocated: int,
+    state: str = "mixed",
+    reason: str | None = None,
+) -> SchedulerNode:
+    return SchedulerNode(name, pool, total, allocated, state, reason)
+
+
+def utc(when: datetime) -> datetime:
+    return when.astimezone(UTC)

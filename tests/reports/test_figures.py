@@ -1,0 +1,272 @@
+"""A day's figures from hand-made data: what counts as failed and how failures group, queue
+waits and their percentiles, GPU use per pool and window, alerts, findings per detector and
+the observer's blind time; and what was not observed says so instead of reading 0."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+
+from observer.domain import Expectation, FindingKind, Outcome, Severity
+from observer.reports.daily import DailyInputs, build_daily
+from observer.reports.data import Period, PeriodData, UtilizationHistogram, allocation, gpu_usage
+from observer.reports.figures import period_figures, scheduler_gaps, wait_stats
+from observer.storage.store import (
+    InterventionSource,
+    StoredAlert,
+    StoredIntervention,
+    StoredNodeChange,
+)
+from tests.reports.builders import CALENDAR, DAY, at, context, finding, gpu, node, queue, run
+
+
+def _figures(data: PeriodData, **ctx: bool):
+    return period_figures(data, context(**ctx), intervention_match_seconds=3600)
+
+
+def test_failed_tasks_are_those_that_did_not_end_as_expected_grouped_by_reason():
+    runs = [
+        run(),
+        run(
+            "fail-exit",
+            outcome=Outcome.PASSED,
+            reason="NonZeroExitCode",
+            exit_code=3,
+            expectation=Expectation.FAIL,
+        ),  # an expected failure, as expected: not failed
+        run(outcome=Outcome.FAILED, reason="NodeFailure", message="node n2 lost"),
+        run(tenant="prod", outcome=Outcome.FAILED, reason="NodeFailure", message="node n3 lost"),
+        run(outcome=Outcome.TIMED_OUT, reason="DeadlineExceeded", wait_seconds=None),
+        run(outcome=Outcome.REJECTED, reason="Rejected", wait_seconds=None),
+        run(outcome=Outcome.CANCELLED, reason="ControllerShutdown"),
+        run(outcome=None),
+    ]
+    tasks = _figures(PeriodData(DAY, runs=runs)).tasks
+    assert (tasks.total, tasks.passed, tasks.failed, tasks.cancelled, tasks.unfinished) == (
+        8,
+        2,
+        4,
+        1,
+        1,
+    )
+    first, *rest = tasks.failure_groups
+    assert (first.outcome, first.reason, first.count) == ("failed", "NodeFailure", 2)
+    assert first.tenants == ("prod", "research")
+    assert first.example_message == "node n2 lost"
+    assert [(g.outcome, g.reason) for g in rest] == [
+        ("rejected", "Rejected"),
+        ("timed_out", "DeadlineExceeded"),
+    ]
+
+
+def test_queue_waits_overall_per_tenant_window_and_probe_kind():
+    runs = [
+        run(wait_seconds=s, tenant=t, window=w, probe=p)
+        for s, t, w, p in [
+            (0, "research", "weekday-peak", "short"),
+            (10, "research", "weekday-peak", "short"),
+            (20, "prod", "weekday-peak", "short"),
+            (600, "prod", "night", "long"),
+        ]
+    ] + [run(wait_seconds=None, outcome=Outcome.REJECTED, reason="Rejected")]
+    queue_figures = _figures(PeriodData(DAY, runs=runs)).queue
+    overall = queue_figures.overall
+    assert (overall.runs, overall.avg_seconds, overall.p50_seconds, overall.p95_seconds) == (
+        4,
+        157.5,
+        10.0,
+        600.0,
+    )
+    assert queue_figures.by_tenant["prod"].avg_seconds == 310.0
+    assert queue_figures.by_window["night"].max_seconds == 600.0
+    assert queue_figures.by_probe["short"].runs == 3
+    assert queue_figures.never_started == 1
+
+
+def test_nearest_rank_percentiles():
+    stats = wait_stats(float(i) for i in range(1, 21))
+    assert (stats.p50_seconds, stats.p95_seconds, stats.max_seconds) == (10.0, 19.0, 20.0)
+    assert wait_stats([]).avg_seconds is None
+
+
+def test_gpu_utilisation_per_pool_window_and_hour_with_allocated_against_used():
+    samples = [
+        gpu("n1", at(10), 80),
+        gpu("n1", at(10), 0, index=1),  # peak, pool a
+        gpu("n2", at(10), 40),  # peak, pool b
+        gpu("n1", at(23), 100),
+        gpu("n1", at(23), None, index=1),  # night, one unread
+    ]
+    usage = gpu_usage(samples, {"n1": "a", "n2": "b"}, CALENDAR)
+    # n1: 4 of its 8 GPUs allocated all day; n2: 8 of 8 from noon.
+    nodes_at_start = [node("n1", "a", 8, 4), node("n2", "b", 8, 0, "idle")]
+    changes = [StoredNodeChange(at(12), node("n2", "b", 8, 8, "allocated"))]
+    data = PeriodData(
+        DAY,
+        nodes_at_start=nodes_at_start,
+        node_changes=changes,
+        gpu=usage,
+        allocation=allocation(DAY, nodes_at_start, changes, CALENDAR),
+    )
+    g = _figures(data).gpu
+    assert g.observed
+    assert g.overall is not None and g.overall.samples == 4 and g.overall.avg_percent == 55.0
+    assert g.unread_samples == 1
+    assert g.by_pool["a"].allocated_share == 0.5
+    assert g.by_pool["a"].used_share == pytest.approx(2 / 3)
+    assert g.by_pool["b"].allocated_share == 0.5
+    assert g.by_pool["b"].gpus_avg == 8.0
+    assert g.by_window["weekday-peak"].avg_percent == 40.0
+    assert g.by_window["night"].avg_percent == 100.0
+    assert g.by_hour["10"].samples == 3
+    assert g.allocated_share_by_hour["11"] == 0.25
+    assert g.allocated_share_by_hour["12"] == 0.75
+    assert g.allocated_share == 0.5
+    assert (g.nodes_sampled, g.nodes_known) == (2, 2)
+
+
+def test_without_agent_samples_utilisation_is_not_observed_rather_than_zero():
+    nodes = [node("n1", "a", 8, 2)]
+    data = PeriodData(DAY, nodes_at_start=nodes, allocation=allocation(DAY, nodes, [], CALENDAR))
+    g = _figures(data, agents=False).gpu
+    assert not g.observed
+    assert g.overall is None
+    assert g.by_pool["a"].utilization is None and g.by_pool["a"].used_share is None
+    assert g.by_pool["a"].allocated_share == 0.25  # the scheduler's side is still known
+
+
+def test_histograms_of_two_days_add_up_to_the_histogram_of_both():
+    a = UtilizationHistogram.of([0, 50, 100])
+    b = UtilizationHistogram.of([25, 75])
+    both = a.plus(b)
+    assert both == UtilizationHistogram.of([0, 25, 50, 75, 100])
+    assert both.mean() == 50.0 and both.percentile(0.5) == 50.0 and both.busy_share() == 0.8
+    assert both.deciles() == (1, 0, 1, 0, 0, 1, 0, 1, 0, 1)
+
+
+def test_alerts_that_fired_by_name_and_severity_without_the_ignored_ones():
+    def alert(name: str, severity: str, minute: int) -> StoredAlert:
+        return StoredAlert(f"f{name}{minute}", name, severity, at(10, minute), None, at(10, 59), {})
+
+    data = PeriodData(
+        DAY,
+        alerts=[
+            alert("GPUDown", "critical", 1),
+            alert("GPUDown", "critical", 30),
+            alert("SlowQueue", "warning", 5),
+            alert("Watchdog", "none", 0),
+        ],
+    )
+    alerts = _figures(data).alerts
+    assert alerts.total == 3
+    assert [(a.name, a.severity, a.count) for a in alerts.by_name] == [
+        ("GPUDown", "critical", 2),
+        ("SlowQueue", "warning", 1),
+    ]
+    assert _figures(data, alertmanager=False).alerts.total is None
+
+
+def test_findings_opened_closed_and_still_open_that_day_per_detector():
+    before = DAY.start - timedelta(hours=3)
+    findings = [
+        finding("unreleased_memory", at(3), None),  # opened, still open
+        finding("unreleased_memory", at(4), at(5), node="n2"),  # opened and closed
+        finding("allocated_idle", before, at(6)),  # closed that day
+        finding("gpu_lost", before, None),  # open all day
+        finding(
+            "log_loss",
+            at(7),
+            at(7),
+            kind=FindingKind.EVENT,
+            severity=Severity.CRITICAL,
+            run_id="r1",
+        ),
+        finding("gpu_lost", at(2) + timedelta(days=1), None, node="n9"),  # the next day
+    ]
+    f = _figures(PeriodData(DAY, findings=findings)).findings
+    assert (f.opened, f.closed, f.still_open, f.events, f.critical) == (2, 2, 2, 1, 1)
+    assert f.by_detector["unreleased_memory"].opened == 2
+    assert f.by_detector["unreleased_memory"].still_open == 1
+    assert f.by_detector["allocated_idle"].closed == 1
+    assert f.by_detector["gpu_lost"].still_open == 1
+    statuses = sorted(i.status for i in f.items)
+    assert statuses == ["closed", "event", "open", "opened", "opened_closed"]
+    assert all(i.evidence == {"rule": "a rule", "seen": [1, 2]} for i in f.items)
+
+
+def test_blind_time_is_the_union_of_what_the_observer_could_not_see():
+    findings = [
+        finding("agent_unreachable", at(1), at(2), agent="n1"),
+        finding("agent_unreachable", at(1, 30), at(2, 30), agent="n2"),  # overlaps n1
+        finding("nvml_unavailable", at(23), None, node="n3"),  # open at the day's end
+        finding("prometheus_unreachable", at(5), at(5, 10), pipeline="prometheus"),
+        finding("unreleased_memory", at(1), at(9)),  # not blindness
+    ]
+    snapshots = [at(0) + timedelta(seconds=30 * i) for i in range(2 * 60 * 24)]
+    snapshots = [s for s in snapshots if not at(12) < s < at(13)]  # an hour without
+    data = PeriodData(
+        DAY, findings=findings, queue_samples=[queue(s, "research") for s in snapshots]
+    )
+    b = _figures(data).blind
+    assert b.by_source["agents"] == 90 * 60
+    assert b.by_source["nvml"] == 60 * 60
+    assert b.by_source["prometheus"] == 10 * 60
+    assert b.by_source["scheduler"] == 60 * 60
+    assert b.total_seconds == (90 + 60 + 10 + 60) * 60
+    assert b.share == pytest.approx(b.total_seconds / 86400)
+    assert b.unrecorded == ("logs",) and "logs" not in b.by_source
+    assert b.scheduler_gap_seconds == 90
+
+
+def test_a_source_not_set_up_is_named_never_counted_healthy():
+    b = _figures(PeriodData(DAY), agents=False, prometheus=False, logs=False).blind
+    assert b.not_set_up == ("agents", "nvml", "prometheus", "logs")
+    assert set(b.by_source) == {"scheduler"}
+    assert b.by_source["scheduler"] == 86400  # no snapshot at all: blind all day
+
+
+def test_scheduler_gaps_count_whole_from_the_last_snapshot_seen():
+    gaps = scheduler_gaps([at(0, 0, 10), at(0, 1), at(0, 9)], at(0), at(0, 10), 90)
+    assert [(g.start, g.end) for g in gaps] == [(at(0, 1), at(0, 9))]
+
+
+def test_recorded_and_detected_interventions_and_their_audit():
+    nodes = [node("n1", "a", 8, 0, "idle")]
+    changes = [
+        StoredNodeChange(at(10), node("n1", "a", 8, 0, "drained", "swap PSU")),
+        StoredNodeChange(at(14), node("n1", "a", 8, 0, "idle")),
+    ]
+    recorded = [StoredIntervention(at(9, 45), "alice", "PSU swap", {"node": "n1"})]
+    cancelled = run(outcome=Outcome.CANCELLED, reason="Cancelled", submitted=at(11))
+    data = PeriodData(
+        DAY, runs=[cancelled], nodes_at_start=nodes, node_changes=changes, interventions=recorded
+    )
+    i = _figures(data).interventions
+    assert (i.total, i.recorded, i.detected, i.unaudited) == (4, 1, 3, 1)
+    assert [(x.source, x.action, x.audited_by) for x in i.items] == [
+        (InterventionSource.RECORDED.value, "recorded", None),
+        ("detected", "drain", "alice"),
+        ("detected", "job_cancelled", None),
+        ("detected", "resume", "alice"),  # the end of the recorded maintenance
+    ]
+
+
+def test_the_daily_report_puts_the_previous_day_and_the_soak_beside_the_day():
+    yesterday = Period(DAY.start - timedelta(days=1), DAY.start)
+    soak = Period(yesterday.start, DAY.end)
+    old, new = run(submitted=yesterday.start + timedelta(hours=10)), run()
+    report = build_daily(
+        DailyInputs(
+            context=context(),
+            day=DAY.start.date(),
+            data=PeriodData(DAY, runs=[new]),
+            previous=PeriodData(yesterday, runs=[old, run(outcome=Outcome.LOST, reason="Gone")]),
+            soak=PeriodData(soak, runs=[old, new]),
+            intervention_match_seconds=0,
+        )
+    )
+    assert report.timezone == "Asia/Shanghai"
+    assert report.figures.tasks.total == 1
+    assert report.previous_day is not None and report.previous_day.tasks.failed == 1
+    assert report.soak_to_date.tasks.total == 2

@@ -1,0 +1,240 @@
+"""The verdict's rules: each criterion passes, fails with its class, or is not observed when
+the soak never exercised it; must-fix means no go, anything limited or unseen a limited go
+with its scope, and only a soak that showed everything is a go."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from observer.domain import Expectation, FindingKind, Outcome, Severity
+from observer.reports.data import GpuUsage, Period, PeriodData, UtilizationHistogram, gpu_usage
+from observer.reports.verdict import (
+    CRITERIA,
+    FailureClass,
+    Recommendation,
+    Status,
+    Verdict,
+    VerdictInputs,
+    VerdictRules,
+    build_verdict,
+)
+from observer.storage.store import StoredIntervention, StoredNodeChange
+from tests.reports.builders import CALENDAR, DAY_START, at, context, finding, gpu, node, queue, run
+
+WEEK = Period(DAY_START, DAY_START + timedelta(days=7))
+RULES = VerdictRules(
+    monitoring_lag_max_seconds=600,
+    unexplained_wait_max_share=0.05,
+    blind_max_share=0.05,
+    intervention_match_seconds=3600,
+    fairness_persistence_k=3,
+    fairness_persistence_m=5,
+)
+NODES = [node("n1", "a", 8, 0, "idle"), node("n2", "a", 8, 0, "idle")]
+
+
+def _healthy_runs() -> list:
+    """A soak that exercised every criterion and passed it."""
+    runs = []
+    for day in range(7):
+        peak = DAY_START + timedelta(days=day, hours=10)
+        runs += [
+            run(submitted=peak, wait_seconds=30, pending={"Resources": 30.0}),
+            run("fairness", submitted=peak),
+            run("fairness", "prod", submitted=peak),
+            run(
+                "quota",
+                "prod",
+                submitted=peak,
+                wait_seconds=None,
+                reason="QuotaExceeded",
+                message="quota of 6 GPUs",
+                expectation=Expectation.BLOCKED,
+            ),
+            run(
+                "fail-exit",
+                submitted=peak,
+                reason="NonZeroExitCode",
+                message="exit 3",
+                exit_code=3,
+                expectation=Expectation.FAIL,
+            ),
+            run("log-canary", submitted=peak),
+            run("isolation", submitted=peak, expectation=Expectation.DENIED, message="denied"),
+        ]
+    return runs
+
+
+def _soak(**changes: object) -> PeriodData:
+    snapshots = [DAY_START + timedelta(minutes=10 * i) for i in range(6 * 24 * 7)]
+    data = {
+        "period": WEEK,
+        "runs": _healthy_runs(),
+        "queue_samples": [queue(s, "research") for s in snapshots],
+        "nodes_at_start": NODES,
+        "gpu": GpuUsage(overall=UtilizationHistogram.of([50] * 7), nodes=frozenset({"n1", "n2"})),
+    }
+    data.update(changes)
+    return PeriodData(**data)  # type: ignore[arg-type]
+
+
+def _verdict(soak: PeriodData | None = None, **ctx: bool) -> Verdict:
+    inputs = VerdictInputs(
+        context(snapshot_interval_seconds=600, **ctx), soak or _soak(), {}, RULES
+    )
+    return build_verdict(inputs)
+
+
+def _status(v: Verdict) -> dict[str, tuple[Status, FailureClass | None]]:
+    return {c.criterion: (c.status, c.failure_class) for c in v.criteria}
+
+
+def test_a_soak_that_showed_everything_and_found_nothing_is_a_go():
+    v = _verdict()
+    assert [c.criterion for c in v.criteria] == list(CRITERIA)
+    assert {c.criterion: c.status for c in v.criteria} == dict.fromkeys(CRITERIA, Status.PASS)
+    assert v.recommendation is Recommendation.GO
+    assert v.scope == ()
+    assert [n.key for n in v.reverification] == ["reverify.rerun"]
+    assert len(v.days) == 7 and sum(d.tasks_total for d in v.days) == len(_healthy_runs())
+
+
+def test_unreleased_gpus_are_a_must_fix_and_a_no_go_naming_the_blocker():
+    leak = finding("allocated_without_job", at(3), at(4), severity=Severity.CRITICAL)
+    v = _verdict(_soak(findings=[leak]))
+    assert _status(v)["no_unreleased_resources"] == (Status.FAIL, FailureClass.MUST_FIX)
+    criterion = next(c for c in v.criteria if c.criterion == "no_unreleased_resources")
+    assert [f.detector for f in criterion.findings] == ["allocated_without_job"]
+    assert criterion.class_reason is not None
+    assert criterion.class_reason.key == "class.no_unreleased_resources.must_fix"
+    assert v.recommendation is Recommendation.NO_GO
+    assert v.scope[0].key == "scope.must_fix"
+    assert v.scope[0].params == {"criterion": "no_unreleased_resources"}
+
+
+def test_allocated_but_idle_alone_is_a_later_optimisation():
+    idle = finding("allocated_idle", at(3), at(4))
+    v = _verdict(_soak(findings=[idle]))
+    assert _status(v)["no_unreleased_resources"] == (Status.FAIL, FailureClass.LATER_OPTIMISATION)
+    assert v.recommendation is Recommendation.GO
+    assert [n.key for n in v.scope] == ["scope.later"]
+
+
+def test_a_quota_that_let_a_job_run_is_a_must_fix():
+    runs = [
+        *_healthy_runs(),
+        run("quota", "prod", outcome=Outcome.FAILED, expectation=Expectation.BLOCKED),
+    ]
+    assert _status(_verdict(_soak(runs=runs)))["quota_enforced"] == (
+        Status.FAIL,
+        FailureClass.MUST_FIX,
+    )
+
+
+def test_persistent_unfairness_and_unexplained_waits_limit_the_launch():
+    unfair = finding("persistent_unfairness", at(12), None, tenant="prod", window="weekday-peak")
+    unexplained = [
+        finding("unexplained_wait", at(10), at(11), run_id=r.run_id, tenant=r.tenant)
+        for r in _healthy_runs()[:2]
+    ]
+    v = _verdict(_soak(findings=[unfair, *unexplained]))
+    status = _status(v)
+    assert status["no_persistent_unfairness"] == (Status.FAIL, FailureClass.LIMITED_LAUNCH)
+    assert status["queue_explainable"] == (Status.FAIL, FailureClass.LIMITED_LAUNCH)
+    assert v.recommendation is Recommendation.LIMITED_GO
+    assert {n.key for n in v.scope} == {
+        "scope.no_persistent_unfairness",
+        "scope.queue_explainable",
+    }
+    assert {n.key for n in v.reverification} >= {
+        "reverify.no_persistent_unfairness",
+        "reverify.queue_explainable",
+    }
+
+
+def test_what_the_soak_never_exercised_is_not_observed_and_no_plain_go():
+    runs = [r for r in _healthy_runs() if r.probe in ("short",)]
+    v = _verdict(_soak(runs=runs, gpu=GpuUsage()), prometheus=False)
+    status = _status(v)
+    for criterion in (
+        "quota_enforced",
+        "failure_evidence",
+        "no_log_loss",
+        "monitoring_lag_bound",
+        "no_persistent_unfairness",
+        "tenant_isolation",
+        "monitoring_linked",
+    ):
+        assert status[criterion] == (Status.NOT_OBSERVED, None), criterion
+    assert v.recommendation is Recommendation.LIMITED_GO
+    assert {n.key for n in v.scope} == {"scope.not_observed"}
+
+
+def test_monitoring_lag_fails_only_beyond_the_bound():
+    short = finding("monitoring_lag", at(1), at(1, 5), pipeline="prometheus", check="heartbeat")
+    assert _status(_verdict(_soak(findings=[short])))["monitoring_lag_bound"][0] is Status.PASS
+    long = finding("prometheus_unreachable", at(1), at(2), pipeline="prometheus")
+    assert _status(_verdict(_soak(findings=[long])))["monitoring_lag_bound"] == (
+        Status.FAIL,
+        FailureClass.LIMITED_LAUNCH,
+    )
+
+
+def test_lost_log_lines_are_a_must_fix_and_late_ones_a_later_optimisation():
+    lost = finding(
+        "log_loss", at(11), at(11), kind=FindingKind.EVENT, severity=Severity.CRITICAL, run_id="r"
+    )
+    late = finding("log_delivery_latency", at(11), at(11), kind=FindingKind.EVENT, run_id="r")
+    assert _status(_verdict(_soak(findings=[lost])))["no_log_loss"] == (
+        Status.FAIL,
+        FailureClass.MUST_FIX,
+    )
+    assert _status(_verdict(_soak(findings=[late])))["no_log_loss"] == (
+        Status.FAIL,
+        FailureClass.LATER_OPTIMISATION,
+    )
+
+
+def test_failed_tasks_without_the_platforms_reason_break_the_evidence_chain():
+    bare = run(outcome=Outcome.FAILED, reason=None, message=None)
+    forgotten = run(outcome=Outcome.LOST, reason="JobForgotten", message="gone")
+    v = _verdict(_soak(runs=[*_healthy_runs(), bare, forgotten]))
+    assert _status(v)["failure_evidence"] == (Status.FAIL, FailureClass.LIMITED_LAUNCH)
+    criterion = next(c for c in v.criteria if c.criterion == "failure_evidence")
+    assert criterion.evidence[0].params["bare"] == 1
+    assert criterion.evidence[0].params["lost"] == 1
+
+
+def test_interventions_without_a_record_fail_the_audit():
+    changes = [StoredNodeChange(at(10), node("n1", "a", 8, 0, "drained", "maintenance"))]
+    v = _verdict(_soak(node_changes=changes))
+    assert _status(v)["interventions_audited"] == (Status.FAIL, FailureClass.LATER_OPTIMISATION)
+    recorded = [StoredIntervention(at(10, 20), "bob", "maintenance", {"node": "n1"})]
+    v = _verdict(_soak(node_changes=changes, interventions=recorded))
+    assert _status(v)["interventions_audited"] == (Status.PASS, None)
+
+
+def test_too_much_blind_time_keeps_a_go_out_of_reach():
+    blind = finding("agent_unreachable", at(0), at(0) + timedelta(hours=12), agent="n1")
+    v = _verdict(_soak(findings=[blind]))
+    assert all(c.status is Status.PASS for c in v.criteria)
+    assert v.recommendation is Recommendation.LIMITED_GO
+    assert [n.key for n in v.scope] == ["scope.blind"]
+
+
+def test_monitoring_that_misses_a_scheduler_node_is_not_linked():
+    v = _verdict(_soak(gpu=GpuUsage(overall=UtilizationHistogram.of([1]), nodes=frozenset({"n1"}))))
+    assert _status(v)["monitoring_linked"] == (Status.FAIL, FailureClass.LIMITED_LAUNCH)
+    coverage = next(c for c in v.criteria if c.criterion == "monitoring_linked").evidence[0]
+    assert coverage.params == {"sampled": 1, "known": 2, "missing": "n2"}
+
+
+def test_gpu_samples_reach_the_verdict_per_day():
+    usage = {DAY_START.date(): gpu_usage_of(80)}
+    v = build_verdict(VerdictInputs(context(snapshot_interval_seconds=600), _soak(), usage, RULES))
+    assert v.days[0].gpu_utilization_avg == 80.0
+    assert v.days[1].gpu_utilization_avg is None
+
+
+def gpu_usage_of(percent: int) -> GpuUsage:
+    return gpu_usage([gpu("n1", at(10), percent)], {"n1": "a"}, CALENDAR)
