@@ -194,7 +194,7 @@ class DirectoryChannel:
         try:
             self._directory.mkdir(parents=True, exist_ok=True)
             for suffix, text in files.items():
-                _write_atomically(self._directory / f"{stem}{suffix}", text)
+                write_atomically(self._directory / f"{stem}{suffix}", text)
         except OSError as exc:
             return DeliveryResult(
                 self.name,
@@ -214,7 +214,8 @@ class DirectoryChannel:
         )
 
 
-def _write_atomically(path: Path, text: str) -> None:
+def write_atomically(path: Path, text: str) -> None:
+    """Replace `path` whole: a reader sees the old file or the new one, never half."""
     descriptor, name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
     temporary = Path(name)
     try:

@@ -4,8 +4,6 @@ missed (a day whose files exist is not built again)."""
 
 from __future__ import annotations
 
-import os
-import tempfile
 from datetime import date, datetime, timedelta
 from pathlib import Path
 from zoneinfo import ZoneInfo
@@ -20,6 +18,7 @@ from observer.reports.inputs import (
     soak_ended_at,
     soak_started_at,
 )
+from observer.reports.notify import write_atomically
 from observer.reports.render import Rendered, render_daily, render_verdict
 from observer.reports.verdict import build_verdict
 from observer.settings import Settings
@@ -114,14 +113,7 @@ def _write(rendered: Rendered, paths: list[Path]) -> list[Path]:
     for path, text in zip(paths, (rendered.markdown, rendered.html, rendered.json), strict=True):
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+            write_atomically(path, text)
         except OSError as exc:
-            raise ReportError(f"cannot write {path}: {exc.strerror}") from exc
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as out:
-                out.write(text)
-            os.replace(tmp, path)
-        except OSError as exc:
-            Path(tmp).unlink(missing_ok=True)
             raise ReportError(f"cannot write {path}: {exc.strerror}") from exc
     return paths
