@@ -226,6 +226,12 @@ class ReportMetrics:
     """Daily summaries, verdicts and the alerts they count."""
 
     def __init__(self, registry: CollectorRegistry) -> None:
+        self.report_deliveries_total = Counter(
+            "observer_report_deliveries_total",
+            "Report deliveries by channel and outcome (full, summary, attachment, failed).",
+            ["channel", "outcome"],
+            registry=registry,
+        )
         self.reports_built_total = Counter(
             "observer_reports_built_total",
             "Reports written, by kind (daily, verdict).",

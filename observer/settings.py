@@ -18,6 +18,7 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    SecretStr,
     ValidationError,
     ValidationInfo,
     field_validator,
@@ -513,10 +514,43 @@ class StorageSettings(_Group):
     sqlite_path: Path = Field(Path("observer.db"), description="The embedded default store.")
 
 
+class EmailSettings(_Group):
+    host: str = Field(min_length=1)
+    port: int = Field(587, ge=1, le=65535)
+    sender: str = Field(min_length=3)
+    recipients: list[str] = Field(min_length=1)
+    security: Literal["starttls", "tls", "none"] = "starttls"
+    username: str | None = None
+    password: SecretStr | None = Field(
+        None, description="From the environment or a Secret (OBSERVER_REPORTS__DELIVERY__...)."
+    )
+
+
+class DeliverySettings(_Group):
+    """Where built reports go besides reports.output_dir (always written first). Webhook URLs
+    and signing secrets are secrets: give them through the environment or a mounted Secret."""
+
+    public_base_url: str | None = Field(
+        None, description="Where output_dir is served; chats that get the short form link here."
+    )
+    backoff_seconds: tuple[float, ...] = Field(
+        (1.0, 5.0, 30.0), description="Waits between retries of a failed delivery."
+    )
+    timeout_seconds: float = Field(10.0, gt=0, description="Each delivery request.")
+    slack_url: SecretStr | None = None
+    feishu_url: SecretStr | None = None
+    feishu_secret: SecretStr | None = None
+    dingtalk_url: SecretStr | None = None
+    dingtalk_secret: SecretStr | None = None
+    wecom_url: SecretStr | None = None
+    email: EmailSettings | None = None
+
+
 class ReportSettings(_Group):
     """Daily summaries and the go-live verdict, and the alerts they count."""
 
     language: Literal["en", "zh-CN"] = Field("en", description="Language of the reports.")
+    delivery: DeliverySettings = DeliverySettings()
     daily_build_time: time = Field(
         time(8),
         description="Local time (controller.timezone) after which yesterday's summary is built.",

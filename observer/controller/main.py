@@ -4,6 +4,7 @@ APScheduler, the HTTP surface, and an orderly stop that leaves no probe behind."
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from functools import partial
 from typing import Any
 from zoneinfo import ZoneInfo
@@ -31,7 +32,8 @@ from observer.monitoring.prometheus import PrometheusHttp
 from observer.probes.catalog import builtin_catalog, quota_probe, with_overrides
 from observer.probes.windows import Calendar, Window, parse_days
 from observer.reports.alerts import AlertmanagerHttp, record_alerts
-from observer.reports.publish import build_due
+from observer.reports.deliver import deliver_written
+from observer.reports.publish import SUFFIXES, build_due
 from observer.settings import ControllerSettings, Settings
 from observer.simulation.cluster import NodeSpec, Policy, SimulatedCluster, TenantSpec
 from observer.storage.store import Store, store_url, upgrade
@@ -179,27 +181,7 @@ def run_controller(
         )
         watch = LagWatch(checker, store, metrics)
         loops.append(loop("monitoring", cfg.monitoring_interval_seconds, watch.check))
-    reports = ReportMetrics(registry)
-    loops.append(
-        loop(
-            "reports",
-            REPORT_BUILD_INTERVAL_SECONDS,
-            lambda: build_due(store, settings, clock.now(), reports),
-        )
-    )
-    if settings.reports.alertmanager_url:
-        alerts = AlertmanagerHttp(
-            settings.reports.alertmanager_url, settings.reports.alertmanager_timeout_seconds
-        )
-        loops.append(
-            loop(
-                "alerts",
-                settings.reports.alert_poll_interval_seconds,
-                partial(
-                    record_alerts, alerts, store, clock, reports, settings.reports.ignored_alerts
-                ),
-            )
-        )
+    loops += _report_loops(settings, store, clock, stop, ReportMetrics(registry), loop)
     launches = [
         loop(f"plan-{entry.probe}", entry.every_seconds, partial(controller.launch, entry))
         for entry in controller.plan
@@ -241,3 +223,35 @@ def run_controller(
     controller.backend.close()
     fleet.close()
     store.close()
+
+
+def _report_loops(
+    settings: Settings,
+    store: Store,
+    clock: Clock,
+    stop: threading.Event,
+    reports: ReportMetrics,
+    loop: Callable[[str, float, Any], PeriodicLoop],
+) -> list[PeriodicLoop]:
+    """Build (and deliver) every due daily summary; poll Alertmanager when one is set."""
+
+    def build_and_deliver() -> None:
+        written = build_due(store, settings, clock.now(), reports)
+        for first in range(0, len(written), len(SUFFIXES)):
+            deliver_written(written[first : first + len(SUFFIXES)], settings, clock, stop, reports)
+
+    loops = [loop("reports", REPORT_BUILD_INTERVAL_SECONDS, build_and_deliver)]
+    if settings.reports.alertmanager_url:
+        alerts = AlertmanagerHttp(
+            settings.reports.alertmanager_url, settings.reports.alertmanager_timeout_seconds
+        )
+        loops.append(
+            loop(
+                "alerts",
+                settings.reports.alert_poll_interval_seconds,
+                partial(
+                    record_alerts, alerts, store, clock, reports, settings.reports.ignored_alerts
+                ),
+            )
+        )
+    return loops
