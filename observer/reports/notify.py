@@ -517,7 +517,16 @@ def _chunks(text: str, limit: int) -> list[str]:
     return [chunk for chunk in chunks if chunk.strip()]
 
 
-class FeishuChannel(_Webhook):
+class _BodyLimitedWebhook(_Webhook):
+    """A webhook whose platform refuses request bodies over a byte limit."""
+
+    _max_body_bytes: int
+
+    def _fits(self, report: RenderedReport, text: str) -> bool:
+        return len(self._request(report, text)[1]) <= self._max_body_bytes
+
+
+class FeishuChannel(_BodyLimitedWebhook):
     """Feishu/Lark custom bot: an interactive card with a Markdown element. With a signing
     secret, the body carries `timestamp` (seconds) and `sign` = base64 of HMAC-SHA256 keyed
     with "{timestamp}\\n{secret}" over an empty message. The reply's `code` must be 0."""
@@ -537,9 +546,6 @@ class FeishuChannel(_Webhook):
     ) -> None:
         super().__init__(name, url, retry, timeout_seconds, secret)
         self._max_body_bytes = max_body_bytes
-
-    def _fits(self, report: RenderedReport, text: str) -> bool:
-        return len(self._request(report, text)[1]) <= self._max_body_bytes
 
     def _request(self, report: RenderedReport, text: str) -> tuple[str, bytes]:
         payload: dict[str, Any] = {
@@ -565,7 +571,7 @@ class FeishuChannel(_Webhook):
         return _judge_coded(response, "Feishu", "code", "msg", self.RATE_LIMITED_CODES)
 
 
-class DingTalkChannel(_Webhook):
+class DingTalkChannel(_BodyLimitedWebhook):
     """DingTalk custom robot: a markdown message (title + text). With a signing secret, the
     URL gains `timestamp` (milliseconds) and `sign` = URL-encoded base64 of HMAC-SHA256 keyed
     with the secret over "{timestamp}\\n{secret}". The reply's `errcode` must be 0."""
@@ -585,9 +591,6 @@ class DingTalkChannel(_Webhook):
     ) -> None:
         super().__init__(name, url, retry, timeout_seconds, secret)
         self._max_body_bytes = max_body_bytes
-
-    def _fits(self, report: RenderedReport, text: str) -> bool:
-        return len(self._request(report, text)[1]) <= self._max_body_bytes
 
     def _request(self, report: RenderedReport, text: str) -> tuple[str, bytes]:
         body = _json_body(
