@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -55,3 +56,25 @@ def serve(
     server.daemon_threads = True
     threading.Thread(target=server.serve_forever, name="http", daemon=True).start()
     return server
+
+
+@contextmanager
+def serving(
+    host: str,
+    port: int,
+    registry: CollectorRegistry,
+    health: Health,
+    snapshot: Snapshot,
+    on_listening: Callable[[int], object] | None = None,
+) -> Iterator[int]:
+    """Serve for the duration of the block, yielding the bound port (port 0 picks one);
+    the server is shut down and its socket closed on the way out."""
+    server = serve(host, port, registry, health, snapshot)
+    bound = int(server.server_address[1])
+    if on_listening is not None:
+        on_listening(bound)
+    try:
+        yield bound
+    finally:
+        server.shutdown()
+        server.server_close()

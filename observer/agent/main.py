@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -17,7 +18,7 @@ from observer.clock import Clock, ManualClock, SystemClock, TraceTimeline
 from observer.domain import DriverState, Finding
 from observer.gpu.backend import GpuBackend
 from observer.gpu.replay import ReplayGpuBackend, Trace
-from observer.http import serve
+from observer.http import serving
 from observer.logs import get_logger
 from observer.loops import PeriodicLoop
 from observer.metrics import AgentMetrics, GpuCollector
@@ -67,7 +68,7 @@ def run_agent(
     stop: threading.Event,
     clock: Clock | None = None,
     registry: CollectorRegistry | None = None,
-    on_listening: Any = None,
+    on_listening: Callable[[int], object] | None = None,
 ) -> None:
     """Serve and sample until `stop` is set, then stop within the shutdown deadline."""
     cfg = settings.agent
@@ -92,17 +93,16 @@ def run_agent(
         snap = agent.snapshot()
         return codec.snapshot_to_json(snap) if snap else None
 
-    server = serve(cfg.listen_host, cfg.listen_port, registry, health, snapshot)
-    port = server.server_address[1]
-    _log.info("agent listening", host=cfg.listen_host, port=port, node=cfg.node_name)
-    if on_listening is not None:
-        on_listening(port)
-    loop.start()
-    stop.wait()
-    if not loop.join(cfg.shutdown_deadline_seconds):
-        _log.warning("a tick overran the shutdown deadline", deadline=cfg.shutdown_deadline_seconds)
-    server.shutdown()
-    server.server_close()
+    with serving(
+        cfg.listen_host, cfg.listen_port, registry, health, snapshot, on_listening
+    ) as port:
+        _log.info("agent listening", host=cfg.listen_host, port=port, node=cfg.node_name)
+        loop.start()
+        stop.wait()
+        if not loop.join(cfg.shutdown_deadline_seconds):
+            _log.warning(
+                "a tick overran the shutdown deadline", deadline=cfg.shutdown_deadline_seconds
+            )
     agent.close()
     _log.info("agent stopped")
 

@@ -22,7 +22,7 @@ from observer.controller.schedule import start_plan
 from observer.controller.service import Controller, PlanEntry
 from observer.errors import ConfigError
 from observer.fleet.http import HttpFleet
-from observer.http import serve
+from observer.http import serving
 from observer.logs import get_logger
 from observer.logs_pipeline.pod_logs import PodLogReader
 from observer.loops import PeriodicLoop
@@ -141,7 +141,7 @@ def run_controller(
     stop: threading.Event,
     clock: Clock | None = None,
     registry: CollectorRegistry | None = None,
-    on_listening: Any = None,
+    on_listening: Callable[[int], object] | None = None,
 ) -> None:
     cfg = settings.controller
     clock = clock or SystemClock()
@@ -204,22 +204,19 @@ def run_controller(
     def snapshot() -> dict[str, Any]:
         return {"active_runs": [codec.run_to_json(r) for r in controller.runner.active()]}
 
-    server = serve(cfg.listen_host, cfg.listen_port, registry, health, snapshot)
-    port = server.server_address[1]
-    _log.info("controller listening", host=cfg.listen_host, port=port, backend=cfg.backend)
-    if on_listening is not None:
-        on_listening(port)
-    for started in loops:
-        started.start()
-    scheduler = start_plan(controller, launches, cfg.timezone, cfg.misfire_grace_seconds)
-    stop.wait()
-    scheduler.shutdown(wait=False)
-    for stopped in loops:
-        stopped.join(cfg.shutdown_deadline_seconds / len(loops))
-    cancelled = controller.stop()
-    _log.info("controller stopped", cancelled_runs=len(cancelled))
-    server.shutdown()
-    server.server_close()
+    with serving(
+        cfg.listen_host, cfg.listen_port, registry, health, snapshot, on_listening
+    ) as port:
+        _log.info("controller listening", host=cfg.listen_host, port=port, backend=cfg.backend)
+        for started in loops:
+            started.start()
+        scheduler = start_plan(controller, launches, cfg.timezone, cfg.misfire_grace_seconds)
+        stop.wait()
+        scheduler.shutdown(wait=False)
+        for stopped in loops:
+            stopped.join(cfg.shutdown_deadline_seconds / len(loops))
+        cancelled = controller.stop()
+        _log.info("controller stopped", cancelled_runs=len(cancelled))
     controller.backend.close()
     fleet.close()
     store.close()
