@@ -136,6 +136,7 @@ def run_to_json(run: ProbeRun) -> dict[str, Any]:
         "reason": run.reason,
         "message": run.message,
         "pending_reasons": dict(run.pending_reasons),
+        "node_names": list(run.node_names),
     }
 
 

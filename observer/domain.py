@@ -407,6 +407,7 @@ class ProbeRun:
     reason: str | None = None  # the platform's reason (pending, failure, refusal)
     message: str | None = None  # the platform's explanation text, as a person sees it
     pending_reasons: Mapping[str, float] = field(default_factory=dict)  # reason -> seconds seen
+    node_names: tuple[str, ...] = ()  # where the platform ran it, once it started
 
     @property
     def queue_wait_seconds(self) -> float | None:

@@ -297,6 +297,7 @@ class ProbeRunner:
             reason=status.reason,
             message=status.message,
             pending_reasons=reasons,
+            node_names=status.nodes or run.node_names,
         )
         self._active[run.run_id] = run
         outcome = judge(run.expectation, status)

@@ -49,6 +49,7 @@ from observer.storage.tables import (
     node_states_table,
     probe_runs_table,
     queue_samples_table,
+    report_deliveries_table,
 )
 
 # Writers wait this long for a lock held by another process before SQLite reports 'busy'.
@@ -71,6 +72,7 @@ class StoredGpuSample:
     memory_total_bytes: int | None = None
     power_milliwatts: int | None = None
     process_count: int | None = None
+    tenant: str | None = None  # whose job held the GPU, where the owner is known
 
 
 _SAMPLE_COLUMNS = tuple(gpu_samples_table.c[f.name] for f in fields(StoredGpuSample))
@@ -125,6 +127,19 @@ class StoredIntervention:
     subject: Mapping[str, str]
     source: InterventionSource = InterventionSource.RECORDED
     detail: Mapping[str, JsonValue] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class StoredDelivery:
+    """One report handed to one channel: `report` names it ("daily-2026-11-30", "verdict"),
+    `outcome` is the channel's result, `detail` its answer (secrets masked)."""
+
+    at: datetime
+    report: str
+    channel: str
+    outcome: str
+    attempts: int
+    detail: str | None = None
 
 
 def store_url(sqlite_path: Path, url: str | None) -> str:
@@ -384,6 +399,23 @@ class Store:
         with self._errors("reading interventions"), self._engine.connect() as connection:
             return [_intervention(row) for row in connection.execute(query)]
 
+    def add_deliveries(self, deliveries: Iterable[StoredDelivery]) -> None:
+        rows = [asdict(d) for d in deliveries]
+        if rows:
+            with self._errors("saving report deliveries"), self._engine.begin() as connection:
+                connection.execute(sa.insert(report_deliveries_table), rows)
+
+    def deliveries(self, report: str | None = None) -> list[StoredDelivery]:
+        """Deliveries in the order they happened, of one report or all."""
+        t = report_deliveries_table
+        query = sa.select(
+            t.c.at, t.c.report, t.c.channel, t.c.outcome, t.c.attempts, t.c.detail
+        ).order_by(t.c.at, t.c.id)
+        if report is not None:
+            query = query.where(t.c.report == report)
+        with self._errors("reading report deliveries"), self._engine.connect() as connection:
+            return [StoredDelivery(*row) for row in connection.execute(query)]
+
     def close(self) -> None:
         self._engine.dispose()
 
@@ -567,6 +599,7 @@ def _run_row(run: ProbeRun) -> dict[str, Any]:
         "reason": run.reason,
         "message": run.message,
         "pending_reasons": dict(run.pending_reasons),
+        "node_names": list(run.node_names),
     }
 
 
@@ -590,6 +623,7 @@ def _run(row: sa.Row[Any]) -> ProbeRun:
         reason=row.reason,
         message=row.message,
         pending_reasons=row.pending_reasons,
+        node_names=tuple(row.node_names),
     )
 
 

@@ -67,7 +67,11 @@ class FindingRow(_Table, table=True):
 
 class GpuSampleRow(_Table, table=True):
     __tablename__ = "gpu_samples"
-    __table_args__ = (sa.Index("ix_gpu_samples_node_gpu_uuid_at", "node", "gpu_uuid", "at"),)
+    # (node, GPU, at) follows one GPU; (at) reads a period of the whole fleet.
+    __table_args__ = (
+        sa.Index("ix_gpu_samples_node_gpu_uuid_at", "node", "gpu_uuid", "at"),
+        sa.Index("ix_gpu_samples_at", "at"),
+    )
 
     id: int | None = Field(default=None, sa_column=sa.Column(BigId, primary_key=True))
     node: str
@@ -79,6 +83,7 @@ class GpuSampleRow(_Table, table=True):
     memory_total_bytes: int | None = Field(default=None, sa_type=sa.BigInteger)
     power_milliwatts: int | None = Field(default=None, sa_type=sa.BigInteger)
     process_count: int | None = None
+    tenant: str | None = None  # whose job held the GPU, where the owner is known
 
 
 class ProbeRunRow(_Table, table=True):
@@ -102,6 +107,11 @@ class ProbeRunRow(_Table, table=True):
     reason: str | None = None
     message: str | None = None
     pending_reasons: dict[str, float] = Field(sa_column=sa.Column(JsonDocument, nullable=False))
+    node_names: list[str] = Field(
+        sa_column=sa.Column(JsonDocument, nullable=False, server_default="[]")
+    )
+    # When the log-loss check read this run's canary lines back (None: not yet, or no canary).
+    log_checked_at: datetime | None = Field(default=None, sa_type=UtcDateTime)
 
 
 class QueueSampleRow(_Table, table=True):
@@ -186,3 +196,21 @@ class InterventionRow(_Table, table=True):
 
 alerts_table: sa.Table = AlertRow.__table__  # type: ignore[attr-defined]
 interventions_table: sa.Table = InterventionRow.__table__  # type: ignore[attr-defined]
+
+
+class ReportDeliveryRow(_Table, table=True):
+    """One hand-over of one report to one channel: delivered or failed, after how many
+    attempts, and why (the channel's answer, secrets masked)."""
+
+    __tablename__ = "report_deliveries"
+
+    id: int | None = Field(default=None, sa_column=sa.Column(BigId, primary_key=True))
+    at: datetime = Field(sa_type=UtcDateTime, index=True)
+    report: str = Field(index=True)  # "daily-2026-11-30", "verdict"
+    channel: str
+    outcome: str
+    attempts: int
+    detail: str | None = None
+
+
+report_deliveries_table: sa.Table = ReportDeliveryRow.__table__  # type: ignore[attr-defined]

@@ -112,6 +112,10 @@ def test_a_plan_runs_through_its_window_and_every_run_is_recorded(tmp_path: Path
     # short every 5 min for both tenants, within the budget
     assert len(by_probe["short"]) >= 20
     assert {r.outcome for r in by_probe["short"]} == {Outcome.PASSED}
+    # Each run that started keeps where it ran: as many nodes as it asked for, all real.
+    for run in by_probe["short"] + by_probe["multi-gpu"]:
+        assert len(run.node_names) == run.nodes
+        assert set(run.node_names) <= set(soak.cluster.nodes)
 
     for run in by_probe["fail-exit"]:
         assert run.outcome is Outcome.PASSED

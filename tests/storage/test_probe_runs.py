@@ -67,6 +67,7 @@ def test_a_run_comes_back_with_every_field_and_times_in_utc(store: Store) -> Non
         reason="OutOfMemory",
         message="容器因内存超限被终止 (exit 137)",
         pending_reasons={"Resources": 60.0, "Priority": 30.5},
+        node_names=("gpu-07", "gpu-08"),
     )
 
     store.save_runs([saved])

@@ -18,7 +18,7 @@ from alembic.runtime.migration import MigrationContext
 from observer.domain import Finding, FindingKind, Severity
 from observer.errors import StoreError
 from observer.storage import store as store_module
-from observer.storage.store import Store, StoredGpuSample, store_url, upgrade
+from observer.storage.store import Store, StoredDelivery, StoredGpuSample, store_url, upgrade
 from observer.storage.tables import findings_table, metadata
 
 T0 = datetime(2025, 3, 1, 8, 0, tzinfo=UTC)
@@ -73,6 +73,7 @@ def test_upgrade_creates_the_tables_and_running_it_again_changes_nothing(
         "gpu_samples",
         "probe_runs",
         "queue_samples",
+        "report_deliveries",
         "node_states",
         "alerts",
         "interventions",
@@ -272,6 +273,7 @@ def test_byte_counts_beyond_32_bits_come_back_whole(store: Store) -> None:
         memory_total_bytes=141 * GIB,
         power_milliwatts=700_000,
         process_count=2,
+        tenant="research",
     )
 
     assert store.add_gpu_samples([saved]) == 1
@@ -304,6 +306,23 @@ def test_samples_are_read_for_a_half_open_period_and_one_node_or_all(store: Stor
 def test_adding_no_samples_adds_nothing(store: Store) -> None:
     assert store.add_gpu_samples([]) == 0
     assert store.gpu_samples(None, T0 - timedelta(days=1), T0 + timedelta(days=1)) == []
+
+
+def test_deliveries_are_kept_in_the_order_they_happened_and_read_per_report(
+    store: Store,
+) -> None:
+    sent = StoredDelivery(T0, "daily-2025-03-01", "feishu", "delivered", 1)
+    failed = StoredDelivery(
+        T0 + timedelta(seconds=5), "daily-2025-03-01", "slack", "failed", 3, "HTTP 500"
+    )
+    verdict = StoredDelivery(T0.astimezone(BEIJING), "verdict", "directory", "delivered", 1)
+    store.add_deliveries([failed, sent])
+    store.add_deliveries([verdict])
+    store.add_deliveries([])
+
+    assert store.deliveries("daily-2025-03-01") == [sent, failed]
+    assert store.deliveries() == [sent, verdict, failed]
+    assert store.deliveries()[1].at.tzinfo is UTC
 
 
 # --- which database, and when it cannot be used ------------------------------------------
