@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 FAKE_NVML := .build/fake-nvml/libnvidia-ml.so.1
 CHART_TOOLS := .tools/bin/.installed
 
-.PHONY: setup run test lint bench chart-tools clean
+.PHONY: setup run run-agent test lint bench chart-tools clean
 
 $(BIN)/.installed: pyproject.toml
 	python3 -m venv $(VENV)
@@ -25,6 +25,9 @@ $(CHART_TOOLS): deploy/chart-tools/install.sh | setup
 chart-tools: $(CHART_TOOLS)
 
 run: setup
+	$(BIN)/observer demo --out demo-out
+
+run-agent: setup
 	$(BIN)/observer agent --config deploy/examples/agent-replay.yaml
 
 lint: setup
@@ -39,6 +42,8 @@ test: lint $(FAKE_NVML) $(CHART_TOOLS)
 bench: setup $(FAKE_NVML)
 	OBSERVER_TEST_FAKE_NVML_LIB=$(CURDIR)/$(FAKE_NVML) $(BIN)/python bench/agent_sampling.py
 	$(BIN)/python bench/detectors.py 2>/dev/null
+	$(BIN)/python bench/controller_scale.py
+	$(BIN)/python bench/report.py
 
 clean:
-	rm -rf $(VENV) .build .tools
+	rm -rf $(VENV) .build .tools demo-out

@@ -17,14 +17,17 @@ to its end); what the observer adds is the delay beyond it.
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import random
 import statistics
 import sys
 import tempfile
+from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
+from functools import partial
 from pathlib import Path
 
 from prometheus_client import CollectorRegistry
@@ -33,10 +36,31 @@ from observer.agent.attribution import Attributor
 from observer.agent.sampler import Sampler
 from observer.agent.service import NodeAgent
 from observer.clock import ManualClock
+from observer.controller.lag import LagWatch
 from observer.controller.main import build_backend, build_controller
-from observer.domain import Finding, Owner, OwnerKind, OwnerPhase, OwnerState
+from observer.controller.observe import FleetObserver
+from observer.controller.service import Controller
+from observer.domain import (
+    AttributedProcess,
+    DriverState,
+    DriverStatus,
+    Finding,
+    GpuIdentity,
+    GpuReading,
+    GpuSample,
+    JobPhase,
+    NodeSnapshot,
+    Owner,
+    OwnerKind,
+    OwnerPhase,
+    OwnerState,
+    Workload,
+)
+from observer.fleet.local import LocalFleet
 from observer.gpu.fake import GIB, FakeGpu, FakeGpuBackend
-from observer.metrics import AgentMetrics, ControllerMetrics
+from observer.metrics import HEARTBEAT_METRIC, AgentMetrics, ControllerMetrics
+from observer.monitoring.checker import MonitoringChecker
+from observer.monitoring.fake import Exposition, FakePrometheus, FakeTarget
 from observer.ownership.fake import FakeHost
 from observer.settings import NodeLeakSettings, Settings
 from observer.simulation.cluster import SimulatedCluster
@@ -61,6 +85,16 @@ class Score:
     findings: int = 0
     false_alarms: int = 0
     delays: list[float] | None = None
+
+    def merged(self, other: Score) -> Score:
+        """One detector's scores from two scenarios, as one: a false alarm anywhere counts."""
+        return Score(
+            self.faults + other.faults,
+            self.hits + other.hits,
+            self.findings + other.findings,
+            self.false_alarms + other.false_alarms,
+            [*(self.delays or []), *(other.delays or [])],
+        )
 
     def as_json(self) -> dict[str, float | int | None]:
         delays = self.delays or []
@@ -204,6 +238,17 @@ RULE_HOLD_SECONDS = {
     "allocated_idle": 120.0,
     "allocated_without_job": 30.0,
     "log_loss": 120.0,
+    # the K-th disadvantaged night's end: K - 1 days and a 3 h window after the first's start
+    "persistent_unfairness": 2 * 86400.0 + 3 * 3600.0,
+    "unexplained_wait": 120.0,
+    "monitoring_lag.heartbeat": 135.0,  # 105 s lag limit + 30 s hold
+    "monitoring_lag.freshness": 135.0,
+    "monitoring_lag.scrape": 30.0,  # a failed scrape; a stalled one adds its 105 s age limit
+    "monitoring_lag.flatline": 300.0,  # the whole window flat
+    "monitoring_lag.gpu_busy_lag": 75.0,
+    "prometheus_unreachable": 30.0,
+    "probe_unreleased": 90.0,  # the probe's grace, from its end
+    "stuck_terminating": 120.0,  # the grace, from the platform's start of the end
 }
 _DETECTOR = {"orphan": "orphan_process", "idle": "allocated_idle", "vanished": "vanished_process"}
 
@@ -282,17 +327,585 @@ def cluster_scenario(rng: random.Random, hours: float) -> tuple[list[Fault], lis
     return faults, findings, 2 * cfg.snapshot_interval_seconds
 
 
+FAIRNESS_NIGHTS = 5  # persistence_m: every night the rule weighs
+NIGHT_START = datetime(2026, 11, 30, 13, 55, tzinfo=UTC)  # 21:55 in Shanghai
+
+
+def fairness_scenario(rng: random.Random, hours: float) -> tuple[list[Fault], list[Finding], float]:
+    """Two tenants (weights 0.7 / 0.3) over FAIRNESS_NIGHTS nights of contention (22:00-01:00
+    in Shanghai), fairness probes every quarter of an hour, background training keeping
+    demand above the 12 GPUs: under fair share (nothing to find), then with a scheduler that
+    always serves one tenant first, each in turn (the other is disadvantaged from the first
+    night on; the rule can tell after K nights). `hours` does not apply."""
+    faults: list[Fault] = []
+    findings: list[Finding] = []
+    for favoured in (None, "prod", "research"):
+        with tempfile.TemporaryDirectory() as tmp:
+            nights = _Nights(rng, favoured, Path(tmp))
+            for night in range(FAIRNESS_NIGHTS):
+                nights.play(NIGHT_START + timedelta(days=night))
+            if favoured is not None:
+                other = "research" if favoured == "prod" else "prod"
+                faults.append(
+                    Fault(
+                        "persistent_unfairness",
+                        {"tenant": other, "window": "night"},
+                        NIGHT_START + timedelta(minutes=5),
+                        nights.clock.now(),
+                    )
+                )
+            findings += nights.store.findings(detector="persistent_unfairness")
+            nights.store.close()
+    return faults, findings, 2 * 15.0
+
+
+class _Nights:
+    def __init__(self, rng: random.Random, favoured: str | None, tmp: Path) -> None:
+        self.settings = Settings.model_validate(
+            {
+                "controller": {
+                    "timezone": "Asia/Shanghai",
+                    "windows": [{"name": "night", "days": "*", "start": "22:00", "end": "01:00"}],
+                    "tenants": [
+                        {"name": "research", "weight": 0.7},
+                        {"name": "prod", "weight": 0.3},
+                    ],
+                    "plan": [{"window": "night", "probe": "fairness", "every_seconds": 900}],
+                    "gpus_per_node": 4,
+                    "max_probe_gpus": 8,
+                    "max_probe_gpus_per_tenant": 4,
+                    "follow_interval_seconds": 15,
+                    "snapshot_interval_seconds": 60,
+                    "simulation": {"nodes": 3, "gpus_per_node": 4, "pools": ["a"]},
+                }
+            }
+        )
+        self.rng = rng
+        self.clock = ManualClock(NIGHT_START)
+        self.store, self.cluster, self.controller, self.metrics = _controller(
+            self.settings, self.clock, tmp
+        )
+        self.cluster.faults.favoured_tenant = favoured
+
+    def play(self, evening: datetime) -> None:
+        """From 21:55 to 01:30: the window with its load, then the last probes' starts."""
+        self.clock.set(evening)
+        cfg = self.settings.controller
+        schedule = SteppedSchedule(
+            self.controller,
+            self.clock,
+            self.metrics.loops,
+            cfg.follow_interval_seconds,
+            cfg.snapshot_interval_seconds,
+        )
+        schedule.run_for(5 * 60 + 3 * 3600 + 30 * 60, self._step)
+
+    def _step(self) -> None:
+        """Five seconds on; once a minute inside the window each tenant tops its queue of
+        training jobs back up to six."""
+        self.clock.advance(5)
+        now = self.clock.now()
+        if int(self.clock.monotonic()) % 60 or not self.controller.calendar.windows_at(now):
+            return
+        queued = {"research": 0, "prod": 0}
+        for job in self.cluster.snapshot().jobs:
+            if job.run_id is None and job.phase is JobPhase.PENDING:
+                queued[job.tenant] += 1
+        for tenant, count in queued.items():
+            for _ in range(6 - count):
+                training = Workload(1, duration_seconds=self.rng.uniform(400, 800))
+                self.cluster.submit_background(tenant, training)
+
+
+def unexplained_scenario(
+    rng: random.Random, hours: float
+) -> tuple[list[Fault], list[Finding], float]:
+    """Probes of two tenants every five and seven minutes on 6 x 8 GPUs. Each fault-free
+    stretch begins with background training filling the cluster for a while, so probes
+    really wait, for the reasons the scheduler gives; faults make the scheduler hold one
+    tenant's jobs whatever is free, with no reason or with 'Resources' while GPUs are free.
+    A run held longer than the grace plus two follow intervals must be reported; one held
+    less may or may not be, and is scored neither way."""
+    with tempfile.TemporaryDirectory() as tmp:
+        settings = Settings.model_validate(
+            {
+                "controller": {
+                    "windows": [{"name": "always", "days": "*", "start": "00:00", "end": "00:00"}],
+                    "tenants": [
+                        {"name": "research", "weight": 0.7},
+                        {"name": "prod", "weight": 0.3},
+                    ],
+                    "plan": [
+                        {"window": "always", "probe": "fairness", "every_seconds": 300},
+                        {"window": "always", "probe": "short", "every_seconds": 420},
+                    ],
+                    "follow_interval_seconds": 15,
+                    "snapshot_interval_seconds": 15,
+                    "simulation": {"nodes": 6, "gpus_per_node": 8, "pools": ["a"]},
+                },
+            }
+        )
+        clock = ManualClock(START)
+        store, cluster, controller, metrics = _controller(settings, clock, Path(tmp))
+        cfg = settings.controller
+        schedule = SteppedSchedule(
+            controller,
+            clock,
+            metrics.loops,
+            cfg.follow_interval_seconds,
+            cfg.snapshot_interval_seconds,
+        )
+        held: list[tuple[str, datetime, datetime]] = []
+        end = START + timedelta(hours=hours)
+        while clock.now() < end:
+            for _ in range(rng.randint(0, 6)):  # whole nodes busy for 5-8 minutes
+                training = Workload(8, duration_seconds=rng.uniform(300, 480))
+                cluster.submit_background("research", training)
+            schedule.run_for(rng.uniform(10, 30) * 60)
+            tenant = rng.choice(["research", "prod"])
+            cluster.faults.held_tenants[tenant] = rng.choice(["", "Resources"])
+            began = clock.now()
+            schedule.run_for(rng.uniform(10, 20) * 60)
+            cluster.faults.held_tenants.clear()
+            held.append((tenant, began, clock.now()))
+        schedule.run_for(600)
+        limit = settings.detectors.fairness.unexplained_wait_grace_seconds + 2 * 15
+        faults: list[Fault] = []
+        unscored: set[str] = set()
+        for run in store.runs():
+            for tenant, began, ended in held:
+                if run.tenant != tenant or run.submitted_at is None or run.submitted_at >= ended:
+                    continue
+                if run.started_at is not None and run.started_at < began:
+                    continue  # it started before the hold
+                start = max(run.submitted_at, began)
+                stop = min(ended, run.finished_at or ended)
+                if (stop - start).total_seconds() > limit:
+                    faults.append(Fault("unexplained_wait", {"run_id": run.run_id}, start, stop))
+                else:
+                    unscored.add(run.run_id)
+        findings = [
+            f
+            for f in store.findings(detector="unexplained_wait")
+            if f.subject["run_id"] not in unscored
+        ]
+        store.close()
+    return faults, findings, 2 * cfg.follow_interval_seconds
+
+
+MONITORING_INTERVAL_SECONDS = 15.0
+UTIL = "observer_gpu_utilization_ratio"
+LAG_FAULTS = ("heartbeat", "target_down", "scrape_stalled", "paused", "flatline", "busy_lag")
+
+
+def monitoring_scenario(
+    rng: random.Random, hours: float
+) -> tuple[list[Fault], list[Finding], float]:
+    """The controller's monitoring-lag watch over the scripted Prometheus scraping the
+    observer's heartbeat and four 4-GPU agents every 15 s, the agents' own readings the
+    same numbers; a GPU-busy probe at the start of every fault-free stretch. Faults, one at
+    a time for 8-15 minutes: the heartbeat ingested late; an agent that stops answering; an
+    agent Prometheus stops scraping; Prometheus paused; a GPU series frozen; the agents'
+    samples ingested late while a GPU-busy probe runs. Each is scored on the checks it must
+    open (`monitoring_lag.<check>`)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        pipeline = _MonitoredCluster(Path(tmp))
+        faults: list[Fault] = []
+        end = START + timedelta(hours=hours)
+        kinds = itertools.cycle(rng.sample(LAG_FAULTS, len(LAG_FAULTS)))  # each as often
+        while pipeline.clock.now() < end:
+            pipeline.launch_busy_probe()
+            pipeline.run_for(rng.uniform(10, 20) * 60)
+            began = pipeline.clock.now()
+            expected, undo = pipeline.inject(next(kinds), rng)
+            pipeline.run_for(rng.uniform(8, 15) * 60)
+            undo()
+            for detector, subject in expected:
+                faults.append(Fault(detector, subject, began, pipeline.clock.now()))
+        pipeline.run_for(600)
+        findings = [
+            replace(f, detector=f"monitoring_lag.{f.subject['check']}")
+            if f.detector == "monitoring_lag"
+            else f
+            for f in pipeline.store.findings()
+            if f.detector in ("monitoring_lag", "prometheus_unreachable")
+        ]
+        pipeline.store.close()
+    return faults, findings, 2 * MONITORING_INTERVAL_SECONDS
+
+
+class _MonitoredCluster:
+    """The simulated cluster's nodes as their agents read them and as their exporters show
+    them to the scripted Prometheus: the same utilisation, moving every scrape interval, and
+    0.97 on a GPU a GPU-busy probe holds (GPUs handed out in job order)."""
+
+    def __init__(self, tmp: Path) -> None:
+        self.settings = Settings.model_validate(
+            {
+                "controller": {
+                    "windows": [{"name": "always", "days": "*", "start": "00:00", "end": "00:00"}],
+                    "plan": [],
+                    "probes": {"gpu-busy": {"duration_seconds": 300}},
+                    "follow_interval_seconds": 5,
+                    "snapshot_interval_seconds": 15,
+                    "simulation": {"nodes": 4, "gpus_per_node": 4, "pools": ["a"]},
+                },
+                "detectors": {"monitoring_lag": {"freshness_series": [UTIL]}},
+            }
+        )
+        self.clock = ManualClock(START)
+        self.store, self.cluster, self.controller, metrics = _controller(
+            self.settings, self.clock, tmp
+        )
+        self.nodes = sorted(self.cluster.nodes)
+        self.prometheus = FakePrometheus(self.clock, scrape_interval_seconds=15)
+        self.observer = self.prometheus.add_target(
+            "observer", "controller:9401", lambda at: [(HEARTBEAT_METRIC, {}, at.timestamp())]
+        )
+        self.agents = {
+            node: self.prometheus.add_target("agent", f"{node}:9400", partial(self._export, node))
+            for node in self.nodes
+        }
+        snapshots = self.controller.detection.node_snapshots
+        fleet = LocalFleet({node: partial(self._snapshot, node) for node in self.nodes})
+        observer = FleetObserver(fleet, self.store, self.clock, metrics, 60, snapshots)
+        rules = self.settings.detectors.monitoring_lag
+        checker = MonitoringChecker(
+            self.prometheus, self.clock, rules, metrics.monitoring, {"job": "observer"}
+        )
+        watch = LagWatch(
+            checker,
+            self.store,
+            metrics,
+            self.clock,
+            rules,
+            snapshots,
+            self.controller.runner.active,
+            self.controller.catalog,
+        )
+        cfg = self.settings.controller
+        self.schedule = SteppedSchedule(
+            self.controller,
+            self.clock,
+            metrics.loops,
+            cfg.follow_interval_seconds,
+            cfg.snapshot_interval_seconds,
+            extra=[
+                ("prometheus", 5, self.prometheus.play),
+                ("fleet", 15, observer.observe),
+                ("monitoring", MONITORING_INTERVAL_SECONDS, watch.check),
+            ],
+        )
+
+    def run_for(self, seconds: float) -> None:
+        self.schedule.run_for(seconds, partial(self.clock.advance, 5))
+
+    def launch_busy_probe(self) -> None:
+        self.controller.runner.launch(self.controller.catalog["gpu-busy"], ("research",), "always")
+
+    def inject(
+        self, kind: str, rng: random.Random
+    ) -> tuple[list[tuple[str, dict[str, str]]], Callable[[], None]]:
+        """Break the pipeline one way; the conditions it must open, and how to mend it."""
+        node = rng.choice(self.nodes)
+        target = self.agents[node]
+        instance = {"check": "scrape", "instance": f"{node}:9400"}
+        if kind == "heartbeat":
+            self.observer.ingest_delay_seconds = rng.uniform(150, 300)
+            return [("monitoring_lag.heartbeat", {})], partial(self._delay, [self.observer], 0)
+        if kind == "target_down":
+            target.answering = False
+            return [("monitoring_lag.scrape", instance)], partial(
+                setattr, target, "answering", True
+            )
+        if kind == "scrape_stalled":
+            target.scraped = False
+            return [
+                ("monitoring_lag.scrape", instance),
+                ("monitoring_lag.freshness", {}),
+            ], partial(setattr, target, "scraped", True)
+        if kind == "paused":
+            self.prometheus.pause()
+            return [("prometheus_unreachable", {})], self.prometheus.resume
+        if kind == "flatline":
+            uuid = f"GPU-{node}-{rng.randrange(4)}"
+            self.prometheus.freeze({"uuid": uuid})
+            series = f'{UTIL}{{uuid="{uuid}"}}'
+            return [("monitoring_lag.flatline", {"series": series})], partial(
+                self.prometheus.thaw, {"uuid": uuid}
+            )
+        agents = list(self.agents.values())
+        self._delay(agents, rng.uniform(120, 200))
+        self.launch_busy_probe()
+        return [
+            ("monitoring_lag.gpu_busy_lag", {}),
+            ("monitoring_lag.freshness", {}),
+        ], partial(self._delay, agents, 0)
+
+    def _delay(self, targets: list[FakeTarget], seconds: float) -> None:
+        for target in targets:
+            target.ingest_delay_seconds = seconds
+
+    def _busy(self) -> dict[tuple[str, int], str]:
+        """(node, GPU index) -> the GPU-busy job on it."""
+        taken: dict[tuple[str, int], str] = {}
+        for job in sorted(self.cluster.snapshot().jobs, key=lambda j: j.job_id):
+            if job.phase is JobPhase.RUNNING:
+                for node in job.nodes:
+                    taken[(node, sum(1 for n, _ in taken if n == node))] = job.job_id
+        return taken
+
+    def _utilization(self, node: str, gpu: int, at: datetime, busy: set[tuple[str, int]]) -> float:
+        if (node, gpu) in busy:
+            return 0.97
+        tick = int((at - START).total_seconds()) // 15
+        return round(0.1 + 0.01 * ((tick * 7 + gpu * 13 + self.nodes.index(node) * 5) % 30), 2)
+
+    def _export(self, node: str, at: datetime) -> Exposition:
+        busy = set(self._busy())
+        return [
+            (UTIL, {"uuid": f"GPU-{node}-{i}", "gpu": str(i)}, self._utilization(node, i, at, busy))
+            for i in range(4)
+        ]
+
+    def _snapshot(self, node: str) -> NodeSnapshot:
+        now = self.clock.now()
+        busy = self._busy()
+        gpus = tuple(
+            GpuReading(
+                i,
+                GpuIdentity(i, f"GPU-{node}-{i}", "NVIDIA H200", None, None),
+                GpuSample(
+                    now,
+                    i,
+                    utilization_gpu_percent=round(100 * self._utilization(node, i, now, set(busy))),
+                ),
+                None,
+                None,
+            )
+            for i in range(4)
+        )
+        processes = tuple(
+            AttributedProcess(
+                gpu_index=i,
+                gpu_uuid=f"GPU-{node}-{i}",
+                pid=5000 + i,
+                used_memory_bytes=2**30,
+                exists=True,
+                command="gpu-burn",
+                owner=Owner(OwnerKind.SLURM_JOB, job),
+                owner_state=OwnerState(OwnerPhase.RUNNING),
+            )
+            for (n, i), job in busy.items()
+            if n == node
+        )
+        return NodeSnapshot(node, now, DriverStatus(DriverState.OK), gpus, processes, ())
+
+
+RELEASE_PLAN = [{"window": "always", "probe": "short", "every_seconds": 120}]
+
+
+class _ProbeNodes:
+    """The simulated cluster's nodes as their agents see them: each job the scheduler shows
+    on a node (running, or ending while it holds its GPUs) has one process per GPU there,
+    owned by its job id, on its node's least used GPUs. A job in `leave` keeps its
+    processes after the scheduler let it go, until the given moment."""
+
+    def __init__(self, cluster: SimulatedCluster, clock: ManualClock) -> None:
+        self.cluster = cluster
+        self.clock = clock
+        self.leave: dict[str, datetime] = {}  # job id -> when its leftovers go
+        self.on_end: Callable[[str], None] = lambda job_id: None
+        self._placed: dict[str, tuple[str, tuple[int, ...]]] = {}  # job id -> node, GPUs
+
+    def read(self) -> None:
+        """Once per agent read: follow the scheduler's placements."""
+        now = self.clock.now()
+        holding = {
+            j.job_id: j
+            for j in self.cluster.snapshot().jobs
+            if j.nodes and (j.phase is JobPhase.RUNNING or j.ending_since is not None)
+        }
+        for job_id in [k for k in self._placed if k not in holding]:
+            self.on_end(job_id)
+            if self.leave.get(job_id, now) <= now:
+                del self._placed[job_id]
+        for job in holding.values():
+            if job.job_id not in self._placed:
+                node = job.nodes[0]
+                # The scheduler sees a leftover's GPU as free: the next job may share it.
+                used = Counter(g for n, gpus in self._placed.values() if n == node for g in gpus)
+                least = sorted(range(self.cluster.nodes[node].gpus), key=lambda g: used[g])
+                self._placed[job.job_id] = (node, tuple(least[: job.gpus // len(job.nodes)]))
+
+    def snapshot(self, node: str) -> NodeSnapshot:
+        now = self.clock.now()
+        processes = [
+            AttributedProcess(
+                gpu,
+                f"GPU-{node}-{gpu}",
+                10_000 + n,
+                20 * GIB,
+                True,
+                "python probe.py",
+                Owner(OwnerKind.JOB, job_id),
+                OwnerState(OwnerPhase.UNKNOWN),
+            )
+            for n, (job_id, (where, gpus)) in enumerate(self._placed.items())
+            if where == node
+            for gpu in gpus
+        ]
+        baseline = 600 * 2**20
+        gpus = tuple(
+            GpuReading(
+                i,
+                GpuIdentity(i, f"GPU-{node}-{i}", "NVIDIA H200", 141 * GIB, None),
+                GpuSample(
+                    now,
+                    i,
+                    memory_used_bytes=baseline
+                    + 20 * GIB * sum(p.gpu_index == i for p in processes),
+                ),
+                None,
+                baseline,
+            )
+            for i in range(self.cluster.nodes[node].gpus)
+        )
+        return NodeSnapshot(node, now, DriverStatus(DriverState.OK), gpus, tuple(processes), ())
+
+
+def _probe_cluster(
+    tmp: Path, agents: bool
+) -> tuple[Store, SimulatedCluster, ManualClock, SteppedSchedule, _ProbeNodes]:
+    """Short probes every two minutes on 6 x 8 GPUs under the real controller, with the
+    nodes' agents read every 15 s through the controller's fleet reader when `agents`."""
+    settings = Settings.model_validate(
+        {
+            "controller": {
+                "windows": [{"name": "always", "days": "*", "start": "00:00", "end": "00:00"}],
+                "plan": RELEASE_PLAN,
+                "follow_interval_seconds": 5,
+                "snapshot_interval_seconds": 15,
+                "simulation": {"nodes": 6, "gpus_per_node": 8, "pools": ["a", "b"]},
+            }
+        }
+    )
+    clock = ManualClock(START)
+    store, cluster, controller, metrics = _controller(settings, clock, tmp)
+    nodes = _ProbeNodes(cluster, clock)
+    extra: list[tuple[str, float, Callable[[], object]]] = []
+    if agents:
+        fleet = LocalFleet({node: partial(nodes.snapshot, node) for node in cluster.nodes})
+        snapshots = controller.detection.node_snapshots
+        observer = FleetObserver(fleet, store, clock, metrics, 60, snapshots)
+        extra = [("agents", 15.0, lambda: (nodes.read(), observer.observe()))]
+    cfg = settings.controller
+    schedule = SteppedSchedule(
+        controller,
+        clock,
+        metrics.loops,
+        cfg.follow_interval_seconds,
+        cfg.snapshot_interval_seconds,
+        extra,
+    )
+    return store, cluster, clock, schedule, nodes
+
+
+def probe_release_scenario(
+    rng: random.Random, hours: float
+) -> tuple[list[Fault], list[Finding], float]:
+    """The controlled experiment: of the short probes that end, one in three leaves its
+    process on its GPU for 5-20 minutes after the scheduler has let the job go (the rest,
+    and the stretches between, are fault-free)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        store, _, clock, schedule, nodes = _probe_cluster(Path(tmp), agents=True)
+
+        end = START + timedelta(hours=hours)
+
+        def ended(job_id: str) -> None:
+            if job_id not in nodes.leave and clock.now() < end and rng.random() < 1 / 3:
+                nodes.leave[job_id] = clock.now() + timedelta(minutes=rng.uniform(5, 20))
+
+        nodes.on_end = ended
+        schedule.run_for(hours * 3600 + 1800)  # fault-free at the end: the last ones are found
+        runs = {run.job_id: run for run in store.runs(probe="short")}
+        faults = [
+            Fault("probe_unreleased", {"run_id": runs[job_id].run_id}, finished_at, until)
+            for job_id, until in nodes.leave.items()
+            if (finished_at := runs[job_id].finished_at) is not None
+        ]
+        findings = store.findings()
+        store.close()
+    return faults, findings, 2 * 15.0
+
+
+def stuck_scenario(rng: random.Random, hours: float) -> tuple[list[Fault], list[Finding], float]:
+    """A short probe's job that will not go once it ends (a pod stuck Terminating, a job
+    stuck COMPLETING) for 5-20 minutes, then 10-30 fault-free minutes; no agent is read, so
+    this is the scheduler's layer alone."""
+    with tempfile.TemporaryDirectory() as tmp:
+        store, cluster, clock, schedule, _ = _probe_cluster(Path(tmp), agents=False)
+        faults: list[Fault] = []
+        end = START + timedelta(hours=hours)
+        while clock.now() < end:
+            running = [
+                j for j in cluster.snapshot().jobs if j.run_id and j.phase is JobPhase.RUNNING
+            ]
+            if not running:
+                schedule.run_for(15)
+                continue
+            job_id = rng.choice(running).job_id
+            cluster.faults.stuck_jobs.add(job_id)
+            schedule.run_for(rng.uniform(5, 20) * 60)
+            finished_at = cluster.jobs([job_id])[job_id].finished_at
+            cluster.faults.stuck_jobs.discard(job_id)
+            if finished_at is not None:  # it ended while stuck: it held on
+                faults.append(
+                    Fault("stuck_terminating", {"job_id": job_id}, finished_at, clock.now())
+                )
+            schedule.run_for(rng.uniform(10, 30) * 60)
+        findings = store.findings()
+        store.close()
+    return faults, findings, 2 * 15.0
+
+
+def _controller(
+    settings: Settings, clock: ManualClock, tmp: Path
+) -> tuple[Store, SimulatedCluster, Controller, ControllerMetrics]:
+    url = f"sqlite:///{tmp / 'observer.db'}"
+    upgrade(url)
+    store = Store(url)
+    cluster = build_backend(settings.controller, clock)
+    assert isinstance(cluster, SimulatedCluster)
+    metrics = ControllerMetrics(CollectorRegistry())
+    controller = build_controller(settings, cluster, store, clock, metrics)
+    controller.start()
+    return store, cluster, controller, metrics
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--hours", type=float, default=8.0)
     args = parser.parse_args()
     rng = random.Random(args.seed)
-    results: dict[str, dict[str, float | int | None]] = {}
-    for scenario in (node_scenario, cluster_scenario):
+    scores: dict[str, Score] = {}
+    for scenario in (
+        node_scenario,
+        cluster_scenario,
+        fairness_scenario,
+        unexplained_scenario,
+        monitoring_scenario,
+        probe_release_scenario,
+        stuck_scenario,
+    ):
         faults, findings, slack = scenario(rng, args.hours)
         for name, s in score(faults, findings, slack).items():
-            results[name] = {**s.as_json(), "rule_hold_seconds": RULE_HOLD_SECONDS.get(name)}
+            scores[name] = scores[name].merged(s) if name in scores else s
+    results = {
+        name: {**s.as_json(), "rule_hold_seconds": RULE_HOLD_SECONDS.get(name)}
+        for name, s in scores.items()
+    }
     print(json.dumps({"detectors": results, "seed": args.seed, "hours": args.hours}))
     return 0
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import signal
 import sys
@@ -10,11 +11,14 @@ import threading
 from collections.abc import Sequence
 from datetime import UTC, date, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from observer.errors import ConfigError, ObserverError
 from observer.logs import configure_logging
 from observer.settings import Settings, load_settings
+
+if TYPE_CHECKING:
+    from observer.storage.store import StoredDelivery
 
 EXIT_OK = 0
 EXIT_FAILURE = 1
@@ -67,6 +71,19 @@ def _parser() -> argparse.ArgumentParser:
     daily.add_argument("--config", type=Path, help="YAML settings file")
     verdict = report_commands.add_parser("verdict", help="the go-live verdict over the soak")
     verdict.add_argument("--config", type=Path, help="YAML settings file")
+    for built in (daily, verdict):
+        built.add_argument(
+            "--deliver",
+            action="store_true",
+            help="then hand it to the configured channels (reports.delivery) and record it; "
+            "exit 1 when a channel failed",
+        )
+    deliveries = report_commands.add_parser(
+        "deliveries", help="list recorded report deliveries, oldest first"
+    )
+    deliveries.add_argument("--report", help="only this report's, e.g. daily-2026-11-30")
+    deliveries.add_argument("--json", action="store_true", help="one JSON object per line")
+    deliveries.add_argument("--config", type=Path, help="YAML settings file")
 
     intervention = commands.add_parser("intervention", help="manual interventions")
     intervention_commands = intervention.add_subparsers(dest="intervention_command", required=True)
@@ -84,10 +101,25 @@ def _parser() -> argparse.ArgumentParser:
     add.add_argument("--at", type=_instant, help="when (ISO-8601, UTC if no zone); default: now")
     add.add_argument("--config", type=Path, help="YAML settings file")
 
+    _add_demo(commands)
     metrics = commands.add_parser("metrics", help="the metrics the observer exports")
     metrics_commands = metrics.add_subparsers(dest="metrics_command", required=True)
     metrics_commands.add_parser("list", help="print every metric name, one per line")
     return parser
+
+
+def _add_demo(commands: Any) -> None:
+    demo = commands.add_parser(
+        "demo",
+        help="the whole product on a simulated cluster with injected faults, in minutes",
+    )
+    demo.add_argument("--out", type=Path, default=Path("demo-out"), help="where it writes")
+    demo.add_argument("--days", type=_positive, default=1, help="simulated days (default 1)")
+    demo.add_argument(
+        "--start", type=_day, help="first day (default: the latest Monday that fits before today)"
+    )
+    demo.add_argument("--language", choices=("en", "zh-CN"), default="en")
+    demo.add_argument("--port", type=int, default=9500, help="/metrics port (0: any free one)")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -142,12 +174,32 @@ def _dispatch(args: argparse.Namespace, settings: Settings) -> int:
         upgrade(store_url(settings.storage.sqlite_path, settings.storage.url))
         print("database schema is up to date")
         return EXIT_OK
+    if args.command == "demo":
+        return _demo(args)
     if args.command == "metrics":
         from observer.metrics import all_metric_names  # noqa: PLC0415
 
         print("\n".join(all_metric_names()))
         return EXIT_OK
     raise AssertionError(f"unhandled command {args.command}")
+
+
+def _demo(args: argparse.Namespace) -> int:
+    from observer.demo.run import default_start, run_demo, summary  # noqa: PLC0415 - heavy
+
+    start = args.start or default_start(args.days)
+    # Every finding is logged as it opens and closes; the demo's progress lines say enough.
+    configure_logging("warning")
+    result = run_demo(args.out, args.days, start, language=args.language, port=args.port)
+    print(summary(result))
+    return EXIT_OK if not result.score.missed and not result.score.unexpected else EXIT_FAILURE
+
+
+def _positive(text: str) -> int:
+    value = int(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be at least 1, not {value}")
+    return value
 
 
 def _instant(text: str) -> datetime:
@@ -174,18 +226,40 @@ def _pair(text: str) -> tuple[str, str]:
 
 def _report(args: argparse.Namespace, settings: Settings) -> int:
     from observer.clock import SystemClock  # noqa: PLC0415
+    from observer.reports.deliver import deliver_written  # noqa: PLC0415
     from observer.reports.publish import write_daily, write_verdict, yesterday  # noqa: PLC0415
     from observer.storage.store import Store, store_url  # noqa: PLC0415
 
-    now = SystemClock().now()
+    clock = SystemClock()
+    now = clock.now()
     with Store(store_url(settings.storage.sqlite_path, settings.storage.url)) as store:
+        if args.report_command == "deliveries":
+            return _deliveries(store.deliveries(report=args.report), args.json)
         if args.report_command == "daily":
             day = args.date or yesterday(settings, now)
             paths = write_daily(store, settings, day, now)
         else:
             paths = write_verdict(store, settings, now)
-    for path in paths:
-        print(path)
+        for path in paths:
+            print(path)
+        if not args.deliver:
+            return EXIT_OK
+        results = deliver_written(paths, settings, clock, threading.Event(), store)
+    failed = [r for r in results if not r.ok]
+    for result in failed:
+        print(f"observer: delivery to {result.channel} failed: {result.detail}", file=sys.stderr)
+    return EXIT_FAILURE if failed else EXIT_OK
+
+
+def _deliveries(deliveries: Sequence[StoredDelivery], as_json: bool) -> int:
+    for d in deliveries:
+        if as_json:
+            print(json.dumps({**dataclasses.asdict(d), "at": d.at.isoformat()}))
+        else:
+            print(
+                f"{d.at:%Y-%m-%d %H:%M:%S}  {d.report:<28} {d.channel:<10} {d.outcome:<10} "
+                f"{d.attempts:>2}  {d.detail or '-'}"
+            )
     return EXIT_OK
 
 

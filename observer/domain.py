@@ -253,8 +253,10 @@ class JobPhase(StrEnum):
 
 
 # Every log-canary line, whoever writes it: "observer-canary run=<run id> seq=<n> ts=<unix s>",
-# n counting from 0. The writers (each backend's canary) and the log-loss detector share it.
+# n counting from 0, then for a padded canary " pad=<k>:" and k times "x" (a line torn short
+# shows by its count). The writers (each backend's canary) and the log-loss detector share it.
 CANARY_MARK = "observer-canary"
+CANARY_TS_CHARS = 20  # `date +%s.%N`: ten digits of seconds, a point, nine of nanoseconds
 
 
 class Behaviour(StrEnum):
@@ -277,10 +279,23 @@ class Workload:
     exit_code: int = 0
     log_lines: int = 0
     log_interval_seconds: float = 0.0
+    log_line_bytes: int = 0  # pad each canary line to about this size; 0: unpadded
 
     @property
     def gpus(self) -> int:
         return self.gpus_per_node * self.nodes
+
+
+def canary_padding(run_id: str, workload: Workload) -> str:
+    """The " pad=<k>:xx..." field that brings the run's longest canary line (newline included)
+    to `workload.log_line_bytes`; "" when unpadded or already that long. One string per run,
+    so a shell script writes it without counting (shorter sequence numbers: shorter lines)."""
+    longest = f"{CANARY_MARK} run={run_id} seq={max(workload.log_lines - 1, 0)} ts="
+    room = workload.log_line_bytes - len(longest) - CANARY_TS_CHARS - len(" pad=:\n")
+    k = room - len(str(room))
+    while k + len(str(k)) < room:  # the count's own digits take room too
+        k += 1
+    return f" pad={k}:{'x' * k}" if k > 0 else ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -314,6 +329,10 @@ class JobStatus:
     message: str | None = None
     exit_code: int | None = None
     nodes: tuple[str, ...] = ()
+    # Set while the platform ends the job but it still holds its resources: Slurm's end of a
+    # job COMPLETING, Kubernetes' deletionTimestamp (the deletion's grace included). The phase
+    # stays the platform's own (Slurm's COMPLETING is running, a deleted Job is cancelled).
+    ending_since: datetime | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -343,7 +362,9 @@ class SchedulerSnapshot:
     at: datetime
     queues: tuple[QueueState, ...]
     nodes: tuple[SchedulerNode, ...]
-    jobs: tuple[JobStatus, ...]  # every job not finished, the observer's and everyone else's
+    # every job not finished, the observer's and everyone else's, and every job that ended
+    # but still holds resources (`ending_since` set)
+    jobs: tuple[JobStatus, ...]
 
 
 class Expectation(StrEnum):

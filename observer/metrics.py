@@ -5,6 +5,7 @@ Names follow the Prometheus naming guide: observer_<thing>_<unit>[_total]."""
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
+from datetime import datetime
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
@@ -53,20 +54,47 @@ class FindingMetrics:
             registry=registry,
         )
         self._seen: set[tuple[str, str]] = set()
+        # Open findings, by (key, opened_at): their (detector, severity).
+        self._open: dict[tuple[str, datetime], tuple[str, str]] | None = None
 
-    def record(self, changed: Iterable[Finding], open_now: Iterable[Finding]) -> None:
-        """`changed`: findings that opened, closed or happened (events) since the last call."""
+    def record(
+        self,
+        changed: Iterable[Finding],
+        open_now: Iterable[Finding] | Callable[[], Iterable[Finding]],
+    ) -> None:
+        """`changed`: findings that opened, closed or happened (events) since the last call.
+        `open_now`: every finding open now (the agent's, at hand), or how to read them (the
+        controller's store): read on the first call only, after which the open set follows
+        `changed`, so that a cycle over a large fleet costs what changed, not what is open."""
+        changed = list(changed)
         for finding in changed:
             if finding.is_open or finding.kind is FindingKind.EVENT:
                 self.total.labels(finding.detector, finding.severity.value).inc()
+        if not callable(open_now):
+            self._open = {_identity(f): _labels(f) for f in open_now}
+        else:
+            if self._open is None:
+                self._open = {_identity(f): _labels(f) for f in open_now()}
+            for finding in changed:
+                if finding.is_open:
+                    self._open[_identity(finding)] = _labels(finding)
+                else:
+                    self._open.pop(_identity(finding), None)
         counts: dict[tuple[str, str], int] = {}
-        for finding in open_now:
-            key = (finding.detector, finding.severity.value)
-            counts[key] = counts.get(key, 0) + 1
+        for labels in self._open.values():
+            counts[labels] = counts.get(labels, 0) + 1
         # Series of conditions that all closed go to 0 rather than keep their last value.
         self._seen |= counts.keys()
         for detector, severity in self._seen:
             self.open.labels(detector, severity).set(counts.get((detector, severity), 0))
+
+
+def _identity(finding: Finding) -> tuple[str, datetime]:
+    return finding.key, finding.opened_at
+
+
+def _labels(finding: Finding) -> tuple[str, str]:
+    return finding.detector, finding.severity.value
 
 
 class AgentMetrics:

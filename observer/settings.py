@@ -189,7 +189,9 @@ class FairnessSettings(_Group):
         300.0,
         gt=0,
         description="A tenant's fairness probe that starts this much later than the other "
-        "tenants' probes of the same launch counts against the scheduler; five minutes is "
+        "tenants' probes of the same launch counts against the scheduler, and only queue "
+        "samples in which a tenant's jobs have waited longer than this weigh its share (a job "
+        "submitted just before a sample has not had a scheduling cycle yet); five minutes is "
         "more than a scheduling cycle and less than a probe's run time.",
     )
     disadvantage_share_tolerance: float = Field(
@@ -237,8 +239,41 @@ class FairnessSettings(_Group):
 # --- window occurrences -------------------------------------------------------------------
 
 
+class ProbeReleaseSettings(_Group):
+    """The controlled experiment: our own probes' GPUs back to idle after each run ends."""
+
+    grace_seconds: float = Field(
+        90.0,
+        ge=0,
+        description="How long after a probe's end its GPUs may still hold its processes or "
+        "memory: kubelet's 30 s from SIGTERM to SIGKILL, the driver's teardown, and one agent "
+        "read (15 s) fit well within it.",
+    )
+    snapshot_max_age_seconds: float = Field(
+        60.0,
+        gt=0,
+        description="An agent snapshot older than this says nothing about the node now: it "
+        "neither opens nor closes this finding, and the other unreleased-resource findings "
+        "call the node's layer unknown. Four of the controller's 15 s reads.",
+    )
+
+
+class StuckTerminatingSettings(_Group):
+    """Jobs the platform is ending that keep their GPUs."""
+
+    grace_seconds: float = Field(
+        120.0,
+        ge=0,
+        description="How long a job may keep its GPUs after the platform began ending it: "
+        "past Slurm's default UnkillableStepTimeout (60 s) and its epilog; Kubernetes' "
+        "deletion deadline already includes the pod's own grace period.",
+    )
+
+
 class DetectorSettings(_Group):
     node: NodeLeakSettings = NodeLeakSettings()
+    probe_release: ProbeReleaseSettings = ProbeReleaseSettings()
+    stuck_terminating: StuckTerminatingSettings = StuckTerminatingSettings()
     log: LogLossSettings = LogLossSettings()
     monitoring_lag: MonitoringLagSettings = MonitoringLagSettings()
     fairness: FairnessSettings = FairnessSettings()
@@ -284,6 +319,7 @@ class ProbeOverrideSettings(_Group):
     deadline_seconds: float | None = Field(None, gt=0)
     log_lines: int | None = Field(None, ge=0)
     log_interval_seconds: float | None = Field(None, ge=0)
+    log_line_bytes: int | None = Field(None, ge=0)
 
 
 class SimulationSettings(_Group):
@@ -443,6 +479,14 @@ class ControllerSettings(_Group):
     agent_port: int = Field(9400, ge=1, le=65535, description="Agents' port, with agent_dns_name.")
     observe_interval_seconds: float = Field(
         15.0, gt=0, description="How often every agent's snapshot is read and stored."
+    )
+    gpu_sample_interval_seconds: float = Field(
+        300.0,
+        ge=0,
+        description="How often each GPU's sample is kept in the store (0: at every read). "
+        "The reports' utilisation needs a few samples per GPU an hour and Prometheus keeps the "
+        "fine series: at 1,000 nodes x 8 GPUs every 15 s would grow PostgreSQL by about "
+        "12 GB a day, every 300 s by about 0.6 GB.",
     )
     agent_unreachable_grace_seconds: float = Field(
         60.0, ge=0, description="An agent unreadable this long is recorded as a blind spot."

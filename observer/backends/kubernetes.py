@@ -53,6 +53,7 @@ from observer.domain import (
     JobStatus,
     SchedulerNode,
     SchedulerSnapshot,
+    canary_padding,
 )
 from observer.errors import BackendError, ConfigError, ProbeError
 from observer.settings import KubernetesSettings
@@ -70,6 +71,7 @@ ENV_DURATION_SECONDS = "OBSERVER_DURATION_SECONDS"
 ENV_EXIT_CODE = "OBSERVER_EXIT_CODE"
 ENV_LOG_LINES = "OBSERVER_LOG_LINES"
 ENV_LOG_INTERVAL_SECONDS = "OBSERVER_LOG_INTERVAL_SECONDS"
+ENV_LOG_PADDING = "OBSERVER_LOG_PADDING"  # domain.canary_padding: empty, or " pad=<k>:xx..."
 
 SLEEP_SCRIPT = f'sleep "${ENV_DURATION_SECONDS}"; exit "${ENV_EXIT_CODE}"'
 # A CPU busy loop: the default image has no GPU burner; set gpu_busy_command for a real one.
@@ -79,9 +81,9 @@ BUSY_SCRIPT = (
 CANARY_SCRIPT = (  # seq counts from 0, as on every backend
     "i=0; "
     f'while [ "$i" -lt "${ENV_LOG_LINES}" ]; do '
-    f'echo "{CANARY_MARK} run=${ENV_RUN_ID} seq=$i ts=$(date +%s.%N)"; '
+    f'echo "{CANARY_MARK} run=${ENV_RUN_ID} seq=$i ts=$(date +%s.%N)${ENV_LOG_PADDING}"; '
     "i=$((i + 1)); "
-    f'sleep "${ENV_LOG_INTERVAL_SECONDS}"; '
+    f'[ "${ENV_LOG_INTERVAL_SECONDS}" = 0 ] || sleep "${ENV_LOG_INTERVAL_SECONDS}"; '
     "done; "
     f'exit "${ENV_EXIT_CODE}"'
 )
@@ -444,7 +446,8 @@ class KubernetesBackend:
 
     def _unfinished_work(self, namespace: str, pods: list[client.V1Pod]) -> list[JobStatus]:
         """Every unfinished Job that asks for GPUs, and every other group of live pods using
-        GPUs, grouped by their controller (a ReplicaSet, an MPIJob's launcher, ...)."""
+        GPUs, grouped by their controller (a ReplicaSet, an MPIJob's launcher, ...); pods being
+        deleted that still hold GPUs, outside a live Job, as ending work."""
         with _api(f"list jobs in {namespace}"):
             listed = self._batch.list_namespaced_job(
                 namespace, _request_timeout=self._timeout
@@ -456,23 +459,27 @@ class KubernetesBackend:
             if not _final_condition(job) and _pod_spec_gpus(_template(job), self._gpu) > 0
         ]
         groups: dict[str, list[client.V1Pod]] = {}
+        ending: dict[str, list[client.V1Pod]] = {}
         for pod in pods:
+            if _phase(pod) in _TERMINAL_POD_PHASES or _pod_spec_gpus(pod.spec, self._gpu) == 0:
+                continue
             owner = _controller(pod.metadata)
-            # A Job's pods are the Job's; a gone Job's leftovers show on their nodes only.
-            if owner is not None and owner.kind == "Job":
-                continue
-            if _phase(pod) in _TERMINAL_POD_PHASES or _deleting(pod.metadata):
-                continue
-            if _pod_spec_gpus(pod.spec, self._gpu) > 0:
-                key = (
-                    f"{owner.kind.lower()}/{owner.name}" if owner else f"pod/{_name(pod.metadata)}"
-                )
-                groups.setdefault(f"{namespace}/{key}", []).append(pod)
+            if _deleting(pod.metadata):
+                if pod.spec and pod.spec.node_name:  # still holding its node's GPUs
+                    ending.setdefault(_group_id(namespace, pod, owner), []).append(pod)
+            elif owner is None or owner.kind != "Job":  # a live Job's pods are the Job's
+                groups.setdefault(_group_id(namespace, pod, owner), []).append(pod)
         statuses += [
             _pod_group_status(group_id, namespace, members, events, self._gpu)
             for group_id, members in sorted(groups.items())
         ]
-        return [status for status in statuses if not status.phase.finished]
+        unfinished = [status for status in statuses if not status.phase.finished]
+        live = {status.job_id for status in unfinished}
+        return unfinished + [
+            _ending_status(group_id, namespace, members, self._gpu)
+            for group_id, members in sorted(ending.items())
+            if group_id not in live
+        ]
 
     # --- writing ---------------------------------------------------------------------------
 
@@ -500,14 +507,7 @@ class KubernetesBackend:
             case Behaviour.OOM:
                 command = ["/bin/sh", "-c", OOM_SCRIPT]
                 limits["memory"] = settings.oom_memory_limit
-        env = {
-            ENV_RUN_ID: request.run_id,
-            ENV_BEHAVIOUR: workload.behaviour.value,
-            ENV_DURATION_SECONDS: f"{workload.duration_seconds:g}",
-            ENV_EXIT_CODE: str(workload.exit_code),
-            ENV_LOG_LINES: str(workload.log_lines),
-            ENV_LOG_INTERVAL_SECONDS: f"{workload.log_interval_seconds:g}",
-        }
+        env = probe_env(request)
         pod_spec = client.V1PodSpec(
             restart_policy="Never",
             priority_class_name=request.priority,
@@ -536,6 +536,20 @@ class KubernetesBackend:
                 ),
             ),
         )
+
+
+def probe_env(request: JobRequest) -> dict[str, str]:
+    """The environment a probe's container runs its script with."""
+    workload = request.workload
+    return {
+        ENV_RUN_ID: request.run_id,
+        ENV_BEHAVIOUR: workload.behaviour.value,
+        ENV_DURATION_SECONDS: f"{workload.duration_seconds:g}",
+        ENV_EXIT_CODE: str(workload.exit_code),
+        ENV_LOG_LINES: str(workload.log_lines),
+        ENV_LOG_INTERVAL_SECONDS: f"{workload.log_interval_seconds:g}",
+        ENV_LOG_PADDING: canary_padding(request.run_id, workload),
+    }
 
 
 def job_name(probe: str, run_id: str) -> str:
@@ -715,6 +729,34 @@ def _pod_group_status(
     return replace(status, reason=reason, message=message)
 
 
+def _ending_status(group_id: str, namespace: str, pods: list[client.V1Pod], gpu: str) -> JobStatus:
+    """Pods being deleted and still bound to their node: the scheduler counts their GPUs
+    until the kubelet has stopped them. Ending since the deletion's deadline (deletionTimestamp
+    is the request plus the pod's grace period)."""
+    deadline = min(
+        ts for pod in pods if pod.metadata and (ts := _utc(pod.metadata.deletion_timestamp))
+    )
+    started = [moment for moment in map(_started_at, pods) if moment is not None]
+    created = [_utc(pod.metadata.creation_timestamp) for pod in pods if pod.metadata]
+    nodes = _nodes(pods)
+    return JobStatus(
+        job_id=group_id,
+        run_id=_labels(pods[0].metadata).get(RUN_ID_LABEL),
+        tenant=namespace,
+        queue=_labels(pods[0].metadata).get(QUEUE_LABEL),
+        phase=JobPhase.CANCELLED,
+        gpus=sum(_pod_spec_gpus(pod.spec, gpu) for pod in pods),
+        submitted_at=min((moment for moment in created if moment), default=None),
+        started_at=max(started, default=None),
+        finished_at=deadline,
+        reason="Terminating",
+        message=f"{len(pods)} pod(s) Terminating on {', '.join(nodes)}, to be gone by "
+        f"{deadline.isoformat()}",
+        nodes=nodes,
+        ending_since=deadline,
+    )
+
+
 def _pending_reason(
     pods: list[client.V1Pod], events: EventReader, job: client.V1Job | None
 ) -> tuple[str | None, str | None]:
@@ -827,6 +869,14 @@ def _labels(meta: client.V1ObjectMeta | None) -> dict[str, str]:
 
 def _is_ours(meta: client.V1ObjectMeta | None) -> bool:
     return _labels(meta).get(MANAGED_BY_LABEL) == MANAGED_BY
+
+
+def _group_id(namespace: str, pod: client.V1Pod, owner: client.V1OwnerReference | None) -> str:
+    """A Job's pods under the Job's own id, others under their controller or themselves."""
+    if owner is not None and owner.kind == "Job":
+        return f"{namespace}/{owner.name}"
+    key = f"{owner.kind.lower()}/{owner.name}" if owner else f"pod/{_name(pod.metadata)}"
+    return f"{namespace}/{key}"
 
 
 def _deleting(meta: client.V1ObjectMeta | None) -> bool:

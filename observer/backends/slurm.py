@@ -46,6 +46,7 @@ from observer.domain import (
     SchedulerNode,
     SchedulerSnapshot,
     Workload,
+    canary_padding,
 )
 from observer.errors import BackendError, ProbeError
 from observer.settings import SlurmSettings
@@ -67,7 +68,9 @@ _PHASES = {
     "REQUEUE_HOLD": JobPhase.PENDING,
     "RESV_DEL_HOLD": JobPhase.PENDING,
     "RUNNING": JobPhase.RUNNING,
-    "COMPLETING": JobPhase.RUNNING,  # still holds its GPUs: a stuck one is a leak to see
+    # ended, its GPUs not yet released (epilog, unkillable processes): running until
+    # released, with `ending_since` its end
+    "COMPLETING": JobPhase.RUNNING,
     "SUSPENDED": JobPhase.RUNNING,
     "STOPPED": JobPhase.RUNNING,
     "SIGNALING": JobPhase.RUNNING,
@@ -493,16 +496,18 @@ def batch_script(request: JobRequest, oom_memory_mebibytes: int) -> str:
     that the scheduler gives and takes back GPUs; the agent watches what happens on them."""
     work = request.workload
     hold = f"sleep {work.duration_seconds:g}"
+    padding = canary_padding(request.run_id, work)
     body = {
         Behaviour.SLEEP: [hold],
         # no GPU code ships with the observer: the GPUs are allocated and held for the
         # duration, a known busy interval for the agent
         Behaviour.GPU_BUSY: [hold],
+        # the padding is letters, digits, '=' and ':': safe in printf's format and in quotes
         Behaviour.LOG_CANARY: [
             f"for seq in $(seq 0 {work.log_lines - 1}); do",
-            f"  printf '{CANARY_MARK} run=%s seq=%d ts=%s\\n' "
+            f"  printf '{CANARY_MARK} run=%s seq=%d ts=%s{padding}\\n' "
             f'{shlex.quote(request.run_id)} "$seq" "$(date +%s.%N)"',
-            f"  sleep {work.log_interval_seconds:g}",
+            *([f"  sleep {work.log_interval_seconds:g}"] if work.log_interval_seconds else []),
             "done",
         ],
         # exec of a missing command ends the shell with 127 (command not found)
@@ -549,6 +554,7 @@ def _from_squeue(job: Mapping[str, Any]) -> JobStatus:
         message=str(job["state_description"] or "") or _message(state, reason, exit_status),
         exit_code=_exit_code(exit_status),
         nodes=nodes,
+        ending_since=_time(job["end_time"]) if state == "COMPLETING" else None,
     )
 
 
@@ -574,6 +580,7 @@ def _from_sacct(line: str) -> JobStatus:
         message=_message(state, reason, exit_status),
         exit_code=_exit_code(exit_status),
         nodes=nodes,
+        ending_since=_time(row["End"]) if state == "COMPLETING" else None,
     )
 
 

@@ -1,26 +1,30 @@
 """The controller-side detectors, fed by what the controller already reads: unexplained waits
-of pending probes and GPUs the scheduler holds with no job behind them (against the latest
-scheduler snapshot and the agents' snapshots), persistent unfairness per window
+of pending probes, GPUs the scheduler holds with no job behind them or for jobs stuck ending
+(against the latest scheduler snapshot and the agents' snapshots), our own probes' GPUs not
+back to idle after they end (each run and node judged until clean), persistent unfairness per window
 (re-assessed when an occurrence of the window completes), and log loss of each finished log
-canary (read back once the pipeline has had time to deliver it)."""
+canary (read back once the pipeline has had time to deliver it; each run checked once, across
+restarts), with the log pipeline's own blind time while it cannot be read."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from functools import partial
 
 from observer.clock import Clock
-from observer.detectors import fairness, log_loss, unreleased
+from observer.detectors import fairness, log_loss, probe_release, unreleased
 from observer.detectors.conditions import ConditionTracker
 from observer.domain import (
     Behaviour,
     Finding,
+    FindingKind,
     NodeSnapshot,
     Outcome,
     ProbeRun,
     SchedulerSnapshot,
+    Severity,
 )
 from observer.errors import BackendError
 from observer.logs import get_logger
@@ -38,6 +42,13 @@ FAIRNESS_PROBE = "fairness"
 CANARY_READ_TRIES = 10
 # Slack before a canary's start when asking a log backend for its lines.
 CANARY_READ_MARGIN = timedelta(minutes=1)
+# A restarted controller still checks the canaries that ended this recently; older ones are
+# likely past the log backend's retention (and a day-long outage is its own finding).
+CANARY_RESUME_LOOKBACK = timedelta(days=1)
+PIPELINE_UNREACHABLE = "log_pipeline_unreachable"
+# A probe's node that no agent has reported on this long after the run's end is not judged
+# (the agent's own unreachable condition says why); the check is let go to stay bounded.
+RELEASE_CHECK_HORIZON = timedelta(hours=1)
 
 
 @dataclass
@@ -65,40 +76,78 @@ class Detection:
     node_snapshots: dict[str, NodeSnapshot] = field(default_factory=dict)
     _waits: ConditionTracker = field(default_factory=ConditionTracker)
     _allocations: ConditionTracker = field(default_factory=ConditionTracker)
+    _releases: dict[tuple[str, str], ProbeRun] = field(default_factory=dict)  # (run id, node)
+    _release_tracker: ConditionTracker = field(default_factory=ConditionTracker)
     _fairness: ConditionTracker = field(default_factory=ConditionTracker)
     _assessed_until: dict[str, datetime] = field(default_factory=dict)
-    _canaries: list[_Canary] = field(default_factory=list)
+    _canaries: dict[str, _Canary] = field(default_factory=dict)  # by run id
+    _pipeline_down: Finding | None = None  # the open log_pipeline_unreachable condition
 
     def scheduler_sampled(self, snapshot: SchedulerSnapshot) -> None:
         self._latest = snapshot
 
+    def resume(self) -> None:
+        """After a (re)start: queue the canaries that ended within CANARY_RESUME_LOOKBACK and
+        were never checked, and adopt the pipeline's open unreachable condition so that the
+        next successful read closes it."""
+        if self.log_reader is None:
+            return
+        probes = [
+            name
+            for name, spec in self.catalog.items()
+            if spec.workload.behaviour is Behaviour.LOG_CANARY
+        ]
+        since = self.clock.now() - CANARY_RESUME_LOOKBACK
+        for run in self.store.runs_to_log_check(probes, since):
+            self._queue_canary(run)
+        for finding in self.store.findings(open_only=True, detector=PIPELINE_UNREACHABLE):
+            if finding.subject == self._pipeline_subject:
+                self._pipeline_down = finding
+
     def runs_changed(self, runs: Sequence[ProbeRun]) -> None:
-        """Queue the log-canary runs that ended as expected for their read-back."""
+        """Queue every run that ended on nodes for its release check, and the log-canary runs
+        that ended as expected for their read-back."""
         for run in runs:
-            spec = self.catalog.get(run.probe)
-            if (
-                self.log_reader is not None
-                and spec is not None
-                and spec.workload.behaviour is Behaviour.LOG_CANARY
-                and run.outcome is Outcome.PASSED
-                and run.finished_at is not None
-            ):
-                due = run.finished_at + timedelta(seconds=self.log_settle_seconds)
-                self._canaries.append(_Canary(run, spec.workload.log_lines, due))
+            if run.finished_at is not None and run.job_id is not None:
+                self._releases.update(((run.run_id, node), run) for node in run.node_names)
+            self._queue_canary(run)
+
+    def _queue_canary(self, run: ProbeRun) -> None:
+        spec = self.catalog.get(run.probe)
+        if (
+            self.log_reader is not None
+            and spec is not None
+            and spec.workload.behaviour is Behaviour.LOG_CANARY
+            and run.outcome is Outcome.PASSED
+            and run.finished_at is not None
+            and run.run_id not in self._canaries
+        ):
+            due = run.finished_at + timedelta(seconds=self.log_settle_seconds)
+            self._canaries[run.run_id] = _Canary(run, spec.workload.log_lines, due)
 
     def check(self, active: Sequence[ProbeRun]) -> list[Finding]:
         """Run every detector that has something new to look at; store and count what
         opened or closed."""
         now = self.clock.now()
+        log_findings, log_checked = self._log_loss(now)
         changed = [
             *self._unexplained(active, now),
             *self._unreleased(now),
+            *self._probe_release(now),
             *self._persistent(now),
-            *self._log_loss(now),
+            *log_findings,
         ]
         if changed:
             self.store.save_findings(changed)
-            self.metrics.findings.record(changed, self.store.findings(open_only=True))
+            self.metrics.findings.record(changed, partial(self.store.findings, open_only=True))
+        # Only once its findings are stored: a crash in between checks the run again after the
+        # restart, and an event stored twice is one row (same key and time).
+        if log_checked:
+            if self._pipeline_down is not None:  # it names the canaries given up
+                self.store.save_findings([self._pipeline_down])
+            self.store.mark_log_checked(log_checked, now)
+            for run_id in log_checked:
+                del self._canaries[run_id]
         return changed
 
     def _unexplained(self, active: Sequence[ProbeRun], now: datetime) -> list[Finding]:
@@ -117,9 +166,48 @@ class Detection:
         if self._latest is None:
             return []
         symptoms = unreleased.evaluate(
-            self._latest, self.node_snapshots, self.rules.node.grace_seconds
+            self._latest,
+            self.node_snapshots,
+            now,
+            grace_seconds=self.rules.node.grace_seconds,
+            stuck_grace_seconds=self.rules.stuck_terminating.grace_seconds,
+            snapshot_max_age_seconds=self.rules.probe_release.snapshot_max_age_seconds,
+            memory_tolerance_bytes=self.rules.node.memory_tolerance_bytes,
         )
         return self._allocations.update(symptoms, now)
+
+    def _probe_release(self, now: datetime) -> list[Finding]:
+        """A (run, node) is forgotten once judged clean (a finding on it closes then too), or
+        unjudged after RELEASE_CHECK_HORIZON without an open finding: the work per cycle is
+        the runs that ended within the horizon, plus open findings."""
+        if not self._releases:
+            return []
+        rules = self.rules.probe_release
+        check = probe_release.evaluate(
+            [(run, node) for (_, node), run in self._releases.items()],
+            self._latest,
+            self.node_snapshots,
+            now,
+            grace_seconds=rules.grace_seconds,
+            snapshot_max_age_seconds=rules.snapshot_max_age_seconds,
+            memory_tolerance_bytes=self.rules.node.memory_tolerance_bytes,
+        )
+        changed = self._release_tracker.update(
+            check.symptoms, now, partial(probe_release.covers, check)
+        )
+        still_open = {
+            (f.subject["run_id"], f.subject["node"]) for f in self._release_tracker.open_findings()
+        }
+        for key, run in list(self._releases.items()):
+            ended = run.finished_at or now
+            if key in check.clean:
+                del self._releases[key]
+            elif ended < now - RELEASE_CHECK_HORIZON and key not in still_open:
+                _log.info(
+                    "probe release not checked: no agent snapshot", run_id=key[0], node=key[1]
+                )
+                del self._releases[key]
+        return changed
 
     def _persistent(self, now: datetime) -> list[Finding]:
         changed: list[Finding] = []
@@ -147,19 +235,23 @@ class Detection:
             if r.window == window
         ]
         samples = self.store.queue_samples(occurrence.start, occurrence.end)
-        capacity = fairness.schedulable_gpus(self.store.node_states(occurrence.end))
+        capacity = fairness.capacity_over(
+            self.store.node_states(occurrence.start),
+            self.store.node_changes(occurrence.start, occurrence.end),
+        )
         return fairness.assess_window(
             occurrence, runs, samples, self.weights, capacity, self.rules.fairness
         )
 
-    def _log_loss(self, now: datetime) -> list[Finding]:
+    def _log_loss(self, now: datetime) -> tuple[list[Finding], list[str]]:
+        """Findings of the canaries due now, and the run ids whose check is done: read back,
+        or given up after CANARY_READ_TRIES failed reads."""
         if self.log_reader is None:
-            return []
+            return [], []
         found: list[Finding] = []
-        waiting: list[_Canary] = []
-        for canary in self._canaries:
+        done: list[str] = []
+        for canary in self._canaries.values():
             if canary.due > now:
-                waiting.append(canary)
                 continue
             run = canary.run
             since = (run.started_at or run.submitted_at or now) - CANARY_READ_MARGIN
@@ -168,11 +260,18 @@ class Detection:
             except BackendError as exc:
                 canary.tries += 1
                 self.metrics.log_reader_errors_total.labels(self.log_pipeline).inc()
-                if canary.tries < CANARY_READ_TRIES:
-                    waiting.append(canary)
-                else:
-                    _log.error("log canary never read back", run_id=run.run_id, error=str(exc))
+                found += self._pipeline_read(now, str(exc))
+                if canary.tries >= CANARY_READ_TRIES:
+                    _log.error(
+                        "log canary given up: never read back, not checked",
+                        run_id=run.run_id,
+                        tries=canary.tries,
+                        error=str(exc),
+                    )
+                    self._give_up(run.run_id)
+                    done.append(run.run_id)
                 continue
+            found += self._pipeline_read(now, None)
             report = log_loss.analyse(run.run_id, canary.expected_lines, lines)
             found += log_loss.findings(
                 report,
@@ -181,5 +280,50 @@ class Detection:
                 rules=self.rules.log,
                 at=run.finished_at or now,
             )
-        self._canaries = waiting
-        return found
+            done.append(run.run_id)
+        return found, done
+
+    @property
+    def _pipeline_subject(self) -> dict[str, str]:
+        return {"pipeline": self.log_pipeline}
+
+    def _pipeline_read(self, now: datetime, error: str | None) -> list[Finding]:
+        """The pipeline's unreachable condition: opened by the first failed read, closed by
+        the next one that succeeds (a tick that reads nothing leaves it as it is)."""
+        down = self._pipeline_down
+        if error is None:
+            if down is None:
+                return []
+            self._pipeline_down = None
+            return [replace(down, closed_at=now)]
+        if down is not None:
+            self._pipeline_down = replace(down, evidence={**down.evidence, "last_error": error})
+            return []
+        self._pipeline_down = Finding(
+            detector=PIPELINE_UNREACHABLE,
+            kind=FindingKind.CONDITION,
+            subject=self._pipeline_subject,
+            severity=Severity.CRITICAL,
+            summary=f"log pipeline {self.log_pipeline} could not be read, log loss is unknown: "
+            f"{error}",
+            opened_at=now,
+            closed_at=None,
+            evidence={
+                "error": error,
+                "last_error": error,
+                "canaries_given_up": [],
+                "rule": "a log canary's read-back failed; closed by the next read-back that "
+                "succeeds",
+            },
+        )
+        return [self._pipeline_down]
+
+    def _give_up(self, run_id: str) -> None:
+        """Name a canary never read back in the open condition (a failed read opened it)."""
+        down = self._pipeline_down
+        if down is not None:
+            given_up = down.evidence.get("canaries_given_up")
+            named = [*given_up, run_id] if isinstance(given_up, list) else [run_id]
+            self._pipeline_down = replace(
+                down, evidence={**down.evidence, "canaries_given_up": named}
+            )

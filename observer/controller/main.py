@@ -31,7 +31,7 @@ from observer.monitoring.checker import MonitoringChecker
 from observer.monitoring.prometheus import PrometheusHttp
 from observer.probes.catalog import builtin_catalog, quota_probe, with_overrides
 from observer.probes.windows import Calendar, Window, parse_days
-from observer.reports.alerts import AlertmanagerHttp, record_alerts
+from observer.reports.alerts import AlertmanagerHttp, AlertPoller
 from observer.reports.deliver import deliver_written
 from observer.reports.publish import SUFFIXES, build_due
 from observer.settings import ControllerSettings, Settings
@@ -165,6 +165,8 @@ def run_controller(
         metrics,
         cfg.agent_unreachable_grace_seconds,
         controller.detection.node_snapshots,
+        lambda: controller.latest_snapshot,
+        cfg.gpu_sample_interval_seconds,
     )
     observe = loop("fleet", cfg.observe_interval_seconds, observer.observe)
     follow = loop("follow", cfg.follow_interval_seconds, controller.follow)
@@ -179,7 +181,16 @@ def run_controller(
             metrics.monitoring,
             cfg.heartbeat_labels,
         )
-        watch = LagWatch(checker, store, metrics)
+        watch = LagWatch(
+            checker,
+            store,
+            metrics,
+            clock,
+            settings.detectors.monitoring_lag,
+            controller.detection.node_snapshots,
+            controller.runner.active,
+            controller.catalog,
+        )
         loops.append(loop("monitoring", cfg.monitoring_interval_seconds, watch.check))
     loops += _report_loops(settings, store, clock, stop, ReportMetrics(registry), loop)
     launches = [
@@ -235,7 +246,9 @@ def _report_loops(
     def build_and_deliver() -> None:
         written = build_due(store, settings, clock.now(), reports)
         for first in range(0, len(written), len(SUFFIXES)):
-            deliver_written(written[first : first + len(SUFFIXES)], settings, clock, stop, reports)
+            deliver_written(
+                written[first : first + len(SUFFIXES)], settings, clock, stop, store, reports
+            )
 
     loops = [loop("reports", REPORT_BUILD_INTERVAL_SECONDS, build_and_deliver)]
     if settings.reports.alertmanager_url:
@@ -246,9 +259,7 @@ def _report_loops(
             loop(
                 "alerts",
                 settings.reports.alert_poll_interval_seconds,
-                partial(
-                    record_alerts, alerts, store, clock, reports, settings.reports.ignored_alerts
-                ),
+                AlertPoller(alerts, store, clock, reports, settings.reports.ignored_alerts).poll,
             )
         )
     return loops

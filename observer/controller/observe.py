@@ -1,15 +1,25 @@
 """The controller's reading of the fleet: every agent's snapshot, its node-local findings
-stored, its GPUs sampled into the store, and an agent that cannot be read recorded as the
-observer's own blind spot (a condition), never as silence."""
+stored, its GPUs sampled into the store (each with the tenant whose job held it, where the
+scheduler names the job), and an agent that cannot be read recorded as the observer's own
+blind spot (a condition), never as silence."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import replace
-from datetime import datetime
+from datetime import datetime, timedelta
+from functools import partial
 
 from observer.clock import Clock
 from observer.detectors.conditions import ConditionTracker
-from observer.domain import Finding, NodeSnapshot, Severity, Symptom
+from observer.detectors.unreleased import JOB_ID_OWNERS
+from observer.domain import (
+    Finding,
+    NodeSnapshot,
+    SchedulerSnapshot,
+    Severity,
+    Symptom,
+)
 from observer.errors import BackendError
 from observer.fleet.base import Fleet
 from observer.logs import get_logger
@@ -30,9 +40,14 @@ class FleetObserver:
         metrics: ControllerMetrics,
         unreachable_grace_seconds: float,
         latest: dict[str, NodeSnapshot] | None = None,
+        scheduler: Callable[[], SchedulerSnapshot | None] = lambda: None,
+        sample_interval_seconds: float = 0.0,
     ) -> None:
         """`latest` is kept up to date with every agent's last snapshot, by node, for the
-        detectors that compare the scheduler's view with the nodes'."""
+        detectors that compare the scheduler's view with the nodes'. `scheduler` gives the
+        latest scheduler snapshot (None before the first), whose jobs name the tenant of
+        each GPU's processes. A GPU's sample is stored when this many seconds have passed
+        since its last stored one (0: every read)."""
         self._fleet = fleet
         self._store = store
         self._clock = clock
@@ -40,7 +55,14 @@ class FleetObserver:
         self._grace = unreachable_grace_seconds
         self._tracker = ConditionTracker()
         self._known: set[tuple[str, datetime]] | None = None
+        # The agents' open findings, and what was last saved of each one reported: in
+        # memory, so that a cycle over a large fleet writes and reads only what changed.
+        self._open: dict[tuple[str, datetime], Finding] = {}
+        self._saved: dict[tuple[str, datetime], Finding] = {}
         self._latest = latest if latest is not None else {}
+        self._scheduler = scheduler
+        self._sample_interval = timedelta(seconds=sample_interval_seconds)
+        self._stored_at: dict[str, datetime] = {}  # GPU uuid -> its last stored sample's at
 
     def observe(self) -> list[Finding]:
         """Read every agent once; return the findings that opened or closed."""
@@ -56,14 +78,25 @@ class FleetObserver:
         changed = self._tracker.update(symptoms, now)
         self._latest.update((snap.node, snap) for snap in snapshots)
         reported = [f for snap in snapshots for f in snap.findings]
-        gone = self._no_longer_reported(snapshots, reported, now)
         known = self._known_findings()
+        gone = self._no_longer_reported(snapshots, reported, now)
         new = [f for f in reported if (f.key, f.opened_at) not in known]
-        self._store.save_findings([*reported, *gone, *changed])
+        updated = [f for f in reported if self._saved.get((f.key, f.opened_at)) != f]
+        self._store.save_findings([*updated, *gone, *changed])
         known.update((f.key, f.opened_at) for f in reported)
-        self._store.add_gpu_samples(_samples(snapshots))
+        self._saved = {(f.key, f.opened_at): f for f in reported}
+        for finding in [*reported, *gone]:
+            if finding.is_open:
+                self._open[finding.key, finding.opened_at] = finding
+            else:
+                self._open.pop((finding.key, finding.opened_at), None)
+        self._store.add_gpu_samples(
+            [s for s in _samples(snapshots, self._scheduler()) if self._sample_due(s)]
+        )
         opened_or_closed = [*new, *gone, *changed]
-        self._metrics.findings.record(opened_or_closed, self._store.findings(open_only=True))
+        self._metrics.findings.record(
+            opened_or_closed, partial(self._store.findings, open_only=True)
+        )
         for finding in opened_or_closed:
             _log.info(
                 "finding " + ("opened" if finding.is_open else "closed"),
@@ -74,8 +107,21 @@ class FleetObserver:
 
     def _known_findings(self) -> set[tuple[str, datetime]]:
         if self._known is None:  # a restarted controller must not count old findings again
-            self._known = {(f.key, f.opened_at) for f in self._store.findings(open_only=True)}
+            stored = self._store.findings(open_only=True)
+            self._known = {(f.key, f.opened_at) for f in stored}
+            self._open = {
+                (f.key, f.opened_at): f
+                for f in stored
+                if "node" in f.subject and f.detector != AGENT_UNREACHABLE
+            }
         return self._known
+
+    def _sample_due(self, sample: StoredGpuSample) -> bool:
+        last = self._stored_at.get(sample.gpu_uuid)
+        if last is not None and sample.at - last < self._sample_interval:
+            return False
+        self._stored_at[sample.gpu_uuid] = sample.at
+        return True
 
     def _no_longer_reported(
         self, snapshots: list[NodeSnapshot], reported: list[Finding], now: datetime
@@ -90,10 +136,8 @@ class FleetObserver:
                 closed_at=now,
                 evidence={**f.evidence, "closed_because": "its agent no longer reports it"},
             )
-            for f in self._store.findings(open_only=True)
-            if f.subject.get("node") in nodes
-            and f.detector != AGENT_UNREACHABLE
-            and (f.key, f.opened_at) not in current
+            for f in self._open.values()
+            if f.subject.get("node") in nodes and (f.key, f.opened_at) not in current
         ]
 
 
@@ -109,20 +153,41 @@ def _unreachable(agent: str, error: str, grace: float) -> Symptom:
     )
 
 
-def _samples(snapshots: list[NodeSnapshot]) -> list[StoredGpuSample]:
-    return [
-        StoredGpuSample(
-            node=snap.node,
-            gpu_uuid=gpu.identity.uuid,
-            gpu_index=gpu.index,
-            at=gpu.sample.at,
-            utilization_gpu_percent=gpu.sample.utilization_gpu_percent,
-            memory_used_bytes=gpu.sample.memory_used_bytes,
-            memory_total_bytes=gpu.sample.memory_total_bytes,
-            power_milliwatts=gpu.sample.power_milliwatts,
-            process_count=len(gpu.sample.processes) if gpu.sample.processes is not None else None,
-        )
-        for snap in snapshots
-        for gpu in snap.gpus
-        if gpu.identity is not None and gpu.sample is not None
-    ]
+def gpu_tenants(snapshot: NodeSnapshot, tenants: Mapping[str, str]) -> dict[str, str]:
+    """GPU uuid -> the tenant whose job owns the GPU's processes, by `tenants` (job id ->
+    tenant). A GPU whose known processes belong to several tenants has none: it is shared."""
+    found: dict[str, set[str]] = {}
+    for process in snapshot.processes:
+        # A pod is named by its UID, which no JobStatus carries: its GPU keeps no tenant.
+        tenant = tenants.get(process.owner.id) if process.owner.kind in JOB_ID_OWNERS else None
+        if tenant is not None:
+            found.setdefault(process.gpu_uuid, set()).add(tenant)
+    return {uuid: next(iter(names)) for uuid, names in found.items() if len(names) == 1}
+
+
+def _samples(
+    snapshots: list[NodeSnapshot], scheduler: SchedulerSnapshot | None
+) -> list[StoredGpuSample]:
+    tenants = {job.job_id: job.tenant for job in scheduler.jobs} if scheduler else {}
+    samples = []
+    for snap in snapshots:
+        held = gpu_tenants(snap, tenants)
+        samples += [
+            StoredGpuSample(
+                node=snap.node,
+                gpu_uuid=gpu.identity.uuid,
+                gpu_index=gpu.index,
+                at=gpu.sample.at,
+                utilization_gpu_percent=gpu.sample.utilization_gpu_percent,
+                memory_used_bytes=gpu.sample.memory_used_bytes,
+                memory_total_bytes=gpu.sample.memory_total_bytes,
+                power_milliwatts=gpu.sample.power_milliwatts,
+                process_count=(
+                    len(gpu.sample.processes) if gpu.sample.processes is not None else None
+                ),
+                tenant=held.get(gpu.identity.uuid),
+            )
+            for gpu in snap.gpus
+            if gpu.identity is not None and gpu.sample is not None
+        ]
+    return samples

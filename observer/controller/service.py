@@ -49,11 +49,15 @@ class Controller:
         self._metrics = metrics
         self.detection = detection
         self._queues_seen: set[tuple[str, str]] = set()
+        # The last snapshot read, whose jobs name the tenant of each GPU the agents report.
+        self.latest_snapshot: SchedulerSnapshot | None = None
 
     def start(self) -> list[ProbeRun]:
-        """Adopt or reconcile what a previous controller left on the platform."""
+        """Adopt or reconcile what a previous controller left on the platform, and pick up
+        the log checks it left undone."""
         changed = self.runner.reconcile(self.catalog)
         self.detection.runs_changed(changed)
+        self.detection.resume()
         return changed
 
     def launch(self, entry: PlanEntry) -> list[ProbeRun]:
@@ -74,6 +78,7 @@ class Controller:
     def sample_scheduler(self) -> SchedulerSnapshot:
         snapshot = self.backend.snapshot()
         self.store.save_scheduler_snapshot(snapshot)
+        self.latest_snapshot = snapshot
         self.detection.scheduler_sampled(snapshot)
         m = self._metrics
         current: set[tuple[str, str]] = set()

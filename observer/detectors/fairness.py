@@ -4,15 +4,17 @@ state.
 Per occurrence of a window (Monday's night, Tuesday's night...) and per tenant:
 - the waits of the fairness probes (identical one-GPU jobs every tenant submits at the same
   moment), each compared with the other tenants' probes of the same launch batch;
-- the GPUs the tenant received against its entitlement, over the queue samples in which it
-  had jobs pending. The entitlement is weighted max-min fair given every tenant's demand
-  (running + pending GPUs): nobody is entitled to more than it asks, and what one tenant
-  does not ask for is shared by the others in proportion to their weights;
+- the GPUs the tenant received against its entitlement, over the queue samples in which its
+  jobs had been pending longer than the wait rule (a job submitted just before a sample has
+  not yet been through a scheduling cycle: its wait says nothing about the scheduler). The
+  entitlement is weighted max-min fair given every tenant's demand (running + pending GPUs)
+  and the GPUs in service at that sample: nobody is entitled to more than it asks, and what
+  one tenant does not ask for is shared by the others in proportion to their weights;
 - Jain's fairness index over the tenants' received/entitled ratios.
 
 A tenant is *disadvantaged* in an occurrence when its probes waited longer than the others'
 in most launch batches, or when it received less than its entitlement (within a tolerance)
-while it had jobs pending, unless it *over-asked*: it received its entitlement and still
+while its jobs were held pending, unless it *over-asked*: it received its entitlement and still
 wanted more, so its waits are the price of asking beyond its share, not the scheduler's doing.
 
 Rules (each a condition, opened by the tracker):
@@ -27,6 +29,7 @@ from __future__ import annotations
 import math
 import re
 import statistics
+from bisect import bisect_right
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
@@ -171,7 +174,54 @@ def schedulable_gpus(nodes: Iterable[SchedulerNode]) -> int:
     """GPUs of the nodes in service (not drained, down, unresponsive or cordoned): the
     capacity tenants share. Tainted nodes count: GPU nodes are commonly tainted for GPU jobs
     only."""
-    return sum(node.gpus_total for node in nodes if _in_states(node, _IN_SERVICE_STATES))
+    return sum(_in_service_gpus(node) for node in nodes)
+
+
+def _in_service_gpus(node: SchedulerNode) -> int:
+    return node.gpus_total if _in_states(node, _IN_SERVICE_STATES) else 0
+
+
+class NodeChange(Protocol):
+    """A node appeared, changed or left at `at` (storage's StoredNodeChange)."""
+
+    @property
+    def at(self) -> datetime: ...
+    @property
+    def node(self) -> SchedulerNode: ...
+    @property
+    def removed(self) -> bool: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Capacity:
+    """The GPUs tenants share through an occurrence: nodes drained and resumed inside it
+    change it, so each queue sample is judged against the capacity of its own moment."""
+
+    initial_gpus: int
+    steps: tuple[tuple[datetime, int], ...] = ()  # (from when, GPUs), oldest first, in UTC
+
+    def at(self, when: datetime) -> int:
+        i = bisect_right([at for at, _ in self.steps], _utc(when))
+        return self.steps[i - 1][1] if i else self.initial_gpus
+
+
+def capacity_over(
+    nodes_at_start: Iterable[SchedulerNode], changes: Iterable[NodeChange]
+) -> Capacity:
+    """The capacity from the nodes as they were when an occurrence began and their changes
+    during it, oldest first."""
+    nodes = {node.name: node for node in nodes_at_start}
+    gpus = initial = schedulable_gpus(nodes.values())
+    steps = []
+    for change in changes:
+        before = nodes.pop(change.node.name, None)
+        if before is not None:
+            gpus -= _in_service_gpus(before)
+        if not change.removed:
+            nodes[change.node.name] = change.node
+            gpus += _in_service_gpus(change.node)
+        steps.append((_utc(change.at), gpus))
+    return Capacity(initial, tuple(steps))
 
 
 # --- one occurrence ---------------------------------------------------------------------------
@@ -190,8 +240,8 @@ class QueueSample(Protocol):
 class TenantAssessment:
     """One tenant in one occurrence. Waits are medians over the tenant's fairness probes (a
     probe that never started counts with the wait it had when it ended or was assessed, a
-    lower bound); shares are means over the queue samples in which the tenant had jobs
-    pending."""
+    lower bound); shares are means over the queue samples in which the tenant's jobs had been
+    pending longer than the wait rule."""
 
     tenant: str
     weight: float
@@ -222,7 +272,7 @@ class WindowAssessment:
     occurrence: Occurrence
     tenants: tuple[TenantAssessment, ...]  # by tenant name
     batches: int
-    contention_samples: int  # samples in which some tenant had jobs pending
+    contention_samples: int  # samples in which some tenant's jobs had waited beyond the rule
     fairness_index: float | None  # Jain's, over received/entitled in contention samples
 
     def tenant(self, name: str) -> TenantAssessment | None:
@@ -234,24 +284,25 @@ def assess_window(
     fairness_runs: Sequence[ProbeRun],
     queue_samples: Sequence[QueueSample],
     weights: Mapping[str, float],
-    capacity_gpus: int,
+    capacity: Capacity,
     rules: FairnessSettings,
     as_of: datetime | None = None,
 ) -> WindowAssessment:
     """Assess one occurrence from its fairness probe runs and the queue samples taken in it.
-    `capacity_gpus` is the GPUs tenants share (see `schedulable_gpus`); GPUs held by tenants
-    without a weight (other users) are taken off it first, as they are outside the contract.
-    A probe still pending counts as waiting until `as_of` (default: the occurrence's end)."""
+    `capacity` is the GPUs tenants share at each sample (see `capacity_over`); GPUs held by
+    tenants without a weight (other users) are taken off it first, as they are outside the
+    contract. A probe still pending counts as waiting until `as_of` (default: the
+    occurrence's end)."""
     as_of = as_of or occurrence.end
     waits = [w for run in fairness_runs if (w := _wait(run, as_of)) is not None]
     batches = _batches(waits, rules.batch_gap_seconds)
-    samples = _group_samples(queue_samples, weights, capacity_gpus)
+    samples = _group_samples(queue_samples, weights, capacity, rules.disadvantage_wait_seconds)
     tenants = sorted({w.tenant for w in waits} | {t for s in samples for t in s.demand})
     assessed = tuple(
         _assess_tenant(tenant, weights.get(tenant, 0.0), waits, batches, samples, rules)
         for tenant in tenants
     )
-    contention = [s for s in samples if any(s.pending.values())]
+    contention = [s for s in samples if s.held]
     received = {t: sum(s.running.get(t, 0) for s in contention) for t in tenants}
     entitled = {t: sum(s.entitled.get(t, 0.0) for s in contention) for t in tenants}
     return WindowAssessment(
@@ -275,8 +326,8 @@ class _Wait:
 class _Sample:
     demand: Mapping[str, int]
     running: Mapping[str, int]
-    pending: Mapping[str, int]
     entitled: Mapping[str, float]
+    held: frozenset[str]  # tenants whose jobs had been pending longer than the wait rule
 
 
 def _wait(run: ProbeRun, as_of: datetime) -> _Wait | None:
@@ -305,26 +356,32 @@ def _batches(waits: Sequence[_Wait], gap_seconds: float) -> list[list[_Wait]]:
 
 
 def _group_samples(
-    queue_samples: Sequence[QueueSample], weights: Mapping[str, float], capacity_gpus: int
+    queue_samples: Sequence[QueueSample],
+    weights: Mapping[str, float],
+    capacity: Capacity,
+    held_seconds: float,
 ) -> list[_Sample]:
     by_at: dict[datetime, list[QueueState]] = {}
     for sample in queue_samples:
         by_at.setdefault(sample.at, []).append(sample.state)
     samples = []
-    for _, states in sorted(by_at.items()):
+    for at, states in sorted(by_at.items()):
         running: dict[str, int] = {}
         pending: dict[str, int] = {}
+        held: set[str] = set()
         for state in states:
             running[state.tenant] = running.get(state.tenant, 0) + state.running_gpus
             pending[state.tenant] = pending.get(state.tenant, 0) + state.pending_gpus
+            if state.pending_gpus and state.longest_wait_seconds > held_seconds:
+                held.add(state.tenant)
         others = sum(gpus for tenant, gpus in running.items() if tenant not in weights)
         demand = {t: running[t] + pending[t] for t in running if t in weights}
         samples.append(
             _Sample(
                 demand=demand,
                 running={t: running[t] for t in demand},
-                pending={t: pending[t] for t in demand},
-                entitled=entitlements(weights, demand, capacity_gpus - others),
+                entitled=entitlements(weights, demand, capacity.at(at) - others),
+                held=frozenset(held & demand.keys()),
             )
         )
     return samples
@@ -354,7 +411,7 @@ def _assess_tenant(
         others_medians.append(statistics.median(w.seconds for w in others))
         if own_low - others_high > rules.disadvantage_wait_seconds:
             longer += 1
-    pending = [s for s in samples if s.pending.get(tenant, 0) > 0]
+    pending = [s for s in samples if tenant in s.held]
     demand = _mean(s.demand[tenant] for s in pending)
     received = _mean(s.running[tenant] for s in pending)
     entitled = _mean(s.entitled[tenant] for s in pending)
@@ -455,8 +512,9 @@ def _persistence(
         f"window: its fairness probes waited more than {rules.disadvantage_wait_seconds:g} s "
         f"longer than the other tenants' in most launch batches, or it received less than "
         f"{1 - rules.disadvantage_share_tolerance:.0%} of its entitled GPUs (weighted max-min "
-        "fair given every tenant's demand) while it had jobs pending; never when it received "
-        "its share and asked for more",
+        f"fair given every tenant's demand) while its jobs had been pending more than "
+        f"{rules.disadvantage_wait_seconds:g} s; never when it received its share and asked "
+        "for more",
         evidence={
             "tenant": tenant,
             "window": window,

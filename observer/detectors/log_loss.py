@@ -1,6 +1,7 @@
 """Log loss, from the lines of one log-canary run as the log backend delivered them.
 
-The canary writes `observer-canary run=<run_id> seq=<n> ts=<unix seconds>` for n = 0..N-1.
+The canary writes `observer-canary run=<run_id> seq=<n> ts=<unix seconds>` for n = 0..N-1,
+padded ones followed by ` pad=<k>:` and k times "x" (a burst past rotation thresholds).
 Rules (each run is one Event):
 - log_loss: every line must arrive exactly once and in order. Missing lines are critical;
   duplicated, out-of-order, torn (malformed) lines and sequence numbers the canary never
@@ -24,8 +25,10 @@ from observer.domain import CANARY_MARK, Finding, FindingKind, JsonValue, Severi
 from observer.settings import LogLossSettings
 
 _CANARY = re.compile(
-    rf"{CANARY_MARK} run=(?P<run>\S+) seq=(?P<seq>\d+) ts=(?P<ts>\d+(?:\.\d+)?)(?:\s|$)"
+    rf"{CANARY_MARK} run=(?P<run>\S+) seq=(?P<seq>\d+) ts=(?P<ts>\d+(?:\.\d+)?)"
+    r"(?: pad=(?P<pad>\S*))?(?:\s|$)"
 )
+_PADDING = re.compile(r"(?P<count>\d+):(?P<pad>x*)")
 Cause = Literal["rotation", "gap"]
 # Evidence stays readable when a pipeline loses every other line: the first ranges, and totals
 MAX_EVIDENCE_RANGES = 50
@@ -118,9 +121,15 @@ class CanaryReport:
 
 
 def parse_canary(line: str) -> CanaryLine | None:
+    """The canary line in `line`, or None; a padded line cut short (a pipeline's line-size
+    limit, a runtime splitting long lines) is None too: not a whole canary line."""
     match = _CANARY.search(line)
     if match is None:
         return None
+    if match["pad"] is not None:
+        padding = _PADDING.fullmatch(match["pad"])
+        if padding is None or int(padding["count"]) != len(padding["pad"]):
+            return None
     seconds, _, fraction = match["ts"].partition(".")
     written_at = datetime.fromtimestamp(int(seconds), UTC).replace(
         microsecond=int(fraction[:6].ljust(6, "0"))

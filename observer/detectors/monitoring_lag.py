@@ -61,7 +61,9 @@ class BusyProbeReading:
     run_id: str
     gpu_uuid: str
     started_at: datetime  # when the probe's workload began keeping the GPU busy
-    first_busy_at: datetime | None  # first scrape that showed it busy; None: not yet
+    # When Prometheus first showed it busy: the first busy sample's time, or, for a sample
+    # that arrived late, the last check that had not seen it; None: not yet.
+    first_busy_at: datetime | None
 
 
 @dataclass(frozen=True, slots=True)

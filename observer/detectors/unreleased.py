@@ -1,52 +1,83 @@
 """Unreleased resources as the scheduler counts them, compared with what the node agents see.
 
-Rules (conditions, each opened after the grace period):
+Rules (conditions):
 - allocated_without_job: the scheduler counts more GPUs allocated on a node than the jobs it
-  reports running there hold (pods stuck Terminating, jobs stuck completing, leaked
-  allocations);
+  shows there hold (leaked allocations, quota never given back);
+- stuck_terminating: a job the platform is ending (a pod Terminating, a Slurm job COMPLETING)
+  still holds its GPUs beyond the grace period. Its GPUs are explained by the job, so they
+  are not allocated_without_job too: one problem, one finding;
 - kill_task_failed: a node drained because the platform could not kill a job's processes.
-Each finding says which layers agree: the scheduler's (always, it raised it) and the node's
-(the agent's GPUs busy or held beyond what running jobs explain: the GPUs are really held;
-idle: only the accounting leaks; no agent: unknown)."""
+Each finding compares the layers (`layers`): which see the GPUs held, which see them released,
+and which could not look (no fresh agent snapshot, owners it cannot match: 'unknown', never
+'released')."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from datetime import datetime
 
-from observer.domain import JobPhase, NodeSnapshot, SchedulerSnapshot, Severity, Symptom
+from observer.domain import (
+    AttributedProcess,
+    GpuReading,
+    JobStatus,
+    JsonValue,
+    NodeSnapshot,
+    OwnerKind,
+    SchedulerSnapshot,
+    Severity,
+    Symptom,
+)
 
 KILL_TASK_FAILED = "Kill task failed"
+HELD, RELEASED, UNKNOWN = "held", "released", "unknown"
+# Owners the agent names by the scheduler's own job id; a pod is named by its uid.
+JOB_ID_OWNERS = (OwnerKind.SLURM_JOB, OwnerKind.JOB)
 
 
 def evaluate(
-    snapshot: SchedulerSnapshot, nodes: Mapping[str, NodeSnapshot], grace_seconds: float
+    snapshot: SchedulerSnapshot,
+    nodes: Mapping[str, NodeSnapshot],
+    now: datetime,
+    *,
+    grace_seconds: float,
+    stuck_grace_seconds: float,
+    snapshot_max_age_seconds: float,
+    memory_tolerance_bytes: int,
 ) -> list[Symptom]:
+    def fresh(name: str) -> NodeSnapshot | None:
+        return fresh_snapshot(nodes.get(name), now, snapshot_max_age_seconds)
+
     held: dict[str, float] = {}
+    symptoms = []
     for job in snapshot.jobs:
-        if job.phase is JobPhase.RUNNING and job.nodes:
+        if job.nodes and (not job.phase.finished or job.ending_since is not None):
             for name in job.nodes:
                 held[name] = held.get(name, 0.0) + job.gpus / len(job.nodes)
-    symptoms = []
+        if job.ending_since is not None:
+            agents = [(name, fresh(name)) for name in job.nodes]
+            symptoms.append(_stuck(job, job.ending_since, agents, stuck_grace_seconds))
     for node in snapshot.nodes:
+        agent = fresh(node.name)
         excess = node.gpus_allocated - held.get(node.name, 0.0)
-        layers = {"scheduler": "agrees", "node": _node_layer(nodes.get(node.name))}
         if excess >= 1:
+            seen = _node_sees_excess(agent, held.get(node.name, 0.0), memory_tolerance_bytes)
             symptoms.append(
                 Symptom(
                     detector="allocated_without_job",
                     subject={"node": node.name},
                     severity=Severity.CRITICAL,
                     summary=f"{node.name}: the scheduler counts {node.gpus_allocated} GPUs "
-                    f"allocated but its running jobs hold {held.get(node.name, 0.0):g}",
-                    rule="GPUs allocated on the node exceed those of the jobs running there, "
-                    f"for {grace_seconds:g} s",
+                    f"allocated but its jobs hold {held.get(node.name, 0.0):g}",
+                    rule="GPUs allocated on the node exceed those of the jobs the scheduler "
+                    f"shows there (running or ending), for {grace_seconds:g} s",
                     evidence={
                         "gpus_total": node.gpus_total,
                         "gpus_allocated": node.gpus_allocated,
-                        "gpus_of_running_jobs": held.get(node.name, 0.0),
+                        "gpus_of_jobs": held.get(node.name, 0.0),
                         "excess_gpus": excess,
                         "node_state": node.state,
-                        "layers": layers,
+                        "layers": layers(scheduler=HELD, node=seen),
+                        "node_findings": open_node_findings(agent),
                     },
                     hold_seconds=grace_seconds,
                 )
@@ -60,14 +91,129 @@ def evaluate(
                     summary=f"{node.name} is {node.state}: {node.reason}",
                     rule="the node was taken out of service because a job's processes could "
                     "not be killed",
-                    evidence={"node_state": node.state, "reason": node.reason, "layers": layers},
+                    evidence={
+                        "node_state": node.state,
+                        "reason": node.reason,
+                        "layers": layers(scheduler=HELD, node=_node_sees_any(agent)),
+                        "node_findings": open_node_findings(agent),
+                    },
                 )
             )
     return symptoms
 
 
-def _node_layer(node: NodeSnapshot | None) -> str:
-    """What the node's agent says of its GPUs: 'holds' work, 'idle', or 'unknown'."""
-    if node is None or not node.gpus:
-        return "unknown"
-    return "holds" if node.processes else "idle"
+def _stuck(
+    job: JobStatus,
+    ending_since: datetime,
+    agents: Sequence[tuple[str, NodeSnapshot | None]],
+    grace_seconds: float,
+) -> Symptom:
+    where = ",".join(job.nodes)
+    return Symptom(
+        detector="stuck_terminating",
+        subject={"job_id": job.job_id, "tenant": job.tenant, "node": where},
+        severity=Severity.CRITICAL,
+        summary=f"{job.job_id} of {job.tenant} still holds {job.gpus} GPUs on {where}, "
+        f"ending since {ending_since.isoformat()}",
+        rule="a job the platform is ending (pod Terminating, Slurm job COMPLETING) still "
+        f"holds its GPUs {grace_seconds:g} s after it began ending",
+        evidence={
+            "job_id": job.job_id,
+            "run_id": job.run_id,
+            "tenant": job.tenant,
+            "gpus": job.gpus,
+            "nodes": list(job.nodes),
+            "phase": job.phase.value,
+            "reason": job.reason,
+            "message": job.message,
+            "ending_since": ending_since.isoformat(),
+            "grace_seconds": grace_seconds,
+            "layers": layers(scheduler=HELD, node=_nodes_see_job(job.job_id, agents)),
+            "node_findings": [f for _, agent in agents for f in open_node_findings(agent)],
+        },
+        hold_seconds=grace_seconds,
+        since=ending_since,
+    )
+
+
+def layers(**seen: str) -> dict[str, JsonValue]:
+    """Each layer's word (held / released / unknown), and which agree that the resources are
+    held and which disagree."""
+    return {
+        **seen,
+        "agree": [layer for layer, word in seen.items() if word == HELD],
+        "disagree": [layer for layer, word in seen.items() if word == RELEASED],
+    }
+
+
+def fresh_snapshot(
+    snapshot: NodeSnapshot | None, now: datetime, max_age_seconds: float
+) -> NodeSnapshot | None:
+    """The agent's snapshot if it still speaks for the node now; a stale one is silence."""
+    if snapshot is None or (now - snapshot.at).total_seconds() > max_age_seconds:
+        return None
+    return snapshot
+
+
+def memory_above_baseline(gpu: GpuReading) -> int | None:
+    """Memory used beyond the driver's learned baseline; None when either is unknown."""
+    if gpu.sample is None or gpu.sample.memory_used_bytes is None:
+        return None
+    if gpu.baseline_memory_bytes is None:
+        return None
+    return max(0, gpu.sample.memory_used_bytes - gpu.baseline_memory_bytes)
+
+
+def job_processes(job_id: str, snapshot: NodeSnapshot) -> list[AttributedProcess]:
+    return [p for p in snapshot.processes if p.owner.kind in JOB_ID_OWNERS and p.owner.id == job_id]
+
+
+def open_node_findings(
+    snapshot: NodeSnapshot | None, gpu_uuids: Sequence[str] = ()
+) -> list[dict[str, JsonValue]]:
+    """The agent's open node-local findings, on these GPUs only when they are given."""
+    if snapshot is None:
+        return []
+    return [
+        {"detector": f.detector, **f.subject}
+        for f in snapshot.findings
+        if f.is_open and (not gpu_uuids or f.subject.get("gpu_uuid") in gpu_uuids)
+    ]
+
+
+def _node_sees_excess(agent: NodeSnapshot | None, explained: float, tolerance: int) -> str:
+    """'held' when the agent sees more GPUs in use than the node's jobs explain."""
+    if agent is None or not agent.gpus:
+        return UNKNOWN
+    busy = unknown = 0
+    for gpu in agent.gpus:
+        above = memory_above_baseline(gpu)
+        if any(p.gpu_index == gpu.index for p in agent.processes) or (above or 0) > tolerance:
+            busy += 1
+        elif above is None:
+            unknown += 1
+    if busy > explained:
+        return HELD
+    return UNKNOWN if unknown else RELEASED
+
+
+def _node_sees_any(agent: NodeSnapshot | None) -> str:
+    if agent is None or not agent.gpus:
+        return UNKNOWN
+    return HELD if agent.processes else RELEASED
+
+
+def _nodes_see_job(job_id: str, agents: Sequence[tuple[str, NodeSnapshot | None]]) -> str:
+    """'held' when an agent shows the job's processes; 'released' only when every node's
+    agent answered and shows none, nor any process it cannot match to a job id."""
+    words = set()
+    for _, agent in agents:
+        if agent is None:
+            words.add(UNKNOWN)
+        elif job_processes(job_id, agent):
+            return HELD
+        elif any(p.owner.kind not in JOB_ID_OWNERS for p in agent.processes):
+            words.add(UNKNOWN)
+        else:
+            words.add(RELEASED)
+    return UNKNOWN if UNKNOWN in words or not words else RELEASED

@@ -32,6 +32,7 @@ from observer.monitoring.prometheus import (
     MonitoringError,
     PrometheusApi,
     PrometheusUnreachableError,
+    SeriesSamples,
     selector,
 )
 from observer.settings import MonitoringLagSettings
@@ -44,12 +45,13 @@ HEARTBEAT_LOOKBACK_SECONDS = 300.0
 
 @dataclass(frozen=True, slots=True)
 class FlatlineWatch:
-    """A series to compare: its selector in Prometheus (one series) and the agent's own
-    readings of it over the flat-line window."""
+    """A series to compare: the metric and labels that pick it out in Prometheus, and the
+    agent's own readings of it over the flat-line window, (read at, value), oldest first."""
 
     series: str
-    selector: str
-    agent_values: Sequence[float]
+    metric: str
+    labels: Mapping[str, str]
+    agent_readings: Sequence[tuple[datetime, float]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,6 +88,8 @@ class MonitoringChecker:
         self._metrics = metrics
         self._heartbeat_selector = selector(HEARTBEAT_METRIC, heartbeat_labels)
         self._published: set[str] = set()
+        # (run, GPU) -> the last check that did not see the busy probe's GPU busy yet.
+        self._unseen: dict[tuple[str, str], datetime] = {}
 
     def check(
         self, flatlines: Sequence[FlatlineWatch] = (), busy_probes: Sequence[BusyProbe] = ()
@@ -99,14 +103,18 @@ class MonitoringChecker:
             heartbeat=heartbeat,
             freshness=reader.read(FRESHNESS, self._read_freshness, {}),
             targets=reader.read(SCRAPE, self._api.targets, []),
-            flatlines=reader.read(
-                FLATLINE, lambda: [self._read_flatline(w) for w in flatlines], []
-            ),
+            flatlines=reader.read(FLATLINE, lambda: self._read_flatlines(flatlines), []),
             busy_probes=reader.read(
                 GPU_BUSY_LAG, lambda: [self._read_busy(p, now) for p in busy_probes], []
             ),
             read_errors=reader.errors,
         )
+        if GPU_BUSY_LAG not in view.read_errors:
+            self._unseen = {
+                key: now if p.first_busy_at is None else self._unseen[key]
+                for p in view.busy_probes
+                if (key := (p.run_id, p.gpu_uuid)) in self._unseen or p.first_busy_at is None
+            }
         self._publish(monitoring_lag.lag_seconds(view, self._settings))
         return CheckResult(view, monitoring_lag.evaluate(view, self._settings))
 
@@ -129,26 +137,40 @@ class MonitoringChecker:
             for series in self._settings.freshness_series
         }
 
-    def _read_flatline(self, watch: FlatlineWatch) -> FlatlineReading:
-        series = self._api.series(watch.selector, self._settings.flatline_window_seconds)
-        return FlatlineReading(
-            series=watch.series,
-            prometheus_values=[v for s in series for _, v in s.points],
-            agent_values=watch.agent_values,
-        )
+    def _read_flatlines(self, watches: Sequence[FlatlineWatch]) -> list[FlatlineReading]:
+        # One read per metric, not per series: a fleet's GPUs are thousands of series.
+        window = self._settings.flatline_window_seconds
+        by_label: dict[tuple[str, str, str], list[SeriesSamples]] = {}
+        for metric in sorted({w.metric for w in watches}):
+            for series in self._api.series(metric, window):
+                for label in series.labels.items():
+                    by_label.setdefault((metric, *label), []).append(series)
+        readings = []
+        for watch in watches:
+            wanted = watch.labels.items()
+            some = next(iter(wanted), ("__name__", watch.metric))
+            found = by_label.get((watch.metric, *some), [])
+            readings.append(_flatline(watch, [s for s in found if wanted <= s.labels.items()]))
+        return readings
 
     def _read_busy(self, probe: BusyProbe, now: datetime) -> BusyProbeReading:
         rules = self._settings
         gpu = selector(rules.gpu_utilization_metric, {rules.gpu_uuid_label: probe.gpu_uuid})
         window = max((now - probe.started_at).total_seconds(), 1.0)
         points = sorted(p for s in self._api.series(gpu, window) for p in s.points)
+        shown = monitoring_lag.first_busy(
+            points, probe.started_at, rules.busy_utilization_threshold_ratio
+        )
+        # A sample stamped before an earlier check that did not see it arrived late (remote
+        # write, a stalled ingester): it was shown no earlier than that check.
+        unseen = self._unseen.get((probe.run_id, probe.gpu_uuid))
+        if shown is not None and unseen is not None:
+            shown = max(shown, unseen)
         return BusyProbeReading(
             run_id=probe.run_id,
             gpu_uuid=probe.gpu_uuid,
             started_at=probe.started_at,
-            first_busy_at=monitoring_lag.first_busy(
-                points, probe.started_at, rules.busy_utilization_threshold_ratio
-            ),
+            first_busy_at=shown,
         )
 
     def _publish(self, lags: Mapping[str, float]) -> None:
@@ -180,3 +202,17 @@ class _Reader:
             self.errors[check] = self._unreachable
         self._metrics.check_errors_total.labels(check).inc()
         return unread
+
+
+def _flatline(watch: FlatlineWatch, series: Sequence[SeriesSamples]) -> FlatlineReading:
+    points = sorted(p for s in series for p in s.points)
+    # Over the stretch Prometheus covers only: a series it has just regained (its target
+    # was down) or that arrives late is not flat because the agent saw it move outside
+    # that stretch; lateness is the heartbeat's and freshness's to report.
+    agent = []
+    if points:
+        first, last = points[0][0], points[-1][0]
+        agent = [v for at, v in watch.agent_readings if first <= at <= last]
+    return FlatlineReading(
+        series=watch.series, prometheus_values=[v for _, v in points], agent_values=agent
+    )

@@ -94,6 +94,19 @@ def builtin_catalog(gpus_per_node: int) -> dict[str, ProbeSpec]:
             Expectation.SUCCEED,
         ),
         ProbeSpec(
+            "log-burst",
+            "12,000 sequenced lines of 1 KiB as fast as they can be written: 12 MiB, past "
+            "kubelet's 10 MiB containerLogMaxSize and logrotate's size thresholds",
+            Workload(
+                1,
+                duration_seconds=2 * minute,
+                behaviour=Behaviour.LOG_CANARY,
+                log_lines=12_000,
+                log_line_bytes=1024,
+            ),
+            Expectation.SUCCEED,
+        ),
+        ProbeSpec(
             "gpu-busy",
             "a known busy interval, for the monitoring-lag check",
             Workload(1, duration_seconds=5 * minute, behaviour=Behaviour.GPU_BUSY),
@@ -133,7 +146,8 @@ def with_overrides(
     catalog: dict[str, ProbeSpec], overrides: Mapping[str, Mapping[str, Any]]
 ) -> dict[str, ProbeSpec]:
     """The catalog with per-probe changes applied: workload fields (duration_seconds,
-    gpus_per_node, nodes, log_lines, log_interval_seconds) and copies, deadline_seconds."""
+    gpus_per_node, nodes, log_lines, log_interval_seconds, log_line_bytes) and copies,
+    deadline_seconds."""
     unknown = sorted(overrides.keys() - catalog.keys())
     if unknown:
         raise KeyError(", ".join(unknown))

@@ -2,12 +2,12 @@
 store as firings (one per fingerprint and start) so that a day's report can count them.
 
 Alertmanager forgets an alert soon after it resolves, so the firings are polled while they
-fire (`record_alerts`, on a loop) rather than asked for afterwards."""
+fire (`AlertPoller`, on a loop) rather than asked for afterwards."""
 
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from types import TracebackType
 from typing import Any, Protocol, Self
@@ -15,9 +15,13 @@ from typing import Any, Protocol, Self
 import httpx
 
 from observer.clock import Clock
+from observer.detectors.conditions import ConditionTracker
+from observer.domain import Severity, Symptom
 from observer.errors import BackendError
 from observer.metrics import ReportMetrics
 from observer.storage.store import Store, StoredAlert
+
+ALERTMANAGER_UNREACHABLE = "alertmanager_unreachable"
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,33 +108,70 @@ def _instant(text: str) -> datetime:
     return at
 
 
-def record_alerts(
-    source: AlertSource,
-    store: Store,
-    clock: Clock,
-    metrics: ReportMetrics,
-    ignored: Collection[str] = (),
-) -> int:
-    """Read what fires now and store it; returns how many firings were stored. A failed read
-    is counted and raised for the loop to record: it is never taken for 'nothing firing'."""
-    try:
-        firing = [a for a in source.firing() if a.name not in ignored]
-    except BackendError:
-        metrics.alert_source_errors_total.inc()
-        raise
-    now = clock.now()
-    store.save_alerts(
-        StoredAlert(
-            fingerprint=a.fingerprint,
-            name=a.name,
-            severity=a.severity,
-            starts_at=a.starts_at,
-            ends_at=a.ends_at,
-            last_seen_at=now,
-            labels=a.labels,
-            summary=a.summary,
+class AlertPoller:
+    """Reads what fires now and stores it, on the controller's loop. A read that fails opens
+    the alertmanager_unreachable condition, closed by the next good read: the alert count's
+    blind time, so that a day without stored alerts is not read as a day without alerts."""
+
+    def __init__(
+        self,
+        source: AlertSource,
+        store: Store,
+        clock: Clock,
+        metrics: ReportMetrics,
+        ignored: Collection[str] = (),
+    ) -> None:
+        self._source = source
+        self._store = store
+        self._clock = clock
+        self._metrics = metrics
+        self._ignored = frozenset(ignored)
+        self._tracker = ConditionTracker()
+        self._started = False
+
+    def poll(self) -> int:
+        """Store the firings read now; returns how many. A failed read is counted, recorded
+        and raised for the loop: it is never taken for 'nothing firing'."""
+        now = self._clock.now()
+        if not self._started:
+            self._close_left_open(now)
+            self._started = True
+        try:
+            firing = [a for a in self._source.firing() if a.name not in self._ignored]
+        except BackendError as exc:
+            self._metrics.alert_source_errors_total.inc()
+            self._store.save_findings(self._tracker.update([_unreachable(str(exc))], now))
+            raise
+        self._store.save_findings(self._tracker.update([], now))
+        self._store.save_alerts(
+            StoredAlert(
+                fingerprint=a.fingerprint,
+                name=a.name,
+                severity=a.severity,
+                starts_at=a.starts_at,
+                ends_at=a.ends_at,
+                last_seen_at=now,
+                labels=a.labels,
+                summary=a.summary,
+            )
+            for a in firing
         )
-        for a in firing
+        self._metrics.alerts_firing.set(len(firing))
+        return len(firing)
+
+    def _close_left_open(self, now: datetime) -> None:
+        """A condition a previous controller left open ends now: alerts went unread until
+        this one started polling."""
+        left = self._store.findings(open_only=True, detector=ALERTMANAGER_UNREACHABLE)
+        self._store.save_findings(replace(f, closed_at=now) for f in left)
+
+
+def _unreachable(error: str) -> Symptom:
+    return Symptom(
+        detector=ALERTMANAGER_UNREACHABLE,
+        subject={"source": "alertmanager"},
+        severity=Severity.WARNING,
+        summary="Alertmanager cannot be read: alerts firing now are not counted",
+        rule="a poll of Alertmanager's /api/v2/alerts failed",
+        evidence={"error": error},
     )
-    metrics.alerts_firing.set(len(firing))
-    return len(firing)

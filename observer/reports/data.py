@@ -11,7 +11,9 @@ from datetime import datetime, timedelta
 from observer.domain import Finding, ProbeRun, SchedulerNode
 from observer.probes.windows import Calendar
 from observer.storage.store import (
+    GpuSampleCounts,
     StoredAlert,
+    StoredDelivery,
     StoredGpuSample,
     StoredIntervention,
     StoredNodeChange,
@@ -53,6 +55,14 @@ class UtilizationHistogram:
         for percent in percents:
             counts[min(max(percent, 0), 100)] += 1
         return cls(tuple(counts))
+
+    @classmethod
+    def of_counts(cls, counts: Iterable[tuple[int, int]]) -> UtilizationHistogram:
+        """From (percent, samples) pairs."""
+        tally = [0] * _PERCENTS
+        for percent, samples in counts:
+            tally[min(max(percent, 0), 100)] += samples
+        return cls(tuple(tally))
 
     def plus(self, other: UtilizationHistogram) -> UtilizationHistogram:
         return UtilizationHistogram(
@@ -109,14 +119,15 @@ def _plus_all(
 
 @dataclass(frozen=True, slots=True)
 class GpuUsage:
-    """Agents' GPU samples of a period, reduced: utilisation overall, per pool, per window
-    and per local hour of day; which nodes were sampled; samples whose utilisation could not
-    be read."""
+    """Agents' GPU samples of a period, reduced: utilisation overall, per pool, per window,
+    per local hour of day and per tenant whose job held the GPU (samples attributed to one);
+    which nodes were sampled; samples whose utilisation could not be read."""
 
     overall: UtilizationHistogram = UtilizationHistogram()
     by_pool: Mapping[str, UtilizationHistogram] = field(default_factory=dict)
     by_window: Mapping[str, UtilizationHistogram] = field(default_factory=dict)
     by_hour: Mapping[str, UtilizationHistogram] = field(default_factory=dict)  # "00".."23"
+    by_tenant: Mapping[str, UtilizationHistogram] = field(default_factory=dict)
     nodes: frozenset[str] = frozenset()
     unread_samples: int = 0
 
@@ -126,6 +137,7 @@ class GpuUsage:
             by_pool=_plus_all(self.by_pool, other.by_pool),
             by_window=_plus_all(self.by_window, other.by_window),
             by_hour=_plus_all(self.by_hour, other.by_hour),
+            by_tenant=_plus_all(self.by_tenant, other.by_tenant),
             nodes=self.nodes | other.nodes,
             unread_samples=self.unread_samples + other.unread_samples,
         )
@@ -140,6 +152,7 @@ def gpu_usage(
     by_pool: dict[str, list[int]] = {}
     by_window: dict[str, list[int]] = {}
     by_hour: dict[str, list[int]] = {}
+    by_tenant: dict[str, list[int]] = {}
     nodes: set[str] = set()
     unread = 0
     windows: dict[datetime, list[str]] = {}
@@ -159,6 +172,8 @@ def gpu_usage(
             by_window.setdefault(name, []).append(percent)
         hour = f"{sample.at.astimezone(calendar.timezone).hour:02d}"
         by_hour.setdefault(hour, []).append(percent)
+        if sample.tenant is not None:
+            by_tenant.setdefault(sample.tenant, []).append(percent)
 
     def reduce(groups: dict[str, list[int]]) -> dict[str, UtilizationHistogram]:
         return {key: UtilizationHistogram.of(groups[key]) for key in sorted(groups)}
@@ -168,6 +183,61 @@ def gpu_usage(
         by_pool=reduce(by_pool),
         by_window=reduce(by_window),
         by_hour=reduce(by_hour),
+        by_tenant=reduce(by_tenant),
+        nodes=frozenset(nodes),
+        unread_samples=unread,
+    )
+
+
+def counts_are_exact(calendar: Calendar) -> bool:
+    """Whether samples counted per UTC minute reduce exactly as the samples themselves: the
+    windows begin and end on whole minutes (and every zone in use today is offset from UTC
+    by whole minutes), so a minute's windows and local hour are those of its every instant."""
+    return all(
+        t.second == 0 and t.microsecond == 0 for w in calendar.windows for t in (w.start, w.end)
+    )
+
+
+def gpu_usage_of_counts(
+    counts: GpuSampleCounts, pools: Mapping[str, str | None], calendar: Calendar
+) -> GpuUsage:
+    """gpu_usage over samples counted by the database (see counts_are_exact)."""
+    overall: list[tuple[int, int]] = []
+    by_pool: dict[str, list[tuple[int, int]]] = {}
+    by_window: dict[str, list[tuple[int, int]]] = {}
+    by_hour: dict[str, list[tuple[int, int]]] = {}
+    by_tenant: dict[str, list[tuple[int, int]]] = {}
+    nodes: set[str] = set()
+    unread = 0
+    for node, maybe_percent, samples in counts.by_node:
+        nodes.add(node)
+        if maybe_percent is None:
+            unread += samples
+        else:
+            by_pool.setdefault(pools.get(node) or NO_POOL, []).append((maybe_percent, samples))
+    # A minute's windows and local hour, looked up once for its up to 101 rows.
+    placed: dict[datetime, tuple[list[str], str]] = {}
+    for minute, percent, samples in counts.by_minute:
+        overall.append((percent, samples))
+        place = placed.get(minute)
+        if place is None:
+            hour = f"{minute.astimezone(calendar.timezone).hour:02d}"
+            place = placed[minute] = (calendar.windows_at(minute), hour)
+        for name in place[0]:
+            by_window.setdefault(name, []).append((percent, samples))
+        by_hour.setdefault(place[1], []).append((percent, samples))
+    for tenant, percent, samples in counts.by_tenant:
+        by_tenant.setdefault(tenant, []).append((percent, samples))
+
+    def reduce(groups: dict[str, list[tuple[int, int]]]) -> dict[str, UtilizationHistogram]:
+        return {key: UtilizationHistogram.of_counts(groups[key]) for key in sorted(groups)}
+
+    return GpuUsage(
+        overall=UtilizationHistogram.of_counts(overall),
+        by_pool=reduce(by_pool),
+        by_window=reduce(by_window),
+        by_hour=reduce(by_hour),
+        by_tenant=reduce(by_tenant),
         nodes=frozenset(nodes),
         unread_samples=unread,
     )
@@ -259,6 +329,7 @@ class ReportContext:
     snapshot_interval_seconds: float
     soak_started_at: datetime
     ignored_alerts: frozenset[str] = frozenset()
+    delivery_channels: tuple[str, ...] = ()  # where reports go besides the directory
     canary_probes: frozenset[str] = frozenset({"log-canary"})
     busy_probes: frozenset[str] = frozenset({"gpu-busy"})
     fairness_probes: frozenset[str] = frozenset({"fairness"})
@@ -268,8 +339,9 @@ class ReportContext:
 class PeriodData:
     """Everything stored about one period. `runs`: submitted in it; `findings`: active at
     some moment of it; `queue_samples`, `node_changes`, `alerts` (started), `interventions`
-    (recorded): within it; `nodes_at_start`: every node as it was at its start; `gpu` and
-    `allocation`: the period's GPU samples and node log, reduced."""
+    (recorded), `deliveries` (of earlier reports, made in it): within it; `nodes_at_start`:
+    every node as it was at its start; `gpu` and `allocation`: the period's GPU samples and
+    node log, reduced."""
 
     period: Period
     runs: Sequence[ProbeRun] = ()
@@ -281,3 +353,4 @@ class PeriodData:
     allocation: Allocation = Allocation()
     alerts: Sequence[StoredAlert] = ()
     interventions: Sequence[StoredIntervention] = ()
+    deliveries: Sequence[StoredDelivery] = ()

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import Sequence
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +28,7 @@ from observer.reports.notify import (
     deliver_all,
 )
 from observer.settings import DeliverySettings, Settings
+from observer.storage.store import DELIVERY_FAILED, Store, StoredDelivery
 
 # The headline figures a short summary shows, as the JSON report names them.
 SUMMARY_KEYS = (
@@ -41,6 +43,18 @@ SUMMARY_KEYS = (
     "blind_seconds",
     "recommendation",
 )
+
+
+def configured_channels(cfg: DeliverySettings) -> tuple[str, ...]:
+    """The names of the channels `channels` builds: where reports go besides the directory."""
+    settings = (
+        ("slack", cfg.slack_url),
+        ("feishu", cfg.feishu_url),
+        ("dingtalk", cfg.dingtalk_url),
+        ("wecom", cfg.wecom_url),
+        ("email", cfg.email),
+    )
+    return tuple(name for name, setting in settings if setting)
 
 
 def channels(cfg: DeliverySettings, clock: Clock, stop: threading.Event) -> list[Channel]:
@@ -87,19 +101,41 @@ def deliver_written(
     settings: Settings,
     clock: Clock,
     stop: threading.Event,
+    store: Store,
     metrics: ReportMetrics | None = None,
 ) -> list[DeliveryResult]:
-    """Deliver the report whose files (md, html, json, as publish writes them) are `paths`."""
+    """Deliver the report whose files (md, html, json, as publish writes them) are `paths`,
+    and record each channel's result in the store."""
     report = _for_delivery(paths, settings)
     cfg = settings.reports.delivery
     results = deliver_all(
         report, DirectoryChannel(settings.reports.output_dir, clock), channels(cfg, clock, stop)
     )
+    store.add_deliveries(_records(report.file_stem, results, clock.now()))
     if metrics is not None:
         for result in results:
-            outcome = result.form if result.ok and result.form else "failed"
-            metrics.report_deliveries_total.labels(result.channel, outcome).inc()
+            metrics.report_deliveries_total.labels(result.channel, _outcome(result)).inc()
     return results
+
+
+def _outcome(result: DeliveryResult) -> str:
+    """What a channel took ("full", "summary", "attachment"), or DELIVERY_FAILED."""
+    return result.form if result.ok and result.form else DELIVERY_FAILED
+
+
+def _records(report: str, results: Sequence[DeliveryResult], now: datetime) -> list[StoredDelivery]:
+    """Each channel's result as stored; a failed one is recorded when it gave up (`now`)."""
+    return [
+        StoredDelivery(
+            at=result.delivered_at or now,
+            report=report,
+            channel=result.channel,
+            outcome=_outcome(result),
+            attempts=result.attempts,
+            detail=result.detail,
+        )
+        for result in results
+    ]
 
 
 def _for_delivery(paths: Sequence[Path], settings: Settings) -> RenderedReport:

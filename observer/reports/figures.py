@@ -18,7 +18,13 @@ from observer.reports.data import (
     UtilizationHistogram,
     nearest_rank,
 )
-from observer.storage.store import InterventionSource, StoredIntervention, StoredQueueSample
+from observer.storage.store import (
+    DELIVERY_FAILED,
+    InterventionSource,
+    StoredDelivery,
+    StoredIntervention,
+    StoredQueueSample,
+)
 
 FAILED_OUTCOMES = frozenset({Outcome.FAILED, Outcome.REJECTED, Outcome.TIMED_OUT, Outcome.LOST})
 # Conditions during which the observer could not see a source, by source.
@@ -27,8 +33,10 @@ BLIND_DETECTORS = {
     "gpu_lost": "nvml",
     "agent_unreachable": "agents",
     "prometheus_unreachable": "prometheus",
+    "log_pipeline_unreachable": "logs",
+    "alertmanager_unreachable": "alerts",
 }
-BLIND_SOURCES = ("scheduler", "agents", "nvml", "prometheus", "logs")
+BLIND_SOURCES = ("scheduler", "agents", "nvml", "prometheus", "logs", "alerts")
 # A gap between stored scheduler snapshots longer than this many snapshot intervals is time
 # the controller could not read the scheduler (failed reads are not stored, their gaps are).
 SCHEDULER_GAP_INTERVALS = 3
@@ -145,9 +153,10 @@ class PoolUse:
 
 @dataclass(frozen=True, slots=True)
 class GpuFigures:
-    """`observed`: the agents' samples exist for the period. Per-tenant utilisation is not
-    observed: the store keeps no GPU-to-tenant attribution (the agents' owner labels are in
-    Prometheus); the tenant's allocated GPUs come from the scheduler's queues instead."""
+    """`observed`: the agents' samples exist for the period. Per tenant: `by_tenant`, the
+    utilisation of the GPUs its jobs held when sampled (`tenant_samples` of the samples
+    could be attributed: not on Kubernetes, whose agents know pods only by UID), beside
+    `tenant_running_gpus_avg`, the GPUs allocated to it by the scheduler's queues."""
 
     observed: bool
     overall: UtilizationStats | None
@@ -157,6 +166,8 @@ class GpuFigures:
     allocated_share: float | None
     allocated_share_by_hour: Mapping[str, float]
     tenant_running_gpus_avg: Mapping[str, float]
+    by_tenant: Mapping[str, UtilizationStats]
+    tenant_samples: int
     nodes_sampled: int
     nodes_known: int
     unread_samples: int
@@ -197,6 +208,27 @@ class InterventionFigures:
     detected: int
     unaudited: int  # detected with no record naming the same subject close to it
     items: tuple[InterventionItem, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class DeliveryItem:
+    at: datetime
+    report: str  # e.g. "daily-2026-11-30"
+    channel: str
+    attempts: int
+    detail: str | None  # the channel's answer, secrets masked
+
+
+@dataclass(frozen=True, slots=True)
+class DeliveryFigures:
+    """Deliveries of reports made in the period (the daily summary lists those of the reports
+    before it): how many, and each that failed. `channels`: where reports go besides the
+    directory, as configured; none: the directory is the only delivery."""
+
+    total: int
+    failed: int
+    channels: tuple[str, ...]
+    failures: tuple[DeliveryItem, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -247,17 +279,14 @@ class BlindPeriod:
 
 @dataclass(frozen=True, slots=True)
 class BlindFigures:
-    """Time the observer could not see a source. Per source whose blindness is recorded: the
-    union of its periods (two agents out at once count once); total: the union of all.
-    `unrecorded`: sources whose blindness is not stored (a log backend that cannot be read
-    is only counted in observer_log_reader_errors_total); `not_set_up`: sources not
+    """Time the observer could not see a source. Per source set up: the union of its periods
+    (two agents out at once count once); total: the union of all. `not_set_up`: sources not
     configured at all, never observed."""
 
     total_seconds: float
     share: float | None
     by_source: Mapping[str, float]
     periods: tuple[BlindPeriod, ...]
-    unrecorded: tuple[str, ...]
     not_set_up: tuple[str, ...]
     scheduler_gap_seconds: float
 
@@ -273,6 +302,7 @@ class PeriodFigures:
     interventions: InterventionFigures
     findings: FindingFigures
     blind: BlindFigures
+    deliveries: DeliveryFigures
 
 
 def period_figures(
@@ -288,6 +318,7 @@ def period_figures(
         interventions=intervention_figures(data, intervention_match_seconds),
         findings=finding_figures(data.findings, data.period.start, data.period.end),
         blind=blind_figures(data, context),
+        deliveries=delivery_figures(data.deliveries, context),
     )
 
 
@@ -415,6 +446,8 @@ def gpu_figures(data: PeriodData, context: ReportContext) -> GpuFigures:
         ),
         allocated_share_by_hour=_hourly_shares(alloc),
         tenant_running_gpus_avg={t: q.running_gpus_avg for t, q in queues.items()},
+        by_tenant={k: utilization_stats(v) for k, v in usage.by_tenant.items()},
+        tenant_samples=sum(h.samples for h in usage.by_tenant.values()),
         nodes_sampled=len(usage.nodes),
         nodes_known=len(known),
         unread_samples=usage.unread_samples,
@@ -490,6 +523,25 @@ def _intervention_item(
         subject=dict(intervention.subject),
         detail=dict(intervention.detail),
         audited_by=None if record is None else record.by,
+    )
+
+
+# --- deliveries ------------------------------------------------------------------------
+
+
+def delivery_figures(
+    deliveries: Sequence[StoredDelivery], context: ReportContext
+) -> DeliveryFigures:
+    failures = tuple(
+        DeliveryItem(d.at, d.report, d.channel, d.attempts, d.detail)
+        for d in deliveries
+        if d.outcome == DELIVERY_FAILED
+    )
+    return DeliveryFigures(
+        total=len(deliveries),
+        failed=len(failures),
+        channels=context.delivery_channels,
+        failures=failures,
     )
 
 
@@ -580,12 +632,12 @@ def blind_figures(data: PeriodData, context: ReportContext) -> BlindFigures:
         "nvml": agents,
         "prometheus": sources.prometheus,
         "logs": sources.logs,
+        "alerts": sources.alertmanager,
     }
-    unrecorded = ("logs",) if sources.logs else ()
     by_source = {
         source: _union_seconds([p for p in periods if p.source == source])
         for source in BLIND_SOURCES
-        if set_up[source] and source not in unrecorded
+        if set_up[source]
     }
     total = _union_seconds(periods)
     not_set_up = tuple(s for s in BLIND_SOURCES if not set_up[s])
@@ -594,7 +646,6 @@ def blind_figures(data: PeriodData, context: ReportContext) -> BlindFigures:
         share=total / period.seconds if period.seconds else None,
         by_source=by_source,
         periods=tuple(periods),
-        unrecorded=unrecorded,
         not_set_up=not_set_up,
         scheduler_gap_seconds=gap,
     )

@@ -128,7 +128,6 @@ CATALOG: dict[str, dict[str, str]] = {
         # words
         "word.not_observed": "not observed",
         "word.none": "none",
-        "word.not_recorded": "not recorded",
         "word.unknown": "unknown",
         "word.yes": "yes",
         "word.no": "no",
@@ -171,6 +170,7 @@ CATALOG: dict[str, dict[str, str]] = {
         "sec.interventions": "Manual interventions",
         "sec.findings": "Findings",
         "sec.blind": "Observer blind time",
+        "sec.deliveries": "Report deliveries",
         "sec.criteria": "Criteria",
         "sec.recommendation": "Recommendation",
         "sec.scope": "Scope and conditions",
@@ -235,19 +235,38 @@ CATALOG: dict[str, dict[str, str]] = {
         "col.failed": "Failed",
         "col.findings_new": "New findings",
         "col.blind": "Blind time",
+        "col.report": "Report",
+        "col.channel": "Channel",
+        "col.attempts": "Attempts",
+        "col.detail": "Channel's answer",
+        "col.allocated_gpus_avg": "Allocated GPUs (avg, scheduler)",
+        "col.busy_share": "Busy",
         # notes
         "note.all_jobs_not_stored": "Only the observer's own probe tasks are stored: task and "
         "failure counts of all jobs are not observed. The scheduler's queues of all jobs are "
         "shown below.",
-        "note.tenant_util_not_observed": "Utilisation per tenant is not observed (the store keeps "
-        "no GPU-to-tenant attribution); GPUs running per tenant come from the scheduler's queues.",
+        "note.tenant_util_not_observed": "Utilisation per tenant is not observed: no GPU sample "
+        "was attributed to a tenant's job (on Kubernetes the agents know a GPU process's pod by "
+        "its UID, which the scheduler's jobs do not carry). Allocated GPUs per tenant come from "
+        "the scheduler's queues.",
+        "note.tenant_util": "Used: the utilisation of the GPUs each tenant's jobs held when "
+        "sampled (the agents' process owners joined with the scheduler's jobs; {attributed} of "
+        "{samples} samples attributed). Allocated: GPUs running per tenant, from the "
+        "scheduler's queues.",
+        "note.deliveries_failed": "{failed} of {total} deliveries of earlier reports in this "
+        "period failed; every report is still in the reports directory.",
+        "note.deliveries_all": "All delivered: {total} deliveries of earlier reports in this "
+        "period.",
+        "note.deliveries_none": "No report was delivered in this period.",
+        "note.deliveries_no_channels": "No delivery channel is configured (reports.delivery): "
+        "reports are only written to the reports directory.",
+        "note.alerts_blind": "Alertmanager could not be read for {blind_seconds} of this period: "
+        "alerts that fired then are not counted.",
         "note.no_gpu_samples": "No GPU samples from the node agents were stored: utilisation is "
         "not observed.",
         "note.alerts_not_set_up": "No alert source is set up (reports.alertmanager_url): alerts "
         "are not observed.",
         "note.blind_not_set_up": "Not set up, so never observed: {sources}.",
-        "note.blind_unrecorded": "Not recorded as blind time: {sources} (read failures are only "
-        "counted in the observer's metrics).",
         "note.scheduler_gaps": "Scheduler blind time is every gap longer than {limit_seconds} "
         "between stored scheduler snapshots.",
         "note.no_items": "None.",
@@ -277,6 +296,7 @@ CATALOG: dict[str, dict[str, str]] = {
         "src.nvml": "NVML",
         "src.prometheus": "Prometheus",
         "src.logs": "log backend",
+        "src.alerts": "Alertmanager",
         # charts
         "chart.util_over_day": "GPU utilisation and allocation over the day",
         "chart.util_by_hour": "GPU utilisation and allocation by hour of day",
@@ -353,6 +373,8 @@ CATALOG: dict[str, dict[str, str]] = {
         "ev.coverage": "{sampled} of {known} scheduler GPU nodes sampled by agents; never "
         "sampled: {missing}.",
         "ev.runs_attributed": "{attributed} of {runs} tasks carry their tenant and window.",
+        "ev.gpus_attributed": "{attributed} of {samples} GPU samples name the tenant whose job "
+        "held the GPU (none on Kubernetes: the agents know pods only by UID).",
         "ev.busy_lag": "{runs} GPU-busy probes ran; Prometheus showed {findings} of them late or "
         "never.",
         "ev.no_probe_runs": "The {probe} probe did not run.",
@@ -397,6 +419,8 @@ CATALOG: dict[str, dict[str, str]] = {
         "scope.blind": "The observer was blind {share} of the soak (limit {limit_share}): what "
         "it did not see is not evidence of health.",
         "scope.later": "After launch: {criterion}.",
+        "scope.alerts_incomplete": "Alert counts are incomplete: Alertmanager could not be read "
+        "for {blind_seconds} of the soak, when a missing alert means not seen, not none.",
         # re-verification
         "reverify.queue_explainable": "Run probes in every window under load; pass when the "
         "platform explains nearly every wait (no unexplained_wait beyond the share).",
@@ -424,7 +448,6 @@ CATALOG: dict[str, dict[str, str]] = {
     "zh-CN": {
         "word.not_observed": "未观测",
         "word.none": "无",
-        "word.not_recorded": "未记录",
         "word.unknown": "未知",
         "word.yes": "是",
         "word.no": "否",
@@ -464,6 +487,7 @@ CATALOG: dict[str, dict[str, str]] = {
         "sec.interventions": "人工干预",
         "sec.findings": "发现的问题",
         "sec.blind": "观测盲区",
+        "sec.deliveries": "报告投递",
         "sec.criteria": "评估项",
         "sec.recommendation": "结论建议",
         "sec.scope": "范围与条件",
@@ -527,15 +551,30 @@ CATALOG: dict[str, dict[str, str]] = {
         "col.failed": "失败",
         "col.findings_new": "新问题",
         "col.blind": "盲区时长",
+        "col.report": "报告",
+        "col.channel": "渠道",
+        "col.attempts": "尝试次数",
+        "col.detail": "渠道答复",
+        "col.allocated_gpus_avg": "已分配 GPU（平均，调度器）",
+        "col.busy_share": "使用中",
         "note.all_jobs_not_stored": "仅保存观测器自己的探测任务：全部作业的任务数与失败数未观测。"
         "下方为调度器中全部作业的队列情况。",
-        "note.tenant_util_not_observed": "按租户的 GPU 利用率未观测（存储中没有 GPU 到租户的归属）"
-        "；"
-        "各租户运行中的 GPU 数来自调度器队列。",
+        "note.tenant_util_not_observed": "按租户的 GPU 利用率未观测：没有 GPU 样本能归属到租户的作"
+        "业（在 Kubernetes 上，节点代理只知道 GPU 进程所属 Pod 的 UID，而调度器的作业不带该 UID）"
+        "。各租户已分配的 GPU 数来自调度器队列。",
+        "note.tenant_util": "使用：各租户作业在采样时占用的 GPU 的利用率（节点代理的进程归属与调度"
+        "器作业关联；{samples} 个样本中 {attributed} 个已归属）。已分配：各租户运行中的 GPU 数，来"
+        "自调度器队列。",
+        "note.deliveries_failed": "本时段对此前报告的 {total} 次投递中有 {failed} 次失败；所有报"
+        "告仍保存在报告目录中。",
+        "note.deliveries_all": "全部投递成功：本时段对此前报告共投递 {total} 次。",
+        "note.deliveries_none": "本时段没有投递任何报告。",
+        "note.deliveries_no_channels": "未配置投递渠道（reports.delivery）：报告只写入报告目录。",
+        "note.alerts_blind": "本时段有 {blind_seconds} 无法读取 Alertmanager：其间触发的告警未计"
+        "入。",
         "note.no_gpu_samples": "未保存节点代理的 GPU 样本：利用率未观测。",
         "note.alerts_not_set_up": "未配置告警来源（reports.alertmanager_url）：告警未观测。",
         "note.blind_not_set_up": "未配置，因此从未观测：{sources}。",
-        "note.blind_unrecorded": "未记为盲区时间：{sources}（读取失败仅计入观测器自身指标）。",
         "note.scheduler_gaps": "调度器盲区：相邻两次保存的调度器快照间隔超过 {limit_seconds} 的时"
         "段。",
         "note.no_items": "无。",
@@ -563,6 +602,7 @@ CATALOG: dict[str, dict[str, str]] = {
         "src.nvml": "NVML",
         "src.prometheus": "Prometheus",
         "src.logs": "日志后端",
+        "src.alerts": "Alertmanager",
         "chart.util_over_day": "全天 GPU 利用率与分配率",
         "chart.util_by_hour": "按小时的 GPU 利用率与分配率",
         "chart.wait_per_tenant": "各租户排队等待",
@@ -632,6 +672,8 @@ CATALOG: dict[str, dict[str, str]] = {
         "ev.coverage": "调度器中 {known} 个 GPU 节点有 {sampled} 个被节点代理采样；从未采样："
         "{missing}。",
         "ev.runs_attributed": "{runs} 个任务中 {attributed} 个带有租户和时间窗口。",
+        "ev.gpus_attributed": "{samples} 个 GPU 样本中 {attributed} 个标明了占用该 GPU 的作业所属"
+        "租户（Kubernetes 上为零：节点代理只知道 Pod 的 UID）。",
         "ev.busy_lag": "运行了 {runs} 个 GPU 繁忙探测；"
         "其中 {findings} 个在 Prometheus 中显示滞后或未显示。",
         "ev.no_probe_runs": "{probe} 探测未运行。",
@@ -669,6 +711,8 @@ CATALOG: dict[str, dict[str, str]] = {
         "scope.blind": "观测器在 {share} 的测试时间内处于盲区（限值 {limit_share}）：未观测到的部"
         "分不能视为健康。",
         "scope.later": "上线后处理：{criterion}。",
+        "scope.alerts_incomplete": "告警次数不完整：测试期间有 {blind_seconds} 无法读取 "
+        "Alertmanager，其间没有告警只表示未观测到，而非没有。",
         "reverify.queue_explainable": "在每个窗口的负载下运行探测；几乎所有等待都能由平台解释"
         "（unexplained_wait 不超过限值）即为通过。",
         "reverify.monitoring_linked": "在每个 GPU 节点运行节点代理，并在每个窗口运行 gpu-busy 探测"

@@ -19,8 +19,11 @@ from observer.reports.data import (
     ReportContext,
     Sources,
     allocation,
+    counts_are_exact,
     gpu_usage,
+    gpu_usage_of_counts,
 )
+from observer.reports.deliver import configured_channels
 from observer.reports.verdict import VerdictInputs, VerdictRules
 from observer.settings import Settings
 from observer.storage.store import Store
@@ -68,18 +71,28 @@ def report_context(settings: Settings, started_at: datetime) -> ReportContext:
         snapshot_interval_seconds=cfg.snapshot_interval_seconds,
         soak_started_at=started_at,
         ignored_alerts=frozenset(settings.reports.ignored_alerts),
+        delivery_channels=configured_channels(settings.reports.delivery),
         canary_probes=behaving(Behaviour.LOG_CANARY),
         busy_probes=behaving(Behaviour.GPU_BUSY),
     )
 
 
 def load_period(
-    store: Store, context: ReportContext, period: Period, gpu: GpuUsage | None = None
+    store: Store,
+    context: ReportContext,
+    period: Period,
+    gpu: GpuUsage | None = None,
+    within: PeriodData | None = None,
 ) -> PeriodData:
-    """Everything stored about `period`; `gpu` when its samples are already reduced."""
+    """Everything stored about `period`; `gpu` when its samples are already reduced;
+    `within`, a loaded period that holds this one, whose node log (the bulk of a large
+    fleet's) is cut rather than read again."""
     start, end = period.start, period.end
     nodes = store.node_states(start)
-    changes = store.node_changes(start, end)
+    if within is None:
+        changes = store.node_changes(start, end)
+    else:
+        changes = [c for c in within.node_changes if start <= c.at < end]
     if gpu is None:
         gpu = _gpu(store, context, period)
     return PeriodData(
@@ -93,13 +106,18 @@ def load_period(
         allocation=allocation(period, nodes, changes, context.calendar),
         alerts=store.alerts(start, end),
         interventions=store.interventions(start, end),
+        deliveries=store.deliveries(since=start, until=end),
     )
 
 
 def _gpu(store: Store, context: ReportContext, period: Period) -> GpuUsage:
-    pools: dict[str, str | None] = {n.name: n.pool for n in store.node_states(period.end)}
-    for change in store.node_changes(period.start, period.end):
-        pools.setdefault(change.node.name, change.node.pool)
+    pools = {
+        **store.first_pools(period.start, period.end),
+        **{n.name: n.pool for n in store.node_states(period.end)},
+    }
+    if counts_are_exact(context.calendar):
+        counts = store.gpu_sample_counts(period.start, period.end)
+        return gpu_usage_of_counts(counts, pools, context.calendar)
     samples = store.gpu_samples(None, period.start, period.end)
     return gpu_usage(samples, pools, context.calendar)
 
@@ -146,11 +164,13 @@ def load_daily(store: Store, settings: Settings, day: date, now: datetime) -> Da
     if bounds.start > started:
         before = day_period(day - timedelta(days=1), tz)
         before = Period(max(before.start, started), before.end)
-        previous = load_period(store, context, before, usage.get(day - timedelta(days=1)))
+        previous = load_period(
+            store, context, before, usage.get(day - timedelta(days=1)), soak_data
+        )
     return DailyInputs(
         context=context,
         day=day,
-        data=load_period(store, context, this, usage.get(day)),
+        data=load_period(store, context, this, usage.get(day), soak_data),
         previous=previous,
         soak=soak_data,
         intervention_match_seconds=settings.reports.verdict_intervention_match_seconds,

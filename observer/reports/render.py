@@ -230,6 +230,7 @@ def _daily_blocks(report: DailyReport, w: Words, title: str) -> list[_Block]:
     blocks += _intervention_blocks(day, w)
     blocks += _finding_blocks(day, soak, w)
     blocks += _blind_blocks(day, prev, soak, w)
+    blocks += _delivery_blocks(day, w)
     return blocks
 
 
@@ -486,27 +487,15 @@ def _gpu_blocks(
                 ],
             ),
         ]
-    tenants = sorted(g.tenant_running_gpus_avg.keys() | soak.gpu.tenant_running_gpus_avg.keys())
     blocks += [
         _Heading(3, w("sub.by_tenant")),
-        _Text(w("note.tenant_util_not_observed"), "note"),
-        _Table(
-            [
-                w("col.tenant"),
-                w("col.running_gpus_avg"),
-                w("col.previous_day"),
-                w("col.soak_to_date"),
-            ],
-            [
-                [
-                    t,
-                    w.decimal(g.tenant_running_gpus_avg.get(t)),
-                    w.decimal(prev.gpu.tenant_running_gpus_avg.get(t)) if prev else "—",
-                    w.decimal(soak.gpu.tenant_running_gpus_avg.get(t)),
-                ]
-                for t in tenants
-            ],
+        _Text(
+            w("note.tenant_util", attributed=g.tenant_samples, samples=g.overall.samples)
+            if g.tenant_samples and g.overall
+            else w("note.tenant_util_not_observed"),
+            "note",
         ),
+        _tenant_gpu_table(day, prev, soak, w),
         _Text(
             w(
                 "note.gpu_coverage",
@@ -518,6 +507,48 @@ def _gpu_blocks(
         ),
     ]
     return blocks
+
+
+def _tenant_gpu_table(
+    day: PeriodFigures, prev: PeriodFigures | None, soak: PeriodFigures, w: Words
+) -> _Table:
+    """Allocated (the scheduler's queues) against used (the agents' samples) per tenant."""
+    g = day.gpu
+    tenants = sorted(
+        g.tenant_running_gpus_avg.keys()
+        | soak.gpu.tenant_running_gpus_avg.keys()
+        | g.by_tenant.keys()
+        | soak.gpu.by_tenant.keys()
+    )
+    return _Table(
+        [
+            w("col.tenant"),
+            w("col.allocated_gpus_avg"),
+            w("col.samples"),
+            w("col.utilization"),
+            w("col.busy_share"),
+            f"{w('col.previous_day')} ({w('col.allocated')} / {w('col.utilization')})",
+            f"{w('col.soak_to_date')} ({w('col.allocated')} / {w('col.utilization')})",
+        ],
+        [
+            [
+                t,
+                w.decimal(g.tenant_running_gpus_avg.get(t)),
+                w.integer(g.by_tenant[t].samples if t in g.by_tenant else 0),
+                w.percent(_util(g.by_tenant.get(t), "avg_percent")),
+                w.share(_util(g.by_tenant.get(t), "busy_share")),
+                _tenant_pair(prev, t, w) if prev else "—",
+                _tenant_pair(soak, t, w),
+            ]
+            for t in tenants
+        ],
+    )
+
+
+def _tenant_pair(figures: PeriodFigures, tenant: str, w: Words) -> str:
+    allocated = w.decimal(figures.gpu.tenant_running_gpus_avg.get(tenant))
+    used = w.percent(_util(figures.gpu.by_tenant.get(tenant), "avg_percent"))
+    return f"{allocated} / {used}"
 
 
 def _pool_util(figures: PeriodFigures | None, pool: str) -> float | None:
@@ -551,6 +582,9 @@ def _alert_blocks(
     blocks: list[_Block] = [_Heading(2, w("sec.alerts"))]
     if day.alerts.total is None:
         return [*blocks, _Text(w("note.alerts_not_set_up"), "note")]
+    blind = day.blind.by_source.get("alerts")
+    if blind:
+        blocks.append(_Text(w("note.alerts_blind", blind_seconds=blind), "note"))
 
     def counts(f: PeriodFigures | None) -> dict[tuple[str, str | None], int]:
         return {} if f is None else {(a.name, a.severity): a.count for a in f.alerts.by_name}
@@ -712,7 +746,6 @@ def _blind_blocks(
                 for s in BLIND_SOURCES
                 if s in b.by_source
             ]
-            + [[w(f"src.{s}"), *[w("word.not_recorded")] * 3] for s in b.unrecorded]
             + [
                 [
                     "*",
@@ -744,11 +777,36 @@ def _blind_blocks(
         notes.append(
             w("note.blind_not_set_up", sources=", ".join(w(f"src.{s}") for s in b.not_set_up))
         )
-    if b.unrecorded:
-        notes.append(
-            w("note.blind_unrecorded", sources=", ".join(w(f"src.{s}") for s in b.unrecorded))
-        )
     return blocks + [_Text(n, "note") for n in notes]
+
+
+def _delivery_blocks(day: PeriodFigures, w: Words) -> list[_Block]:
+    d = day.deliveries
+    blocks: list[_Block] = [_Heading(2, w("sec.deliveries"))]
+    if d.failures:
+        blocks += [
+            _Text(w("note.deliveries_failed", failed=d.failed, total=d.total)),
+            _Table(
+                [
+                    w("col.at"),
+                    w("col.report"),
+                    w("col.channel"),
+                    w("col.attempts"),
+                    w("col.detail"),
+                ],
+                [
+                    [w.instant(f.at), f.report, f.channel, w.integer(f.attempts), f.detail or "—"]
+                    for f in d.failures
+                ],
+            ),
+        ]
+    elif d.total:
+        blocks.append(_Text(w("note.deliveries_all", total=d.total)))
+    else:
+        blocks.append(_Text(w("note.deliveries_none")))
+    if not d.channels:
+        blocks.append(_Text(w("note.deliveries_no_channels"), "note"))
+    return blocks
 
 
 # --- charts ----------------------------------------------------------------------------
@@ -959,6 +1017,7 @@ def headline(f: PeriodFigures) -> dict[str, Any]:
         "findings_still_open": f.findings.still_open,
         "findings_events": f.findings.events,
         "blind_seconds": _num(f.blind.total_seconds),
+        "report_deliveries_failed": f.deliveries.failed,
     }
 
 
@@ -973,6 +1032,7 @@ def _period_json(f: PeriodFigures) -> dict[str, Any]:
         "manual_interventions": _plain(f.interventions),
         "findings": _plain(f.findings),
         "blind_time": _plain(f.blind),
+        "report_deliveries": _plain(f.deliveries),
     }
 
 
@@ -988,6 +1048,9 @@ def daily_json(report: DailyReport, language: Language) -> dict[str, Any]:
             k: v for k, v in data["manual_interventions"].items() if k != "items"
         }
         data["blind_time"] = {k: v for k, v in data["blind_time"].items() if k != "periods"}
+        data["report_deliveries"] = {
+            k: v for k, v in data["report_deliveries"].items() if k != "failures"
+        }
         return data
 
     return {

@@ -38,6 +38,8 @@ LEAK_DETECTORS = frozenset(
         "memory_without_process",
         "allocated_without_job",
         "kill_task_failed",
+        "stuck_terminating",
+        "probe_unreleased",
     }
 )
 IDLE_DETECTORS = frozenset({"allocated_idle"})
@@ -261,6 +263,13 @@ def _monitoring_linked(soak: PeriodData, context: ReportContext) -> CriterionRes
             },
         ),
         Note("ev.runs_attributed", {"attributed": attributed, "runs": len(soak.runs)}),
+        Note(
+            "ev.gpus_attributed",
+            {
+                "attributed": sum(h.samples for h in soak.gpu.by_tenant.values()),
+                "samples": soak.gpu.overall.samples,
+            },
+        ),
         Note("ev.busy_lag", {"runs": busy_runs, "findings": len(busy_lag)}),
     ]
     failed = bool(missing or busy_lag)
@@ -581,6 +590,9 @@ def _recommend(
     scope += [Note("scope.not_observed", {"criterion": c.criterion}) for c in unseen]
     if blind > rules.blind_max_share:
         scope.append(Note("scope.blind", {"share": blind, "limit_share": rules.blind_max_share}))
+    alerts_blind = figures.blind.by_source.get("alerts")
+    if alerts_blind:
+        scope.append(Note("scope.alerts_incomplete", {"blind_seconds": alerts_blind}))
     scope += [Note("scope.later", {"criterion": c.criterion}) for c in later]
     if must:
         blockers = [Note("scope.must_fix", {"criterion": c.criterion}) for c in must]

@@ -30,6 +30,7 @@ from observer.domain import (
     SchedulerNode,
     SchedulerSnapshot,
     Workload,
+    canary_padding,
 )
 from observer.errors import BackendError, ProbeError
 
@@ -101,6 +102,8 @@ class _Job:
             message=self.message,
             exit_code=self.exit_code,
             nodes=self.ran_on,
+            # ended but still placed: a job in `faults.stuck_jobs`, as a pod stuck Terminating
+            ending_since=self.finished_at if self.placement else None,
         )
 
 
@@ -112,12 +115,16 @@ class Faults:
     favoured_tenant: str | None = None  # set: the scheduler serves this tenant first, always
     # node -> GPUs the scheduler counts as allocated with no job behind them
     leaked_gpus: dict[str, int] = field(default_factory=dict)
-    # job ids that keep holding their GPUs after they end (pods stuck Terminating)
+    # job ids that keep holding their GPUs after they end, shown ending since their end (pods
+    # stuck Terminating, Slurm jobs stuck COMPLETING) until discarded from the set
     stuck_jobs: set[str] = field(default_factory=set)
     # [from, to) intervals in which log-canary lines written are never delivered
     log_loss: list[tuple[datetime, datetime]] = field(default_factory=list)
     # True: one tenant's credentials read another's jobs, pods, logs and secrets
     isolation_broken: bool = False
+    # tenant -> reason: the scheduler holds the tenant's pending jobs whatever is free,
+    # showing this reason ("" for none, "Resources" while GPUs are free): unexplained waits
+    held_tenants: dict[str, str] = field(default_factory=dict)
 
 
 class SimulatedCluster:
@@ -180,13 +187,16 @@ class SimulatedCluster:
         if job.workload.behaviour is not Behaviour.LOG_CANARY or job.started_at is None:
             return ""
         now = job.finished_at or self._clock.now()
+        padding = canary_padding(str(job.run_id), job.workload)
         lines = []
         for seq in range(job.workload.log_lines):
             at = job.started_at + timedelta(seconds=seq * job.workload.log_interval_seconds)
             if at > now:
                 break
             if not any(start <= at < end for start, end in self.faults.log_loss):
-                lines.append(f"{CANARY_MARK} run={job.run_id} seq={seq} ts={at.timestamp():.6f}")
+                lines.append(
+                    f"{CANARY_MARK} run={job.run_id} seq={seq} ts={at.timestamp():.6f}{padding}"
+                )
         return "\n".join(lines) + ("\n" if lines else "")
 
     def probe_jobs(self) -> list[JobStatus]:
@@ -197,6 +207,7 @@ class SimulatedCluster:
         self._play()
         now = self._clock.now()
         active = [j.status() for j in self._jobs.values() if not j.phase.finished]
+        ending = [j.status() for j in self._jobs.values() if j.phase.finished and j.placement]
         allocated = self._allocated()
         return SchedulerSnapshot(
             at=now,
@@ -212,7 +223,7 @@ class SimulatedCluster:
                 )
                 for n in self.nodes.values()
             ),
-            jobs=tuple(active),
+            jobs=(*active, *ending),
         )
 
     def probe_isolation(self, as_tenant: str, other_tenant: str) -> list[AccessAttempt]:
@@ -278,10 +289,23 @@ class SimulatedCluster:
         self._schedule(job.submitted_at)
         return job.id
 
+    def holdings(self) -> list[tuple[JobStatus, Behaviour, dict[str, int]]]:
+        """What the nodes themselves show, whether or not the API answers: every job placed
+        on GPUs now (a stuck one after its end too), what it does, its GPUs per node."""
+        self._advance()
+        return [
+            (j.status(), j.workload.behaviour, dict(j.placement))
+            for j in self._jobs.values()
+            if j.placement
+        ]
+
     def _play(self) -> None:
-        """Play the cluster forward to now: end jobs in time order, rescheduling after each."""
         if not self.faults.reachable:
             raise BackendError("the cluster's API is unreachable")
+        self._advance()
+
+    def _advance(self) -> None:
+        """Play the cluster forward to now: end jobs in time order, rescheduling after each."""
         now = self._clock.now()
         for job in self._jobs.values():
             if job.phase.finished and job.placement and job.id not in self.faults.stuck_jobs:
@@ -377,6 +401,10 @@ class SimulatedCluster:
             # One job at a time, re-ordered after each start: shares move as GPUs are handed out.
             job = self._order(pending, running)[0]
             pending.remove(job)
+            if job.tenant in self.faults.held_tenants:
+                job.reason = self.faults.held_tenants[job.tenant] or None
+                job.message = None
+                continue
             quota = self.tenants[job.tenant].quota_gpus
             if quota is not None and running.get(job.tenant, 0) + job.workload.gpus > quota:
                 job.reason = "QuotaExceeded"

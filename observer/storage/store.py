@@ -8,10 +8,10 @@ datetime, evidence that is not JSON) is the caller's bug and keeps its ValueErro
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Collection, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, fields
-from datetime import datetime
+from datetime import UTC, datetime
 from enum import StrEnum
 from pathlib import Path
 from types import TracebackType
@@ -79,6 +79,17 @@ _SAMPLE_COLUMNS = tuple(gpu_samples_table.c[f.name] for f in fields(StoredGpuSam
 
 
 @dataclass(frozen=True, slots=True)
+class GpuSampleCounts:
+    """A period's GPU samples counted in the database rather than read one by one, as
+    (key, utilisation percent, samples): by UTC minute, by node (percent None: it could not
+    be read) and by tenant."""
+
+    by_minute: tuple[tuple[datetime, int, int], ...] = ()
+    by_node: tuple[tuple[str, int | None, int], ...] = ()
+    by_tenant: tuple[tuple[str, int, int], ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
 class StoredQueueSample:
     """One tenant's queue as a stored scheduler snapshot saw it."""
 
@@ -129,10 +140,14 @@ class StoredIntervention:
     detail: Mapping[str, JsonValue] = field(default_factory=dict)
 
 
+DELIVERY_FAILED = "failed"
+
+
 @dataclass(frozen=True, slots=True)
 class StoredDelivery:
     """One report handed to one channel: `report` names it ("daily-2026-11-30", "verdict"),
-    `outcome` is the channel's result, `detail` its answer (secrets masked)."""
+    `outcome` is what the channel took ("full", "summary", "attachment") or DELIVERY_FAILED,
+    `detail` its answer (secrets masked)."""
 
     at: datetime
     report: str
@@ -228,7 +243,8 @@ class Store:
 
     def add_gpu_samples(self, samples: Iterable[StoredGpuSample]) -> int:
         """Insert samples in one transaction; returns how many."""
-        rows = [asdict(s) for s in samples]
+        # A shallow row per sample: asdict's deep copy was most of a large fleet's insert.
+        rows = [{c.name: getattr(s, c.name) for c in _SAMPLE_COLUMNS} for s in samples]
         if rows:
             with self._errors("saving GPU samples"), self._engine.begin() as connection:
                 connection.execute(sa.insert(gpu_samples_table), rows)
@@ -250,6 +266,37 @@ class Store:
         with self._errors("reading GPU samples"), self._engine.connect() as connection:
             return [StoredGpuSample(*row) for row in connection.execute(query)]
 
+    def gpu_sample_counts(self, since: datetime, until: datetime) -> GpuSampleCounts:
+        """Samples taken in [since, until), counted: a day of a large fleet is millions of
+        samples, and a report needs only how many read each utilisation, where and when."""
+        t = gpu_samples_table
+        percent = t.c.utilization_gpu_percent
+        period = (t.c.at >= since, t.c.at < until)
+        count = sa.func.count()
+        with self._errors("counting GPU samples"), self._engine.connect() as connection:
+            minute = _minute(connection, t.c.at)
+            by_minute = connection.execute(
+                sa.select(minute, percent, count)
+                .where(*period, percent.is_not(None))
+                .group_by(minute, percent)
+            )
+            starts: dict[datetime | str, datetime] = {}  # up to 101 rows share a minute
+            minutes = tuple(
+                (starts.get(m) or starts.setdefault(m, _minute_start(m)), p, n)
+                for m, p, n in by_minute
+            )
+            by_node = connection.execute(
+                sa.select(t.c.node, percent, count).where(*period).group_by(t.c.node, percent)
+            )
+            nodes = tuple((node, p, n) for node, p, n in by_node)
+            by_tenant = connection.execute(
+                sa.select(t.c.tenant, percent, count)
+                .where(*period, percent.is_not(None), t.c.tenant.is_not(None))
+                .group_by(t.c.tenant, percent)
+            )
+            tenants = tuple((tenant, p, n) for tenant, p, n in by_tenant)
+        return GpuSampleCounts(minutes, nodes, tenants)
+
     def save_runs(self, runs: Iterable[ProbeRun]) -> None:
         """Insert new runs and overwrite known ones (same run_id) with every field. One
         transaction."""
@@ -261,10 +308,11 @@ class Store:
             insert = _insert(connection, probe_runs_table)
             upsert = insert.on_conflict_do_update(
                 index_elements=[probe_runs_table.c.run_id],
+                # log_checked_at is not a run field: only mark_log_checked writes it.
                 set_={
                     c.name: insert.excluded[c.name]
                     for c in probe_runs_table.c
-                    if c.name != "run_id"
+                    if c.name not in ("run_id", "log_checked_at")
                 },
             )
             connection.execute(upsert, list(rows.values()))
@@ -300,6 +348,33 @@ class Store:
         with self._errors("reading a probe run"), self._engine.connect() as connection:
             row = connection.execute(query).one_or_none()
         return None if row is None else _run(row)
+
+    def mark_log_checked(self, run_ids: Collection[str], at: datetime) -> None:
+        """Record that the log-loss check of these runs is done (read back or given up)."""
+        if not run_ids:
+            return
+        t = probe_runs_table
+        query = sa.update(t).where(t.c.run_id.in_(run_ids)).values(log_checked_at=at)
+        with self._errors("marking log checks"), self._engine.begin() as connection:
+            connection.execute(query)
+
+    def runs_to_log_check(
+        self, probes: Collection[str], finished_since: datetime
+    ) -> list[ProbeRun]:
+        """Runs of these probes that finished at or after `finished_since` and whose log-loss
+        check is not done, ordered by their end."""
+        t = probe_runs_table
+        query = (
+            sa.select(t)
+            .where(
+                t.c.probe.in_(probes),
+                t.c.finished_at >= finished_since,
+                t.c.log_checked_at.is_(None),
+            )
+            .order_by(t.c.finished_at, t.c.run_id)
+        )
+        with self._errors("reading runs to log-check"), self._engine.connect() as connection:
+            return [_run(row) for row in connection.execute(query)]
 
     def save_scheduler_snapshot(self, snapshot: SchedulerSnapshot) -> None:
         """Store the snapshot's queues, and its nodes as changes: a row for each node that
@@ -346,18 +421,47 @@ class Store:
         with self._errors("reading node states"), self._engine.connect() as connection:
             return _latest_nodes(connection, at)
 
+    def first_pools(self, since: datetime, until: datetime) -> dict[str, str | None]:
+        """Each node's pool in its first change in [since, until): the pool of a node that
+        left during a period, without reading the period's whole change log."""
+        t = node_states_table
+        first = sa.func.row_number().over(partition_by=t.c.node, order_by=(t.c.at, t.c.id))
+        changes = (
+            sa.select(t.c.node, t.c.pool, first.label("nth"))
+            .where(t.c.at >= since, t.c.at < until)
+            .subquery()
+        )
+        query = sa.select(changes.c.node, changes.c.pool).where(changes.c.nth == 1)
+        with self._errors("reading node pools"), self._engine.connect() as connection:
+            return {node: pool for node, pool in connection.execute(query)}
+
     def node_changes(
         self, since: datetime, until: datetime, node: str | None = None
     ) -> list[StoredNodeChange]:
         """Node changes in [since, until), of one node or all, in the order they happened."""
         t = node_states_table
-        query = sa.select(t).where(t.c.at >= since, t.c.at < until).order_by(t.c.at, t.c.id)
+        # Plain tuples, unpacked in place: a week of a busy 1,000-node cluster is a million
+        # changes, and named-row access cost more than the query.
+        query = (
+            sa.select(
+                t.c.at,
+                t.c.node,
+                t.c.pool,
+                t.c.gpus_total,
+                t.c.gpus_allocated,
+                t.c.state,
+                t.c.reason,
+                t.c.removed,
+            )
+            .where(t.c.at >= since, t.c.at < until)
+            .order_by(t.c.at, t.c.id)
+        )
         if node is not None:
             query = query.where(t.c.node == node)
         with self._errors("reading node changes"), self._engine.connect() as connection:
             return [
-                StoredNodeChange(row.at, _node(row), removed=row.removed)
-                for row in connection.execute(query)
+                StoredNodeChange(at, SchedulerNode(name, pool, total, used, state, reason), gone)
+                for at, name, pool, total, used, state, reason, gone in connection.execute(query)
             ]
 
     def save_alerts(self, alerts: Iterable[StoredAlert]) -> None:
@@ -405,14 +509,24 @@ class Store:
             with self._errors("saving report deliveries"), self._engine.begin() as connection:
                 connection.execute(sa.insert(report_deliveries_table), rows)
 
-    def deliveries(self, report: str | None = None) -> list[StoredDelivery]:
-        """Deliveries in the order they happened, of one report or all."""
+    def deliveries(
+        self,
+        report: str | None = None,
+        since: datetime | None = None,
+        until: datetime | None = None,
+    ) -> list[StoredDelivery]:
+        """Deliveries in the order they happened, of one report or all, made in [since,
+        until) (either bound left out: open)."""
         t = report_deliveries_table
         query = sa.select(
             t.c.at, t.c.report, t.c.channel, t.c.outcome, t.c.attempts, t.c.detail
         ).order_by(t.c.at, t.c.id)
         if report is not None:
             query = query.where(t.c.report == report)
+        if since is not None:
+            query = query.where(t.c.at >= since)
+        if until is not None:
+            query = query.where(t.c.at < until)
         with self._errors("reading report deliveries"), self._engine.connect() as connection:
             return [StoredDelivery(*row) for row in connection.execute(query)]
 
@@ -517,6 +631,20 @@ def _insert(connection: sa.Connection, table: sa.Table) -> postgresql.Insert | s
     if connection.dialect.name == "postgresql":
         return postgresql.insert(table)
     return sqlite.insert(table)
+
+
+def _minute(connection: sa.Connection, at: sa.ColumnElement[Any]) -> sa.ColumnElement[Any]:
+    """The UTC minute an instant falls in. SQLite keeps instants as UTC text
+    ('YYYY-MM-DD HH:MM:SS.ffffff'), so the minute is its first 16 characters."""
+    if connection.dialect.name == "postgresql":
+        return sa.func.date_trunc("minute", at)
+    return sa.func.substr(at, 1, 16)
+
+
+def _minute_start(value: datetime | str) -> datetime:
+    if isinstance(value, str):
+        return datetime.fromisoformat(value).replace(tzinfo=UTC)
+    return value.astimezone(UTC)
 
 
 def _latest_nodes(connection: sa.Connection, at: datetime | None) -> list[SchedulerNode]:

@@ -368,6 +368,14 @@ class KubernetesHarness:
         its pods stay Terminating."""
         self.hung_nodes.add(node)
 
+    def hang_ends(self, job_id: str) -> None:
+        """The kubelets of the job's nodes can no longer stop its pods (nor any other)."""
+        self.hung_nodes.update(pod.spec.node_name for pod in self.pods_of(job_id))
+
+    def release_ends(self, job_id: str) -> None:
+        """Those kubelets work again: the pods stuck Terminating go."""
+        self.hung_nodes.difference_update(pod.spec.node_name for pod in self.pods_of(job_id))
+
     def add_pod(
         self,
         namespace: str,

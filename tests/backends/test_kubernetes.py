@@ -441,7 +441,11 @@ def test_the_snapshot_counts_gpus_on_nodes_including_a_pod_stuck_terminating(
         ("gpu-node-2", "NVIDIA-A100-SXM4-80GB", 4, 0, "Ready"),
     ]
     assert snapshot.at == k8s.clock.now()
-    assert job_id not in {job.job_id for job in snapshot.jobs}
+    # The deleted Job's pod, still holding its GPUs, is the Job ending since its deadline.
+    [ending] = [job for job in snapshot.jobs if job.job_id == job_id]
+    assert ending.ending_since == stuck.metadata.deletion_timestamp
+    assert (ending.phase, ending.reason) == (JobPhase.CANCELLED, "Terminating")
+    assert (ending.run_id, ending.gpus, ending.nodes) == ("run-1", 3, ("gpu-node-0",))
 
 
 def test_the_snapshot_shows_cordoned_and_unready_nodes_as_kubectl_does(

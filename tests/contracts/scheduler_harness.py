@@ -22,6 +22,14 @@ class Harness(Protocol):
     def settle(self, until: Callable[[], bool], timeout_seconds: float) -> None: ...
 
 
+class HangingHarness(Harness, Protocol):
+    """A platform that can be made unable to stop a job's processes, and repaired."""
+
+    def hang_ends(self, job_id: str) -> None: ...
+
+    def release_ends(self, job_id: str) -> None: ...
+
+
 class SimulatedHarness:
     def __init__(self) -> None:
         self.clock = ManualClock(datetime(2026, 11, 30, 9, 0, tzinfo=UTC))
@@ -34,6 +42,12 @@ class SimulatedHarness:
             [TenantSpec("research", 0.7), TenantSpec("prod", 0.3)],
             self.clock,
         )
+
+    def hang_ends(self, job_id: str) -> None:
+        self.backend.faults.stuck_jobs.add(job_id)
+
+    def release_ends(self, job_id: str) -> None:
+        self.backend.faults.stuck_jobs.discard(job_id)
 
     def settle(self, until: Callable[[], bool], timeout_seconds: float) -> None:
         waited = 0.0

@@ -8,12 +8,15 @@ from collections.abc import Iterator
 
 import pytest
 
-from observer.domain import Behaviour, JobPhase, JobRequest, Workload
+from observer.domain import Behaviour, JobPhase, JobRequest, JobStatus, Workload
 from tests.backends.k8s_harness import KubernetesHarness
 from tests.backends.slurm_harness import slurm_harness
-from tests.contracts.scheduler_harness import Harness, simulated
+from tests.contracts.scheduler_harness import HangingHarness, Harness, simulated
 
 HARNESSES = {"simulated": simulated, "kubernetes": KubernetesHarness, "slurm": slurm_harness}
+# The platforms that can be made unable to stop a job. The local Slurm has no epilog to hang,
+# so its COMPLETING jobs are not driven here.
+HANGING = {"simulated": simulated, "kubernetes": KubernetesHarness}
 
 
 @pytest.fixture(params=sorted(HARNESSES))
@@ -22,6 +25,12 @@ def harness(request: pytest.FixtureRequest) -> Iterator[Harness]:
         yield h
         for job in h.backend.probe_jobs():  # type: ignore[attr-defined]
             h.backend.cancel(job.job_id)  # type: ignore[attr-defined]
+
+
+@pytest.fixture(params=sorted(HANGING))
+def hanging(request: pytest.FixtureRequest) -> Iterator[HangingHarness]:
+    with HANGING[request.param]() as h:
+        yield h
 
 
 def _request(h: Harness, workload: Workload, tenant: int = 0, probe: str = "short") -> JobRequest:
@@ -134,3 +143,32 @@ def test_snapshot_reports_every_node_with_its_gpus(harness: Harness):
     assert len(snap.nodes) == harness.nodes
     assert all(n.gpus_total == harness.gpus_per_node for n in snap.nodes)
     assert snap.at.tzinfo is not None
+
+
+def test_a_job_that_cannot_be_stopped_shows_as_ending_while_it_holds_its_gpus(
+    hanging: HangingHarness,
+):
+    job_id = hanging.backend.submit(  # type: ignore[attr-defined]
+        _request(hanging, Workload(gpus_per_node=1, duration_seconds=300))
+    )
+    hanging.settle(lambda: _phase(hanging, job_id) is JobPhase.RUNNING, 60)
+    hanging.hang_ends(job_id)
+    hanging.backend.cancel(job_id)  # type: ignore[attr-defined]
+
+    def ending() -> JobStatus | None:
+        jobs = hanging.backend.snapshot().jobs  # type: ignore[attr-defined]
+        return next((j for j in jobs if j.job_id == job_id and j.ending_since), None)
+
+    hanging.settle(lambda: ending() is not None, 60)
+    stuck = ending()
+    assert stuck is not None and stuck.gpus == 1 and len(stuck.nodes) == 1
+    snap = hanging.backend.snapshot()  # type: ignore[attr-defined]
+    assert sum(n.gpus_allocated for n in snap.nodes if n.name in stuck.nodes) == 1
+    assert job_id not in {j.job_id for j in hanging.backend.probe_jobs()}  # type: ignore[attr-defined]
+
+    hanging.release_ends(job_id)
+    hanging.settle(
+        lambda: job_id not in {j.job_id for j in hanging.backend.snapshot().jobs},  # type: ignore[attr-defined]
+        60,
+    )
+    assert sum(n.gpus_allocated for n in hanging.backend.snapshot().nodes) == 0  # type: ignore[attr-defined]

@@ -1,5 +1,7 @@
 """The controller's own detectors on its loops: a log canary read back after it ends and its
-lost lines counted exactly; silence when nothing was lost or held up."""
+lost lines counted exactly; GPUs held with no job, by a job stuck ending, or by our own probe
+after it ended, each found once and closed when released; silence when nothing was lost or
+held up."""
 
 from __future__ import annotations
 
@@ -9,24 +11,32 @@ from pathlib import Path
 from prometheus_client import CollectorRegistry
 
 from observer.clock import ManualClock
+from observer.controller.detect import RELEASE_CHECK_HORIZON
 from observer.controller.main import build_backend, build_controller
+from observer.domain import JobPhase, NodeSnapshot, Owner, OwnerKind, RunState
 from observer.metrics import ControllerMetrics
 from observer.settings import Settings
 from observer.simulation.cluster import SimulatedCluster
 from observer.simulation.driver import SteppedSchedule
 from observer.storage.store import Store, upgrade
+from tests.detectors.test_probe_release import agent, process
 
 START = datetime(2026, 11, 30, 9, 0, tzinfo=UTC)
 LAUNCH = START + timedelta(seconds=600)  # the plan entry's first firing
 
 
 class Soak:
-    def __init__(self, tmp_path: Path) -> None:
+    def __init__(
+        self, tmp_path: Path, plan: list[dict[str, object]] | None = None, agents: bool = False
+    ) -> None:
+        """`agents`: the nodes' agents are read every 15 s (`self.agents`); without them the
+        node layer is unknown."""
         self.settings = Settings.model_validate(
             {
                 "controller": {
                     "windows": [{"name": "always", "days": "*", "start": "00:00", "end": "00:00"}],
-                    "plan": [
+                    "plan": plan
+                    or [
                         {
                             "window": "always",
                             "probe": "log-canary",
@@ -52,6 +62,8 @@ class Soak:
         self.metrics = ControllerMetrics(CollectorRegistry())
         controller = build_controller(self.settings, cluster, self.store, self.clock, self.metrics)
         controller.start()
+        self.controller = controller
+        self.agents = Agents(cluster, self.clock, controller.detection.node_snapshots)
         cfg = self.settings.controller
         self.schedule = SteppedSchedule(
             controller,
@@ -59,6 +71,7 @@ class Soak:
             self.metrics.loops,
             cfg.follow_interval_seconds,
             cfg.snapshot_interval_seconds,
+            [("agents", 15.0, self.agents.read)] if agents else (),
         )
 
 
@@ -105,10 +118,159 @@ def test_gpus_the_scheduler_holds_with_no_job_behind_them_open_a_condition_until
     assert leak.detector == "allocated_without_job"
     assert leak.subject == {"node": "node-001"}
     assert leak.evidence["excess_gpus"] == 2
-    assert leak.evidence["layers"] == {"scheduler": "agrees", "node": "unknown"}
+    assert leak.evidence["layers"] == {
+        "scheduler": "held",
+        "node": "unknown",  # no agent is read in this soak: unknown, never released
+        "agree": ["scheduler"],
+        "disagree": [],
+    }
 
     soak.cluster.faults.leaked_gpus.clear()
     soak.schedule.run_for(60)
     assert soak.store.findings(open_only=True) == []
     [closed] = soak.store.findings()
     assert closed.closed_at is not None
+
+
+SHORT = [{"window": "always", "probe": "short", "every_seconds": 600, "tenants": ["research"]}]
+ENDED = LAUNCH + timedelta(seconds=60)  # the short probe's one minute
+
+
+def test_a_probe_whose_process_outlives_its_job_is_found_then_closed_and_forgotten(
+    tmp_path: Path,
+):
+    soak = Soak(tmp_path, SHORT, agents=True)
+    soak.agents.keep_ended = True
+    soak.schedule.run_for(720)  # 60 s after the probe's end: within the 90 s grace
+    [run] = soak.store.runs(probe="short")
+    assert (run.state, run.finished_at) == (RunState.DONE, ENDED)
+    assert soak.store.findings() == []
+
+    soak.schedule.run_for(60)
+    [leak] = soak.store.findings(open_only=True)
+    [node] = run.node_names
+    assert leak.detector == "probe_unreleased"
+    assert leak.subject == {"run_id": run.run_id, "node": node, "tenant": "research"}
+    assert leak.evidence["job_id"] == run.job_id
+    assert leak.evidence["gpus"][0]["processes"][0]["owner"] == f"job/{run.job_id}"
+    assert (leak.evidence["layers"]["scheduler"], leak.evidence["layers"]["node"]) == (
+        "released",
+        "held",
+    )
+
+    soak.agents.keep_ended = False
+    soak.schedule.run_for(30)
+    assert soak.store.findings(open_only=True) == []
+
+    # Judged clean, the run is forgotten: what shows up on its GPU later is not its doing.
+    assert run.job_id is not None
+    soak.agents.put(run.job_id, node)
+    soak.schedule.run_for(120)
+    assert len(soak.store.findings()) == 1
+
+
+def test_a_node_whose_agent_is_not_read_neither_opens_nor_closes_the_probes_finding(
+    tmp_path: Path,
+):
+    soak = Soak(tmp_path, SHORT, agents=True)
+    soak.agents.keep_ended = True
+    soak.schedule.run_for(630)  # the probe runs; the agents have seen its process
+    soak.agents.blind = set(soak.cluster.nodes)
+    soak.schedule.run_for(300)
+    assert soak.store.findings() == []  # the last snapshots predate the grace's end
+
+    soak.agents.blind = set()
+    soak.schedule.run_for(30)
+    [leak] = soak.store.findings(open_only=True)
+
+    soak.agents.blind = set(soak.cluster.nodes)
+    soak.agents.keep_ended = False  # released, but no agent sees it
+    soak.schedule.run_for(120)
+    assert soak.store.findings(open_only=True) == [leak]
+
+    soak.agents.blind = set()
+    soak.schedule.run_for(30)
+    assert soak.store.findings(open_only=True) == []
+
+
+def test_a_run_no_agent_reports_on_within_the_horizon_is_let_go_unjudged(tmp_path: Path):
+    soak = Soak(tmp_path, SHORT, agents=True)
+    soak.agents.keep_ended = True
+    soak.schedule.run_for(630)
+    [first] = soak.controller.runner.active()
+    soak.agents.blind = set(soak.cluster.nodes)
+    soak.schedule.run_for(RELEASE_CHECK_HORIZON.total_seconds() + 60)  # past its end + horizon
+
+    soak.agents.blind = set()  # its leftover is still there, but the check was let go
+    soak.schedule.run_for(60)
+    leaks = soak.store.findings(detector="probe_unreleased")
+    assert leaks  # the later runs, which the agents now see, are judged
+    assert first.run_id not in {f.subject["run_id"] for f in leaks}
+
+
+def test_a_probe_stuck_ending_is_stuck_terminating_and_its_gpu_is_not_also_without_a_job(
+    tmp_path: Path,
+):
+    soak = Soak(tmp_path, SHORT, agents=True)
+    soak.schedule.run_for(605)
+    [run] = soak.controller.runner.active()
+    assert run.job_id is not None
+    soak.cluster.faults.stuck_jobs.add(run.job_id)  # its pod will not go once it ends
+    soak.schedule.run_for(60 + 120 + 60)
+
+    opened = {f.detector: f for f in soak.store.findings(open_only=True)}
+    assert opened.keys() == {"stuck_terminating", "probe_unreleased"}
+    stuck = opened["stuck_terminating"]
+    [node] = run.node_names
+    assert stuck.subject == {"job_id": run.job_id, "tenant": "research", "node": node}
+    assert stuck.evidence["ending_since"] == ENDED.isoformat()
+    # The controlled experiment sees the same GPU held, and both layers agree.
+    assert opened["probe_unreleased"].evidence["layers"]["agree"] == ["scheduler", "node"]
+
+    soak.cluster.faults.stuck_jobs.discard(run.job_id)  # force-deleted
+    soak.schedule.run_for(60)
+    assert soak.store.findings(open_only=True) == []
+    assert {f.detector for f in soak.store.findings()} == {"stuck_terminating", "probe_unreleased"}
+
+
+class Agents:
+    """The nodes' agents as the simulated cluster leaves them: every job the scheduler shows
+    on a node (running, or ending while it holds its GPUs) has one process per GPU there,
+    owned by its job id. `keep_ended`: processes stay after their job is gone from the
+    scheduler; `blind`: nodes whose agent is not read."""
+
+    def __init__(
+        self, cluster: SimulatedCluster, clock: ManualClock, latest: dict[str, NodeSnapshot]
+    ) -> None:
+        self.keep_ended = False
+        self.blind: set[str] = set()
+        self._cluster = cluster
+        self._clock = clock
+        self._latest = latest
+        self._placed: dict[str, tuple[str, tuple[int, ...]]] = {}  # job id -> node, GPUs
+
+    def put(self, job_id: str, node: str, gpus: int = 1) -> None:
+        used = {g for n, held in self._placed.values() if n == node for g in held}
+        free = [g for g in range(self._cluster.nodes[node].gpus) if g not in used]
+        self._placed[job_id] = (node, tuple(free[:gpus]))
+
+    def read(self) -> None:
+        holding = {
+            j.job_id: j
+            for j in self._cluster.snapshot().jobs
+            if j.nodes and (j.phase is JobPhase.RUNNING or j.ending_since is not None)
+        }
+        if not self.keep_ended:
+            self._placed = {k: v for k, v in self._placed.items() if k in holding}
+        for job in holding.values():
+            if job.job_id not in self._placed:
+                self.put(job.job_id, job.nodes[0], job.gpus // len(job.nodes))
+        seconds = (self._clock.now() - START).total_seconds()
+        for node in sorted(set(self._cluster.nodes) - self.blind):
+            processes = [
+                process(gpu, 1000 + n, Owner(OwnerKind.JOB, job_id))
+                for n, (job_id, (where, gpus)) in enumerate(self._placed.items())
+                if where == node
+                for gpu in gpus
+            ]
+            self._latest[node] = agent(seconds, processes, node=node)

@@ -18,7 +18,14 @@ from observer.agent.sampler import Sampler
 from observer.agent.service import NodeAgent
 from observer.clock import ManualClock
 from observer.controller.observe import FleetObserver
-from observer.domain import NO_OWNER
+from observer.domain import (
+    NO_OWNER,
+    JobPhase,
+    JobStatus,
+    Owner,
+    OwnerKind,
+    SchedulerSnapshot,
+)
 from observer.fleet.http import HttpFleet
 from observer.fleet.local import LocalFleet
 from observer.gpu.fake import GIB, FakeGpu, FakeGpuBackend
@@ -80,6 +87,61 @@ def test_node_findings_are_stored_once_and_closed_with_the_agent(tmp_path: Path)
     observer.observe()
     [closed] = store.findings()
     assert closed.closed_at is not None
+
+
+def _job(job_id: str, tenant: str, node: str) -> JobStatus:
+    return JobStatus(job_id, None, tenant, None, JobPhase.RUNNING, 1, nodes=(node,))
+
+
+def test_each_gpu_sample_carries_the_tenant_of_the_job_holding_it(tmp_path: Path):
+    clock = ManualClock(START)
+    n1, n2 = Node("n1", clock), Node("n2", clock)
+    n1.host.spawn(701, Owner(OwnerKind.SLURM_JOB, "4242"))
+    n1.gpus.gpus[0].processes[701] = GIB
+    # A GPU time-shared by two tenants' jobs belongs to neither.
+    n1.host.spawn(702, Owner(OwnerKind.SLURM_JOB, "4243"))
+    n1.host.spawn(703, Owner(OwnerKind.SLURM_JOB, "4244"))
+    n1.gpus.gpus[1].processes.update({702: GIB, 703: GIB})
+    # A pod is known by its UID, which the scheduler's jobs do not carry.
+    n2.host.spawn(704, Owner(OwnerKind.POD, "0d5c3a8e-64ab-4f4e-a7a4-9f1a3b2c1d00"))
+    n2.gpus.gpus[0].processes[704] = GIB
+    scheduler = SchedulerSnapshot(
+        START,
+        (),
+        (),
+        (
+            _job("4242", "research", "n1"),
+            _job("4243", "research", "n1"),
+            _job("4244", "prod", "n1"),
+            _job("prod/train-1", "prod", "n2"),
+        ),
+    )
+    seen: list[SchedulerSnapshot | None] = [None]
+    fleet = LocalFleet({"n1": n1.agent.snapshot, "n2": n2.agent.snapshot})
+    store = _store(tmp_path)
+    metrics = ControllerMetrics(CollectorRegistry())
+    observer = FleetObserver(fleet, store, clock, metrics, 30, scheduler=lambda: seen[0])
+    for node in (n1, n2):
+        node.agent.tick()
+    observer.observe()  # before the first scheduler snapshot: no tenant is known
+    clock.advance(1)
+    seen[0] = scheduler
+    for node in (n1, n2):
+        node.agent.tick()
+    observer.observe()
+
+    before = {s.gpu_uuid: s.tenant for s in store.gpu_samples(None, START, START.replace(second=1))}
+    assert set(before.values()) == {None}
+    after = {
+        s.gpu_uuid: s.tenant
+        for s in store.gpu_samples(None, clock.now(), clock.now().replace(second=2))
+    }
+    assert after == {
+        "GPU-n1-0": "research",
+        "GPU-n1-1": None,
+        "GPU-n2-0": None,
+        "GPU-n2-1": None,
+    }
 
 
 def test_an_unreadable_agent_is_a_blind_spot_that_opens_after_grace_and_closes(tmp_path: Path):

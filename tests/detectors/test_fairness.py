@@ -14,10 +14,12 @@ import pytest
 
 from observer.detectors.conditions import ConditionTracker
 from observer.detectors.fairness import (
+    Capacity,
     Occurrence,
     PendingJob,
     WindowAssessment,
     assess_window,
+    capacity_over,
     covers,
     entitlements,
     evaluate,
@@ -198,19 +200,28 @@ def batches(waits: dict[str, list[float | None]], every_minutes: int = 30) -> li
     return runs
 
 
-def samples(*shape: tuple[int, int, int, int], every_seconds: int = 60) -> list[Sample]:
-    """Queue samples: (research running, research pending, prod running, prod pending) GPUs."""
+def samples(
+    *shape: tuple[int, int, int, int], every_seconds: int = 60, waited_seconds: float = 900.0
+) -> list[Sample]:
+    """Queue samples: (research running, research pending, prod running, prod pending) GPUs;
+    pending jobs have waited `waited_seconds`, beyond the wait rule unless said otherwise."""
     out = []
     for i, (r_run, r_pend, p_run, p_pend) in enumerate(shape):
         at = MONDAY_NIGHT.start + timedelta(seconds=every_seconds * i)
+        r_wait, p_wait = (waited_seconds if pend else 0.0 for pend in (r_pend, p_pend))
         out += [
-            Sample(at, QueueState("research", None, r_pend, r_pend, r_run, r_run, 0.0)),
-            Sample(at, QueueState("prod", None, p_pend, p_pend, p_run, p_run, 0.0)),
+            Sample(at, QueueState("research", None, r_pend, r_pend, r_run, r_run, r_wait)),
+            Sample(at, QueueState("prod", None, p_pend, p_pend, p_run, p_run, p_wait)),
         ]
     return out
 
 
-def assess(runs: list[ProbeRun], queue: list[Sample], capacity: int = 12) -> WindowAssessment:
+TWELVE_GPUS = Capacity(12)
+
+
+def assess(
+    runs: list[ProbeRun], queue: list[Sample], capacity: Capacity = TWELVE_GPUS
+) -> WindowAssessment:
     return assess_window(MONDAY_NIGHT, runs, queue, WEIGHTS, capacity, RULES)
 
 
@@ -285,6 +296,63 @@ def test_gpus_of_tenants_outside_the_contract_are_taken_off_the_capacity():
     assert result.tenant("someone-else") is None
 
 
+def test_jobs_submitted_just_before_a_sample_are_not_held_below_their_share():
+    # The week's peak: every launch lands at the sample's instant; research's new jobs wait
+    # a scheduling cycle behind prod's running ones, then start within seconds.
+    queue = samples(*[(6, 3, 6, 3), (8, 0, 4, 0)] * 4, waited_seconds=0.0)
+    result = assess(batches({"research": [10, 10], "prod": [35, 35]}), queue)
+    research = result.tenant("research")
+    assert research.pending_samples == 0
+    assert not research.disadvantaged, research.reason
+    assert result.contention_samples == 0 and result.fairness_index is None
+
+
+def test_held_beyond_the_wait_rule_the_same_shortfall_is_disadvantage():
+    queue = samples(
+        *[(6, 3, 6, 3), (8, 0, 4, 0)] * 4, waited_seconds=RULES.disadvantage_wait_seconds + 1
+    )
+    research = assess(batches({"research": [10, 10], "prod": [35, 35]}), queue).tenant("research")
+    assert research.pending_samples == 4
+    assert research.disadvantaged
+    assert "received 6.0 of its entitled 8.4 GPUs while asking 9.0" in research.reason
+
+
+@dataclass(frozen=True)
+class Change:
+    at: datetime
+    node: SchedulerNode
+    removed: bool = False
+
+
+def test_each_sample_is_judged_against_the_gpus_in_service_at_its_moment():
+    # node n3 is drained for the middle of the night and resumed before its end: research
+    # holds 6 of the 8 GPUs left, its share of them (5.6), not of the full 12 (8.4).
+    t0 = MONDAY_NIGHT.start
+    nodes = [SchedulerNode(f"n{i}", "gpu", 4, 4, "allocated") for i in (1, 2, 3)]
+    drained = replace(nodes[2], gpus_allocated=0, state="drained", reason="PSU swap")
+
+    capacity = capacity_over(
+        nodes,
+        [Change(t0 + timedelta(minutes=1), drained), Change(t0 + timedelta(hours=7), nodes[2])],
+    )
+    queue = samples(*[(6, 3, 2, 5)] * 10)[2:]  # minutes 1 to 9, inside the drain
+    result = assess(batches({"research": [10], "prod": [20]}), queue, capacity)
+
+    assert [capacity.at(t0 + timedelta(minutes=m)) for m in (0, 1, 5)] == [12, 8, 8]
+    assert capacity.at(t0 + timedelta(hours=7)) == capacity.at(MONDAY_NIGHT.end) == 12
+    research = result.tenant("research")
+    assert research.entitled_gpus == pytest.approx(5.6)
+    assert not research.disadvantaged, research.reason
+
+
+def test_a_node_that_leaves_the_snapshots_takes_its_gpus_off_the_capacity():
+    t0 = MONDAY_NIGHT.start
+    nodes = [SchedulerNode("n1", "gpu", 4, 0, "idle"), SchedulerNode("n2", "gpu", 8, 0, "idle")]
+
+    capacity = capacity_over(nodes, [Change(t0 + timedelta(minutes=5), nodes[1], removed=True)])
+    assert (capacity.at(t0), capacity.at(t0 + timedelta(minutes=5))) == (12, 4)
+
+
 def test_a_fair_night_gives_a_fairness_index_near_one():
     queue = samples(*[(8, 4, 4, 2), (9, 3, 3, 3)] * 5)
     result = assess(batches({"research": [200, 300], "prod": [250, 240]}), queue)
@@ -303,7 +371,7 @@ def night(day: int, research_disadvantaged: bool, window: str = "night") -> Wind
         replace(s, at=s.at + timedelta(days=day))
         for s in samples(*[(2, 8, 10, 5) if research_disadvantaged else (8, 4, 4, 2)] * 4)
     ]
-    return assess_window(occurrence, [], queue, WEIGHTS, 12, RULES)
+    return assess_window(occurrence, [], queue, WEIGHTS, TWELVE_GPUS, RULES)
 
 
 def test_one_bad_night_is_not_persistent_unfairness():

@@ -19,10 +19,10 @@ from observer.detectors.fairness import (
     Occurrence,
     WindowAssessment,
     assess_window,
+    capacity_over,
     covers,
     evaluate,
     occurrences,
-    schedulable_gpus,
 )
 from observer.domain import Finding, JobPhase, Severity, Workload
 from observer.metrics import ControllerMetrics
@@ -130,7 +130,10 @@ class Nights:
             if r.window == occurrence.window
         ]
         samples = self.store.queue_samples(occurrence.start, occurrence.end)
-        capacity = schedulable_gpus(self.store.node_states(occurrence.end))
+        capacity = capacity_over(
+            self.store.node_states(occurrence.start),
+            self.store.node_changes(occurrence.start, occurrence.end),
+        )
         return assess_window(occurrence, runs, samples, self.weights, capacity, RULES, as_of=now)
 
 
@@ -182,3 +185,64 @@ def test_a_scheduler_that_favours_the_smaller_tenant_is_found_unfair_after_k_nig
     [stored] = nights.store.findings()
     assert (stored.detector, dict(stored.subject)) == (finding.detector, finding.subject)
     assert stored.is_open
+
+
+# --- unexplained waits --------------------------------------------------------------------
+
+
+def _held(tmp_path: Path, reason: str) -> tuple[list[Finding], list[Finding]]:
+    """Fairness probes every five minutes on an idle cluster; the scheduler holds prod's jobs
+    for ten minutes showing `reason`, then lets them go. What opened, then what closed."""
+    settings = Settings.model_validate(
+        {
+            "controller": {
+                "windows": [{"name": "always", "days": "*", "start": "00:00", "end": "00:00"}],
+                "tenants": [{"name": "research", "weight": 0.7}, {"name": "prod", "weight": 0.3}],
+                "plan": [{"window": "always", "probe": "fairness", "every_seconds": 300}],
+                "follow_interval_seconds": 15,
+                "snapshot_interval_seconds": 15,
+                "simulation": {"nodes": 3, "gpus_per_node": 4, "pools": ["a"]},
+            }
+        }
+    )
+    clock = ManualClock(MONDAY_2155_SHANGHAI)
+    url = f"sqlite:///{tmp_path / 'observer.db'}"
+    upgrade(url)
+    store = Store(url)
+    cluster = build_backend(settings.controller, clock)
+    assert isinstance(cluster, SimulatedCluster)
+    metrics = ControllerMetrics(CollectorRegistry())
+    controller = build_controller(settings, cluster, store, clock, metrics)
+    controller.start()
+    schedule = SteppedSchedule(controller, clock, metrics.loops, 15, 15)
+    schedule.run_for(600, lambda: clock.advance(5))
+    cluster.faults.held_tenants["prod"] = reason
+    schedule.run_for(600, lambda: clock.advance(5))
+    opened = store.findings()
+    cluster.faults.held_tenants.clear()
+    schedule.run_for(60, lambda: clock.advance(5))
+    closed = [f for f in store.findings() if not f.is_open]
+    store.close()
+    return opened, closed
+
+
+def test_a_probe_held_with_no_reason_is_an_unexplained_wait_until_it_starts(tmp_path: Path):
+    opened, closed = _held(tmp_path, "")
+
+    # Two launches in the ten minutes; each of prod's probes is reported once held beyond
+    # the grace, research's never.
+    assert {f.detector for f in opened} == {"unexplained_wait"}
+    assert {f.subject["tenant"] for f in opened} == {"prod"}
+    assert len(opened) == 2
+    assert all(f.evidence["kind"] == "no_reason" for f in opened)
+    assert sorted(f.key for f in closed) == sorted(f.key for f in opened)
+
+
+def test_a_probe_held_for_resources_while_gpus_are_free_is_an_unexplained_wait(tmp_path: Path):
+    opened, _ = _held(tmp_path, "Resources")
+
+    assert [f.subject["tenant"] for f in opened] == ["prod", "prod"]
+    for finding in opened:
+        assert finding.evidence["kind"] == "reason_contradicted"
+        assert finding.evidence["reason"] == "Resources"
+        assert len(finding.evidence["free_nodes"]) == 3

@@ -40,9 +40,9 @@ from observer.detectors.fairness import (
     Occurrence,
     WindowAssessment,
     assess_window,
+    capacity_over,
     evaluate,
     pending_probe,
-    schedulable_gpus,
     slurm_partition,
     unexplained_waits,
 )
@@ -145,8 +145,11 @@ class Rounds:
     def _assess(self, occurrence: Occurrence, now: datetime) -> WindowAssessment:
         runs = self.store.runs(probe="fairness", since=occurrence.start, until=occurrence.end)
         samples = self.store.queue_samples(occurrence.start, occurrence.end)
-        capacity = schedulable_gpus(self.store.node_states(occurrence.end))
-        assert capacity == 12
+        capacity = capacity_over(
+            self.store.node_states(occurrence.start),
+            self.store.node_changes(occurrence.start, occurrence.end),
+        )
+        assert capacity.at(occurrence.end) == 12
         return assess_window(occurrence, runs, samples, WEIGHTS, capacity, RULES, as_of=now)
 
     def _sbatch(self, account: str, seconds: float, qos: str | None = None) -> None:

@@ -4,8 +4,10 @@ with copytruncate (deploy/local/infra/logs-up.sh, started once per session).
 
 copytruncate loses whatever the shipper has not read when the file is truncated. A run that
 rotates once the shipper has caught up loses nothing; a run that stops the shipper, writes,
-rotates and resumes loses exactly the lines written in between, deterministically. A
-pipeline that cannot start skips these tests, and fails them when CI=true."""
+rotates and resumes loses exactly the lines written in between, deterministically. The log
+burst's padded lines, written without pause, cross logrotate's size threshold within one run
+and are rotated by size (logrotate without -f, as its cron job runs it). A pipeline that
+cannot start skips these tests, and fails them when CI=true."""
 
 from __future__ import annotations
 
@@ -24,7 +26,7 @@ from pathlib import Path
 import pytest
 
 from observer.detectors.log_loss import analyse, findings
-from observer.domain import Severity
+from observer.domain import Severity, Workload, canary_padding
 from observer.logs_pipeline.base import DeliveredLine
 from observer.logs_pipeline.files import FileLogReader
 from observer.settings import LogLossSettings
@@ -35,6 +37,9 @@ WRITE_INTERVAL_SECONDS = 0.005  # the canary's cadence: 200 lines a second
 POLL_SECONDS = 0.02
 DELIVERY_DEADLINE_SECONDS = 15.0
 QUIET_SECONDS = 0.3  # no further line for this long: nothing (no duplicate) is still coming
+BURST_LINE_BYTES = 1024  # the log-burst probe's line size
+# logrotate's size units (logrotate.conf's `size`, set by logs-up.sh from LOGS_ROTATE_SIZE)
+SIZE_UNITS = {"": 1, "k": 2**10, "M": 2**20, "G": 2**30}
 
 
 def logs_dir() -> Path:
@@ -70,23 +75,58 @@ class Pipeline:
     def shipper_pid(self) -> int:
         return int((self.dir / "rsyslogd.pid").read_text())
 
-    def write(self, run_id: str, seqs: range) -> None:
-        """The canary as the probes write it, one line at a time at a steady cadence."""
+    def write(
+        self,
+        run_id: str,
+        seqs: range,
+        *,
+        padding: str = "",
+        interval_seconds: float = WRITE_INTERVAL_SECONDS,
+    ) -> None:
+        """The canary as the probes write it, one line at a time at a steady cadence (0: as
+        fast as it can, as the log burst does)."""
         with self.app_log.open("a") as f:
             for seq in seqs:
                 seconds, nanos = divmod(time.time_ns(), 1_000_000_000)
-                f.write(f"observer-canary run={run_id} seq={seq} ts={seconds}.{nanos:09d}\n")
+                f.write(
+                    f"observer-canary run={run_id} seq={seq} ts={seconds}.{nanos:09d}{padding}\n"
+                )
                 f.flush()
-                time.sleep(WRITE_INTERVAL_SECONDS)
+                if interval_seconds:
+                    time.sleep(interval_seconds)
 
-    def rotate(self) -> datetime:
-        """logrotate -f with copytruncate; the instant the truncation was done."""
+    def burst(self, run_id: str, seqs: range, lines: int) -> None:
+        """The log-burst probe's lines of a run of `lines`, padded and without pause."""
+        workload = Workload(1, log_lines=lines, log_line_bytes=BURST_LINE_BYTES)
+        self.write(run_id, seqs, padding=canary_padding(run_id, workload), interval_seconds=0)
+
+    def start_empty(self) -> None:
+        """A fresh app.log that the shipper reads from its start: rotated, then one line of
+        another run, delivered (shorter than the old file: imfile sees the truncation by it,
+        before a burst could outgrow the old read offset)."""
+        self.rotate()
+        marker = uuid.uuid4().hex
+        since = datetime.now(UTC) - timedelta(seconds=1)
+        self.write(marker, range(1))
+        assert len(self.wait_collected(marker, since, 1)) == 1
+
+    @property
+    def rotate_size_bytes(self) -> int:
+        """The size past which logrotate rotates app.log."""
+        conf = (self.dir / "logrotate.conf").read_text()
+        (size,) = (line.split()[1] for line in conf.splitlines() if line.split()[:1] == ["size"])
+        number, unit = size.rstrip("kMG"), size[len(size.rstrip("kMG")) :]
+        return int(number) * SIZE_UNITS[unit]
+
+    def rotate(self, *, force: bool = True) -> datetime:
+        """logrotate with copytruncate, forced or (force=False) only if app.log is past the
+        size threshold; the instant logrotate was done."""
         subprocess.run(
             [
                 "logrotate",
                 "-s",
                 str(self.dir / "logrotate.state"),
-                "-f",
+                *(["-f"] if force else []),
                 str(self.dir / "logrotate.conf"),
             ],
             check=True,
@@ -220,3 +260,74 @@ def test_lines_written_while_the_shipper_stalls_across_a_rotation_are_counted_ex
     assert finding.severity is Severity.CRITICAL
     assert "100 of 200 lines missing: seq 50-149 (in the rotation at" in finding.summary
     assert finding.evidence["missing_lines"] == 100
+
+
+def test_a_burst_past_the_size_threshold_rotated_once_shipped_arrives_whole(
+    pipeline: Pipeline,
+) -> None:
+    run_id = uuid.uuid4().hex
+    since = datetime.now(UTC) - timedelta(seconds=1)
+    threshold = pipeline.rotate_size_bytes
+    lines = threshold // BURST_LINE_BYTES + 300  # past the threshold within the run
+    pipeline.start_empty()
+
+    pipeline.burst(run_id, range(lines - 100), lines)
+    assert pipeline.app_log.stat().st_size > threshold
+    pipeline.wait_collected(run_id, since, lines - 100)
+    rotated_at = pipeline.rotate(force=False)  # by size
+    pipeline.burst(run_id, range(lines - 100, lines), lines)
+    delivered = pipeline.wait_collected(run_id, since, lines)
+
+    assert f"run={run_id} seq={lines - 101} " in (pipeline.dir / "app.log.1").read_text()
+    report = analyse(run_id, lines, delivered, rotations=[rotated_at])
+    assert (report.received, report.missing, report.duplicated, report.malformed) == (
+        lines,
+        (),
+        {},
+        0,
+    )
+    assert report.clean
+    assert findings(report, tenant="t", pipeline="rsyslog", rules=LogLossSettings(), at=since) == []
+
+
+def test_a_burst_rotated_by_size_while_the_shipper_stalls_loses_exactly_what_it_missed(
+    pipeline: Pipeline,
+) -> None:
+    run_id = uuid.uuid4().hex
+    since = datetime.now(UTC) - timedelta(seconds=1)
+    threshold = pipeline.rotate_size_bytes
+    shipped = threshold // BURST_LINE_BYTES // 2  # half the threshold: no rotation yet
+    lines = threshold // BURST_LINE_BYTES + 300
+    pipeline.start_empty()
+
+    pipeline.burst(run_id, range(shipped), lines)
+    pipeline.wait_collected(run_id, since, shipped)
+    pipeline.rotate(force=False)  # below the threshold: not rotated
+    assert pipeline.app_log.stat().st_size > shipped * 1000
+    pipeline.stop_shipper()
+    pipeline.burst(run_id, range(shipped, lines - 100), lines)  # crosses the threshold
+    assert pipeline.app_log.stat().st_size > threshold
+    rotated_at = pipeline.rotate(force=False)  # by size: copied, truncated, never shipped
+    assert pipeline.app_log.stat().st_size == 0
+    pipeline.resume_shipper()
+    # as in the stall above: the first line after the truncation lets imfile see it
+    pipeline.burst(run_id, range(lines - 100, lines - 99), lines)
+    pipeline.wait_collected(run_id, since, shipped + 1)
+    pipeline.burst(run_id, range(lines - 99, lines), lines)
+    delivered = pipeline.wait_collected(run_id, since, shipped + 100)
+
+    report = analyse(run_id, lines, delivered, rotations=[rotated_at])
+    (lost,) = report.missing
+    assert (lost.first_seq, lost.last_seq) == (shipped, lines - 101)
+    assert [(a.cause, a.overlaps) for a in lost.attributions] == [("rotation", True)]
+    assert (report.received, report.duplicated, report.out_of_order, report.malformed) == (
+        shipped + 100,
+        {},
+        0,
+        0,
+    )
+    (finding,) = findings(
+        report, tenant="research", pipeline="rsyslog", rules=LogLossSettings(), at=rotated_at
+    )
+    assert finding.severity is Severity.CRITICAL
+    assert finding.evidence["missing_lines"] == lines - 100 - shipped

@@ -90,6 +90,26 @@ def test_anything_but_a_whole_canary_line_is_not_one(text: str) -> None:
     assert parse_canary(text) is None
 
 
+def test_a_padded_canary_line_parses_as_the_unpadded_one() -> None:
+    parsed = parse_canary("observer-canary run=ab12 seq=41 ts=17 pad=5:xxxxx")
+
+    assert parsed == CanaryLine("ab12", 41, datetime.fromtimestamp(17, UTC))
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "observer-canary run=ab12 seq=41 ts=17 pad=5:xxx",  # cut at a line-size limit
+        "observer-canary run=ab12 seq=41 ts=17 pad=5",
+        "observer-canary run=ab12 seq=41 ts=17 pad=5:xxxxxx",
+    ],
+)
+def test_a_padded_line_cut_short_or_run_on_is_not_a_whole_canary_line(text: str) -> None:
+    assert parse_canary(text) is None
+    report = analyse("ab12", 42, [DeliveredLine(text, "collected.log")])
+    assert report.malformed == 1
+
+
 # --- counting -----------------------------------------------------------------------------
 
 

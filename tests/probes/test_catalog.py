@@ -2,7 +2,7 @@
 
 import pytest
 
-from observer.domain import Expectation
+from observer.domain import Behaviour, Expectation
 from observer.probes.catalog import builtin_catalog, quota_probe, with_overrides
 
 
@@ -32,3 +32,15 @@ def test_overrides_change_only_what_they_name():
 def test_an_override_for_an_unknown_probe_is_refused():
     with pytest.raises(KeyError, match="shrot"):
         with_overrides(builtin_catalog(8), {"shrot": {"duration_seconds": 2}})
+
+
+def test_the_log_burst_is_a_canary_of_padded_lines_written_without_pause():
+    burst = builtin_catalog(gpus_per_node=8)["log-burst"].workload
+    assert burst.behaviour is Behaviour.LOG_CANARY  # read back and checked as every canary
+    assert (burst.log_line_bytes, burst.log_interval_seconds) == (1024, 0)
+    assert burst.log_lines * burst.log_line_bytes > 10 * 2**20  # kubelet's default rotation
+
+
+def test_the_canary_line_size_can_be_changed():
+    changed = with_overrides(builtin_catalog(8), {"log-burst": {"log_line_bytes": 4096}})
+    assert changed["log-burst"].workload.log_line_bytes == 4096

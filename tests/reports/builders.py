@@ -115,13 +115,16 @@ def finding(
     )
 
 
-def gpu(node: str, when: datetime, percent: int | None, index: int = 0) -> StoredGpuSample:
+def gpu(
+    node: str, when: datetime, percent: int | None, index: int = 0, tenant: str | None = None
+) -> StoredGpuSample:
     return StoredGpuSample(
         node=node,
         gpu_uuid=f"GPU-{node}-{index}",
         gpu_index=index,
         at=when,
         utilization_gpu_percent=percent,
+        tenant=tenant,
     )
 
 

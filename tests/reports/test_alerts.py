@@ -1,6 +1,7 @@
 """The alert boundary against an HTTP server answering as Alertmanager's API v2 does: each
 firing stored once however often it is polled, a new firing of the same alert kept apart,
-ignored names never stored, and a failed read counted and raised, never read as silence."""
+ignored names never stored, and a failed read counted, raised and recorded as a condition
+(the alert count's blind time), never read as silence."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from prometheus_client import CollectorRegistry
 from observer.clock import ManualClock
 from observer.errors import BackendError
 from observer.metrics import ReportMetrics
-from observer.reports.alerts import AlertmanagerHttp, record_alerts
+from observer.reports.alerts import ALERTMANAGER_UNREACHABLE, AlertmanagerHttp, AlertPoller
 from observer.storage.store import Store
 
 T0 = datetime(2026, 12, 1, 2, 0, tzinfo=UTC)
@@ -105,13 +106,14 @@ def test_firings_are_stored_once_and_a_new_firing_apart(alertmanager: Alertmanag
         _alert("Watchdog", "ffff", "2026-11-30T00:00:00Z", severity="none"),
     ]
     with AlertmanagerHttp(alertmanager.url, timeout_seconds=5) as source:
-        assert record_alerts(source, store, clock, metrics, ignored={"Watchdog"}) == 2
+        poller = AlertPoller(source, store, clock, metrics, ignored={"Watchdog"})
+        assert poller.poll() == 2
         clock.advance(60)
-        record_alerts(source, store, clock, metrics, ignored={"Watchdog"})
+        poller.poll()
         # GPUNodeDown resolved and fired again: a second firing of the same fingerprint.
         alertmanager.alerts[0] = _alert("GPUNodeDown", "a1b2", "2026-12-01T03:00:00Z")
         clock.advance(3600)
-        record_alerts(source, store, clock, metrics, ignored={"Watchdog"})
+        poller.poll()
 
     stored = store.alerts(T0.replace(hour=0), T0.replace(hour=4))
     assert [(a.name, a.starts_at.strftime("%H:%M:%S")) for a in stored] == [
@@ -136,7 +138,7 @@ def test_a_failed_read_is_counted_and_raised(alertmanager: Alertmanager, store: 
         AlertmanagerHttp(alertmanager.url, timeout_seconds=5) as source,
         pytest.raises(BackendError, match="HTTP 503"),
     ):
-        record_alerts(source, store, ManualClock(T0), metrics)
+        AlertPoller(source, store, ManualClock(T0), metrics).poll()
     assert metrics.alert_source_errors_total._value.get() == 1
     with (
         AlertmanagerHttp("http://127.0.0.1:9", timeout_seconds=1) as source,
@@ -152,3 +154,42 @@ def test_an_answer_that_is_not_alertmanagers_is_an_error(alertmanager: Alertmana
         pytest.raises(BackendError, match="unexpected alert"),
     ):
         source.firing()
+
+
+def test_alertmanager_unreadable_is_a_condition_from_the_failed_poll_to_the_next_good_one(
+    alertmanager: Alertmanager, store: Store
+):
+    clock = ManualClock(T0)
+    metrics = ReportMetrics(CollectorRegistry())
+    with AlertmanagerHttp(alertmanager.url, timeout_seconds=5) as source:
+        poller = AlertPoller(source, store, clock, metrics)
+        poller.poll()
+        clock.advance(60)
+        alertmanager.status = 503
+        for _ in range(3):
+            with pytest.raises(BackendError):
+                poller.poll()
+            clock.advance(60)
+        assert [f.closed_at for f in store.findings(detector=ALERTMANAGER_UNREACHABLE)] == [None]
+        alertmanager.status = 200
+        poller.poll()
+
+    [blind] = store.findings(detector=ALERTMANAGER_UNREACHABLE)
+    assert (blind.opened_at, blind.closed_at) == (T0.replace(minute=1), T0.replace(minute=4))
+    assert "HTTP 503" in str(blind.evidence["error"])
+    assert metrics.alert_source_errors_total._value.get() == 3
+
+
+def test_a_condition_left_open_by_a_previous_controller_ends_when_polling_resumes(
+    alertmanager: Alertmanager, store: Store
+):
+    metrics = ReportMetrics(CollectorRegistry())
+    alertmanager.status = 503
+    with AlertmanagerHttp(alertmanager.url, timeout_seconds=5) as source:
+        with pytest.raises(BackendError):
+            AlertPoller(source, store, ManualClock(T0), metrics).poll()
+        alertmanager.status = 200
+        AlertPoller(source, store, ManualClock(T0.replace(hour=5)), metrics).poll()
+
+    [blind] = store.findings(detector=ALERTMANAGER_UNREACHABLE)
+    assert (blind.opened_at, blind.closed_at) == (T0, T0.replace(hour=5))

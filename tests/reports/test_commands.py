@@ -109,6 +109,53 @@ def test_intervention_add_then_report_daily_and_verdict(tmp_path: Path, capsys):
     assert json.loads(Path(verdict[2]).read_text(encoding="utf-8"))["tasks_total"] == 2
 
 
+def test_report_deliver_hands_the_report_to_the_channels_and_records_each(tmp_path: Path, capsys):
+    config = _config(tmp_path)
+    # Nothing listens on port 1: the WeCom robot cannot be reached, and there is no retry.
+    config.write_text(
+        config.read_text(encoding="utf-8") + "  delivery:\n"
+        "    backoff_seconds: []\n"
+        "    wecom_url: http://127.0.0.1:1/cgi-bin/webhook/send?key=0123456789abcdef\n",
+        encoding="utf-8",
+    )
+    yesterday = datetime.now(TZ).date() - timedelta(days=1)
+    with Store(f"sqlite:///{tmp_path / 'observer.db'}") as store:
+        store.save_runs([run(submitted=_local(yesterday, 10))])
+
+    assert main(["report", "daily", "--deliver", "--config", str(config)]) == 1
+    out, err = capsys.readouterr()
+    assert all(Path(p).exists() for p in out.split())  # the report is never lost
+    # Besides the log lines, one line per failed channel.
+    [reason] = [line for line in err.splitlines() if line.startswith("observer: ")]
+    assert reason.startswith("observer: delivery to wecom failed: ")
+    assert "0123456789abcdef" not in err
+
+    name = f"daily-{yesterday.isoformat()}"
+    assert main(["report", "deliveries", "--json", "--config", str(config)]) == 0
+    recorded = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [(d["report"], d["channel"], d["outcome"]) for d in recorded] == [
+        (name, "directory", "full"),
+        (name, "wecom", "failed"),
+    ]
+    assert "0123456789abcdef" not in recorded[1]["detail"]
+
+    assert main(["report", "verdict", "--deliver", "--config", str(config)]) == 1
+    capsys.readouterr()
+    assert main(["report", "deliveries", "--report", name, "--config", str(config)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == 2 and all(name in line for line in lines)
+    assert "failed" in lines[1]
+
+
+def test_report_deliver_with_only_the_directory_succeeds(tmp_path: Path, capsys):
+    config = _config(tmp_path)
+    yesterday = datetime.now(TZ).date() - timedelta(days=1)
+    with Store(f"sqlite:///{tmp_path / 'observer.db'}") as store:
+        store.save_runs([run(submitted=_local(yesterday, 10))])
+    assert main(["report", "daily", "--deliver", "--config", str(config)]) == 0
+    assert "observer: " not in capsys.readouterr().err
+
+
 def test_a_day_not_over_or_before_the_soak_is_refused(tmp_path: Path, capsys):
     config = _config(tmp_path)
     assert main(["report", "daily", "--config", str(config)]) == 1

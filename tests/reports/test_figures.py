@@ -15,6 +15,7 @@ from observer.reports.figures import period_figures, scheduler_gaps, wait_stats
 from observer.storage.store import (
     InterventionSource,
     StoredAlert,
+    StoredDelivery,
     StoredIntervention,
     StoredNodeChange,
 )
@@ -126,6 +127,25 @@ def test_gpu_utilisation_per_pool_window_and_hour_with_allocated_against_used():
     assert (g.nodes_sampled, g.nodes_known) == (2, 2)
 
 
+def test_gpu_utilisation_per_tenant_whose_job_held_the_gpu_beside_its_allocation():
+    samples = [
+        gpu("n1", at(10), 80, tenant="research"),
+        gpu("n1", at(10), 0, index=1, tenant="research"),
+        gpu("n2", at(10), 40, tenant="prod"),
+        gpu("n2", at(10), 0, index=1),  # no job the scheduler names: no tenant
+    ]
+    usage = gpu_usage(samples, {"n1": "a", "n2": "b"}, CALENDAR)
+    queues = [queue(at(10), "research", running_gpus=2), queue(at(10), "prod", running_gpus=1)]
+    g = _figures(PeriodData(DAY, gpu=usage, queue_samples=queues)).gpu
+    assert g.tenant_samples == 3
+    assert g.by_tenant["research"].avg_percent == 40.0
+    assert g.by_tenant["research"].busy_share == 0.5
+    assert g.by_tenant["prod"].avg_percent == 40.0
+    assert g.tenant_running_gpus_avg == {"prod": 1.0, "research": 2.0}
+    doubled = usage.plus(usage)
+    assert doubled.by_tenant["prod"].samples == 2
+
+
 def test_without_agent_samples_utilisation_is_not_observed_rather_than_zero():
     nodes = [node("n1", "a", 8, 2)]
     data = PeriodData(DAY, nodes_at_start=nodes, allocation=allocation(DAY, nodes, [], CALENDAR))
@@ -215,13 +235,24 @@ def test_blind_time_is_the_union_of_what_the_observer_could_not_see():
     assert b.by_source["scheduler"] == 60 * 60
     assert b.total_seconds == (90 + 60 + 10 + 60) * 60
     assert b.share == pytest.approx(b.total_seconds / 86400)
-    assert b.unrecorded == ("logs",) and "logs" not in b.by_source
+    assert b.by_source["logs"] == 0
     assert b.scheduler_gap_seconds == 90
 
 
+def test_alertmanager_unreadable_is_blind_time_of_the_alerts():
+    findings = [finding("alertmanager_unreachable", at(3), at(3, 20), source="alertmanager")]
+    b = _figures(PeriodData(DAY, findings=findings)).blind
+    assert b.by_source["alerts"] == 20 * 60
+    assert [(p.source, p.start, p.end) for p in b.periods if p.source == "alerts"] == [
+        ("alerts", at(3), at(3, 20))
+    ]
+
+
 def test_a_source_not_set_up_is_named_never_counted_healthy():
-    b = _figures(PeriodData(DAY), agents=False, prometheus=False, logs=False).blind
-    assert b.not_set_up == ("agents", "nvml", "prometheus", "logs")
+    b = _figures(
+        PeriodData(DAY), agents=False, prometheus=False, logs=False, alertmanager=False
+    ).blind
+    assert b.not_set_up == ("agents", "nvml", "prometheus", "logs", "alerts")
     assert set(b.by_source) == {"scheduler"}
     assert b.by_source["scheduler"] == 86400  # no snapshot at all: blind all day
 
@@ -250,6 +281,19 @@ def test_recorded_and_detected_interventions_and_their_audit():
         ("detected", "job_cancelled", None),
         ("detected", "resume", "alice"),  # the end of the recorded maintenance
     ]
+
+
+def test_deliveries_made_in_the_day_and_each_that_failed():
+    deliveries = [
+        StoredDelivery(at(8), "daily-2026-11-30", "directory", "full", 1, "wrote it"),
+        StoredDelivery(at(8), "daily-2026-11-30", "wecom", "summary", 1, "summary and link"),
+        StoredDelivery(at(8, 1), "daily-2026-11-30", "slack", "failed", 4, "HTTP 500 (gave up)"),
+    ]
+    d = _figures(PeriodData(DAY, deliveries=deliveries)).deliveries
+    assert (d.total, d.failed) == (3, 1)
+    [failure] = d.failures
+    assert (failure.report, failure.channel, failure.attempts) == ("daily-2026-11-30", "slack", 4)
+    assert failure.detail == "HTTP 500 (gave up)"
 
 
 def test_the_daily_report_puts_the_previous_day_and_the_soak_beside_the_day():

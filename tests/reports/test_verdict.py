@@ -222,6 +222,14 @@ def test_too_much_blind_time_keeps_a_go_out_of_reach():
     assert [n.key for n in v.scope] == ["scope.blind"]
 
 
+def test_alert_counts_are_said_incomplete_when_alertmanager_could_not_be_read():
+    blind = finding("alertmanager_unreachable", at(3), at(3, 30), source="alertmanager")
+    v = _verdict(_soak(findings=[blind]))
+    assert v.recommendation is Recommendation.GO  # half an hour of a week is within bound
+    [note] = v.scope
+    assert (note.key, note.params) == ("scope.alerts_incomplete", {"blind_seconds": 1800.0})
+
+
 def test_monitoring_that_misses_a_scheduler_node_is_not_linked():
     v = _verdict(_soak(gpu=GpuUsage(overall=UtilizationHistogram.of([1]), nodes=frozenset({"n1"}))))
     assert _status(v)["monitoring_linked"] == (Status.FAIL, FailureClass.LIMITED_LAUNCH)

@@ -16,12 +16,18 @@ from observer.clock import ManualClock
 from observer.controller.main import build_backend, build_controller
 from observer.controller.observe import FleetObserver
 from observer.domain import (
+    AttributedProcess,
     DriverState,
     DriverStatus,
     GpuIdentity,
     GpuReading,
     GpuSample,
+    JobPhase,
     NodeSnapshot,
+    Owner,
+    OwnerKind,
+    OwnerPhase,
+    OwnerState,
 )
 from observer.fleet.local import LocalFleet
 from observer.metrics import ControllerMetrics
@@ -123,6 +129,7 @@ class Week:
             self.metrics,
             unreachable_grace_seconds=60,
             latest=self.controller.detection.node_snapshots,
+            scheduler=lambda: self.controller.latest_snapshot,
         )
         self.schedule = SteppedSchedule(
             self.controller,
@@ -135,14 +142,30 @@ class Week:
 
     def _agent(self, name: str) -> Callable[[], NodeSnapshot]:
         """A node agent's snapshot: as many GPUs busy as the scheduler last said were
-        allocated on the node, at a utilisation that moves with the minute."""
+        allocated on the node, at a utilisation that moves with the minute, each running a
+        process of the job the scheduler last placed there."""
 
         def snapshot() -> NodeSnapshot:
             now = self.clock.now()
             busy = self._allocated(now).get(name, 0)
             minute = now.astimezone(SHANGHAI).minute
+            owners = self._owners(name)
             gpus = []
+            processes = []
             for i in range(4):
+                if i < min(busy, len(owners)):
+                    processes.append(
+                        AttributedProcess(
+                            i,
+                            f"GPU-{name}-{i}",
+                            1000 + i,
+                            None,
+                            True,
+                            "python probe.py",
+                            owners[i],
+                            OwnerState(OwnerPhase.RUNNING),
+                        )
+                    )
                 percent = 55 + (i * 13 + minute) % 45 if i < busy else 0
                 gpus.append(
                     GpuReading(
@@ -153,9 +176,20 @@ class Week:
                         baseline_memory_bytes=None,
                     )
                 )
-            return NodeSnapshot(name, now, DriverStatus(DriverState.OK), tuple(gpus), (), ())
+            return NodeSnapshot(
+                name, now, DriverStatus(DriverState.OK), tuple(gpus), tuple(processes), ()
+            )
 
         return snapshot
+
+    def _owners(self, name: str) -> list[Owner]:
+        """The job of each GPU allocated on the node, in order, as the scheduler last said."""
+        snapshot = self.controller.latest_snapshot
+        owners: list[Owner] = []
+        for job in snapshot.jobs if snapshot else ():
+            if job.phase is JobPhase.RUNNING and name in job.nodes:
+                owners += [Owner(OwnerKind.JOB, job.job_id)] * (job.gpus // len(job.nodes))
+        return owners
 
     def _allocated(self, now: datetime) -> dict[str, int]:
         # Every agent is read at the same instant: the scheduler's state is read once.

@@ -585,8 +585,10 @@ def test_a_stuck_job_keeps_holding_its_gpus_after_it_ends(
     done = status(cluster, job_id)
     assert done.phase is JobPhase.SUCCEEDED
     assert done.finished_at == at(30)
+    assert done.ending_since == at(30)
     snap = cluster.snapshot()
-    assert job_id not in {j.job_id for j in snap.jobs}
+    [ending] = [j for j in snap.jobs if j.job_id == job_id]  # ended, still holding
+    assert (ending.phase, ending.ending_since) == (JobPhase.SUCCEEDED, at(30))
     assert node(cluster, "n1").gpus_allocated == 3
     assert status(cluster, waiting).phase is JobPhase.PENDING
 
@@ -617,6 +619,8 @@ def test_releasing_a_stuck_job_frees_its_gpus(
     cluster.faults.stuck_jobs.discard(job_id)
     clock.advance(1)
 
+    assert status(cluster, job_id).ending_since is None
+    assert job_id not in {j.job_id for j in cluster.snapshot().jobs}
     assert node(cluster, "n1").gpus_allocated == 2
     assert status(cluster, waiting).started_at == at(601)
 

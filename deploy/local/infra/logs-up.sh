@@ -16,6 +16,8 @@
 # Deterministic loss (what the tests do): kill -STOP "$(cat $LOGS_DIR/rsyslogd.pid)", append
 # to app.log, rotate (the logrotate line printed last), kill -CONT: the lines appended while
 # the shipper was stopped are copied into app.log.1, truncated away, and never shipped.
+# Rotation by size (the log-burst tests): the same logrotate line without -f rotates app.log
+# only once it is past LOGS_ROTATE_SIZE, as logrotate's cron job would.
 set -euo pipefail
 
 D=${LOGS_DIR:-/tmp/observer-logs}
@@ -96,4 +98,4 @@ wait_tcp "$port"
 
 echo "log pipeline up in $(elapsed): $D/app.log -> tcp 127.0.0.1:$port -> $D/collected.log"
 echo "rsyslogd pid file: $pidfile"
-echo "rotate: logrotate -s $D/logrotate.state -f $D/logrotate.conf"
+echo "rotate: logrotate -s $D/logrotate.state -f $D/logrotate.conf (without -f: past $rotate_size only)"

@@ -1,0 +1,350 @@
+"""Reports of a week of a 1,000-node x 8-GPU soak: seconds to build a daily summary and the
+verdict.
+
+A store is filled in bulk with what the controller would have stored over the week at its
+default cadences (bench/controller_scale.py measures the controller itself): every GPU's
+sample every controller.gpu_sample_interval_seconds, each agent on its own clock; the queue
+rows of a scheduler snapshot every controller.snapshot_interval_seconds; the node change log
+(a share of the nodes changing at each snapshot); the probe runs of the plan and their
+findings, node findings, alerts and interventions. Then the real report code builds the first
+day's summary, the last day's (which reduces the whole soak so far, day by day) and the
+verdict, on SQLite and, when reachable, PostgreSQL (OBSERVER_BENCH_POSTGRES_URL, default the
+local test server; a schema of its own, dropped after).
+
+Prints one JSON line.
+
+    .venv/bin/python bench/report.py [--nodes 1000] [--days 7]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from datetime import date, datetime, timedelta
+from pathlib import Path
+from typing import Any
+from zoneinfo import ZoneInfo
+
+import sqlalchemy as sa
+from controller_scale import DEFAULT_POSTGRES_URL, GPUS_PER_NODE, TENANTS, postgres_schema
+
+from observer.domain import (
+    Expectation,
+    Finding,
+    FindingKind,
+    Outcome,
+    ProbeRun,
+    RunState,
+    Severity,
+)
+from observer.logs import configure_logging
+from observer.reports.publish import write_daily, write_verdict
+from observer.settings import Settings
+from observer.storage.store import Store, StoredAlert, StoredIntervention, upgrade
+from observer.storage.tables import node_states_table, queue_samples_table
+
+SHANGHAI = ZoneInfo("Asia/Shanghai")
+MONDAY = date(2026, 11, 30)
+POOLS = ("pool-a", "pool-b", "pool-c", "pool-d")
+NODE_CHANGES_PER_SNAPSHOT = 50  # as bench/controller_scale.py's churn stores
+PROBES = (  # probe, expectation, how it ends
+    ("short", Expectation.SUCCEED, None),
+    ("fairness", Expectation.SUCCEED, None),
+    ("fail-exit", Expectation.FAIL, "NonZeroExitCode"),
+    ("log-canary", Expectation.SUCCEED, None),
+    ("multi-gpu", Expectation.SUCCEED, None),
+)
+_SAMPLE_COLUMNS = (
+    "node",
+    "gpu_uuid",
+    "gpu_index",
+    "at",
+    "utilization_gpu_percent",
+    "memory_used_bytes",
+    "memory_total_bytes",
+    "power_milliwatts",
+    "process_count",
+    "tenant",
+)
+
+
+def settings_for(url: str, output_dir: Path, nodes: int) -> Settings:
+    return Settings.model_validate(
+        {
+            "controller": {
+                "timezone": "Asia/Shanghai",
+                "tenants": [{"name": n, "weight": w} for n, w in TENANTS.items()],
+                "simulation": {"nodes": nodes, "gpus_per_node": GPUS_PER_NODE},
+                "agent_dns_name": "observer-agent.observer.svc",
+            },
+            "storage": {"url": url},
+            "reports": {"output_dir": str(output_dir)},
+        }
+    )
+
+
+def _samples(
+    nodes: int, start: datetime, end: datetime, every: float, rng: random.Random
+) -> Iterator[tuple[Any, ...]]:
+    """Every GPU's stored samples, time order; each agent's clock offset from the others."""
+    tenants = list(TENANTS)
+    offsets = [rng.uniform(0, every) for _ in range(nodes)]
+    step = timedelta(seconds=every)
+    tick = start
+    while tick < end:
+        for n in range(nodes):
+            at = tick + timedelta(seconds=offsets[n])
+            if at >= end:
+                continue
+            node = f"node-{n:04d}"
+            for g in range(GPUS_PER_NODE):
+                busy = (n * 7 + g + at.hour) % 10 < 7
+                percent = (n * 13 + g * 29 + at.minute) % 101 if busy else 0
+                yield (
+                    node,
+                    f"GPU-{node}-{g}",
+                    g,
+                    at,
+                    percent if (n + g + at.minute) % 997 else None,  # a rare failed read
+                    (60 if busy else 0) * 2**30,
+                    141 * 2**30,
+                    650_000 if busy else 90_000,
+                    1 if busy else 0,
+                    tenants[(n + at.hour) % len(tenants)] if busy else None,
+                )
+        tick += step
+
+
+def _insert_samples(url: str, rows: Iterator[tuple[Any, ...]]) -> int:
+    """Straight through the driver (COPY on PostgreSQL): the fill is not what is measured."""
+    engine = sa.create_engine(url)
+    count = 0
+    raw = engine.raw_connection()
+    try:
+        cursor = raw.cursor()
+        columns = ", ".join(_SAMPLE_COLUMNS)
+        if engine.dialect.name == "postgresql":
+            with cursor.copy(f"COPY gpu_samples ({columns}) FROM STDIN") as copy:  # type: ignore[attr-defined]
+                for row in rows:
+                    copy.write_row(row)
+                    count += 1
+        else:
+            marks = ", ".join("?" * len(_SAMPLE_COLUMNS))
+            insert = f"INSERT INTO gpu_samples ({columns}) VALUES ({marks})"
+            batch: list[tuple[Any, ...]] = []
+            for row in rows:
+                # SQLite keeps instants as UTC text, as the store's column type writes them.
+                batch.append((*row[:3], row[3].strftime("%Y-%m-%d %H:%M:%S.%f"), *row[4:]))
+                if len(batch) == 100_000:  # committed by batch: the WAL stays small
+                    cursor.executemany(insert, batch)
+                    raw.commit()
+                    count += len(batch)
+                    batch = []
+            cursor.executemany(insert, batch)
+            count += len(batch)
+        raw.commit()
+    finally:
+        raw.close()
+        engine.dispose()
+    return count
+
+
+def _scheduler_rows(
+    nodes: int, start: datetime, end: datetime, every: float, rng: random.Random
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    queues: list[dict[str, Any]] = []
+    changes: list[dict[str, Any]] = []
+    allocated = [GPUS_PER_NODE] * nodes
+
+    def node_row(at: datetime, n: int) -> dict[str, Any]:
+        used = allocated[n]
+        return {
+            "at": at,
+            "node": f"node-{n:04d}",
+            "pool": POOLS[n % len(POOLS)],
+            "gpus_total": GPUS_PER_NODE,
+            "gpus_allocated": used,
+            "state": "allocated" if used == GPUS_PER_NODE else ("idle" if not used else "mixed"),
+            "reason": None,
+            "removed": False,
+        }
+
+    changes += [node_row(start, n) for n in range(nodes)]
+    at = start
+    while at < end:
+        for tenant in TENANTS:
+            pending = rng.randint(5_000, 12_000)
+            queues.append(
+                {
+                    "at": at,
+                    "tenant": tenant,
+                    "queue": None,
+                    "pending_jobs": pending,
+                    "pending_gpus": pending * 2,
+                    "running_jobs": rng.randint(800, 1_200),
+                    "running_gpus": rng.randint(2_000, 2_800),
+                    "longest_wait_seconds": rng.uniform(600, 20_000),
+                    "pending_reasons": {"Resources": pending // 3, "Priority": pending // 2},
+                }
+            )
+        for n in rng.sample(range(nodes), min(NODE_CHANGES_PER_SNAPSHOT, nodes)):
+            allocated[n] = rng.randint(0, GPUS_PER_NODE)
+            changes.append(node_row(at, n))
+        at += timedelta(seconds=every)
+    return queues, changes
+
+
+def _runs_and_findings(
+    start: datetime, end: datetime, rng: random.Random
+) -> tuple[list[ProbeRun], list[Finding]]:
+    runs: list[ProbeRun] = []
+    findings: list[Finding] = []
+    at = start + timedelta(minutes=5)
+    n = 0
+    while at < end:
+        probe, expectation, reason = PROBES[n % len(PROBES)]
+        tenant = list(TENANTS)[n % len(TENANTS)]
+        started = at + timedelta(seconds=rng.uniform(1, 600))
+        finished = started + timedelta(seconds=rng.uniform(60, 900))
+        runs.append(
+            ProbeRun(
+                run_id=f"run-{n:06d}",
+                probe=probe,
+                tenant=tenant,
+                queue=None,
+                window="weekday-peak" if at.astimezone(SHANGHAI).hour in range(9, 18) else None,
+                expectation=expectation,
+                gpus=8 if probe == "multi-gpu" else 1,
+                nodes=1,
+                state=RunState.DONE,
+                job_id=f"job-{n}",
+                submitted_at=at,
+                started_at=started,
+                finished_at=finished,
+                outcome=Outcome.PASSED if rng.random() < 0.95 else Outcome.FAILED,
+                exit_code=1 if reason else 0,
+                reason=reason,
+                pending_reasons={"Resources": (started - at).total_seconds()},
+                node_names=(f"node-{rng.randrange(10):04d}",),
+            )
+        )
+        n += 1
+        at += timedelta(seconds=300)
+    at = start
+    while at < end:  # a node finding and a scheduler one every two hours, open for a while
+        node = f"node-{rng.randrange(1000):04d}"
+        for detector, subject in (
+            ("allocated_idle", {"node": node, "gpu_uuid": f"GPU-{node}-3", "pid": "4242"}),
+            ("allocated_without_job", {"node": node}),
+        ):
+            opened = at + timedelta(seconds=rng.uniform(0, 3600))
+            findings.append(
+                Finding(
+                    detector=detector,
+                    kind=FindingKind.CONDITION,
+                    subject=subject,
+                    severity=Severity.WARNING,
+                    summary=f"{detector} on {node}",
+                    opened_at=opened,
+                    closed_at=opened + timedelta(seconds=rng.uniform(300, 5400)),
+                    evidence={"gpus": 1},
+                )
+            )
+        at += timedelta(hours=2)
+    return runs, findings
+
+
+def fill(url: str, nodes: int, days: int, settings: Settings, seed: int) -> dict[str, int]:
+    rng = random.Random(seed)
+    cfg = settings.controller
+    start = datetime.combine(MONDAY, datetime.min.time(), tzinfo=SHANGHAI)
+    end = start + timedelta(days=days)
+    samples = _insert_samples(
+        url, _samples(nodes, start, end, cfg.gpu_sample_interval_seconds, rng)
+    )
+    queues, changes = _scheduler_rows(nodes, start, end, cfg.snapshot_interval_seconds, rng)
+    runs, findings = _runs_and_findings(start, end, rng)
+    engine = sa.create_engine(url)
+    with engine.begin() as connection:
+        connection.execute(sa.insert(queue_samples_table), queues)
+        connection.execute(sa.insert(node_states_table), changes)
+    engine.dispose()
+    with Store(url) as store:
+        store.save_runs(runs)
+        store.save_findings(findings)
+        for day in range(days):
+            at = start + timedelta(days=day, hours=10)
+            store.save_alerts(
+                [StoredAlert(f"fp-{day}", "HighQueueWait", "warning", at, None, at, {})]
+            )
+            store.add_intervention(StoredIntervention(at, "alice", "drain", {"node": "node-0001"}))
+    return {
+        "gpu_samples": samples,
+        "queue_samples": len(queues),
+        "node_states": len(changes),
+        "probe_runs": len(runs),
+        "findings": len(findings),
+    }
+
+
+def measure(url: str, args: argparse.Namespace) -> dict[str, Any]:
+    upgrade(url)
+    with tempfile.TemporaryDirectory() as out:
+        settings = settings_for(url, Path(out), args.nodes)
+        began = time.perf_counter()
+        rows = fill(url, args.nodes, args.days, settings, args.seed)
+        filled = time.perf_counter() - began
+        now = datetime.combine(
+            MONDAY + timedelta(days=args.days), datetime.min.time(), tzinfo=SHANGHAI
+        ) + timedelta(hours=1)
+        timings: dict[str, float] = {}
+        with Store(url) as store:
+            for name, day in (
+                ("daily_first_day_seconds", MONDAY),
+                ("daily_last_day_seconds", MONDAY + timedelta(days=args.days - 1)),
+            ):
+                began = time.perf_counter()
+                write_daily(store, settings, day, now)
+                timings[name] = round(time.perf_counter() - began, 2)
+            began = time.perf_counter()
+            write_verdict(store, settings, now)
+            timings["verdict_seconds"] = round(time.perf_counter() - began, 2)
+    return {**timings, "rows": rows, "fill_seconds": round(filled, 1)}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--nodes", type=int, default=1000)
+    parser.add_argument("--days", type=int, default=7)
+    parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--no-postgres", action="store_true")
+    args = parser.parse_args()
+    configure_logging("warning")
+    result: dict[str, Any] = {"nodes": args.nodes, "gpus": args.nodes * GPUS_PER_NODE}
+    result["days"] = args.days
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "observer.db"
+        result["sqlite"] = measure(f"sqlite:///{path}", args)
+    postgres = (
+        None
+        if args.no_postgres
+        else postgres_schema(os.environ.get("OBSERVER_BENCH_POSTGRES_URL", DEFAULT_POSTGRES_URL))
+    )
+    if postgres is not None:
+        url, drop = postgres
+        try:
+            result["postgresql"] = measure(url, args)
+        finally:
+            drop()
+    print(json.dumps(result))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,379 @@
+"""`observer demo`: the real controller, agents and detectors over the simulated cluster, on
+an accelerated clock, with faults injected at known times; then the daily summaries and the
+verdict, and a word on what was found against what was injected.
+
+The clock is a ManualClock moved by the demo: five seconds a step while a window is open or
+probes are in flight, a minute a step otherwise. /metrics serves the controller's registry
+while the demo runs."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import date, datetime, timedelta
+from functools import partial
+from pathlib import Path
+from typing import Any, TextIO
+
+from prometheus_client import CollectorRegistry
+
+from observer import codec
+from observer.clock import ManualClock
+from observer.controller.lag import LagWatch
+from observer.controller.main import build_backend, build_controller
+from observer.controller.observe import FleetObserver
+from observer.controller.service import Controller
+from observer.demo.nodes import DemoNodes
+from observer.demo.scenario import (
+    GPUS_PER_NODE,
+    TIMEZONE,
+    Fault,
+    Load,
+    Score,
+    local,
+    score,
+    settings,
+)
+from observer.domain import JobPhase
+from observer.fleet.local import LocalFleet
+from observer.http import serving
+from observer.metrics import HEARTBEAT_METRIC, ControllerMetrics, Heartbeat
+from observer.monitoring.checker import MonitoringChecker
+from observer.monitoring.fake import FakePrometheus, FakeTarget
+from observer.reports.publish import write_daily, write_verdict
+from observer.simulation.cluster import SimulatedCluster
+from observer.simulation.driver import SteppedSchedule
+from observer.storage.store import Store, upgrade
+
+BUSY_STEP_SECONDS = 5.0
+QUIET_STEP_SECONDS = 60.0
+LOAD_EVERY_SECONDS = 300.0
+# Faults are armed this long before they are due, so the steps around them are fine.
+ARMING = timedelta(minutes=10)
+
+
+@dataclass(frozen=True)
+class DemoResult:
+    reports: list[Path]
+    faults: list[Fault]
+    score: Score
+
+
+class FaultScript:
+    """The faults of the demo's first day, each switched on and off at its local time; each
+    records the Fault it became, with the subject it turned out to have."""
+
+    def __init__(
+        self,
+        day: date,
+        cluster: SimulatedCluster,
+        nodes: DemoNodes,
+        controller: Controller,
+        scraped: list[FakeTarget],
+    ) -> None:
+        self._cluster = cluster
+        self._nodes = nodes
+        self._controller = controller
+        self._scraped = scraped
+        self.faults: list[Fault] = []
+        self._stuck: Fault | None = None
+        self._stuck_job = ""
+        self._unfair: Fault | None = None
+        self._stall: Fault | None = None
+        self._log_armed = False
+        self._steps: list[tuple[datetime, Callable[[datetime], None]]] = sorted(
+            [
+                (local(day, 1, 50), self._unfair_on),
+                (local(day, 12, 5), self._unfair_off),
+                (local(day, 3, 0), self._leak_on),
+                (local(day, 3, 45), self._leak_off),
+                (local(day, 10, 0), self._arm_log_loss),
+                (local(day, 10, 20), self._stick_on),
+                (local(day, 11, 30), self._stick_off),
+                (local(day, 14, 0), self._stall_on),
+                (local(day, 14, 20), self._stall_off),
+            ],
+            key=lambda step: step[0],
+        )
+
+    def next_due(self) -> datetime | None:
+        return self._steps[0][0] if self._steps else None
+
+    def tick(self, now: datetime) -> None:
+        while self._steps and self._steps[0][0] <= now:
+            self._steps.pop(0)[1](now)
+        if self._log_armed:
+            self._lose_canary_lines(now)
+
+    def _unfair_on(self, now: datetime) -> None:
+        self._cluster.faults.favoured_tenant = "prod"
+        self._unfair = Fault(
+            "unfair scheduling: prod always served first",
+            frozenset({"persistent_unfairness"}),
+            now,
+        )
+        self.faults.append(self._unfair)
+
+    def _unfair_off(self, now: datetime) -> None:
+        self._cluster.faults.favoured_tenant = None
+        if self._unfair is not None:
+            self._unfair.end = now
+
+    def _leak_on(self, now: datetime) -> None:
+        self._nodes.leak_next_probe = True
+
+    def _leak_off(self, now: datetime) -> None:
+        for job_id, node in self._nodes.leaked.items():
+            self.faults.append(
+                Fault(
+                    f"leaked GPU process of probe job {job_id}",
+                    frozenset({"unreleased_memory", "probe_unreleased"}),
+                    now - timedelta(minutes=45),
+                    now,
+                    {"node": node},
+                )
+            )
+        self._nodes.release_leaks()
+
+    def _arm_log_loss(self, now: datetime) -> None:
+        self._log_armed = True
+
+    def _lose_canary_lines(self, now: datetime) -> None:
+        for run in self._controller.runner.active():
+            if run.probe == "log-canary" and run.started_at is not None:
+                lost = (
+                    run.started_at + timedelta(seconds=20),
+                    run.started_at + timedelta(seconds=30),
+                )
+                self._cluster.faults.log_loss.append(lost)
+                self.faults.append(
+                    Fault(
+                        "log-loss burst: 10 s of canary lines never delivered",
+                        frozenset({"log_loss"}),
+                        now,
+                        now + timedelta(minutes=10),
+                    )
+                )
+                self._log_armed = False
+                return
+
+    def _stall_on(self, now: datetime) -> None:
+        for target in self._scraped:
+            target.scraped = False
+        self._stall = Fault(
+            "monitoring stall: Prometheus stopped scraping", frozenset({"monitoring_lag"}), now
+        )
+        self.faults.append(self._stall)
+
+    def _stall_off(self, now: datetime) -> None:
+        for target in self._scraped:
+            target.scraped = True
+        if self._stall is not None:
+            self._stall.end = now
+
+    def _stick_on(self, now: datetime) -> None:
+        for job, _, placement in self._cluster.holdings():
+            if job.run_id is None and job.phase is JobPhase.RUNNING:
+                self._stuck_job = job.job_id
+                self._cluster.faults.stuck_jobs.add(job.job_id)
+                self._stuck = Fault(
+                    f"pod of job {job.job_id} stuck Terminating",
+                    frozenset({"stuck_terminating", "allocated_without_job"}),
+                    now,
+                    subject={"node": next(iter(placement))},
+                )
+                self.faults.append(self._stuck)
+                return
+
+    def _stick_off(self, now: datetime) -> None:
+        if self._stuck is not None:
+            self._cluster.faults.stuck_jobs.discard(self._stuck_job)
+            self._stuck.end = now
+
+
+def run_demo(
+    out: Path,
+    days: int,
+    start: date,
+    *,
+    language: str = "en",
+    host: str = "127.0.0.1",
+    port: int = 0,
+    progress: TextIO = sys.stderr,
+) -> DemoResult:
+    _clear(out)
+    cfg_all = settings(out, language)
+    cfg = cfg_all.controller
+    url = str(cfg_all.storage.url)
+    upgrade(url)
+    store = Store(url)
+    clock = ManualClock(local(start, 0))
+    registry = CollectorRegistry()
+    metrics = ControllerMetrics(registry)
+    Heartbeat(registry, clock)
+    cluster = build_backend(cfg, clock)
+    assert isinstance(cluster, SimulatedCluster)
+    controller = build_controller(cfg_all, cluster, store, clock, metrics)
+    controller.start()
+    nodes = DemoNodes(cluster, clock, GPUS_PER_NODE, cfg_all.detectors.node)
+    observer = FleetObserver(
+        LocalFleet(nodes.snapshots),
+        store,
+        clock,
+        metrics,
+        cfg.agent_unreachable_grace_seconds,
+        controller.detection.node_snapshots,
+        lambda: controller.latest_snapshot,
+        cfg.gpu_sample_interval_seconds,
+    )
+    prometheus = FakePrometheus(clock)
+    targets = [
+        prometheus.add_target(
+            "observer-controller",
+            "controller:9500",
+            lambda at: [(HEARTBEAT_METRIC, {}, at.timestamp())],
+        )
+    ]
+    targets += [
+        prometheus.add_target("observer-agent", f"{name}:9400", partial(nodes.exposition, name))
+        for name in nodes.names
+    ]
+    checker = MonitoringChecker(
+        prometheus,
+        clock,
+        cfg_all.detectors.monitoring_lag,
+        metrics.monitoring,
+        cfg.heartbeat_labels,
+    )
+    watch = LagWatch(
+        checker,
+        store,
+        metrics,
+        clock,
+        cfg_all.detectors.monitoring_lag,
+        controller.detection.node_snapshots,
+        controller.runner.active,
+        controller.catalog,
+    )
+    load = Load(cluster)
+    script = FaultScript(start, cluster, nodes, controller, targets)
+
+    def in_window() -> bool:
+        return bool(controller.calendar.windows_at(clock.now()))
+
+    def busy() -> bool:
+        due = script.next_due()
+        soon = due is not None and due - clock.now() <= ARMING
+        return in_window() or bool(controller.runner.active()) or soon
+
+    schedule = SteppedSchedule(
+        controller,
+        clock,
+        metrics.loops,
+        cfg.follow_interval_seconds,
+        cfg.snapshot_interval_seconds,
+        extra=[
+            ("nodes", BUSY_STEP_SECONDS, nodes.tick),
+            ("fleet", cfg.observe_interval_seconds, observer.observe),
+            ("monitoring", cfg.monitoring_interval_seconds, watch.check),
+            ("load", LOAD_EVERY_SECONDS, lambda: load.submit(in_window())),
+            ("faults", BUSY_STEP_SECONDS, lambda: script.tick(clock.now())),
+        ],
+    )
+
+    def step() -> None:
+        clock.advance(BUSY_STEP_SECONDS if busy() else QUIET_STEP_SECONDS)
+
+    def health() -> tuple[bool, dict[str, Any]]:
+        return True, {"status": "ok", "simulated_time": clock.now().isoformat()}
+
+    def snapshot() -> dict[str, Any]:
+        return {"active_runs": [codec.run_to_json(r) for r in controller.runner.active()]}
+
+    end = local(start + timedelta(days=days), 0)
+    with serving(host, port, registry, health, snapshot) as bound:
+        print(
+            f"observer demo: {days} simulated day(s) from {start.isoformat()} "
+            f"({TIMEZONE}); metrics on http://{host}:{bound}/metrics",
+            file=progress,
+        )
+        while clock.now() < end:
+            schedule.run_for(3600, step)
+            _progress(progress, clock.now(), store, controller)
+    controller.stop()
+    written = [
+        path
+        for day in (start + timedelta(days=i) for i in range(days))
+        for path in write_daily(store, cfg_all, day, clock.now())
+    ]
+    written += _as_verdict(write_verdict(store, cfg_all, clock.now()))
+    result = DemoResult(written, script.faults, score(script.faults, store.findings()))
+    store.close()
+    return result
+
+
+def default_start(days: int) -> date:
+    """The latest Monday from which `days` days end before today (platform time), so the
+    demo's first day has a weekday peak and its reports are of days already over."""
+    first = datetime.now(TIMEZONE).date() - timedelta(days=days)
+    return first - timedelta(days=first.weekday())
+
+
+def _clear(out: Path) -> None:
+    """The demo owns its database and its reports in `out`; a previous demo's are replaced."""
+    for stale in [
+        *out.glob("observer.db*"),
+        *(out / "reports").glob("daily-*"),
+        *(out / "reports").glob("verdict*"),
+    ]:
+        stale.unlink()
+    out.mkdir(parents=True, exist_ok=True)
+
+
+def _as_verdict(paths: list[Path]) -> list[Path]:
+    named = []
+    for path in paths:
+        target = path.with_name("verdict" + path.suffix)
+        os.replace(path, target)
+        named.append(target)
+    return named
+
+
+def _progress(progress: TextIO, now: datetime, store: Store, controller: Controller) -> None:
+    at = now.astimezone(TIMEZONE)
+    open_findings = store.findings(open_only=True)
+    detectors = sorted({f.detector for f in open_findings})
+    print(
+        f"  {at:%a %Y-%m-%d %H:%M}  runs {len(store.runs())}  in flight "
+        f"{len(controller.runner.active())}  open findings {len(open_findings)}"
+        + (f" ({', '.join(detectors)})" if detectors else ""),
+        file=progress,
+        flush=True,
+    )
+
+
+def summary(result: DemoResult) -> str:
+    """What a person reads at the end: where the reports are, each injected fault with the
+    findings that reported it, and anything found that no fault explains."""
+    lines = ["", "Reports:"]
+    lines += [f"  {path}" for path in result.reports]
+    lines += ["", "Injected faults and what reported them:"]
+    for fault in result.faults:
+        found = result.score.found.get(fault.name, [])
+        lines.append(f"  {'found ' if found else 'MISSED'}  {fault.name}")
+        lines += [
+            f"          {f.detector} {dict(f.subject)} opened "
+            f"{f.opened_at.astimezone(TIMEZONE):%a %H:%M:%S}"
+            for f in found
+        ]
+    if result.score.unexpected:
+        lines += ["", "Findings no injected fault explains:"]
+        lines += [
+            f"  {f.detector} {dict(f.subject)} opened {f.opened_at.astimezone(TIMEZONE):%a %H:%M}"
+            for f in result.score.unexpected
+        ]
+    else:
+        lines += ["", "No finding that was not injected."]
+    return "\n".join(lines)

@@ -1,0 +1,135 @@
+"""`observer demo` as a person runs it: one simulated day on the real controller, agents and
+detectors, /metrics served while it runs, the day's summary and the verdict written, every
+injected fault in them and nothing that was not injected."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from observer.storage.store import Store
+
+MONDAY = "2026-11-23"
+
+
+@dataclass(frozen=True)
+class Demo:
+    out: Path
+    returncode: int
+    stdout: str
+    stderr: str
+    metrics_while_running: str
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory: pytest.TempPathFactory) -> Demo:
+    out = tmp_path_factory.mktemp("demo")
+    with subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "observer.cli",
+            "demo",
+            "--out",
+            str(out),
+            "--start",
+            MONDAY,
+            "--port",
+            "0",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    ) as proc:
+        assert proc.stderr is not None and proc.stdout is not None
+        first = proc.stderr.readline()
+        found = re.search(r"http://127\.0\.0\.1:(\d+)/metrics", first)
+        assert found, first
+        # Wait for the first simulated hour, so the controller has sampled the scheduler.
+        progress = proc.stderr.readline()
+        metrics = httpx.get(found.group(0), timeout=10).text
+        stdout, rest = proc.communicate(timeout=600)
+    return Demo(out, proc.returncode, stdout, first + progress + rest, metrics)
+
+
+def _json(path: Path) -> dict[str, Any]:
+    data: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
+    return data
+
+
+def test_it_serves_the_controllers_metrics_while_it_runs(demo: Demo):
+    assert "observer_scheduler_last_snapshot_timestamp_seconds" in demo.metrics_while_running
+    assert 'observer_scheduler_node_gpus{node="node-000"' in demo.metrics_while_running
+
+
+def test_it_shows_progress_and_writes_the_days_summary_and_the_verdict(demo: Demo):
+    assert demo.returncode == 0, demo.stdout + demo.stderr
+    hours = [line for line in demo.stderr.splitlines() if re.match(r"\s+\w{3} \d{4}-", line)]
+    assert len(hours) == 24
+    reports = demo.out / "reports"
+    expected = [f"daily-{MONDAY}.{s}" for s in ("md", "html", "json")]
+    expected += [f"verdict.{s}" for s in ("md", "html", "json")]
+    assert sorted(p.name for p in reports.iterdir()) == sorted(expected)
+    for name in expected:
+        assert str(reports / name) in demo.stdout
+    daily = _json(reports / f"daily-{MONDAY}.json")
+    assert daily["date"] == MONDAY
+    assert daily["tasks_total"] > 100
+    assert daily["gpu_utilization_avg"] is not None
+
+
+def test_every_injected_fault_is_found_and_nothing_else(demo: Demo):
+    assert "MISSED" not in demo.stdout
+    assert "No finding that was not injected." in demo.stdout
+    for fault in (
+        "unfair scheduling",
+        "leaked GPU process",
+        "stuck Terminating",
+        "log lines lost",
+        "monitoring stall",
+    ):
+        assert re.search(rf"found\s+.*{fault}", demo.stdout), fault
+
+
+def test_the_reports_name_every_finding_the_store_holds(demo: Demo):
+    with Store(f"sqlite:///{demo.out / 'observer.db'}") as store:
+        stored = {(f.detector, tuple(sorted(f.subject.items()))) for f in store.findings()}
+    daily = _json(demo.out / "reports" / f"daily-{MONDAY}.json")
+    reported = {
+        (item["detector"], tuple(sorted(item["subject"].items())))
+        for item in daily["findings"]["items"]
+    }
+    assert stored == reported
+    assert {d for d, _ in reported} >= {
+        "persistent_unfairness",
+        "unreleased_memory",
+        "probe_unreleased",
+        "stuck_terminating",
+        "log_loss",
+        "monitoring_lag",
+    }
+
+
+def test_the_verdict_fails_what_was_injected_and_passes_the_rest(demo: Demo):
+    verdict = _json(demo.out / "reports" / "verdict.json")
+    status = {c["criterion"]: c["status"] for c in verdict["criteria"]}
+    for failed in (
+        "no_unreleased_resources",
+        "no_log_loss",
+        "monitoring_lag_bound",
+        "no_persistent_unfairness",
+    ):
+        assert status[failed] == "fail", failed
+    for passed in ("queue_explainable", "failure_evidence", "tenant_isolation", "quota_enforced"):
+        assert status[passed] == "pass", passed
+    assert verdict["recommendation"] == "no_go"

@@ -1,0 +1,136 @@
+"""Unreleased resources as the scheduler counts them: a job the platform is ending that keeps
+its GPUs is stuck_terminating (and only that: its GPUs are not also allocated_without_job),
+GPUs allocated with no job at all are allocated_without_job, and each finding says what the
+node's agent sees: held, released, or unknown when it has no fresh snapshot or cannot tell
+whose processes it sees."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import replace
+
+from observer.detectors import unreleased
+from observer.domain import (
+    JobPhase,
+    JobStatus,
+    JsonValue,
+    NodeSnapshot,
+    Owner,
+    OwnerKind,
+    SchedulerNode,
+    SchedulerSnapshot,
+    Symptom,
+)
+from tests.detectors.test_probe_release import GIB, NODE, agent, at, job, process
+
+GRACE = 60.0
+STUCK_GRACE = 120.0
+MAX_AGE = 60.0
+
+
+def evaluate(
+    now: float,
+    jobs: Iterable[JobStatus] = (),
+    allocated: int = 0,
+    agents: Iterable[NodeSnapshot] = (),
+) -> list[Symptom]:
+    node = SchedulerNode(NODE, "a", 4, allocated, "mixed", None)
+    return unreleased.evaluate(
+        SchedulerSnapshot(at(now), (), (node,), tuple(jobs)),
+        {a.node: a for a in agents},
+        at(now),
+        grace_seconds=GRACE,
+        stuck_grace_seconds=STUCK_GRACE,
+        snapshot_max_age_seconds=MAX_AGE,
+        memory_tolerance_bytes=256 * 2**20,
+    )
+
+
+def test_a_job_ending_but_holding_its_gpus_is_stuck_terminating_not_allocated_without_job():
+    stuck = job("slurm-41", gpus=3, ending_since=at(0))
+
+    [symptom] = evaluate(300, [stuck], allocated=3)
+
+    assert symptom.detector == "stuck_terminating"
+    assert symptom.subject == {"job_id": "slurm-41", "tenant": "prod", "node": NODE}
+    # The hold runs from the platform's own start of the end, not from first sight.
+    assert (symptom.since, symptom.hold_seconds) == (at(0), STUCK_GRACE)
+    assert symptom.evidence["ending_since"] == at(0).isoformat()
+    assert (symptom.evidence["gpus"], symptom.evidence["nodes"]) == (3, [NODE])
+    assert symptom.evidence["layers"]["scheduler"] == "held"
+
+
+def test_gpus_beyond_a_stuck_job_are_still_allocated_without_job():
+    stuck = job("slurm-41", gpus=1, ending_since=at(0))
+
+    detectors = sorted(s.detector for s in evaluate(300, [stuck], allocated=3))
+
+    assert detectors == ["allocated_without_job", "stuck_terminating"]
+
+
+def test_the_node_layer_of_a_stuck_job_is_what_its_agent_shows_of_that_job():
+    stuck = job("slurm-41", ending_since=at(0))
+    theirs = process(0, 9, Owner(OwnerKind.SLURM_JOB, "slurm-41"))
+    someone_else = process(0, 9, Owner(OwnerKind.SLURM_JOB, "slurm-99"))
+    a_pod = process(0, 9, Owner(OwnerKind.POD, "0b6c9a1e-5f0e-4a57-9a3b-2f4c1d9e8a77"))
+
+    def node_layer(agents: Iterable[NodeSnapshot]) -> str:
+        [symptom] = evaluate(300, [stuck], allocated=1, agents=agents)
+        return str(symptom.evidence["layers"]["node"])
+
+    assert node_layer([agent(290, [theirs])]) == "held"
+    assert node_layer([agent(290, [someone_else])]) == "released"
+    assert node_layer([agent(290, [a_pod])]) == "unknown"  # a pod uid is not a job id
+    assert node_layer([agent(300 - MAX_AGE - 1, [theirs])]) == "unknown"  # stale
+    assert node_layer([]) == "unknown"
+
+
+def test_allocated_without_job_says_whether_the_agent_sees_gpus_in_use_beyond_the_jobs():
+    running = job("slurm-7", gpus=1)
+
+    def node_layer(agents: Iterable[NodeSnapshot]) -> dict[str, JsonValue]:
+        [symptom] = evaluate(300, [running], allocated=3, agents=agents)
+        assert symptom.detector == "allocated_without_job"
+        assert symptom.evidence["excess_gpus"] == 2
+        return symptom.evidence["layers"]
+
+    busy = [
+        process(0, 1, Owner(OwnerKind.SLURM_JOB, "slurm-7")),
+        process(2, 2, Owner(OwnerKind.NONE)),
+    ]
+    assert node_layer([agent(290, busy)]) == {
+        "scheduler": "held",
+        "node": "held",
+        "agree": ["scheduler", "node"],
+        "disagree": [],
+    }
+    only_the_job = [agent(290, busy[:1])]
+    assert node_layer(only_the_job)["disagree"] == ["node"]
+    memory_no_process = [agent(290, busy[:1], unlisted_bytes={3: 2 * GIB})]
+    assert node_layer(memory_no_process)["node"] == "held"
+    assert node_layer([agent(100, busy)])["node"] == "unknown"
+
+
+def test_a_pending_job_already_bound_to_the_node_explains_its_gpus():
+    # A pod stuck pulling its image holds the GPUs it was bound to.
+    pulling = replace(job("research/observer-bad-image-1", gpus=2), phase=JobPhase.PENDING)
+
+    assert evaluate(300, [pulling], allocated=2) == []
+
+
+def test_a_node_drained_because_a_kill_failed_is_its_own_finding():
+    node = SchedulerNode(NODE, "a", 4, 0, "drained", "Kill task failed")
+    snapshot = SchedulerSnapshot(at(0), (), (node,), ())
+
+    [symptom] = unreleased.evaluate(
+        snapshot,
+        {},
+        at(0),
+        grace_seconds=GRACE,
+        stuck_grace_seconds=STUCK_GRACE,
+        snapshot_max_age_seconds=MAX_AGE,
+        memory_tolerance_bytes=0,
+    )
+
+    assert (symptom.detector, symptom.subject) == ("kill_task_failed", {"node": NODE})
+    assert symptom.evidence["layers"]["node"] == "unknown"

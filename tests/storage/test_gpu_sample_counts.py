@@ -1,0 +1,94 @@
+"""A report's GPU utilisation from samples counted in the database is the one it would get
+from reading every sample: overall, per pool, window, local hour and tenant, the nodes seen
+and the reads that failed, on SQLite and PostgreSQL alike; and the pools of nodes that left
+are read without the period's whole change log."""
+
+from __future__ import annotations
+
+import random
+from datetime import UTC, datetime, time, timedelta
+from zoneinfo import ZoneInfo
+
+from observer.domain import SchedulerNode, SchedulerSnapshot
+from observer.probes.windows import Calendar, Window
+from observer.reports.data import counts_are_exact, gpu_usage, gpu_usage_of_counts
+from observer.storage.store import Store, StoredGpuSample, upgrade
+
+# Half an hour off UTC, so a local hour is not a UTC hour; a window across midnight.
+KOLKATA = ZoneInfo("Asia/Kolkata")
+CALENDAR = Calendar(
+    KOLKATA,
+    [
+        Window("peak", frozenset(range(5)), time(9, 30), time(18)),
+        Window("night", frozenset(range(7)), time(22), time(6)),
+    ],
+)
+START = datetime(2026, 11, 30, 0, 0, tzinfo=KOLKATA)
+POOLS = {"n0": "pool-a", "n1": "pool-a", "n2": "pool-b"}  # n3: a node in no pool
+
+
+def _samples(rng: random.Random) -> list[StoredGpuSample]:
+    samples = []
+    for node in ("n0", "n1", "n2", "n3"):
+        at = START + timedelta(seconds=rng.uniform(0, 60))
+        while at < START + timedelta(days=2):
+            for gpu in range(2):
+                samples.append(
+                    StoredGpuSample(
+                        node=node,
+                        gpu_uuid=f"GPU-{node}-{gpu}",
+                        gpu_index=gpu,
+                        at=at,
+                        utilization_gpu_percent=(
+                            None if rng.random() < 0.05 else rng.choice((0, 0, 37, 99, 100))
+                        ),
+                        tenant=rng.choice((None, "research", "prod")),
+                    )
+                )
+            at += timedelta(seconds=rng.uniform(200, 400))
+    return samples
+
+
+def test_counted_utilisation_equals_sample_by_sample(db_url: str):
+    upgrade(db_url)
+    with Store(db_url) as store:
+        store.add_gpu_samples(_samples(random.Random(3)))
+        # A whole local day, and a stretch that starts and ends inside minutes.
+        for since, until in (
+            (START + timedelta(days=1), START + timedelta(days=2)),
+            (
+                START + timedelta(hours=9, minutes=29, seconds=31),
+                START + timedelta(hours=22, minutes=30, seconds=17),
+            ),
+        ):
+            counted = gpu_usage_of_counts(store.gpu_sample_counts(since, until), POOLS, CALENDAR)
+            read = gpu_usage(store.gpu_samples(None, since, until), POOLS, CALENDAR)
+            assert counted == read
+            assert counted.overall.samples > 0
+            assert counted.unread_samples > 0
+            assert set(counted.by_window) == {"peak", "night"}
+            assert set(counted.by_pool) == {"pool-a", "pool-b", "-"}
+
+
+def test_counts_stand_for_samples_only_when_windows_change_on_whole_minutes():
+    assert counts_are_exact(CALENDAR)
+    odd = Calendar(UTC, [Window("odd", frozenset(range(7)), time(9, 0, 30), time(10))])
+    assert not counts_are_exact(odd)
+
+
+def test_a_nodes_pool_in_a_period_is_the_one_of_its_first_change_there(db_url: str):
+    upgrade(db_url)
+
+    def snapshot(minutes: int, *nodes: tuple[str, str, int]) -> SchedulerSnapshot:
+        at = START + timedelta(minutes=minutes)
+        return SchedulerSnapshot(
+            at, (), tuple(SchedulerNode(n, pool, 8, used, "mixed") for n, pool, used in nodes), ()
+        )
+
+    with Store(db_url) as store:
+        store.save_scheduler_snapshot(snapshot(0, ("a", "p1", 1), ("b", "p1", 1)))
+        store.save_scheduler_snapshot(snapshot(10, ("a", "p1", 2), ("b", "p2", 1)))
+        store.save_scheduler_snapshot(snapshot(20, ("a", "p1", 3)))  # b left
+        later = START + timedelta(minutes=5)
+        assert store.first_pools(later, START + timedelta(hours=1)) == {"a": "p1", "b": "p2"}
+        assert store.first_pools(START, later) == {"a": "p1", "b": "p1"}
