@@ -349,7 +349,7 @@ def fairness_scenario(rng: random.Random, hours: float) -> tuple[list[Fault], li
                 faults.append(
                     Fault(
                         "persistent_unfairness",
-                        {"tenant": other, "window": "night"},
+                        {"tenant": other},
                         NIGHT_START + timedelta(minutes=5),
                         nights.clock.now(),
                     )

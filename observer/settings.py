@@ -206,14 +206,14 @@ class FairnessSettings(_Group):
         3,
         gt=0,
         description="Disadvantaged in at least this many of the last `persistence_m` "
-        "occurrences of a window makes a finding.",
+        "completed window occurrences (of any window) makes a finding.",
     )
     persistence_m: int = Field(
         5,
         gt=0,
-        description="How many recent occurrences of a window are weighed. 3 of 5: a pattern "
-        "across most of a working week's nights, while one or two bad nights (a big "
-        "training run, an outage) are not a policy.",
+        description="How many recent window occurrences are weighed, peaks and nights "
+        "together. 3 of 5: a pattern over two or three days of windows, while one or two bad "
+        "windows (a big training run, an outage) are not a policy.",
     )
     unexplained_wait_grace_seconds: float = Field(
         120.0,

@@ -79,7 +79,10 @@ class Detection:
     _releases: dict[tuple[str, str], ProbeRun] = field(default_factory=dict)  # (run id, node)
     _release_tracker: ConditionTracker = field(default_factory=ConditionTracker)
     _fairness: ConditionTracker = field(default_factory=ConditionTracker)
-    _assessed_until: dict[str, datetime] = field(default_factory=dict)
+    _assessed_until: datetime | None = None
+    _assessments: dict[tuple[str, datetime], fairness.WindowAssessment] = field(
+        default_factory=dict
+    )
     _canaries: dict[str, _Canary] = field(default_factory=dict)  # by run id
     _pipeline_down: Finding | None = None  # the open log_pipeline_unreachable condition
 
@@ -210,29 +213,42 @@ class Detection:
         return changed
 
     def _persistent(self, now: datetime) -> list[Finding]:
-        changed: list[Finding] = []
-        lookback = timedelta(days=8 * self.rules.fairness.persistence_m)
-        for window in self.calendar.windows:
-            completed = fairness.occurrences(self.calendar, window.name, now - lookback, now)
-            recent = completed[-self.rules.fairness.persistence_m :]
-            if not recent or self._assessed_until.get(window.name) == recent[-1].end:
-                continue
-            self._assessed_until[window.name] = recent[-1].end
-            assessments = [self._assess(window.name, occurrence) for occurrence in recent]
-            symptoms = fairness.evaluate(assessments, self.rules.fairness)
-            changed += self._fairness.update(symptoms, now, partial(fairness.covers, assessments))
-            latest = assessments[-1]
-            if latest.fairness_index is not None:
-                self.metrics.fairness_index.labels(window.name).set(latest.fairness_index)
-        return changed
+        """Re-weigh the last M completed window occurrences, of every window, each time one
+        more completes."""
+        m = self.rules.fairness.persistence_m
+        lookback = now - timedelta(days=8 * m)
+        completed = sorted(
+            (
+                occurrence
+                for window in self.calendar.windows
+                for occurrence in fairness.occurrences(self.calendar, window.name, lookback, now)
+            ),
+            key=lambda o: o.end,
+        )
+        recent = completed[-m:]
+        if not recent or self._assessed_until == recent[-1].end:
+            return []
+        self._assessed_until = recent[-1].end
+        # A completed occurrence's assessment does not change: each is made once.
+        self._assessments = {
+            (o.window, o.start): self._assessments.get((o.window, o.start)) or self._assess(o)
+            for o in recent
+        }
+        assessments = list(self._assessments.values())
+        for assessment in assessments:
+            if assessment.fairness_index is not None:
+                window = assessment.occurrence.window
+                self.metrics.fairness_index.labels(window).set(assessment.fairness_index)
+        symptoms = fairness.evaluate(assessments, self.rules.fairness)
+        return self._fairness.update(symptoms, now, partial(fairness.covers, assessments))
 
-    def _assess(self, window: str, occurrence: fairness.Occurrence) -> fairness.WindowAssessment:
+    def _assess(self, occurrence: fairness.Occurrence) -> fairness.WindowAssessment:
         runs = [
             r
             for r in self.store.runs(
                 probe=FAIRNESS_PROBE, since=occurrence.start, until=occurrence.end
             )
-            if r.window == window
+            if r.window == occurrence.window
         ]
         samples = self.store.queue_samples(occurrence.start, occurrence.end)
         capacity = fairness.capacity_over(
@@ -240,7 +256,13 @@ class Detection:
             self.store.node_changes(occurrence.start, occurrence.end),
         )
         return fairness.assess_window(
-            occurrence, runs, samples, self.weights, capacity, self.rules.fairness
+            occurrence,
+            runs,
+            samples,
+            self.weights,
+            capacity,
+            self.rules.fairness,
+            quotas=self.quotas,
         )
 
     def _log_loss(self, now: datetime) -> tuple[list[Finding], list[str]]:

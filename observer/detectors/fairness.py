@@ -287,16 +287,20 @@ def assess_window(
     capacity: Capacity,
     rules: FairnessSettings,
     as_of: datetime | None = None,
+    quotas: Mapping[str, int] | None = None,
 ) -> WindowAssessment:
     """Assess one occurrence from its fairness probe runs and the queue samples taken in it.
     `capacity` is the GPUs tenants share at each sample (see `capacity_over`); GPUs held by
     tenants without a weight (other users) are taken off it first, as they are outside the
-    contract. A probe still pending counts as waiting until `as_of` (default: the
-    occurrence's end)."""
+    contract. A tenant's demand counts up to its quota: GPUs its own quota withholds are
+    not the scheduler's unfairness. A probe still pending counts as waiting until `as_of`
+    (default: the occurrence's end)."""
     as_of = as_of or occurrence.end
     waits = [w for run in fairness_runs if (w := _wait(run, as_of)) is not None]
     batches = _batches(waits, rules.batch_gap_seconds)
-    samples = _group_samples(queue_samples, weights, capacity, rules.disadvantage_wait_seconds)
+    samples = _group_samples(
+        queue_samples, weights, quotas or {}, capacity, rules.disadvantage_wait_seconds
+    )
     tenants = sorted({w.tenant for w in waits} | {t for s in samples for t in s.demand})
     assessed = tuple(
         _assess_tenant(tenant, weights.get(tenant, 0.0), waits, batches, samples, rules)
@@ -341,6 +345,8 @@ def _wait(run: ProbeRun, as_of: datetime) -> _Wait | None:
         seconds, started = (end - run.submitted_at).total_seconds(), False
     else:
         return None  # refused, lost or never confirmed: it never waited in the queue
+    # Time held by the tenant's own quota is its limit at work, not the scheduler's choice.
+    seconds -= sum(t for reason, t in run.pending_reasons.items() if reason in _QUOTA_REASONS)
     return _Wait(run.tenant, run.submitted_at, max(seconds, 0.0), started)
 
 
@@ -358,6 +364,7 @@ def _batches(waits: Sequence[_Wait], gap_seconds: float) -> list[list[_Wait]]:
 def _group_samples(
     queue_samples: Sequence[QueueSample],
     weights: Mapping[str, float],
+    quotas: Mapping[str, int],
     capacity: Capacity,
     held_seconds: float,
 ) -> list[_Sample]:
@@ -375,7 +382,11 @@ def _group_samples(
             if state.pending_gpus and state.longest_wait_seconds > held_seconds:
                 held.add(state.tenant)
         others = sum(gpus for tenant, gpus in running.items() if tenant not in weights)
-        demand = {t: running[t] + pending[t] for t in running if t in weights}
+        demand = {
+            t: min(running[t] + pending[t], quotas.get(t, running[t] + pending[t]))
+            for t in running
+            if t in weights
+        }
         samples.append(
             _Sample(
                 demand=demand,
@@ -469,32 +480,23 @@ def _mean(values: Iterable[float]) -> float | None:
 
 
 def evaluate(assessments: Sequence[WindowAssessment], rules: FairnessSettings) -> list[Symptom]:
-    """persistent_unfairness symptoms from completed occurrences, ordered oldest to newest
-    within each window: a tenant disadvantaged in at least K of the window's last M."""
-    by_window: dict[str, list[WindowAssessment]] = {}
-    for assessment in assessments:
-        by_window.setdefault(assessment.occurrence.window, []).append(assessment)
-    symptoms = []
-    for window, history in sorted(by_window.items()):
-        recent = history[-rules.persistence_m :]
-        tenants = sorted({t.tenant for a in recent for t in a.tenants})
-        for tenant in tenants:
-            symptom = _persistence(window, tenant, recent, rules)
-            if symptom is not None:
-                symptoms.append(symptom)
-    return symptoms
+    """persistent_unfairness symptoms from completed window occurrences, whichever window
+    each was: a tenant disadvantaged in at least K of the last M. A pattern across a peak and
+    two nights counts as much as one across three nights; the evidence names each window."""
+    recent = sorted(assessments, key=lambda a: a.occurrence.end)[-rules.persistence_m :]
+    tenants = sorted({t.tenant for a in recent for t in a.tenants})
+    return [s for tenant in tenants if (s := _persistence(tenant, recent, rules)) is not None]
 
 
 def covers(assessments: Sequence[WindowAssessment], detector: str, subject: Subject) -> bool:
     """Whether an evaluation of these assessments could see a persistent_unfairness condition:
-    only the windows assessed say anything about their conditions."""
-    return detector == PERSISTENT_UNFAIRNESS and subject.get("window") in {
-        a.occurrence.window for a in assessments
-    }
+    any completed occurrence says something about every tenant (one absent from it was not
+    disadvantaged there)."""
+    return detector == PERSISTENT_UNFAIRNESS and bool(assessments)
 
 
 def _persistence(
-    window: str, tenant: str, recent: Sequence[WindowAssessment], rules: FairnessSettings
+    tenant: str, recent: Sequence[WindowAssessment], rules: FairnessSettings
 ) -> Symptom | None:
     k, m = rules.persistence_k, rules.persistence_m
     views = [(a, a.tenant(tenant)) for a in recent]
@@ -502,14 +504,15 @@ def _persistence(
     if len(bad) < k:
         return None
     everywhere = len(bad) == m
+    windows = sorted({a.occurrence.window for a in bad})
     return Symptom(
         detector=PERSISTENT_UNFAIRNESS,
-        subject={"tenant": tenant, "window": window},
+        subject={"tenant": tenant},
         severity=Severity.CRITICAL if everywhere else Severity.WARNING,
         summary=f"tenant {tenant} was disadvantaged in {len(bad)} of the last {len(recent)} "
-        f"{window} windows",
-        rule=f"disadvantaged in at least {k} of the last {m} completed occurrences of the "
-        f"window: its fairness probes waited more than {rules.disadvantage_wait_seconds:g} s "
+        f"windows ({', '.join(windows)})",
+        rule=f"disadvantaged in at least {k} of the last {m} completed window occurrences: "
+        f"its fairness probes waited more than {rules.disadvantage_wait_seconds:g} s "
         f"longer than the other tenants' in most launch batches, or it received less than "
         f"{1 - rules.disadvantage_share_tolerance:.0%} of its entitled GPUs (weighted max-min "
         f"fair given every tenant's demand) while its jobs had been pending more than "
@@ -517,7 +520,7 @@ def _persistence(
         "for more",
         evidence={
             "tenant": tenant,
-            "window": window,
+            "windows": list(windows),
             "disadvantaged_occurrences": len(bad),
             "occurrences_weighed": len(recent),
             "persistence_k": k,
@@ -533,6 +536,7 @@ def _occurrence_evidence(
 ) -> dict[str, JsonValue]:
     occurrence = assessment.occurrence
     evidence: dict[str, JsonValue] = {
+        "window": occurrence.window,
         "start": occurrence.start.isoformat(),
         "end": occurrence.end.isoformat(),
         "fairness_index": _round(assessment.fairness_index),

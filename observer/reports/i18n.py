@@ -395,7 +395,7 @@ CATALOG: dict[str, dict[str, str]] = {
         "ev.lag": "{conditions} lag or unreachable conditions; {over} lasted beyond "
         "{limit_seconds}; the longest {longest_seconds}.",
         "ev.fairness": "Window occurrences with fairness probes: {occurrences} "
-        "(at least {needed} needed in one window).",
+        "(at least {needed} needed, all windows together).",
         "ev.unfair": "Disadvantaged: {tenants}.",
         "ev.no_scheduler_data": "No scheduler state and no tasks were stored.",
         "ev.interventions": "{recorded} recorded, {detected} detected, {unaudited} detected "
@@ -692,7 +692,7 @@ CATALOG: dict[str, dict[str, str]] = {
         "ev.no_prometheus": "未配置 Prometheus（controller.prometheus_url）：从未测量延迟。",
         "ev.lag": "{conditions} 个延迟或不可达状况；{over} 个持续超过 {limit_seconds}；最长 "
         "{longest_seconds}。",
-        "ev.fairness": "有公平性探测的窗口次数：{occurrences}（单个窗口至少需要 {needed} 次）。",
+        "ev.fairness": "有公平性探测的窗口次数：{occurrences}（各窗口合计至少需要 {needed} 次）。",
         "ev.unfair": "处于劣势：{tenants}。",
         "ev.no_scheduler_data": "未保存调度器状态和任务。",
         "ev.interventions": "人工登记 {recorded} 次，自动识别 {detected} 次，其中 {unaudited} 次无"

@@ -480,13 +480,11 @@ def _no_unfairness(
     evidence = [
         Note("ev.fairness", {"occurrences": per_window, "needed": rules.fairness_persistence_k})
     ]
-    if max((len(s) for s in seen.values()), default=0) < rules.fairness_persistence_k:
-        return _result(name, Status.NOT_OBSERVED, evidence)
     unfair = _of(soak.findings, [fairness.PERSISTENT_UNFAIRNESS])
+    if not unfair and sum(len(s) for s in seen.values()) < rules.fairness_persistence_k:
+        return _result(name, Status.NOT_OBSERVED, evidence)
     if unfair:
-        tenants = ", ".join(
-            sorted({f"{f.subject.get('tenant')}@{f.subject.get('window')}" for f in unfair})
-        )
+        tenants = ", ".join(sorted({str(f.subject.get("tenant")) for f in unfair}))
         evidence.append(Note("ev.unfair", {"tenants": tenants}))
     return _result(
         name,

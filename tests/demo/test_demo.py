@@ -95,7 +95,7 @@ def test_every_injected_fault_is_found_and_nothing_else(demo: Demo):
         "unfair scheduling",
         "leaked GPU process",
         "stuck Terminating",
-        "log lines lost",
+        "log-loss burst",
         "monitoring stall",
     ):
         assert re.search(rf"found\s+.*{fault}", demo.stdout), fault

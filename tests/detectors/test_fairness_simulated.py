@@ -167,7 +167,7 @@ def test_a_scheduler_that_favours_the_smaller_tenant_is_found_unfair_after_k_nig
     [finding] = nights.night()
 
     assert finding.detector == "persistent_unfairness"
-    assert finding.subject == {"tenant": "research", "window": "night"}
+    assert finding.subject == {"tenant": "research"}
     assert finding.severity is Severity.WARNING  # 3 nights so far, not yet all of the last 5
     weighed = finding.evidence["occurrences"]
     assert len(weighed) == RULES.persistence_k

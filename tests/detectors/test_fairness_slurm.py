@@ -214,7 +214,7 @@ def test_a_qos_favouring_prod_makes_research_persistently_disadvantaged(
         assert prod.over_ask and not prod.disadvantaged, prod
     [symptom] = evaluate(assessments, RULES)
     assert symptom.detector == "persistent_unfairness"
-    assert symptom.subject == {"tenant": "research", "window": "round"}
+    assert symptom.subject == {"tenant": "research"}
     assert symptom.severity is Severity.CRITICAL  # in every one of the last M rounds
     assert symptom.evidence["disadvantaged_occurrences"] == ROUNDS
     assert rounds.pending_checks > 0 and rounds.waits.open_findings() == []
