@@ -130,7 +130,7 @@ def _insert_samples(url: str, rows: Iterator[tuple[Any, ...]]) -> int:
         cursor = raw.cursor()
         columns = ", ".join(_SAMPLE_COLUMNS)
         if engine.dialect.name == "postgresql":
-            with cursor.copy(f"COPY gpu_samples ({columns}) FROM STDIN") as copy:  # type: ignore[attr-defined]
+            with cursor.copy(f"COPY gpu_samples ({columns}) FROM STDIN") as copy:
                 for row in rows:
                     copy.write_row(row)
                     count += 1
