@@ -46,8 +46,7 @@ from prometheus_client import CollectorRegistry
 from observer import codec
 from observer.backends.base import queue_states
 from observer.clock import Clock, ManualClock
-from observer.controller.main import build_controller
-from observer.controller.observe import FleetObserver
+from observer.controller.main import build_controller, fleet_observer
 from observer.domain import (
     DriverState,
     DriverStatus,
@@ -312,16 +311,7 @@ def run(url: str, store_path: Path | None, args: argparse.Namespace) -> dict[str
     controller = build_controller(settings, cluster, store, clock, metrics)
     controller.start()
     agents = Agents(cluster, clock)
-    observer = FleetObserver(
-        agents,
-        store,
-        clock,
-        metrics,
-        cfg.agent_unreachable_grace_seconds,
-        controller.detection.node_snapshots,
-        lambda: controller.latest_snapshot,
-        cfg.gpu_sample_interval_seconds,
-    )
+    observer = fleet_observer(settings, agents, store, clock, metrics, controller)
     timed = {
         "follow": Timed(controller.follow, agents),
         "detect": Timed(controller.detect, agents),

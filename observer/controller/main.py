@@ -21,6 +21,7 @@ from observer.controller.runs import Budget, ProbeRunner, Tenant
 from observer.controller.schedule import start_plan
 from observer.controller.service import Controller, PlanEntry
 from observer.errors import ConfigError
+from observer.fleet.base import Fleet
 from observer.fleet.http import HttpFleet
 from observer.http import serving
 from observer.logs import get_logger
@@ -28,7 +29,7 @@ from observer.logs_pipeline.pod_logs import PodLogReader
 from observer.loops import PeriodicLoop
 from observer.metrics import ControllerMetrics, Heartbeat, ReportMetrics
 from observer.monitoring.checker import MonitoringChecker
-from observer.monitoring.prometheus import PrometheusHttp
+from observer.monitoring.prometheus import PrometheusApi, PrometheusHttp
 from observer.probes.catalog import builtin_catalog, quota_probe, with_overrides
 from observer.probes.windows import Calendar, Window, parse_days
 from observer.reports.alerts import AlertmanagerHttp, AlertPoller
@@ -136,6 +137,53 @@ def build_controller(
     return Controller(backend, store, runner, calendar, plan, catalog, clock, metrics, detection)
 
 
+def fleet_observer(
+    settings: Settings,
+    fleet: Fleet,
+    store: Store,
+    clock: Clock,
+    metrics: ControllerMetrics,
+    controller: Controller,
+) -> FleetObserver:
+    """The reader of the agents' snapshots that feeds the controller's detectors."""
+    cfg = settings.controller
+    return FleetObserver(
+        fleet,
+        store,
+        clock,
+        metrics,
+        cfg.agent_unreachable_grace_seconds,
+        controller.detection.node_snapshots,
+        lambda: controller.latest_snapshot,
+        cfg.gpu_sample_interval_seconds,
+    )
+
+
+def lag_watch(
+    settings: Settings,
+    prometheus: PrometheusApi,
+    store: Store,
+    clock: Clock,
+    metrics: ControllerMetrics,
+    controller: Controller,
+) -> LagWatch:
+    """The monitoring-lag check against `prometheus`, fed with what the controller knows."""
+    rules = settings.detectors.monitoring_lag
+    checker = MonitoringChecker(
+        prometheus, clock, rules, metrics.monitoring, settings.controller.heartbeat_labels
+    )
+    return LagWatch(
+        checker,
+        store,
+        metrics,
+        clock,
+        rules,
+        controller.detection.node_snapshots,
+        controller.runner.active,
+        controller.catalog,
+    )
+
+
 def run_controller(
     settings: Settings,
     stop: threading.Event,
@@ -158,39 +206,15 @@ def run_controller(
         return PeriodicLoop(name, interval, tick, clock, stop, metrics.loops)
 
     fleet = HttpFleet(cfg.agent_urls, cfg.agent_dns_name, cfg.agent_port)
-    observer = FleetObserver(
-        fleet,
-        store,
-        clock,
-        metrics,
-        cfg.agent_unreachable_grace_seconds,
-        controller.detection.node_snapshots,
-        lambda: controller.latest_snapshot,
-        cfg.gpu_sample_interval_seconds,
-    )
+    observer = fleet_observer(settings, fleet, store, clock, metrics, controller)
     observe = loop("fleet", cfg.observe_interval_seconds, observer.observe)
     follow = loop("follow", cfg.follow_interval_seconds, controller.follow)
     detect = loop("detect", cfg.follow_interval_seconds, controller.detect)
     sample = loop("scheduler", cfg.snapshot_interval_seconds, controller.sample_scheduler)
     loops = [follow, sample, observe, detect]
     if cfg.prometheus_url:
-        checker = MonitoringChecker(
-            PrometheusHttp(cfg.prometheus_url, cfg.prometheus_timeout_seconds),
-            clock,
-            settings.detectors.monitoring_lag,
-            metrics.monitoring,
-            cfg.heartbeat_labels,
-        )
-        watch = LagWatch(
-            checker,
-            store,
-            metrics,
-            clock,
-            settings.detectors.monitoring_lag,
-            controller.detection.node_snapshots,
-            controller.runner.active,
-            controller.catalog,
-        )
+        prometheus = PrometheusHttp(cfg.prometheus_url, cfg.prometheus_timeout_seconds)
+        watch = lag_watch(settings, prometheus, store, clock, metrics, controller)
         loops.append(loop("monitoring", cfg.monitoring_interval_seconds, watch.check))
     loops += _report_loops(settings, store, clock, stop, ReportMetrics(registry), loop)
     launches = [

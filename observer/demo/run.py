@@ -21,9 +21,7 @@ from prometheus_client import CollectorRegistry
 
 from observer import codec
 from observer.clock import ManualClock
-from observer.controller.lag import LagWatch
-from observer.controller.main import build_backend, build_controller
-from observer.controller.observe import FleetObserver
+from observer.controller.main import build_backend, build_controller, fleet_observer, lag_watch
 from observer.controller.service import Controller
 from observer.demo.nodes import DemoNodes
 from observer.demo.scenario import (
@@ -40,7 +38,6 @@ from observer.domain import JobPhase
 from observer.fleet.local import LocalFleet
 from observer.http import serving
 from observer.metrics import HEARTBEAT_METRIC, ControllerMetrics, Heartbeat
-from observer.monitoring.checker import MonitoringChecker
 from observer.monitoring.fake import FakePrometheus, FakeTarget
 from observer.reports.publish import write_daily, write_verdict
 from observer.simulation.cluster import SimulatedCluster
@@ -218,15 +215,8 @@ def run_demo(
     controller = build_controller(cfg_all, cluster, store, clock, metrics)
     controller.start()
     nodes = DemoNodes(cluster, clock, GPUS_PER_NODE, cfg_all.detectors.node)
-    observer = FleetObserver(
-        LocalFleet(nodes.snapshots),
-        store,
-        clock,
-        metrics,
-        cfg.agent_unreachable_grace_seconds,
-        controller.detection.node_snapshots,
-        lambda: controller.latest_snapshot,
-        cfg.gpu_sample_interval_seconds,
+    observer = fleet_observer(
+        cfg_all, LocalFleet(nodes.snapshots), store, clock, metrics, controller
     )
     prometheus = FakePrometheus(clock)
     targets = [
@@ -240,23 +230,7 @@ def run_demo(
         prometheus.add_target("observer-agent", f"{name}:9400", partial(nodes.exposition, name))
         for name in nodes.names
     ]
-    checker = MonitoringChecker(
-        prometheus,
-        clock,
-        cfg_all.detectors.monitoring_lag,
-        metrics.monitoring,
-        cfg.heartbeat_labels,
-    )
-    watch = LagWatch(
-        checker,
-        store,
-        metrics,
-        clock,
-        cfg_all.detectors.monitoring_lag,
-        controller.detection.node_snapshots,
-        controller.runner.active,
-        controller.catalog,
-    )
+    watch = lag_watch(cfg_all, prometheus, store, clock, metrics, controller)
     load = Load(cluster)
     script = FaultScript(start, cluster, nodes, controller, targets)
 
