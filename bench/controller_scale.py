@@ -34,7 +34,7 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -69,6 +69,7 @@ from observer.settings import Settings
 from observer.simulation.cluster import NodeSpec, SimulatedCluster, TenantSpec
 from observer.simulation.driver import SteppedSchedule
 from observer.storage.store import Store, upgrade
+from observer.storage.tables import metadata
 
 # A weekday at 10:00 in Shanghai: inside the default weekday-peak window.
 START = datetime(2026, 11, 30, 2, 0, tzinfo=UTC)
@@ -195,14 +196,17 @@ class Agents:
     def agents(self) -> list[str]:
         return sorted(self._cluster.nodes)
 
-    def fetch(self, agent: str) -> NodeSnapshot:
+    def fetch_all(self, agents: Sequence[str]) -> dict[str, NodeSnapshot | BackendError]:
+        return {agent: self._fetch(agent) for agent in agents}
+
+    def _fetch(self, agent: str) -> NodeSnapshot | BackendError:
         began = time.process_time()
         body = json.dumps(codec.snapshot_to_json(self._snapshot(agent)))
         self.cpu_seconds += time.process_time() - began
         try:
             return codec.snapshot_from_json(json.loads(body))
         except (ValueError, KeyError) as exc:
-            raise BackendError(str(exc)) from exc
+            return BackendError(str(exc))
 
     def _snapshot(self, node: str) -> NodeSnapshot:
         now = self._clock.now()
@@ -267,15 +271,9 @@ class Timed:
 
 def _store_size(url: str, store_path: Path | None) -> tuple[dict[str, int], int]:
     """Rows per table, and bytes: the SQLite file (with its WAL) or PostgreSQL's
-    pg_total_relation_size of every table (indexes and TOAST included)."""
+    pg_total_relation_size of every table the store has (indexes and TOAST included)."""
     engine = sa.create_engine(url)
-    tables = (
-        "gpu_samples",
-        "findings",
-        "probe_runs",
-        "queue_samples",
-        "node_states",
-    )
+    tables = sorted(metadata.tables)
     with engine.connect() as connection:
         rows = {
             t: connection.execute(sa.text(f"SELECT count(*) FROM {t}")).scalar_one() for t in tables

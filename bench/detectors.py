@@ -58,6 +58,7 @@ from observer.domain import (
 )
 from observer.fleet.local import LocalFleet
 from observer.gpu.fake import GIB, FakeGpu, FakeGpuBackend
+from observer.logs import configure_logging
 from observer.metrics import HEARTBEAT_METRIC, AgentMetrics, ControllerMetrics
 from observer.monitoring.checker import MonitoringChecker
 from observer.monitoring.fake import Exposition, FakePrometheus, FakeTarget
@@ -888,6 +889,7 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--hours", type=float, default=8.0)
     args = parser.parse_args()
+    configure_logging("warning")  # the findings are scored, not logged; stdout is the result
     rng = random.Random(args.seed)
     scores: dict[str, Score] = {}
     for scenario in (

@@ -329,6 +329,9 @@ class JobStatus:
     message: str | None = None
     exit_code: int | None = None
     nodes: tuple[str, ...] = ()
+    # What the node agents name as the owner of the job's GPU processes: Slurm's and the
+    # simulator's job id, the UIDs of a Kubernetes Job's pods. Empty: the platform named none.
+    owner_ids: tuple[str, ...] = ()
     # Set while the platform ends the job but it still holds its resources: Slurm's end of a
     # job COMPLETING, Kubernetes' deletionTimestamp (the deletion's grace included). The phase
     # stays the platform's own (Slurm's COMPLETING is running, a deleted Job is cancelled).

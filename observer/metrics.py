@@ -4,6 +4,7 @@ Names follow the Prometheus naming guide: observer_<thing>_<unit>[_total]."""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Iterable, Iterator
 from datetime import datetime
 
@@ -56,6 +57,8 @@ class FindingMetrics:
         self._seen: set[tuple[str, str]] = set()
         # Open findings, by (key, opened_at): their (detector, severity).
         self._open: dict[tuple[str, datetime], tuple[str, str]] | None = None
+        # The controller's loops (fleet, detect, monitoring, alerts) record from their threads.
+        self._lock = threading.Lock()
 
     def record(
         self,
@@ -66,7 +69,14 @@ class FindingMetrics:
         `open_now`: every finding open now (the agent's, at hand), or how to read them (the
         controller's store): read on the first call only, after which the open set follows
         `changed`, so that a cycle over a large fleet costs what changed, not what is open."""
-        changed = list(changed)
+        with self._lock:
+            self._record(list(changed), open_now)
+
+    def _record(
+        self,
+        changed: list[Finding],
+        open_now: Iterable[Finding] | Callable[[], Iterable[Finding]],
+    ) -> None:
         for finding in changed:
             if finding.is_open or finding.kind is FindingKind.EVENT:
                 self.total.labels(finding.detector, finding.severity.value).inc()

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Collection, Iterable
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol
 
@@ -25,6 +26,19 @@ RUN_ID_LABEL = "soak.observer/run-id"  # Kubernetes label; Slurm carries it in -
 PROBE_LABEL = "soak.observer/probe"
 MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
 MANAGED_BY = "gpu-soak-observer"
+
+
+@dataclass(frozen=True, slots=True)
+class FinishedJobs:
+    """Every tenant's jobs that finished in [since, until), each with its final phase, the
+    platform's reason and exit code. `complete` is False when the platform may have forgotten
+    some of them (`note` says why): a count from it is a lower bound."""
+
+    since: datetime
+    until: datetime
+    jobs: tuple[JobStatus, ...]
+    complete: bool
+    note: str = ""
 
 
 class SchedulerBackend(Protocol):
@@ -51,6 +65,11 @@ class SchedulerBackend(Protocol):
 
     def snapshot(self) -> SchedulerSnapshot:
         """Queues per tenant, nodes with their GPUs, and every unfinished job."""
+        ...
+
+    def finished_jobs(self, since: datetime, until: datetime) -> FinishedJobs:
+        """Every job of every tenant, the observer's and everyone else's, that finished in
+        [since, until): the platform's task and failure counts."""
         ...
 
     def probe_isolation(self, as_tenant: str, other_tenant: str) -> list[AccessAttempt]:

@@ -41,6 +41,7 @@ from observer.backends.base import (
     MANAGED_BY_LABEL,
     PROBE_LABEL,
     RUN_ID_LABEL,
+    FinishedJobs,
     queue_states,
 )
 from observer.clock import Clock
@@ -277,6 +278,29 @@ class KubernetesBackend:
                 events = self._warning_events(namespace)
                 statuses.extend(_job_status(job, pods, events, self._gpu) for job in jobs)
         return [status for status in statuses if not status.phase.finished]
+
+    def finished_jobs(self, since: datetime, until: datetime) -> FinishedJobs:
+        # The Jobs of the tenants' namespaces that reached Complete or Failed; one being
+        # deleted (its TTL ran out, or someone deleted it) is on its way out and not read.
+        ended: list[JobStatus] = []
+        for namespace in self._settings.namespaces:
+            with _api(f"list jobs in {namespace}"):
+                listed = self._batch.list_namespaced_job(
+                    namespace, _request_timeout=self._timeout
+                ).items
+            final = [j for j in listed if _final_condition(j) and not _deleting(j.metadata)]
+            if final:
+                pods = _pods_by_job(self._list_pods(namespace, ""))
+                events = self._warning_events(namespace)
+                ended += [_job_status(job, pods, events, self._gpu) for job in final]
+        return FinishedJobs(
+            since,
+            until,
+            tuple(s for s in ended if s.finished_at is not None and since <= s.finished_at < until),
+            complete=False,
+            note="the API server deletes finished Jobs ttlSecondsAfterFinished after they "
+            "end, and a deleted Job or a bare pod is never listed",
+        )
 
     def snapshot(self) -> SchedulerSnapshot:
         now = self._clock.now()
@@ -667,6 +691,7 @@ def _job_status(
         # A job of several pods starts when its last pod does: that ends its wait.
         started_at=max(started) if len(started) >= expected else None,
         nodes=_nodes(pods),
+        owner_ids=_uids(pods),
     )
     if _deleting(meta):
         return replace(
@@ -722,6 +747,7 @@ def _pod_group_status(
         submitted_at=min((moment for moment in created if moment), default=None),
         started_at=max(started) if len(started) == len(pods) else None,
         nodes=_nodes(pods),
+        owner_ids=_uids(pods),
     )
     if status.started_at is not None:
         return replace(status, phase=JobPhase.RUNNING)
@@ -753,6 +779,7 @@ def _ending_status(group_id: str, namespace: str, pods: list[client.V1Pod], gpu:
         message=f"{len(pods)} pod(s) Terminating on {', '.join(nodes)}, to be gone by "
         f"{deadline.isoformat()}",
         nodes=nodes,
+        owner_ids=_uids(pods),
         ending_since=deadline,
     )
 
@@ -924,6 +951,11 @@ def _phase(pod: client.V1Pod) -> str | None:
 
 def _nodes(pods: list[client.V1Pod]) -> tuple[str, ...]:
     return tuple(sorted({pod.spec.node_name for pod in pods if pod.spec and pod.spec.node_name}))
+
+
+def _uids(pods: list[client.V1Pod]) -> tuple[str, ...]:
+    """The pods' UIDs: what the agents read from their cgroup paths as their owner."""
+    return tuple(sorted({pod.metadata.uid for pod in pods if pod.metadata and pod.metadata.uid}))
 
 
 def _started_at(pod: client.V1Pod) -> datetime | None:

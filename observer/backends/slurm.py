@@ -10,6 +10,9 @@ BackendError rather than misread. Facts of 22.05 this relies on:
   reached (after ~9 s of retries); the list is what says so.
 - `sacct --json` reports `{"status": "SUCCESS", "return_code": 0}` for a job that exited 3,
   so accounting is read from `sacct --parsable2` with `SLURM_TIME_FORMAT=%s` instead.
+- `sacct --state=<final states> -S -E` lists the jobs that ended in the period, bounds
+  included (slurmdbd compares their end time); sacct reads -S/-E in its own timezone, so
+  they are given in UTC with TZ=UTC.
 - The run id travels in `--comment`; sacct keeps comments only with
   `AccountingStoreFlags=job_comment`.
 - Under `PrivateData=jobs` (slurm.conf for squeue and scontrol, slurmdbd.conf for sacct) an
@@ -34,7 +37,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from observer.backends.base import queue_states
+from observer.backends.base import FinishedJobs, queue_states
 from observer.clock import Clock
 from observer.domain import (
     CANARY_MARK,
@@ -132,6 +135,9 @@ _UNREACHABLE = (
     "Zero Bytes were transmitted",
     "backup controller in standby mode",
 )
+
+# sacct's short names of every final state, for --state
+_FINAL_STATES = "BF,CA,CD,DL,F,NF,OOM,PR,RV,TO"
 
 _SACCT_FIELDS = (
     "JobIDRaw",
@@ -258,6 +264,23 @@ class SlurmBackend:
             if placed:
                 self.cancel(target)
 
+    def finished_jobs(self, since: datetime, until: datetime) -> FinishedJobs:
+        # slurmdbd keeps every job of every user: the listing is complete
+        jobs = self._sacct(
+            [
+                "--allusers",
+                f"--state={_FINAL_STATES}",
+                f"--starttime={_sacct_time(since)}",
+                f"--endtime={_sacct_time(until)}",
+            ]
+        )
+        ended = [
+            s
+            for s in jobs.values()
+            if s.phase.finished and s.finished_at is not None and since <= s.finished_at < until
+        ]
+        return FinishedJobs(since, until, tuple(ended), complete=True)
+
     def snapshot(self) -> SchedulerSnapshot:
         at = self._clock.now()
         active = [s for s in self._squeue() if not s.phase.finished]
@@ -273,24 +296,24 @@ class SlurmBackend:
         ids = sorted({job_id for job_id in job_ids if job_id.isdigit()}, key=int)
         if not ids:
             return {}
+        return self._sacct([f"--jobs={','.join(ids)}"])
+
+    def _sacct(self, selection: list[str]) -> dict[str, JobStatus]:
+        """The job allocations sacct selects, by job id."""
         done = self._run(
             "sacct",
             [
                 "--allocations",
                 "--parsable2",
                 "--noheader",
-                f"--jobs={','.join(ids)}",
+                *selection,
                 f"--format={','.join(_SACCT_FIELDS)}",
             ],
-            env={"SLURM_TIME_FORMAT": "%s"},
+            env={"SLURM_TIME_FORMAT": "%s", "TZ": "UTC"},
         )
         if done.returncode != 0:
             raise BackendError(f"sacct failed: {_slurm_words(done.stderr)}")
-        lines = [line for line in done.stdout.splitlines() if line.strip()]
-        try:
-            return {s.job_id: s for s in map(_from_sacct, lines)}
-        except ValueError as exc:
-            raise BackendError(f"unexpected sacct output ({exc})") from exc
+        return parse_sacct(done.stdout)
 
     # --- isolation ----------------------------------------------------------------------
 
@@ -554,8 +577,24 @@ def _from_squeue(job: Mapping[str, Any]) -> JobStatus:
         message=str(job["state_description"] or "") or _message(state, reason, exit_status),
         exit_code=_exit_code(exit_status),
         nodes=nodes,
+        owner_ids=(str(job["job_id"]),),  # the agents read it from the job's cgroup
         ending_since=_time(job["end_time"]) if state == "COMPLETING" else None,
     )
+
+
+def parse_sacct(output: str) -> dict[str, JobStatus]:
+    """`sacct --parsable2 --noheader --format=<_SACCT_FIELDS>` (SLURM_TIME_FORMAT=%s), by
+    job id; a state or shape this reader does not know is a BackendError, not a guess."""
+    lines = [line for line in output.splitlines() if line.strip()]
+    try:
+        return {s.job_id: s for s in map(_from_sacct, lines)}
+    except ValueError as exc:
+        raise BackendError(f"unexpected sacct output ({exc})") from exc
+
+
+def _sacct_time(at: datetime) -> str:
+    """An instant as sacct's -S/-E read it under TZ=UTC."""
+    return at.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S")
 
 
 def _from_sacct(line: str) -> JobStatus:
@@ -580,6 +619,7 @@ def _from_sacct(line: str) -> JobStatus:
         message=_message(state, reason, exit_status),
         exit_code=_exit_code(exit_status),
         nodes=nodes,
+        owner_ids=(row["JobIDRaw"],),
         ending_since=_time(row["End"]) if state == "COMPLETING" else None,
     )
 

@@ -8,6 +8,7 @@ restarts), with the log pipeline's own blind time while it cannot be read."""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
@@ -77,6 +78,11 @@ class Detection:
     _waits: ConditionTracker = field(default_factory=ConditionTracker)
     _allocations: ConditionTracker = field(default_factory=ConditionTracker)
     _releases: dict[tuple[str, str], ProbeRun] = field(default_factory=dict)  # (run id, node)
+    # Our jobs' owner ids as the scheduler last listed them, and when, by job id: a run is
+    # judged once it ended, when the scheduler may no longer list its job.
+    _owners: dict[str, tuple[tuple[str, ...], datetime]] = field(default_factory=dict)
+    # follow, the scheduler sampling and detect call in from their own loops' threads.
+    _lock: threading.Lock = field(default_factory=threading.Lock)
     _release_tracker: ConditionTracker = field(default_factory=ConditionTracker)
     _fairness: ConditionTracker = field(default_factory=ConditionTracker)
     _assessed_until: datetime | None = None
@@ -87,7 +93,19 @@ class Detection:
     _pipeline_down: Finding | None = None  # the open log_pipeline_unreachable condition
 
     def scheduler_sampled(self, snapshot: SchedulerSnapshot) -> None:
+        with self._lock:  # the scheduler loop's thread; check() runs on the detect loop's
+            self._sampled(snapshot)
+
+    def _sampled(self, snapshot: SchedulerSnapshot) -> None:
         self._latest = snapshot
+        for job in snapshot.jobs:
+            if job.run_id is not None and job.owner_ids:
+                self._owners[job.job_id] = (job.owner_ids, snapshot.at)
+        judging = {run.job_id for run in self._releases.values()}
+        horizon = snapshot.at - RELEASE_CHECK_HORIZON
+        self._owners = {
+            job: seen for job, seen in self._owners.items() if seen[1] >= horizon or job in judging
+        }
 
     def resume(self) -> None:
         """After a (re)start: queue the canaries that ended within CANARY_RESUME_LOOKBACK and
@@ -110,10 +128,11 @@ class Detection:
     def runs_changed(self, runs: Sequence[ProbeRun]) -> None:
         """Queue every run that ended on nodes for its release check, and the log-canary runs
         that ended as expected for their read-back."""
-        for run in runs:
-            if run.finished_at is not None and run.job_id is not None:
-                self._releases.update(((run.run_id, node), run) for node in run.node_names)
-            self._queue_canary(run)
+        with self._lock:
+            for run in runs:
+                if run.finished_at is not None and run.job_id is not None:
+                    self._releases.update(((run.run_id, node), run) for node in run.node_names)
+                self._queue_canary(run)
 
     def _queue_canary(self, run: ProbeRun) -> None:
         spec = self.catalog.get(run.probe)
@@ -131,6 +150,10 @@ class Detection:
     def check(self, active: Sequence[ProbeRun]) -> list[Finding]:
         """Run every detector that has something new to look at; store and count what
         opened or closed."""
+        with self._lock:
+            return self._check(active)
+
+    def _check(self, active: Sequence[ProbeRun]) -> list[Finding]:
         now = self.clock.now()
         log_findings, log_checked = self._log_loss(now)
         changed = [
@@ -191,6 +214,7 @@ class Detection:
             self._latest,
             self.node_snapshots,
             now,
+            owners={job: ids for job, (ids, _) in self._owners.items()},
             grace_seconds=rules.grace_seconds,
             snapshot_max_age_seconds=rules.snapshot_max_age_seconds,
             memory_tolerance_bytes=self.rules.node.memory_tolerance_bytes,

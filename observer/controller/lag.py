@@ -11,7 +11,8 @@ from functools import partial
 
 from observer.clock import Clock
 from observer.detectors.conditions import ConditionTracker
-from observer.domain import Behaviour, Finding, NodeSnapshot, ProbeRun
+from observer.detectors.unreleased import job_processes
+from observer.domain import Behaviour, Finding, NodeSnapshot, ProbeRun, SchedulerSnapshot
 from observer.metrics import ControllerMetrics
 from observer.monitoring.checker import BusyProbe, FlatlineWatch, MonitoringChecker
 from observer.monitoring.prometheus import selector
@@ -31,9 +32,11 @@ class LagWatch:
         nodes: Mapping[str, NodeSnapshot],
         active: Callable[[], Sequence[ProbeRun]],
         catalog: Mapping[str, ProbeSpec],
+        scheduler: Callable[[], SchedulerSnapshot | None] = lambda: None,
     ) -> None:
         """`nodes` is the agents' latest snapshot by node (kept current by FleetObserver);
-        `active` the probe runs in flight."""
+        `active` the probe runs in flight; `scheduler` the latest scheduler snapshot, whose
+        jobs name their owners as the agents see them."""
         self._checker = checker
         self._store = store
         self._metrics = metrics
@@ -42,6 +45,7 @@ class LagWatch:
         self._nodes = nodes
         self._active = active
         self._catalog = catalog
+        self._scheduler = scheduler
         self._tracker = ConditionTracker()
         self._readings = AgentReadings()
 
@@ -51,7 +55,7 @@ class LagWatch:
         since = self._clock.now() - timedelta(seconds=self._rules.flatline_window_seconds)
         result = self._checker.check(
             flatlines=self._readings.watches(since, self._rules),
-            busy_probes=busy_probes(self._active(), self._catalog, snapshots),
+            busy_probes=busy_probes(self._active(), self._catalog, snapshots, self._scheduler()),
         )
         changed = self._tracker.update(result.symptoms, result.view.now, result.covers)
         if changed:
@@ -100,11 +104,14 @@ def busy_probes(
     active: Sequence[ProbeRun],
     catalog: Mapping[str, ProbeSpec],
     nodes: Sequence[NodeSnapshot],
+    scheduler: SchedulerSnapshot | None = None,
 ) -> list[BusyProbe]:
     """The GPUs each running GPU-busy probe keeps busy, from its known start: those its
-    agent attributes to the probe's job, or every GPU of a node the probe holds whole. A GPU
-    the agents cannot place yet is left out rather than guessed."""
+    agent attributes to the probe's job (by the owners `scheduler` names for it, else by its
+    job id), or every GPU of a node the probe holds whole. A GPU the agents cannot place yet
+    is left out rather than guessed."""
     by_node = {snap.node: snap for snap in nodes}
+    owners = {job.job_id: job.owner_ids for job in scheduler.jobs} if scheduler else {}
     probes = []
     for run in active:
         spec = catalog.get(run.probe)
@@ -116,7 +123,8 @@ def busy_probes(
             snap = by_node.get(name)
             if snap is None:
                 continue
-            gpus = {p.gpu_uuid for p in snap.processes if p.owner.id == run.job_id}
+            owner_ids = owners.get(run.job_id) or (run.job_id,)
+            gpus = {p.gpu_uuid for p in job_processes(owner_ids, snap)}
             if not gpus and spec.workload.gpus_per_node >= len(snap.gpus):
                 gpus = {g.identity.uuid for g in snap.gpus if g.identity is not None}
             probes += [BusyProbe(run.run_id, uuid, run.started_at) for uuid in sorted(gpus)]

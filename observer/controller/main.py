@@ -27,7 +27,7 @@ from observer.http import serving
 from observer.logs import get_logger
 from observer.logs_pipeline.pod_logs import PodLogReader
 from observer.loops import PeriodicLoop
-from observer.metrics import ControllerMetrics, Heartbeat, ReportMetrics
+from observer.metrics import ControllerMetrics, FindingMetrics, Heartbeat, ReportMetrics
 from observer.monitoring.checker import MonitoringChecker
 from observer.monitoring.prometheus import PrometheusApi, PrometheusHttp
 from observer.probes.catalog import builtin_catalog, quota_probe, with_overrides
@@ -181,6 +181,7 @@ def lag_watch(
         controller.detection.node_snapshots,
         controller.runner.active,
         controller.catalog,
+        lambda: controller.latest_snapshot,
     )
 
 
@@ -205,18 +206,22 @@ def run_controller(
     def loop(name: str, interval: float, tick: Any) -> PeriodicLoop:
         return PeriodicLoop(name, interval, tick, clock, stop, metrics.loops)
 
-    fleet = HttpFleet(cfg.agent_urls, cfg.agent_dns_name, cfg.agent_port)
+    fleet = HttpFleet(
+        cfg.agent_urls, cfg.agent_dns_name, cfg.agent_port, concurrency=cfg.agent_read_concurrency
+    )
     observer = fleet_observer(settings, fleet, store, clock, metrics, controller)
     observe = loop("fleet", cfg.observe_interval_seconds, observer.observe)
     follow = loop("follow", cfg.follow_interval_seconds, controller.follow)
     detect = loop("detect", cfg.follow_interval_seconds, controller.detect)
     sample = loop("scheduler", cfg.snapshot_interval_seconds, controller.sample_scheduler)
-    loops = [follow, sample, observe, detect]
+    tally = loop("jobs", cfg.job_listing_interval_seconds, controller.tally_jobs)
+    loops = [follow, sample, tally, observe, detect]
     if cfg.prometheus_url:
         prometheus = PrometheusHttp(cfg.prometheus_url, cfg.prometheus_timeout_seconds)
         watch = lag_watch(settings, prometheus, store, clock, metrics, controller)
         loops.append(loop("monitoring", cfg.monitoring_interval_seconds, watch.check))
-    loops += _report_loops(settings, store, clock, stop, ReportMetrics(registry), loop)
+    reports = ReportMetrics(registry)
+    loops += _report_loops(settings, store, clock, stop, reports, metrics.findings, loop)
     launches = [
         loop(f"plan-{entry.probe}", entry.every_seconds, partial(controller.launch, entry))
         for entry in controller.plan
@@ -263,6 +268,7 @@ def _report_loops(
     clock: Clock,
     stop: threading.Event,
     reports: ReportMetrics,
+    findings: FindingMetrics,
     loop: Callable[[str, float, Any], PeriodicLoop],
 ) -> list[PeriodicLoop]:
     """Build (and deliver) every due daily summary; poll Alertmanager when one is set."""
@@ -283,7 +289,9 @@ def _report_loops(
             loop(
                 "alerts",
                 settings.reports.alert_poll_interval_seconds,
-                AlertPoller(alerts, store, clock, reports, settings.reports.ignored_alerts).poll,
+                AlertPoller(
+                    alerts, store, clock, reports, findings, settings.reports.ignored_alerts
+                ).poll,
             )
         )
     return loops

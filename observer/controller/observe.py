@@ -12,10 +12,10 @@ from functools import partial
 
 from observer.clock import Clock
 from observer.detectors.conditions import ConditionTracker
-from observer.detectors.unreleased import JOB_ID_OWNERS
 from observer.domain import (
     Finding,
     NodeSnapshot,
+    OwnerKind,
     SchedulerSnapshot,
     Severity,
     Symptom,
@@ -69,12 +69,12 @@ class FleetObserver:
         now = self._clock.now()
         snapshots: list[NodeSnapshot] = []
         symptoms: list[Symptom] = []
-        for agent in self._fleet.agents():
-            try:
-                snapshots.append(self._fleet.fetch(agent))
-            except BackendError as exc:
+        for agent, read in self._fleet.fetch_all(self._fleet.agents()).items():
+            if isinstance(read, BackendError):
                 self._metrics.agent_errors_total.labels(agent).inc()
-                symptoms.append(_unreachable(agent, str(exc), self._grace))
+                symptoms.append(_unreachable(agent, str(read), self._grace))
+            else:
+                snapshots.append(read)
         changed = self._tracker.update(symptoms, now)
         self._latest.update((snap.node, snap) for snap in snapshots)
         reported = [f for snap in snapshots for f in snap.findings]
@@ -154,12 +154,13 @@ def _unreachable(agent: str, error: str, grace: float) -> Symptom:
 
 
 def gpu_tenants(snapshot: NodeSnapshot, tenants: Mapping[str, str]) -> dict[str, str]:
-    """GPU uuid -> the tenant whose job owns the GPU's processes, by `tenants` (job id ->
-    tenant). A GPU whose known processes belong to several tenants has none: it is shared."""
+    """GPU uuid -> the tenant whose job owns the GPU's processes, by `tenants` (owner id, as
+    in JobStatus.owner_ids -> tenant). A GPU whose known processes belong to several tenants
+    has none: it is shared."""
     found: dict[str, set[str]] = {}
     for process in snapshot.processes:
-        # A pod is named by its UID, which no JobStatus carries: its GPU keeps no tenant.
-        tenant = tenants.get(process.owner.id) if process.owner.kind in JOB_ID_OWNERS else None
+        named = process.owner.kind is not OwnerKind.NONE
+        tenant = tenants.get(process.owner.id) if named else None
         if tenant is not None:
             found.setdefault(process.gpu_uuid, set()).add(tenant)
     return {uuid: next(iter(names)) for uuid, names in found.items() if len(names) == 1}
@@ -168,7 +169,8 @@ def gpu_tenants(snapshot: NodeSnapshot, tenants: Mapping[str, str]) -> dict[str,
 def _samples(
     snapshots: list[NodeSnapshot], scheduler: SchedulerSnapshot | None
 ) -> list[StoredGpuSample]:
-    tenants = {job.job_id: job.tenant for job in scheduler.jobs} if scheduler else {}
+    jobs = scheduler.jobs if scheduler else ()
+    tenants = {owner: job.tenant for job in jobs for owner in job.owner_ids}
     samples = []
     for snap in snapshots:
         held = gpu_tenants(snap, tenants)

@@ -4,18 +4,21 @@ the simulator call them; neither is needed to reason about them."""
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 
-from observer.backends.base import SchedulerBackend
+from observer.backends.base import FinishedJobs, SchedulerBackend
 from observer.clock import Clock
 from observer.controller.detect import Detection
 from observer.controller.runs import ProbeRunner
 from observer.domain import Finding, ProbeRun, SchedulerSnapshot
+from observer.errors import BackendError
 from observer.metrics import ControllerMetrics
 from observer.probes.catalog import ProbeSpec
 from observer.probes.windows import Calendar
-from observer.storage.store import Store
+from observer.storage.store import JOB_SLOT, JobSlot, JobTally, Store, job_slot
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,5 +109,43 @@ class Controller:
         m.scheduler_last_snapshot_timestamp_seconds.set(snapshot.at.timestamp())
         return snapshot
 
+    def tally_jobs(self) -> list[JobSlot]:
+        """Count every tenant's jobs that finished since the last listing ended (from the
+        start of its slot, so a slot's counts are replaced whole) up to now. A listing that
+        fails raises, stores nothing, and the next one covers the same time again."""
+        now = self._clock.now()
+        since = job_slot(self.store.jobs_listed_until() or now)
+        try:
+            listing = self.backend.finished_jobs(since, now)
+        except BackendError:
+            self._metrics.scheduler_errors_total.labels("finished_jobs").inc()
+            raise
+        slots = tally_slots(listing)
+        self.store.save_job_slots(slots)
+        return slots
+
     def stop(self) -> list[ProbeRun]:
         return self.runner.cancel_all("the controller shut down")
+
+
+def tally_slots(listing: FinishedJobs) -> list[JobSlot]:
+    """A listing that starts on a slot, as the slots it covers: jobs counted by the slot of
+    their end, tenant, phase and reason; the last slot listed as far as the listing goes."""
+    if job_slot(listing.since) != listing.since:
+        raise ValueError(f"a listing from {listing.since} does not start on a slot")
+    counts = Counter(
+        (job_slot(job.finished_at), job.tenant, job.phase, job.reason or "")
+        for job in listing.jobs
+        if job.finished_at is not None
+    )
+    by_slot: dict[datetime, list[JobTally]] = {}
+    for (at, tenant, phase, reason), jobs in sorted(counts.items()):
+        by_slot.setdefault(at, []).append(JobTally(tenant, phase, reason or None, jobs))
+    slots = []
+    start = listing.since
+    while start < listing.until:
+        end = min(start + JOB_SLOT, listing.until)
+        tallies = tuple(by_slot.get(start, ()))
+        slots.append(JobSlot(start, end, listing.complete, listing.note, tallies))
+        start += JOB_SLOT
+    return slots

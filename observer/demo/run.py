@@ -252,6 +252,7 @@ def run_demo(
             ("nodes", BUSY_STEP_SECONDS, nodes.tick),
             ("fleet", cfg.observe_interval_seconds, observer.observe),
             ("monitoring", cfg.monitoring_interval_seconds, watch.check),
+            ("jobs", cfg.job_listing_interval_seconds, controller.tally_jobs),
             ("load", LOAD_EVERY_SECONDS, lambda: load.submit(in_window())),
             ("faults", BUSY_STEP_SECONDS, lambda: script.tick(clock.now())),
         ],
@@ -276,6 +277,7 @@ def run_demo(
         while clock.now() < end:
             schedule.run_for(3600, step)
             _progress(progress, clock.now(), store, controller)
+    controller.tally_jobs()  # the last day's jobs, up to its very end
     controller.stop()
     written = [
         path

@@ -4,14 +4,16 @@ period, as the agents see them.
 
 A run is judged on a node only by an agent snapshot taken after the grace ran out and still
 fresh; a node without one is neither opened nor closed (`covers`) and its check waits.
-Matching: a process whose owner is the run's job id (Slurm job, simulator job) is the job's.
-Memory above baseline that no named owner explains (no process, or processes whose owner the
-agent cannot tell) is the job's only while the scheduler shows no job at all on the node:
-then nothing else there can explain it."""
+Matching: a process whose owner is one the scheduler named for the run's job (Slurm's and
+the simulator's job id, the UIDs of a Kubernetes Job's pods; the job id itself when the
+scheduler was never seen listing the job) is the job's. Memory above baseline that no named
+owner explains (no process, or processes whose owner the agent cannot tell) is the job's
+only while the scheduler shows no job at all on the node: then nothing else there can
+explain it."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -55,11 +57,13 @@ def evaluate(
     nodes: Mapping[str, NodeSnapshot],
     now: datetime,
     *,
+    owners: Mapping[str, Collection[str]],
     grace_seconds: float,
     snapshot_max_age_seconds: float,
     memory_tolerance_bytes: int,
 ) -> Check:
-    """Judge each (ended run, node it ran on) whose grace has run out."""
+    """Judge each (ended run, node it ran on) whose grace has run out. `owners`: by job id,
+    the owner ids the scheduler last named for the job (JobStatus.owner_ids)."""
     symptoms: list[Symptom] = []
     judged: set[tuple[str, str]] = set()
     clean: set[tuple[str, str]] = set()
@@ -73,7 +77,15 @@ def evaluate(
             continue
         judged.add((run.run_id, node))
         symptom = _judge(
-            run, job_id, ended, node, agent, scheduler, grace_seconds, memory_tolerance_bytes
+            run,
+            job_id,
+            owners.get(job_id, (job_id,)),
+            ended,
+            node,
+            agent,
+            scheduler,
+            grace_seconds,
+            memory_tolerance_bytes,
         )
         if symptom is None:
             clean.add((run.run_id, node))
@@ -89,6 +101,7 @@ def covers(check: Check, detector: str, subject: Subject) -> bool:
 def _judge(
     run: ProbeRun,
     job_id: str,
+    owner_ids: Collection[str],
     ended: datetime,
     node: str,
     agent: NodeSnapshot,
@@ -96,7 +109,7 @@ def _judge(
     grace_seconds: float,
     tolerance: int,
 ) -> Symptom | None:
-    job_gpus = {p.gpu_index for p in job_processes(job_id, agent)}
+    job_gpus = {p.gpu_index for p in job_processes(owner_ids, agent)}
     matched_by = BY_JOB_ID
     no_job_on_node = (
         scheduler is not None
@@ -123,6 +136,7 @@ def _judge(
             "probe": run.probe,
             "tenant": run.tenant,
             "job_id": job_id,
+            "owner_ids": sorted(owner_ids),
             "node": node,
             "ended_at": ended.isoformat(),
             "grace_seconds": grace_seconds,

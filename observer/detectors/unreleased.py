@@ -9,11 +9,12 @@ Rules (conditions):
 - kill_task_failed: a node drained because the platform could not kill a job's processes.
 Each finding compares the layers (`layers`): which see the GPUs held, which see them released,
 and which could not look (no fresh agent snapshot, owners it cannot match: 'unknown', never
-'released')."""
+'released'). A job's processes are those whose owner is one the scheduler names for the job
+(`JobStatus.owner_ids`: Slurm's job id, the UIDs of a Kubernetes Job's pods)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from datetime import datetime
 
 from observer.domain import (
@@ -30,8 +31,6 @@ from observer.domain import (
 
 KILL_TASK_FAILED = "Kill task failed"
 HELD, RELEASED, UNKNOWN = "held", "released", "unknown"
-# Owners the agent names by the scheduler's own job id; a pod is named by its uid.
-JOB_ID_OWNERS = (OwnerKind.SLURM_JOB, OwnerKind.JOB)
 
 
 def evaluate(
@@ -128,7 +127,7 @@ def _stuck(
             "message": job.message,
             "ending_since": ending_since.isoformat(),
             "grace_seconds": grace_seconds,
-            "layers": layers(scheduler=HELD, node=_nodes_see_job(job.job_id, agents)),
+            "layers": layers(scheduler=HELD, node=_nodes_see_job(job.owner_ids, agents)),
             "node_findings": [f for _, agent in agents for f in open_node_findings(agent)],
         },
         hold_seconds=grace_seconds,
@@ -164,8 +163,13 @@ def memory_above_baseline(gpu: GpuReading) -> int | None:
     return max(0, gpu.sample.memory_used_bytes - gpu.baseline_memory_bytes)
 
 
-def job_processes(job_id: str, snapshot: NodeSnapshot) -> list[AttributedProcess]:
-    return [p for p in snapshot.processes if p.owner.kind in JOB_ID_OWNERS and p.owner.id == job_id]
+def job_processes(owner_ids: Collection[str], snapshot: NodeSnapshot) -> list[AttributedProcess]:
+    """The processes the agent attributes to one of a job's owners."""
+    return [
+        p
+        for p in snapshot.processes
+        if p.owner.kind is not OwnerKind.NONE and p.owner.id in owner_ids
+    ]
 
 
 def open_node_findings(
@@ -203,16 +207,21 @@ def _node_sees_any(agent: NodeSnapshot | None) -> str:
     return HELD if agent.processes else RELEASED
 
 
-def _nodes_see_job(job_id: str, agents: Sequence[tuple[str, NodeSnapshot | None]]) -> str:
-    """'held' when an agent shows the job's processes; 'released' only when every node's
-    agent answered and shows none, nor any process it cannot match to a job id."""
+def _nodes_see_job(
+    owner_ids: Collection[str], agents: Sequence[tuple[str, NodeSnapshot | None]]
+) -> str:
+    """'held' when an agent shows the job's processes; 'released' only when the scheduler
+    named the job's owners and every node's agent answered and shows none of theirs, nor any
+    process whose owner it cannot name."""
+    if not owner_ids:
+        return UNKNOWN
     words = set()
     for _, agent in agents:
         if agent is None:
             words.add(UNKNOWN)
-        elif job_processes(job_id, agent):
+        elif job_processes(owner_ids, agent):
             return HELD
-        elif any(p.owner.kind not in JOB_ID_OWNERS for p in agent.processes):
+        elif any(p.owner.kind is OwnerKind.NONE for p in agent.processes):
             words.add(UNKNOWN)
         else:
             words.add(RELEASED)

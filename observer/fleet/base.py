@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Protocol
 
 from observer.domain import NodeSnapshot
+from observer.errors import BackendError
 
 
 class Fleet(Protocol):
@@ -13,6 +15,7 @@ class Fleet(Protocol):
         itself fails."""
         ...
 
-    def fetch(self, agent: str) -> NodeSnapshot:
-        """One agent's latest snapshot. Raises BackendError when it cannot be read."""
+    def fetch_all(self, agents: Sequence[str]) -> dict[str, NodeSnapshot | BackendError]:
+        """Each agent's latest snapshot, or the BackendError that kept it from being read:
+        one agent's failure is that agent's answer, never the whole read's."""
         ...

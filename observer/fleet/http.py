@@ -1,10 +1,14 @@
 """Agents over HTTP: a static list of base URLs and/or every address a DNS name resolves to
-(the agents' headless Service in Kubernetes: one A record per agent pod)."""
+(the agents' headless Service in Kubernetes: one A record per agent pod).
+
+Agents are read concurrently, at most `concurrency` at once: read one after another, a few
+thousand agents, or a few that time out, would outlast the controller's read cadence."""
 
 from __future__ import annotations
 
 import socket
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 
 import httpx
 
@@ -20,11 +24,15 @@ class HttpFleet:
         dns_name: str | None = None,
         port: int = 9400,
         timeout_seconds: float = 5.0,
+        concurrency: int = 32,
     ) -> None:
         self._urls = [u.rstrip("/") for u in urls]
         self._dns_name = dns_name
         self._port = port
-        self._client = httpx.Client(timeout=timeout_seconds)
+        # As many connections as reads in flight, so that none waits for the pool.
+        limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
+        self._client = httpx.Client(timeout=timeout_seconds, limits=limits)
+        self._pool = ThreadPoolExecutor(concurrency, thread_name_prefix="agent-read")
 
     def agents(self) -> list[str]:
         found = list(self._urls)
@@ -40,15 +48,19 @@ class HttpFleet:
                 found.append(f"http://{host}:{self._port}")
         return found
 
-    def fetch(self, agent: str) -> NodeSnapshot:
+    def fetch_all(self, agents: Sequence[str]) -> dict[str, NodeSnapshot | BackendError]:
+        return dict(zip(agents, self._pool.map(self._fetch, agents), strict=True))
+
+    def _fetch(self, agent: str) -> NodeSnapshot | BackendError:
         try:
             response = self._client.get(f"{agent}/v1/snapshot")
             response.raise_for_status()
             return codec.snapshot_from_json(response.json())
         except httpx.HTTPError as exc:
-            raise BackendError(f"agent {agent}: {exc}") from exc
+            return BackendError(f"agent {agent}: {exc}")
         except (ValueError, KeyError, TypeError) as exc:
-            raise BackendError(f"agent {agent}: unreadable snapshot: {exc!r}") from exc
+            return BackendError(f"agent {agent}: unreadable snapshot: {exc!r}")
 
     def close(self) -> None:
+        self._pool.shutdown()
         self._client.close()

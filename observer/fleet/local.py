@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 
 from observer.domain import NodeSnapshot
 from observer.errors import BackendError
@@ -16,8 +16,11 @@ class LocalFleet:
     def agents(self) -> list[str]:
         return sorted(self._snapshots)
 
-    def fetch(self, agent: str) -> NodeSnapshot:
+    def fetch_all(self, agents: Sequence[str]) -> dict[str, NodeSnapshot | BackendError]:
+        return {agent: self._fetch(agent) for agent in agents}
+
+    def _fetch(self, agent: str) -> NodeSnapshot | BackendError:
         snapshot = None if agent in self.unreachable else self._snapshots[agent]()
         if snapshot is None:
-            raise BackendError(f"agent {agent} has no snapshot to give")
+            return BackendError(f"agent {agent} has no snapshot to give")
         return snapshot

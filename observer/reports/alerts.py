@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, replace
 from datetime import datetime
+from functools import partial
 from types import TracebackType
 from typing import Any, Protocol, Self
 
@@ -16,9 +17,9 @@ import httpx
 
 from observer.clock import Clock
 from observer.detectors.conditions import ConditionTracker
-from observer.domain import Severity, Symptom
+from observer.domain import Finding, Severity, Symptom
 from observer.errors import BackendError
-from observer.metrics import ReportMetrics
+from observer.metrics import FindingMetrics, ReportMetrics
 from observer.storage.store import Store, StoredAlert
 
 ALERTMANAGER_UNREACHABLE = "alertmanager_unreachable"
@@ -111,7 +112,9 @@ def _instant(text: str) -> datetime:
 class AlertPoller:
     """Reads what fires now and stores it, on the controller's loop. A read that fails opens
     the alertmanager_unreachable condition, closed by the next good read: the alert count's
-    blind time, so that a day without stored alerts is not read as a day without alerts."""
+    blind time, so that a day without stored alerts is not read as a day without alerts.
+    `findings` is the controller's one FindingMetrics, which counts the condition with every
+    other finding."""
 
     def __init__(
         self,
@@ -119,12 +122,14 @@ class AlertPoller:
         store: Store,
         clock: Clock,
         metrics: ReportMetrics,
+        findings: FindingMetrics,
         ignored: Collection[str] = (),
     ) -> None:
         self._source = source
         self._store = store
         self._clock = clock
         self._metrics = metrics
+        self._findings = findings
         self._ignored = frozenset(ignored)
         self._tracker = ConditionTracker()
         self._started = False
@@ -140,9 +145,9 @@ class AlertPoller:
             firing = [a for a in self._source.firing() if a.name not in self._ignored]
         except BackendError as exc:
             self._metrics.alert_source_errors_total.inc()
-            self._store.save_findings(self._tracker.update([_unreachable(str(exc))], now))
+            self._save(self._tracker.update([_unreachable(str(exc))], now))
             raise
-        self._store.save_findings(self._tracker.update([], now))
+        self._save(self._tracker.update([], now))
         self._store.save_alerts(
             StoredAlert(
                 fingerprint=a.fingerprint,
@@ -163,7 +168,13 @@ class AlertPoller:
         """A condition a previous controller left open ends now: alerts went unread until
         this one started polling."""
         left = self._store.findings(open_only=True, detector=ALERTMANAGER_UNREACHABLE)
-        self._store.save_findings(replace(f, closed_at=now) for f in left)
+        self._save([replace(f, closed_at=now) for f in left])
+
+    def _save(self, changed: list[Finding]) -> None:
+        """Store the findings that opened or closed and count them."""
+        if changed:
+            self._store.save_findings(changed)
+            self._findings.record(changed, partial(self._store.findings, open_only=True))
 
 
 def _unreachable(error: str) -> Symptom:

@@ -12,6 +12,7 @@ from observer.domain import Finding, ProbeRun, SchedulerNode
 from observer.probes.windows import Calendar
 from observer.storage.store import (
     GpuSampleCounts,
+    JobSlot,
     StoredAlert,
     StoredDelivery,
     StoredGpuSample,
@@ -19,9 +20,10 @@ from observer.storage.store import (
     StoredNodeChange,
     StoredQueueSample,
 )
+from observer.storage.tables import UTILIZATION_PERCENTS
 
 NO_POOL = "-"  # the pool key of nodes the platform puts in no pool
-_PERCENTS = 101  # NVML reports utilisation in whole percent, 0..100
+_PERCENTS = len(UTILIZATION_PERCENTS)  # NVML reports utilisation in whole percent, 0..100
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,14 +57,6 @@ class UtilizationHistogram:
         for percent in percents:
             counts[min(max(percent, 0), 100)] += 1
         return cls(tuple(counts))
-
-    @classmethod
-    def of_counts(cls, counts: Iterable[tuple[int, int]]) -> UtilizationHistogram:
-        """From (percent, samples) pairs."""
-        tally = [0] * _PERCENTS
-        for percent, samples in counts:
-            tally[min(max(percent, 0), 100)] += samples
-        return cls(tuple(tally))
 
     def plus(self, other: UtilizationHistogram) -> UtilizationHistogram:
         return UtilizationHistogram(
@@ -202,38 +196,39 @@ def gpu_usage_of_counts(
     counts: GpuSampleCounts, pools: Mapping[str, str | None], calendar: Calendar
 ) -> GpuUsage:
     """gpu_usage over samples counted by the database (see counts_are_exact)."""
-    overall: list[tuple[int, int]] = []
-    by_pool: dict[str, list[tuple[int, int]]] = {}
-    by_window: dict[str, list[tuple[int, int]]] = {}
-    by_hour: dict[str, list[tuple[int, int]]] = {}
-    by_tenant: dict[str, list[tuple[int, int]]] = {}
+    overall = [0] * _PERCENTS
+    by_pool: dict[str, list[int]] = {}
+    by_window: dict[str, list[int]] = {}
+    by_hour: dict[str, list[int]] = {}
+    by_tenant: dict[str, list[int]] = {}
     nodes: set[str] = set()
     unread = 0
-    for node, maybe_percent, samples in counts.by_node:
-        nodes.add(node)
-        if maybe_percent is None:
-            unread += samples
-        else:
-            by_pool.setdefault(pools.get(node) or NO_POOL, []).append((maybe_percent, samples))
-    # A minute's windows and local hour, looked up once for its up to 101 rows.
-    placed: dict[datetime, tuple[list[str], str]] = {}
-    for minute, percent, samples in counts.by_minute:
-        overall.append((percent, samples))
-        place = placed.get(minute)
-        if place is None:
-            hour = f"{minute.astimezone(calendar.timezone).hour:02d}"
-            place = placed[minute] = (calendar.windows_at(minute), hour)
-        for name in place[0]:
-            by_window.setdefault(name, []).append((percent, samples))
-        by_hour.setdefault(place[1], []).append((percent, samples))
-    for tenant, percent, samples in counts.by_tenant:
-        by_tenant.setdefault(tenant, []).append((percent, samples))
 
-    def reduce(groups: dict[str, list[tuple[int, int]]]) -> dict[str, UtilizationHistogram]:
-        return {key: UtilizationHistogram.of_counts(groups[key]) for key in sorted(groups)}
+    def add(groups: dict[str, list[int]], key: str, counts: Sequence[int]) -> None:
+        tally = groups.get(key)
+        if tally is None:
+            groups[key] = list(counts)
+        else:
+            groups[key] = [a + b for a, b in zip(tally, counts, strict=True)]
+
+    for node, histogram, node_unread in counts.by_node:
+        nodes.add(node)
+        unread += node_unread
+        if any(histogram):
+            add(by_pool, pools.get(node) or NO_POOL, histogram)
+    for minute, histogram in counts.by_minute:
+        overall = [a + b for a, b in zip(overall, histogram, strict=True)]
+        for name in calendar.windows_at(minute):
+            add(by_window, name, histogram)
+        add(by_hour, f"{minute.astimezone(calendar.timezone).hour:02d}", histogram)
+    for tenant, histogram in counts.by_tenant:
+        add(by_tenant, tenant, histogram)
+
+    def reduce(groups: dict[str, list[int]]) -> dict[str, UtilizationHistogram]:
+        return {key: UtilizationHistogram(tuple(groups[key])) for key in sorted(groups)}
 
     return GpuUsage(
-        overall=UtilizationHistogram.of_counts(overall),
+        overall=UtilizationHistogram(tuple(overall)),
         by_pool=reduce(by_pool),
         by_window=reduce(by_window),
         by_hour=reduce(by_hour),
@@ -262,51 +257,72 @@ def allocation(
     calendar: Calendar,
 ) -> Allocation:
     """`at_start`: every node as it was at the period's start; `changes`: the log within the
-    period, in order."""
-    total: dict[str, float] = {}
-    allocated: dict[str, float] = {}
-    total_hour: dict[str, float] = {}
-    allocated_hour: dict[str, float] = {}
+    period, in order. Integrated per pool, not per node: between two instants of the log a
+    pool's GPUs do not change, so each change costs a few additions (a week of a large fleet
+    is a million changes); in whole GPU-microseconds, so that sums are exact."""
+    held: dict[str, SchedulerNode] = {}
+    pools: dict[str, list[int]] = {}  # pool -> [nodes, GPUs, allocated GPUs] held now
+    by_pool: dict[str, list[int]] = {}  # pool -> [GPU-microseconds, allocated]
+    by_hour: dict[str, list[int]] = {}  # local hour -> [GPU-microseconds, allocated]
 
-    def hold(node: SchedulerNode, start: datetime, end: datetime) -> None:
-        if end <= start:
+    def take(node: SchedulerNode, sign: int) -> None:
+        now = pools.setdefault(node.pool or NO_POOL, [0, 0, 0])
+        now[0] += sign
+        now[1] += sign * node.gpus_total
+        now[2] += sign * node.gpus_allocated
+
+    def hold(start: datetime, end: datetime) -> None:
+        if end <= start or not any(nodes for nodes, _, _ in pools.values()):
             return
-        pool = node.pool or NO_POOL
-        seconds = (end - start).total_seconds()
-        total[pool] = total.get(pool, 0.0) + node.gpus_total * seconds
-        allocated[pool] = allocated.get(pool, 0.0) + node.gpus_allocated * seconds
+        span = (end - start) // _MICROSECOND
+        gpus = allocated = 0
+        for pool, (nodes, total, used) in pools.items():
+            if nodes:
+                sums = by_pool.setdefault(pool, [0, 0])
+                sums[0] += total * span
+                sums[1] += used * span
+                gpus += total
+                allocated += used
         for hour, part in _hours(start, end, calendar):
-            total_hour[hour] = total_hour.get(hour, 0.0) + node.gpus_total * part
-            allocated_hour[hour] = allocated_hour.get(hour, 0.0) + node.gpus_allocated * part
+            sums = by_hour.setdefault(hour, [0, 0])
+            sums[0] += gpus * part
+            sums[1] += allocated * part
 
-    current: dict[str, tuple[SchedulerNode, datetime]] = {
-        node.name: (node, period.start) for node in at_start
-    }
+    for node in at_start:
+        held[node.name] = node
+        take(node, 1)
+    since = period.start
     for change in changes:
-        held = current.pop(change.node.name, None)
-        if held is not None:
-            hold(held[0], held[1], change.at)
+        if change.at > since:
+            hold(since, change.at)
+            since = change.at
+        before = held.pop(change.node.name, None)
+        if before is not None:
+            take(before, -1)
         if not change.removed:
-            current[change.node.name] = (change.node, change.at)
-    for node, since in current.values():
-        hold(node, since, period.end)
+            held[change.node.name] = change.node
+            take(change.node, 1)
+    hold(since, period.end)
 
-    def ordered(values: dict[str, float]) -> dict[str, float]:
-        return {key: values[key] for key in sorted(values)}
+    def seconds(sums: dict[str, list[int]], which: int) -> dict[str, float]:
+        return {key: sums[key][which] / 1_000_000 for key in sorted(sums)}
 
     return Allocation(
-        ordered(total), ordered(allocated), ordered(total_hour), ordered(allocated_hour)
+        seconds(by_pool, 0), seconds(by_pool, 1), seconds(by_hour, 0), seconds(by_hour, 1)
     )
 
 
-def _hours(start: datetime, end: datetime, calendar: Calendar) -> Iterable[tuple[str, float]]:
-    """[start, end) cut at local hour boundaries: (hour "00".."23", seconds in it)."""
+_MICROSECOND = timedelta(microseconds=1)
+
+
+def _hours(start: datetime, end: datetime, calendar: Calendar) -> Iterable[tuple[str, int]]:
+    """[start, end) cut at local hour boundaries: (hour "00".."23", microseconds in it)."""
     at = start
     while at < end:
         local = at.astimezone(calendar.timezone)
         next_hour = local.replace(minute=0, second=0, microsecond=0) + timedelta(hours=1)
         cut = min(end, next_hour)
-        yield f"{local.hour:02d}", (cut - at).total_seconds()
+        yield f"{local.hour:02d}", (cut - at) // _MICROSECOND
         at = cut
 
 
@@ -341,7 +357,8 @@ class PeriodData:
     some moment of it; `queue_samples`, `node_changes`, `alerts` (started), `interventions`
     (recorded), `deliveries` (of earlier reports, made in it): within it; `nodes_at_start`:
     every node as it was at its start; `gpu` and `allocation`: the period's GPU samples and
-    node log, reduced."""
+    node log, reduced; `job_slots`: every tenant's finished jobs, per listed slot that
+    overlaps it."""
 
     period: Period
     runs: Sequence[ProbeRun] = ()
@@ -354,3 +371,4 @@ class PeriodData:
     alerts: Sequence[StoredAlert] = ()
     interventions: Sequence[StoredIntervention] = ()
     deliveries: Sequence[StoredDelivery] = ()
+    job_slots: Sequence[JobSlot] = ()

@@ -9,10 +9,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from observer.domain import Finding, FindingKind, JsonValue, Outcome, ProbeRun, Severity
+from observer.domain import Finding, FindingKind, JobPhase, JsonValue, Outcome, ProbeRun, Severity
 from observer.reports import interventions as detected_interventions
 from observer.reports.data import (
     Allocation,
+    Period,
     PeriodData,
     ReportContext,
     UtilizationHistogram,
@@ -21,6 +22,7 @@ from observer.reports.data import (
 from observer.storage.store import (
     DELIVERY_FAILED,
     InterventionSource,
+    JobSlot,
     StoredDelivery,
     StoredIntervention,
     StoredQueueSample,
@@ -86,8 +88,7 @@ class TaskFigures:
     """Probe runs submitted in the period. `failed`: ended other than their expectation says
     (an expected failure that failed the expected way passed), refused, timed out or lost;
     `cancelled`: by the controller's shutdown or by someone else; `unfinished`: not ended
-    when the data was read. Jobs other than the observer's are not stored: all-jobs counts
-    are not observed (their queues are, see QueueFigures)."""
+    when the data was read. Every tenant's jobs are counted apart: AllJobFigures."""
 
     total: int
     passed: int
@@ -97,6 +98,39 @@ class TaskFigures:
     failure_groups: tuple[FailureGroup, ...]
     by_probe: Mapping[str, int]
     failed_by_probe: Mapping[str, int]
+
+
+@dataclass(frozen=True, slots=True)
+class TenantJobs:
+    total: int
+    failed: int
+
+
+@dataclass(frozen=True, slots=True)
+class JobFailureGroup:
+    """Failed jobs of every tenant sharing the platform's reason (None: it gave none)."""
+
+    reason: str | None
+    count: int
+    by_tenant: Mapping[str, int]
+
+
+@dataclass(frozen=True, slots=True)
+class AllJobFigures:
+    """Every tenant's jobs that ended in the period, the observer's probes among them, as
+    the platform listed them. `complete` is False when the listings left part of the period
+    uncovered (`listed_seconds` short of it) or the platform said they may have missed jobs
+    (`notes`): the counts are then lower bounds. `failed` is the platform's failed phase;
+    `cancelled` apart."""
+
+    total: int
+    failed: int
+    cancelled: int
+    by_tenant: Mapping[str, TenantJobs]
+    failure_groups: tuple[JobFailureGroup, ...]
+    complete: bool
+    listed_seconds: float
+    notes: tuple[str, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -296,6 +330,7 @@ class PeriodFigures:
     start: datetime
     end: datetime
     tasks: TaskFigures
+    all_jobs: AllJobFigures | None  # None: no listing of every tenant's jobs covered it
     queue: QueueFigures
     gpu: GpuFigures
     alerts: AlertFigures
@@ -312,6 +347,7 @@ def period_figures(
         start=data.period.start,
         end=data.period.end,
         tasks=task_figures(data.runs),
+        all_jobs=all_job_figures(data.job_slots, data.period),
         queue=queue_figures(data.runs, data.queue_samples),
         gpu=gpu_figures(data, context),
         alerts=alert_figures(data, context),
@@ -358,6 +394,40 @@ def task_figures(runs: Sequence[ProbeRun]) -> TaskFigures:
         failure_groups=failure_groups,
         by_probe=_count(r.probe for r in runs),
         failed_by_probe=_count(r.probe for r in failed),
+    )
+
+
+def all_job_figures(slots: Sequence[JobSlot], period: Period) -> AllJobFigures | None:
+    listed = sum(period.clip(s.start, s.listed_until) for s in slots)
+    if listed == 0:
+        return None
+    tallies = [t for s in slots for t in s.tallies]
+    failed = [t for t in tallies if t.phase is JobPhase.FAILED]
+    tenants = sorted({t.tenant for t in tallies})
+    reasons: dict[str | None, dict[str, int]] = {}
+    for t in failed:
+        by_tenant = reasons.setdefault(t.reason, {})
+        by_tenant[t.tenant] = by_tenant.get(t.tenant, 0) + t.jobs
+    return AllJobFigures(
+        total=sum(t.jobs for t in tallies),
+        failed=sum(t.jobs for t in failed),
+        cancelled=sum(t.jobs for t in tallies if t.phase is JobPhase.CANCELLED),
+        by_tenant={
+            tenant: TenantJobs(
+                sum(t.jobs for t in tallies if t.tenant == tenant),
+                sum(t.jobs for t in failed if t.tenant == tenant),
+            )
+            for tenant in tenants
+        },
+        failure_groups=tuple(
+            JobFailureGroup(reason, sum(counts.values()), dict(sorted(counts.items())))
+            for reason, counts in sorted(
+                reasons.items(), key=lambda kv: (-sum(kv[1].values()), kv[0] or "")
+            )
+        ),
+        complete=listed >= period.seconds and all(s.complete for s in slots),
+        listed_seconds=listed,
+        notes=tuple(sorted({s.note for s in slots if s.note})),
     )
 
 

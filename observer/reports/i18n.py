@@ -127,6 +127,7 @@ CATALOG: dict[str, dict[str, str]] = {
     "en": {
         # words
         "word.not_observed": "not observed",
+        "word.incomplete": "incomplete",
         "word.none": "none",
         "word.unknown": "unknown",
         "word.yes": "yes",
@@ -147,6 +148,9 @@ CATALOG: dict[str, dict[str, str]] = {
         "fig.tasks_failed": "Failed tasks",
         "fig.tasks_cancelled": "Cancelled tasks",
         "fig.tasks_unfinished": "Unfinished tasks",
+        "fig.all_jobs_total": "All jobs ended",
+        "fig.all_jobs_failed": "All jobs failed",
+        "fig.all_jobs_cancelled": "All jobs cancelled",
         "fig.queue_wait_avg": "Average queue wait",
         "fig.queue_wait_p50": "Queue wait p50",
         "fig.queue_wait_p95": "Queue wait p95",
@@ -176,11 +180,14 @@ CATALOG: dict[str, dict[str, str]] = {
         "sec.scope": "Scope and conditions",
         "sec.reverification": "Re-verification plan",
         "sec.days": "Day by day",
-        "sub.failures": "Failures by reason",
+        "sub.failures": "Probe failures by reason",
         "sub.by_tenant": "Per tenant",
         "sub.by_window": "Per window",
         "sub.by_probe": "Per probe kind",
         "sub.all_jobs": "All jobs (the scheduler's queues)",
+        "sub.all_jobs_tasks": "All jobs of every tenant, as the scheduler lists them",
+        "sub.all_jobs_by_tenant": "All jobs per tenant (jobs / failed)",
+        "sub.all_jobs_failures": "All jobs' failures, grouped by the scheduler's reason",
         "sub.by_pool": "Per node pool: allocated against used",
         "sub.by_hour": "By hour of day",
         "sub.by_detector": "Per detector",
@@ -198,6 +205,7 @@ CATALOG: dict[str, dict[str, str]] = {
         "col.p95": "p95",
         "col.max": "Max",
         "col.tenant": "Tenant",
+        "col.jobs": "Jobs",
         "col.window": "Window",
         "col.probe": "Probe",
         "col.pending_jobs_avg": "Pending jobs (avg)",
@@ -242,9 +250,10 @@ CATALOG: dict[str, dict[str, str]] = {
         "col.allocated_gpus_avg": "Allocated GPUs (avg, scheduler)",
         "col.busy_share": "Busy",
         # notes
-        "note.all_jobs_not_stored": "Only the observer's own probe tasks are stored: task and "
-        "failure counts of all jobs are not observed. The scheduler's queues of all jobs are "
-        "shown below.",
+        "note.all_jobs_not_observed": "No listing of the scheduler's finished jobs covered "
+        "this day: counts of all jobs are not observed (the probe tasks are below).",
+        "note.all_jobs_incomplete": "Incomplete: the listings covered {listed} of the day, or "
+        "the scheduler may have forgotten jobs ({notes}). The counts are lower bounds.",
         "note.tenant_util_not_observed": "Utilisation per tenant is not observed: no GPU sample "
         "was attributed to a tenant's job (on Kubernetes the agents know a GPU process's pod by "
         "its UID, which the scheduler's jobs do not carry). Allocated GPUs per tenant come from "
@@ -447,6 +456,7 @@ CATALOG: dict[str, dict[str, str]] = {
     },
     "zh-CN": {
         "word.not_observed": "未观测",
+        "word.incomplete": "不完整",
         "word.none": "无",
         "word.unknown": "未知",
         "word.yes": "是",
@@ -465,6 +475,9 @@ CATALOG: dict[str, dict[str, str]] = {
         "fig.tasks_failed": "失败任务数",
         "fig.tasks_cancelled": "取消任务数",
         "fig.tasks_unfinished": "未结束任务数",
+        "fig.all_jobs_total": "全部作业结束数",
+        "fig.all_jobs_failed": "全部作业失败数",
+        "fig.all_jobs_cancelled": "全部作业取消数",
         "fig.queue_wait_avg": "平均排队等待",
         "fig.queue_wait_p50": "排队等待 p50",
         "fig.queue_wait_p95": "排队等待 p95",
@@ -493,11 +506,14 @@ CATALOG: dict[str, dict[str, str]] = {
         "sec.scope": "范围与条件",
         "sec.reverification": "复验计划",
         "sec.days": "逐日数据",
-        "sub.failures": "按原因分组的失败",
+        "sub.failures": "按原因分组的探测失败",
         "sub.by_tenant": "按租户",
         "sub.by_window": "按时间窗口",
         "sub.by_probe": "按探测类型",
         "sub.all_jobs": "全部作业（调度器队列）",
+        "sub.all_jobs_tasks": "全部租户的全部作业（调度器所列）",
+        "sub.all_jobs_by_tenant": "按租户的全部作业（作业数 / 失败数）",
+        "sub.all_jobs_failures": "全部作业的失败，按调度器给出的原因分组",
         "sub.by_pool": "按节点池：已分配与实际使用",
         "sub.by_hour": "按小时",
         "sub.by_detector": "按检测器",
@@ -514,6 +530,7 @@ CATALOG: dict[str, dict[str, str]] = {
         "col.p95": "p95",
         "col.max": "最大",
         "col.tenant": "租户",
+        "col.jobs": "作业数",
         "col.window": "时间窗口",
         "col.probe": "探测",
         "col.pending_jobs_avg": "排队作业（平均）",
@@ -557,8 +574,10 @@ CATALOG: dict[str, dict[str, str]] = {
         "col.detail": "渠道答复",
         "col.allocated_gpus_avg": "已分配 GPU（平均，调度器）",
         "col.busy_share": "使用中",
-        "note.all_jobs_not_stored": "仅保存观测器自己的探测任务：全部作业的任务数与失败数未观测。"
-        "下方为调度器中全部作业的队列情况。",
+        "note.all_jobs_not_observed": "当日没有任何对调度器已结束作业的查询："
+        "全部作业的任务数与失败数未观测（探测任务见下）。",
+        "note.all_jobs_incomplete": "不完整：查询只覆盖了当日的 {listed}，"
+        "或调度器可能已遗忘部分作业（{notes}）。以上计数为下限。",
         "note.tenant_util_not_observed": "按租户的 GPU 利用率未观测：没有 GPU 样本能归属到租户的作"
         "业（在 Kubernetes 上，节点代理只知道 GPU 进程所属 Pod 的 UID，而调度器的作业不带该 UID）"
         "。各租户已分配的 GPU 数来自调度器队列。",

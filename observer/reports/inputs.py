@@ -3,8 +3,10 @@ platform's (controller.timezone), half-open, from local midnight to local midnig
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from bisect import bisect_left
+from collections.abc import Mapping, Sequence
 from datetime import date, datetime, time, timedelta
+from typing import TypeVar
 from zoneinfo import ZoneInfo
 
 from observer.domain import Behaviour
@@ -26,7 +28,7 @@ from observer.reports.data import (
 from observer.reports.deliver import configured_channels
 from observer.reports.verdict import VerdictInputs, VerdictRules
 from observer.settings import Settings
-from observer.storage.store import Store
+from observer.storage.store import Store, StoredNodeChange, StoredQueueSample, job_slot
 
 
 def calendar_of(settings: Settings) -> Calendar:
@@ -85,21 +87,25 @@ def load_period(
     within: PeriodData | None = None,
 ) -> PeriodData:
     """Everything stored about `period`; `gpu` when its samples are already reduced;
-    `within`, a loaded period that holds this one, whose node log (the bulk of a large
-    fleet's) is cut rather than read again."""
+    `within`, a loaded period that holds this one, whose node log and queue samples (the
+    bulk of a large fleet's) are cut rather than read again."""
     start, end = period.start, period.end
     nodes = store.node_states(start)
+    changes: Sequence[StoredNodeChange]
+    queues: Sequence[StoredQueueSample]
     if within is None:
         changes = store.node_changes(start, end)
+        queues = store.queue_samples(start, end)
     else:
-        changes = [c for c in within.node_changes if start <= c.at < end]
+        changes = _cut(within.node_changes, period)
+        queues = _cut(within.queue_samples, period)
     if gpu is None:
         gpu = _gpu(store, context, period)
     return PeriodData(
         period=period,
         runs=store.runs(since=start, until=end),
         findings=[f for f in store.findings(since=start) if f.opened_at < end],
-        queue_samples=store.queue_samples(start, end),
+        queue_samples=queues,
         nodes_at_start=nodes,
         node_changes=changes,
         gpu=gpu,
@@ -107,7 +113,20 @@ def load_period(
         alerts=store.alerts(start, end),
         interventions=store.interventions(start, end),
         deliveries=store.deliveries(since=start, until=end),
+        job_slots=store.job_slots(job_slot(start), end),
     )
+
+
+_Entry = TypeVar("_Entry", StoredNodeChange, StoredQueueSample)
+
+
+def _cut(log: Sequence[_Entry], period: Period) -> Sequence[_Entry]:
+    """The part of a log in time order that falls in `period`."""
+    return log[bisect_left(log, period.start, key=_at) : bisect_left(log, period.end, key=_at)]
+
+
+def _at(entry: StoredNodeChange | StoredQueueSample) -> datetime:
+    return entry.at
 
 
 def _gpu(store: Store, context: ReportContext, period: Period) -> GpuUsage:

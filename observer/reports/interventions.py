@@ -11,6 +11,7 @@ jobs and node changes between two snapshots that undo each other are not.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterable, Sequence
 from datetime import timedelta
@@ -72,6 +73,9 @@ def _node_interventions(
     before: SchedulerNode, change: StoredNodeChange
 ) -> list[StoredIntervention]:
     after = change.node
+    # Most changes of a busy cluster are allocations: no state or reason of theirs changed.
+    if after.state == before.state and after.reason == before.reason:
+        return []
     found = []
 
     def seen(action: str, reason: str, **detail: object) -> None:
@@ -101,10 +105,12 @@ def _node_interventions(
         seen("cordon", after.reason or "")
     elif _CORDONED in before.state and _CORDONED not in after.state:
         seen("uncordon", before.reason or "")
-    added = sorted(_taints(after) - _taints(before))
-    removed = sorted(_taints(before) - _taints(after))
-    if added or removed:
-        seen("taints_changed", "; ".join(added + removed), added=added, removed=removed)
+    if after.reason != before.reason:
+        taints_after, taints_before = _taints(after.reason), _taints(before.reason)
+        added = sorted(taints_after - taints_before)
+        removed = sorted(taints_before - taints_after)
+        if added or removed:
+            seen("taints_changed", "; ".join(added + removed), added=added, removed=removed)
     return found
 
 
@@ -117,10 +123,12 @@ def _automatic(reason: str | None) -> bool:
     return any(text.startswith(mark) for mark in _AUTOMATIC_DRAIN_REASONS)
 
 
-def _taints(node: SchedulerNode) -> frozenset[str]:
+# A fleet's nodes share a few reasons, seen again at every change of theirs.
+@functools.lru_cache(maxsize=4096)
+def _taints(reason: str | None) -> frozenset[str]:
     return frozenset(
         f"{key}:{effect}"
-        for key, effect in _TAINT.findall(node.reason or "")
+        for key, effect in _TAINT.findall(reason or "")
         if not key.startswith(_PLATFORM_TAINTS)
     )
 

@@ -2,7 +2,8 @@
 
 Markdown and HTML are written from one list of blocks, so they say the same things; charts
 appear in HTML only. JSON keys are English and stable whatever the language: the headline
-keys (tasks_total, tasks_failed, queue_wait_seconds_avg, gpu_utilization_avg (percent),
+keys (tasks_total, tasks_failed, all_jobs_total, all_jobs_failed (null: not observed),
+all_jobs_complete, queue_wait_seconds_avg, gpu_utilization_avg (percent),
 alerts_total, manual_interventions_total, findings...) at the top, the report's dataclass
 field names below them. Nothing depends on when a report is rendered."""
 
@@ -23,6 +24,7 @@ from observer.reports import charts
 from observer.reports.daily import DailyReport
 from observer.reports.figures import (
     BLIND_SOURCES,
+    AllJobFigures,
     FindingItem,
     PeriodFigures,
     UtilizationStats,
@@ -240,6 +242,8 @@ def _headline_rows(w: Words) -> list[tuple[str, Callable[[PeriodFigures], str]]]
         ("fig.tasks_failed", lambda f: w.integer(f.tasks.failed)),
         ("fig.tasks_cancelled", lambda f: w.integer(f.tasks.cancelled)),
         ("fig.tasks_unfinished", lambda f: w.integer(f.tasks.unfinished)),
+        ("fig.all_jobs_total", lambda f: _all_jobs(f.all_jobs, w, lambda a: a.total)),
+        ("fig.all_jobs_failed", lambda f: _all_jobs(f.all_jobs, w, lambda a: a.failed)),
         ("fig.queue_wait_avg", lambda f: w.duration(f.queue.overall.avg_seconds)),
         ("fig.queue_wait_p50", lambda f: w.duration(f.queue.overall.p50_seconds)),
         ("fig.queue_wait_p95", lambda f: w.duration(f.queue.overall.p95_seconds)),
@@ -265,12 +269,22 @@ def _blind_text(f: PeriodFigures, w: Words) -> str:
     return f"{w.duration(f.blind.total_seconds)} ({w.share(f.blind.share)})"
 
 
+def _all_jobs(
+    figures: AllJobFigures | None, w: Words, value: Callable[[AllJobFigures], int]
+) -> str:
+    """A count of every tenant's jobs: not observed, or marked when it is a lower bound."""
+    if figures is None:
+        return w("word.not_observed")
+    text = w.integer(value(figures))
+    return text if figures.complete else f"{text} ({w('word.incomplete')})"
+
+
 def _task_blocks(
     day: PeriodFigures, prev: PeriodFigures | None, soak: PeriodFigures, w: Words
 ) -> list[_Block]:
     blocks: list[_Block] = [
         _Heading(2, w("sec.tasks")),
-        _Text(w("note.all_jobs_not_stored"), "note"),
+        *_all_job_blocks(day, prev, soak, w),
         _Heading(3, w("sub.failures")),
     ]
     groups = day.tasks.failure_groups
@@ -330,6 +344,84 @@ def _task_blocks(
         ),
     ]
     return blocks
+
+
+def _all_job_blocks(
+    day: PeriodFigures, prev: PeriodFigures | None, soak: PeriodFigures, w: Words
+) -> list[_Block]:
+    def row(key: str, value: Callable[[AllJobFigures], int]) -> list[str]:
+        return [
+            w(key),
+            *(_all_jobs(f.all_jobs, w, value) if f else "—" for f in (day, prev, soak)),
+        ]
+
+    blocks: list[_Block] = [
+        _Heading(3, w("sub.all_jobs_tasks")),
+        _Table(
+            [w("col.figure"), w("col.day"), w("col.previous_day"), w("col.soak_to_date")],
+            [
+                row("fig.all_jobs_total", lambda a: a.total),
+                row("fig.all_jobs_failed", lambda a: a.failed),
+                row("fig.all_jobs_cancelled", lambda a: a.cancelled),
+            ],
+            cell_css={w("word.not_observed"): "not_observed"},
+        ),
+    ]
+    jobs = day.all_jobs
+    if jobs is None:
+        return [*blocks, _Text(w("note.all_jobs_not_observed"), "note")]
+    if not jobs.complete:
+        listed = w.share(jobs.listed_seconds / ((day.end - day.start).total_seconds() or 1))
+        notes = "; ".join(jobs.notes) or "—"
+        blocks.append(_Text(w("note.all_jobs_incomplete", listed=listed, notes=notes), "note"))
+
+    def pair(f: PeriodFigures | None, tenant: str) -> str:
+        if f is None or f.all_jobs is None:
+            return "—"
+        counts = f.all_jobs.by_tenant.get(tenant)
+        return _count_pair(counts.total, counts.failed, w) if counts else _count_pair(0, 0, w)
+
+    blocks += [
+        _Heading(3, w("sub.all_jobs_by_tenant")),
+        _Table(
+            [
+                w("col.tenant"),
+                w("col.jobs"),
+                w("col.failed"),
+                w("col.previous_day"),
+                w("col.soak_to_date"),
+            ],
+            [
+                [
+                    tenant,
+                    w.integer(counts.total),
+                    w.integer(counts.failed),
+                    pair(prev, tenant),
+                    pair(soak, tenant),
+                ]
+                for tenant, counts in jobs.by_tenant.items()
+            ],
+        )
+        if jobs.by_tenant
+        else _Text(w("note.no_items")),
+        _Heading(3, w("sub.all_jobs_failures")),
+    ]
+    if not jobs.failure_groups:
+        return [*blocks, _Text(w("note.no_items"))]
+    return [
+        *blocks,
+        _Table(
+            [w("col.reason"), w("col.count"), w("col.tenants")],
+            [
+                [
+                    g.reason or "—",
+                    w.integer(g.count),
+                    ", ".join(f"{t} {w.integer(n)}" for t, n in g.by_tenant.items()),
+                ]
+                for g in jobs.failure_groups
+            ],
+        ),
+    ]
 
 
 def _count_pair(total: int, failed: int, w: Words) -> str:
@@ -1003,6 +1095,9 @@ def headline(f: PeriodFigures) -> dict[str, Any]:
         "tasks_failed": f.tasks.failed,
         "tasks_cancelled": f.tasks.cancelled,
         "tasks_unfinished": f.tasks.unfinished,
+        "all_jobs_total": f.all_jobs.total if f.all_jobs else None,
+        "all_jobs_failed": f.all_jobs.failed if f.all_jobs else None,
+        "all_jobs_complete": f.all_jobs.complete if f.all_jobs else None,
         "queue_wait_seconds_avg": _num(f.queue.overall.avg_seconds),
         "queue_wait_seconds_p50": _num(f.queue.overall.p50_seconds),
         "queue_wait_seconds_p95": _num(f.queue.overall.p95_seconds),
@@ -1026,6 +1121,7 @@ def _period_json(f: PeriodFigures) -> dict[str, Any]:
         "period": {"start": _iso(f.start), "end": _iso(f.end)},
         **headline(f),
         "tasks": _plain(f.tasks),
+        "all_jobs": _plain(f.all_jobs),
         "queue_wait": _plain(f.queue),
         "gpu": _plain(f.gpu),
         "alerts": _plain(f.alerts),

@@ -20,6 +20,7 @@ from observer.domain import Expectation, Finding, FindingKind, Outcome, ProbeRun
 from observer.reports.data import GpuUsage, Period, PeriodData, ReportContext
 from observer.reports.figures import (
     FindingItem,
+    InterventionFigures,
     PeriodFigures,
     blind_figures,
     finding_figures,
@@ -28,7 +29,6 @@ from observer.reports.figures import (
     wait_stats,
 )
 from observer.reports.i18n import Note
-from observer.reports.interventions import audit, detect
 
 LEAK_DETECTORS = frozenset(
     {
@@ -145,7 +145,7 @@ def build_verdict(inputs: VerdictInputs) -> Verdict:
         _no_log_loss(soak, context),
         _monitoring_lag(soak, context, rules),
         _no_unfairness(soak, context, rules),
-        _interventions_audited(soak, rules),
+        _interventions_audited(soak, figures.interventions),
         _isolation(soak.runs),
     )
     recommendation, scope = _recommend(criteria, figures, rules)
@@ -496,19 +496,19 @@ def _no_unfairness(
     )
 
 
-def _interventions_audited(soak: PeriodData, rules: VerdictRules) -> CriterionResult:
+def _interventions_audited(soak: PeriodData, interventions: InterventionFigures) -> CriterionResult:
+    """From the soak's intervention figures: a week of a large fleet's node log is detected
+    and audited once per verdict."""
     name = "interventions_audited"
     if not soak.nodes_at_start and not soak.node_changes and not soak.runs:
         return _result(name, Status.NOT_OBSERVED, [Note("ev.no_scheduler_data")])
-    found = detect(soak.nodes_at_start, soak.node_changes, soak.runs)
-    records = audit(found, soak.interventions, rules.intervention_match_seconds)
-    unaudited = [i for i, r in zip(found, records, strict=True) if r is None]
+    unaudited = [i for i in interventions.items if i.source == "detected" and i.audited_by is None]
     evidence = [
         Note(
             "ev.interventions",
             {
-                "recorded": len(soak.interventions),
-                "detected": len(found),
+                "recorded": interventions.recorded,
+                "detected": interventions.detected,
                 "unaudited": len(unaudited),
             },
         ),
@@ -517,7 +517,7 @@ def _interventions_audited(soak: PeriodData, rules: VerdictRules) -> CriterionRe
                 "ev.unaudited",
                 {
                     "at": i.at.isoformat(),
-                    "action": str(i.detail.get("action", "")),
+                    "action": i.action,
                     "subject": ", ".join(f"{k}={v}" for k, v in sorted(i.subject.items())),
                     "reason": i.reason or "-",
                 },

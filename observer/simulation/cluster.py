@@ -13,12 +13,13 @@ are isolated as Kubernetes RBAC isolates namespaces, and denials use its words, 
 from __future__ import annotations
 
 import itertools
+from collections import deque
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from enum import StrEnum
 
-from observer.backends.base import queue_states
+from observer.backends.base import FinishedJobs, queue_states
 from observer.clock import Clock
 from observer.domain import (
     CANARY_MARK,
@@ -36,6 +37,9 @@ from observer.errors import BackendError, ProbeError
 
 # A finished job stays visible this long, as Slurm's MinJobAge or a Job's TTL keep it.
 FINISHED_RETENTION = timedelta(hours=1)
+# What finished_jobs() can still list, as slurmdbd keeps accounting: two days covers a
+# controller that lists every few minutes and one that was down overnight, and bounds memory.
+HISTORY_RETENTION = timedelta(days=2)
 OOM_AFTER_SECONDS = 2.0
 BAD_COMMAND_AFTER_SECONDS = 1.0
 # The reads an isolation probe tries, as (action, verb, resource, API group) in RBAC's terms;
@@ -102,6 +106,7 @@ class _Job:
             message=self.message,
             exit_code=self.exit_code,
             nodes=self.ran_on,
+            owner_ids=(self.id,),  # the simulated nodes' processes are owned by the job id
             # ended but still placed: a job in `faults.stuck_jobs`, as a pod stuck Terminating
             ending_since=self.finished_at if self.placement else None,
         )
@@ -143,6 +148,8 @@ class SimulatedCluster:
         self._clock = clock
         self._jobs: dict[str, _Job] = {}
         self._ids = itertools.count(1)
+        self._history: deque[JobStatus] = deque()  # finished jobs forgotten by _jobs
+        self._history_lost_until: datetime | None = None  # latest end dropped from it
 
     # --- SchedulerBackend -------------------------------------------------------------
 
@@ -202,6 +209,24 @@ class SimulatedCluster:
     def probe_jobs(self) -> list[JobStatus]:
         self._play()
         return [j.status() for j in self._jobs.values() if j.run_id and not j.phase.finished]
+
+    def finished_jobs(self, since: datetime, until: datetime) -> FinishedJobs:
+        self._play()
+        held = (j.status() for j in self._jobs.values() if j.phase.finished)
+        jobs = [
+            s
+            for s in (*self._history, *held)
+            if s.finished_at is not None and since <= s.finished_at < until
+        ]
+        lost = self._history_lost_until
+        complete = lost is None or lost < since
+        return FinishedJobs(
+            since,
+            until,
+            tuple(sorted(jobs, key=lambda s: (s.finished_at or since, s.job_id))),
+            complete,
+            "" if complete else f"jobs that finished before {lost} are forgotten",
+        )
 
     def snapshot(self) -> SchedulerSnapshot:
         self._play()
@@ -374,7 +399,13 @@ class SimulatedCluster:
             for j in self._jobs.values()
             if j.finished_at and now - j.finished_at > FINISHED_RETENTION and not j.placement
         ]:
-            del self._jobs[job_id]
+            self._history.append(self._jobs.pop(job_id).status())
+        while self._history:
+            end = self._history[0].finished_at
+            if end is None or now - end <= HISTORY_RETENTION:
+                break
+            self._history.popleft()
+            self._history_lost_until = max(end, self._history_lost_until or end)
 
     def _allocated(self) -> dict[str, int]:
         used = {name: self.faults.leaked_gpus.get(name, 0) for name in self.nodes}

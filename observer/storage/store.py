@@ -8,10 +8,10 @@ datetime, evidence that is not JSON) is the caller's bug and keeps its ValueErro
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Iterator, Mapping
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, fields
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from pathlib import Path
 from types import TracebackType
@@ -31,6 +31,7 @@ from observer.domain import (
     Expectation,
     Finding,
     FindingKind,
+    JobPhase,
     JsonValue,
     Outcome,
     ProbeRun,
@@ -42,10 +43,16 @@ from observer.domain import (
 )
 from observer.errors import StoreError
 from observer.storage.tables import (
+    UTILIZATION_PERCENTS,
     alerts_table,
     findings_table,
+    gpu_minutes_table,
+    gpu_node_hours_table,
     gpu_samples_table,
+    gpu_tenant_hours_table,
     interventions_table,
+    job_listings_table,
+    job_tallies_table,
     node_states_table,
     probe_runs_table,
     queue_samples_table,
@@ -78,15 +85,19 @@ class StoredGpuSample:
 _SAMPLE_COLUMNS = tuple(gpu_samples_table.c[f.name] for f in fields(StoredGpuSample))
 
 
+# Samples per utilisation percent, indexed by percent (readings outside 0..100 at the ends).
+Histogram = tuple[int, ...]
+
+
 @dataclass(frozen=True, slots=True)
 class GpuSampleCounts:
-    """A period's GPU samples counted in the database rather than read one by one, as
-    (key, utilisation percent, samples): by UTC minute, by node (percent None: it could not
-    be read) and by tenant."""
+    """A period's GPU samples counted in the database rather than read one by one: by UTC
+    minute, by node (with how many could not be read) and by tenant. A key may come more
+    than once (a period is counted in parts); its counts add up."""
 
-    by_minute: tuple[tuple[datetime, int, int], ...] = ()
-    by_node: tuple[tuple[str, int | None, int], ...] = ()
-    by_tenant: tuple[tuple[str, int, int], ...] = ()
+    by_minute: tuple[tuple[datetime, Histogram], ...] = ()
+    by_node: tuple[tuple[str, Histogram, int], ...] = ()
+    by_tenant: tuple[tuple[str, Histogram], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -155,6 +166,38 @@ class StoredDelivery:
     outcome: str
     attempts: int
     detail: str | None = None
+
+
+# Finished jobs are counted per quarter hour of their end (UTC): every timezone's offset is
+# whole quarter hours, so a local day is whole slots.
+JOB_SLOT = timedelta(minutes=15)
+
+
+def job_slot(at: datetime) -> datetime:
+    """The start of the slot holding `at`."""
+    size = JOB_SLOT.total_seconds()
+    return datetime.fromtimestamp(at.timestamp() // size * size, UTC)
+
+
+@dataclass(frozen=True, slots=True)
+class JobTally:
+    tenant: str
+    phase: JobPhase
+    reason: str | None  # the platform's
+    jobs: int
+
+
+@dataclass(frozen=True, slots=True)
+class JobSlot:
+    """Every tenant's jobs that ended in [start, start + JOB_SLOT), counted by tenant, phase
+    and reason, as listed up to `listed_until`; `complete` False when the platform said its
+    listing may have missed some (`note` says why)."""
+
+    start: datetime
+    listed_until: datetime
+    complete: bool
+    note: str
+    tallies: tuple[JobTally, ...]
 
 
 def store_url(sqlite_path: Path, url: str | None) -> str:
@@ -242,12 +285,14 @@ class Store:
             return [_finding(row) for row in connection.execute(query)]
 
     def add_gpu_samples(self, samples: Iterable[StoredGpuSample]) -> int:
-        """Insert samples in one transaction; returns how many."""
+        """Insert samples, and add them to the counts reports read, in one transaction;
+        returns how many."""
         # A shallow row per sample: asdict's deep copy was most of a large fleet's insert.
         rows = [{c.name: getattr(s, c.name) for c in _SAMPLE_COLUMNS} for s in samples]
         if rows:
             with self._errors("saving GPU samples"), self._engine.begin() as connection:
                 connection.execute(sa.insert(gpu_samples_table), rows)
+                _add_counts(connection, rows)
         return len(rows)
 
     def gpu_samples(
@@ -268,34 +313,23 @@ class Store:
 
     def gpu_sample_counts(self, since: datetime, until: datetime) -> GpuSampleCounts:
         """Samples taken in [since, until), counted: a day of a large fleet is millions of
-        samples, and a report needs only how many read each utilisation, where and when."""
-        t = gpu_samples_table
-        percent = t.c.utilization_gpu_percent
-        period = (t.c.at >= since, t.c.at < until)
-        count = sa.func.count()
+        samples, and a report needs only how many read each utilisation, where and when.
+        The whole UTC hours of the period come from the counts kept as samples are stored,
+        the rest (less than an hour at either end) is counted from the samples."""
+        first, last = _hour_after(since), _hour_of(until)
         with self._errors("counting GPU samples"), self._engine.connect() as connection:
-            minute = _minute(connection, t.c.at)
-            by_minute = connection.execute(
-                sa.select(minute, percent, count)
-                .where(*period, percent.is_not(None))
-                .group_by(minute, percent)
+            if first >= last:
+                return _count_samples(connection, since, until)
+            parts = (
+                _count_samples(connection, since, first),
+                _read_counts(connection, first, last),
+                _count_samples(connection, last, until),
             )
-            starts: dict[datetime | str, datetime] = {}  # up to 101 rows share a minute
-            minutes = tuple(
-                (starts.get(m) or starts.setdefault(m, _minute_start(m)), p, n)
-                for m, p, n in by_minute
-            )
-            by_node = connection.execute(
-                sa.select(t.c.node, percent, count).where(*period).group_by(t.c.node, percent)
-            )
-            nodes = tuple((node, p, n) for node, p, n in by_node)
-            by_tenant = connection.execute(
-                sa.select(t.c.tenant, percent, count)
-                .where(*period, percent.is_not(None), t.c.tenant.is_not(None))
-                .group_by(t.c.tenant, percent)
-            )
-            tenants = tuple((tenant, p, n) for tenant, p, n in by_tenant)
-        return GpuSampleCounts(minutes, nodes, tenants)
+        return GpuSampleCounts(
+            tuple(m for part in parts for m in part.by_minute),
+            tuple(n for part in parts for n in part.by_node),
+            tuple(t for part in parts for t in part.by_tenant),
+        )
 
     def save_runs(self, runs: Iterable[ProbeRun]) -> None:
         """Insert new runs and overwrite known ones (same run_id) with every field. One
@@ -441,27 +475,35 @@ class Store:
         """Node changes in [since, until), of one node or all, in the order they happened."""
         t = node_states_table
         # Plain tuples, unpacked in place: a week of a busy 1,000-node cluster is a million
-        # changes, and named-row access cost more than the query.
+        # changes, and named-row access cost more than the query. Instants come as the
+        # driver gives them and are converted once each: a snapshot's changes share one.
         query = (
             sa.select(
-                t.c.at,
+                sa.type_coerce(t.c.at, sa.types.NullType()),
+                t.c.removed,
                 t.c.node,
                 t.c.pool,
                 t.c.gpus_total,
                 t.c.gpus_allocated,
                 t.c.state,
                 t.c.reason,
-                t.c.removed,
             )
             .where(t.c.at >= since, t.c.at < until)
             .order_by(t.c.at, t.c.id)
         )
         if node is not None:
             query = query.where(t.c.node == node)
+        instants: dict[datetime | str, datetime] = {}
+        # A node goes back and forth between a few states: each is built once.
+        states: dict[tuple[Any, ...], SchedulerNode] = {}
         with self._errors("reading node changes"), self._engine.connect() as connection:
             return [
-                StoredNodeChange(at, SchedulerNode(name, pool, total, used, state, reason), gone)
-                for at, name, pool, total, used, state, reason, gone in connection.execute(query)
+                StoredNodeChange(
+                    instants.get(row[0]) or instants.setdefault(row[0], _utc(row[0])),
+                    states.get(state := row[2:]) or states.setdefault(state, SchedulerNode(*state)),
+                    row[1],
+                )
+                for row in connection.execute(query)
             ]
 
     def save_alerts(self, alerts: Iterable[StoredAlert]) -> None:
@@ -529,6 +571,77 @@ class Store:
             query = query.where(t.c.at < until)
         with self._errors("reading report deliveries"), self._engine.connect() as connection:
             return [StoredDelivery(*row) for row in connection.execute(query)]
+
+    def save_job_slots(self, slots: Iterable[JobSlot]) -> None:
+        """Store each slot's tallies in place of what an earlier listing of it stored. One
+        transaction."""
+        slots = list(slots)
+        if not slots:
+            return
+        listings, tallies = job_listings_table, job_tallies_table
+        starts = [slot.start for slot in slots]
+        with self._errors("saving job tallies"), self._engine.begin() as connection:
+            connection.execute(sa.delete(tallies).where(tallies.c.slot.in_(starts)))
+            connection.execute(sa.delete(listings).where(listings.c.slot.in_(starts)))
+            connection.execute(
+                sa.insert(listings),
+                [
+                    {
+                        "slot": slot.start,
+                        "listed_until": slot.listed_until,
+                        "complete": slot.complete,
+                        "note": slot.note,
+                    }
+                    for slot in slots
+                ],
+            )
+            rows = [
+                {
+                    "slot": slot.start,
+                    "tenant": tally.tenant,
+                    "phase": tally.phase.value,
+                    "reason": tally.reason or "",
+                    "jobs": tally.jobs,
+                }
+                for slot in slots
+                for tally in slot.tallies
+            ]
+            if rows:
+                connection.execute(sa.insert(tallies), rows)
+
+    def job_slots(self, since: datetime, until: datetime) -> list[JobSlot]:
+        """The listed slots starting in [since, until), in order; a slot never listed is
+        absent."""
+        listings, tallies = job_listings_table, job_tallies_table
+        with self._errors("reading job tallies"), self._engine.connect() as connection:
+            listed = connection.execute(
+                sa.select(listings)
+                .where(listings.c.slot >= since, listings.c.slot < until)
+                .order_by(listings.c.slot)
+            ).all()
+            counted = connection.execute(
+                sa.select(tallies)
+                .where(tallies.c.slot >= since, tallies.c.slot < until)
+                .order_by(tallies.c.tenant, tallies.c.phase, tallies.c.reason)
+            ).all()
+        by_slot: dict[datetime, list[JobTally]] = {}
+        for row in counted:
+            by_slot.setdefault(row.slot, []).append(
+                JobTally(row.tenant, JobPhase(row.phase), row.reason or None, row.jobs)
+            )
+        return [
+            JobSlot(
+                row.slot, row.listed_until, row.complete, row.note, tuple(by_slot.get(row.slot, ()))
+            )
+            for row in listed
+        ]
+
+    def jobs_listed_until(self) -> datetime | None:
+        """How far finished jobs have been listed: the end of the latest listing."""
+        query = sa.select(sa.func.max(job_listings_table.c.listed_until))
+        with self._errors("reading job tallies"), self._engine.connect() as connection:
+            latest: datetime | None = connection.execute(query).scalar()  # max() keeps UTC
+        return latest
 
     def close(self) -> None:
         self._engine.dispose()
@@ -633,6 +746,158 @@ def _insert(connection: sa.Connection, table: sa.Table) -> postgresql.Insert | s
     return sqlite.insert(table)
 
 
+def _hour_of(at: datetime) -> datetime:
+    return at.astimezone(UTC).replace(minute=0, second=0, microsecond=0)
+
+
+def _hour_after(at: datetime) -> datetime:
+    """The first whole UTC hour at or after `at`."""
+    hour = _hour_of(at)
+    return hour if hour == at else hour + timedelta(hours=1)
+
+
+def _tally() -> list[int]:
+    return [0] * len(UTILIZATION_PERCENTS)
+
+
+def _at_percent(percent: int) -> int:
+    return min(max(percent, UTILIZATION_PERCENTS[0]), UTILIZATION_PERCENTS[-1])
+
+
+def _add_counts(connection: sa.Connection, rows: Sequence[Mapping[str, Any]]) -> None:
+    """Add sample rows to the per-minute, per-node-hour and per-tenant-hour counts."""
+    minutes: dict[datetime, list[int]] = {}
+    nodes: dict[tuple[datetime, str], list[int]] = {}  # [unread, p0, ..., p100]
+    tenants: dict[tuple[datetime, str], list[int]] = {}
+    starts: dict[datetime, datetime] = {}  # a node's GPUs share their instant
+    for row in rows:
+        at = row["at"]
+        minute = starts.get(at)
+        if minute is None:
+            minute = starts[at] = at.astimezone(UTC).replace(second=0, microsecond=0)
+        hour = minute.replace(minute=0)
+        node = nodes.get((hour, row["node"]))
+        if node is None:
+            node = nodes[hour, row["node"]] = [0, *_tally()]
+        if row["utilization_gpu_percent"] is None:
+            node[0] += 1
+            continue
+        percent = _at_percent(row["utilization_gpu_percent"])
+        node[1 + percent] += 1
+        tally = minutes.get(minute)
+        if tally is None:
+            tally = minutes[minute] = _tally()
+        tally[percent] += 1
+        if row["tenant"] is not None:
+            tally = tenants.get((hour, row["tenant"]))
+            if tally is None:
+                tally = tenants[hour, row["tenant"]] = _tally()
+            tally[percent] += 1
+    names = [f"p{p}" for p in UTILIZATION_PERCENTS]
+    _add_to(
+        connection,
+        gpu_minutes_table,
+        [{"minute": m, **dict(zip(names, t, strict=True))} for m, t in minutes.items()],
+    )
+    _add_to(
+        connection,
+        gpu_node_hours_table,
+        [
+            {"hour": h, "node": n, "unread": t[0], **dict(zip(names, t[1:], strict=True))}
+            for (h, n), t in nodes.items()
+        ],
+    )
+    _add_to(
+        connection,
+        gpu_tenant_hours_table,
+        [
+            {"hour": h, "tenant": n, **dict(zip(names, t, strict=True))}
+            for (h, n), t in tenants.items()
+        ],
+    )
+
+
+def _add_to(connection: sa.Connection, table: sa.Table, rows: list[dict[str, Any]]) -> None:
+    """Insert count rows, adding to the counts of rows already there (same key)."""
+    if not rows:
+        return
+    insert = _insert(connection, table)
+    keys = [c for c in table.c if c.primary_key]
+    connection.execute(
+        insert.on_conflict_do_update(
+            index_elements=keys,
+            set_={c.name: c + insert.excluded[c.name] for c in table.c if not c.primary_key},
+        ),
+        rows,
+    )
+
+
+def _read_counts(connection: sa.Connection, since: datetime, until: datetime) -> GpuSampleCounts:
+    """The counts kept as samples were stored, of the whole UTC hours [since, until)."""
+    m, n, t = gpu_minutes_table, gpu_node_hours_table, gpu_tenant_hours_table
+
+    def sums(table: sa.Table) -> list[sa.ColumnElement[Any]]:
+        return [sa.func.sum(table.c[f"p{p}"]) for p in UTILIZATION_PERCENTS]
+
+    minutes = connection.execute(
+        sa.select(m).where(m.c.minute >= since, m.c.minute < until).order_by(m.c.minute)
+    )
+    nodes = connection.execute(
+        sa.select(n.c.node, sa.func.sum(n.c.unread), *sums(n))
+        .where(n.c.hour >= since, n.c.hour < until)
+        .group_by(n.c.node)
+        .order_by(n.c.node)
+    )
+    tenants = connection.execute(
+        sa.select(t.c.tenant, *sums(t))
+        .where(t.c.hour >= since, t.c.hour < until)
+        .group_by(t.c.tenant)
+        .order_by(t.c.tenant)
+    )
+    return GpuSampleCounts(
+        tuple((row[0], tuple(row[1:])) for row in minutes),
+        tuple((row[0], tuple(row[2:]), row[1]) for row in nodes),
+        tuple((row[0], tuple(row[1:])) for row in tenants),
+    )
+
+
+def _count_samples(connection: sa.Connection, since: datetime, until: datetime) -> GpuSampleCounts:
+    """Samples taken in [since, until) counted from the samples themselves."""
+    t = gpu_samples_table
+    percent = t.c.utilization_gpu_percent
+    period = (t.c.at >= since, t.c.at < until)
+    count = sa.func.count()
+    minute = _minute(connection, t.c.at)
+    minutes: dict[datetime | str, list[int]] = {}  # up to 101 rows share a minute
+    for m, p, k in connection.execute(
+        sa.select(minute, percent, count)
+        .where(*period, percent.is_not(None))
+        .group_by(minute, percent)
+    ):
+        tally = minutes.get(m)
+        if tally is None:
+            tally = minutes[m] = _tally()
+        tally[_at_percent(p)] += k
+    nodes: dict[str, list[int]] = {}  # [unread, p0, ..., p100]
+    for node, p, k in connection.execute(
+        sa.select(t.c.node, percent, count).where(*period).group_by(t.c.node, percent)
+    ):
+        tally = nodes.setdefault(node, [0, *_tally()])
+        tally[0 if p is None else 1 + _at_percent(p)] += k
+    tenants: dict[str, list[int]] = {}
+    for tenant, p, k in connection.execute(
+        sa.select(t.c.tenant, percent, count)
+        .where(*period, percent.is_not(None), t.c.tenant.is_not(None))
+        .group_by(t.c.tenant, percent)
+    ):
+        tenants.setdefault(tenant, _tally())[_at_percent(p)] += k
+    return GpuSampleCounts(
+        tuple((_utc(m), tuple(c)) for m, c in minutes.items()),
+        tuple((node, tuple(c[1:]), c[0]) for node, c in nodes.items()),
+        tuple((tenant, tuple(c)) for tenant, c in tenants.items()),
+    )
+
+
 def _minute(connection: sa.Connection, at: sa.ColumnElement[Any]) -> sa.ColumnElement[Any]:
     """The UTC minute an instant falls in. SQLite keeps instants as UTC text
     ('YYYY-MM-DD HH:MM:SS.ffffff'), so the minute is its first 16 characters."""
@@ -641,7 +906,9 @@ def _minute(connection: sa.Connection, at: sa.ColumnElement[Any]) -> sa.ColumnEl
     return sa.func.substr(at, 1, 16)
 
 
-def _minute_start(value: datetime | str) -> datetime:
+def _utc(value: datetime | str) -> datetime:
+    """An instant as the driver returns it: UTC text from SQLite, an aware datetime from
+    PostgreSQL."""
     if isinstance(value, str):
         return datetime.fromisoformat(value).replace(tzinfo=UTC)
     return value.astimezone(UTC)

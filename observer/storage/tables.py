@@ -214,3 +214,62 @@ class ReportDeliveryRow(_Table, table=True):
 
 
 report_deliveries_table: sa.Table = ReportDeliveryRow.__table__  # type: ignore[attr-defined]
+
+
+# GPU samples counted as they are stored, so that a report reads a few rows per minute and
+# per node-hour instead of every sample: column pN holds how many samples read N percent
+# (NVML reports whole percent; readings outside 0..100 count at the ends).
+UTILIZATION_PERCENTS = range(101)
+
+
+def _percent_columns() -> list[sa.Column[int]]:
+    return [sa.Column(f"p{p}", sa.Integer(), nullable=False) for p in UTILIZATION_PERCENTS]
+
+
+# The whole fleet per UTC minute (samples with a reading): windows and local hours.
+gpu_minutes_table = sa.Table(
+    "gpu_minutes",
+    metadata,
+    sa.Column("minute", UtcDateTime(), primary_key=True),
+    *_percent_columns(),
+)
+# Per node and UTC hour: pools (mapped at report time), nodes seen, failed reads.
+gpu_node_hours_table = sa.Table(
+    "gpu_node_hours",
+    metadata,
+    sa.Column("hour", UtcDateTime(), primary_key=True),
+    sa.Column("node", sa.String(), primary_key=True),
+    sa.Column("unread", sa.Integer(), nullable=False),
+    *_percent_columns(),
+)
+# Per tenant whose job held the GPU and UTC hour (samples attributed and read).
+gpu_tenant_hours_table = sa.Table(
+    "gpu_tenant_hours",
+    metadata,
+    sa.Column("hour", UtcDateTime(), primary_key=True),
+    sa.Column("tenant", sa.String(), primary_key=True),
+    *_percent_columns(),
+)
+
+
+# Every tenant's finished jobs, counted per quarter hour (UTC) of their end: every timezone's
+# offset is whole quarter hours, so a local day is whole slots. Re-listing a slot replaces
+# its counts. job_listings says how far each slot was listed and whether the platform said
+# its listing was complete; a slot without a row was never listed.
+job_listings_table = sa.Table(
+    "job_listings",
+    metadata,
+    sa.Column("slot", UtcDateTime(), primary_key=True),
+    sa.Column("listed_until", UtcDateTime(), nullable=False),
+    sa.Column("complete", sa.Boolean(), nullable=False),
+    sa.Column("note", sa.String(), nullable=False),
+)
+job_tallies_table = sa.Table(
+    "job_tallies",
+    metadata,
+    sa.Column("slot", UtcDateTime(), primary_key=True),
+    sa.Column("tenant", sa.String(), primary_key=True),
+    sa.Column("phase", sa.String(), primary_key=True),
+    sa.Column("reason", sa.String(), primary_key=True),  # "" when the platform gave none
+    sa.Column("jobs", sa.Integer(), nullable=False),
+)

@@ -402,6 +402,10 @@ class KubernetesHarness:
         body = {"metadata": metadata, "spec": spec, "status": {"phase": "Pending"}}
         self.core.create_namespaced_pod(namespace, body)
 
+    def owner_ids(self, job_id: str) -> set[str]:
+        """The UIDs of the job's pods, which the agents read from their cgroup paths."""
+        return {pod.metadata.uid for pod in self.pods_of(job_id)}
+
     def pods_of(self, job_id: str) -> list[client.V1Pod]:
         namespace, name = job_id.split("/", 1)
         return [

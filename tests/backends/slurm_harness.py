@@ -80,6 +80,9 @@ class SlurmHarness:
                 pytest.fail(f"Slurm did not get there within {timeout_seconds} s")
             time.sleep(POLL_SECONDS)
 
+    def owner_ids(self, job_id: str) -> set[str]:
+        return {job_id}  # the agents read it from the job's cgroup (job_<id>) or SLURM_JOB_ID
+
     def cli(self, *args: str, env: dict[str, str] | None = None) -> str:
         """Run a Slurm command against this cluster, as a person would; its standard output."""
         done = subprocess.run(

@@ -21,6 +21,10 @@ class Harness(Protocol):
 
     def settle(self, until: Callable[[], bool], timeout_seconds: float) -> None: ...
 
+    def owner_ids(self, job_id: str) -> set[str]:
+        """What a node agent names as the owner of the job's processes now."""
+        ...
+
 
 class HangingHarness(Harness, Protocol):
     """A platform that can be made unable to stop a job's processes, and repaired."""
@@ -42,6 +46,9 @@ class SimulatedHarness:
             [TenantSpec("research", 0.7), TenantSpec("prod", 0.3)],
             self.clock,
         )
+
+    def owner_ids(self, job_id: str) -> set[str]:
+        return {job_id}  # as the demo's nodes own their processes
 
     def hang_ends(self, job_id: str) -> None:
         self.backend.faults.stuck_jobs.add(job_id)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterator
+from datetime import timedelta
 
 import pytest
 
@@ -138,6 +139,20 @@ def test_a_log_canary_leaves_every_sequenced_line_in_its_logs(harness: Harness):
     assert all(f"run={request.run_id}" in line for line in lines)
 
 
+def test_a_running_job_names_the_owners_its_nodes_agents_see(harness: Harness):
+    # Slurm and the simulator: the job id; Kubernetes: the UIDs of the Job's pods.
+    job_id = harness.backend.submit(  # type: ignore[attr-defined]
+        _request(harness, Workload(gpus_per_node=1, duration_seconds=300))
+    )
+    harness.settle(lambda: _phase(harness, job_id) is JobPhase.RUNNING, 60)
+    expected = harness.owner_ids(job_id)
+    running = harness.backend.jobs([job_id])[job_id]  # type: ignore[attr-defined]
+    [listed] = [j for j in harness.backend.snapshot().jobs if j.job_id == job_id]  # type: ignore[attr-defined]
+
+    assert expected
+    assert set(running.owner_ids) == set(listed.owner_ids) == expected
+
+
 def test_snapshot_reports_every_node_with_its_gpus(harness: Harness):
     snap = harness.backend.snapshot()  # type: ignore[attr-defined]
     assert len(snap.nodes) == harness.nodes
@@ -162,6 +177,7 @@ def test_a_job_that_cannot_be_stopped_shows_as_ending_while_it_holds_its_gpus(
     hanging.settle(lambda: ending() is not None, 60)
     stuck = ending()
     assert stuck is not None and stuck.gpus == 1 and len(stuck.nodes) == 1
+    assert set(stuck.owner_ids) == hanging.owner_ids(job_id)
     snap = hanging.backend.snapshot()  # type: ignore[attr-defined]
     assert sum(n.gpus_allocated for n in snap.nodes if n.name in stuck.nodes) == 1
     assert job_id not in {j.job_id for j in hanging.backend.probe_jobs()}  # type: ignore[attr-defined]
@@ -172,3 +188,63 @@ def test_a_job_that_cannot_be_stopped_shows_as_ending_while_it_holds_its_gpus(
         60,
     )
     assert sum(n.gpus_allocated for n in hanging.backend.snapshot().nodes) == 0  # type: ignore[attr-defined]
+
+
+def test_finished_jobs_lists_every_job_that_ended_in_the_period_with_its_final_state(
+    harness: Harness,
+):
+    ok = harness.backend.submit(  # type: ignore[attr-defined]
+        _request(harness, Workload(gpus_per_node=1, duration_seconds=1))
+    )
+    failing = harness.backend.submit(  # type: ignore[attr-defined]
+        _request(harness, Workload(gpus_per_node=1, duration_seconds=1, exit_code=3), tenant=1)
+    )
+    harness.settle(
+        lambda: (
+            _phase(harness, ok) is JobPhase.SUCCEEDED
+            and _phase(harness, failing) is JobPhase.FAILED
+        ),
+        60,
+    )
+    done = harness.backend.jobs([ok, failing])  # type: ignore[attr-defined]
+    ends = [s.finished_at for s in done.values()]
+    assert None not in ends
+    first, last = min(ends), max(ends)  # type: ignore[type-var]
+    listing = {}
+
+    def listed() -> bool:  # accounting may record an end a moment after the scheduler
+        result = harness.backend.finished_jobs(first, last + timedelta(seconds=1))  # type: ignore[attr-defined]
+        listing.update({s.job_id: s for s in result.jobs})
+        return {ok, failing} <= listing.keys()
+
+    harness.settle(listed, 60)
+    succeeded, failed = listing[ok], listing[failing]
+    assert (succeeded.phase, succeeded.tenant, succeeded.gpus) == (
+        JobPhase.SUCCEEDED,
+        harness.tenants[0],
+        1,
+    )
+    assert (failed.phase, failed.tenant, failed.exit_code) == (
+        JobPhase.FAILED,
+        harness.tenants[1],
+        3,
+    )
+    assert failed.reason
+    assert failed.submitted_at is not None and failed.started_at is not None
+    assert failed.finished_at == done[failing].finished_at
+    assert all(first <= s.finished_at < last + timedelta(seconds=1) for s in listing.values())  # type: ignore[operator]
+
+
+def test_finished_jobs_leaves_out_jobs_that_ended_outside_the_period(harness: Harness):
+    job_id = harness.backend.submit(  # type: ignore[attr-defined]
+        _request(harness, Workload(gpus_per_node=1, duration_seconds=1))
+    )
+    harness.settle(lambda: _phase(harness, job_id) is JobPhase.SUCCEEDED, 60)
+    end = harness.backend.jobs([job_id])[job_id].finished_at  # type: ignore[attr-defined]
+
+    before = harness.backend.finished_jobs(end - timedelta(hours=1), end)  # type: ignore[attr-defined]
+    after = harness.backend.finished_jobs(end + timedelta(seconds=1), end + timedelta(hours=1))  # type: ignore[attr-defined]
+
+    assert job_id not in {s.job_id for s in (*before.jobs, *after.jobs)}
+    assert (before.since, before.until) == (end - timedelta(hours=1), end)
+    assert before.complete or before.note

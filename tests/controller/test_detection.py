@@ -5,15 +5,26 @@ held up."""
 
 from __future__ import annotations
 
+from collections.abc import Collection
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 from prometheus_client import CollectorRegistry
 
 from observer.clock import ManualClock
 from observer.controller.detect import RELEASE_CHECK_HORIZON
 from observer.controller.main import build_backend, build_controller
-from observer.domain import JobPhase, NodeSnapshot, Owner, OwnerKind, RunState
+from observer.domain import (
+    JobPhase,
+    JobStatus,
+    NodeSnapshot,
+    Owner,
+    OwnerKind,
+    RunState,
+    SchedulerSnapshot,
+)
 from observer.metrics import ControllerMetrics
 from observer.settings import Settings
 from observer.simulation.cluster import SimulatedCluster
@@ -27,10 +38,14 @@ LAUNCH = START + timedelta(seconds=600)  # the plan entry's first firing
 
 class Soak:
     def __init__(
-        self, tmp_path: Path, plan: list[dict[str, object]] | None = None, agents: bool = False
+        self,
+        tmp_path: Path,
+        plan: list[dict[str, object]] | None = None,
+        agents: bool = False,
+        pods: bool = False,
     ) -> None:
         """`agents`: the nodes' agents are read every 15 s (`self.agents`); without them the
-        node layer is unknown."""
+        node layer is unknown. `pods`: jobs are owned by pods, as on Kubernetes."""
         self.settings = Settings.model_validate(
             {
                 "controller": {
@@ -60,10 +75,11 @@ class Soak:
         assert isinstance(cluster, SimulatedCluster)
         self.cluster = cluster
         self.metrics = ControllerMetrics(CollectorRegistry())
-        controller = build_controller(self.settings, cluster, self.store, self.clock, self.metrics)
+        backend = PodOwned(cluster) if pods else cluster
+        controller = build_controller(self.settings, backend, self.store, self.clock, self.metrics)
         controller.start()
         self.controller = controller
-        self.agents = Agents(cluster, self.clock, controller.detection.node_snapshots)
+        self.agents = Agents(cluster, self.clock, controller.detection.node_snapshots, pods)
         cfg = self.settings.controller
         self.schedule = SteppedSchedule(
             controller,
@@ -233,15 +249,63 @@ def test_a_probe_stuck_ending_is_stuck_terminating_and_its_gpu_is_not_also_witho
     assert {f.detector for f in soak.store.findings()} == {"stuck_terminating", "probe_unreleased"}
 
 
+def test_on_kubernetes_a_probes_pod_left_on_its_gpu_is_found_by_the_pods_uid(tmp_path: Path):
+    soak = Soak(tmp_path, SHORT, agents=True, pods=True)
+    soak.agents.keep_ended = True
+    # Judged after the grace, when the scheduler no longer lists the job or its pods.
+    soak.schedule.run_for(780)
+
+    [run] = soak.store.runs(probe="short")
+    [leak] = soak.store.findings(open_only=True)
+    assert leak.detector == "probe_unreleased"
+    assert leak.evidence["matched_by"] == "a process owned by the run's job"
+    assert leak.evidence["owner_ids"] == [pod_uid(str(run.job_id))]
+    assert leak.evidence["gpus"][0]["processes"][0]["owner"] == f"pod/{pod_uid(str(run.job_id))}"
+
+    soak.agents.keep_ended = False
+    soak.schedule.run_for(30)
+    assert soak.store.findings(open_only=True) == []
+
+
+def pod_uid(job_id: str) -> str:
+    return f"uid-of-{job_id.replace('/', '-')}"
+
+
+class PodOwned:
+    """The simulated cluster as Kubernetes names its jobs' owners: by their pods' UIDs."""
+
+    def __init__(self, cluster: SimulatedCluster) -> None:
+        self._cluster = cluster
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._cluster, name)
+
+    def jobs(self, job_ids: Collection[str]) -> dict[str, JobStatus]:
+        return {k: _pod_owned(v) for k, v in self._cluster.jobs(job_ids).items()}
+
+    def snapshot(self) -> SchedulerSnapshot:
+        snap = self._cluster.snapshot()
+        return replace(snap, jobs=tuple(map(_pod_owned, snap.jobs)))
+
+
+def _pod_owned(job: JobStatus) -> JobStatus:
+    return replace(job, owner_ids=(pod_uid(job.job_id),))
+
+
 class Agents:
     """The nodes' agents as the simulated cluster leaves them: every job the scheduler shows
     on a node (running, or ending while it holds its GPUs) has one process per GPU there,
-    owned by its job id. `keep_ended`: processes stay after their job is gone from the
-    scheduler; `blind`: nodes whose agent is not read."""
+    owned by its job id (by its pod's UID with `pods`). `keep_ended`: processes stay after
+    their job is gone from the scheduler; `blind`: nodes whose agent is not read."""
 
     def __init__(
-        self, cluster: SimulatedCluster, clock: ManualClock, latest: dict[str, NodeSnapshot]
+        self,
+        cluster: SimulatedCluster,
+        clock: ManualClock,
+        latest: dict[str, NodeSnapshot],
+        pods: bool = False,
     ) -> None:
+        self._pods = pods
         self.keep_ended = False
         self.blind: set[str] = set()
         self._cluster = cluster
@@ -268,9 +332,12 @@ class Agents:
         seconds = (self._clock.now() - START).total_seconds()
         for node in sorted(set(self._cluster.nodes) - self.blind):
             processes = [
-                process(gpu, 1000 + n, Owner(OwnerKind.JOB, job_id))
+                process(gpu, 1000 + n, self._owner(job_id))
                 for n, (job_id, (where, gpus)) in enumerate(self._placed.items())
                 if where == node
                 for gpu in gpus
             ]
             self._latest[node] = agent(seconds, processes, node=node)
+
+    def _owner(self, job_id: str) -> Owner:
+        return Owner(OwnerKind.POD, pod_uid(job_id)) if self._pods else Owner(OwnerKind.JOB, job_id)

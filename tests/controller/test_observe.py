@@ -89,8 +89,13 @@ def test_node_findings_are_stored_once_and_closed_with_the_agent(tmp_path: Path)
     assert closed.closed_at is not None
 
 
-def _job(job_id: str, tenant: str, node: str) -> JobStatus:
-    return JobStatus(job_id, None, tenant, None, JobPhase.RUNNING, 1, nodes=(node,))
+def _job(job_id: str, tenant: str, node: str, *owner_ids: str) -> JobStatus:
+    """A running job whose processes the agents name by its id (Slurm), or by `owner_ids`
+    (the UIDs of a Kubernetes Job's pods)."""
+    owners = owner_ids or (job_id,)
+    return JobStatus(
+        job_id, None, tenant, None, JobPhase.RUNNING, 1, nodes=(node,), owner_ids=owners
+    )
 
 
 def test_each_gpu_sample_carries_the_tenant_of_the_job_holding_it(tmp_path: Path):
@@ -102,9 +107,12 @@ def test_each_gpu_sample_carries_the_tenant_of_the_job_holding_it(tmp_path: Path
     n1.host.spawn(702, Owner(OwnerKind.SLURM_JOB, "4243"))
     n1.host.spawn(703, Owner(OwnerKind.SLURM_JOB, "4244"))
     n1.gpus.gpus[1].processes.update({702: GIB, 703: GIB})
-    # A pod is known by its UID, which the scheduler's jobs do not carry.
+    # On Kubernetes a process is known by its pod's UID, which its Job's status lists; a pod
+    # of no job the scheduler shows gives its GPU no tenant.
     n2.host.spawn(704, Owner(OwnerKind.POD, "0d5c3a8e-64ab-4f4e-a7a4-9f1a3b2c1d00"))
     n2.gpus.gpus[0].processes[704] = GIB
+    n2.host.spawn(705, Owner(OwnerKind.POD, "7e1f2a3b-0c4d-4e5f-8a9b-1c2d3e4f5a6b"))
+    n2.gpus.gpus[1].processes[705] = GIB
     scheduler = SchedulerSnapshot(
         START,
         (),
@@ -113,7 +121,7 @@ def test_each_gpu_sample_carries_the_tenant_of_the_job_holding_it(tmp_path: Path
             _job("4242", "research", "n1"),
             _job("4243", "research", "n1"),
             _job("4244", "prod", "n1"),
-            _job("prod/train-1", "prod", "n2"),
+            _job("prod/train-1", "prod", "n2", "0d5c3a8e-64ab-4f4e-a7a4-9f1a3b2c1d00"),
         ),
     )
     seen: list[SchedulerSnapshot | None] = [None]
@@ -139,7 +147,7 @@ def test_each_gpu_sample_carries_the_tenant_of_the_job_holding_it(tmp_path: Path
     assert after == {
         "GPU-n1-0": "research",
         "GPU-n1-1": None,
-        "GPU-n2-0": None,
+        "GPU-n2-0": "prod",
         "GPU-n2-1": None,
     }
 

@@ -85,6 +85,9 @@ def test_it_shows_progress_and_writes_the_days_summary_and_the_verdict(demo: Dem
     daily = _json(reports / f"daily-{MONDAY}.json")
     assert daily["date"] == MONDAY
     assert daily["tasks_total"] > 100
+    # Every tenant's jobs, not only the probes: the simulated cluster lists them all.
+    assert daily["all_jobs_total"] > daily["tasks_total"]
+    assert daily["all_jobs_complete"] is True
     assert daily["gpu_utilization_avg"] is not None
 
 

@@ -122,8 +122,15 @@ def ended_run(ended: float = 0, *, run_id: str = "run-1", node: str = NODE) -> P
 
 
 def job(
-    job_id: str, node: str = NODE, *, gpus: int = 1, ending_since: datetime | None = None
+    job_id: str,
+    node: str = NODE,
+    *,
+    gpus: int = 1,
+    ending_since: datetime | None = None,
+    owner_ids: tuple[str, ...] | None = None,
 ) -> JobStatus:
+    """A job whose processes the agents name by its id (Slurm, the simulator) unless
+    `owner_ids` says otherwise (a Kubernetes Job's pod UIDs)."""
     return JobStatus(
         job_id=job_id,
         run_id=None,
@@ -132,6 +139,7 @@ def job(
         phase=JobPhase.RUNNING,
         gpus=gpus,
         nodes=(node,),
+        owner_ids=(job_id,) if owner_ids is None else owner_ids,
         ending_since=ending_since,
     )
 
@@ -148,6 +156,7 @@ def check(
     agents: Iterable[NodeSnapshot],
     sched: SchedulerSnapshot | None = None,
     runs: Sequence[ProbeRun] = (),
+    owners: Mapping[str, Sequence[str]] | None = None,
 ) -> probe_release.Check:
     pending = [(run, node) for run in runs or [ended_run()] for node in run.node_names]
     return probe_release.evaluate(
@@ -155,6 +164,7 @@ def check(
         sched,
         {a.node: a for a in agents},
         at(now),
+        owners=owners or {},
         grace_seconds=GRACE,
         snapshot_max_age_seconds=MAX_AGE,
         memory_tolerance_bytes=TOLERANCE,
@@ -263,6 +273,22 @@ def test_memory_within_the_tolerance_and_other_named_owners_are_not_the_probes()
     result = check(100, [agent(95, [other], unlisted_bytes=near_baseline)], scheduler(95))
 
     assert result.symptoms == [] and result.clean == {("run-1", NODE)}
+
+
+def test_on_kubernetes_the_processes_of_the_jobs_pods_are_the_probes():
+    pod_uid = "0b6c9a1e-5f0e-4a57-9a3b-2f4c1d9e8a77"
+    run = replace(ended_run(), job_id="research/observer-short-1")
+    owners = {"research/observer-short-1": [pod_uid]}  # its pods, as the scheduler listed them
+    its_pod = process(2, 4242, Owner(OwnerKind.POD, pod_uid))
+    another_pod = process(2, 4242, Owner(OwnerKind.POD, "5d3e0f7a-1c2b-4e8d-9f60-7a1b2c3d4e5f"))
+
+    [symptom] = check(100, [agent(95, [its_pod])], scheduler(95), [run], owners).symptoms
+    assert symptom.evidence["matched_by"] == probe_release.BY_JOB_ID
+    assert symptom.evidence["owner_ids"] == [pod_uid]
+    assert [g["index"] for g in symptom.evidence["gpus"]] == [2]
+
+    clean = check(100, [agent(95, [another_pod])], scheduler(95), [run], owners)
+    assert clean.symptoms == [] and clean.clean == {("run-1", NODE)}
 
 
 def test_each_node_of_a_multi_node_run_is_judged_on_its_own_agent():

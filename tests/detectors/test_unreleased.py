@@ -72,7 +72,7 @@ def test_the_node_layer_of_a_stuck_job_is_what_its_agent_shows_of_that_job():
     stuck = job("slurm-41", ending_since=at(0))
     theirs = process(0, 9, Owner(OwnerKind.SLURM_JOB, "slurm-41"))
     someone_else = process(0, 9, Owner(OwnerKind.SLURM_JOB, "slurm-99"))
-    a_pod = process(0, 9, Owner(OwnerKind.POD, "0b6c9a1e-5f0e-4a57-9a3b-2f4c1d9e8a77"))
+    unnamed = process(0, 9, Owner(OwnerKind.NONE))
 
     def node_layer(agents: Iterable[NodeSnapshot]) -> str:
         [symptom] = evaluate(300, [stuck], allocated=1, agents=agents)
@@ -80,9 +80,25 @@ def test_the_node_layer_of_a_stuck_job_is_what_its_agent_shows_of_that_job():
 
     assert node_layer([agent(290, [theirs])]) == "held"
     assert node_layer([agent(290, [someone_else])]) == "released"
-    assert node_layer([agent(290, [a_pod])]) == "unknown"  # a pod uid is not a job id
+    assert node_layer([agent(290, [unnamed])]) == "unknown"  # it could be the job's
     assert node_layer([agent(300 - MAX_AGE - 1, [theirs])]) == "unknown"  # stale
     assert node_layer([]) == "unknown"
+
+
+def test_on_kubernetes_the_node_layer_matches_the_agents_pod_uids_to_the_jobs_pods():
+    pod_uid = "0b6c9a1e-5f0e-4a57-9a3b-2f4c1d9e8a77"
+    stuck = job("research/train-1", ending_since=at(0), owner_ids=(pod_uid,))
+    its_pod = process(0, 9, Owner(OwnerKind.POD, pod_uid))
+    another_pod = process(0, 9, Owner(OwnerKind.POD, "5d3e0f7a-1c2b-4e8d-9f60-7a1b2c3d4e5f"))
+
+    def node_layer(job: JobStatus, agents: Iterable[NodeSnapshot]) -> str:
+        [symptom] = evaluate(300, [job], allocated=1, agents=agents)
+        return str(symptom.evidence["layers"]["node"])
+
+    assert node_layer(stuck, [agent(290, [its_pod])]) == "held"
+    assert node_layer(stuck, [agent(290, [another_pod])]) == "released"
+    # A job whose pods the platform did not list cannot be told released.
+    assert node_layer(replace(stuck, owner_ids=()), [agent(290, [another_pod])]) == "unknown"
 
 
 def test_allocated_without_job_says_whether_the_agent_sees_gpus_in_use_beyond_the_jobs():

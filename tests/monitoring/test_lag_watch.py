@@ -24,6 +24,8 @@ from observer.domain import (
     GpuIdentity,
     GpuReading,
     GpuSample,
+    JobPhase,
+    JobStatus,
     NodeSnapshot,
     Owner,
     OwnerKind,
@@ -31,6 +33,7 @@ from observer.domain import (
     OwnerState,
     ProbeRun,
     RunState,
+    SchedulerSnapshot,
 )
 from observer.metrics import HEARTBEAT_METRIC, ControllerMetrics
 from observer.monitoring.checker import MonitoringChecker
@@ -271,6 +274,26 @@ def test_a_busy_probe_is_watched_on_the_gpus_its_agent_attributes_to_its_job():
     nodes = [node("n1", 8, {3: "77", 5: "other"})]
     [probe] = busy_probes([busy_run()], CATALOG, nodes)
     assert (probe.run_id, probe.gpu_uuid, probe.started_at) == ("r1", "GPU-n1-3", T0)
+
+
+def test_on_kubernetes_a_busy_probe_is_watched_on_the_gpus_of_its_jobs_pods():
+    uid = "0b6c9a1e-5f0e-4a57-9a3b-2f4c1d9e8a77"
+    named = node("n1", 8, {3: uid, 5: "5d3e0f7a-1c2b-4e8d-9f60-7a1b2c3d4e5f"})
+    pods = replace(
+        named,
+        processes=tuple(
+            replace(p, owner=Owner(OwnerKind.POD, p.owner.id)) for p in named.processes
+        ),
+    )
+    job_id = "research/observer-gpu-busy-1"
+    job = JobStatus(
+        job_id, "r1", "research", None, JobPhase.RUNNING, 1, nodes=("n1",), owner_ids=(uid,)
+    )
+    run = busy_run(job_id=job_id)
+
+    [probe] = busy_probes([run], CATALOG, [pods], SchedulerSnapshot(T0, (), (), (job,)))
+    assert probe.gpu_uuid == "GPU-n1-3"
+    assert busy_probes([run], CATALOG, [pods]) == []  # its pods unknown: not guessed
 
 
 def test_a_busy_probe_holding_whole_nodes_is_watched_on_all_their_gpus():

@@ -17,11 +17,16 @@ from prometheus_client import CollectorRegistry
 
 from observer.clock import ManualClock
 from observer.errors import BackendError
-from observer.metrics import ReportMetrics
+from observer.metrics import FindingMetrics, ReportMetrics
 from observer.reports.alerts import ALERTMANAGER_UNREACHABLE, AlertmanagerHttp, AlertPoller
 from observer.storage.store import Store
 
 T0 = datetime(2026, 12, 1, 2, 0, tzinfo=UTC)
+UNREACHABLE = {"detector": ALERTMANAGER_UNREACHABLE, "severity": "warning"}
+
+
+def findings() -> FindingMetrics:
+    return FindingMetrics(CollectorRegistry())
 
 
 def _alert(
@@ -106,7 +111,7 @@ def test_firings_are_stored_once_and_a_new_firing_apart(alertmanager: Alertmanag
         _alert("Watchdog", "ffff", "2026-11-30T00:00:00Z", severity="none"),
     ]
     with AlertmanagerHttp(alertmanager.url, timeout_seconds=5) as source:
-        poller = AlertPoller(source, store, clock, metrics, ignored={"Watchdog"})
+        poller = AlertPoller(source, store, clock, metrics, findings(), ignored={"Watchdog"})
         assert poller.poll() == 2
         clock.advance(60)
         poller.poll()
@@ -138,7 +143,7 @@ def test_a_failed_read_is_counted_and_raised(alertmanager: Alertmanager, store: 
         AlertmanagerHttp(alertmanager.url, timeout_seconds=5) as source,
         pytest.raises(BackendError, match="HTTP 503"),
     ):
-        AlertPoller(source, store, ManualClock(T0), metrics).poll()
+        AlertPoller(source, store, ManualClock(T0), metrics, findings()).poll()
     assert metrics.alert_source_errors_total._value.get() == 1
     with (
         AlertmanagerHttp("http://127.0.0.1:9", timeout_seconds=1) as source,
@@ -161,8 +166,10 @@ def test_alertmanager_unreadable_is_a_condition_from_the_failed_poll_to_the_next
 ):
     clock = ManualClock(T0)
     metrics = ReportMetrics(CollectorRegistry())
+    registry = CollectorRegistry()
+    counted = FindingMetrics(registry)
     with AlertmanagerHttp(alertmanager.url, timeout_seconds=5) as source:
-        poller = AlertPoller(source, store, clock, metrics)
+        poller = AlertPoller(source, store, clock, metrics, counted)
         poller.poll()
         clock.advance(60)
         alertmanager.status = 503
@@ -171,8 +178,13 @@ def test_alertmanager_unreadable_is_a_condition_from_the_failed_poll_to_the_next
                 poller.poll()
             clock.advance(60)
         assert [f.closed_at for f in store.findings(detector=ALERTMANAGER_UNREACHABLE)] == [None]
+        # Counted with every other finding: open now, opened once.
+        assert registry.get_sample_value("observer_findings_open", UNREACHABLE) == 1
+        assert registry.get_sample_value("observer_findings_total", UNREACHABLE) == 1
         alertmanager.status = 200
         poller.poll()
+    assert registry.get_sample_value("observer_findings_open", UNREACHABLE) == 0
+    assert registry.get_sample_value("observer_findings_total", UNREACHABLE) == 1
 
     [blind] = store.findings(detector=ALERTMANAGER_UNREACHABLE)
     assert (blind.opened_at, blind.closed_at) == (T0.replace(minute=1), T0.replace(minute=4))
@@ -187,9 +199,9 @@ def test_a_condition_left_open_by_a_previous_controller_ends_when_polling_resume
     alertmanager.status = 503
     with AlertmanagerHttp(alertmanager.url, timeout_seconds=5) as source:
         with pytest.raises(BackendError):
-            AlertPoller(source, store, ManualClock(T0), metrics).poll()
+            AlertPoller(source, store, ManualClock(T0), metrics, findings()).poll()
         alertmanager.status = 200
-        AlertPoller(source, store, ManualClock(T0.replace(hour=5)), metrics).poll()
+        AlertPoller(source, store, ManualClock(T0.replace(hour=5)), metrics, findings()).poll()
 
     [blind] = store.findings(detector=ALERTMANAGER_UNREACHABLE)
     assert (blind.opened_at, blind.closed_at) == (T0, T0.replace(hour=5))

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections import Counter
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -13,7 +14,7 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
-from observer.domain import Outcome, ProbeRun
+from observer.domain import JobPhase, Outcome, ProbeRun
 from observer.reports.daily import build_daily
 from observer.reports.inputs import day_period, load_daily, load_verdict
 from observer.reports.publish import write_daily
@@ -258,3 +259,32 @@ def _copy(source_url: str, target_url: str) -> None:
     finally:
         source.dispose()
         target.dispose()
+
+
+def test_all_jobs_in_each_summary_are_the_jobs_the_simulated_cluster_finished(
+    played: PlayedWeek,
+):
+    for day in DAYS:
+        report = _json(played.daily[day.isoformat()][2])
+        jobs = played.week.finished[day]
+        failed = [j for j in jobs if j.phase is JobPhase.FAILED]
+        assert report["all_jobs_total"] == len(jobs) > 0
+        assert report["all_jobs_failed"] == len(failed)
+        assert bool(failed) == (day.weekday() < 5)  # the failing probes run in the peak
+        assert report["all_jobs_complete"] is True  # Friday's outage was listed after it
+        by_tenant = report["all_jobs"]["by_tenant"]
+        assert {t: v["total"] for t, v in by_tenant.items()} == dict(
+            Counter(j.tenant for j in jobs)
+        )
+        assert {t: v["failed"] for t, v in by_tenant.items() if v["failed"]} == dict(
+            Counter(j.tenant for j in failed)
+        )
+        reasons = {g["reason"]: g["count"] for g in report["all_jobs"]["failure_groups"]}
+        assert reasons == dict(Counter(j.reason for j in failed))
+    monday, tuesday = (_json(played.daily[d.isoformat()][2]) for d in DAYS[:2])
+    assert tuesday["previous_day"]["all_jobs_total"] == monday["all_jobs_total"]
+    assert tuesday["soak_to_date"]["all_jobs_total"] == (
+        monday["all_jobs_total"] + tuesday["all_jobs_total"]
+    )
+    thursday = played.week.finished[DAYS[3]]
+    assert any(j.phase is JobPhase.CANCELLED for j in thursday)  # the probe someone cancelled

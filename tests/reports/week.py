@@ -23,6 +23,7 @@ from observer.domain import (
     GpuReading,
     GpuSample,
     JobPhase,
+    JobStatus,
     NodeSnapshot,
     Owner,
     OwnerKind,
@@ -137,8 +138,18 @@ class Week:
             self.metrics.loops,
             BUSY_STEP_SECONDS,
             SNAPSHOT_SECONDS,
-            extra=[("fleet", OBSERVE_SECONDS, observer.observe)],
+            extra=[
+                ("fleet", OBSERVE_SECONDS, observer.observe),
+                (
+                    "jobs",
+                    self.settings.controller.job_listing_interval_seconds,
+                    self.controller.tally_jobs,
+                ),
+            ],
         )
+        # Every job the simulated cluster finished, per local day, as it listed them at the
+        # day's end: what the reports' all-jobs figures must agree with.
+        self.finished: dict[date, tuple[JobStatus, ...]] = {}
 
     def _agent(self, name: str) -> Callable[[], NodeSnapshot]:
         """A node agent's snapshot: as many GPUs busy as the scheduler last said were
@@ -239,10 +250,21 @@ class Week:
         incidents += [
             (local(day, 0, 10), lambda: self._alert("Watchdog", "none", "w")) for day in DAYS
         ]
+        incidents += [
+            (local(day + timedelta(days=1), 0), lambda day=day: self._finished_on(day))
+            for day in DAYS
+        ]
         for at, act in sorted(incidents, key=lambda item: item[0]):
             self.run_until(at)
             act()
         self.run_until(datetime.combine(DAYS[-1] + timedelta(days=1), time(0), tzinfo=tz))
+        # The listing after midnight that a controller makes long before the 08:00 build.
+        self.controller.tally_jobs()
+
+    def _finished_on(self, day: date) -> None:
+        listing = self.cluster.finished_jobs(local(day, 0), local(day + timedelta(days=1), 0))
+        assert listing.complete
+        self.finished[day] = listing.jobs
 
     def _alert(self, name: str, severity: str, fingerprint: str) -> None:
         now = self.clock.now()

@@ -1,18 +1,26 @@
 """A report's GPU utilisation from samples counted in the database is the one it would get
 from reading every sample: overall, per pool, window, local hour and tenant, the nodes seen
-and the reads that failed, on SQLite and PostgreSQL alike; and the pools of nodes that left
+and the reads that failed, on SQLite and PostgreSQL alike, however the samples were stored
+(at once, a few at a time, or before the counts existed); and the pools of nodes that left
 are read without the period's whole change log."""
 
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
+from dataclasses import asdict
 from datetime import UTC, datetime, time, timedelta
 from zoneinfo import ZoneInfo
+
+import pytest
+import sqlalchemy as sa
 
 from observer.domain import SchedulerNode, SchedulerSnapshot
 from observer.probes.windows import Calendar, Window
 from observer.reports.data import counts_are_exact, gpu_usage, gpu_usage_of_counts
 from observer.storage.store import Store, StoredGpuSample, upgrade
+from observer.storage.tables import gpu_samples_table
+from tests.storage.test_store import migrate
 
 # Half an hour off UTC, so a local hour is not a UTC hour; a window across midnight.
 KOLKATA = ZoneInfo("Asia/Kolkata")
@@ -30,6 +38,7 @@ POOLS = {"n0": "pool-a", "n1": "pool-a", "n2": "pool-b"}  # n3: a node in no poo
 def _samples(rng: random.Random) -> list[StoredGpuSample]:
     samples = []
     for node in ("n0", "n1", "n2", "n3"):
+        # Readings outside 0..100 count at the ends, as UtilizationHistogram.of counts them.
         at = START + timedelta(seconds=rng.uniform(0, 60))
         while at < START + timedelta(days=2):
             for gpu in range(2):
@@ -40,7 +49,7 @@ def _samples(rng: random.Random) -> list[StoredGpuSample]:
                         gpu_index=gpu,
                         at=at,
                         utilization_gpu_percent=(
-                            None if rng.random() < 0.05 else rng.choice((0, 0, 37, 99, 100))
+                            None if rng.random() < 0.05 else rng.choice((0, 0, 37, 99, 100, 101))
                         ),
                         tenant=rng.choice((None, "research", "prod")),
                     )
@@ -49,10 +58,38 @@ def _samples(rng: random.Random) -> list[StoredGpuSample]:
     return samples
 
 
-def test_counted_utilisation_equals_sample_by_sample(db_url: str):
-    upgrade(db_url)
+def _store_at_once(url: str, samples: list[StoredGpuSample]) -> None:
+    upgrade(url)
+    with Store(url) as store:
+        store.add_gpu_samples(samples)
+
+
+def _store_a_few_at_a_time(url: str, samples: list[StoredGpuSample]) -> None:
+    upgrade(url)
+    with Store(url) as store:  # each minute's and hour's counts are added to several times
+        for first in range(0, len(samples), 50):
+            store.add_gpu_samples(samples[first : first + 50])
+
+
+def _store_before_the_counts_existed(url: str, samples: list[StoredGpuSample]) -> None:
+    migrate(url, "0004")
+    engine = sa.create_engine(url)
+    with engine.begin() as connection:
+        connection.execute(sa.insert(gpu_samples_table), [asdict(s) for s in samples])
+    engine.dispose()
+    upgrade(url)
+
+
+@pytest.mark.parametrize(
+    "store_samples",
+    [_store_at_once, _store_a_few_at_a_time, _store_before_the_counts_existed],
+    ids=["at_once", "a_few_at_a_time", "before_the_counts_existed"],
+)
+def test_counted_utilisation_equals_sample_by_sample(
+    db_url: str, store_samples: Callable[[str, list[StoredGpuSample]], None]
+):
+    store_samples(db_url, _samples(random.Random(3)))
     with Store(db_url) as store:
-        store.add_gpu_samples(_samples(random.Random(3)))
         # A whole local day, and a stretch that starts and ends inside minutes.
         for since, until in (
             (START + timedelta(days=1), START + timedelta(days=2)),

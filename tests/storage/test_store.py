@@ -71,12 +71,17 @@ def test_upgrade_creates_the_tables_and_running_it_again_changes_nothing(
         "alembic_version",
         "findings",
         "gpu_samples",
+        "gpu_minutes",
+        "gpu_node_hours",
+        "gpu_tenant_hours",
         "probe_runs",
         "queue_samples",
         "report_deliveries",
         "node_states",
         "alerts",
         "interventions",
+        "job_listings",
+        "job_tallies",
     }
     with Store(db_url) as store:
         assert store.findings() == []

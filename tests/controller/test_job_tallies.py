@@ -1,0 +1,189 @@
+"""The controller counts every tenant's finished jobs, not only its probes: each listing
+from where the last one ended, stored per quarter hour, no period skipped when a listing
+fails or the controller restarts."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+from prometheus_client import CollectorRegistry
+
+from observer.backends.base import FinishedJobs
+from observer.clock import ManualClock
+from observer.controller.main import build_backend, build_controller
+from observer.controller.service import Controller, tally_slots
+from observer.domain import JobPhase, JobStatus, Workload
+from observer.errors import BackendError
+from observer.metrics import ControllerMetrics
+from observer.settings import Settings
+from observer.simulation.cluster import SimulatedCluster
+from observer.storage.store import JobSlot, JobTally, Store, upgrade
+
+T0 = datetime(2026, 11, 30, 2, 0, tzinfo=UTC)
+QUARTER = timedelta(minutes=15)
+
+
+def _ended(job_id: str, tenant: str, phase: JobPhase, at: datetime, reason: str | None = None):
+    return JobStatus(job_id, None, tenant, None, phase, 1, finished_at=at, reason=reason)
+
+
+def test_a_listing_is_counted_by_the_quarter_hour_of_each_jobs_end():
+    listing = FinishedJobs(
+        T0,
+        T0 + timedelta(minutes=20),
+        (
+            _ended("1", "prod", JobPhase.FAILED, T0 + timedelta(minutes=1), "OOMKilled"),
+            _ended("2", "prod", JobPhase.FAILED, T0 + timedelta(minutes=14), "OOMKilled"),
+            _ended("3", "research", JobPhase.SUCCEEDED, T0 + timedelta(minutes=2)),
+            _ended("4", "research", JobPhase.SUCCEEDED, T0 + timedelta(minutes=15)),
+        ),
+        complete=False,
+        note="TTL",
+    )
+
+    assert tally_slots(listing) == [
+        JobSlot(
+            T0,
+            T0 + QUARTER,
+            False,
+            "TTL",
+            (
+                JobTally("prod", JobPhase.FAILED, "OOMKilled", 2),
+                JobTally("research", JobPhase.SUCCEEDED, None, 1),
+            ),
+        ),
+        JobSlot(
+            T0 + QUARTER,
+            T0 + timedelta(minutes=20),
+            False,
+            "TTL",
+            (JobTally("research", JobPhase.SUCCEEDED, None, 1),),
+        ),
+    ]
+
+
+def test_a_listing_that_does_not_start_on_a_slot_is_refused():
+    with pytest.raises(ValueError, match="slot"):
+        tally_slots(FinishedJobs(T0 + timedelta(minutes=1), T0 + QUARTER, (), True))
+
+
+class Platform:
+    """The controller over the simulated cluster and a store, on one manual clock."""
+
+    def __init__(self, tmp_path: Path) -> None:
+        self.settings = Settings.model_validate(
+            {
+                "controller": {
+                    "tenants": [{"name": "research"}, {"name": "prod"}],
+                    "simulation": {"nodes": 2, "gpus_per_node": 4},
+                }
+            }
+        )
+        self.clock = ManualClock(T0 + timedelta(minutes=7))
+        url = f"sqlite:///{tmp_path / 'observer.db'}"
+        upgrade(url)
+        self.store = Store(url)
+        cluster = build_backend(self.settings.controller, self.clock)
+        assert isinstance(cluster, SimulatedCluster)
+        self.cluster = cluster
+        self.controller = self.new_controller()
+
+    def new_controller(self) -> Controller:
+        self.registry = CollectorRegistry()  # a new process: its own metrics
+        metrics = ControllerMetrics(self.registry)
+        return build_controller(self.settings, self.cluster, self.store, self.clock, metrics)
+
+    def job(self, tenant: str, seconds: float, exit_code: int = 0) -> str:
+        work = Workload(gpus_per_node=1, duration_seconds=seconds, exit_code=exit_code)
+        return self.cluster.submit_background(tenant, work)
+
+    def counted(self, since: datetime, until: datetime) -> dict[tuple[str, JobPhase], int]:
+        totals: dict[tuple[str, JobPhase], int] = {}
+        for slot in self.store.job_slots(since, until):
+            for tally in slot.tallies:
+                key = (tally.tenant, tally.phase)
+                totals[key] = totals.get(key, 0) + tally.jobs
+        return totals
+
+
+@pytest.fixture
+def platform(tmp_path: Path):
+    made = Platform(tmp_path)
+    yield made
+    made.store.close()
+
+
+def test_every_tenants_jobs_are_counted_once_however_often_they_are_listed(platform: Platform):
+    platform.job("research", 60)
+    platform.job("prod", 120, exit_code=2)
+    platform.controller.tally_jobs()  # 02:07: nothing ended yet
+    platform.clock.advance(180)
+    platform.controller.tally_jobs()  # 02:10
+    platform.job("research", 600)
+    platform.clock.advance(1200)
+    platform.controller.tally_jobs()  # 02:30
+    platform.controller.tally_jobs()  # again, at once
+
+    assert platform.counted(T0, T0 + timedelta(hours=1)) == {
+        ("research", JobPhase.SUCCEEDED): 2,
+        ("prod", JobPhase.FAILED): 1,
+    }
+    slots = platform.store.job_slots(T0, T0 + timedelta(hours=1))
+    assert [(s.start, s.listed_until, s.complete) for s in slots] == [
+        (T0, T0 + QUARTER, True),
+        (T0 + QUARTER, T0 + 2 * QUARTER, True),
+    ]
+    failed = next(t for s in slots for t in s.tallies if t.phase is JobPhase.FAILED)
+    assert failed.reason == "NonZeroExitCode"
+
+
+def test_a_failed_listing_stores_nothing_and_the_next_one_covers_its_time(platform: Platform):
+    platform.controller.tally_jobs()
+    platform.job("prod", 60, exit_code=1)
+    platform.clock.advance(600)
+    platform.cluster.faults.reachable = False
+
+    with pytest.raises(BackendError):
+        platform.controller.tally_jobs()
+
+    assert platform.store.jobs_listed_until() == T0 + timedelta(minutes=7)
+    assert (
+        platform.registry.get_sample_value(
+            "observer_scheduler_errors_total", {"operation": "finished_jobs"}
+        )
+        == 1.0
+    )
+    platform.clock.advance(600)
+    platform.cluster.faults.reachable = True
+    platform.controller.tally_jobs()
+    assert platform.counted(T0, T0 + timedelta(hours=1)) == {("prod", JobPhase.FAILED): 1}
+    assert platform.store.jobs_listed_until() == T0 + timedelta(minutes=27)
+
+
+def test_a_restarted_controller_lists_from_where_the_last_listing_ended(platform: Platform):
+    platform.controller.tally_jobs()
+    platform.job("research", 60)
+    platform.clock.advance(3 * 3600)  # the controller was down for three hours
+    platform.controller = platform.new_controller()
+    platform.controller.tally_jobs()
+
+    assert platform.counted(T0, T0 + timedelta(hours=4)) == {("research", JobPhase.SUCCEEDED): 1}
+    slots = platform.store.job_slots(T0, T0 + timedelta(hours=4))
+    assert len(slots) == 13  # 02:00 to 05:07, every quarter hour listed
+    assert all(s.complete for s in slots)
+
+
+def test_a_listing_beyond_what_the_platform_remembers_is_stored_as_incomplete(
+    platform: Platform,
+):
+    platform.controller.tally_jobs()
+    platform.job("research", 60)
+    platform.clock.advance(3 * 24 * 3600)  # past the simulated cluster's two days of history
+    platform.controller.tally_jobs()
+
+    slots = platform.store.job_slots(T0, T0 + timedelta(days=4))
+    assert not any(s.complete for s in slots)
+    assert all("forgotten" in s.note for s in slots)
+    assert platform.counted(T0, T0 + timedelta(days=4)) == {}
