@@ -79,6 +79,7 @@ class FaultScript:
         self._stuck_job = ""
         self._unfair: Fault | None = None
         self._stall: Fault | None = None
+        self._leak_from = local(day, 0)
         self._log_armed = False
         self._steps: list[tuple[datetime, Callable[[datetime], None]]] = sorted(
             [
@@ -120,6 +121,7 @@ class FaultScript:
 
     def _leak_on(self, now: datetime) -> None:
         self._nodes.leak_next_probe = True
+        self._leak_from = now
 
     def _leak_off(self, now: datetime) -> None:
         for job_id, node in self._nodes.leaked.items():
@@ -127,7 +129,7 @@ class FaultScript:
                 Fault(
                     f"leaked GPU process of probe job {job_id}",
                     frozenset({"unreleased_memory", "probe_unreleased"}),
-                    now - timedelta(minutes=45),
+                    self._leak_from,
                     now,
                     {"node": node},
                 )
