@@ -45,6 +45,7 @@ from prometheus_client import CollectorRegistry
 
 from observer import codec
 from observer.backends.base import queue_states
+from observer.backends.simulated import NodeSpec, SimulatedCluster, TenantSpec
 from observer.clock import Clock, ManualClock
 from observer.controller.main import build_controller, fleet_observer
 from observer.domain import (
@@ -66,7 +67,6 @@ from observer.errors import BackendError
 from observer.logs import configure_logging
 from observer.metrics import ControllerMetrics
 from observer.settings import Settings
-from observer.simulation.cluster import NodeSpec, SimulatedCluster, TenantSpec
 from observer.simulation.driver import SteppedSchedule
 from observer.storage.store import Store, upgrade
 from observer.storage.tables import metadata

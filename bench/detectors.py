@@ -35,6 +35,7 @@ from prometheus_client import CollectorRegistry
 from observer.agent.attribution import Attributor
 from observer.agent.sampler import Sampler
 from observer.agent.service import NodeAgent
+from observer.backends.simulated import SimulatedCluster
 from observer.clock import ManualClock
 from observer.controller.lag import LagWatch
 from observer.controller.main import build_backend, build_controller
@@ -64,7 +65,6 @@ from observer.monitoring.checker import MonitoringChecker
 from observer.monitoring.fake import Exposition, FakePrometheus, FakeTarget
 from observer.ownership.fake import FakeHost
 from observer.settings import NodeLeakSettings, Settings
-from observer.simulation.cluster import SimulatedCluster
 from observer.simulation.driver import SteppedSchedule
 from observer.storage.store import Store, upgrade
 

@@ -49,10 +49,11 @@ from observer.domain import (
     Severity,
 )
 from observer.logs import configure_logging
+from observer.records import StoredAlert, StoredIntervention
 from observer.reports.publish import write_daily, write_verdict
 from observer.settings import Settings
 from observer.storage import store as store_module
-from observer.storage.store import Store, StoredAlert, StoredIntervention, upgrade
+from observer.storage.store import Store, upgrade
 from observer.storage.tables import node_states_table, queue_samples_table
 
 SHANGHAI = ZoneInfo("Asia/Shanghai")

@@ -11,14 +11,12 @@ import threading
 from collections.abc import Sequence
 from datetime import UTC, date, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from observer.errors import ConfigError, ObserverError
 from observer.logs import configure_logging
+from observer.records import StoredDelivery, StoredIntervention
 from observer.settings import Settings, load_settings
-
-if TYPE_CHECKING:
-    from observer.storage.store import StoredDelivery
 
 EXIT_OK = 0
 EXIT_FAILURE = 1
@@ -265,7 +263,7 @@ def _deliveries(deliveries: Sequence[StoredDelivery], as_json: bool) -> int:
 
 def _intervention(args: argparse.Namespace, settings: Settings) -> int:
     from observer.clock import SystemClock  # noqa: PLC0415
-    from observer.storage.store import Store, StoredIntervention, store_url  # noqa: PLC0415
+    from observer.storage.store import Store, store_url  # noqa: PLC0415
 
     record = StoredIntervention(
         at=args.at or SystemClock().now(),

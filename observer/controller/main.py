@@ -13,6 +13,7 @@ from prometheus_client import CollectorRegistry
 
 from observer import codec
 from observer.backends.base import SchedulerBackend
+from observer.backends.simulated import NodeSpec, Policy, SimulatedCluster, TenantSpec
 from observer.clock import Clock, SystemClock
 from observer.controller.detect import Detection
 from observer.controller.lag import LagWatch
@@ -36,7 +37,6 @@ from observer.reports.alerts import AlertmanagerHttp, AlertPoller
 from observer.reports.deliver import deliver_written
 from observer.reports.publish import SUFFIXES, build_due
 from observer.settings import ControllerSettings, Settings
-from observer.simulation.cluster import NodeSpec, Policy, SimulatedCluster, TenantSpec
 from observer.storage.store import Store, store_url, upgrade
 
 _log = get_logger("observer.controller")

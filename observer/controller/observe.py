@@ -24,7 +24,8 @@ from observer.errors import BackendError
 from observer.fleet.base import Fleet
 from observer.logs import get_logger
 from observer.metrics import ControllerMetrics
-from observer.storage.store import Store, StoredGpuSample
+from observer.records import StoredGpuSample
+from observer.storage.store import Store
 
 _log = get_logger("observer.controller.observe")
 

@@ -18,7 +18,8 @@ from observer.errors import BackendError
 from observer.metrics import ControllerMetrics
 from observer.probes.catalog import ProbeSpec
 from observer.probes.windows import Calendar
-from observer.storage.store import JOB_SLOT, JobSlot, JobTally, Store, job_slot
+from observer.records import JOB_SLOT, JobSlot, JobTally, job_slot
+from observer.storage.store import Store
 
 
 @dataclass(frozen=True, slots=True)

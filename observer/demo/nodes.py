@@ -17,6 +17,7 @@ from prometheus_client import CollectorRegistry
 from observer.agent.attribution import Attributor
 from observer.agent.sampler import Sampler
 from observer.agent.service import NodeAgent
+from observer.backends.simulated import SimulatedCluster
 from observer.clock import Clock
 from observer.domain import (
     Behaviour,
@@ -32,7 +33,6 @@ from observer.gpu.fake import GIB, FakeGpu, FakeGpuBackend
 from observer.metrics import AgentMetrics
 from observer.ownership.fake import FakeHost
 from observer.settings import NodeLeakSettings
-from observer.simulation.cluster import SimulatedCluster
 
 GPU_MEMORY_BYTES = 141 * GIB  # an H200's
 DRIVER_BASELINE_BYTES = 600 * 2**20

@@ -20,6 +20,7 @@ from typing import Any, TextIO
 from prometheus_client import CollectorRegistry
 
 from observer import codec
+from observer.backends.simulated import SimulatedCluster
 from observer.clock import ManualClock
 from observer.controller.main import build_backend, build_controller, fleet_observer, lag_watch
 from observer.controller.service import Controller
@@ -40,7 +41,6 @@ from observer.http import serving
 from observer.metrics import HEARTBEAT_METRIC, ControllerMetrics, Heartbeat
 from observer.monitoring.fake import FakePrometheus, FakeTarget
 from observer.reports.publish import write_daily, write_verdict
-from observer.simulation.cluster import SimulatedCluster
 from observer.simulation.driver import SteppedSchedule
 from observer.storage.store import Store, upgrade
 

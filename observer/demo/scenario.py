@@ -16,9 +16,9 @@ from pathlib import Path
 from typing import Any
 from zoneinfo import ZoneInfo
 
+from observer.backends.simulated import SimulatedCluster
 from observer.domain import Finding, Workload
 from observer.settings import Settings
-from observer.simulation.cluster import SimulatedCluster
 
 TIMEZONE = ZoneInfo("Asia/Shanghai")
 NODES = 6

@@ -20,7 +20,8 @@ from observer.detectors.conditions import ConditionTracker
 from observer.domain import Finding, Severity, Symptom
 from observer.errors import BackendError
 from observer.metrics import FindingMetrics, ReportMetrics
-from observer.storage.store import Store, StoredAlert
+from observer.records import StoredAlert
+from observer.storage.store import Store
 
 ALERTMANAGER_UNREACHABLE = "alertmanager_unreachable"
 

@@ -10,7 +10,8 @@ from datetime import datetime, timedelta
 
 from observer.domain import Finding, ProbeRun, SchedulerNode
 from observer.probes.windows import Calendar
-from observer.storage.store import (
+from observer.records import (
+    UTILIZATION_PERCENTS,
     GpuSampleCounts,
     JobSlot,
     StoredAlert,
@@ -20,7 +21,6 @@ from observer.storage.store import (
     StoredNodeChange,
     StoredQueueSample,
 )
-from observer.storage.tables import UTILIZATION_PERCENTS
 
 NO_POOL = "-"  # the pool key of nodes the platform puts in no pool
 _PERCENTS = len(UTILIZATION_PERCENTS)  # NVML reports utilisation in whole percent, 0..100

@@ -13,6 +13,7 @@ from typing import Any
 
 from observer.clock import Clock
 from observer.metrics import ReportMetrics
+from observer.records import DELIVERY_FAILED, StoredDelivery
 from observer.reports.notify import (
     Channel,
     DeliveryResult,
@@ -28,7 +29,7 @@ from observer.reports.notify import (
     deliver_all,
 )
 from observer.settings import DeliverySettings, Settings
-from observer.storage.store import DELIVERY_FAILED, Store, StoredDelivery
+from observer.storage.store import Store
 
 # The headline figures a short summary shows, as the JSON report names them.
 SUMMARY_KEYS = (

@@ -10,6 +10,14 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from observer.domain import Finding, FindingKind, JobPhase, JsonValue, Outcome, ProbeRun, Severity
+from observer.records import (
+    DELIVERY_FAILED,
+    InterventionSource,
+    JobSlot,
+    StoredDelivery,
+    StoredIntervention,
+    StoredQueueSample,
+)
 from observer.reports import interventions as detected_interventions
 from observer.reports.data import (
     Allocation,
@@ -18,14 +26,6 @@ from observer.reports.data import (
     ReportContext,
     UtilizationHistogram,
     nearest_rank,
-)
-from observer.storage.store import (
-    DELIVERY_FAILED,
-    InterventionSource,
-    JobSlot,
-    StoredDelivery,
-    StoredIntervention,
-    StoredQueueSample,
 )
 
 FAILED_OUTCOMES = frozenset({Outcome.FAILED, Outcome.REJECTED, Outcome.TIMED_OUT, Outcome.LOST})

@@ -13,6 +13,7 @@ from observer.domain import Behaviour
 from observer.errors import ReportError
 from observer.probes.catalog import builtin_catalog
 from observer.probes.windows import Calendar, Window, parse_days
+from observer.records import StoredNodeChange, StoredQueueSample, job_slot
 from observer.reports.daily import DailyInputs
 from observer.reports.data import (
     GpuUsage,
@@ -28,7 +29,7 @@ from observer.reports.data import (
 from observer.reports.deliver import configured_channels
 from observer.reports.verdict import VerdictInputs, VerdictRules
 from observer.settings import Settings
-from observer.storage.store import Store, StoredNodeChange, StoredQueueSample, job_slot
+from observer.storage.store import Store
 
 
 def calendar_of(settings: Settings) -> Calendar:

@@ -17,7 +17,7 @@ from collections.abc import Iterable, Sequence
 from datetime import timedelta
 
 from observer.domain import Outcome, ProbeRun, SchedulerNode
-from observer.storage.store import InterventionSource, StoredIntervention, StoredNodeChange
+from observer.records import InterventionSource, StoredIntervention, StoredNodeChange
 
 # The reason the controller gives the probes it cancels itself when it shuts down.
 CONTROLLER_CANCEL_REASON = "ControllerShutdown"

@@ -10,9 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, fields
 from datetime import UTC, datetime, timedelta
-from enum import StrEnum
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Self
@@ -32,7 +31,6 @@ from observer.domain import (
     Finding,
     FindingKind,
     JobPhase,
-    JsonValue,
     Outcome,
     ProbeRun,
     QueueState,
@@ -42,8 +40,20 @@ from observer.domain import (
     Severity,
 )
 from observer.errors import StoreError
-from observer.storage.tables import (
+from observer.records import (
     UTILIZATION_PERCENTS,
+    GpuSampleCounts,
+    InterventionSource,
+    JobSlot,
+    JobTally,
+    StoredAlert,
+    StoredDelivery,
+    StoredGpuSample,
+    StoredIntervention,
+    StoredNodeChange,
+    StoredQueueSample,
+)
+from observer.storage.tables import (
     alerts_table,
     findings_table,
     gpu_minutes_table,
@@ -66,138 +76,7 @@ POSTGRES_CONNECT_TIMEOUT_SECONDS = 10  # unless the URL sets connect_timeout
 _MIGRATIONS = Path(__file__).with_name("migrations")
 
 
-@dataclass(frozen=True, slots=True)
-class StoredGpuSample:
-    """One GPU's lean sample as the controller keeps it (a subset of GpuSample, per node)."""
-
-    node: str
-    gpu_uuid: str
-    gpu_index: int
-    at: datetime
-    utilization_gpu_percent: int | None = None
-    memory_used_bytes: int | None = None
-    memory_total_bytes: int | None = None
-    power_milliwatts: int | None = None
-    process_count: int | None = None
-    tenant: str | None = None  # whose job held the GPU, where the owner is known
-
-
 _SAMPLE_COLUMNS = tuple(gpu_samples_table.c[f.name] for f in fields(StoredGpuSample))
-
-
-# Samples per utilisation percent, indexed by percent (readings outside 0..100 at the ends).
-Histogram = tuple[int, ...]
-
-
-@dataclass(frozen=True, slots=True)
-class GpuSampleCounts:
-    """A period's GPU samples counted in the database rather than read one by one: by UTC
-    minute, by node (with how many could not be read) and by tenant. A key may come more
-    than once (a period is counted in parts); its counts add up."""
-
-    by_minute: tuple[tuple[datetime, Histogram], ...] = ()
-    by_node: tuple[tuple[str, Histogram, int], ...] = ()
-    by_tenant: tuple[tuple[str, Histogram], ...] = ()
-
-
-@dataclass(frozen=True, slots=True)
-class StoredQueueSample:
-    """One tenant's queue as a stored scheduler snapshot saw it."""
-
-    at: datetime
-    state: QueueState
-
-
-@dataclass(frozen=True, slots=True)
-class StoredNodeChange:
-    """A node appeared or changed at `at`; or, `removed`, it left the snapshots and `node`
-    is its last-known state."""
-
-    at: datetime
-    node: SchedulerNode
-    removed: bool = False
-
-
-@dataclass(frozen=True, slots=True)
-class StoredAlert:
-    """One firing of an alert: `starts_at` as Alertmanager reports it, `ends_at` the end it
-    reported when last seen (for an alert still firing, when it would resolve unless
-    refreshed), `last_seen_at` when it was last polled while firing."""
-
-    fingerprint: str
-    name: str
-    severity: str | None
-    starts_at: datetime
-    ends_at: datetime | None
-    last_seen_at: datetime
-    labels: Mapping[str, str]
-    summary: str | None = None
-
-
-class InterventionSource(StrEnum):
-    RECORDED = "recorded"  # told by a person: `observer intervention add`
-    DETECTED = "detected"  # seen in the platform's own state
-
-
-@dataclass(frozen=True, slots=True)
-class StoredIntervention:
-    """A manual intervention: when, by whom, why, on what (e.g. {"node": "gpu-07"})."""
-
-    at: datetime
-    by: str
-    reason: str
-    subject: Mapping[str, str]
-    source: InterventionSource = InterventionSource.RECORDED
-    detail: Mapping[str, JsonValue] = field(default_factory=dict)
-
-
-DELIVERY_FAILED = "failed"
-
-
-@dataclass(frozen=True, slots=True)
-class StoredDelivery:
-    """One report handed to one channel: `report` names it ("daily-2026-11-30", "verdict"),
-    `outcome` is what the channel took ("full", "summary", "attachment") or DELIVERY_FAILED,
-    `detail` its answer (secrets masked)."""
-
-    at: datetime
-    report: str
-    channel: str
-    outcome: str
-    attempts: int
-    detail: str | None = None
-
-
-# Finished jobs are counted per quarter hour of their end (UTC): every timezone's offset is
-# whole quarter hours, so a local day is whole slots.
-JOB_SLOT = timedelta(minutes=15)
-
-
-def job_slot(at: datetime) -> datetime:
-    """The start of the slot holding `at`."""
-    size = JOB_SLOT.total_seconds()
-    return datetime.fromtimestamp(at.timestamp() // size * size, UTC)
-
-
-@dataclass(frozen=True, slots=True)
-class JobTally:
-    tenant: str
-    phase: JobPhase
-    reason: str | None  # the platform's
-    jobs: int
-
-
-@dataclass(frozen=True, slots=True)
-class JobSlot:
-    """Every tenant's jobs that ended in [start, start + JOB_SLOT), counted by tenant, phase
-    and reason, as listed up to `listed_until`; `complete` False when the platform said its
-    listing may have missed some (`note` says why)."""
-
-    start: datetime
-    listed_until: datetime
-    complete: bool
-    note: str
-    tallies: tuple[JobTally, ...]
 
 
 def store_url(sqlite_path: Path, url: str | None) -> str:

@@ -10,6 +10,8 @@ from sqlalchemy.engine import Dialect
 from sqlalchemy.orm import registry
 from sqlmodel import Field, SQLModel
 
+from observer.records import UTILIZATION_PERCENTS
+
 
 class UtcDateTime(sa.TypeDecorator[datetime]):
     """A timezone-aware instant, always read back in UTC. SQLite stores no offset, so values
@@ -219,7 +221,6 @@ report_deliveries_table: sa.Table = ReportDeliveryRow.__table__  # type: ignore[
 # GPU samples counted as they are stored, so that a report reads a few rows per minute and
 # per node-hour instead of every sample: column pN holds how many samples read N percent
 # (NVML reports whole percent; readings outside 0..100 count at the ends).
-UTILIZATION_PERCENTS = range(101)
 
 
 def _percent_columns() -> list[sa.Column[int]]:

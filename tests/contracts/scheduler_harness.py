@@ -8,8 +8,8 @@ from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Protocol
 
+from observer.backends.simulated import NodeSpec, SimulatedCluster, TenantSpec
 from observer.clock import ManualClock
-from observer.simulation.cluster import NodeSpec, SimulatedCluster, TenantSpec
 
 
 class Harness(Protocol):

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from prometheus_client import CollectorRegistry
 
+from observer.backends.simulated import SimulatedCluster
 from observer.clock import ManualClock
 from observer.controller.main import build_backend, build_controller
 from observer.controller.service import Controller
@@ -17,7 +18,6 @@ from observer.domain import JobRequest, Outcome, RunState, Workload
 from observer.errors import BackendError
 from observer.metrics import ControllerMetrics
 from observer.settings import Settings
-from observer.simulation.cluster import SimulatedCluster
 from observer.simulation.driver import SteppedSchedule
 from observer.storage.store import Store, upgrade
 

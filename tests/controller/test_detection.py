@@ -13,6 +13,7 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry
 
+from observer.backends.simulated import SimulatedCluster
 from observer.clock import ManualClock
 from observer.controller.detect import RELEASE_CHECK_HORIZON
 from observer.controller.main import build_backend, build_controller
@@ -27,7 +28,6 @@ from observer.domain import (
 )
 from observer.metrics import ControllerMetrics
 from observer.settings import Settings
-from observer.simulation.cluster import SimulatedCluster
 from observer.simulation.driver import SteppedSchedule
 from observer.storage.store import Store, upgrade
 from tests.detectors.test_probe_release import agent, process

@@ -11,15 +11,16 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from observer.backends.base import FinishedJobs
+from observer.backends.simulated import SimulatedCluster
 from observer.clock import ManualClock
 from observer.controller.main import build_backend, build_controller
 from observer.controller.service import Controller, tally_slots
 from observer.domain import JobPhase, JobStatus, Workload
 from observer.errors import BackendError
 from observer.metrics import ControllerMetrics
+from observer.records import JobSlot, JobTally
 from observer.settings import Settings
-from observer.simulation.cluster import SimulatedCluster
-from observer.storage.store import JobSlot, JobTally, Store, upgrade
+from observer.storage.store import Store, upgrade
 
 T0 = datetime(2026, 11, 30, 2, 0, tzinfo=UTC)
 QUARTER = timedelta(minutes=15)

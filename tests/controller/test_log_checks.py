@@ -9,13 +9,13 @@ from pathlib import Path
 
 from prometheus_client import CollectorRegistry
 
+from observer.backends.simulated import SimulatedCluster
 from observer.clock import ManualClock
 from observer.controller.detect import CANARY_READ_TRIES
 from observer.controller.main import build_backend, build_controller
 from observer.domain import ProbeRun, RunState
 from observer.metrics import ControllerMetrics
 from observer.settings import Settings
-from observer.simulation.cluster import SimulatedCluster
 from observer.simulation.driver import SteppedSchedule
 from observer.storage.store import Store, upgrade
 

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from prometheus_client import CollectorRegistry
 
+from observer.backends.simulated import SimulatedCluster
 from observer.clock import ManualClock
 from observer.controller.main import build_backend, build_controller
 from observer.controller.service import Controller
@@ -27,7 +28,6 @@ from observer.detectors.fairness import (
 from observer.domain import Finding, JobPhase, Severity, Workload
 from observer.metrics import ControllerMetrics
 from observer.settings import FairnessSettings, Settings
-from observer.simulation.cluster import SimulatedCluster
 from observer.simulation.driver import SteppedSchedule
 from observer.storage.store import Store, upgrade
 

@@ -13,13 +13,13 @@ from datetime import UTC, datetime
 import pytest
 
 from observer.backends.kubernetes import CANARY_SCRIPT, probe_env
+from observer.backends.simulated import NodeSpec, SimulatedCluster, TenantSpec
 from observer.backends.slurm import batch_script
 from observer.clock import ManualClock
 from observer.detectors.log_loss import analyse
 from observer.domain import JobRequest, Workload
 from observer.logs_pipeline.base import DeliveredLine
 from observer.probes.catalog import builtin_catalog
-from observer.simulation.cluster import NodeSpec, SimulatedCluster, TenantSpec
 
 RUN = "0f1e2d3c4b5a69788796a5b4c3d2e1f0"
 T0 = datetime(2026, 11, 30, 9, 0, tzinfo=UTC)

@@ -7,6 +7,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from observer.backends.simulated import NodeSpec, SimulatedCluster, TenantSpec
 from observer.clock import ManualClock
 from observer.detectors.log_loss import (
     Attribution,
@@ -20,7 +21,6 @@ from observer.logs_pipeline.base import DeliveredLine
 from observer.logs_pipeline.pod_logs import PodLogReader
 from observer.probes.catalog import builtin_catalog
 from observer.settings import LogLossSettings
-from observer.simulation.cluster import NodeSpec, SimulatedCluster, TenantSpec
 
 T0 = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
 RUN = "3f2a9c0d"

@@ -17,8 +17,8 @@ from observer.domain import (
     Severity,
 )
 from observer.probes.windows import Calendar, Window, parse_days
+from observer.records import StoredGpuSample, StoredQueueSample
 from observer.reports.data import Period, ReportContext, Sources
-from observer.storage.store import StoredGpuSample, StoredQueueSample
 
 TZ = ZoneInfo("Asia/Shanghai")
 DAY_START = datetime(2026, 12, 1, 0, 0, tzinfo=TZ)

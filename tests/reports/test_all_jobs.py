@@ -9,11 +9,11 @@ import json
 from datetime import timedelta
 
 from observer.domain import JobPhase
+from observer.records import JOB_SLOT, JobSlot, JobTally
 from observer.reports.daily import DailyInputs, build_daily
 from observer.reports.data import Period, PeriodData
 from observer.reports.figures import AllJobFigures, JobFailureGroup, TenantJobs, all_job_figures
 from observer.reports.render import render_daily
-from observer.storage.store import JOB_SLOT, JobSlot, JobTally
 from tests.reports.builders import DAY, context, run
 
 QUARTERS = int(timedelta(days=1) / JOB_SLOT)

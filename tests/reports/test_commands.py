@@ -15,15 +15,10 @@ import structlog
 from observer.cli import main
 from observer.domain import Outcome
 from observer.errors import ReportError
+from observer.records import InterventionSource, StoredAlert, StoredIntervention
 from observer.reports.publish import build_due, due_days, write_daily
 from observer.settings import Settings
-from observer.storage.store import (
-    InterventionSource,
-    Store,
-    StoredAlert,
-    StoredIntervention,
-    upgrade,
-)
+from observer.storage.store import Store, upgrade
 from tests.reports.builders import run
 
 TZ = ZoneInfo("Asia/Shanghai")

@@ -9,16 +9,16 @@ from datetime import timedelta
 import pytest
 
 from observer.domain import Expectation, FindingKind, Outcome, Severity
-from observer.reports.daily import DailyInputs, build_daily
-from observer.reports.data import Period, PeriodData, UtilizationHistogram, allocation, gpu_usage
-from observer.reports.figures import period_figures, scheduler_gaps, wait_stats
-from observer.storage.store import (
+from observer.records import (
     InterventionSource,
     StoredAlert,
     StoredDelivery,
     StoredIntervention,
     StoredNodeChange,
 )
+from observer.reports.daily import DailyInputs, build_daily
+from observer.reports.data import Period, PeriodData, UtilizationHistogram, allocation, gpu_usage
+from observer.reports.figures import period_figures, scheduler_gaps, wait_stats
 from tests.reports.builders import CALENDAR, DAY, at, context, finding, gpu, node, queue, run
 
 

@@ -4,8 +4,8 @@ cordon, a taint, a job cancelled by someone else; never the platform's own doing
 from __future__ import annotations
 
 from observer.domain import Outcome
+from observer.records import StoredIntervention, StoredNodeChange
 from observer.reports.interventions import audit, detect
-from observer.storage.store import StoredIntervention, StoredNodeChange
 from tests.reports.builders import at, node, run
 
 

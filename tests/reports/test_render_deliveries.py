@@ -7,10 +7,10 @@ from __future__ import annotations
 import json
 from dataclasses import replace
 
+from observer.records import StoredDelivery
 from observer.reports.daily import DailyInputs, DailyReport, build_daily
 from observer.reports.data import PeriodData, ReportContext
 from observer.reports.render import render_daily
-from observer.storage.store import StoredDelivery
 from tests.reports.builders import DAY, at, context
 
 DELIVERED = [

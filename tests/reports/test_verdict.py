@@ -7,6 +7,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 from observer.domain import Expectation, FindingKind, Outcome, Severity
+from observer.records import StoredIntervention, StoredNodeChange
 from observer.reports.data import GpuUsage, Period, PeriodData, UtilizationHistogram, gpu_usage
 from observer.reports.verdict import (
     CRITERIA,
@@ -18,7 +19,6 @@ from observer.reports.verdict import (
     VerdictRules,
     build_verdict,
 )
-from observer.storage.store import StoredIntervention, StoredNodeChange
 from tests.reports.builders import CALENDAR, DAY_START, at, context, finding, gpu, node, queue, run
 
 WEEK = Period(DAY_START, DAY_START + timedelta(days=7))

@@ -12,6 +12,7 @@ from zoneinfo import ZoneInfo
 
 from prometheus_client import CollectorRegistry
 
+from observer.backends.simulated import SimulatedCluster
 from observer.clock import ManualClock
 from observer.controller.main import build_backend, build_controller
 from observer.controller.observe import FleetObserver
@@ -32,10 +33,10 @@ from observer.domain import (
 )
 from observer.fleet.local import LocalFleet
 from observer.metrics import ControllerMetrics
+from observer.records import StoredAlert, StoredIntervention
 from observer.settings import Settings
-from observer.simulation.cluster import SimulatedCluster
 from observer.simulation.driver import SteppedSchedule
-from observer.storage.store import Store, StoredAlert, StoredIntervention, upgrade
+from observer.storage.store import Store, upgrade
 
 SHANGHAI = ZoneInfo("Asia/Shanghai")
 MONDAY = date(2026, 11, 30)

@@ -7,7 +7,8 @@ from datetime import UTC, datetime, timedelta, timezone
 import pytest
 
 from observer.domain import JobPhase
-from observer.storage.store import JobSlot, JobTally, Store, job_slot, upgrade
+from observer.records import JobSlot, JobTally, job_slot
+from observer.storage.store import Store, upgrade
 
 T0 = datetime(2026, 11, 30, 2, 0, tzinfo=UTC)
 QUARTER = timedelta(minutes=15)

@@ -11,7 +11,8 @@ import pytest
 import sqlalchemy as sa
 
 from observer.domain import JobPhase, JobStatus, QueueState, SchedulerNode, SchedulerSnapshot
-from observer.storage.store import Store, StoredNodeChange, StoredQueueSample
+from observer.records import StoredNodeChange, StoredQueueSample
+from observer.storage.store import Store
 
 T0 = datetime(2025, 3, 1, 8, 0, tzinfo=UTC)
 TICK = timedelta(seconds=30)

@@ -7,10 +7,10 @@ from datetime import UTC, datetime
 
 import pytest
 
+from observer.backends.simulated import NodeSpec, SimulatedCluster, TenantSpec
 from observer.clock import ManualClock
 from observer.domain import Workload
 from observer.errors import BackendError, ProbeError
-from observer.simulation.cluster import NodeSpec, SimulatedCluster, TenantSpec
 
 READS = ["list jobs", "list pods", "read pod log", "list secrets", "read secret"]
 

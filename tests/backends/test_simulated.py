@@ -12,10 +12,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from observer.clock import ManualClock
-from observer.domain import Behaviour, JobPhase, JobRequest, JobStatus, SchedulerNode, Workload
-from observer.errors import BackendError, ProbeError
-from observer.simulation.cluster import (
+from observer.backends.simulated import (
     BAD_COMMAND_AFTER_SECONDS,
     FINISHED_RETENTION,
     OOM_AFTER_SECONDS,
@@ -24,6 +21,9 @@ from observer.simulation.cluster import (
     SimulatedCluster,
     TenantSpec,
 )
+from observer.clock import ManualClock
+from observer.domain import Behaviour, JobPhase, JobRequest, JobStatus, SchedulerNode, Workload
+from observer.errors import BackendError, ProbeError
 
 T0 = datetime(2026, 11, 30, 9, 0, tzinfo=UTC)
 RESEARCH = "research"

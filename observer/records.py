@@ -1,0 +1,147 @@
+"""What the store keeps beside the domain's own types: GPU samples as the controller keeps
+them and their counts, queue samples, node changes, alerts, interventions, report deliveries
+and finished-job tallies. Pure value types, so that the report builders and the controller
+read them without loading the database layer."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from enum import StrEnum
+
+from observer.domain import JobPhase, JsonValue, QueueState, SchedulerNode
+
+# NVML reports utilisation in whole percent; the rollups count samples per percent.
+UTILIZATION_PERCENTS = range(101)
+
+
+@dataclass(frozen=True, slots=True)
+class StoredGpuSample:
+    """One GPU's lean sample as the controller keeps it (a subset of GpuSample, per node)."""
+
+    node: str
+    gpu_uuid: str
+    gpu_index: int
+    at: datetime
+    utilization_gpu_percent: int | None = None
+    memory_used_bytes: int | None = None
+    memory_total_bytes: int | None = None
+    power_milliwatts: int | None = None
+    process_count: int | None = None
+    tenant: str | None = None  # whose job held the GPU, where the owner is known
+
+
+# Samples per utilisation percent, indexed by percent (readings outside 0..100 at the ends).
+Histogram = tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class GpuSampleCounts:
+    """A period's GPU samples counted in the database rather than read one by one: by UTC
+    minute, by node (with how many could not be read) and by tenant. A key may come more
+    than once (a period is counted in parts); its counts add up."""
+
+    by_minute: tuple[tuple[datetime, Histogram], ...] = ()
+    by_node: tuple[tuple[str, Histogram, int], ...] = ()
+    by_tenant: tuple[tuple[str, Histogram], ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class StoredQueueSample:
+    """One tenant's queue as a stored scheduler snapshot saw it."""
+
+    at: datetime
+    state: QueueState
+
+
+@dataclass(frozen=True, slots=True)
+class StoredNodeChange:
+    """A node appeared or changed at `at`; or, `removed`, it left the snapshots and `node`
+    is its last-known state."""
+
+    at: datetime
+    node: SchedulerNode
+    removed: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class StoredAlert:
+    """One firing of an alert: `starts_at` as Alertmanager reports it, `ends_at` the end it
+    reported when last seen (for an alert still firing, when it would resolve unless
+    refreshed), `last_seen_at` when it was last polled while firing."""
+
+    fingerprint: str
+    name: str
+    severity: str | None
+    starts_at: datetime
+    ends_at: datetime | None
+    last_seen_at: datetime
+    labels: Mapping[str, str]
+    summary: str | None = None
+
+
+class InterventionSource(StrEnum):
+    RECORDED = "recorded"  # told by a person: `observer intervention add`
+    DETECTED = "detected"  # seen in the platform's own state
+
+
+@dataclass(frozen=True, slots=True)
+class StoredIntervention:
+    """A manual intervention: when, by whom, why, on what (e.g. {"node": "gpu-07"})."""
+
+    at: datetime
+    by: str
+    reason: str
+    subject: Mapping[str, str]
+    source: InterventionSource = InterventionSource.RECORDED
+    detail: Mapping[str, JsonValue] = field(default_factory=dict)
+
+
+DELIVERY_FAILED = "failed"
+
+
+@dataclass(frozen=True, slots=True)
+class StoredDelivery:
+    """One report handed to one channel: `report` names it ("daily-2026-11-30", "verdict"),
+    `outcome` is what the channel took ("full", "summary", "attachment") or DELIVERY_FAILED,
+    `detail` its answer (secrets masked)."""
+
+    at: datetime
+    report: str
+    channel: str
+    outcome: str
+    attempts: int
+    detail: str | None = None
+
+
+# Finished jobs are counted per quarter hour of their end (UTC): every timezone's offset is
+# whole quarter hours, so a local day is whole slots.
+JOB_SLOT = timedelta(minutes=15)
+
+
+def job_slot(at: datetime) -> datetime:
+    """The start of the slot holding `at`."""
+    size = JOB_SLOT.total_seconds()
+    return datetime.fromtimestamp(at.timestamp() // size * size, UTC)
+
+
+@dataclass(frozen=True, slots=True)
+class JobTally:
+    tenant: str
+    phase: JobPhase
+    reason: str | None  # the platform's
+    jobs: int
+
+
+@dataclass(frozen=True, slots=True)
+class JobSlot:
+    """Every tenant's jobs that ended in [start, start + JOB_SLOT), counted by tenant, phase
+    and reason, as listed up to `listed_until`; `complete` False when the platform said its
+    listing may have missed some (`note` says why)."""
+
+    start: datetime
+    listed_until: datetime
+    complete: bool
+    note: str
+    tallies: tuple[JobTally, ...]

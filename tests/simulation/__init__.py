@@ -1,1 +1,0 @@
-"""The simulated cluster's own behaviour, beyond the scheduler contract suite."""
