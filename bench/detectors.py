@@ -38,7 +38,7 @@ from observer.agent.service import NodeAgent
 from observer.backends.simulated import SimulatedCluster
 from observer.clock import ManualClock
 from observer.controller.lag import LagWatch
-from observer.controller.main import build_backend, build_controller
+from observer.controller.compose import build_backend, build_controller
 from observer.controller.observe import FleetObserver
 from observer.controller.service import Controller
 from observer.domain import (

@@ -8,13 +8,14 @@ restarts), with the log pipeline's own blind time while it cannot be read."""
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from functools import partial
+from queue import SimpleQueue
 
 from observer.clock import Clock
+from observer.controller.views import Published
 from observer.detectors import fairness, log_loss, probe_release, unreleased
 from observer.detectors.conditions import ConditionTracker
 from observer.domain import (
@@ -73,16 +74,20 @@ class Detection:
     log_reader: LogReader | None
     log_pipeline: str
     log_settle_seconds: float
+    # The agents' latest snapshots by node, as the fleet loop publishes them, and the latest
+    # scheduler snapshot, as the scheduler loop does: read once per check.
+    nodes: Published[Mapping[str, NodeSnapshot]]
+    scheduler: Published[SchedulerSnapshot | None]
     _latest: SchedulerSnapshot | None = None
-    node_snapshots: dict[str, NodeSnapshot] = field(default_factory=dict)
     _waits: ConditionTracker = field(default_factory=ConditionTracker)
     _allocations: ConditionTracker = field(default_factory=ConditionTracker)
     _releases: dict[tuple[str, str], ProbeRun] = field(default_factory=dict)  # (run id, node)
     # Our jobs' owner ids as the scheduler last listed them, and when, by job id: a run is
     # judged once it ended, when the scheduler may no longer list its job.
     _owners: dict[str, tuple[tuple[str, ...], datetime]] = field(default_factory=dict)
-    # follow, the scheduler sampling and detect call in from their own loops' threads.
-    _lock: threading.Lock = field(default_factory=threading.Lock)
+    # Runs that changed, handed over by the follow loop's thread; everything else here is
+    # the detect loop's own.
+    _changed: SimpleQueue[ProbeRun] = field(default_factory=SimpleQueue)
     _release_tracker: ConditionTracker = field(default_factory=ConditionTracker)
     _fairness: ConditionTracker = field(default_factory=ConditionTracker)
     _assessed_until: datetime | None = None
@@ -91,10 +96,6 @@ class Detection:
     )
     _canaries: dict[str, _Canary] = field(default_factory=dict)  # by run id
     _pipeline_down: Finding | None = None  # the open log_pipeline_unreachable condition
-
-    def scheduler_sampled(self, snapshot: SchedulerSnapshot) -> None:
-        with self._lock:  # the scheduler loop's thread; check() runs on the detect loop's
-            self._sampled(snapshot)
 
     def _sampled(self, snapshot: SchedulerSnapshot) -> None:
         self._latest = snapshot
@@ -126,13 +127,18 @@ class Detection:
                 self._pipeline_down = finding
 
     def runs_changed(self, runs: Sequence[ProbeRun]) -> None:
+        """Hand over runs that changed (from any thread); the next check takes them."""
+        for run in runs:
+            self._changed.put(run)
+
+    def _take_changed(self) -> None:
         """Queue every run that ended on nodes for its release check, and the log-canary runs
         that ended as expected for their read-back."""
-        with self._lock:
-            for run in runs:
-                if run.finished_at is not None and run.job_id is not None:
-                    self._releases.update(((run.run_id, node), run) for node in run.node_names)
-                self._queue_canary(run)
+        while not self._changed.empty():
+            run = self._changed.get()
+            if run.finished_at is not None and run.job_id is not None:
+                self._releases.update(((run.run_id, node), run) for node in run.node_names)
+            self._queue_canary(run)
 
     def _queue_canary(self, run: ProbeRun) -> None:
         spec = self.catalog.get(run.probe)
@@ -150,16 +156,17 @@ class Detection:
     def check(self, active: Sequence[ProbeRun]) -> list[Finding]:
         """Run every detector that has something new to look at; store and count what
         opened or closed."""
-        with self._lock:
-            return self._check(active)
-
-    def _check(self, active: Sequence[ProbeRun]) -> list[Finding]:
+        snapshot = self.scheduler.get()
+        if snapshot is not None and snapshot is not self._latest:
+            self._sampled(snapshot)
+        self._take_changed()
+        nodes = self.nodes.get()
         now = self.clock.now()
         log_findings, log_checked = self._log_loss(now)
         changed = [
             *self._unexplained(active, now),
-            *self._unreleased(now),
-            *self._probe_release(now),
+            *self._unreleased(nodes, now),
+            *self._probe_release(nodes, now),
             *self._persistent(now),
             *log_findings,
         ]
@@ -188,12 +195,12 @@ class Detection:
                 )
         return self._waits.update(symptoms, now)
 
-    def _unreleased(self, now: datetime) -> list[Finding]:
+    def _unreleased(self, nodes: Mapping[str, NodeSnapshot], now: datetime) -> list[Finding]:
         if self._latest is None:
             return []
         symptoms = unreleased.evaluate(
             self._latest,
-            self.node_snapshots,
+            nodes,
             now,
             grace_seconds=self.rules.node.grace_seconds,
             stuck_grace_seconds=self.rules.stuck_terminating.grace_seconds,
@@ -202,7 +209,7 @@ class Detection:
         )
         return self._allocations.update(symptoms, now)
 
-    def _probe_release(self, now: datetime) -> list[Finding]:
+    def _probe_release(self, nodes: Mapping[str, NodeSnapshot], now: datetime) -> list[Finding]:
         """A (run, node) is forgotten once judged clean (a finding on it closes then too), or
         unjudged after RELEASE_CHECK_HORIZON without an open finding: the work per cycle is
         the runs that ended within the horizon, plus open findings."""
@@ -212,7 +219,7 @@ class Detection:
         check = probe_release.evaluate(
             [(run, node) for (_, node), run in self._releases.items()],
             self._latest,
-            self.node_snapshots,
+            nodes,
             now,
             owners={job: ids for job, (ids, _) in self._owners.items()},
             grace_seconds=rules.grace_seconds,

@@ -29,12 +29,12 @@ class LagWatch:
         metrics: ControllerMetrics,
         clock: Clock,
         rules: MonitoringLagSettings,
-        nodes: Mapping[str, NodeSnapshot],
+        nodes: Callable[[], Mapping[str, NodeSnapshot]],
         active: Callable[[], Sequence[ProbeRun]],
         catalog: Mapping[str, ProbeSpec],
         scheduler: Callable[[], SchedulerSnapshot | None] = lambda: None,
     ) -> None:
-        """`nodes` is the agents' latest snapshot by node (kept current by FleetObserver);
+        """`nodes` gives the agents' latest snapshot by node (as FleetObserver publishes it);
         `active` the probe runs in flight; `scheduler` the latest scheduler snapshot, whose
         jobs name their owners as the agents see them."""
         self._checker = checker
@@ -50,7 +50,7 @@ class LagWatch:
         self._readings = AgentReadings()
 
     def check(self) -> list[Finding]:
-        snapshots = list(self._nodes.values())
+        snapshots = list(self._nodes().values())
         self._readings.add(snapshots)
         since = self._clock.now() - timedelta(seconds=self._rules.flatline_window_seconds)
         result = self._checker.check(

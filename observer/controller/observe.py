@@ -9,8 +9,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import replace
 from datetime import datetime, timedelta
 from functools import partial
+from types import MappingProxyType
 
 from observer.clock import Clock
+from observer.controller.views import Published
 from observer.detectors.conditions import ConditionTracker
 from observer.domain import (
     Finding,
@@ -40,12 +42,12 @@ class FleetObserver:
         clock: Clock,
         metrics: ControllerMetrics,
         unreachable_grace_seconds: float,
-        latest: dict[str, NodeSnapshot] | None = None,
+        latest: Published[Mapping[str, NodeSnapshot]] | None = None,
         scheduler: Callable[[], SchedulerSnapshot | None] = lambda: None,
         sample_interval_seconds: float = 0.0,
     ) -> None:
-        """`latest` is kept up to date with every agent's last snapshot, by node, for the
-        detectors that compare the scheduler's view with the nodes'. `scheduler` gives the
+        """`latest` gets every agent's last snapshot, by node, published after each read for
+        the detectors that compare the scheduler's view with the nodes'. `scheduler` gives the
         latest scheduler snapshot (None before the first), whose jobs name the tenant of
         each GPU's processes. A GPU's sample is stored when this many seconds have passed
         since its last stored one (0: every read)."""
@@ -60,7 +62,7 @@ class FleetObserver:
         # memory, so that a cycle over a large fleet writes and reads only what changed.
         self._open: dict[tuple[str, datetime], Finding] = {}
         self._saved: dict[tuple[str, datetime], Finding] = {}
-        self._latest = latest if latest is not None else {}
+        self._latest = latest if latest is not None else Published(MappingProxyType({}))
         self._scheduler = scheduler
         self._sample_interval = timedelta(seconds=sample_interval_seconds)
         self._stored_at: dict[str, datetime] = {}  # GPU uuid -> its last stored sample's at
@@ -77,7 +79,9 @@ class FleetObserver:
             else:
                 snapshots.append(read)
         changed = self._tracker.update(symptoms, now)
-        self._latest.update((snap.node, snap) for snap in snapshots)
+        if snapshots:
+            latest = {**self._latest.get(), **{snap.node: snap for snap in snapshots}}
+            self._latest.publish(MappingProxyType(latest))
         reported = [f for snap in snapshots for f in snap.findings]
         known = self._known_findings()
         gone = self._no_longer_reported(snapshots, reported, now)

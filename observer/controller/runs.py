@@ -11,7 +11,6 @@ when every try was refused and FAILED ("IsolationBreach", a must-fix) when any g
 
 from __future__ import annotations
 
-import threading
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -54,6 +53,9 @@ class Budget:
 
 
 class ProbeRunner:
+    """Owned by one thread at a time (the follow loop's, after the start): nothing here is
+    locked, and other threads read only `active()`, published whole after each change."""
+
     def __init__(
         self,
         backend: SchedulerBackend,
@@ -72,38 +74,15 @@ class ProbeRunner:
         self._active: dict[str, ProbeRun] = {}
         self._deadlines: dict[str, datetime] = {}
         self._last_seen: dict[str, tuple[datetime, str | None]] = {}
-        self._lock = threading.RLock()
+        # The active runs as of the last change, for any thread to read without waiting.
+        self._published: tuple[ProbeRun, ...] = ()
 
-    # The plan's launches (APScheduler's thread) and the follow loop share the runner.
-    def active(self) -> list[ProbeRun]:
-        with self._lock:
-            return list(self._active.values())
+    def active(self) -> tuple[ProbeRun, ...]:
+        return self._published
 
     def reconcile(self, catalog: Mapping[str, ProbeSpec]) -> list[ProbeRun]:
         """On start: take over the runs the store says are active and square them with the
         jobs the platform holds. Returns the runs that changed."""
-        with self._lock:
-            return self._reconcile(catalog)
-
-    def launch(self, spec: ProbeSpec, tenants: Iterable[str], window: str | None) -> list[ProbeRun]:
-        if spec.expectation is Expectation.DENIED:
-            # No job and no GPUs: nothing to budget or follow. The reads run outside the lock
-            # (a Slurm probe waits for accounting), only the recording takes it.
-            return [run for name in tenants if (run := self._isolation(spec, name, window))]
-        with self._lock:
-            return self._launch(spec, tenants, window)
-
-    def follow(self) -> list[ProbeRun]:
-        """Bring every active run up to date with the platform; return those that changed."""
-        with self._lock:
-            return self._follow()
-
-    def cancel_all(self, why: str) -> list[ProbeRun]:
-        """Cancel every active run's job (controller shutdown): no probe outlives us."""
-        with self._lock:
-            return self._cancel_all(why)
-
-    def _reconcile(self, catalog: Mapping[str, ProbeSpec]) -> list[ProbeRun]:
         on_platform = {j.run_id: j for j in self._backend.probe_jobs() if j.run_id}
         changed: list[ProbeRun] = []
         for run in self._store.runs(active_only=True):
@@ -133,13 +112,14 @@ class ProbeRunner:
             )
             self._backend.cancel(job.job_id)
         self._store.save_runs(changed)
-        changed += self._follow()
+        changed += self.follow()
         self._publish_active()
         return changed
 
-    def _launch(
-        self, spec: ProbeSpec, tenants: Iterable[str], window: str | None
-    ) -> list[ProbeRun]:
+    def launch(self, spec: ProbeSpec, tenants: Iterable[str], window: str | None) -> list[ProbeRun]:
+        if spec.expectation is Expectation.DENIED:
+            # No job and no GPUs: nothing to budget or follow.
+            return [run for name in tenants if (run := self._isolation(spec, name, window))]
         launched: list[ProbeRun] = []
         for name in tenants:
             tenant = self._tenants[name]
@@ -177,8 +157,7 @@ class ProbeRunner:
             for other in others:
                 attempts += self._backend.probe_isolation(name, other)
         except ProbeError as exc:
-            with self._lock:
-                return self._save(self._end(run, Outcome.REJECTED, "ProbeNotRunnable", str(exc)))
+            return self._save(self._end(run, Outcome.REJECTED, "ProbeNotRunnable", str(exc)))
         except BackendError as exc:
             # No verdict either way: counted as blind time, tried again at the next launch.
             self._metrics.scheduler_errors_total.labels("probe_isolation").inc()
@@ -195,10 +174,10 @@ class ProbeRunner:
         outcome, reason = (
             (Outcome.FAILED, "IsolationBreach") if breaches else (Outcome.PASSED, None)
         )
-        with self._lock:
-            return self._save(self._end(run, outcome, reason, isolation_message(attempts)))
+        return self._save(self._end(run, outcome, reason, isolation_message(attempts)))
 
-    def _follow(self) -> list[ProbeRun]:
+    def follow(self) -> list[ProbeRun]:
+        """Bring every active run up to date with the platform; return those that changed."""
         if not self._active:
             return []
         now = self._clock.now()
@@ -225,7 +204,8 @@ class ProbeRunner:
         self._publish_active()
         return changed
 
-    def _cancel_all(self, why: str) -> list[ProbeRun]:
+    def cancel_all(self, why: str) -> list[ProbeRun]:
+        """Cancel every active run's job (controller shutdown): no probe outlives us."""
         ended = []
         for run in list(self._active.values()):
             if run.job_id is not None:
@@ -367,6 +347,7 @@ class ProbeRunner:
         )
 
     def _publish_active(self) -> None:
+        self._published = tuple(self._active.values())
         for name in self._tenants:
             runs = [r for r in self._active.values() if r.tenant == name]
             self._metrics.probe_runs_active.labels(name).set(len(runs))

@@ -1,24 +1,23 @@
-"""The plan on APScheduler 3.x: one interval job per plan entry. The only apscheduler import.
+"""The plan on APScheduler 3.x: one interval job per planned task. The only apscheduler import.
 
 Each job coalesces missed runs into one, never overlaps itself, and is dropped when it is
 later than the misfire grace (a controller that was paused does not fire a backlog)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from apscheduler.schedulers.background import BackgroundScheduler
 from apscheduler.triggers.interval import IntervalTrigger
 
-from observer.controller.service import Controller
+from observer.controller.compose import Task
 from observer.loops import PeriodicLoop
 
 
 def start_plan(
-    controller: Controller,
-    launches: list[PeriodicLoop],
-    timezone: str,
-    misfire_grace_seconds: float,
+    planned: Sequence[tuple[Task, PeriodicLoop]], timezone: str, misfire_grace_seconds: float
 ) -> BackgroundScheduler:
-    """`launches[i]` runs plan entry i once (errors captured and counted by the loop)."""
+    """Each task's loop runs once per interval (errors captured and counted by the loop)."""
     scheduler = BackgroundScheduler(
         timezone=timezone,
         job_defaults={
@@ -27,12 +26,12 @@ def start_plan(
             "misfire_grace_time": max(1, round(misfire_grace_seconds)),
         },
     )
-    for index, (entry, loop) in enumerate(zip(controller.plan, launches, strict=True)):
+    for index, (task, loop) in enumerate(planned):
         scheduler.add_job(
             loop.run_once,
-            IntervalTrigger(seconds=entry.every_seconds, timezone=timezone),
-            id=f"plan-{index}-{entry.window}-{entry.probe}",
-            name=f"{entry.probe} in {entry.window}",
+            IntervalTrigger(seconds=task.interval_seconds, timezone=timezone),
+            id=f"{index}-{task.name}",
+            name=task.name,
         )
     scheduler.start()
     return scheduler

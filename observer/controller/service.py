@@ -8,12 +8,14 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from queue import SimpleQueue
 
 from observer.backends.base import FinishedJobs, SchedulerBackend
 from observer.clock import Clock
 from observer.controller.detect import Detection
 from observer.controller.runs import ProbeRunner
-from observer.domain import Finding, ProbeRun, SchedulerSnapshot
+from observer.controller.views import Published
+from observer.domain import Finding, NodeSnapshot, ProbeRun, SchedulerSnapshot
 from observer.errors import BackendError
 from observer.metrics import ControllerMetrics
 from observer.probes.catalog import ProbeSpec
@@ -42,7 +44,10 @@ class Controller:
         clock: Clock,
         metrics: ControllerMetrics,
         detection: Detection,
+        nodes: Published[Mapping[str, NodeSnapshot]],
+        scheduler: Published[SchedulerSnapshot | None],
     ) -> None:
+        """`nodes` is published by the fleet reader; `scheduler` by sample_scheduler."""
         self.backend = backend
         self.store = store
         self.runner = runner
@@ -53,8 +58,12 @@ class Controller:
         self._metrics = metrics
         self.detection = detection
         self._queues_seen: set[tuple[str, str]] = set()
+        self.nodes = nodes
         # The last snapshot read, whose jobs name the tenant of each GPU the agents report.
-        self.latest_snapshot: SchedulerSnapshot | None = None
+        self.scheduler = scheduler
+        # Launches the plan asked for, made by the follow loop: the runner is that loop's own,
+        # so a submission that hangs holds up no other loop.
+        self._launches: SimpleQueue[PlanEntry] = SimpleQueue()
 
     def start(self) -> list[ProbeRun]:
         """Adopt or reconcile what a previous controller left on the platform, and pick up
@@ -64,13 +73,26 @@ class Controller:
         self.detection.resume()
         return changed
 
+    def request_launch(self, entry: PlanEntry) -> None:
+        """Ask for one plan entry's launch if its window is open now (from the plan's
+        thread); the next follow makes it."""
+        if self._open(entry):
+            self._launches.put(entry)
+
     def launch(self, entry: PlanEntry) -> list[ProbeRun]:
-        """Launch one plan entry's probe if its window is open now."""
-        if entry.window not in self.calendar.windows_at(self._clock.now()):
-            return []
+        """Launch one plan entry's probe now if its window is open."""
+        return self._launch(entry) if self._open(entry) else []
+
+    def _open(self, entry: PlanEntry) -> bool:
+        return entry.window in self.calendar.windows_at(self._clock.now())
+
+    def _launch(self, entry: PlanEntry) -> list[ProbeRun]:
         return self.runner.launch(self.catalog[entry.probe], entry.tenants, entry.window)
 
     def follow(self) -> list[ProbeRun]:
+        """Make the launches asked for, then bring every active run up to date."""
+        while not self._launches.empty():
+            self._launch(self._launches.get())
         changed = self.runner.follow()
         self.detection.runs_changed(changed)
         return changed
@@ -82,8 +104,7 @@ class Controller:
     def sample_scheduler(self) -> SchedulerSnapshot:
         snapshot = self.backend.snapshot()
         self.store.save_scheduler_snapshot(snapshot)
-        self.latest_snapshot = snapshot
-        self.detection.scheduler_sampled(snapshot)
+        self.scheduler.publish(snapshot)
         m = self._metrics
         current: set[tuple[str, str]] = set()
         for q in snapshot.queues:

@@ -10,19 +10,17 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 from functools import partial
 from pathlib import Path
 from typing import Any, TextIO
 
-from prometheus_client import CollectorRegistry
-
 from observer import codec
 from observer.backends.simulated import SimulatedCluster
 from observer.clock import ManualClock
-from observer.controller.main import build_backend, build_controller, fleet_observer, lag_watch
+from observer.controller.compose import Sources, Task
 from observer.controller.service import Controller
 from observer.demo.nodes import DemoNodes
 from observer.demo.scenario import (
@@ -35,13 +33,13 @@ from observer.demo.scenario import (
     score,
     settings,
 )
-from observer.domain import JobPhase
+from observer.domain import JobPhase, ProbeRun
 from observer.fleet.local import LocalFleet
 from observer.http import serving
-from observer.metrics import HEARTBEAT_METRIC, ControllerMetrics, Heartbeat
+from observer.metrics import HEARTBEAT_METRIC
 from observer.monitoring.fake import FakePrometheus, FakeTarget
 from observer.reports.publish import write_daily, write_verdict
-from observer.simulation.driver import SteppedSchedule
+from observer.simulation.soak import SimulatedSoak, simulated_cluster
 from observer.storage.store import Store, upgrade
 
 BUSY_STEP_SECONDS = 5.0
@@ -67,12 +65,12 @@ class FaultScript:
         day: date,
         cluster: SimulatedCluster,
         nodes: DemoNodes,
-        controller: Controller,
+        active: Callable[[], Sequence[ProbeRun]],
         scraped: list[FakeTarget],
     ) -> None:
         self._cluster = cluster
         self._nodes = nodes
-        self._controller = controller
+        self._active = active
         self._scraped = scraped
         self.faults: list[Fault] = []
         self._stuck: Fault | None = None
@@ -140,7 +138,7 @@ class FaultScript:
         self._log_armed = True
 
     def _lose_canary_lines(self, now: datetime) -> None:
-        for run in self._controller.runner.active():
+        for run in self._active():
             if run.probe == "log-canary" and run.started_at is not None:
                 lost = (
                     run.started_at + timedelta(seconds=20),
@@ -204,22 +202,12 @@ def run_demo(
 ) -> DemoResult:
     _clear(out)
     cfg_all = settings(out, language)
-    cfg = cfg_all.controller
     url = str(cfg_all.storage.url)
     upgrade(url)
     store = Store(url)
     clock = ManualClock(local(start, 0))
-    registry = CollectorRegistry()
-    metrics = ControllerMetrics(registry)
-    Heartbeat(registry, clock)
-    cluster = build_backend(cfg, clock)
-    assert isinstance(cluster, SimulatedCluster)
-    controller = build_controller(cfg_all, cluster, store, clock, metrics)
-    controller.start()
+    cluster = simulated_cluster(cfg_all, clock)
     nodes = DemoNodes(cluster, clock, GPUS_PER_NODE, cfg_all.detectors.node)
-    observer = fleet_observer(
-        cfg_all, LocalFleet(nodes.snapshots), store, clock, metrics, controller
-    )
     prometheus = FakePrometheus(clock)
     targets = [
         prometheus.add_target(
@@ -232,9 +220,25 @@ def run_demo(
         prometheus.add_target("observer-agent", f"{name}:9400", partial(nodes.exposition, name))
         for name in nodes.names
     ]
-    watch = lag_watch(cfg_all, prometheus, store, clock, metrics, controller)
     load = Load(cluster)
-    script = FaultScript(start, cluster, nodes, controller, targets)
+
+    def in_flight() -> Sequence[ProbeRun]:  # the leak fault's probe is one of them
+        return soak.controller.runner.active()
+
+    script = FaultScript(start, cluster, nodes, in_flight, targets)
+    soak = SimulatedSoak(
+        cfg_all,
+        clock,
+        store,
+        cluster,
+        Sources(LocalFleet(nodes.snapshots), prometheus),
+        agents=[Task("nodes", BUSY_STEP_SECONDS, nodes.tick)],
+        world=[
+            Task("load", LOAD_EVERY_SECONDS, lambda: load.submit(in_window())),
+            Task("faults", BUSY_STEP_SECONDS, lambda: script.tick(clock.now())),
+        ],
+    )
+    controller = soak.controller
 
     def in_window() -> bool:
         return bool(controller.calendar.windows_at(clock.now()))
@@ -243,22 +247,6 @@ def run_demo(
         due = script.next_due()
         soon = due is not None and due - clock.now() <= ARMING
         return in_window() or bool(controller.runner.active()) or soon
-
-    schedule = SteppedSchedule(
-        controller,
-        clock,
-        metrics.loops,
-        cfg.follow_interval_seconds,
-        cfg.snapshot_interval_seconds,
-        extra=[
-            ("nodes", BUSY_STEP_SECONDS, nodes.tick),
-            ("fleet", cfg.observe_interval_seconds, observer.observe),
-            ("monitoring", cfg.monitoring_interval_seconds, watch.check),
-            ("jobs", cfg.job_listing_interval_seconds, controller.tally_jobs),
-            ("load", LOAD_EVERY_SECONDS, lambda: load.submit(in_window())),
-            ("faults", BUSY_STEP_SECONDS, lambda: script.tick(clock.now())),
-        ],
-    )
 
     def step() -> None:
         clock.advance(BUSY_STEP_SECONDS if busy() else QUIET_STEP_SECONDS)
@@ -270,14 +258,14 @@ def run_demo(
         return {"active_runs": [codec.run_to_json(r) for r in controller.runner.active()]}
 
     end = local(start + timedelta(days=days), 0)
-    with serving(host, port, registry, health, snapshot) as bound:
+    with serving(host, port, soak.registry, health, snapshot) as bound:
         print(
             f"observer demo: {days} simulated day(s) from {start.isoformat()} "
             f"({TIMEZONE}); metrics on http://{host}:{bound}/metrics",
             file=progress,
         )
         while clock.now() < end:
-            schedule.run_for(3600, step)
+            soak.run_for(3600, step)
             _progress(progress, clock.now(), store, controller)
     controller.tally_jobs()  # the last day's jobs, up to its very end
     controller.stop()

@@ -11,7 +11,7 @@ from prometheus_client import CollectorRegistry
 
 from observer.backends.slurm import SlurmBackend
 from observer.clock import SystemClock
-from observer.controller.main import build_controller
+from observer.controller.compose import build_controller
 from observer.controller.runs import isolation_message
 from observer.controller.service import Controller
 from observer.domain import AccessAttempt, Expectation, Outcome, RunState

@@ -13,15 +13,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from prometheus_client import CollectorRegistry
 
 from observer.clock import Clock, SystemClock
-from observer.controller.main import build_controller
 from observer.controller.service import Controller
 from observer.domain import Outcome, ProbeRun, RunState
-from observer.metrics import ControllerMetrics
 from observer.settings import Settings
-from observer.simulation.driver import SteppedSchedule
+from observer.simulation.soak import SimulatedSoak
 from observer.storage.store import Store, upgrade
 from tests.backends.k8s_harness import KubernetesHarness
 from tests.backends.slurm_harness import SlurmHarness, slurm_harness
@@ -151,21 +148,10 @@ def platform(request: pytest.FixtureRequest) -> Iterator[Platform]:
 
 def _start(
     platform: Platform, store: Store, settings: Settings
-) -> tuple[Controller, SteppedSchedule]:
-    metrics = ControllerMetrics(CollectorRegistry())
-    controller = build_controller(
-        settings, platform.harness.backend, store, platform.clock, metrics
-    )
-    controller.start()
-    cfg = settings.controller
-    schedule = SteppedSchedule(
-        controller,
-        platform.clock,
-        metrics.loops,
-        cfg.follow_interval_seconds,
-        cfg.snapshot_interval_seconds,
-    )
-    return controller, schedule
+) -> tuple[Controller, SimulatedSoak]:
+    """The production composition over the real platform, stepped in real time."""
+    soak = SimulatedSoak(settings, platform.clock, store, platform.harness.backend)
+    return soak.controller, soak
 
 
 def _drain(platform: Platform, controller: Controller, seconds: float) -> None:

@@ -8,17 +8,13 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
-from prometheus_client import CollectorRegistry
 
-from observer.backends.simulated import SimulatedCluster
 from observer.clock import ManualClock
-from observer.controller.main import build_backend, build_controller
 from observer.controller.service import Controller
 from observer.domain import JobRequest, Outcome, RunState, Workload
 from observer.errors import BackendError
-from observer.metrics import ControllerMetrics
 from observer.settings import Settings
-from observer.simulation.driver import SteppedSchedule
+from observer.simulation.soak import SimulatedSoak, simulated_cluster
 from observer.storage.store import Store, upgrade
 
 MONDAY_0855 = datetime(2026, 11, 30, 8, 55, tzinfo=UTC)
@@ -70,26 +66,14 @@ class Soak:
         self.url = f"sqlite:///{tmp_path / 'observer.db'}"
         upgrade(self.url)
         self.store = Store(self.url)
-        self.cluster = build_backend(self.settings.controller, self.clock)
-        assert isinstance(self.cluster, SimulatedCluster)
-        self.registry = CollectorRegistry()
+        self.cluster = simulated_cluster(self.settings, self.clock)
         self.controller = self.new_controller()
 
     def new_controller(self) -> Controller:
-        self.metrics = ControllerMetrics(CollectorRegistry())
-        controller = build_controller(
-            self.settings, self.cluster, self.store, self.clock, self.metrics
-        )
-        controller.start()
-        cfg = self.settings.controller
-        self.schedule = SteppedSchedule(
-            controller,
-            self.clock,
-            self.metrics.loops,
-            cfg.follow_interval_seconds,
-            cfg.snapshot_interval_seconds,
-        )
-        return controller
+        """A controller (re)started over the same store and cluster."""
+        self.schedule = SimulatedSoak(self.settings, self.clock, self.store, self.cluster)
+        self.metrics = self.schedule.metrics
+        return self.schedule.controller
 
     def run(self, seconds: float) -> None:
         self.schedule.run_for(seconds)

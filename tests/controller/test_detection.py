@@ -5,18 +5,17 @@ held up."""
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from prometheus_client import CollectorRegistry
-
 from observer.backends.simulated import SimulatedCluster
 from observer.clock import ManualClock
+from observer.controller.compose import Task
 from observer.controller.detect import RELEASE_CHECK_HORIZON
-from observer.controller.main import build_backend, build_controller
+from observer.controller.views import Published
 from observer.domain import (
     JobPhase,
     JobStatus,
@@ -26,9 +25,8 @@ from observer.domain import (
     RunState,
     SchedulerSnapshot,
 )
-from observer.metrics import ControllerMetrics
 from observer.settings import Settings
-from observer.simulation.driver import SteppedSchedule
+from observer.simulation.soak import SimulatedSoak, simulated_cluster
 from observer.storage.store import Store, upgrade
 from tests.detectors.test_probe_release import agent, process
 
@@ -71,24 +69,17 @@ class Soak:
         url = f"sqlite:///{tmp_path / 'observer.db'}"
         upgrade(url)
         self.store = Store(url)
-        cluster = build_backend(self.settings.controller, self.clock)
-        assert isinstance(cluster, SimulatedCluster)
-        self.cluster = cluster
-        self.metrics = ControllerMetrics(CollectorRegistry())
-        backend = PodOwned(cluster) if pods else cluster
-        controller = build_controller(self.settings, backend, self.store, self.clock, self.metrics)
-        controller.start()
-        self.controller = controller
-        self.agents = Agents(cluster, self.clock, controller.detection.node_snapshots, pods)
-        cfg = self.settings.controller
-        self.schedule = SteppedSchedule(
-            controller,
-            self.clock,
-            self.metrics.loops,
-            cfg.follow_interval_seconds,
-            cfg.snapshot_interval_seconds,
-            [("agents", 15.0, self.agents.read)] if agents else (),
-        )
+        self.cluster = simulated_cluster(self.settings, self.clock)
+        backend = PodOwned(self.cluster) if pods else self.cluster
+
+        def read_agents() -> None:  # self.agents publishes to the controller made below
+            self.agents.read()
+
+        tasks = [Task("agents", 15.0, read_agents)] if agents else []
+        self.schedule = SimulatedSoak(self.settings, self.clock, self.store, backend, agents=tasks)
+        self.controller = self.schedule.controller
+        self.metrics = self.schedule.metrics
+        self.agents = Agents(self.cluster, self.clock, self.controller.nodes, pods)
 
 
 def test_lines_lost_in_the_pipeline_are_counted_exactly_and_attributed_to_the_run(tmp_path: Path):
@@ -302,7 +293,7 @@ class Agents:
         self,
         cluster: SimulatedCluster,
         clock: ManualClock,
-        latest: dict[str, NodeSnapshot],
+        latest: Published[Mapping[str, NodeSnapshot]],
         pods: bool = False,
     ) -> None:
         self._pods = pods
@@ -330,6 +321,7 @@ class Agents:
             if job.job_id not in self._placed:
                 self.put(job.job_id, job.nodes[0], job.gpus // len(job.nodes))
         seconds = (self._clock.now() - START).total_seconds()
+        read = {}
         for node in sorted(set(self._cluster.nodes) - self.blind):
             processes = [
                 process(gpu, 1000 + n, self._owner(job_id))
@@ -337,7 +329,8 @@ class Agents:
                 if where == node
                 for gpu in gpus
             ]
-            self._latest[node] = agent(seconds, processes, node=node)
+            read[node] = agent(seconds, processes, node=node)
+        self._latest.publish({**self._latest.get(), **read})
 
     def _owner(self, job_id: str) -> Owner:
         return Owner(OwnerKind.POD, pod_uid(job_id)) if self._pods else Owner(OwnerKind.JOB, job_id)

@@ -13,7 +13,7 @@ from prometheus_client import CollectorRegistry
 from observer.backends.base import FinishedJobs
 from observer.backends.simulated import SimulatedCluster
 from observer.clock import ManualClock
-from observer.controller.main import build_backend, build_controller
+from observer.controller.compose import build_backend, build_controller
 from observer.controller.service import Controller, tally_slots
 from observer.domain import JobPhase, JobStatus, Workload
 from observer.errors import BackendError

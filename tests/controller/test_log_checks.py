@@ -7,16 +7,11 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from prometheus_client import CollectorRegistry
-
-from observer.backends.simulated import SimulatedCluster
 from observer.clock import ManualClock
 from observer.controller.detect import CANARY_READ_TRIES
-from observer.controller.main import build_backend, build_controller
 from observer.domain import ProbeRun, RunState
-from observer.metrics import ControllerMetrics
 from observer.settings import Settings
-from observer.simulation.driver import SteppedSchedule
+from observer.simulation.soak import SimulatedSoak, simulated_cluster
 from observer.storage.store import Store, upgrade
 
 START = datetime(2026, 11, 30, 9, 0, tzinfo=UTC)
@@ -56,26 +51,13 @@ class Soak:
         url = f"sqlite:///{tmp_path / 'observer.db'}"
         upgrade(url)
         self.store = Store(url)
-        cluster = build_backend(self.settings.controller, self.clock)
-        assert isinstance(cluster, SimulatedCluster)
-        self.cluster = cluster
+        self.cluster = simulated_cluster(self.settings, self.clock)
         self.restart()
 
     def restart(self) -> None:
         """A new controller process: nothing kept in memory, fresh metrics."""
-        self.metrics = ControllerMetrics(CollectorRegistry())
-        controller = build_controller(
-            self.settings, self.cluster, self.store, self.clock, self.metrics
-        )
-        controller.start()
-        cfg = self.settings.controller
-        self.schedule = SteppedSchedule(
-            controller,
-            self.clock,
-            self.metrics.loops,
-            cfg.follow_interval_seconds,
-            cfg.snapshot_interval_seconds,
-        )
+        self.schedule = SimulatedSoak(self.settings, self.clock, self.store, self.cluster)
+        self.metrics = self.schedule.metrics
 
     def run(self, seconds: float) -> None:
         self.schedule.run_for(seconds)

@@ -13,7 +13,7 @@ from prometheus_client import CollectorRegistry
 
 from observer.backends.simulated import SimulatedCluster
 from observer.clock import ManualClock
-from observer.controller.main import build_backend, build_controller
+from observer.controller.compose import build_backend, build_controller
 from observer.controller.service import Controller
 from observer.detectors.conditions import ConditionTracker
 from observer.detectors.fairness import (

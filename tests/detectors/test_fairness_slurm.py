@@ -33,7 +33,7 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from observer.clock import SystemClock
-from observer.controller.main import build_controller
+from observer.controller.compose import build_controller
 from observer.controller.service import Controller
 from observer.detectors.conditions import ConditionTracker
 from observer.detectors.fairness import (

@@ -10,12 +10,8 @@ from datetime import UTC, date, datetime, time, timedelta
 from pathlib import Path
 from zoneinfo import ZoneInfo
 
-from prometheus_client import CollectorRegistry
-
-from observer.backends.simulated import SimulatedCluster
 from observer.clock import ManualClock
-from observer.controller.main import build_backend, build_controller
-from observer.controller.observe import FleetObserver
+from observer.controller.compose import Sources
 from observer.domain import (
     AttributedProcess,
     DriverState,
@@ -32,10 +28,9 @@ from observer.domain import (
     OwnerState,
 )
 from observer.fleet.local import LocalFleet
-from observer.metrics import ControllerMetrics
 from observer.records import StoredAlert, StoredIntervention
 from observer.settings import Settings
-from observer.simulation.driver import SteppedSchedule
+from observer.simulation.soak import SimulatedSoak, simulated_cluster
 from observer.storage.store import Store, upgrade
 
 SHANGHAI = ZoneInfo("Asia/Shanghai")
@@ -90,6 +85,8 @@ def settings_for(url: str, output_dir: Path, language: str = "en") -> Settings:
                 "max_probe_gpus_per_tenant": 16,
                 "follow_interval_seconds": BUSY_STEP_SECONDS,
                 "snapshot_interval_seconds": SNAPSHOT_SECONDS,
+                "observe_interval_seconds": OBSERVE_SECONDS,
+                "gpu_sample_interval_seconds": 0,
                 "log_settle_seconds": 30,
                 "simulation": {"nodes": 3, "gpus_per_node": 4, "pools": ["pool-a", "pool-b"]},
             },
@@ -113,41 +110,15 @@ class Week:
         upgrade(self.url)
         self.store = Store(self.url)
         self.clock = ManualClock(local(MONDAY, 0))
-        cluster = build_backend(self.settings.controller, self.clock)
-        assert isinstance(cluster, SimulatedCluster)
-        self.cluster = cluster
-        self.metrics = ControllerMetrics(CollectorRegistry())
-        self.controller = build_controller(
-            self.settings, cluster, self.store, self.clock, self.metrics
-        )
-        self.controller.start()
+        self.cluster = simulated_cluster(self.settings, self.clock)
         self._allocated_at: datetime | None = None
         self._allocation: dict[str, int] = {}
-        self.fleet = LocalFleet({name: self._agent(name) for name in sorted(cluster.nodes)})
-        observer = FleetObserver(
-            self.fleet,
-            self.store,
-            self.clock,
-            self.metrics,
-            unreachable_grace_seconds=60,
-            latest=self.controller.detection.node_snapshots,
-            scheduler=lambda: self.controller.latest_snapshot,
+        self.fleet = LocalFleet({name: self._agent(name) for name in sorted(self.cluster.nodes)})
+        self.schedule = SimulatedSoak(
+            self.settings, self.clock, self.store, self.cluster, Sources(self.fleet)
         )
-        self.schedule = SteppedSchedule(
-            self.controller,
-            self.clock,
-            self.metrics.loops,
-            BUSY_STEP_SECONDS,
-            SNAPSHOT_SECONDS,
-            extra=[
-                ("fleet", OBSERVE_SECONDS, observer.observe),
-                (
-                    "jobs",
-                    self.settings.controller.job_listing_interval_seconds,
-                    self.controller.tally_jobs,
-                ),
-            ],
-        )
+        self.controller = self.schedule.controller
+        self.metrics = self.schedule.metrics
         # Every job the simulated cluster finished, per local day, as it listed them at the
         # day's end: what the reports' all-jobs figures must agree with.
         self.finished: dict[date, tuple[JobStatus, ...]] = {}
@@ -196,7 +167,7 @@ class Week:
 
     def _owners(self, name: str) -> list[Owner]:
         """The job of each GPU allocated on the node, in order, as the scheduler last said."""
-        snapshot = self.controller.latest_snapshot
+        snapshot = self.controller.scheduler.get()
         owners: list[Owner] = []
         for job in snapshot.jobs if snapshot else ():
             if job.phase is JobPhase.RUNNING and name in job.nodes:

@@ -1,0 +1,256 @@
+"""The one composition of the controller: every part built from the settings and the
+sources it reads, and every task declared once (name, cadence, what it runs, which source it
+needs). The daemon's threads (main.py), the stepped simulation (observer.simulation), the
+demo, the benchmarks and the tests all run these tasks, so that none of them can leave out a
+production loop without saying so."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from functools import partial
+from types import MappingProxyType
+from zoneinfo import ZoneInfo
+
+from observer.backends.base import SchedulerBackend
+from observer.backends.simulated import NodeSpec, Policy, SimulatedCluster, TenantSpec
+from observer.clock import Clock
+from observer.controller.detect import Detection
+from observer.controller.lag import LagWatch
+from observer.controller.observe import FleetObserver
+from observer.controller.runs import Budget, ProbeRunner, Tenant
+from observer.controller.service import Controller, PlanEntry
+from observer.controller.views import Published
+from observer.domain import NodeSnapshot, SchedulerSnapshot
+from observer.errors import ConfigError
+from observer.fleet.base import Fleet
+from observer.logs_pipeline.pod_logs import PodLogReader
+from observer.metrics import ControllerMetrics, ReportMetrics
+from observer.monitoring.checker import MonitoringChecker
+from observer.monitoring.prometheus import PrometheusApi
+from observer.probes.catalog import ProbeSpec, builtin_catalog, quota_probe, with_overrides
+from observer.probes.windows import Calendar, Window, parse_days
+from observer.reports.alerts import AlertPoller, AlertSource
+from observer.reports.deliver import deliver_written
+from observer.reports.publish import SUFFIXES, build_due
+from observer.settings import ControllerSettings, Settings
+from observer.storage.store import Store
+
+# Due daily summaries are looked for this often; each day is built once, when it is over and
+# reports.daily_build_time has passed in the platform's timezone.
+REPORT_BUILD_INTERVAL_SECONDS = 600.0
+
+
+@dataclass(frozen=True, slots=True)
+class Task:
+    """One of the controller's periodic tasks. A `planned` task is a plan entry: the daemon
+    runs it on APScheduler, and it first fires one interval after the start."""
+
+    name: str
+    interval_seconds: float
+    tick: Callable[[], object]
+    planned: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Sources:
+    """What the controller reads besides the scheduler and its store. Prometheus and
+    Alertmanager are optional: without them their task is left out, and said so."""
+
+    fleet: Fleet
+    prometheus: PrometheusApi | None = None
+    alerts: AlertSource | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Composition:
+    controller: Controller
+    fleet: FleetObserver
+    lag: LagWatch | None
+    alerts: AlertPoller | None
+    tasks: tuple[Task, ...]  # in the order a step of the simulation runs them
+    left_out: Mapping[str, str]  # task name -> why it does not run
+
+
+def build_backend(cfg: ControllerSettings, clock: Clock) -> SchedulerBackend:
+    if cfg.backend == "simulated":
+        sim = cfg.simulation
+        cluster = SimulatedCluster(
+            [
+                NodeSpec(f"node-{i:03d}", sim.gpus_per_node, sim.pools[i % len(sim.pools)])
+                for i in range(sim.nodes)
+            ],
+            [TenantSpec(t.name, t.weight, t.quota_gpus) for t in cfg.tenants],
+            clock,
+            Policy(sim.policy),
+        )
+        cluster.faults.favoured_tenant = sim.favoured_tenant
+        cluster.faults.isolation_broken = sim.isolation_broken
+        return cluster
+    if cfg.backend == "kubernetes":
+        from observer.backends.kubernetes import KubernetesBackend  # noqa: PLC0415 - heavy
+
+        k8s = cfg.kubernetes
+        if not k8s.namespaces:  # one namespace per tenant, named after it
+            k8s = k8s.model_copy(update={"namespaces": tuple(t.name for t in cfg.tenants)})
+        return KubernetesBackend(k8s, clock)
+    from observer.backends.slurm import SlurmBackend  # noqa: PLC0415
+
+    return SlurmBackend(cfg.slurm, clock)
+
+
+def probe_catalog(cfg: ControllerSettings) -> dict[str, ProbeSpec]:
+    """The built-in probes, the quota probe sized to the smallest quota, the overrides."""
+    catalog = builtin_catalog(cfg.gpus_per_node)
+    quotas = [t.quota_gpus for t in cfg.tenants if t.quota_gpus is not None]
+    if quotas:
+        catalog["quota"] = quota_probe(min(quotas), cfg.gpus_per_node)
+    try:
+        return with_overrides(
+            catalog,
+            {name: o.model_dump(exclude_none=True) for name, o in cfg.probes.items()},
+        )
+    except KeyError as exc:
+        raise ConfigError([f"controller.probes: no probe named {exc.args[0]}"]) from None
+
+
+def build_controller(
+    settings: Settings,
+    backend: SchedulerBackend,
+    store: Store,
+    clock: Clock,
+    metrics: ControllerMetrics,
+) -> Controller:
+    cfg = settings.controller
+    tenants = {t.name: Tenant(t.name, t.queue, t.priority) for t in cfg.tenants}
+    catalog = probe_catalog(cfg)
+    runner = ProbeRunner(
+        backend,
+        store,
+        clock,
+        metrics,
+        tenants,
+        Budget(cfg.max_probe_gpus, cfg.max_probe_gpus_per_tenant),
+    )
+    calendar = Calendar(
+        ZoneInfo(cfg.timezone),
+        [Window(w.name, parse_days(w.days), w.start, w.end) for w in cfg.windows],
+    )
+    plan = [
+        PlanEntry(e.window, e.probe, e.every_seconds, tuple(e.tenants) or tuple(tenants))
+        for e in cfg.plan
+    ]
+    unknown = sorted({e.probe for e in plan} - catalog.keys())
+    if unknown:
+        raise ConfigError([f"controller.plan: unknown probe {name!r}" for name in unknown])
+    nodes: Published[Mapping[str, NodeSnapshot]] = Published(MappingProxyType({}))
+    scheduler: Published[SchedulerSnapshot | None] = Published(None)
+    reader = (
+        PodLogReader(backend.logs, partial(_job_of, store))
+        if cfg.log_reader == "pod_logs"
+        else None
+    )
+    detection = Detection(
+        store=store,
+        clock=clock,
+        metrics=metrics,
+        calendar=calendar,
+        rules=settings.detectors,
+        catalog=catalog,
+        weights={t.name: t.weight for t in cfg.tenants},
+        quotas={t.name: t.quota_gpus for t in cfg.tenants if t.quota_gpus is not None},
+        log_reader=reader,
+        log_pipeline=cfg.log_reader,
+        log_settle_seconds=cfg.log_settle_seconds,
+        nodes=nodes,
+        scheduler=scheduler,
+    )
+    return Controller(
+        backend, store, runner, calendar, plan, catalog, clock, metrics, detection, nodes, scheduler
+    )
+
+
+def compose(
+    settings: Settings,
+    backend: SchedulerBackend,
+    store: Store,
+    sources: Sources,
+    clock: Clock,
+    metrics: ControllerMetrics,
+    reports: ReportMetrics,
+    stop: threading.Event,
+) -> Composition:
+    """The controller and its tasks, started (what a previous controller left is adopted)."""
+    cfg = settings.controller
+    controller = build_controller(settings, backend, store, clock, metrics)
+    controller.start()
+    fleet = FleetObserver(
+        sources.fleet,
+        store,
+        clock,
+        metrics,
+        cfg.agent_unreachable_grace_seconds,
+        controller.nodes,
+        controller.scheduler.get,
+        cfg.gpu_sample_interval_seconds,
+    )
+    lag = None
+    if sources.prometheus is not None:
+        rules = settings.detectors.monitoring_lag
+        checker = MonitoringChecker(
+            sources.prometheus, clock, rules, metrics.monitoring, cfg.heartbeat_labels
+        )
+        lag = LagWatch(
+            checker,
+            store,
+            metrics,
+            clock,
+            rules,
+            controller.nodes.get,
+            controller.runner.active,
+            controller.catalog,
+            controller.scheduler.get,
+        )
+    alerts = None
+    if sources.alerts is not None:
+        alerts = AlertPoller(
+            sources.alerts, store, clock, reports, metrics.findings, settings.reports.ignored_alerts
+        )
+
+    def build_and_deliver() -> None:
+        written = build_due(store, settings, clock.now(), reports)
+        for first in range(0, len(written), len(SUFFIXES)):
+            deliver_written(
+                written[first : first + len(SUFFIXES)], settings, clock, stop, store, reports
+            )
+
+    tasks = [
+        *(
+            Task(f"plan-{e.probe}", e.every_seconds, partial(controller.request_launch, e), True)
+            for e in controller.plan
+        ),
+        Task("follow", cfg.follow_interval_seconds, controller.follow),
+        Task("detect", cfg.follow_interval_seconds, controller.detect),
+        Task("scheduler", cfg.snapshot_interval_seconds, controller.sample_scheduler),
+        Task("fleet", cfg.observe_interval_seconds, fleet.observe),
+    ]
+    left_out = {}
+    if lag is not None:
+        tasks.append(Task("monitoring", cfg.monitoring_interval_seconds, lag.check))
+    else:
+        left_out["monitoring"] = "no Prometheus is configured (controller.prometheus_url)"
+    tasks += [
+        Task("jobs", cfg.job_listing_interval_seconds, controller.tally_jobs),
+        Task("reports", REPORT_BUILD_INTERVAL_SECONDS, build_and_deliver),
+    ]
+    if alerts is not None:
+        tasks.append(Task("alerts", settings.reports.alert_poll_interval_seconds, alerts.poll))
+    else:
+        left_out["alerts"] = "no Alertmanager is configured (reports.alertmanager_url)"
+    return Composition(controller, fleet, lag, alerts, tuple(tasks), MappingProxyType(left_out))
+
+
+def _job_of(store: Store, run_id: str) -> str | None:
+    run = store.run(run_id)
+    return run.job_id if run else None
