@@ -273,6 +273,10 @@ class Detection:
         symptoms = fairness.evaluate(assessments, self.rules.fairness)
         return self._fairness.update(symptoms, now, partial(fairness.covers, assessments))
 
+    def assessments(self) -> list[fairness.WindowAssessment]:
+        """The window occurrences the last persistence check weighed, oldest first."""
+        return sorted(self._assessments.values(), key=lambda a: a.occurrence.start)
+
     def _assess(self, occurrence: fairness.Occurrence) -> fairness.WindowAssessment:
         runs = [
             r

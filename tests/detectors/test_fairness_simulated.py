@@ -9,26 +9,13 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from prometheus_client import CollectorRegistry
-
-from observer.backends.simulated import SimulatedCluster
 from observer.clock import ManualClock
-from observer.controller.compose import build_backend, build_controller
-from observer.controller.service import Controller
-from observer.detectors.conditions import ConditionTracker
 from observer.detectors.fairness import (
-    Occurrence,
     WindowAssessment,
-    assess_window,
-    capacity_over,
-    covers,
-    evaluate,
-    occurrences,
 )
 from observer.domain import Finding, JobPhase, Severity, Workload
-from observer.metrics import ControllerMetrics
 from observer.settings import FairnessSettings, Settings
-from observer.simulation.driver import SteppedSchedule
+from observer.simulation.soak import SimulatedSoak, simulated_cluster
 from observer.storage.store import Store, upgrade
 
 MONDAY_2155_SHANGHAI = datetime(2026, 11, 30, 13, 55, tzinfo=UTC)
@@ -69,37 +56,29 @@ class Nights:
         url = f"sqlite:///{tmp_path / 'observer.db'}"
         upgrade(url)
         self.store = Store(url)
-        cluster = build_backend(self.settings.controller, self.clock)
-        assert isinstance(cluster, SimulatedCluster)
-        self.cluster = cluster
-        self.metrics = ControllerMetrics(CollectorRegistry())
-        self.controller: Controller = build_controller(
-            self.settings, cluster, self.store, self.clock, self.metrics
-        )
-        self.controller.start()
-        self.weights = {t.name: t.weight for t in self.settings.controller.tenants}
-        self.assessments: list[WindowAssessment] = []
-        self.tracker = ConditionTracker()
+        self.cluster = simulated_cluster(self.settings, self.clock)
+        self.soak = SimulatedSoak(self.settings, self.clock, self.store, self.cluster)
+        self.controller = self.soak.controller
+
+    @property
+    def assessments(self) -> list[WindowAssessment]:
+        """The nights of this soak the controller's own fairness detector weighed (it also
+        weighs, empty, the nights before the soak began)."""
+        return [
+            a
+            for a in self.controller.detection.assessments()
+            if a.occurrence.start >= MONDAY_2155_SHANGHAI
+        ]
 
     def night(self) -> list[Finding]:
         """From 21:55 to 01:30: the window with its load, then half an hour for the last
-        probes to start. Then assess the night as the controller does at a window's close,
-        and jump to 21:55 the next evening."""
-        cfg = self.settings.controller
-        # A fresh schedule each evening, as the daemon's loops would be after a quiet day.
-        schedule = SteppedSchedule(
-            self.controller,
-            self.clock,
-            self.metrics.loops,
-            cfg.follow_interval_seconds,
-            cfg.snapshot_interval_seconds,
-        )
+        probes to start, then on to 21:55 the next evening. The findings that opened."""
         evening = self.clock.now()
-        schedule.run_for(5 * 60 + NIGHT_SECONDS, self._step_with_training)
-        schedule.run_for(30 * 60, lambda: self.clock.advance(5))
-        changed = self._assess(evening)
+        self.soak.run_for(5 * 60 + NIGHT_SECONDS, self._step_with_training)
+        self.soak.run_for(30 * 60, lambda: self.clock.advance(5))
+        opened = [f for f in self.store.findings() if f.opened_at >= evening]
         self.clock.set(evening + timedelta(days=1))
-        return changed
+        return opened
 
     def _step_with_training(self) -> None:
         """Five seconds on; once a minute inside the window, each tenant tops its queue of
@@ -116,32 +95,11 @@ class Nights:
             for _ in range(BACKLOG_JOBS - count):
                 self.cluster.submit_background(tenant, TRAINING)
 
-    def _assess(self, since: datetime) -> list[Finding]:
-        now = self.clock.now()
-        for occurrence in occurrences(self.controller.calendar, "night", since, now):
-            self.assessments.append(self._assess_occurrence(occurrence, now))
-        symptoms = evaluate(self.assessments, RULES)
-        return self.tracker.update(symptoms, now, lambda d, s: covers(self.assessments, d, s))
-
-    def _assess_occurrence(self, occurrence: Occurrence, now: datetime) -> WindowAssessment:
-        runs = [
-            r
-            for r in self.store.runs(probe="fairness", since=occurrence.start, until=occurrence.end)
-            if r.window == occurrence.window
-        ]
-        samples = self.store.queue_samples(occurrence.start, occurrence.end)
-        capacity = capacity_over(
-            self.store.node_states(occurrence.start),
-            self.store.node_changes(occurrence.start, occurrence.end),
-        )
-        return assess_window(occurrence, runs, samples, self.weights, capacity, RULES, as_of=now)
-
 
 def test_a_fair_share_scheduler_is_not_found_unfair_night_after_night(tmp_path: Path):
     nights = Nights(tmp_path)
     for _ in range(RULES.persistence_k + 1):
         assert nights.night() == []
-    assert nights.tracker.open_findings() == []
     for assessment in nights.assessments:
         research, prod = assessment.tenant("research"), assessment.tenant("prod")
         assert research is not None and prod is not None
@@ -169,7 +127,12 @@ def test_a_scheduler_that_favours_the_smaller_tenant_is_found_unfair_after_k_nig
     assert finding.detector == "persistent_unfairness"
     assert finding.subject == {"tenant": "research"}
     assert finding.severity is Severity.WARNING  # 3 nights so far, not yet all of the last 5
-    weighed = finding.evidence["occurrences"]
+    # The last M nights are weighed; those before the soak began had nothing to weigh.
+    last_m = finding.evidence["occurrences"]
+    weighed = [n for n in last_m if datetime.fromisoformat(n["end"]) > MONDAY_2155_SHANGHAI]
+    before = [n for n in last_m if datetime.fromisoformat(n["end"]) <= MONDAY_2155_SHANGHAI]
+    assert len(weighed) + len(before) == RULES.persistence_m
+    assert all(n["fairness_index"] is None and not n["disadvantaged"] for n in before)
     assert len(weighed) == RULES.persistence_k
     for night in weighed:
         assert night["disadvantaged"] is True
@@ -209,12 +172,8 @@ def _held(tmp_path: Path, reason: str) -> tuple[list[Finding], list[Finding]]:
     url = f"sqlite:///{tmp_path / 'observer.db'}"
     upgrade(url)
     store = Store(url)
-    cluster = build_backend(settings.controller, clock)
-    assert isinstance(cluster, SimulatedCluster)
-    metrics = ControllerMetrics(CollectorRegistry())
-    controller = build_controller(settings, cluster, store, clock, metrics)
-    controller.start()
-    schedule = SteppedSchedule(controller, clock, metrics.loops, 15, 15)
+    cluster = simulated_cluster(settings, clock)
+    schedule = SimulatedSoak(settings, clock, store, cluster)
     schedule.run_for(600, lambda: clock.advance(5))
     cluster.faults.held_tenants["prod"] = reason
     schedule.run_for(600, lambda: clock.advance(5))
