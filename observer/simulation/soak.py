@@ -41,12 +41,14 @@ class SimulatedSoak:
         agents: Sequence[Task] = (),
         world: Sequence[Task] = (),
         registry: CollectorRegistry | None = None,
+        timed: Callable[[Task], Task] | None = None,
     ) -> None:
         """`backend` is usually a SimulatedCluster (or a view of one); a test may give a real
         platform, with a clock and step that wait for it. `sources` default to no agents, no
         Prometheus and no Alertmanager. `agents` are the simulated nodes' own tasks, run in
         each step just before the controller reads the fleet; `world` the platform's other
-        tasks (load, faults), run after the controller's."""
+        tasks (load, faults), run after the controller's. `timed` wraps each of the
+        controller's tasks (a benchmark's timer)."""
         self.settings = settings
         self.clock = clock
         self.store = store
@@ -65,7 +67,7 @@ class SimulatedSoak:
             self.reports,
             threading.Event(),
         )
-        tasks = list(self.composition.tasks)
+        tasks = [timed(t) if timed else t for t in self.composition.tasks]
         at = next(i for i, t in enumerate(tasks) if t.name == "fleet")
         self.runner = SteppedRunner(
             [*tasks[:at], *agents, *tasks[at:], *world], clock, self.metrics.loops
