@@ -24,7 +24,7 @@ import statistics
 import sys
 import tempfile
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from functools import partial
@@ -37,10 +37,7 @@ from observer.agent.sampler import Sampler
 from observer.agent.service import NodeAgent
 from observer.backends.simulated import SimulatedCluster
 from observer.clock import ManualClock
-from observer.controller.lag import LagWatch
-from observer.controller.compose import build_backend, build_controller
-from observer.controller.observe import FleetObserver
-from observer.controller.service import Controller
+from observer.controller.compose import Sources, Task
 from observer.domain import (
     AttributedProcess,
     DriverState,
@@ -60,12 +57,11 @@ from observer.domain import (
 from observer.fleet.local import LocalFleet
 from observer.gpu.fake import GIB, FakeGpu, FakeGpuBackend
 from observer.logs import configure_logging
-from observer.metrics import HEARTBEAT_METRIC, AgentMetrics, ControllerMetrics
-from observer.monitoring.checker import MonitoringChecker
+from observer.metrics import HEARTBEAT_METRIC, AgentMetrics
 from observer.monitoring.fake import Exposition, FakePrometheus, FakeTarget
 from observer.ownership.fake import FakeHost
 from observer.settings import NodeLeakSettings, Settings
-from observer.simulation.driver import SteppedSchedule
+from observer.simulation.soak import SimulatedSoak, simulated_cluster
 from observer.storage.store import Store, upgrade
 
 START = datetime(2026, 11, 30, 9, 0, tzinfo=UTC)
@@ -276,22 +272,9 @@ def cluster_scenario(rng: random.Random, hours: float) -> tuple[list[Fault], lis
             }
         )
         clock = ManualClock(START)
-        url = f"sqlite:///{Path(tmp) / 'observer.db'}"
-        upgrade(url)
-        store = Store(url)
-        cluster = build_backend(settings.controller, clock)
-        assert isinstance(cluster, SimulatedCluster)
-        metrics = ControllerMetrics(CollectorRegistry())
-        controller = build_controller(settings, cluster, store, clock, metrics)
-        controller.start()
+        schedule, cluster = _soak(settings, clock, Path(tmp))
+        store = schedule.store
         cfg = settings.controller
-        schedule = SteppedSchedule(
-            controller,
-            clock,
-            metrics.loops,
-            cfg.follow_interval_seconds,
-            cfg.snapshot_interval_seconds,
-        )
         faults: list[Fault] = []
         end = START + timedelta(hours=hours)
         nodes = sorted(cluster.nodes)
@@ -383,23 +366,16 @@ class _Nights:
         )
         self.rng = rng
         self.clock = ManualClock(NIGHT_START)
-        self.store, self.cluster, self.controller, self.metrics = _controller(
-            self.settings, self.clock, tmp
-        )
+        self.soak, self.cluster = _soak(self.settings, self.clock, tmp)
+        self.store = self.soak.store
+        self.controller = self.soak.controller
         self.cluster.faults.favoured_tenant = favoured
 
     def play(self, evening: datetime) -> None:
         """From 21:55 to 01:30: the window with its load, then the last probes' starts."""
         self.clock.set(evening)
-        cfg = self.settings.controller
-        schedule = SteppedSchedule(
-            self.controller,
-            self.clock,
-            self.metrics.loops,
-            cfg.follow_interval_seconds,
-            cfg.snapshot_interval_seconds,
-        )
-        schedule.run_for(5 * 60 + 3 * 3600 + 30 * 60, self._step)
+        self.soak.runner.restart()  # the quiet day before was skipped
+        self.soak.run_for(5 * 60 + 3 * 3600 + 30 * 60, self._step)
 
     def _step(self) -> None:
         """Five seconds on; once a minute inside the window each tenant tops its queue of
@@ -447,15 +423,9 @@ def unexplained_scenario(
             }
         )
         clock = ManualClock(START)
-        store, cluster, controller, metrics = _controller(settings, clock, Path(tmp))
+        schedule, cluster = _soak(settings, clock, Path(tmp))
+        store = schedule.store
         cfg = settings.controller
-        schedule = SteppedSchedule(
-            controller,
-            clock,
-            metrics.loops,
-            cfg.follow_interval_seconds,
-            cfg.snapshot_interval_seconds,
-        )
         held: list[tuple[str, datetime, datetime]] = []
         end = START + timedelta(hours=hours)
         while clock.now() < end:
@@ -549,54 +519,35 @@ class _MonitoredCluster:
                     "probes": {"gpu-busy": {"duration_seconds": 300}},
                     "follow_interval_seconds": 5,
                     "snapshot_interval_seconds": 15,
+                    "monitoring_interval_seconds": MONITORING_INTERVAL_SECONDS,
+                    "heartbeat_labels": {"job": "observer"},
                     "simulation": {"nodes": 4, "gpus_per_node": 4, "pools": ["a"]},
                 },
                 "detectors": {"monitoring_lag": {"freshness_series": [UTIL]}},
             }
         )
         self.clock = ManualClock(START)
-        self.store, self.cluster, self.controller, metrics = _controller(
-            self.settings, self.clock, tmp
-        )
-        self.nodes = sorted(self.cluster.nodes)
         self.prometheus = FakePrometheus(self.clock, scrape_interval_seconds=15)
         self.observer = self.prometheus.add_target(
             "observer", "controller:9401", lambda at: [(HEARTBEAT_METRIC, {}, at.timestamp())]
         )
+        nodes = [f"node-{i:03d}" for i in range(self.settings.controller.simulation.nodes)]
         self.agents = {
             node: self.prometheus.add_target("agent", f"{node}:9400", partial(self._export, node))
-            for node in self.nodes
+            for node in nodes
         }
-        snapshots = self.controller.detection.node_snapshots
-        fleet = LocalFleet({node: partial(self._snapshot, node) for node in self.nodes})
-        observer = FleetObserver(fleet, self.store, self.clock, metrics, 60, snapshots)
-        rules = self.settings.detectors.monitoring_lag
-        checker = MonitoringChecker(
-            self.prometheus, self.clock, rules, metrics.monitoring, {"job": "observer"}
-        )
-        watch = LagWatch(
-            checker,
-            self.store,
-            metrics,
+        fleet = LocalFleet({node: partial(self._snapshot, node) for node in nodes})
+        self.schedule, self.cluster = _soak(
+            self.settings,
             self.clock,
-            rules,
-            snapshots,
-            self.controller.runner.active,
-            self.controller.catalog,
+            tmp,
+            Sources(fleet, self.prometheus),
+            agents=[Task("prometheus", 5, self.prometheus.play)],
         )
-        cfg = self.settings.controller
-        self.schedule = SteppedSchedule(
-            self.controller,
-            self.clock,
-            metrics.loops,
-            cfg.follow_interval_seconds,
-            cfg.snapshot_interval_seconds,
-            extra=[
-                ("prometheus", 5, self.prometheus.play),
-                ("fleet", 15, observer.observe),
-                ("monitoring", MONITORING_INTERVAL_SECONDS, watch.check),
-            ],
-        )
+        self.store = self.schedule.store
+        self.controller = self.schedule.controller
+        self.nodes = sorted(self.cluster.nodes)
+        assert self.nodes == nodes
 
     def run_for(self, seconds: float) -> None:
         self.schedule.run_for(seconds, partial(self.clock.advance, 5))
@@ -777,7 +728,7 @@ class _ProbeNodes:
 
 def _probe_cluster(
     tmp: Path, agents: bool
-) -> tuple[Store, SimulatedCluster, ManualClock, SteppedSchedule, _ProbeNodes]:
+) -> tuple[Store, SimulatedCluster, ManualClock, SimulatedSoak, _ProbeNodes]:
     """Short probes every two minutes on 6 x 8 GPUs under the real controller, with the
     nodes' agents read every 15 s through the controller's fleet reader when `agents`."""
     settings = Settings.model_validate(
@@ -792,24 +743,17 @@ def _probe_cluster(
         }
     )
     clock = ManualClock(START)
-    store, cluster, controller, metrics = _controller(settings, clock, tmp)
+    cluster = simulated_cluster(settings, clock)
     nodes = _ProbeNodes(cluster, clock)
-    extra: list[tuple[str, float, Callable[[], object]]] = []
+    sources = None
+    tasks = []
     if agents:
-        fleet = LocalFleet({node: partial(nodes.snapshot, node) for node in cluster.nodes})
-        snapshots = controller.detection.node_snapshots
-        observer = FleetObserver(fleet, store, clock, metrics, 60, snapshots)
-        extra = [("agents", 15.0, lambda: (nodes.read(), observer.observe()))]
-    cfg = settings.controller
-    schedule = SteppedSchedule(
-        controller,
-        clock,
-        metrics.loops,
-        cfg.follow_interval_seconds,
-        cfg.snapshot_interval_seconds,
-        extra,
-    )
-    return store, cluster, clock, schedule, nodes
+        sources = Sources(
+            LocalFleet({node: partial(nodes.snapshot, node) for node in cluster.nodes})
+        )
+        tasks = [Task("agents", 15.0, nodes.read)]
+    schedule, _ = _soak(settings, clock, tmp, sources, agents=tasks, cluster=cluster)
+    return schedule.store, cluster, clock, schedule, nodes
 
 
 def probe_release_scenario(
@@ -870,18 +814,20 @@ def stuck_scenario(rng: random.Random, hours: float) -> tuple[list[Fault], list[
     return faults, findings, 2 * 15.0
 
 
-def _controller(
-    settings: Settings, clock: ManualClock, tmp: Path
-) -> tuple[Store, SimulatedCluster, Controller, ControllerMetrics]:
+def _soak(
+    settings: Settings,
+    clock: ManualClock,
+    tmp: Path,
+    sources: Sources | None = None,
+    *,
+    agents: Sequence[Task] = (),
+    cluster: SimulatedCluster | None = None,
+) -> tuple[SimulatedSoak, SimulatedCluster]:
+    """The production composition over the simulated cluster, with a store in `tmp`."""
     url = f"sqlite:///{tmp / 'observer.db'}"
     upgrade(url)
-    store = Store(url)
-    cluster = build_backend(settings.controller, clock)
-    assert isinstance(cluster, SimulatedCluster)
-    metrics = ControllerMetrics(CollectorRegistry())
-    controller = build_controller(settings, cluster, store, clock, metrics)
-    controller.start()
-    return store, cluster, controller, metrics
+    cluster = cluster or simulated_cluster(settings, clock)
+    return SimulatedSoak(settings, clock, Store(url), cluster, sources, agents=agents), cluster
 
 
 def main() -> int:

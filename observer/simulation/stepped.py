@@ -27,15 +27,24 @@ class SteppedRunner:
     def __init__(self, tasks: Sequence[Task], clock: Clock, metrics: LoopMetrics) -> None:
         self._clock = clock
         never = threading.Event()
-        start = clock.monotonic()
         self._tasks = [
             _Due(
                 PeriodicLoop(t.name, t.interval_seconds, t.tick, clock, never, metrics),
                 t.interval_seconds,
-                start + (t.interval_seconds if t.planned else 0.0),
+                t.interval_seconds if t.planned else 0.0,
             )
             for t in tasks
         ]
+        self._planned = [t.planned for t in tasks]
+        self.restart()
+
+    def restart(self) -> None:
+        """Every task due again as at the start, from now: after the clock was moved past a
+        stretch the tasks were not run for (a quiet day skipped), as the daemon's loops would
+        be had they kept their cadence through it."""
+        now = self._clock.monotonic()
+        for task, planned in zip(self._tasks, self._planned, strict=True):
+            task.next_at = now + (task.every_seconds if planned else 0.0)
 
     def run_for(self, seconds: float, step: Callable[[], object] | None = None) -> None:
         """Run due tasks, step, repeat, for `seconds` of the clock. The default step moves a

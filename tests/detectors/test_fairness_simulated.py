@@ -74,6 +74,7 @@ class Nights:
         """From 21:55 to 01:30: the window with its load, then half an hour for the last
         probes to start, then on to 21:55 the next evening. The findings that opened."""
         evening = self.clock.now()
+        self.soak.runner.restart()  # the quiet day before was skipped
         self.soak.run_for(5 * 60 + NIGHT_SECONDS, self._step_with_training)
         self.soak.run_for(30 * 60, lambda: self.clock.advance(5))
         opened = [f for f in self.store.findings() if f.opened_at >= evening]
