@@ -1,0 +1,3 @@
+class Job:
+    id: str
+    name: str
