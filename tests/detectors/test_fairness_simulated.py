@@ -17,16 +17,15 @@ from observer.controller.main import build_backend, build_controller
 from observer.controller.service import Controller
 from observer.detectors.conditions import ConditionTracker
 from observer.detectors.fairness import (
-    Occurrence,
     WindowAssessment,
     assess_window,
     capacity_over,
     covers,
     evaluate,
-    occurrences,
 )
 from observer.domain import Finding, JobPhase, Severity, Workload
 from observer.metrics import ControllerMetrics
+from observer.probes.windows import Occurrence, occurrences
 from observer.settings import FairnessSettings, Settings
 from observer.simulation.driver import SteppedSchedule
 from observer.storage.store import Store, upgrade
