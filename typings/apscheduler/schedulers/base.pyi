@@ -1,3 +1,4 @@
+from abc import ABCMeta, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, tzinfo
 from logging import Logger
@@ -21,10 +22,11 @@ class _Options(TypedDict, total=False):
     jobstores: Mapping[str, Any]
     executors: Mapping[str, Any]
 
-class BaseScheduler:
+class BaseScheduler(metaclass=ABCMeta):
     # The options may also come in `gconfig`, as "apscheduler."-prefixed keys.
     def __init__(self, gconfig: Mapping[str, Any] = ..., **options: Unpack[_Options]) -> None: ...
     def start(self, paused: bool = False) -> None: ...
+    @abstractmethod
     def shutdown(self, wait: bool = True) -> None: ...
     # Job options left out take the scheduler's job_defaults.
     def add_job(
