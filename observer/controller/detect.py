@@ -16,7 +16,7 @@ from queue import SimpleQueue
 
 from observer.clock import Clock
 from observer.controller.views import Published
-from observer.detectors import fairness, log_loss, probe_release, unreleased
+from observer.detectors import fairness, log_loss, probe_release, unexplained_wait, unreleased
 from observer.detectors.conditions import ConditionTracker
 from observer.domain import (
     Behaviour,
@@ -33,7 +33,7 @@ from observer.logs import get_logger
 from observer.logs_pipeline.base import LogReader
 from observer.metrics import ControllerMetrics
 from observer.probes.catalog import ProbeSpec
-from observer.probes.windows import Calendar
+from observer.probes.windows import Calendar, Occurrence, occurrences
 from observer.settings import DetectorSettings
 from observer.storage.store import Store
 
@@ -188,9 +188,9 @@ class Detection:
             return []
         symptoms = []
         for run in active:
-            job = fairness.pending_probe(run)
+            job = unexplained_wait.pending_probe(run)
             if job is not None:
-                symptoms += fairness.unexplained_waits(
+                symptoms += unexplained_wait.unexplained_waits(
                     job, self._latest, self.rules.fairness, self.quotas
                 )
         return self._waits.update(symptoms, now)
@@ -252,7 +252,7 @@ class Detection:
             (
                 occurrence
                 for window in self.calendar.windows
-                for occurrence in fairness.occurrences(self.calendar, window.name, lookback, now)
+                for occurrence in occurrences(self.calendar, window.name, lookback, now)
             ),
             key=lambda o: o.end,
         )
@@ -277,7 +277,7 @@ class Detection:
         """The window occurrences the last persistence check weighed, oldest first."""
         return sorted(self._assessments.values(), key=lambda a: a.occurrence.start)
 
-    def _assess(self, occurrence: fairness.Occurrence) -> fairness.WindowAssessment:
+    def _assess(self, occurrence: Occurrence) -> fairness.WindowAssessment:
         runs = [
             r
             for r in self.store.runs(

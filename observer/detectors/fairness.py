@@ -1,5 +1,4 @@
-"""Persistent queue unfairness and unexplained waits, from stored probe runs and scheduler
-state.
+"""Persistent queue unfairness, from stored probe runs and scheduler state.
 
 Per occurrence of a window (Monday's night, Tuesday's night...) and per tenant:
 - the waits of the fairness probes (identical one-GPU jobs every tenant submits at the same
@@ -17,121 +16,37 @@ in most launch batches, or when it received less than its entitlement (within a 
 while its jobs were held pending, unless it *over-asked*: it received its entitlement and still
 wanted more, so its waits are the price of asking beyond its share, not the scheduler's doing.
 
-Rules (each a condition, opened by the tracker):
-- persistent_unfairness: a tenant disadvantaged in at least K of the last M completed
-  occurrences of a window; one bad night is not a finding, a pattern across nights is;
-- unexplained_wait: a pending probe with no reason from the platform, or with a reason the
-  scheduler's own state contradicts, beyond a grace period (see `unexplained_waits`).
+The rule, persistent_unfairness (a condition, opened by the tracker): a tenant disadvantaged in
+at least K of the last M completed occurrences of a window; one bad night is not a finding, a
+pattern across nights is.
 """
 
 from __future__ import annotations
 
 import math
-import re
 import statistics
 from bisect import bisect_right
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import UTC, date, datetime, timedelta
+from datetime import UTC, datetime
 from typing import Protocol
 
+from observer.detectors.scheduler_terms import QUOTA_REASONS, in_service
 from observer.domain import (
-    JobPhase,
     JsonValue,
     Outcome,
     ProbeRun,
     QueueState,
     RunState,
     SchedulerNode,
-    SchedulerSnapshot,
     Severity,
     Subject,
     Symptom,
 )
-from observer.probes.windows import Calendar, Window
+from observer.probes.windows import Occurrence
 from observer.settings import FairnessSettings
 
 PERSISTENT_UNFAIRNESS = "persistent_unfairness"
-UNEXPLAINED_WAIT = "unexplained_wait"
-
-# What schedulers answer when they give no reason: Slurm's "None", a controller's "Unknown".
-_NO_REASON = frozenset({"", "none", "unknown"})
-# Reasons that claim the job waits for GPUs to free up: Slurm's, and the Kubernetes scheduler's
-# (pod condition or FailedScheduling event), the latter only when the message names the GPU.
-_RESOURCE_REASONS = frozenset({"Resources"})
-_SCHEDULING_REASONS = frozenset({"Unschedulable", "FailedScheduling"})
-_INSUFFICIENT_GPU = re.compile(r"insufficient\s+\S*gpu", re.IGNORECASE)
-# Reasons that claim the tenant's quota is spent: the simulator's, Slurm's account GrpTRES limit
-# on GPUs, and Kueue's / ResourceQuota's words in a message.
-_QUOTA_REASONS = frozenset({"QuotaExceeded", "AssocGrpGRES"})
-_QUOTA_MESSAGE = re.compile(r"(exceeded|insufficient) quota", re.IGNORECASE)
-# Node states (Slurm's sinfo words, Kubernetes' Ready) of a node in service, and of one that
-# plainly takes new jobs; anything else (drained, down, not responding, cordoned) is neither.
-_IN_SERVICE_STATES = frozenset({"idle", "mixed", "allocated", "completing", "ready"})
-_TAKES_JOBS_STATES = frozenset({"idle", "mixed", "ready"})
-_TAINTED = re.compile(r":(NoSchedule|NoExecute)\b")
-
-
-@dataclass(frozen=True, slots=True)
-class Occurrence:
-    """One occurrence of a window: [start, end), aware, in the platform's timezone."""
-
-    window: str
-    start: datetime
-    end: datetime
-
-    def __contains__(self, at: datetime) -> bool:
-        return _utc(self.start) <= _utc(at) < _utc(self.end)
-
-
-def occurrence_of(calendar: Calendar, window_name: str, at: datetime) -> Occurrence | None:
-    """The occurrence of the named window that `at` falls in, if any. A window that runs past
-    midnight belongs to the day it started on."""
-    window = _window(calendar, window_name)
-    local = at.astimezone(calendar.timezone)
-    for day in (local.date(), local.date() - timedelta(days=1)):
-        occurrence = _on(calendar, window, day)
-        if occurrence is not None and at in occurrence:
-            return occurrence
-    return None
-
-
-def occurrences(
-    calendar: Calendar, window_name: str, since: datetime, until: datetime
-) -> list[Occurrence]:
-    """Occurrences of the named window lying wholly within [since, until], oldest first: the
-    completed ones, when `until` is now."""
-    window = _window(calendar, window_name)
-    day = since.astimezone(calendar.timezone).date()
-    last = until.astimezone(calendar.timezone).date()
-    found = []
-    while day <= last:
-        occurrence = _on(calendar, window, day)
-        if (
-            occurrence is not None
-            and _utc(since) <= _utc(occurrence.start)
-            and _utc(occurrence.end) <= _utc(until)
-        ):
-            found.append(occurrence)
-        day += timedelta(days=1)
-    return found
-
-
-def _window(calendar: Calendar, name: str) -> Window:
-    for window in calendar.windows:
-        if window.name == name:
-            return window
-    raise KeyError(f"no window named {name!r}")
-
-
-def _on(calendar: Calendar, window: Window, day: date) -> Occurrence | None:
-    if day.weekday() not in window.days:
-        return None
-    start = datetime.combine(day, window.start, tzinfo=calendar.timezone)
-    # A window whose end is not after its start runs into the next day (all day when equal).
-    end_day = day if window.start < window.end else day + timedelta(days=1)
-    end = datetime.combine(end_day, window.end, tzinfo=calendar.timezone)
-    return Occurrence(window.name, start, end)
 
 
 # --- entitlement and fairness index -------------------------------------------------------
@@ -178,7 +93,7 @@ def schedulable_gpus(nodes: Iterable[SchedulerNode]) -> int:
 
 
 def _in_service_gpus(node: SchedulerNode) -> int:
-    return node.gpus_total if _in_states(node, _IN_SERVICE_STATES) else 0
+    return node.gpus_total if in_service(node) else 0
 
 
 class NodeChange(Protocol):
@@ -346,7 +261,7 @@ def _wait(run: ProbeRun, as_of: datetime) -> _Wait | None:
     else:
         return None  # refused, lost or never confirmed: it never waited in the queue
     # Time held by the tenant's own quota is its limit at work, not the scheduler's choice.
-    seconds -= sum(t for reason, t in run.pending_reasons.items() if reason in _QUOTA_REASONS)
+    seconds -= sum(t for reason, t in run.pending_reasons.items() if reason in QUOTA_REASONS)
     return _Wait(run.tenant, run.submitted_at, max(seconds, 0.0), started)
 
 
@@ -566,193 +481,6 @@ def _occurrence_evidence(
 
 def _round(value: float | None) -> float | None:
     return None if value is None else round(value, 2)
-
-
-# --- unexplained waits ----------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class PendingJob:
-    """A job waiting in the queue, with the platform's reason and how long it has given it
-    (None: unknown, the tracker counts from first sight)."""
-
-    job_id: str
-    run_id: str | None
-    tenant: str
-    queue: str | None
-    reason: str | None
-    message: str | None
-    reason_seconds: float | None
-    gpus: int
-    gpus_per_node: int
-    nodes: int
-
-
-def pending_probe(run: ProbeRun) -> PendingJob | None:
-    """A probe run as a PendingJob, if the platform holds it pending. The reason's duration is
-    what the runner recorded for it (all stretches together; 'Unknown' for no reason)."""
-    if run.state is not RunState.PENDING or run.job_id is None:
-        return None
-    nodes = max(run.nodes, 1)
-    return PendingJob(
-        job_id=run.job_id,
-        run_id=run.run_id,
-        tenant=run.tenant,
-        queue=run.queue,
-        reason=run.reason,
-        message=run.message,
-        reason_seconds=run.pending_reasons.get(run.reason or "Unknown"),
-        gpus=run.gpus,
-        gpus_per_node=-(-run.gpus // nodes),
-        nodes=nodes,
-    )
-
-
-def any_node(job: PendingJob, node: SchedulerNode) -> bool:
-    return True
-
-
-def slurm_partition(job: PendingJob, node: SchedulerNode) -> bool:
-    """Whether the node is in the job's partition (the Slurm backend's pool lists them)."""
-    return job.queue is None or job.queue in (node.pool or "").split(",")
-
-
-def unexplained_waits(
-    job: PendingJob,
-    snapshot: SchedulerSnapshot,
-    rules: FairnessSettings,
-    quotas: Mapping[str, int] | None = None,
-    eligible: Callable[[PendingJob, SchedulerNode], bool] = any_node,
-) -> list[Symptom]:
-    """unexplained_wait symptoms for one pending job against the scheduler's state; each
-    holds for the grace period before the tracker opens it.
-
-    Checked, because the snapshot can settle them:
-    - no reason at all (none, empty, 'None', 'Unknown');
-    - a GPU-shortage reason ('Resources'; 'Unschedulable'/'FailedScheduling' whose message
-      says insufficient GPUs) while enough schedulable nodes `eligible` for the job each have
-      the job's GPUs per node free;
-    - 'Priority' while no other job is pending anywhere: nothing can be ahead of it;
-    - a quota reason while the tenant's running GPUs plus this job's stay within its quota.
-    Not checked, as the snapshot cannot settle them: CPUs or memory short on a node with free
-    GPUs, taints and selectors beyond what node states and reasons show, which job really has
-    the higher priority, jobs hidden by the platform (Slurm PrivateData), reservations,
-    dependencies, holds and image pulls; those reasons are taken at the platform's word."""
-    symptoms = []
-    reason = job.reason
-    who = f"probe run {job.run_id}" if job.run_id else f"job {job.job_id}"
-    base: dict[str, JsonValue] = {
-        "job_id": job.job_id,
-        "run_id": job.run_id,
-        "tenant": job.tenant,
-        "queue": job.queue,
-        "reason": reason,
-        "message": job.message,
-        "reason_seconds": job.reason_seconds,
-        "gpus": job.gpus,
-        "gpus_per_node": job.gpus_per_node,
-        "nodes": job.nodes,
-    }
-    grace = rules.unexplained_wait_grace_seconds
-
-    def symptom(kind: str, summary: str, rule: str, evidence: Mapping[str, JsonValue]) -> Symptom:
-        since = None
-        if kind == "no_reason" and job.reason_seconds is not None:
-            since = snapshot.at - timedelta(seconds=job.reason_seconds)
-        return Symptom(
-            detector=UNEXPLAINED_WAIT,
-            subject={"run_id": job.run_id or job.job_id, "tenant": job.tenant},
-            severity=Severity.WARNING,
-            summary=summary,
-            rule=rule,
-            evidence={**base, "kind": kind, **evidence},
-            hold_seconds=grace,
-            since=since,
-        )
-
-    if (reason or "").strip().lower() in _NO_REASON:
-        symptoms.append(
-            symptom(
-                "no_reason",
-                f"{who} of {job.tenant} is pending and the platform gives no reason",
-                f"pending with no reason from the platform for {grace:g} s",
-                {},
-            )
-        )
-        return symptoms
-    if _claims_gpu_shortage(job):
-        free = [
-            node
-            for node in snapshot.nodes
-            if _in_states(node, _TAKES_JOBS_STATES)
-            # A tainted node may or may not take the probe: never counted as free for it.
-            and not _TAINTED.search(node.reason or "")
-            and eligible(job, node)
-            and node.gpus_total - node.gpus_allocated >= job.gpus_per_node
-        ]
-        if len(free) >= job.nodes:
-            symptoms.append(
-                symptom(
-                    "reason_contradicted",
-                    f"{who} of {job.tenant} waits for '{reason}' while {len(free)} schedulable "
-                    f"node(s) have {job.gpus_per_node} GPU(s) free",
-                    f"the reason claims no GPUs while at least {job.nodes} schedulable node(s) "
-                    f"each have the job's {job.gpus_per_node} GPU(s) free, for {grace:g} s",
-                    {"free_nodes": [_node_evidence(node) for node in free]},
-                )
-            )
-    elif reason == "Priority":
-        others = [
-            j for j in snapshot.jobs if j.job_id != job.job_id and j.phase is JobPhase.PENDING
-        ]
-        if not others:
-            symptoms.append(
-                symptom(
-                    "reason_contradicted",
-                    f"{who} of {job.tenant} waits for 'Priority' while no other job is pending",
-                    f"the reason claims jobs ahead while no other job is pending, for {grace:g} s",
-                    {"other_pending_jobs": 0},
-                )
-            )
-    elif _claims_quota(job) and quotas is not None and job.tenant in quotas:
-        quota = quotas[job.tenant]
-        held = sum(q.running_gpus for q in snapshot.queues if q.tenant == job.tenant)
-        if held + job.gpus <= quota:
-            symptoms.append(
-                symptom(
-                    "reason_contradicted",
-                    f"{who} of {job.tenant} waits for its quota ('{reason}') while the tenant "
-                    f"holds {held} of its {quota} GPUs",
-                    f"the reason claims the quota is spent while the tenant's running GPUs plus "
-                    f"the job's stay within its quota, for {grace:g} s",
-                    {"tenant_running_gpus": held, "quota_gpus": quota},
-                )
-            )
-    return symptoms
-
-
-def _claims_gpu_shortage(job: PendingJob) -> bool:
-    if job.reason in _RESOURCE_REASONS:
-        return True
-    text = f"{job.reason} {job.message or ''}"
-    return job.reason in _SCHEDULING_REASONS and bool(_INSUFFICIENT_GPU.search(text))
-
-
-def _claims_quota(job: PendingJob) -> bool:
-    return job.reason in _QUOTA_REASONS or bool(_QUOTA_MESSAGE.search(job.message or ""))
-
-
-def _in_states(node: SchedulerNode, allowed: frozenset[str]) -> bool:
-    return {part.strip().lower() for part in node.state.split(",")} <= allowed
-
-
-def _node_evidence(node: SchedulerNode) -> dict[str, JsonValue]:
-    return {
-        "node": node.name,
-        "state": node.state,
-        "gpus_total": node.gpus_total,
-        "gpus_free": node.gpus_total - node.gpus_allocated,
-    }
 
 
 def _utc(at: datetime) -> datetime:

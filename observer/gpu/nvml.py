@@ -11,7 +11,7 @@ from __future__ import annotations
 import ctypes
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TypeVar
 
 import pynvml
 
@@ -34,7 +34,7 @@ from observer.gpu.backend import (
 )
 
 T = TypeVar("T")
-Handle = Any  # pynvml's opaque device handle (a ctypes pointer); never leaves this module
+Handle = pynvml.c_nvmlDevice_t  # opaque device handle (a ctypes pointer); never leaves this module
 _Failure = tuple[ReadErrorKind, str]
 # After one of these no later call on the device can succeed, so none is made.
 _FINAL_KINDS = frozenset({ReadErrorKind.GPU_LOST, ReadErrorKind.DRIVER_NOT_LOADED})
@@ -46,7 +46,7 @@ _PCIE_REPLAY_FIELD_ID = 94  # NVML_FI_DEV_PCIE_REPLAY_COUNTER
 _FIELD_VALUE_MEMBERS = ("dVal", "uiVal", "ulVal", "ullVal", "sllVal", "siVal", "usVal")
 
 # NVML 12.x renamed "throttle reasons" to "clock event reasons"; older pynvml lack the new name.
-_get_clock_event_reasons: Callable[[Handle], Any] = (
+_get_clock_event_reasons: Callable[[Handle], int] = (
     getattr(pynvml, "nvmlDeviceGetCurrentClocksEventReasons", None)
     or pynvml.nvmlDeviceGetCurrentClocksThrottleReasons
 )
@@ -71,7 +71,7 @@ def _processes(handle: Handle) -> tuple[GpuProcess, ...]:
     )
 
 
-def _bytes(value: Any) -> int | None:
+def _bytes(value: int | None) -> int | None:
     # pynvml turns NVML_VALUE_NOT_AVAILABLE into None; older releases pass it through.
     return None if value is None or value == _NOT_AVAILABLE else int(value)
 
@@ -318,5 +318,6 @@ class NvmlGpuBackend:
         try:
             return _Reads(self._handle(index), skip)
         except pynvml.NVMLError as exc:
-            # No handle, no call can be made: every call of the sample fails with this error.
-            return _Reads(None, skip, (read_error_kind(exc.value), str(exc)))
+            # No handle, no call can be made: every call of the sample fails with this error
+            # (and the NULL handle standing in is never passed to NVML).
+            return _Reads(Handle(), skip, (read_error_kind(exc.value), str(exc)))

@@ -15,8 +15,9 @@ from dataclasses import dataclass, replace
 from datetime import date, datetime, timedelta
 from enum import StrEnum
 
-from observer.detectors import fairness
+from observer.detectors import fairness, unexplained_wait
 from observer.domain import Expectation, Finding, FindingKind, Outcome, ProbeRun, Severity
+from observer.probes.windows import occurrence_of
 from observer.reports.data import GpuUsage, Period, PeriodData, ReportContext
 from observer.reports.figures import (
     FindingItem,
@@ -201,7 +202,7 @@ def _queue_explainable(soak: PeriodData, rules: VerdictRules) -> CriterionResult
     waited = [r for r in runs if _waited(r)]
     if not waited:
         return _result(name, Status.NOT_OBSERVED, [Note("ev.no_waits", {"runs": len(runs)})])
-    unexplained = _of(soak.findings, [fairness.UNEXPLAINED_WAIT])
+    unexplained = _of(soak.findings, [unexplained_wait.UNEXPLAINED_WAIT])
     unexplained_runs = {f.subject.get("run_id") for f in unexplained}
     share = len(unexplained_runs) / len(waited)
     reasons: dict[str, float] = {}
@@ -473,7 +474,7 @@ def _no_unfairness(
             continue
         if run.window not in known:
             continue
-        occurrence = fairness.occurrence_of(calendar, run.window, run.submitted_at)
+        occurrence = occurrence_of(calendar, run.window, run.submitted_at)
         if occurrence is not None:
             seen.setdefault(run.window, set()).add(occurrence.start)
     per_window = ", ".join(f"{w} {len(s)}" for w, s in sorted(seen.items())) or "-"

@@ -36,18 +36,11 @@ from observer.clock import SystemClock
 from observer.controller.compose import build_controller
 from observer.controller.service import Controller
 from observer.detectors.conditions import ConditionTracker
-from observer.detectors.fairness import (
-    Occurrence,
-    WindowAssessment,
-    assess_window,
-    capacity_over,
-    evaluate,
-    pending_probe,
-    slurm_partition,
-    unexplained_waits,
-)
+from observer.detectors.fairness import WindowAssessment, assess_window, capacity_over, evaluate
+from observer.detectors.unexplained_wait import pending_probe, slurm_partition, unexplained_waits
 from observer.domain import Severity
 from observer.metrics import ControllerMetrics
+from observer.probes.windows import Occurrence
 from observer.settings import FairnessSettings, Settings
 from observer.storage.store import Store, upgrade
 from tests.backends.slurm_harness import SlurmHarness, slurm_harness

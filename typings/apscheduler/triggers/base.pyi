@@ -1,0 +1,3 @@
+from abc import ABCMeta
+
+class BaseTrigger(metaclass=ABCMeta): ...
