@@ -37,7 +37,7 @@ import kmock
 import pytest
 from kubernetes import client
 
-from observer.backends.kubernetes import (
+from observer.backends.kubernetes.backend import (
     ENV_BEHAVIOUR,
     ENV_DURATION_SECONDS,
     ENV_EXIT_CODE,

@@ -15,7 +15,7 @@ import kmock
 import pytest
 
 from observer.backends.base import MANAGED_BY, MANAGED_BY_LABEL, PROBE_LABEL, RUN_ID_LABEL
-from observer.backends.kubernetes import (
+from observer.backends.kubernetes.backend import (
     CANARY_SCRIPT,
     ENV_DURATION_SECONDS,
     ENV_EXIT_CODE,
