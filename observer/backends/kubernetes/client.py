@@ -41,7 +41,7 @@ class Apis:
         self.batch = client.BatchV1Api(self._client)
 
     def close(self) -> None:
-        self._client.close()  # type: ignore[no-untyped-call]
+        self._client.close()
 
 
 @contextmanager
@@ -75,15 +75,13 @@ def observer_configuration(settings: KubernetesSettings) -> client.Configuration
         if settings.host is not None:
             configuration.host = settings.host
         elif settings.kubeconfig_path is not None:
-            config.load_kube_config(  # type: ignore[no-untyped-call]
+            config.load_kube_config(
                 config_file=str(settings.kubeconfig_path),
                 context=settings.kubeconfig_context,
                 client_configuration=configuration,
             )
         else:
-            config.load_incluster_config(  # type: ignore[no-untyped-call]
-                client_configuration=configuration
-            )
+            config.load_incluster_config(client_configuration=configuration)
     except (ConfigException, OSError) as exc:
         raise ConfigError([f"kubernetes: {exc}"]) from None
     return configuration
