@@ -89,7 +89,7 @@ def build_backend(cfg: ControllerSettings, clock: Clock) -> SchedulerBackend:
         cluster.faults.isolation_broken = sim.isolation_broken
         return cluster
     if cfg.backend == "kubernetes":
-        from observer.backends.kubernetes import KubernetesBackend  # noqa: PLC0415 - heavy
+        from observer.backends.kubernetes.backend import KubernetesBackend  # noqa: PLC0415
 
         k8s = cfg.kubernetes
         if not k8s.namespaces:  # one namespace per tenant, named after it

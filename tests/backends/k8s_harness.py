@@ -37,18 +37,18 @@ import kmock
 import pytest
 from kubernetes import client
 
-from observer.backends.kubernetes import (
+from observer.backends.kubernetes.backend import KubernetesBackend
+from observer.backends.kubernetes.manifests import (
     ENV_BEHAVIOUR,
     ENV_DURATION_SECONDS,
     ENV_EXIT_CODE,
     ENV_LOG_INTERVAL_SECONDS,
     ENV_LOG_LINES,
     ENV_RUN_ID,
-    KubernetesBackend,
-    KubernetesSettings,
 )
 from observer.clock import ManualClock
 from observer.domain import Behaviour
+from observer.settings import KubernetesSettings
 
 GPU = "nvidia.com/gpu"
 POOL_LABEL = "nvidia.com/gpu.product"

@@ -15,7 +15,8 @@ import kmock
 import pytest
 
 from observer.backends.base import MANAGED_BY, MANAGED_BY_LABEL, PROBE_LABEL, RUN_ID_LABEL
-from observer.backends.kubernetes import (
+from observer.backends.kubernetes.backend import KubernetesBackend
+from observer.backends.kubernetes.manifests import (
     CANARY_SCRIPT,
     ENV_DURATION_SECONDS,
     ENV_EXIT_CODE,
@@ -24,13 +25,12 @@ from observer.backends.kubernetes import (
     ENV_RUN_ID,
     QUEUE_LABEL,
     SLEEP_SCRIPT,
-    KubernetesBackend,
-    KubernetesSettings,
     job_name,
 )
 from observer.clock import SystemClock
 from observer.domain import Behaviour, JobPhase, JobRequest, JobStatus, Workload
 from observer.errors import BackendError, ConfigError, ProbeError
+from observer.settings import KubernetesSettings
 from tests.backends.k8s_harness import GPU, KubernetesHarness
 
 CANARY_LINE = re.compile(r"observer-canary run=(\S+) seq=(\d+) ts=(\d+\.\d+)")

@@ -11,7 +11,8 @@ import kmock
 import pytest
 import yaml
 
-from observer.backends.kubernetes import ISOLATION_PROBE_NAME, KubernetesBackend
+from observer.backends.kubernetes.backend import KubernetesBackend
+from observer.backends.kubernetes.isolation import ISOLATION_PROBE_NAME
 from observer.clock import SystemClock
 from observer.domain import AccessAttempt, JobPhase, JobRequest, Workload
 from observer.errors import BackendError, ProbeError

@@ -12,7 +12,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from observer.backends.kubernetes import CANARY_SCRIPT, probe_env
+from observer.backends.kubernetes.manifests import CANARY_SCRIPT, probe_env
 from observer.backends.simulated import NodeSpec, SimulatedCluster, TenantSpec
 from observer.backends.slurm import batch_script
 from observer.clock import ManualClock

@@ -1,0 +1,332 @@
+"""The real SchedulerBackend over the Kubernetes API with the official client: the calls.
+
+A probe's job id is "<namespace>/<job name>" (manifests.py says what is created). Kubernetes
+errors stop here: an API server that cannot be reached or read raises BackendError; a
+submission it refuses (quota, admission, validation, RBAC) raises ProbeError with its words.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, OrderedDict
+from collections.abc import Collection
+from dataclasses import replace
+from datetime import datetime
+from types import TracebackType
+
+from kubernetes.client import CoreV1Event, V1Job, V1Pod
+
+from observer.backends.base import (
+    MANAGED_BY,
+    MANAGED_BY_LABEL,
+    RUN_ID_LABEL,
+    FinishedJobs,
+    queue_states,
+)
+from observer.backends.kubernetes import isolation
+from observer.backends.kubernetes.client import Apis, ApiStatusError, api, observer_configuration
+from observer.backends.kubernetes.manifests import job_manifest, job_name
+from observer.backends.kubernetes.status import (
+    TERMINAL_POD_PHASES,
+    EventReader,
+    controller_of,
+    creation_then_name,
+    ending_status,
+    final_condition,
+    group_by_job,
+    has_gpus,
+    is_deleting,
+    is_ours,
+    job_status,
+    labels_of,
+    namespace_of,
+    object_name,
+    owned_pods,
+    pod_group_id,
+    pod_group_status,
+    pod_phase,
+    pod_spec_gpus,
+    pod_template,
+    scheduler_node,
+)
+from observer.clock import Clock
+from observer.domain import AccessAttempt, JobPhase, JobRequest, JobStatus, SchedulerSnapshot
+from observer.errors import BackendError, ProbeError
+from observer.settings import KubernetesSettings
+
+JOB_NAME_LABEL = "job-name"  # the job controller puts it on its pods (every release so far)
+_CANCELLED_REMEMBERED = 1024  # a cancelled Job vanishes from the API; its outcome is kept here
+
+
+class KubernetesBackend:
+    def __init__(self, settings: KubernetesSettings, clock: Clock) -> None:
+        self._settings = settings
+        self._clock = clock
+        self._timeout = settings.request_timeout_seconds
+        self._gpu = settings.gpu_resource
+        self._apis = Apis(observer_configuration(settings))
+        self._core, self._batch = self._apis.core, self._apis.batch
+        self._cancelled: OrderedDict[str, JobStatus] = OrderedDict()
+
+    def close(self) -> None:
+        self._apis.close()
+
+    def __enter__(self) -> KubernetesBackend:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    # --- SchedulerBackend ------------------------------------------------------------------
+
+    def submit(self, request: JobRequest) -> str:
+        namespace, name = request.tenant, job_name(request.probe, request.run_id)
+        job_id = f"{namespace}/{name}"
+        try:
+            with api(f"create job {job_id}"):
+                self._batch.create_namespaced_job(
+                    namespace,
+                    job_manifest(self._settings, request, name),
+                    _request_timeout=self._timeout,
+                )
+        except ApiStatusError as exc:
+            if exc.status == 409 and self._submitted_before(namespace, name, request.run_id):
+                return job_id  # an earlier attempt did create it: submitting is idempotent
+            if 400 <= exc.status < 500 and exc.status != 429:
+                raise ProbeError(exc.message) from None
+            raise
+        self._cancelled.pop(job_id, None)  # the run's Job exists again: read it, not the past
+        return job_id
+
+    def jobs(self, job_ids: Collection[str]) -> dict[str, JobStatus]:
+        found: dict[str, JobStatus] = {}
+        names_by_namespace: dict[str, list[str]] = {}
+        for job_id in job_ids:
+            if job_id in self._cancelled:
+                found[job_id] = self._cancelled[job_id]
+            else:
+                namespace, name = _split_job_id(job_id)
+                names_by_namespace.setdefault(namespace, []).append(name)
+        for namespace, names in names_by_namespace.items():
+            jobs = [job for name in names if (job := self._read_job(namespace, name))]
+            if jobs:
+                selector = f"{JOB_NAME_LABEL} in ({','.join(sorted(names))})"
+                pods = group_by_job(self._list_pods(namespace, selector))
+                events = self._warning_events(namespace)
+                for job in jobs:
+                    status = job_status(job, pods, events, self._gpu)
+                    found[status.job_id] = status
+        return found
+
+    def cancel(self, job_id: str) -> None:
+        status = self.jobs([job_id]).get(job_id)
+        if status is None or status.phase.finished:
+            return
+        namespace, name = _split_job_id(job_id)
+        try:
+            with api(f"delete job {job_id}"):
+                self._batch.delete_namespaced_job(
+                    name,
+                    namespace,
+                    propagation_policy="Background",
+                    _request_timeout=self._timeout,
+                )
+        except ApiStatusError as exc:
+            if exc.status != 404:
+                raise
+        # With Background propagation the Job is gone at once and the garbage collector
+        # deletes its pods after; the API soon knows nothing of it, so the outcome is kept.
+        self._cancelled[job_id] = replace(
+            status,
+            phase=JobPhase.CANCELLED,
+            finished_at=self._clock.now(),
+            reason="Deleted",
+            message="deleted by the observer (propagationPolicy=Background)",
+        )
+        while len(self._cancelled) > _CANCELLED_REMEMBERED:
+            self._cancelled.popitem(last=False)
+
+    def logs(self, job_id: str) -> str:
+        namespace, name = _split_job_id(job_id)
+        job = self._read_job(namespace, name)
+        if job is None:
+            raise BackendError(f"logs of {job_id}: no such job")
+        pods = owned_pods(job, group_by_job(self._list_pods(namespace, f"{JOB_NAME_LABEL}={name}")))
+        if not pods:
+            raise BackendError(f"logs of {job_id}: the job has no pods")
+        parts = []
+        for pod in sorted(pods, key=creation_then_name):
+            pod_name = object_name(pod.metadata)
+            containers = pod.spec.containers if pod.spec else []
+            with api(f"read log of pod {namespace}/{pod_name}"):
+                parts.append(
+                    self._core.read_namespaced_pod_log(
+                        pod_name,
+                        namespace,
+                        container=containers[0].name if containers else None,
+                        _request_timeout=self._timeout,
+                    )
+                )
+        return "".join(parts)
+
+    def probe_jobs(self) -> list[JobStatus]:
+        # Per namespace: the observer needs no cluster-wide right to read Jobs.
+        managed = f"{MANAGED_BY_LABEL}={MANAGED_BY}"
+        statuses: list[JobStatus] = []
+        for namespace in self._settings.namespaces:
+            with api(f"list jobs in {namespace}"):
+                listed = self._batch.list_namespaced_job(
+                    namespace, label_selector=managed, _request_timeout=self._timeout
+                ).items
+            jobs = [job for job in listed if is_ours(job.metadata) and not final_condition(job)]
+            if jobs:
+                pods = group_by_job(self._list_pods(namespace, managed))
+                events = self._warning_events(namespace)
+                statuses.extend(job_status(job, pods, events, self._gpu) for job in jobs)
+        return [status for status in statuses if not status.phase.finished]
+
+    def finished_jobs(self, since: datetime, until: datetime) -> FinishedJobs:
+        # The Jobs of the tenants' namespaces that reached Complete or Failed; one being
+        # deleted (its TTL ran out, or someone deleted it) is on its way out and not read.
+        ended: list[JobStatus] = []
+        for namespace in self._settings.namespaces:
+            with api(f"list jobs in {namespace}"):
+                listed = self._batch.list_namespaced_job(
+                    namespace, _request_timeout=self._timeout
+                ).items
+            final = [j for j in listed if final_condition(j) and not is_deleting(j.metadata)]
+            if final:
+                pods = group_by_job(self._list_pods(namespace, ""))
+                events = self._warning_events(namespace)
+                ended += [job_status(job, pods, events, self._gpu) for job in final]
+        return FinishedJobs(
+            since,
+            until,
+            tuple(s for s in ended if s.finished_at is not None and since <= s.finished_at < until),
+            complete=False,
+            note="the API server deletes finished Jobs ttlSecondsAfterFinished after they "
+            "end, and a deleted Job or a bare pod is never listed",
+        )
+
+    def snapshot(self) -> SchedulerSnapshot:
+        now = self._clock.now()
+        with api("list nodes"):
+            nodes = self._core.list_node(_request_timeout=self._timeout).items
+        # Every pod, not only the tenants': a node's GPUs are held by whoever runs there.
+        with api("list pods in all namespaces"):
+            pods = self._core.list_pod_for_all_namespaces(_request_timeout=self._timeout).items
+        by_namespace: dict[str, list[V1Pod]] = {}
+        # As the scheduler counts: a pod holds its GPUs until it is gone, Terminating or not.
+        allocated: Counter[str] = Counter()
+        for pod in pods:
+            by_namespace.setdefault(namespace_of(pod), []).append(pod)
+            if pod.spec and pod.spec.node_name and pod_phase(pod) not in TERMINAL_POD_PHASES:
+                allocated[pod.spec.node_name] += pod_spec_gpus(pod.spec, self._gpu)
+        jobs: list[JobStatus] = []
+        for namespace in self._settings.namespaces:
+            jobs += self._unfinished_work(namespace, by_namespace.get(namespace, []))
+        return SchedulerSnapshot(
+            at=now,
+            queues=queue_states(jobs, now, self._settings.namespaces),
+            nodes=tuple(
+                scheduler_node(
+                    node,
+                    allocated[object_name(node.metadata)],
+                    self._gpu,
+                    self._settings.pool_label,
+                )
+                for node in sorted(nodes, key=lambda node: object_name(node.metadata))
+                if has_gpus(node, self._gpu)
+            ),
+            jobs=tuple(jobs),
+        )
+
+    def probe_isolation(self, as_tenant: str, other_tenant: str) -> list[AccessAttempt]:
+        return isolation.probe(self._settings, as_tenant, other_tenant)
+
+    # --- reading ---------------------------------------------------------------------------
+
+    def _read_job(self, namespace: str, name: str) -> V1Job | None:
+        try:
+            with api(f"read job {namespace}/{name}"):
+                return self._batch.read_namespaced_job(
+                    name, namespace, _request_timeout=self._timeout
+                )
+        except ApiStatusError as exc:
+            if exc.status == 404:
+                return None
+            raise
+
+    def _list_pods(self, namespace: str, selector: str) -> list[V1Pod]:
+        with api(f"list pods in {namespace}"):
+            return self._core.list_namespaced_pod(
+                namespace, label_selector=selector, _request_timeout=self._timeout
+            ).items
+
+    def _warning_events(self, namespace: str) -> EventReader:
+        """Read a namespace's Warning events once, and only if a pending job needs them."""
+        read: list[list[CoreV1Event]] = []
+
+        def events() -> list[CoreV1Event]:
+            if not read:
+                with api(f"list events in {namespace}"):
+                    read.append(
+                        self._core.list_namespaced_event(
+                            namespace, field_selector="type=Warning", _request_timeout=self._timeout
+                        ).items
+                    )
+            return read[0]
+
+        return events
+
+    def _submitted_before(self, namespace: str, name: str, run_id: str) -> bool:
+        job = self._read_job(namespace, name)
+        return job is not None and labels_of(job.metadata).get(RUN_ID_LABEL) == run_id
+
+    def _unfinished_work(self, namespace: str, pods: list[V1Pod]) -> list[JobStatus]:
+        """Every unfinished Job that asks for GPUs, and every other group of live pods using
+        GPUs, grouped by their controller (a ReplicaSet, an MPIJob's launcher, ...); pods being
+        deleted that still hold GPUs, outside a live Job, as ending work."""
+        with api(f"list jobs in {namespace}"):
+            listed = self._batch.list_namespaced_job(
+                namespace, _request_timeout=self._timeout
+            ).items
+        events, by_job = self._warning_events(namespace), group_by_job(pods)
+        statuses = [
+            job_status(job, by_job, events, self._gpu)
+            for job in listed
+            if not final_condition(job) and pod_spec_gpus(pod_template(job), self._gpu) > 0
+        ]
+        groups: dict[str, list[V1Pod]] = {}
+        ending: dict[str, list[V1Pod]] = {}
+        for pod in pods:
+            if pod_phase(pod) in TERMINAL_POD_PHASES or pod_spec_gpus(pod.spec, self._gpu) == 0:
+                continue
+            owner = controller_of(pod.metadata)
+            if is_deleting(pod.metadata):
+                if pod.spec and pod.spec.node_name:  # still holding its node's GPUs
+                    ending.setdefault(pod_group_id(namespace, pod, owner), []).append(pod)
+            elif owner is None or owner.kind != "Job":  # a live Job's pods are the Job's
+                groups.setdefault(pod_group_id(namespace, pod, owner), []).append(pod)
+        statuses += [
+            pod_group_status(group_id, namespace, members, events, self._gpu)
+            for group_id, members in sorted(groups.items())
+        ]
+        unfinished = [status for status in statuses if not status.phase.finished]
+        live = {status.job_id for status in unfinished}
+        return unfinished + [
+            ending_status(group_id, namespace, members, self._gpu)
+            for group_id, members in sorted(ending.items())
+            if group_id not in live
+        ]
+
+
+def _split_job_id(job_id: str) -> tuple[str, str]:
+    namespace, _, name = job_id.partition("/")
+    if not namespace or not name or "/" in name:
+        raise ProbeError(f"not a Kubernetes job id (<namespace>/<job name>): {job_id!r}")
+    return namespace, name

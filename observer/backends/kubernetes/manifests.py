@@ -1,0 +1,139 @@
+"""What the backend creates: a probe is a batch/v1 Job in its tenant's namespace (namespace =
+tenant), named after its run id and labelled with it, whose one container runs a shell script
+chosen by the probe's behaviour with its parameters in the environment."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+
+from kubernetes import client
+
+from observer.backends.base import MANAGED_BY, MANAGED_BY_LABEL, PROBE_LABEL, RUN_ID_LABEL
+from observer.domain import CANARY_MARK, Behaviour, JobRequest, canary_padding
+from observer.settings import KubernetesSettings
+
+QUEUE_LABEL = "kueue.x-k8s.io/queue-name"  # Kueue's LocalQueue of a Job
+CONTAINER_NAME = "probe"
+BAD_COMMAND = "observer-no-such-command"
+
+# The probe's parameters travel as environment variables: the scripts read them, and a person
+# reading `kubectl describe pod` sees what the probe was asked to do.
+ENV_RUN_ID = "OBSERVER_RUN_ID"
+ENV_BEHAVIOUR = "OBSERVER_BEHAVIOUR"
+ENV_DURATION_SECONDS = "OBSERVER_DURATION_SECONDS"
+ENV_EXIT_CODE = "OBSERVER_EXIT_CODE"
+ENV_LOG_LINES = "OBSERVER_LOG_LINES"
+ENV_LOG_INTERVAL_SECONDS = "OBSERVER_LOG_INTERVAL_SECONDS"
+ENV_LOG_PADDING = "OBSERVER_LOG_PADDING"  # domain.canary_padding: empty, or " pad=<k>:xx..."
+
+SLEEP_SCRIPT = f'sleep "${ENV_DURATION_SECONDS}"; exit "${ENV_EXIT_CODE}"'
+# A CPU busy loop: the default image has no GPU burner; set gpu_busy_command for a real one.
+BUSY_SCRIPT = (
+    f'timeout "${ENV_DURATION_SECONDS}" sh -c "while :; do :; done"; exit "${ENV_EXIT_CODE}"'
+)
+CANARY_SCRIPT = (  # seq counts from 0, as on every backend
+    "i=0; "
+    f'while [ "$i" -lt "${ENV_LOG_LINES}" ]; do '
+    f'echo "{CANARY_MARK} run=${ENV_RUN_ID} seq=$i ts=$(date +%s.%N)${ENV_LOG_PADDING}"; '
+    "i=$((i + 1)); "
+    f'[ "${ENV_LOG_INTERVAL_SECONDS}" = 0 ] || sleep "${ENV_LOG_INTERVAL_SECONDS}"; '
+    "done; "
+    f'exit "${ENV_EXIT_CODE}"'
+)
+OOM_SCRIPT = "tail /dev/zero"  # buffers one endless line until the memory limit is hit
+
+_NAME_LIMIT = 63  # a Job's name is also the value of its pods' job-name label
+_HASH_CHARS = 10
+
+
+def job_manifest(settings: KubernetesSettings, request: JobRequest, name: str) -> client.V1Job:
+    """The Job that runs `request` under `name`: never retried, one pod per node."""
+    workload = request.workload
+    labels = {
+        RUN_ID_LABEL: request.run_id,
+        PROBE_LABEL: request.probe,
+        MANAGED_BY_LABEL: MANAGED_BY,
+    }
+    if request.queue is not None:
+        labels[QUEUE_LABEL] = request.queue
+    image, command = settings.image, ["/bin/sh", "-c", SLEEP_SCRIPT]
+    limits = {settings.gpu_resource: str(workload.gpus_per_node)}
+    match workload.behaviour:
+        case Behaviour.GPU_BUSY:
+            image = settings.gpu_busy_image or settings.image
+            command = list(settings.gpu_busy_command or ("/bin/sh", "-c", BUSY_SCRIPT))
+        case Behaviour.LOG_CANARY:
+            command = ["/bin/sh", "-c", CANARY_SCRIPT]
+        case Behaviour.BAD_COMMAND:
+            command = [BAD_COMMAND]
+        case Behaviour.BAD_IMAGE:
+            image = settings.bad_image
+        case Behaviour.OOM:
+            command = ["/bin/sh", "-c", OOM_SCRIPT]
+            limits["memory"] = settings.oom_memory_limit
+    env = probe_env(request)
+    pod_spec = client.V1PodSpec(
+        restart_policy="Never",
+        priority_class_name=request.priority,
+        affinity=_one_pod_per_node(request.run_id) if workload.nodes > 1 else None,
+        containers=[
+            client.V1Container(
+                name=CONTAINER_NAME,
+                image=image,
+                command=command,
+                env=[client.V1EnvVar(name=key, value=value) for key, value in env.items()],
+                resources=client.V1ResourceRequirements(limits=limits),
+            )
+        ],
+    )
+    return client.V1Job(
+        api_version="batch/v1",
+        kind="Job",
+        metadata=client.V1ObjectMeta(name=name, namespace=request.tenant, labels=labels),
+        spec=client.V1JobSpec(
+            backoff_limit=0,  # a probe's failure is its result: never retried
+            parallelism=workload.nodes,
+            completions=workload.nodes,
+            ttl_seconds_after_finished=settings.ttl_seconds_after_finished,
+            template=client.V1PodTemplateSpec(
+                metadata=client.V1ObjectMeta(labels=labels), spec=pod_spec
+            ),
+        ),
+    )
+
+
+def probe_env(request: JobRequest) -> dict[str, str]:
+    """The environment a probe's container runs its script with."""
+    workload = request.workload
+    return {
+        ENV_RUN_ID: request.run_id,
+        ENV_BEHAVIOUR: workload.behaviour.value,
+        ENV_DURATION_SECONDS: f"{workload.duration_seconds:g}",
+        ENV_EXIT_CODE: str(workload.exit_code),
+        ENV_LOG_LINES: str(workload.log_lines),
+        ENV_LOG_INTERVAL_SECONDS: f"{workload.log_interval_seconds:g}",
+        ENV_LOG_PADDING: canary_padding(request.run_id, workload),
+    }
+
+
+def job_name(probe: str, run_id: str) -> str:
+    """`observer-<probe>-<run id hash>`: a valid DNS label, the same for the same run id (a
+    retried submission finds its earlier Job); the run id itself is in the labels."""
+    digest = hashlib.sha256(run_id.encode()).hexdigest()[:_HASH_CHARS]
+    room = _NAME_LIMIT - len("observer--") - _HASH_CHARS
+    slug = re.sub(r"[^a-z0-9-]+", "-", probe.lower()).strip("-")[:room].strip("-")
+    return f"observer-{slug}-{digest}" if slug else f"observer-{digest}"
+
+
+def _one_pod_per_node(run_id: str) -> client.V1Affinity:
+    return client.V1Affinity(
+        pod_anti_affinity=client.V1PodAntiAffinity(
+            required_during_scheduling_ignored_during_execution=[
+                client.V1PodAffinityTerm(
+                    label_selector=client.V1LabelSelector(match_labels={RUN_ID_LABEL: run_id}),
+                    topology_key="kubernetes.io/hostname",
+                )
+            ]
+        )
+    )

@@ -1,0 +1,371 @@
+"""Pure translation of API objects into the observer's words, read the way kubectl shows them.
+
+A Job's status comes from its conditions, its pods' container states, the scheduler's
+PodScheduled condition and Warning events; other tenants' work is a group of pods with the id
+"<namespace>/<owner kind>/<owner name>" ("<namespace>/pod/<pod name>" for a bare pod); a node
+is its Ready condition, cordon, taints and GPUs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import replace
+from datetime import UTC, datetime
+
+from kubernetes import client
+
+from observer.backends.base import MANAGED_BY, MANAGED_BY_LABEL, RUN_ID_LABEL
+from observer.backends.kubernetes.manifests import QUEUE_LABEL
+from observer.domain import JobPhase, JobStatus, SchedulerNode
+from observer.errors import BackendError
+
+TERMINAL_POD_PHASES = frozenset({"Succeeded", "Failed"})
+_SUCCEEDED_CONDITIONS = frozenset({"Complete", "SuccessCriteriaMet"})
+_FAILED_CONDITIONS = frozenset({"Failed", "FailureTarget"})  # FailureTarget: 1.31+, before Failed
+_FINAL_CONDITIONS = _SUCCEEDED_CONDITIONS | _FAILED_CONDITIONS
+# Waiting reasons that are a normal step of starting, not a reason for waiting.
+_STARTING_REASONS = frozenset({"ContainerCreating", "PodInitializing"})
+_NEVER = datetime.min.replace(tzinfo=UTC)
+
+EventReader = Callable[[], list[client.CoreV1Event]]
+PodsByJob = dict[str, list[tuple[str, client.V1Pod]]]  # Job name -> (owner uid, pod)
+
+
+def job_status(
+    job: client.V1Job, pods_by_job: PodsByJob, events: EventReader, gpu: str
+) -> JobStatus:
+    meta, spec = job.metadata, job.spec
+    namespace, name, labels = namespace_of(job), object_name(meta), labels_of(meta)
+    pods = owned_pods(job, pods_by_job)
+    parallelism = spec.parallelism if spec and spec.parallelism is not None else 1
+    completions = spec.completions if spec and spec.completions is not None else parallelism
+    expected = max(1, min(parallelism, completions))
+    started = [moment for moment in map(_started_at, pods) if moment is not None]
+    status = JobStatus(
+        job_id=f"{namespace}/{name}",
+        run_id=labels.get(RUN_ID_LABEL),
+        tenant=namespace,
+        queue=labels.get(QUEUE_LABEL),
+        phase=JobPhase.PENDING,
+        gpus=pod_spec_gpus(pod_template(job), gpu) * expected,
+        submitted_at=_utc(meta.creation_timestamp if meta else None),
+        # A job of several pods starts when its last pod does: that ends its wait.
+        started_at=max(started) if len(started) >= expected else None,
+        nodes=_nodes(pods),
+        owner_ids=_uids(pods),
+    )
+    if is_deleting(meta):
+        return replace(
+            status,
+            phase=JobPhase.CANCELLED,
+            finished_at=_utc(meta.deletion_timestamp if meta else None),
+            reason="Deleted",
+            message="the Job is being deleted",
+        )
+    condition = final_condition(job)
+    if condition is None:
+        if status.started_at is not None:
+            return replace(status, phase=JobPhase.RUNNING)
+        reason, message = _pending_reason(pods, events, job)
+        return replace(status, reason=reason, message=message)
+    status = replace(status, started_at=max(started, default=None))
+    ended = [state for pod in pods if (state := _terminated(pod)) is not None]
+    last_finish = max((t for state in ended if (t := _utc(state.finished_at))), default=None)
+    if condition.type in _SUCCEEDED_CONDITIONS:
+        completion = _utc(job.status.completion_time) if job.status else None
+        return replace(
+            status,
+            phase=JobPhase.SUCCEEDED,
+            finished_at=completion or last_finish or _utc(condition.last_transition_time),
+            exit_code=0,
+        )
+    failures = [state for state in ended if state.exit_code != 0]
+    failure = min(failures, key=lambda state: _utc(state.finished_at) or _NEVER, default=None)
+    return replace(
+        status,
+        phase=JobPhase.FAILED,
+        finished_at=_utc(condition.last_transition_time) or last_finish,
+        # The container's words (OOMKilled, StartError) say more than BackoffLimitExceeded.
+        reason=(failure.reason if failure else None) or condition.reason,
+        message=(failure.message if failure else None) or condition.message,
+        exit_code=failure.exit_code if failure else None,
+    )
+
+
+def pod_group_status(
+    group_id: str, namespace: str, pods: list[client.V1Pod], events: EventReader, gpu: str
+) -> JobStatus:
+    labels = labels_of(pods[0].metadata)
+    started = [moment for moment in map(_started_at, pods) if moment is not None]
+    created = [_utc(pod.metadata.creation_timestamp) for pod in pods if pod.metadata]
+    status = JobStatus(
+        job_id=group_id,
+        run_id=labels.get(RUN_ID_LABEL),
+        tenant=namespace,
+        queue=labels.get(QUEUE_LABEL),
+        phase=JobPhase.PENDING,
+        gpus=sum(pod_spec_gpus(pod.spec, gpu) for pod in pods),
+        submitted_at=min((moment for moment in created if moment), default=None),
+        started_at=max(started) if len(started) == len(pods) else None,
+        nodes=_nodes(pods),
+        owner_ids=_uids(pods),
+    )
+    if status.started_at is not None:
+        return replace(status, phase=JobPhase.RUNNING)
+    reason, message = _pending_reason(pods, events, None)
+    return replace(status, reason=reason, message=message)
+
+
+def ending_status(group_id: str, namespace: str, pods: list[client.V1Pod], gpu: str) -> JobStatus:
+    """Pods being deleted and still bound to their node: the scheduler counts their GPUs
+    until the kubelet has stopped them. Ending since the deletion's deadline (deletionTimestamp
+    is the request plus the pod's grace period)."""
+    deadline = min(
+        ts for pod in pods if pod.metadata and (ts := _utc(pod.metadata.deletion_timestamp))
+    )
+    started = [moment for moment in map(_started_at, pods) if moment is not None]
+    created = [_utc(pod.metadata.creation_timestamp) for pod in pods if pod.metadata]
+    nodes = _nodes(pods)
+    return JobStatus(
+        job_id=group_id,
+        run_id=labels_of(pods[0].metadata).get(RUN_ID_LABEL),
+        tenant=namespace,
+        queue=labels_of(pods[0].metadata).get(QUEUE_LABEL),
+        phase=JobPhase.CANCELLED,
+        gpus=sum(pod_spec_gpus(pod.spec, gpu) for pod in pods),
+        submitted_at=min((moment for moment in created if moment), default=None),
+        started_at=max(started, default=None),
+        finished_at=deadline,
+        reason="Terminating",
+        message=f"{len(pods)} pod(s) Terminating on {', '.join(nodes)}, to be gone by "
+        f"{deadline.isoformat()}",
+        nodes=nodes,
+        owner_ids=_uids(pods),
+        ending_since=deadline,
+    )
+
+
+def _pending_reason(
+    pods: list[client.V1Pod], events: EventReader, job: client.V1Job | None
+) -> tuple[str | None, str | None]:
+    """Why a job waits, the most specific first: a container that cannot start (a bad image
+    waits forever), the scheduler's verdict, then the job controller's (quota, suspension)."""
+    waiting = [pod for pod in pods if _started_at(pod) is None and _terminated(pod) is None]
+    for pod in waiting:
+        for container in (pod.status.container_statuses if pod.status else None) or []:
+            state = container.state.waiting if container.state else None
+            if state is not None and state.reason and state.reason not in _STARTING_REASONS:
+                return state.reason, state.message
+    for pod in waiting:
+        for condition in (pod.status.conditions if pod.status else None) or []:
+            if condition.type == "PodScheduled" and condition.status == "False":
+                return condition.reason, condition.message
+    for pod in waiting:
+        if not (pod.spec and pod.spec.node_name):
+            event = _latest_event(events(), "Pod", pod.metadata, "FailedScheduling")
+            if event is not None:
+                return event.reason, event.message
+    if job is not None and job.spec and job.spec.suspend:
+        for suspended in (job.status.conditions if job.status else None) or []:
+            if suspended.type == "Suspended" and suspended.status == "True":
+                return suspended.reason or "Suspended", suspended.message
+        return "Suspended", "spec.suspend is true (waiting for admission)"
+    if job is not None and not pods:
+        event = _latest_event(events(), "Job", job.metadata, "FailedCreate")
+        if event is not None:
+            return event.reason, event.message
+    return None, None
+
+
+def _latest_event(
+    events: list[client.CoreV1Event], kind: str, meta: client.V1ObjectMeta | None, reason: str
+) -> client.CoreV1Event | None:
+    name, uid = object_name(meta), meta.uid if meta else None
+    matching = [
+        event
+        for event in events
+        if event.reason == reason
+        and event.involved_object.kind == kind
+        and event.involved_object.name == name
+        and event.involved_object.uid in (None, uid)
+    ]
+    return max(matching, key=_event_time, default=None)
+
+
+def _event_time(event: client.CoreV1Event) -> datetime:
+    moments = (
+        event.last_timestamp,
+        event.event_time,
+        event.metadata.creation_timestamp,
+        event.first_timestamp,
+    )
+    return next((moment for moment in map(_utc, moments) if moment is not None), _NEVER)
+
+
+def scheduler_node(node: client.V1Node, allocated: int, gpu: str, pool_label: str) -> SchedulerNode:
+    name, status, spec = object_name(node.metadata), node.status, node.spec
+    conditions = (status.conditions if status else None) or []
+    ready = next((condition for condition in conditions if condition.type == "Ready"), None)
+    state = "Ready" if ready is not None and ready.status == "True" else "NotReady"
+    reasons = []
+    if ready is None:
+        reasons.append("no Ready condition")
+    elif ready.status != "True":
+        reasons.append(": ".join(part for part in (ready.reason, ready.message) if part))
+    if spec and spec.unschedulable:
+        state += ",SchedulingDisabled"  # kubectl's word for a cordoned node
+        reasons.append("cordoned")
+    for taint in (spec.taints if spec else None) or []:
+        if taint.effect in ("NoSchedule", "NoExecute"):
+            value = f"={taint.value}" if taint.value else ""
+            reasons.append(f"taint {taint.key}{value}:{taint.effect}")
+    return SchedulerNode(
+        name=name,
+        pool=labels_of(node.metadata).get(pool_label),
+        gpus_total=_quantity((status.allocatable or {}).get(gpu) if status else None),
+        gpus_allocated=allocated,
+        state=state,
+        reason="; ".join(reason for reason in reasons if reason) or None,
+    )
+
+
+def has_gpus(node: client.V1Node, gpu: str) -> bool:
+    # A node whose device plugin died keeps its capacity but allocates no GPU: it stays listed.
+    status = node.status
+    return status is not None and any(
+        _quantity((resources or {}).get(gpu)) > 0
+        for resources in (status.capacity, status.allocatable)
+    )
+
+
+# --- small readers ---------------------------------------------------------------------------
+
+
+def object_name(meta: client.V1ObjectMeta | None) -> str:
+    if meta is None or not meta.name:
+        raise BackendError("the API returned an object without a name")
+    return meta.name
+
+
+def namespace_of(obj: client.V1Job | client.V1Pod) -> str:
+    return (obj.metadata.namespace if obj.metadata else None) or ""
+
+
+def labels_of(meta: client.V1ObjectMeta | None) -> dict[str, str]:
+    return (meta.labels if meta else None) or {}
+
+
+def is_ours(meta: client.V1ObjectMeta | None) -> bool:
+    return labels_of(meta).get(MANAGED_BY_LABEL) == MANAGED_BY
+
+
+def pod_group_id(namespace: str, pod: client.V1Pod, owner: client.V1OwnerReference | None) -> str:
+    """A Job's pods under the Job's own id, others under their controller or themselves."""
+    if owner is not None and owner.kind == "Job":
+        return f"{namespace}/{owner.name}"
+    key = f"{owner.kind.lower()}/{owner.name}" if owner else f"pod/{object_name(pod.metadata)}"
+    return f"{namespace}/{key}"
+
+
+def is_deleting(meta: client.V1ObjectMeta | None) -> bool:
+    return meta is not None and meta.deletion_timestamp is not None
+
+
+def controller_of(meta: client.V1ObjectMeta | None) -> client.V1OwnerReference | None:
+    references = (meta.owner_references if meta else None) or []
+    return next((ref for ref in references if ref.controller), None)
+
+
+def group_by_job(pods: list[client.V1Pod]) -> PodsByJob:
+    """Pods by the name of the Job that controls them (label selectors are only a hint)."""
+    by_job: PodsByJob = {}
+    for pod in pods:
+        owner = controller_of(pod.metadata)
+        if owner is not None and owner.kind == "Job":
+            by_job.setdefault(owner.name, []).append((owner.uid, pod))
+    return by_job
+
+
+def owned_pods(job: client.V1Job, pods_by_job: PodsByJob) -> list[client.V1Pod]:
+    # The owner's uid tells this Job's pods from those of an earlier namesake.
+    uid = job.metadata.uid if job.metadata else None
+    return [
+        pod for owner, pod in pods_by_job.get(object_name(job.metadata), []) if uid in (None, owner)
+    ]
+
+
+def creation_then_name(pod: client.V1Pod) -> tuple[datetime, str]:
+    created = _utc(pod.metadata.creation_timestamp if pod.metadata else None)
+    return created or _NEVER, object_name(pod.metadata)
+
+
+def final_condition(job: client.V1Job) -> client.V1JobCondition | None:
+    conditions = (job.status.conditions if job.status else None) or []
+    return next((c for c in conditions if c.status == "True" and c.type in _FINAL_CONDITIONS), None)
+
+
+def pod_template(job: client.V1Job) -> client.V1PodSpec | None:
+    return job.spec.template.spec if job.spec else None
+
+
+def pod_phase(pod: client.V1Pod) -> str | None:
+    return pod.status.phase if pod.status else None
+
+
+def _nodes(pods: list[client.V1Pod]) -> tuple[str, ...]:
+    return tuple(sorted({pod.spec.node_name for pod in pods if pod.spec and pod.spec.node_name}))
+
+
+def _uids(pods: list[client.V1Pod]) -> tuple[str, ...]:
+    """The pods' UIDs: what the agents read from their cgroup paths as their owner."""
+    return tuple(sorted({pod.metadata.uid for pod in pods if pod.metadata and pod.metadata.uid}))
+
+
+def _started_at(pod: client.V1Pod) -> datetime | None:
+    """When the pod's first container really started; None if none could."""
+    moments = []
+    for container in (pod.status.container_statuses if pod.status else None) or []:
+        state = container.state
+        if state is not None and state.running is not None:
+            moments.append(_utc(state.running.started_at))
+        elif state is not None and state.terminated is not None:
+            moments.append(_utc(state.terminated.started_at))
+    # A container that failed to start reports the zero time (1970) as its start.
+    return min((m for m in moments if m is not None and m.timestamp() > 0), default=None)
+
+
+def _terminated(pod: client.V1Pod) -> client.V1ContainerStateTerminated | None:
+    for container in (pod.status.container_statuses if pod.status else None) or []:
+        if container.state is not None and container.state.terminated is not None:
+            return container.state.terminated
+    return None
+
+
+def pod_spec_gpus(spec: client.V1PodSpec | None, gpu: str) -> int:
+    """GPUs a pod holds: its containers' sum, or its largest init container's if more."""
+    if spec is None:
+        return 0
+    main = sum(_container_gpus(container, gpu) for container in spec.containers)
+    init = max((_container_gpus(c, gpu) for c in spec.init_containers or []), default=0)
+    return max(main, init)
+
+
+def _container_gpus(container: client.V1Container, gpu: str) -> int:
+    resources = container.resources
+    if resources is None:
+        return 0
+    # Extended resources are given as limits; requests, when given, must equal them.
+    return _quantity((resources.limits or {}).get(gpu) or (resources.requests or {}).get(gpu))
+
+
+def _quantity(value: str | None) -> int:
+    if value is None:
+        return 0
+    try:
+        return int(value)
+    except ValueError:
+        raise BackendError(f"not a whole number of GPUs: {value!r}") from None
+
+
+def _utc(moment: datetime | None) -> datetime | None:
+    return moment.astimezone(UTC) if moment is not None else None

@@ -1,0 +1,253 @@
+"""The Kubernetes status translation, on API documents recorded as the API server returns them
+(tests/backends/kubernetes_api/), read by the client's own deserializer."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from kubernetes.client import ApiClient, CoreV1Event
+
+from observer.backends.kubernetes.status import (
+    controller_of,
+    ending_status,
+    group_by_job,
+    has_gpus,
+    job_status,
+    pod_group_id,
+    pod_group_status,
+    scheduler_node,
+)
+from observer.domain import JobPhase, JobStatus
+
+RECORDED = Path(__file__).parent / "kubernetes_api"
+GPU = "nvidia.com/gpu"
+POOL_LABEL = "nvidia.com/gpu.product"
+UNSCHEDULABLE = (
+    "0/3 nodes are available: 3 Insufficient nvidia.com/gpu. preemption: 0/3 nodes are "
+    "available: 3 No preemption victims found for incoming pod."
+)
+
+
+def recorded(name: str, model: str, edit: Callable[[dict[str, Any]], None] | None = None) -> Any:
+    """The document `name`.json as the client reads it from the API, `edit`ed first if given."""
+    document = json.loads((RECORDED / f"{name}.json").read_text())
+    if edit is not None:
+        edit(document)
+    return ApiClient().deserialize(json.dumps(document), model, "application/json")
+
+
+def no_events() -> list[CoreV1Event]:
+    return []
+
+
+def warning_events() -> list[CoreV1Event]:
+    return recorded("events_failed_scheduling", "CoreV1EventList").items
+
+
+def at(hour: int, minute: int, second: int, day: int = 4) -> datetime:
+    return datetime(2025, 3, day, hour, minute, second, tzinfo=UTC)
+
+
+def pending_job_status(
+    events: Callable[[], list[CoreV1Event]] = no_events,
+    edit_pod: Callable[[dict[str, Any]], None] | None = None,
+) -> JobStatus:
+    job = recorded("job_pending", "V1Job")
+    pod = recorded("pod_pending_unschedulable", "V1Pod", edit_pod)
+    return job_status(job, group_by_job([pod]), events, GPU)
+
+
+def drop_conditions(document: dict[str, Any]) -> None:
+    del document["status"]["conditions"]
+
+
+# --- Jobs waiting ---------------------------------------------------------------------------------
+
+
+def test_a_job_is_known_by_its_namespace_name_and_the_observers_labels() -> None:
+    status = pending_job_status()
+
+    assert status.job_id == "research/observer-hold-3f1c2a9b7d"
+    assert status.tenant == "research"
+    assert status.run_id == "run-0042"
+    assert status.queue == "research-gpu"
+    assert status.submitted_at == at(10, 15, 0)
+
+
+def test_a_job_asks_for_its_pod_templates_gpus_and_its_pods_are_its_owners() -> None:
+    status = pending_job_status()
+
+    assert status.gpus == 4
+    assert status.owner_ids == ("6a2e9d14-0b7c-4c3f-a1e8-52f0c9d7b311",)
+    assert status.nodes == ()
+
+
+def test_a_job_whose_pod_the_scheduler_cannot_place_waits_for_podscheduled_false() -> None:
+    status = pending_job_status()
+
+    assert status.phase is JobPhase.PENDING
+    assert status.started_at is None
+    assert (status.reason, status.message) == ("Unschedulable", UNSCHEDULABLE)
+
+
+def test_the_events_are_not_read_when_the_pods_condition_says_why_it_waits() -> None:
+    def events() -> list[CoreV1Event]:
+        raise AssertionError("events read")
+
+    assert pending_job_status(events).reason == "Unschedulable"
+
+
+def test_a_pod_without_a_podscheduled_condition_yet_waits_for_its_failedscheduling_event() -> None:
+    status = pending_job_status(warning_events, drop_conditions)
+
+    assert status.phase is JobPhase.PENDING
+    assert (status.reason, status.message) == ("FailedScheduling", UNSCHEDULABLE)
+
+
+def test_the_pods_of_an_earlier_job_of_the_same_name_are_not_the_jobs() -> None:
+    def earlier_owner(document: dict[str, Any]) -> None:
+        document["metadata"]["ownerReferences"][0]["uid"] = "11111111-2222-4333-8444-555555555555"
+
+    status = pending_job_status(edit_pod=earlier_owner)
+
+    assert status.owner_ids == ()
+    assert (status.reason, status.message) == (None, None)
+
+
+# --- other tenants' pods --------------------------------------------------------------------------
+
+
+def test_a_bare_pod_is_work_under_its_own_name() -> None:
+    pod = recorded("pod_image_pull_backoff", "V1Pod")
+
+    assert pod_group_id("prod", pod, controller_of(pod.metadata)) == "prod/pod/cuda-smoke"
+
+
+def test_a_pod_that_cannot_pull_its_image_waits_for_imagepullbackoff() -> None:
+    pod = recorded("pod_image_pull_backoff", "V1Pod")
+
+    status = pod_group_status("prod/pod/cuda-smoke", "prod", [pod], no_events, GPU)
+
+    assert status.phase is JobPhase.PENDING
+    assert status.reason == "ImagePullBackOff"
+    assert status.message is not None
+    assert status.message.startswith(
+        'Back-off pulling image "registry.invalid/prod/cuda-smoke:1.0"'
+    )
+    assert (status.nodes, status.gpus, status.run_id) == (("gpu-node-2",), 1, None)
+
+
+def test_a_replicasets_pod_is_work_under_its_replicaset() -> None:
+    pod = recorded("pod_running", "V1Pod")
+
+    assert (
+        pod_group_id("prod", pod, controller_of(pod.metadata)) == "prod/replicaset/triton-7c9d8f6b5"
+    )
+
+
+def test_a_running_pod_runs_since_its_container_started_on_its_node() -> None:
+    pod = recorded("pod_running", "V1Pod")
+
+    status = pod_group_status("prod/replicaset/triton-7c9d8f6b5", "prod", [pod], no_events, GPU)
+
+    assert status.phase is JobPhase.RUNNING
+    assert (status.submitted_at, status.started_at) == (at(9, 40, 3), at(9, 41, 12))
+    assert status.nodes == ("gpu-node-1",)
+    assert status.owner_ids == ("2c7b1e9d-8f3a-4d6c-9e2b-5a4f3c1d0e97",)
+    assert status.gpus == 2
+
+
+def test_a_terminating_pod_holds_its_gpus_until_its_deletion_deadline() -> None:
+    pod = recorded("pod_terminating", "V1Pod")
+
+    status = ending_status("prod/replicaset/triton-7c9d8f6b5", "prod", [pod], GPU)
+
+    assert status.phase is JobPhase.CANCELLED
+    assert status.ending_since == status.finished_at == at(11, 30, 30)
+    assert (status.gpus, status.nodes) == (2, ("gpu-node-2",))
+    assert status.owner_ids == ("5e3d1c9b-7a8f-4e2d-b1c0-9f8e7d6c5b4a",)
+    assert (status.reason, status.message) == (
+        "Terminating",
+        "1 pod(s) Terminating on gpu-node-2, to be gone by 2025-03-04T11:30:30+00:00",
+    )
+
+
+# --- Jobs ended -----------------------------------------------------------------------------------
+
+
+def test_a_complete_job_succeeded_at_its_completion_time() -> None:
+    job = recorded("job_complete", "V1Job")
+
+    status = job_status(job, {}, no_events, GPU)
+
+    assert status.phase is JobPhase.SUCCEEDED
+    assert (status.finished_at, status.exit_code) == (at(10, 25, 8), 0)
+    assert (status.reason, status.message) == (None, None)
+
+
+def test_a_job_past_its_backoff_limit_without_pods_fails_in_the_job_controllers_words() -> None:
+    job = recorded("job_failed_backoff_limit", "V1Job")
+
+    status = job_status(job, {}, no_events, GPU)
+
+    assert status.phase is JobPhase.FAILED
+    assert (status.reason, status.message) == (
+        "BackoffLimitExceeded",
+        "Job has reached the specified backoff limit",
+    )
+    assert status.exit_code is None
+
+
+def test_a_failed_job_ends_when_the_job_controller_set_failuretarget() -> None:
+    job = recorded("job_failed_backoff_limit", "V1Job")
+
+    assert job_status(job, {}, no_events, GPU).finished_at == at(10, 30, 4)
+
+
+def test_a_failed_jobs_container_says_more_than_backofflimitexceeded() -> None:
+    job = recorded("job_failed_backoff_limit", "V1Job")
+    pod = recorded("pod_failed_start_error", "V1Pod")
+
+    status = job_status(job, group_by_job([pod]), no_events, GPU)
+
+    assert status.phase is JobPhase.FAILED
+    assert (status.reason, status.exit_code) == ("StartError", 128)
+    assert status.message is not None
+    assert 'exec: "observer-no-such-command": executable file not found' in status.message
+    assert status.nodes == ("gpu-node-2",)
+
+
+def test_a_container_that_never_started_gives_its_job_no_start_time() -> None:
+    job = recorded("job_failed_backoff_limit", "V1Job")
+    pod = recorded("pod_failed_start_error", "V1Pod")
+
+    assert job_status(job, group_by_job([pod]), no_events, GPU).started_at is None
+
+
+# --- nodes ----------------------------------------------------------------------------------------
+
+
+def test_a_ready_node_counts_its_allocatable_gpus_in_its_pool() -> None:
+    node = recorded("node_gpu_tainted", "V1Node")
+
+    translated = scheduler_node(node, 3, GPU, POOL_LABEL)
+
+    assert has_gpus(node, GPU)
+    assert (translated.name, translated.pool, translated.state) == (
+        "gpu-node-2",
+        "NVIDIA-H200",
+        "Ready",
+    )
+    assert (translated.gpus_total, translated.gpus_allocated) == (8, 3)
+
+
+def test_a_noschedule_taint_is_a_nodes_reason_and_a_prefernoschedule_taint_is_not() -> None:
+    node = recorded("node_gpu_tainted", "V1Node")
+
+    assert scheduler_node(node, 0, GPU, POOL_LABEL).reason == (
+        "taint nvidia.com/gpu=present:NoSchedule"
+    )

@@ -1,0 +1,306 @@
+from collections.abc import Callable
+from datetime import datetime
+from typing import TypeAlias
+
+# --- the connection ----------------------------------------------------------------------------
+
+class Configuration:
+    host: str
+    api_key: dict[str, str]
+    api_key_prefix: dict[str, str]
+    refresh_api_key_hook: Callable[[Configuration], None] | None
+    cert_file: str | None
+    key_file: str | None
+    username: str | None
+    password: str | None
+    def __init__(self) -> None: ...
+
+class ApiClient:
+    def __init__(self, configuration: Configuration | None = None) -> None: ...
+    def close(self) -> None: ...
+
+# --- the API groups --------------------------------------------------------------------------
+
+_Timeout: TypeAlias = float | tuple[float, float] | None
+
+class CoreV1Api:
+    def __init__(self, api_client: ApiClient | None = None) -> None: ...
+    def list_node(self, *, _request_timeout: _Timeout = None) -> V1NodeList: ...
+    def list_pod_for_all_namespaces(self, *, _request_timeout: _Timeout = None) -> V1PodList: ...
+    def list_namespaced_pod(
+        self,
+        namespace: str,
+        *,
+        label_selector: str | None = None,
+        limit: int | None = None,
+        _request_timeout: _Timeout = None,
+    ) -> V1PodList: ...
+    def read_namespaced_pod_log(
+        self,
+        name: str,
+        namespace: str,
+        *,
+        container: str | None = None,
+        limit_bytes: int | None = None,
+        _request_timeout: _Timeout = None,
+    ) -> str: ...
+    def list_namespaced_event(
+        self,
+        namespace: str,
+        *,
+        field_selector: str | None = None,
+        _request_timeout: _Timeout = None,
+    ) -> CoreV1EventList: ...
+    def list_namespaced_secret(
+        self, namespace: str, *, _request_timeout: _Timeout = None
+    ) -> V1SecretList: ...
+    def read_namespaced_secret(
+        self, name: str, namespace: str, *, _request_timeout: _Timeout = None
+    ) -> V1Secret: ...
+
+class BatchV1Api:
+    def __init__(self, api_client: ApiClient | None = None) -> None: ...
+    def create_namespaced_job(
+        self, namespace: str, body: V1Job, *, _request_timeout: _Timeout = None
+    ) -> V1Job: ...
+    def read_namespaced_job(
+        self, name: str, namespace: str, *, _request_timeout: _Timeout = None
+    ) -> V1Job: ...
+    def list_namespaced_job(
+        self,
+        namespace: str,
+        *,
+        label_selector: str | None = None,
+        _request_timeout: _Timeout = None,
+    ) -> V1JobList: ...
+    def delete_namespaced_job(
+        self,
+        name: str,
+        namespace: str,
+        *,
+        propagation_policy: str | None = None,
+        _request_timeout: _Timeout = None,
+    ) -> object: ...
+
+# --- objects -----------------------------------------------------------------------------------
+
+class V1OwnerReference:
+    kind: str
+    name: str
+    uid: str
+    controller: bool | None
+
+class V1ObjectMeta:
+    name: str | None
+    namespace: str | None
+    uid: str | None
+    labels: dict[str, str] | None
+    creation_timestamp: datetime | None
+    deletion_timestamp: datetime | None
+    owner_references: list[V1OwnerReference] | None
+    def __init__(
+        self,
+        *,
+        name: str | None = None,
+        namespace: str | None = None,
+        labels: dict[str, str] | None = None,
+    ) -> None: ...
+
+class V1ObjectReference:
+    kind: str | None
+    name: str | None
+    uid: str | None
+
+class V1LabelSelector:
+    def __init__(self, *, match_labels: dict[str, str] | None = None) -> None: ...
+
+class V1PodAffinityTerm:
+    def __init__(
+        self, *, topology_key: str, label_selector: V1LabelSelector | None = None
+    ) -> None: ...
+
+class V1PodAntiAffinity:
+    def __init__(
+        self,
+        *,
+        required_during_scheduling_ignored_during_execution: list[V1PodAffinityTerm] | None = None,
+    ) -> None: ...
+
+class V1Affinity:
+    def __init__(self, *, pod_anti_affinity: V1PodAntiAffinity | None = None) -> None: ...
+
+class V1EnvVar:
+    def __init__(self, *, name: str, value: str | None = None) -> None: ...
+
+class V1ResourceRequirements:
+    limits: dict[str, str] | None
+    requests: dict[str, str] | None
+    def __init__(self, *, limits: dict[str, str] | None = None) -> None: ...
+
+class V1Container:
+    name: str
+    resources: V1ResourceRequirements | None
+    def __init__(
+        self,
+        *,
+        name: str,
+        image: str | None = None,
+        command: list[str] | None = None,
+        env: list[V1EnvVar] | None = None,
+        resources: V1ResourceRequirements | None = None,
+    ) -> None: ...
+
+# --- pods --------------------------------------------------------------------------------------
+
+class V1PodSpec:
+    containers: list[V1Container]
+    init_containers: list[V1Container] | None
+    node_name: str | None
+    def __init__(
+        self,
+        *,
+        containers: list[V1Container],
+        restart_policy: str | None = None,
+        priority_class_name: str | None = None,
+        affinity: V1Affinity | None = None,
+    ) -> None: ...
+
+class V1ContainerStateRunning:
+    started_at: datetime | None
+
+class V1ContainerStateTerminated:
+    exit_code: int
+    reason: str | None
+    message: str | None
+    started_at: datetime | None
+    finished_at: datetime | None
+
+class V1ContainerStateWaiting:
+    reason: str | None
+    message: str | None
+
+class V1ContainerState:
+    running: V1ContainerStateRunning | None
+    terminated: V1ContainerStateTerminated | None
+    waiting: V1ContainerStateWaiting | None
+
+class V1ContainerStatus:
+    state: V1ContainerState | None
+
+class V1PodCondition:
+    type: str
+    status: str
+    reason: str | None
+    message: str | None
+
+class V1PodStatus:
+    phase: str | None
+    conditions: list[V1PodCondition] | None
+    container_statuses: list[V1ContainerStatus] | None
+
+class V1Pod:
+    metadata: V1ObjectMeta | None
+    spec: V1PodSpec | None
+    status: V1PodStatus | None
+
+class V1PodList:
+    items: list[V1Pod]
+
+class V1PodTemplateSpec:
+    spec: V1PodSpec | None
+    def __init__(
+        self, *, metadata: V1ObjectMeta | None = None, spec: V1PodSpec | None = None
+    ) -> None: ...
+
+# --- jobs --------------------------------------------------------------------------------------
+
+class V1JobSpec:
+    parallelism: int | None
+    completions: int | None
+    suspend: bool | None
+    template: V1PodTemplateSpec
+    def __init__(
+        self,
+        *,
+        template: V1PodTemplateSpec,
+        backoff_limit: int | None = None,
+        parallelism: int | None = None,
+        completions: int | None = None,
+        ttl_seconds_after_finished: int | None = None,
+    ) -> None: ...
+
+class V1JobCondition:
+    type: str
+    status: str
+    reason: str | None
+    message: str | None
+    last_transition_time: datetime | None
+
+class V1JobStatus:
+    conditions: list[V1JobCondition] | None
+    completion_time: datetime | None
+
+class V1Job:
+    metadata: V1ObjectMeta | None
+    spec: V1JobSpec | None
+    status: V1JobStatus | None
+    def __init__(
+        self,
+        *,
+        api_version: str | None = None,
+        kind: str | None = None,
+        metadata: V1ObjectMeta | None = None,
+        spec: V1JobSpec | None = None,
+    ) -> None: ...
+
+class V1JobList:
+    items: list[V1Job]
+
+# --- events, nodes, secrets --------------------------------------------------------------------
+
+class CoreV1Event:
+    metadata: V1ObjectMeta
+    involved_object: V1ObjectReference
+    reason: str | None
+    message: str | None
+    first_timestamp: datetime | None
+    last_timestamp: datetime | None
+    event_time: datetime | None
+
+class CoreV1EventList:
+    items: list[CoreV1Event]
+
+class V1Taint:
+    key: str
+    value: str | None
+    effect: str
+
+class V1NodeSpec:
+    unschedulable: bool | None
+    taints: list[V1Taint] | None
+
+class V1NodeCondition:
+    type: str
+    status: str
+    reason: str | None
+    message: str | None
+
+class V1NodeStatus:
+    conditions: list[V1NodeCondition] | None
+    allocatable: dict[str, str] | None
+    capacity: dict[str, str] | None
+
+class V1Node:
+    metadata: V1ObjectMeta | None
+    spec: V1NodeSpec | None
+    status: V1NodeStatus | None
+
+class V1NodeList:
+    items: list[V1Node]
+
+class V1Secret:
+    metadata: V1ObjectMeta | None
+    data: dict[str, bytes | str] | None
+
+class V1SecretList:
+    items: list[V1Secret]

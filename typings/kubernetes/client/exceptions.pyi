@@ -1,0 +1,6 @@
+class OpenApiException(Exception): ...
+
+class ApiException(OpenApiException):
+    status: int | None
+    reason: str | None
+    body: str | bytes | None
