@@ -335,6 +335,12 @@ class SimulationSettings(_Group):
     isolation_broken: bool = Field(
         False, description="Let one tenant read another's work (the isolation probe must fail)."
     )
+    submit_hang_seconds: float = Field(
+        0.0,
+        ge=0,
+        description="Each submission blocks this long before the cluster takes it, as a hung "
+        "sbatch or API call would (0: none).",
+    )
 
 
 class KubernetesSettings(_Group):

@@ -13,6 +13,7 @@ are isolated as Kubernetes RBAC isolates namespaces, and denials use its words, 
 from __future__ import annotations
 
 import itertools
+import threading
 from collections import deque
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
@@ -130,6 +131,8 @@ class Faults:
     # tenant -> reason: the scheduler holds the tenant's pending jobs whatever is free,
     # showing this reason ("" for none, "Resources" while GPUs are free): unexplained waits
     held_tenants: dict[str, str] = field(default_factory=dict)
+    # Each submission blocks this long (real time) before it is taken: a hung sbatch or call.
+    submit_hang_seconds: float = 0.0
 
 
 class SimulatedCluster:
@@ -154,6 +157,8 @@ class SimulatedCluster:
     # --- SchedulerBackend -------------------------------------------------------------
 
     def submit(self, request: JobRequest) -> str:
+        if self.faults.submit_hang_seconds:
+            threading.Event().wait(self.faults.submit_hang_seconds)
         self._play()
         tenant = self.tenants.get(request.tenant)
         if tenant is None:

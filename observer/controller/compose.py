@@ -87,6 +87,7 @@ def build_backend(cfg: ControllerSettings, clock: Clock) -> SchedulerBackend:
         )
         cluster.faults.favoured_tenant = sim.favoured_tenant
         cluster.faults.isolation_broken = sim.isolation_broken
+        cluster.faults.submit_hang_seconds = sim.submit_hang_seconds
         return cluster
     if cfg.backend == "kubernetes":
         from observer.backends.kubernetes.backend import KubernetesBackend  # noqa: PLC0415

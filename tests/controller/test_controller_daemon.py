@@ -75,3 +75,54 @@ def test_runs_the_plan_serves_health_and_cancels_probes_on_sigterm(tmp_path: Pat
     assert all(r.state is RunState.DONE for r in runs)
     assert {r.outcome for r in runs} == {Outcome.CANCELLED}
     assert all(r.reason == "ControllerShutdown" for r in runs)
+
+
+def test_a_hung_submission_holds_up_neither_health_nor_snapshot_nor_detection(tmp_path: Path):
+    config = tmp_path / "controller.yaml"
+    config.write_text(
+        "controller:\n"
+        "  backend: simulated\n"
+        "  simulation: {submit_hang_seconds: 30}\n"
+        "  windows: [{name: always, days: '*', start: '00:00', end: '00:00'}]\n"
+        "  plan: [{window: always, probe: long, every_seconds: 1}]\n"
+        "  follow_interval_seconds: 0.2\n"
+        "  snapshot_interval_seconds: 0.5\n"
+        "  listen_host: 127.0.0.1\n"
+        "  listen_port: 0\n"
+        "  shutdown_deadline_seconds: 2\n"
+        f"storage: {{sqlite_path: {tmp_path / 'observer.db'}}}\n"
+        "logging: {format: json}\n"
+    )
+    with subprocess.Popen(
+        [sys.executable, "-m", "observer.cli", "controller", "--config", str(config)],
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    ) as proc:
+        assert proc.stderr is not None
+        port = next(
+            json.loads(line)["port"]
+            for line in proc.stderr
+            if json.loads(line).get("event") == "controller listening"
+        )
+        base = f"http://127.0.0.1:{port}"
+        time.sleep(3)  # the first launch is in its 30 s submission by now
+        with httpx.Client(base_url=base, timeout=1.0) as client:
+            health = client.get("/healthz")
+            # The follow loop is the one waiting on the platform, and health says so.
+            assert health.status_code == 503
+            assert health.json()["blind"] == ["follow"]
+            assert client.get("/v1/snapshot").status_code == 200
+            detected = _last_success(client.get("/metrics").text, "detect")
+            time.sleep(1)
+            assert _last_success(client.get("/metrics").text, "detect") > detected
+            sampled = _last_success(client.get("/metrics").text, "scheduler")
+            assert sampled > time.time() - 2
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=15)
+
+
+def _last_success(metrics: str, loop: str) -> float:
+    prefix = f'observer_loop_last_success_timestamp_seconds{{loop="{loop}"}} '
+    [line] = [line for line in metrics.splitlines() if line.startswith(prefix)]
+    return float(line.removeprefix(prefix))
