@@ -444,3 +444,24 @@ class ProbeRun:
         if self.started_at is None or self.finished_at is None:
             return None
         return (self.finished_at - self.started_at).total_seconds()
+
+
+class TargetState(StrEnum):
+    UP = "up"
+    DOWN = "down"
+    UNKNOWN = "unknown"  # not scraped yet
+
+
+@dataclass(frozen=True, slots=True)
+class TargetHealth:
+    """One scrape target as Prometheus reports it on /api/v1/targets."""
+
+    job: str
+    instance: str
+    labels: Mapping[str, str]
+    health: TargetState
+    last_scrape: datetime | None  # None: never scraped
+    last_scrape_duration_seconds: float
+    last_error: str  # empty after a good scrape
+    scrape_interval_seconds: float
+    scrape_timeout_seconds: float

@@ -27,8 +27,8 @@ from observer.errors import ConfigError
 from observer.fleet.base import Fleet
 from observer.logs_pipeline.pod_logs import PodLogReader
 from observer.metrics import ControllerMetrics, ReportMetrics
+from observer.monitoring.base import PrometheusApi
 from observer.monitoring.checker import MonitoringChecker
-from observer.monitoring.prometheus import PrometheusApi
 from observer.probes.catalog import ProbeSpec, builtin_catalog, quota_probe, with_overrides
 from observer.probes.windows import Calendar, Window, parse_days
 from observer.reports.alerts import AlertPoller, AlertSource

@@ -11,11 +11,11 @@ from functools import partial
 
 from observer.clock import Clock
 from observer.detectors.conditions import ConditionTracker
-from observer.detectors.unreleased import job_processes
+from observer.detectors.layers import job_processes
 from observer.domain import Behaviour, Finding, NodeSnapshot, ProbeRun, SchedulerSnapshot
 from observer.metrics import ControllerMetrics
+from observer.monitoring.base import selector
 from observer.monitoring.checker import BusyProbe, FlatlineWatch, MonitoringChecker
-from observer.monitoring.prometheus import selector
 from observer.probes.catalog import ProbeSpec
 from observer.settings import MonitoringLagSettings
 from observer.storage.store import Store

@@ -21,8 +21,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from observer.domain import Severity, Subject, Symptom
-from observer.monitoring.prometheus import TargetHealth, TargetState
+from observer.domain import Severity, Subject, Symptom, TargetHealth, TargetState
 from observer.settings import MonitoringLagSettings
 
 DETECTOR = "monitoring_lag"

@@ -17,7 +17,7 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from observer.detectors.unreleased import (
+from observer.detectors.layers import (
     HELD,
     RELEASED,
     UNKNOWN,

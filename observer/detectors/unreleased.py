@@ -17,11 +17,18 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping, Sequence
 from datetime import datetime
 
+from observer.detectors.layers import (
+    HELD,
+    RELEASED,
+    UNKNOWN,
+    fresh_snapshot,
+    job_processes,
+    layers,
+    memory_above_baseline,
+    open_node_findings,
+)
 from observer.domain import (
-    AttributedProcess,
-    GpuReading,
     JobStatus,
-    JsonValue,
     NodeSnapshot,
     OwnerKind,
     SchedulerSnapshot,
@@ -30,7 +37,6 @@ from observer.domain import (
 )
 
 KILL_TASK_FAILED = "Kill task failed"
-HELD, RELEASED, UNKNOWN = "held", "released", "unknown"
 
 
 def evaluate(
@@ -133,56 +139,6 @@ def _stuck(
         hold_seconds=grace_seconds,
         since=ending_since,
     )
-
-
-def layers(**seen: str) -> dict[str, JsonValue]:
-    """Each layer's word (held / released / unknown), and which agree that the resources are
-    held and which disagree."""
-    return {
-        **seen,
-        "agree": [layer for layer, word in seen.items() if word == HELD],
-        "disagree": [layer for layer, word in seen.items() if word == RELEASED],
-    }
-
-
-def fresh_snapshot(
-    snapshot: NodeSnapshot | None, now: datetime, max_age_seconds: float
-) -> NodeSnapshot | None:
-    """The agent's snapshot if it still speaks for the node now; a stale one is silence."""
-    if snapshot is None or (now - snapshot.at).total_seconds() > max_age_seconds:
-        return None
-    return snapshot
-
-
-def memory_above_baseline(gpu: GpuReading) -> int | None:
-    """Memory used beyond the driver's learned baseline; None when either is unknown."""
-    if gpu.sample is None or gpu.sample.memory_used_bytes is None:
-        return None
-    if gpu.baseline_memory_bytes is None:
-        return None
-    return max(0, gpu.sample.memory_used_bytes - gpu.baseline_memory_bytes)
-
-
-def job_processes(owner_ids: Collection[str], snapshot: NodeSnapshot) -> list[AttributedProcess]:
-    """The processes the agent attributes to one of a job's owners."""
-    return [
-        p
-        for p in snapshot.processes
-        if p.owner.kind is not OwnerKind.NONE and p.owner.id in owner_ids
-    ]
-
-
-def open_node_findings(
-    snapshot: NodeSnapshot | None, gpu_uuids: Sequence[str] = ()
-) -> list[dict[str, JsonValue]]:
-    """The agent's open node-local findings, on these GPUs only when they are given."""
-    if snapshot is None:
-        return []
-    return [
-        {"detector": f.detector, **f.subject}
-        for f in snapshot.findings
-        if f.is_open and (not gpu_uuids or f.subject.get("gpu_uuid") in gpu_uuids)
-    ]
 
 
 def _node_sees_excess(agent: NodeSnapshot | None, explained: float, tolerance: int) -> str:

@@ -28,7 +28,7 @@ from observer.detectors.monitoring_lag import (
 )
 from observer.domain import Subject, Symptom
 from observer.metrics import HEARTBEAT_METRIC, MonitoringMetrics
-from observer.monitoring.prometheus import (
+from observer.monitoring.base import (
     MonitoringError,
     PrometheusApi,
     PrometheusUnreachableError,

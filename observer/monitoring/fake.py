@@ -16,12 +16,11 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from observer.clock import Clock
-from observer.monitoring.prometheus import (
+from observer.domain import TargetHealth, TargetState
+from observer.monitoring.base import (
     MonitoringError,
     PrometheusUnreachableError,
     SeriesSamples,
-    TargetHealth,
-    TargetState,
     VectorSample,
 )
 

@@ -1,92 +1,24 @@
-"""The Prometheus boundary: instant queries, raw samples over a window and scrape targets,
-through Prometheus's HTTP API (which Thanos Query and Mimir serve too). The only httpx use
-for Prometheus; every failure becomes a MonitoringError carrying Prometheus's own words."""
+"""The Prometheus boundary's adapter: instant queries, raw samples over a window and scrape
+targets through Prometheus's HTTP API (which Thanos Query and Mimir serve too). The only
+httpx use for Prometheus; every failure becomes a MonitoringError carrying Prometheus's own
+words."""
 
 from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
 from datetime import UTC, datetime
-from enum import StrEnum
-from typing import Any, Protocol
+from typing import Any
 
 import httpx
 
-from observer.errors import BackendError
-
-
-class MonitoringError(BackendError):
-    """Prometheus answered, but not with a usable result: a PromQL error, an unexpected shape."""
-
-
-class PrometheusUnreachableError(MonitoringError):
-    """Prometheus could not be asked at all: refused, timed out, or failing on its side."""
-
-
-class TargetState(StrEnum):
-    UP = "up"
-    DOWN = "down"
-    UNKNOWN = "unknown"  # not scraped yet
-
-
-@dataclass(frozen=True, slots=True)
-class VectorSample:
-    """One element of an instant query's result. `evaluated_at` is the query's evaluation
-    time, not when the sample was scraped: read raw samples (`series`) for that."""
-
-    labels: Mapping[str, str]
-    value: float
-    evaluated_at: datetime
-
-
-@dataclass(frozen=True, slots=True)
-class SeriesSamples:
-    """One series' raw samples in a window: (scrape time, value), oldest first."""
-
-    labels: Mapping[str, str]
-    points: tuple[tuple[datetime, float], ...]
-
-
-@dataclass(frozen=True, slots=True)
-class TargetHealth:
-    """One scrape target as Prometheus reports it on /api/v1/targets."""
-
-    job: str
-    instance: str
-    labels: Mapping[str, str]
-    health: TargetState
-    last_scrape: datetime | None  # None: never scraped
-    last_scrape_duration_seconds: float
-    last_error: str  # empty after a good scrape
-    scrape_interval_seconds: float
-    scrape_timeout_seconds: float
-
-
-class PrometheusApi(Protocol):
-    def query(self, expr: str, at: datetime | None = None) -> list[VectorSample]:
-        """Evaluate an instant-vector expression at `at` (Prometheus's now if None)."""
-        ...
-
-    def series(
-        self, selector: str, window_seconds: float, at: datetime | None = None
-    ) -> list[SeriesSamples]:
-        """The raw samples of every series `selector` matches, in the window ending at `at`."""
-        ...
-
-    def targets(self) -> list[TargetHealth]:
-        """Every active scrape target with the health of its last scrape."""
-        ...
-
-
-def selector(metric: str, labels: Mapping[str, str]) -> str:
-    """A PromQL series selector matching `labels` exactly, values escaped."""
-    matchers = ",".join(f'{k}="{_escape(v)}"' for k, v in sorted(labels.items()))
-    return f"{metric}{{{matchers}}}"
-
-
-def _escape(value: str) -> str:
-    return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+from observer.domain import TargetHealth, TargetState
+from observer.monitoring.base import (
+    MonitoringError,
+    PrometheusUnreachableError,
+    SeriesSamples,
+    VectorSample,
+)
 
 
 class PrometheusHttp:

@@ -56,7 +56,7 @@ def test_a_compliant_platform_passes_every_tenants_isolation_run(tmp_path: Path)
     )
     passed = soak.metrics.probe_runs_total.labels("isolation", "research", "weekday-peak", "passed")
     assert passed._value.get() == 3
-    assert soak.controller.runner.active() == []
+    assert soak.controller.runner.active() == ()
 
 
 def test_a_broken_platform_fails_the_run_naming_every_breach(tmp_path: Path):

@@ -10,10 +10,11 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from observer.clock import ManualClock
+from observer.domain import TargetState
 from observer.metrics import HEARTBEAT_METRIC, MonitoringMetrics
+from observer.monitoring.base import MonitoringError
 from observer.monitoring.checker import CheckResult, FlatlineWatch, MonitoringChecker
 from observer.monitoring.fake import Exposition, FakePrometheus
-from observer.monitoring.prometheus import MonitoringError, TargetState
 from observer.settings import MonitoringLagSettings
 
 T0 = datetime(2026, 11, 30, 9, 0, tzinfo=UTC)

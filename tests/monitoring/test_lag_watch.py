@@ -76,7 +76,7 @@ class Cluster:
             metrics,
             self.clock,
             RULES,
-            self.nodes,
+            lambda: self.nodes,
             lambda: self.runs,
             CATALOG,
         )

@@ -19,8 +19,7 @@ from observer.detectors.monitoring_lag import (
     first_busy,
     lag_seconds,
 )
-from observer.domain import Severity, Symptom
-from observer.monitoring.prometheus import TargetHealth, TargetState
+from observer.domain import Severity, Symptom, TargetHealth, TargetState
 from observer.settings import MonitoringLagSettings
 
 NOW = datetime(2026, 11, 30, 9, 0, tzinfo=UTC)

@@ -14,16 +14,16 @@ from typing import Protocol
 import pytest
 
 from observer.clock import ManualClock, SystemClock
+from observer.domain import TargetState
 from observer.metrics import HEARTBEAT_METRIC
-from observer.monitoring.fake import Exposition, FakePrometheus
-from observer.monitoring.prometheus import (
+from observer.monitoring.base import (
     MonitoringError,
     PrometheusApi,
-    PrometheusHttp,
     PrometheusUnreachableError,
-    TargetState,
     selector,
 )
+from observer.monitoring.fake import Exposition, FakePrometheus
+from observer.monitoring.prometheus import PrometheusHttp
 from tests.monitoring.conftest import (
     SCRAPE_INTERVAL_SECONDS,
     SCRAPE_TIMEOUT_SECONDS,

@@ -20,21 +20,16 @@ from prometheus_client import CollectorRegistry
 
 from observer.clock import SystemClock
 from observer.detectors.conditions import ConditionTracker
-from observer.domain import Finding
+from observer.domain import Finding, TargetState
 from observer.metrics import MonitoringMetrics
+from observer.monitoring.base import MonitoringError, PrometheusUnreachableError, selector
 from observer.monitoring.checker import (
     BusyProbe,
     CheckResult,
     FlatlineWatch,
     MonitoringChecker,
 )
-from observer.monitoring.prometheus import (
-    MonitoringError,
-    PrometheusHttp,
-    PrometheusUnreachableError,
-    TargetState,
-    selector,
-)
+from observer.monitoring.prometheus import PrometheusHttp
 from observer.settings import MonitoringLagSettings
 from tests.monitoring.conftest import (
     SCRAPE_INTERVAL_SECONDS,
