@@ -12,15 +12,18 @@ from zoneinfo import ZoneInfo
 from prometheus_client import CollectorRegistry
 
 from observer import codec
+from observer.alerting.alertmanager import AlertmanagerHttp
 from observer.backends.base import SchedulerBackend
 from observer.backends.simulated import NodeSpec, Policy, SimulatedCluster, TenantSpec
 from observer.clock import Clock, SystemClock
+from observer.controller.alerts import AlertPoller
 from observer.controller.detect import Detection
 from observer.controller.lag import LagWatch
 from observer.controller.observe import FleetObserver
 from observer.controller.runs import Budget, ProbeRunner, Tenant
 from observer.controller.schedule import start_plan
 from observer.controller.service import Controller, PlanEntry
+from observer.delivery.send import deliver_written
 from observer.errors import ConfigError
 from observer.fleet.base import Fleet
 from observer.fleet.http import HttpFleet
@@ -33,8 +36,6 @@ from observer.monitoring.checker import MonitoringChecker
 from observer.monitoring.prometheus import PrometheusApi, PrometheusHttp
 from observer.probes.catalog import builtin_catalog, quota_probe, with_overrides
 from observer.probes.windows import Calendar, Window, parse_days
-from observer.reports.alerts import AlertmanagerHttp, AlertPoller
-from observer.reports.deliver import deliver_written
 from observer.reports.publish import SUFFIXES, build_due
 from observer.settings import ControllerSettings, Settings
 from observer.storage.store import Store, store_url, upgrade
