@@ -1,5 +1,10 @@
 """What every delivery channel shares: the report as rendered for delivery, the Channel
-protocol, the result a channel answers instead of raising, and the retry policy."""
+protocol, the result a channel answers instead of raising, and the retry policy.
+
+Each channel fits the report to its platform's size limit (the whole report, else the short
+summary with a link), retries transient failures on a finite backoff, reads the platform's
+error code, and answers a DeliveryResult instead of raising. Webhook tokens, signing secrets
+and passwords never reach a result or a log line."""
 
 from __future__ import annotations
 

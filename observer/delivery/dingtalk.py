@@ -7,10 +7,8 @@ import hashlib
 import hmac
 from urllib.parse import quote_plus, urlsplit
 
-import httpx
-
 from observer.delivery.base import RenderedReport, RetryPolicy
-from observer.delivery.webhook import BodyLimitedWebhook, json_body, judge_coded
+from observer.delivery.webhook import BodyLimitedWebhook, Reply, json_body, judge_coded
 
 DINGTALK_MAX_BODY_BYTES = 20_000
 
@@ -48,5 +46,5 @@ class DingTalkChannel(BodyLimitedWebhook):
         separator = "&" if urlsplit(self._url).query else "?"
         return f"{self._url}{separator}timestamp={timestamp}&sign={sign}", body
 
-    def _judge(self, response: httpx.Response) -> tuple[bool, bool, str]:
+    def _judge(self, response: Reply) -> tuple[bool, bool, str]:
         return judge_coded(response, "DingTalk", "errcode", "errmsg", self.RATE_LIMITED_CODES)

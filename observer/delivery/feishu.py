@@ -7,10 +7,8 @@ import hashlib
 import hmac
 from typing import Any
 
-import httpx
-
 from observer.delivery.base import RenderedReport, RetryPolicy
-from observer.delivery.webhook import BodyLimitedWebhook, json_body, judge_coded
+from observer.delivery.webhook import BodyLimitedWebhook, Reply, json_body, judge_coded
 
 FEISHU_MAX_BODY_BYTES = 20_000
 
@@ -56,5 +54,5 @@ class FeishuChannel(BodyLimitedWebhook):
             payload["sign"] = base64.b64encode(digest).decode("ascii")
         return self._url, json_body(payload)
 
-    def _judge(self, response: httpx.Response) -> tuple[bool, bool, str]:
+    def _judge(self, response: Reply) -> tuple[bool, bool, str]:
         return judge_coded(response, "Feishu", "code", "msg", self.RATE_LIMITED_CODES)

@@ -25,9 +25,6 @@ from observer.records import DELIVERY_FAILED, StoredDelivery
 from observer.settings import DeliverySettings, Settings
 from observer.storage.store import Store
 
-_log = get_logger("observer.delivery")
-
-
 # The headline figures a short summary shows, as the JSON report names them.
 SUMMARY_KEYS = (
     "tasks_total",
@@ -41,6 +38,8 @@ SUMMARY_KEYS = (
     "blind_seconds",
     "recommendation",
 )
+
+_log = get_logger("observer.delivery")
 
 
 def configured_channels(cfg: DeliverySettings) -> tuple[str, ...]:

@@ -5,12 +5,10 @@ from __future__ import annotations
 import re
 from typing import Any
 
-import httpx
-
 from observer.delivery.base import RenderedReport, RetryPolicy
 from observer.delivery.fit import chunks
 from observer.delivery.scrub import snippet
-from observer.delivery.webhook import Webhook, json_body
+from observer.delivery.webhook import Reply, Webhook, json_body
 
 SLACK_SECTION_MAX_CHARS = 3000
 SLACK_MAX_BLOCKS = 50
@@ -52,7 +50,7 @@ class SlackChannel(Webhook):
         # The top-level text is what notifications and screen readers show.
         return self._url, json_body({"text": report.title, "blocks": blocks})
 
-    def _judge(self, response: httpx.Response) -> tuple[bool, bool, str]:
+    def _judge(self, response: Reply) -> tuple[bool, bool, str]:
         if response.is_success and response.text.strip() == "ok":
             return True, False, ""
         return False, False, f"Slack HTTP {response.status_code}: {snippet(response.text)}"

@@ -1,10 +1,12 @@
 """What the chat webhooks share: fit the report, sign and post it as JSON over HTTP, read the
-platform's reply and error code, retry what may pass later."""
+platform's reply and error code, retry what may pass later. The only module of the channels
+that talks HTTP: each platform's module judges a Reply."""
 
 from __future__ import annotations
 
 import json
 from abc import ABC, abstractmethod
+from dataclasses import dataclass
 from typing import Any
 
 import httpx
@@ -15,6 +17,22 @@ from observer.delivery.retry import Attempt, delivery_result, with_retries
 from observer.delivery.scrub import Scrubber, snippet
 
 _JSON_HEADERS = {"Content-Type": "application/json; charset=utf-8"}
+
+
+@dataclass(frozen=True)
+class Reply:
+    """A platform's answer to a post that is neither 5xx nor 429."""
+
+    status_code: int
+    text: str
+    content: bytes
+
+    @property
+    def is_success(self) -> bool:
+        return 200 <= self.status_code <= 299
+
+    def json(self) -> Any:
+        return json.loads(self.content)
 
 
 def _retry_after_seconds(response: httpx.Response) -> float:
@@ -30,7 +48,7 @@ def json_body(payload: dict[str, Any]) -> bytes:
 
 
 def judge_coded(
-    response: httpx.Response,
+    response: Reply,
     platform: str,
     code_key: str,
     message_key: str,
@@ -98,7 +116,9 @@ class Webhook(ABC):
                 form,
                 _retry_after_seconds(response),
             )
-        ok, retry, detail = self._judge(response)
+        ok, retry, detail = self._judge(
+            Reply(response.status_code, response.text, response.content)
+        )
         return Attempt(ok, retry, detail, form)
 
     @abstractmethod
@@ -110,7 +130,7 @@ class Webhook(ABC):
         """Whether posting `text` stays within the platform's limits."""
 
     @abstractmethod
-    def _judge(self, response: httpx.Response) -> tuple[bool, bool, str]:
+    def _judge(self, response: Reply) -> tuple[bool, bool, str]:
         """(ok, worth retrying, detail) from a reply that is neither 5xx nor 429."""
 
     def _timestamp_seconds(self) -> int:

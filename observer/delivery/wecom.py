@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import httpx
-
 from observer.delivery.base import RenderedReport, RetryPolicy
-from observer.delivery.webhook import Webhook, json_body, judge_coded
+from observer.delivery.webhook import Reply, Webhook, json_body, judge_coded
 
 WECOM_MAX_CONTENT_BYTES = 4096
 
@@ -35,5 +33,5 @@ class WeComChannel(Webhook):
     def _request(self, report: RenderedReport, text: str) -> tuple[str, bytes]:
         return self._url, json_body({"msgtype": "markdown", "markdown": {"content": text}})
 
-    def _judge(self, response: httpx.Response) -> tuple[bool, bool, str]:
+    def _judge(self, response: Reply) -> tuple[bool, bool, str]:
         return judge_coded(response, "WeCom", "errcode", "errmsg", self.RATE_LIMITED_CODES)

@@ -11,6 +11,8 @@ from typing import Any
 
 @dataclass(frozen=True, slots=True)
 class Rendered:
+    """A report in its three forms, each a whole file."""
+
     markdown: str
     html: str
     json: str
