@@ -13,15 +13,18 @@ from functools import partial
 from types import MappingProxyType
 from zoneinfo import ZoneInfo
 
+from observer.alerting.base import AlertSource
 from observer.backends.base import SchedulerBackend
 from observer.backends.simulated import NodeSpec, Policy, SimulatedCluster, TenantSpec
 from observer.clock import Clock
+from observer.controller.alerts import AlertPoller
 from observer.controller.detect import Detection
 from observer.controller.lag import LagWatch
 from observer.controller.observe import FleetObserver
 from observer.controller.runs import Budget, ProbeRunner, Tenant
 from observer.controller.service import Controller, PlanEntry
 from observer.controller.views import Published
+from observer.delivery.send import deliver_written
 from observer.domain import NodeSnapshot, SchedulerSnapshot
 from observer.errors import ConfigError
 from observer.fleet.base import Fleet
@@ -31,8 +34,6 @@ from observer.monitoring.base import PrometheusApi
 from observer.monitoring.checker import MonitoringChecker
 from observer.probes.catalog import ProbeSpec, builtin_catalog, quota_probe, with_overrides
 from observer.probes.windows import Calendar, Window, parse_days
-from observer.reports.alerts import AlertPoller, AlertSource
-from observer.reports.deliver import deliver_written
 from observer.reports.publish import SUFFIXES, build_due
 from observer.settings import ControllerSettings, Settings
 from observer.storage.store import Store

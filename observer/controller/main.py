@@ -11,6 +11,7 @@ from typing import Any
 from prometheus_client import CollectorRegistry
 
 from observer import codec
+from observer.alerting.alertmanager import AlertmanagerHttp
 from observer.clock import Clock, SystemClock
 from observer.controller.compose import Sources, build_backend, compose
 from observer.controller.schedule import start_plan
@@ -20,7 +21,6 @@ from observer.logs import get_logger
 from observer.loops import PeriodicLoop
 from observer.metrics import ControllerMetrics, Heartbeat, ReportMetrics
 from observer.monitoring.prometheus import PrometheusHttp
-from observer.reports.alerts import AlertmanagerHttp
 from observer.settings import Settings
 from observer.storage.store import Store, store_url, upgrade
 

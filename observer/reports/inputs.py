@@ -9,13 +9,15 @@ from datetime import date, datetime, time, timedelta
 from typing import TypeVar
 from zoneinfo import ZoneInfo
 
+from observer.delivery.send import configured_channels
 from observer.domain import Behaviour
 from observer.errors import ReportError
 from observer.probes.catalog import builtin_catalog
 from observer.probes.windows import Calendar, Window, parse_days
 from observer.records import StoredNodeChange, StoredQueueSample, job_slot
-from observer.reports.daily import DailyInputs
-from observer.reports.data import (
+from observer.reports.build.criteria import VerdictRules
+from observer.reports.build.daily import DailyInputs
+from observer.reports.build.data import (
     GpuUsage,
     Period,
     PeriodData,
@@ -26,8 +28,7 @@ from observer.reports.data import (
     gpu_usage,
     gpu_usage_of_counts,
 )
-from observer.reports.deliver import configured_channels
-from observer.reports.verdict import VerdictInputs, VerdictRules
+from observer.reports.build.verdict import VerdictInputs
 from observer.settings import Settings
 from observer.storage.store import Store
 

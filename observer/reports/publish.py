@@ -8,9 +8,11 @@ from datetime import date, datetime, timedelta
 from pathlib import Path
 from zoneinfo import ZoneInfo
 
+from observer.delivery.directory import write_atomically
 from observer.errors import ReportError
 from observer.metrics import ReportMetrics
-from observer.reports.daily import build_daily
+from observer.reports.build.daily import build_daily
+from observer.reports.build.verdict import build_verdict
 from observer.reports.inputs import (
     day_period,
     load_daily,
@@ -18,9 +20,9 @@ from observer.reports.inputs import (
     soak_ended_at,
     soak_started_at,
 )
-from observer.reports.notify import write_atomically
-from observer.reports.render import Rendered, render_daily, render_verdict
-from observer.reports.verdict import build_verdict
+from observer.reports.render.blocks import Rendered
+from observer.reports.render.daily import render_daily
+from observer.reports.render.verdict import render_verdict
 from observer.settings import Settings
 from observer.storage.store import Store
 

@@ -18,7 +18,7 @@ from observer.domain import (
 )
 from observer.probes.windows import Calendar, Window, parse_days
 from observer.records import StoredGpuSample, StoredQueueSample
-from observer.reports.data import Period, ReportContext, Sources
+from observer.reports.build.data import Period, ReportContext, Sources
 
 TZ = ZoneInfo("Asia/Shanghai")
 DAY_START = datetime(2026, 12, 1, 0, 0, tzinfo=TZ)

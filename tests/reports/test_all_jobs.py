@@ -10,10 +10,15 @@ from datetime import timedelta
 
 from observer.domain import JobPhase
 from observer.records import JOB_SLOT, JobSlot, JobTally
-from observer.reports.daily import DailyInputs, build_daily
-from observer.reports.data import Period, PeriodData
-from observer.reports.figures import AllJobFigures, JobFailureGroup, TenantJobs, all_job_figures
-from observer.reports.render import render_daily
+from observer.reports.build.daily import DailyInputs, build_daily
+from observer.reports.build.data import Period, PeriodData
+from observer.reports.build.figures import (
+    AllJobFigures,
+    JobFailureGroup,
+    TenantJobs,
+    all_job_figures,
+)
+from observer.reports.render.daily import render_daily
 from tests.reports.builders import DAY, context, run
 
 QUARTERS = int(timedelta(days=1) / JOB_SLOT)

@@ -16,9 +16,16 @@ from observer.records import (
     StoredIntervention,
     StoredNodeChange,
 )
-from observer.reports.daily import DailyInputs, build_daily
-from observer.reports.data import Period, PeriodData, UtilizationHistogram, allocation, gpu_usage
-from observer.reports.figures import period_figures, scheduler_gaps, wait_stats
+from observer.reports.build.daily import DailyInputs, build_daily
+from observer.reports.build.data import (
+    Period,
+    PeriodData,
+    UtilizationHistogram,
+    allocation,
+    gpu_usage,
+)
+from observer.reports.build.events import scheduler_gaps
+from observer.reports.build.figures import period_figures, wait_stats
 from tests.reports.builders import CALENDAR, DAY, at, context, finding, gpu, node, queue, run
 
 

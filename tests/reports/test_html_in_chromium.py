@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from observer.reports.daily import build_daily
+from observer.reports.build.daily import build_daily
 from observer.reports.inputs import load_daily
-from observer.reports.render import render_daily
+from observer.reports.render.daily import render_daily
 from tests.reports.conftest import PlayedWeek
 from tests.reports.week import DAYS
 

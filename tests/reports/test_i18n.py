@@ -11,7 +11,9 @@ from zoneinfo import ZoneInfo
 import pytest
 
 import observer.reports
-from observer.reports.i18n import CATALOG, Note, Words
+from observer.reports.build.notes import Note
+from observer.reports.render.catalog import CATALOG
+from observer.reports.render.i18n import Words
 
 SHANGHAI = ZoneInfo("Asia/Shanghai")
 
@@ -26,7 +28,7 @@ def test_both_languages_have_every_message_with_the_same_parameters():
 
 def test_every_message_key_the_builders_use_is_in_the_catalog():
     source = "\n".join(
-        p.read_text(encoding="utf-8") for p in Path(observer.reports.__file__).parent.glob("*.py")
+        p.read_text(encoding="utf-8") for p in Path(observer.reports.__file__).parent.rglob("*.py")
     )
     literal = set(re.findall(r'Note\(\s*"([a-z_.]+)"', source))
     literal |= set(re.findall(r'w\("([a-z_.]+)"', source))

@@ -8,9 +8,9 @@ import json
 from dataclasses import replace
 
 from observer.records import StoredDelivery
-from observer.reports.daily import DailyInputs, DailyReport, build_daily
-from observer.reports.data import PeriodData, ReportContext
-from observer.reports.render import render_daily
+from observer.reports.build.daily import DailyInputs, DailyReport, build_daily
+from observer.reports.build.data import PeriodData, ReportContext
+from observer.reports.render.daily import render_daily
 from tests.reports.builders import DAY, at, context
 
 DELIVERED = [

@@ -8,17 +8,15 @@ from datetime import timedelta
 
 from observer.domain import Expectation, FindingKind, Outcome, Severity
 from observer.records import StoredIntervention, StoredNodeChange
-from observer.reports.data import GpuUsage, Period, PeriodData, UtilizationHistogram, gpu_usage
-from observer.reports.verdict import (
-    CRITERIA,
-    FailureClass,
-    Recommendation,
-    Status,
-    Verdict,
-    VerdictInputs,
-    VerdictRules,
-    build_verdict,
+from observer.reports.build.criteria import CRITERIA, FailureClass, Status, VerdictRules
+from observer.reports.build.data import (
+    GpuUsage,
+    Period,
+    PeriodData,
+    UtilizationHistogram,
+    gpu_usage,
 )
+from observer.reports.build.verdict import Recommendation, Verdict, VerdictInputs, build_verdict
 from tests.reports.builders import CALENDAR, DAY_START, at, context, finding, gpu, node, queue, run
 
 WEEK = Period(DAY_START, DAY_START + timedelta(days=7))

@@ -15,11 +15,12 @@ import pytest
 import sqlalchemy as sa
 
 from observer.domain import JobPhase, Outcome, ProbeRun
-from observer.reports.daily import build_daily
+from observer.reports.build.daily import build_daily
+from observer.reports.build.verdict import build_verdict
 from observer.reports.inputs import day_period, load_daily, load_verdict
 from observer.reports.publish import write_daily
-from observer.reports.render import render_daily, render_verdict
-from observer.reports.verdict import build_verdict
+from observer.reports.render.daily import render_daily
+from observer.reports.render.verdict import render_verdict
 from observer.storage.store import Store, upgrade
 from observer.storage.tables import metadata
 from tests.reports.conftest import PlayedWeek

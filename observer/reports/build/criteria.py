@@ -1,35 +1,25 @@
-"""The go-live verdict over the whole soak: each criterion pass / fail / not observed with the
-recorded evidence behind it, each failure classed (must fix, limited launch, later
-optimisation) with its reason, a recommendation and the plan to verify again. Pure.
+"""The go-live criteria, each judged over the whole soak: pass / fail / not observed with the
+recorded evidence behind it, a failure classed (must fix, limited launch, later optimisation)
+with its reason. Pure.
 
 Classes follow what a failure costs the platform's users: lost capacity, lost evidence or a
 broken promise (quota, isolation) must be fixed before anyone relies on the platform; waits
 or monitoring nobody can explain limit the launch to tenants who accept them; the rest can
-follow the launch. A criterion the soak never exercised is not observed, never a pass, and
-keeps a plain go out of reach, as does too much blind time."""
+follow the launch. A criterion the soak never exercised is not observed, never a pass."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
-from datetime import date, datetime, timedelta
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
 from enum import StrEnum
 
 from observer.detectors import fairness, unexplained_wait
 from observer.domain import Expectation, Finding, FindingKind, Outcome, ProbeRun, Severity
 from observer.probes.windows import occurrence_of
-from observer.reports.data import GpuUsage, Period, PeriodData, ReportContext
-from observer.reports.figures import (
-    FindingItem,
-    InterventionFigures,
-    PeriodFigures,
-    blind_figures,
-    finding_figures,
-    period_figures,
-    task_figures,
-    wait_stats,
-)
-from observer.reports.i18n import Note
+from observer.reports.build.data import Period, PeriodData, ReportContext
+from observer.reports.build.events import FindingItem, InterventionFigures, finding_figures
+from observer.reports.build.notes import Note
 
 LEAK_DETECTORS = frozenset(
     {
@@ -45,7 +35,6 @@ LEAK_DETECTORS = frozenset(
 )
 IDLE_DETECTORS = frozenset({"allocated_idle"})
 EXAMPLES = 5
-MIN_REVERIFY_DAYS = 7  # a working week and a weekend: every window occurs
 
 
 class Status(StrEnum):
@@ -58,12 +47,6 @@ class FailureClass(StrEnum):
     MUST_FIX = "must_fix"
     LIMITED_LAUNCH = "limited_launch"
     LATER_OPTIMISATION = "later_optimisation"
-
-
-class Recommendation(StrEnum):
-    GO = "go"
-    LIMITED_GO = "limited_go"
-    NO_GO = "no_go"
 
 
 CRITERIA = (
@@ -91,16 +74,6 @@ class VerdictRules:
 
 
 @dataclass(frozen=True, slots=True)
-class VerdictInputs:
-    """`soak`: the whole soak; `gpu_by_day`: its GPU samples reduced per local day."""
-
-    context: ReportContext
-    soak: PeriodData
-    gpu_by_day: Mapping[date, GpuUsage]
-    rules: VerdictRules
-
-
-@dataclass(frozen=True, slots=True)
 class CriterionResult:
     criterion: str
     status: Status
@@ -110,34 +83,14 @@ class CriterionResult:
     findings: tuple[FindingItem, ...]  # the first few behind a failure
 
 
-@dataclass(frozen=True, slots=True)
-class DayLine:
-    day: date
-    tasks_total: int
-    tasks_failed: int
-    queue_wait_seconds_avg: float | None
-    gpu_utilization_avg: float | None
-    findings_new: int  # conditions opened and events raised
-    blind_seconds: float
-
-
-@dataclass(frozen=True, slots=True)
-class Verdict:
-    soak_started_at: datetime
-    soak_ended_at: datetime
-    timezone: str
-    figures: PeriodFigures
-    days: tuple[DayLine, ...]
-    criteria: tuple[CriterionResult, ...]
-    recommendation: Recommendation
-    scope: tuple[Note, ...]
-    reverification: tuple[Note, ...]
-
-
-def build_verdict(inputs: VerdictInputs) -> Verdict:
-    context, soak, rules = inputs.context, inputs.soak, inputs.rules
-    figures = period_figures(soak, context, rules.intervention_match_seconds)
-    criteria = (
+def judge(
+    soak: PeriodData,
+    context: ReportContext,
+    rules: VerdictRules,
+    interventions: InterventionFigures,
+) -> tuple[CriterionResult, ...]:
+    """Every criterion, in the order of CRITERIA."""
+    return (
         _queue_explainable(soak, rules),
         _monitoring_linked(soak, context),
         _quota_enforced(soak.runs),
@@ -146,24 +99,9 @@ def build_verdict(inputs: VerdictInputs) -> Verdict:
         _no_log_loss(soak, context),
         _monitoring_lag(soak, context, rules),
         _no_unfairness(soak, context, rules),
-        _interventions_audited(soak, figures.interventions),
+        _interventions_audited(soak, interventions),
         _isolation(soak.runs),
     )
-    recommendation, scope = _recommend(criteria, figures, rules)
-    return Verdict(
-        soak_started_at=soak.period.start,
-        soak_ended_at=soak.period.end,
-        timezone=context.calendar.timezone.key,
-        figures=figures,
-        days=tuple(_days(inputs)),
-        criteria=criteria,
-        recommendation=recommendation,
-        scope=scope,
-        reverification=_plan(criteria, context, rules),
-    )
-
-
-# --- criteria ----------------------------------------------------------------------------
 
 
 def _result(
@@ -571,91 +509,3 @@ def _detectors(findings: Iterable[Finding]) -> str:
     for f in findings:
         counts[f.detector] = counts.get(f.detector, 0) + 1
     return ", ".join(f"{d} {n}" for d, n in sorted(counts.items())) or "-"
-
-
-# --- recommendation and plan -------------------------------------------------------------
-
-
-def _recommend(
-    criteria: Sequence[CriterionResult], figures: PeriodFigures, rules: VerdictRules
-) -> tuple[Recommendation, tuple[Note, ...]]:
-    failed = [c for c in criteria if c.status is Status.FAIL]
-    must = [c for c in failed if c.failure_class is FailureClass.MUST_FIX]
-    limited = [c for c in failed if c.failure_class is FailureClass.LIMITED_LAUNCH]
-    later = [c for c in failed if c.failure_class is FailureClass.LATER_OPTIMISATION]
-    unseen = [c for c in criteria if c.status is Status.NOT_OBSERVED]
-    blind = figures.blind.share or 0.0
-    scope = [Note(f"scope.{c.criterion}") for c in limited]
-    scope += [Note("scope.not_observed", {"criterion": c.criterion}) for c in unseen]
-    if blind > rules.blind_max_share:
-        scope.append(Note("scope.blind", {"share": blind, "limit_share": rules.blind_max_share}))
-    alerts_blind = figures.blind.by_source.get("alerts")
-    if alerts_blind:
-        scope.append(Note("scope.alerts_incomplete", {"blind_seconds": alerts_blind}))
-    scope += [Note("scope.later", {"criterion": c.criterion}) for c in later]
-    if must:
-        blockers = [Note("scope.must_fix", {"criterion": c.criterion}) for c in must]
-        return Recommendation.NO_GO, tuple(blockers + scope)
-    if limited or unseen or blind > rules.blind_max_share:
-        return Recommendation.LIMITED_GO, tuple(scope)
-    return Recommendation.GO, tuple(scope)
-
-
-def _plan(
-    criteria: Sequence[CriterionResult], context: ReportContext, rules: VerdictRules
-) -> tuple[Note, ...]:
-    steps = [
-        Note(f"reverify.{c.criterion}", {"k": rules.fairness_persistence_k})
-        for c in criteria
-        if c.status is not Status.PASS
-    ]
-    windows = ", ".join(w.name for w in context.calendar.windows) or "-"
-    days = max(MIN_REVERIFY_DAYS, rules.fairness_persistence_m)
-    steps.append(Note("reverify.rerun", {"days": days, "windows": windows}))
-    return tuple(steps)
-
-
-# --- per day -----------------------------------------------------------------------------
-
-
-def _days(inputs: VerdictInputs) -> list[DayLine]:
-    soak, context = inputs.soak, inputs.context
-    tz = context.calendar.timezone
-    first = soak.period.start.astimezone(tz).date()
-    last = (soak.period.end - timedelta(microseconds=1)).astimezone(tz).date()
-    lines = []
-    day = first
-    while day <= last:
-        start = max(datetime.combine(day, datetime.min.time(), tzinfo=tz), soak.period.start)
-        end = min(
-            datetime.combine(day + timedelta(days=1), datetime.min.time(), tzinfo=tz),
-            soak.period.end,
-        )
-        runs = [
-            r for r in soak.runs if r.submitted_at is not None and start <= r.submitted_at < end
-        ]
-        tasks = task_figures(runs)
-        usage = inputs.gpu_by_day.get(day, GpuUsage())
-        sliced = replace(
-            soak,
-            period=Period(start, end),
-            runs=runs,
-            queue_samples=[s for s in soak.queue_samples if start <= s.at < end],
-            gpu=usage,
-        )
-        found = finding_figures(soak.findings, start, end)
-        lines.append(
-            DayLine(
-                day=day,
-                tasks_total=tasks.total,
-                tasks_failed=tasks.failed,
-                queue_wait_seconds_avg=wait_stats(
-                    w for r in runs if (w := r.queue_wait_seconds) is not None
-                ).avg_seconds,
-                gpu_utilization_avg=usage.overall.mean(),
-                findings_new=found.opened + found.events,
-                blind_seconds=blind_figures(sliced, context).total_seconds,
-            )
-        )
-        day += timedelta(days=1)
-    return lines

@@ -15,10 +15,11 @@ from typing import Any
 import pytest
 from prometheus_client import CollectorRegistry
 
+from observer.alerting.alertmanager import AlertmanagerHttp
 from observer.clock import ManualClock
+from observer.controller.alerts import ALERTMANAGER_UNREACHABLE, AlertPoller
 from observer.errors import BackendError
 from observer.metrics import FindingMetrics, ReportMetrics
-from observer.reports.alerts import ALERTMANAGER_UNREACHABLE, AlertmanagerHttp, AlertPoller
 from observer.storage.store import Store
 
 T0 = datetime(2026, 12, 1, 2, 0, tzinfo=UTC)

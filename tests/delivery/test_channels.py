@@ -31,19 +31,14 @@ from aiosmtpd.controller import Controller
 from aiosmtpd.smtp import SMTP, AuthResult, Envelope, LoginPassword, Session
 
 from observer.clock import ManualClock
-from observer.reports.notify import (
-    Channel,
-    DeliveryResult,
-    DingTalkChannel,
-    DirectoryChannel,
-    EmailChannel,
-    FeishuChannel,
-    RenderedReport,
-    RetryPolicy,
-    SlackChannel,
-    WeComChannel,
-    deliver_all,
-)
+from observer.delivery.base import Channel, DeliveryResult, RenderedReport, RetryPolicy
+from observer.delivery.dingtalk import DingTalkChannel
+from observer.delivery.directory import DirectoryChannel
+from observer.delivery.email import EmailChannel
+from observer.delivery.feishu import FeishuChannel
+from observer.delivery.send import deliver_all
+from observer.delivery.slack import SlackChannel
+from observer.delivery.wecom import WeComChannel
 
 SLACK_TOKEN = "slack-token-0123456789abcdef"
 FEISHU_HOOK = "feishu-hook-1c2d3e4f-5a6b-7c8d"

@@ -7,8 +7,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import date, datetime
 
-from observer.reports.data import PeriodData, ReportContext
-from observer.reports.figures import PeriodFigures, period_figures
+from observer.reports.build.data import PeriodData, ReportContext
+from observer.reports.build.figures import PeriodFigures, period_figures
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,0 +1,355 @@
+"""The figures of what happened around the platform in a period: alerts fired, manual
+interventions, report deliveries, findings, and the observer's own blind time. Pure."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from observer.domain import Finding, FindingKind, JsonValue, Severity
+from observer.records import DELIVERY_FAILED, InterventionSource, StoredDelivery, StoredIntervention
+from observer.reports.build import interventions as detected_interventions
+from observer.reports.build.data import PeriodData, ReportContext
+
+# Conditions during which the observer could not see a source, by source.
+BLIND_DETECTORS = {
+    "nvml_unavailable": "nvml",
+    "gpu_lost": "nvml",
+    "agent_unreachable": "agents",
+    "prometheus_unreachable": "prometheus",
+    "log_pipeline_unreachable": "logs",
+    "alertmanager_unreachable": "alerts",
+}
+BLIND_SOURCES = ("scheduler", "agents", "nvml", "prometheus", "logs", "alerts")
+# A gap between stored scheduler snapshots longer than this many snapshot intervals is time
+# the controller could not read the scheduler (failed reads are not stored, their gaps are).
+SCHEDULER_GAP_INTERVALS = 3
+
+
+@dataclass(frozen=True, slots=True)
+class AlertCount:
+    name: str
+    severity: str | None
+    count: int
+
+
+@dataclass(frozen=True, slots=True)
+class AlertFigures:
+    """Firings that started in the period, ignored names left out. `total` None: no alert
+    source is set up (reports.alertmanager_url)."""
+
+    total: int | None
+    by_name: tuple[AlertCount, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class InterventionItem:
+    at: datetime
+    source: str  # "recorded" | "detected"
+    action: str  # detected: drain, resume, cordon, uncordon, taints_changed, job_cancelled
+    by: str  # "" when the platform does not say who
+    reason: str
+    subject: Mapping[str, str]
+    detail: Mapping[str, JsonValue]
+    audited_by: str | None  # detected: who recorded it, when a record accounts for it
+
+
+@dataclass(frozen=True, slots=True)
+class InterventionFigures:
+    total: int
+    recorded: int
+    detected: int
+    unaudited: int  # detected with no record naming the same subject close to it
+    items: tuple[InterventionItem, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class DeliveryItem:
+    at: datetime
+    report: str  # e.g. "daily-2026-11-30"
+    channel: str
+    attempts: int
+    detail: str | None  # the channel's answer, secrets masked
+
+
+@dataclass(frozen=True, slots=True)
+class DeliveryFigures:
+    """Deliveries of reports made in the period (the daily summary lists those of the reports
+    before it): how many, and each that failed. `channels`: where reports go besides the
+    directory, as configured; none: the directory is the only delivery."""
+
+    total: int
+    failed: int
+    channels: tuple[str, ...]
+    failures: tuple[DeliveryItem, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class FindingItem:
+    detector: str
+    kind: str
+    severity: str
+    summary: str
+    subject: Mapping[str, str]
+    opened_at: datetime
+    closed_at: datetime | None
+    status: str  # event, opened (and still open at the end), opened_closed, closed, open
+    evidence: Mapping[str, JsonValue]
+
+
+@dataclass(frozen=True, slots=True)
+class DetectorCounts:
+    """Per detector in a period: conditions opened, closed, open at its end; events raised."""
+
+    opened: int
+    closed: int
+    still_open: int
+    events: int
+
+
+@dataclass(frozen=True, slots=True)
+class FindingFigures:
+    opened: int
+    closed: int
+    still_open: int
+    events: int
+    critical: int  # opened or raised in the period with critical severity
+    by_detector: Mapping[str, DetectorCounts]
+    items: tuple[FindingItem, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class BlindPeriod:
+    source: str
+    subject: str
+    start: datetime
+    end: datetime
+
+    @property
+    def seconds(self) -> float:
+        return (self.end - self.start).total_seconds()
+
+
+@dataclass(frozen=True, slots=True)
+class BlindFigures:
+    """Time the observer could not see a source. Per source set up: the union of its periods
+    (two agents out at once count once); total: the union of all. `not_set_up`: sources not
+    configured at all, never observed."""
+
+    total_seconds: float
+    share: float | None
+    by_source: Mapping[str, float]
+    periods: tuple[BlindPeriod, ...]
+    not_set_up: tuple[str, ...]
+    scheduler_gap_seconds: float
+
+
+# --- alerts ----------------------------------------------------------------------------
+
+
+def alert_figures(data: PeriodData, context: ReportContext) -> AlertFigures:
+    if not context.sources.alertmanager:
+        return AlertFigures(None, ())
+    alerts = [a for a in data.alerts if a.name not in context.ignored_alerts]
+    counts: dict[tuple[str, str | None], int] = {}
+    for alert in alerts:
+        key = (alert.name, alert.severity)
+        counts[key] = counts.get(key, 0) + 1
+    by_name = tuple(
+        AlertCount(name, severity, count)
+        for (name, severity), count in sorted(
+            counts.items(), key=lambda kv: (-kv[1], kv[0][0], kv[0][1] or "")
+        )
+    )
+    return AlertFigures(len(alerts), by_name)
+
+
+# --- interventions ---------------------------------------------------------------------
+
+
+def intervention_figures(data: PeriodData, match_seconds: float) -> InterventionFigures:
+    recorded = list(data.interventions)
+    detected = detected_interventions.detect(data.nodes_at_start, data.node_changes, data.runs)
+    records = detected_interventions.audit(detected, recorded, match_seconds)
+    items = [_intervention_item(i, None) for i in recorded]
+    items += [_intervention_item(i, r) for i, r in zip(detected, records, strict=True)]
+    unaudited = sum(1 for r in records if r is None)
+    items.sort(key=lambda i: (i.at, i.source, sorted(i.subject.items())))
+    return InterventionFigures(
+        total=len(items),
+        recorded=len(recorded),
+        detected=len(detected),
+        unaudited=unaudited,
+        items=tuple(items),
+    )
+
+
+def _intervention_item(
+    intervention: StoredIntervention, record: StoredIntervention | None
+) -> InterventionItem:
+    detected = intervention.source is InterventionSource.DETECTED
+    action = str(intervention.detail.get("action", "")) if detected else "recorded"
+    return InterventionItem(
+        at=intervention.at,
+        source=intervention.source.value,
+        action=action,
+        by=intervention.by,
+        reason=intervention.reason,
+        subject=dict(intervention.subject),
+        detail=dict(intervention.detail),
+        audited_by=None if record is None else record.by,
+    )
+
+
+# --- deliveries ------------------------------------------------------------------------
+
+
+def delivery_figures(
+    deliveries: Sequence[StoredDelivery], context: ReportContext
+) -> DeliveryFigures:
+    failures = tuple(
+        DeliveryItem(d.at, d.report, d.channel, d.attempts, d.detail)
+        for d in deliveries
+        if d.outcome == DELIVERY_FAILED
+    )
+    return DeliveryFigures(
+        total=len(deliveries),
+        failed=len(failures),
+        channels=context.delivery_channels,
+        failures=failures,
+    )
+
+
+# --- findings --------------------------------------------------------------------------
+
+
+def finding_figures(findings: Sequence[Finding], start: datetime, end: datetime) -> FindingFigures:
+    """Findings active in [start, end): events raised in it; conditions opened in it, closed
+    in it, or open across it."""
+    items = []
+    counts: dict[str, list[int]] = {}
+    for finding in findings:
+        status = _status(finding, start, end)
+        if status is None:
+            continue
+        row = counts.setdefault(finding.detector, [0, 0, 0, 0])
+        if status == "event":
+            row[3] += 1
+        else:
+            row[0] += status in ("opened", "opened_closed")
+            row[1] += status in ("closed", "opened_closed")
+            row[2] += status in ("opened", "open")
+        items.append(
+            FindingItem(
+                detector=finding.detector,
+                kind=finding.kind.value,
+                severity=finding.severity.value,
+                summary=finding.summary,
+                subject=dict(finding.subject),
+                opened_at=finding.opened_at,
+                closed_at=finding.closed_at,
+                status=status,
+                evidence=dict(finding.evidence),
+            )
+        )
+    by_detector = {
+        d: DetectorCounts(opened=c[0], closed=c[1], still_open=c[2], events=c[3])
+        for d, c in sorted(counts.items())
+    }
+    new = [i for i in items if i.status in ("event", "opened", "opened_closed")]
+    return FindingFigures(
+        opened=sum(c.opened for c in by_detector.values()),
+        closed=sum(c.closed for c in by_detector.values()),
+        still_open=sum(c.still_open for c in by_detector.values()),
+        events=sum(c.events for c in by_detector.values()),
+        critical=sum(1 for i in new if i.severity == Severity.CRITICAL.value),
+        by_detector=by_detector,
+        items=tuple(items),
+    )
+
+
+def _status(finding: Finding, start: datetime, end: datetime) -> str | None:
+    opened, closed = finding.opened_at, finding.closed_at
+    if finding.kind is FindingKind.EVENT:
+        return "event" if start <= opened < end else None
+    if opened >= end or (closed is not None and closed < start):
+        return None
+    opened_here = opened >= start
+    closed_here = closed is not None and closed < end
+    if opened_here:
+        return "opened_closed" if closed_here else "opened"
+    return "closed" if closed_here else "open"
+
+
+# --- blind time ------------------------------------------------------------------------
+
+
+def blind_figures(data: PeriodData, context: ReportContext) -> BlindFigures:
+    period = data.period
+    periods: list[BlindPeriod] = []
+    for finding in data.findings:
+        source = BLIND_DETECTORS.get(finding.detector)
+        if source is None:
+            continue
+        lo = max(finding.opened_at, period.start)
+        hi = min(finding.closed_at or period.end, period.end)
+        if hi > lo:
+            subject = ",".join(f"{k}={v}" for k, v in sorted(finding.subject.items()))
+            periods.append(BlindPeriod(source, subject, lo, hi))
+    gap = SCHEDULER_GAP_INTERVALS * context.snapshot_interval_seconds
+    periods += scheduler_gaps([s.at for s in data.queue_samples], period.start, period.end, gap)
+    periods.sort(key=lambda p: (p.start, p.source, p.subject))
+    sources = context.sources
+    agents = sources.agents or bool(data.gpu.nodes)
+    set_up = {
+        "scheduler": True,
+        "agents": agents,
+        "nvml": agents,
+        "prometheus": sources.prometheus,
+        "logs": sources.logs,
+        "alerts": sources.alertmanager,
+    }
+    by_source = {
+        source: _union_seconds([p for p in periods if p.source == source])
+        for source in BLIND_SOURCES
+        if set_up[source]
+    }
+    total = _union_seconds(periods)
+    not_set_up = tuple(s for s in BLIND_SOURCES if not set_up[s])
+    return BlindFigures(
+        total_seconds=total,
+        share=total / period.seconds if period.seconds else None,
+        by_source=by_source,
+        periods=tuple(periods),
+        not_set_up=not_set_up,
+        scheduler_gap_seconds=gap,
+    )
+
+
+def scheduler_gaps(
+    instants: Sequence[datetime], start: datetime, end: datetime, limit_seconds: float
+) -> list[BlindPeriod]:
+    """Stretches of [start, end) longer than `limit_seconds` with no stored snapshot, whole
+    (the scheduler was last seen at the stretch's start and seen again at its end)."""
+    points = [start, *sorted({at for at in instants if start <= at < end}), end]
+    limit = timedelta(seconds=limit_seconds)
+    return [
+        BlindPeriod("scheduler", "snapshots", a, b)
+        for a, b in itertools.pairwise(points)
+        if b - a > limit
+    ]
+
+
+def _union_seconds(periods: Sequence[BlindPeriod]) -> float:
+    total = 0.0
+    reach: datetime | None = None
+    for p in sorted(periods, key=lambda p: p.start):
+        if reach is None or p.start >= reach:
+            total += p.seconds
+            reach = p.end
+        elif p.end > reach:
+            total += (p.end - reach).total_seconds()
+            reach = p.end
+    return total

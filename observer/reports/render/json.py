@@ -1,0 +1,165 @@
+"""Reports as JSON. Keys are English and stable whatever the language: the headline keys
+(tasks_total, tasks_failed, all_jobs_total, all_jobs_failed (null: not observed),
+all_jobs_complete, queue_wait_seconds_avg, gpu_utilization_avg (percent), alerts_total,
+manual_interventions_total, findings...) at the top, the report's dataclass field names
+below them. Nothing depends on when a report is rendered."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Mapping
+from datetime import date, datetime
+from enum import Enum
+from typing import Any
+from zoneinfo import ZoneInfo
+
+from observer.reports.build.daily import DailyReport
+from observer.reports.build.figures import PeriodFigures
+from observer.reports.build.notes import Note
+from observer.reports.build.verdict import Verdict
+from observer.reports.render.i18n import Language, Words
+
+SCHEMA_VERSION = 1
+
+
+def headline(f: PeriodFigures) -> dict[str, Any]:
+    """The stable top-level figures of a period."""
+    util = f.gpu.overall
+    return {
+        "tasks_total": f.tasks.total,
+        "tasks_failed": f.tasks.failed,
+        "tasks_cancelled": f.tasks.cancelled,
+        "tasks_unfinished": f.tasks.unfinished,
+        "all_jobs_total": f.all_jobs.total if f.all_jobs else None,
+        "all_jobs_failed": f.all_jobs.failed if f.all_jobs else None,
+        "all_jobs_complete": f.all_jobs.complete if f.all_jobs else None,
+        "queue_wait_seconds_avg": _num(f.queue.overall.avg_seconds),
+        "queue_wait_seconds_p50": _num(f.queue.overall.p50_seconds),
+        "queue_wait_seconds_p95": _num(f.queue.overall.p95_seconds),
+        "gpu_utilization_avg": _num(util.avg_percent if util else None),
+        "gpu_utilization_p50": _num(util.p50_percent if util else None),
+        "gpu_utilization_p95": _num(util.p95_percent if util else None),
+        "gpu_allocated_share": _num(f.gpu.allocated_share),
+        "alerts_total": f.alerts.total,
+        "manual_interventions_total": f.interventions.total,
+        "findings_opened": f.findings.opened,
+        "findings_closed": f.findings.closed,
+        "findings_still_open": f.findings.still_open,
+        "findings_events": f.findings.events,
+        "blind_seconds": _num(f.blind.total_seconds),
+        "report_deliveries_failed": f.deliveries.failed,
+    }
+
+
+def _period_json(f: PeriodFigures) -> dict[str, Any]:
+    return {
+        "period": {"start": _iso(f.start), "end": _iso(f.end)},
+        **headline(f),
+        "tasks": plain(f.tasks),
+        "all_jobs": plain(f.all_jobs),
+        "queue_wait": plain(f.queue),
+        "gpu": plain(f.gpu),
+        "alerts": plain(f.alerts),
+        "manual_interventions": plain(f.interventions),
+        "findings": plain(f.findings),
+        "blind_time": plain(f.blind),
+        "report_deliveries": plain(f.deliveries),
+    }
+
+
+def daily_json(report: DailyReport, language: Language) -> dict[str, Any]:
+    words = Words(language, ZoneInfo(report.timezone))
+    day = _period_json(report.figures)
+
+    def beside(f: PeriodFigures) -> dict[str, Any]:
+        # Beside the day: its figures without the item lists (in the day's own report).
+        data = _period_json(f)
+        data["findings"] = {k: v for k, v in data["findings"].items() if k != "items"}
+        data["manual_interventions"] = {
+            k: v for k, v in data["manual_interventions"].items() if k != "items"
+        }
+        data["blind_time"] = {k: v for k, v in data["blind_time"].items() if k != "periods"}
+        data["report_deliveries"] = {
+            k: v for k, v in data["report_deliveries"].items() if k != "failures"
+        }
+        return data
+
+    return {
+        "report": "daily",
+        "schema_version": SCHEMA_VERSION,
+        "language": language,
+        "title": words("title.daily", day=words.day(report.day)),
+        "date": report.day.isoformat(),
+        "timezone": report.timezone,
+        "soak_started_at": _iso(report.soak_started_at),
+        **day,
+        "previous_day": None if report.previous_day is None else beside(report.previous_day),
+        "soak_to_date": beside(report.soak_to_date),
+    }
+
+
+def verdict_json(verdict: Verdict, language: Language) -> dict[str, Any]:
+    words = Words(language, ZoneInfo(verdict.timezone))
+
+    def note(n: Note) -> dict[str, Any]:
+        return {"key": n.key, "params": plain(n.params), "text": words.note(n)}
+
+    return {
+        "report": "verdict",
+        "schema_version": SCHEMA_VERSION,
+        "language": language,
+        "title": words("title.verdict"),
+        "timezone": verdict.timezone,
+        "soak_started_at": _iso(verdict.soak_started_at),
+        "soak_ended_at": _iso(verdict.soak_ended_at),
+        "recommendation": verdict.recommendation.value,
+        "recommendation_text": words(f"rec.{verdict.recommendation.value}.text"),
+        "scope": [note(n) for n in verdict.scope],
+        "criteria": [
+            {
+                "criterion": c.criterion,
+                "title": words(f"crit.{c.criterion}"),
+                "status": c.status.value,
+                "failure_class": c.failure_class.value if c.failure_class else None,
+                "class_reason": note(c.class_reason) if c.class_reason else None,
+                "evidence": [note(n) for n in c.evidence],
+                "findings": plain(c.findings),
+            }
+            for c in verdict.criteria
+        ],
+        "reverification": [note(n) for n in verdict.reverification],
+        "days": plain(verdict.days),
+        **_period_json(verdict.figures),
+    }
+
+
+def _iso(at: datetime | None) -> str | None:
+    return None if at is None else at.isoformat()
+
+
+def _num(value: float | None) -> float | None:
+    # Rounded so that sums taken in another order (another database) print the same.
+    return None if value is None else round(value, 3)
+
+
+def plain(value: Any) -> Any:
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, Enum):
+        return value.value
+    if isinstance(value, datetime | date):
+        return value.isoformat()
+    if isinstance(value, Mapping):
+        # Sorted: PostgreSQL's JSONB gives evidence back in its own key order.
+        return {str(k): plain(value[k]) for k in sorted(value, key=str)}
+    if isinstance(value, list | tuple | frozenset | set):
+        items = [plain(v) for v in value]
+        return sorted(items) if isinstance(value, frozenset | set) else items
+    if isinstance(value, float):
+        return _num(value)
+    return value
+
+
+def json_text(data: Mapping[str, Any]) -> str:
+    return json.dumps(data, ensure_ascii=False, indent=2)

@@ -1,0 +1,131 @@
+"""The go-live verdict's content as blocks: recommendation and scope, each criterion with its
+evidence, the plan to verify again and the soak day by day."""
+
+from __future__ import annotations
+
+from zoneinfo import ZoneInfo
+
+from observer.reports.build.criteria import CriterionResult, Status
+from observer.reports.build.verdict import Verdict
+from observer.reports.render import charts
+from observer.reports.render.blocks import Block, Chart, Heading, List, Rendered, Table, Text
+from observer.reports.render.events import finding_items
+from observer.reports.render.gpu import utilisation_chart
+from observer.reports.render.headline import headline_rows
+from observer.reports.render.html import to_html
+from observer.reports.render.i18n import Language, Words
+from observer.reports.render.json import json_text, verdict_json
+from observer.reports.render.markdown import to_markdown
+
+
+def render_verdict(verdict: Verdict, language: Language) -> Rendered:
+    words = Words(language, ZoneInfo(verdict.timezone))
+    title = words("title.verdict")
+    blocks = _verdict_blocks(verdict, words, title)
+    return Rendered(
+        markdown=to_markdown(blocks),
+        html=to_html(title, language, blocks),
+        json=json_text(verdict_json(verdict, language)) + "\n",
+    )
+
+
+def _verdict_blocks(v: Verdict, w: Words, title: str) -> list[Block]:
+    rec = v.recommendation.value
+    blocks: list[Block] = [
+        Heading(1, title),
+        Text(
+            w(
+                "label.soak",
+                start=w.instant(v.soak_started_at),
+                end=w.instant(v.soak_ended_at),
+                days=len(v.days),
+            ),
+            "meta",
+        ),
+        Text(w("label.timezone", timezone=v.timezone), "meta"),
+        Heading(2, w("sec.recommendation")),
+        Text(w(f"rec.{rec}"), f"rec {rec}"),
+        Text(w(f"rec.{rec}.text")),
+    ]
+    if v.scope:
+        blocks += [Heading(3, w("sec.scope")), List([w.note(n) for n in v.scope])]
+    blocks += [
+        Heading(2, w("sec.criteria")),
+        Table(
+            [w("col.criterion"), w("col.status"), w("col.class"), w("col.reason")],
+            [
+                [
+                    w(f"crit.{c.criterion}"),
+                    w(f"verdict.status.{c.status.value}"),
+                    w(f"class.{c.failure_class.value}") if c.failure_class else "—",
+                    w.note(c.class_reason) if c.class_reason else "—",
+                ]
+                for c in v.criteria
+            ],
+            cell_css={w(f"verdict.status.{s.value}"): s.value for s in Status},
+        ),
+    ]
+    for c in v.criteria:
+        blocks += _criterion_blocks(c, w)
+    blocks += [
+        Heading(2, w("sec.reverification")),
+        List([w.note(n) for n in v.reverification], ordered=True),
+        Heading(2, w("sec.days")),
+        Chart(_days_chart(v, w)),
+        Chart(utilisation_chart(v.figures, w, "chart.util_by_hour")),
+        Table(
+            [
+                w("col.date"),
+                w("fig.tasks_total"),
+                w("fig.tasks_failed"),
+                w("fig.queue_wait_avg"),
+                w("fig.gpu_util_avg"),
+                w("col.findings_new"),
+                w("col.blind"),
+            ],
+            [
+                [
+                    d.day.isoformat(),
+                    w.integer(d.tasks_total),
+                    w.integer(d.tasks_failed),
+                    w.duration(d.queue_wait_seconds_avg),
+                    w.percent(d.gpu_utilization_avg),
+                    w.integer(d.findings_new),
+                    w.duration(d.blind_seconds),
+                ]
+                for d in v.days
+            ],
+        ),
+        Heading(2, w("sec.headline")),
+        Table(
+            [w("col.figure"), w("col.soak_to_date")],
+            [[w(key), value(v.figures)] for key, value in headline_rows(w)],
+            "headline",
+        ),
+    ]
+    return blocks
+
+
+def _criterion_blocks(c: CriterionResult, w: Words) -> list[Block]:
+    status = w(f"verdict.status.{c.status.value}")
+    blocks: list[Block] = [
+        Heading(3, f"{w(f'crit.{c.criterion}')} — {status}"),
+        List([w.note(n) for n in c.evidence]),
+    ]
+    if c.findings:
+        blocks += finding_items(c.findings, w)
+    return blocks
+
+
+def _days_chart(v: Verdict, w: Words) -> str:
+    return charts.bars(
+        "tasks-per-day",
+        w("chart.tasks_per_day"),
+        [d.day.isoformat() for d in v.days],
+        [
+            charts.Series(w("chart.tasks"), [float(d.tasks_total) for d in v.days]),
+            charts.Series(w("chart.failed"), [float(d.tasks_failed) for d in v.days]),
+        ],
+        lambda x: w.integer(None if x is None else round(x)),
+        w("chart.no_data"),
+    )
