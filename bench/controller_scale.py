@@ -68,7 +68,8 @@ from observer.logs import configure_logging
 from observer.metrics import ControllerMetrics
 from observer.settings import Settings
 from observer.simulation.driver import SteppedSchedule
-from observer.storage.store import Store, upgrade
+from observer.storage.database import upgrade
+from observer.storage.store import Store
 from observer.storage.tables import metadata
 
 # A weekday at 10:00 in Shanghai: inside the default weekday-peak window.

@@ -37,7 +37,8 @@ from observer.reports.alerts import AlertmanagerHttp, AlertPoller
 from observer.reports.deliver import deliver_written
 from observer.reports.publish import SUFFIXES, build_due
 from observer.settings import ControllerSettings, Settings
-from observer.storage.store import Store, store_url, upgrade
+from observer.storage.database import store_url, upgrade
+from observer.storage.store import Store
 
 _log = get_logger("observer.controller")
 # Due daily summaries are looked for this often; each day is built once, when it is over and

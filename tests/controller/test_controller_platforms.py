@@ -22,7 +22,8 @@ from observer.domain import Outcome, ProbeRun, RunState
 from observer.metrics import ControllerMetrics
 from observer.settings import Settings
 from observer.simulation.driver import SteppedSchedule
-from observer.storage.store import Store, upgrade
+from observer.storage.database import upgrade
+from observer.storage.store import Store
 from tests.backends.k8s_harness import KubernetesHarness
 from tests.backends.slurm_harness import SlurmHarness, slurm_harness
 

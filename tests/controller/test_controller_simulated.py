@@ -19,7 +19,8 @@ from observer.errors import BackendError
 from observer.metrics import ControllerMetrics
 from observer.settings import Settings
 from observer.simulation.driver import SteppedSchedule
-from observer.storage.store import Store, upgrade
+from observer.storage.database import upgrade
+from observer.storage.store import Store
 
 MONDAY_0855 = datetime(2026, 11, 30, 8, 55, tzinfo=UTC)
 

@@ -29,7 +29,8 @@ from observer.domain import (
 from observer.metrics import ControllerMetrics
 from observer.settings import Settings
 from observer.simulation.driver import SteppedSchedule
-from observer.storage.store import Store, upgrade
+from observer.storage.database import upgrade
+from observer.storage.store import Store
 from tests.detectors.test_probe_release import agent, process
 
 START = datetime(2026, 11, 30, 9, 0, tzinfo=UTC)

@@ -17,7 +17,8 @@ from observer.domain import ProbeRun, RunState
 from observer.metrics import ControllerMetrics
 from observer.settings import Settings
 from observer.simulation.driver import SteppedSchedule
-from observer.storage.store import Store, upgrade
+from observer.storage.database import upgrade
+from observer.storage.store import Store
 
 START = datetime(2026, 11, 30, 9, 0, tzinfo=UTC)
 LAUNCH = START + timedelta(seconds=600)  # the plan entry's first firing

@@ -29,7 +29,8 @@ from observer.domain import Finding, JobPhase, Severity, Workload
 from observer.metrics import ControllerMetrics
 from observer.settings import FairnessSettings, Settings
 from observer.simulation.driver import SteppedSchedule
-from observer.storage.store import Store, upgrade
+from observer.storage.database import upgrade
+from observer.storage.store import Store
 
 MONDAY_2155_SHANGHAI = datetime(2026, 11, 30, 13, 55, tzinfo=UTC)
 NIGHT_SECONDS = 3 * 3600

@@ -49,7 +49,8 @@ from observer.detectors.fairness import (
 from observer.domain import Severity
 from observer.metrics import ControllerMetrics
 from observer.settings import FairnessSettings, Settings
-from observer.storage.store import Store, upgrade
+from observer.storage.database import upgrade
+from observer.storage.store import Store
 from tests.backends.slurm_harness import SlurmHarness, slurm_harness
 
 ROUNDS = 3

@@ -20,7 +20,8 @@ from observer.reports.inputs import day_period, load_daily, load_verdict
 from observer.reports.publish import write_daily
 from observer.reports.render import render_daily, render_verdict
 from observer.reports.verdict import build_verdict
-from observer.storage.store import Store, upgrade
+from observer.storage.database import upgrade
+from observer.storage.store import Store
 from observer.storage.tables import metadata
 from tests.reports.conftest import PlayedWeek
 from tests.reports.week import DAYS, SHANGHAI, local

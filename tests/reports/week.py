@@ -36,7 +36,8 @@ from observer.metrics import ControllerMetrics
 from observer.records import StoredAlert, StoredIntervention
 from observer.settings import Settings
 from observer.simulation.driver import SteppedSchedule
-from observer.storage.store import Store, upgrade
+from observer.storage.database import upgrade
+from observer.storage.store import Store
 
 SHANGHAI = ZoneInfo("Asia/Shanghai")
 MONDAY = date(2026, 11, 30)
