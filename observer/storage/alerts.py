@@ -7,7 +7,7 @@ from collections.abc import Iterable
 from datetime import datetime
 
 from observer.records import StoredAlert
-from observer.storage.database import Repository, upsert_insert
+from observer.storage.database import Repository, upsert
 from observer.storage.mapping import RowMapping
 from observer.storage.tables import alerts_table
 
@@ -22,15 +22,13 @@ class AlertsRepository(Repository):
         if not rows:
             return
         with self._errors("saving alerts"), self._engine.begin() as connection:
-            insert = upsert_insert(connection.dialect.name, alerts_table)
-            upsert = insert.on_conflict_do_update(
-                index_elements=[alerts_table.c.fingerprint, alerts_table.c.starts_at],
-                set_={
-                    name: insert.excluded[name]
-                    for name in ("ends_at", "last_seen_at", "labels", "severity", "summary")
-                },
+            upsert_alerts = upsert(
+                connection.dialect.name,
+                alerts_table,
+                ("fingerprint", "starts_at"),
+                replace=("ends_at", "last_seen_at", "labels", "severity", "summary"),
             )
-            connection.execute(upsert, list(rows.values()))
+            connection.execute(upsert_alerts, list(rows.values()))
 
     def alerts(self, since: datetime, until: datetime) -> list[StoredAlert]:
         """Firings that started in [since, until), in the order they started."""

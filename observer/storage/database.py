@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -112,11 +113,24 @@ def display(url: str) -> str:
         return "the configured database"
 
 
-def upsert_insert(dialect: str, table: sa.Table) -> postgresql.Insert | sqlite.Insert:
-    """An INSERT that can turn into an upsert (ON CONFLICT) in this dialect."""
-    if dialect == "postgresql":
-        return postgresql.insert(table)
-    return sqlite.insert(table)
+@cache
+def upsert(
+    dialect: str,
+    table: sa.Table,
+    keys: tuple[str, ...],
+    *,
+    replace: tuple[str, ...] = (),
+    add: tuple[str, ...] = (),
+) -> sa.Insert:
+    """INSERT ... ON CONFLICT (keys) DO UPDATE in this dialect: the `replace` columns take the
+    new row's value, the `add` columns add it to theirs. Built once for each set of arguments
+    and executed with parameters: building its `excluded` terms cost more than running it."""
+    insert = (postgresql.insert if dialect == "postgresql" else sqlite.insert)(table)
+    changes: dict[str, Any] = {name: insert.excluded[name] for name in replace}
+    changes.update({name: table.c[name] + insert.excluded[name] for name in add})
+    return insert.on_conflict_do_update(
+        index_elements=[table.c[name] for name in keys], set_=changes
+    )
 
 
 class Repository:

@@ -9,7 +9,7 @@ from datetime import datetime
 import sqlalchemy as sa
 
 from observer.domain import Finding
-from observer.storage.database import Repository, upsert_insert
+from observer.storage.database import Repository, upsert
 from observer.storage.mapping import RowMapping
 from observer.storage.tables import findings_table
 
@@ -30,15 +30,13 @@ class FindingsRepository(Repository):
         if not rows:
             return
         with self._errors("saving findings"), self._engine.begin() as connection:
-            insert = upsert_insert(connection.dialect.name, findings_table)
-            upsert = insert.on_conflict_do_update(
-                index_elements=[findings_table.c.key, findings_table.c.opened_at],
-                set_={
-                    name: insert.excluded[name]
-                    for name in ("closed_at", "evidence", "severity", "summary")
-                },
+            upsert_findings = upsert(
+                connection.dialect.name,
+                findings_table,
+                ("key", "opened_at"),
+                replace=("closed_at", "evidence", "severity", "summary"),
             )
-            connection.execute(upsert, list(rows.values()))
+            connection.execute(upsert_findings, list(rows.values()))
 
     def findings(
         self,

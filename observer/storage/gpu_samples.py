@@ -6,13 +6,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
-from functools import cache
 from typing import Any
 
 import sqlalchemy as sa
 
 from observer.records import UTILIZATION_PERCENTS, GpuSampleCounts, StoredGpuSample
-from observer.storage.database import Repository, upsert_insert
+from observer.storage.database import Repository, upsert
 from observer.storage.mapping import RowMapping, instant
 from observer.storage.tables import (
     gpu_minutes_table,
@@ -120,40 +119,35 @@ def _add_counts(connection: sa.Connection, rows: Sequence[Mapping[str, Any]]) ->
             if tally is None:
                 tally = tenants[hour, row["tenant"]] = _tally()
             tally[percent] += 1
-    dialect = connection.dialect.name
-    if minutes:
-        connection.execute(
-            _count_upsert(gpu_minutes_table, dialect),
-            [{"minute": m, **dict(zip(_PERCENTS, t, strict=True))} for m, t in minutes.items()],
-        )
-    if nodes:
-        connection.execute(
-            _count_upsert(gpu_node_hours_table, dialect),
-            [
-                {"hour": h, "node": n, "unread": t[0], **dict(zip(_PERCENTS, t[1:], strict=True))}
-                for (h, n), t in nodes.items()
-            ],
-        )
-    if tenants:
-        connection.execute(
-            _count_upsert(gpu_tenant_hours_table, dialect),
-            [
-                {"hour": h, "tenant": n, **dict(zip(_PERCENTS, t, strict=True))}
-                for (h, n), t in tenants.items()
-            ],
-        )
-
-
-@cache
-def _count_upsert(table: sa.Table, dialect: str) -> sa.Insert:
-    """Insert count rows, adding to the counts of rows already there (same key). Built once
-    per table and dialect: its 100-odd `column + excluded.column` terms took a third of a
-    busy controller's time when built for every batch."""
-    insert = upsert_insert(dialect, table)
-    return insert.on_conflict_do_update(
-        index_elements=[c for c in table.c if c.primary_key],
-        set_={c.name: c + insert.excluded[c.name] for c in table.c if not c.primary_key},
+    _add_to(
+        connection,
+        gpu_minutes_table,
+        [{"minute": m, **dict(zip(_PERCENTS, t, strict=True))} for m, t in minutes.items()],
     )
+    _add_to(
+        connection,
+        gpu_node_hours_table,
+        [
+            {"hour": h, "node": n, "unread": t[0], **dict(zip(_PERCENTS, t[1:], strict=True))}
+            for (h, n), t in nodes.items()
+        ],
+    )
+    _add_to(
+        connection,
+        gpu_tenant_hours_table,
+        [
+            {"hour": h, "tenant": n, **dict(zip(_PERCENTS, t, strict=True))}
+            for (h, n), t in tenants.items()
+        ],
+    )
+
+
+def _add_to(connection: sa.Connection, table: sa.Table, rows: list[dict[str, Any]]) -> None:
+    """Insert count rows, adding to the counts of rows already there (same key)."""
+    if rows:
+        keys = tuple(c.name for c in table.c if c.primary_key)
+        counts = tuple(c.name for c in table.c if not c.primary_key)
+        connection.execute(upsert(connection.dialect.name, table, keys, add=counts), rows)
 
 
 def _read_counts(connection: sa.Connection, since: datetime, until: datetime) -> GpuSampleCounts:

@@ -9,11 +9,14 @@ from datetime import datetime
 import sqlalchemy as sa
 
 from observer.domain import ProbeRun, RunState
-from observer.storage.database import Repository, upsert_insert
+from observer.storage.database import Repository, upsert
 from observer.storage.mapping import RowMapping
 from observer.storage.tables import probe_runs_table
 
 _RUN = RowMapping(ProbeRun, probe_runs_table)
+# Saving a known run overwrites every field. log_checked_at is not a run field: only
+# mark_log_checked writes it.
+_REPLACED = tuple(c.name for c in probe_runs_table.c if c.name not in ("run_id", "log_checked_at"))
 
 
 class RunsRepository(Repository):
@@ -25,17 +28,10 @@ class RunsRepository(Repository):
         if not rows:
             return
         with self._errors("saving probe runs"), self._engine.begin() as connection:
-            insert = upsert_insert(connection.dialect.name, probe_runs_table)
-            upsert = insert.on_conflict_do_update(
-                index_elements=[probe_runs_table.c.run_id],
-                # log_checked_at is not a run field: only mark_log_checked writes it.
-                set_={
-                    c.name: insert.excluded[c.name]
-                    for c in probe_runs_table.c
-                    if c.name not in ("run_id", "log_checked_at")
-                },
+            upsert_runs = upsert(
+                connection.dialect.name, probe_runs_table, ("run_id",), replace=_REPLACED
             )
-            connection.execute(upsert, list(rows.values()))
+            connection.execute(upsert_runs, list(rows.values()))
 
     def runs(
         self,
