@@ -68,7 +68,8 @@ from observer.errors import BackendError
 from observer.logs import configure_logging
 from observer.settings import Settings
 from observer.simulation.soak import SimulatedSoak
-from observer.storage.store import Store, upgrade
+from observer.storage.database import upgrade
+from observer.storage.store import Store
 from observer.storage.tables import metadata
 
 # A weekday at 10:00 in Shanghai: inside the default weekday-peak window.

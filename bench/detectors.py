@@ -62,7 +62,8 @@ from observer.monitoring.fake import Exposition, FakePrometheus, FakeTarget
 from observer.ownership.fake import FakeHost
 from observer.settings import NodeLeakSettings, Settings
 from observer.simulation.soak import SimulatedSoak, simulated_cluster
-from observer.storage.store import Store, upgrade
+from observer.storage.database import upgrade
+from observer.storage.store import Store
 
 START = datetime(2026, 11, 30, 9, 0, tzinfo=UTC)
 

@@ -53,7 +53,8 @@ from observer.records import StoredAlert, StoredIntervention
 from observer.reports.publish import write_daily, write_verdict
 from observer.settings import Settings
 from observer.storage import store as store_module
-from observer.storage.store import Store, upgrade
+from observer.storage.database import upgrade
+from observer.storage.store import Store
 from observer.storage.tables import node_states_table, queue_samples_table
 
 SHANGHAI = ZoneInfo("Asia/Shanghai")

@@ -167,7 +167,7 @@ def _dispatch(args: argparse.Namespace, settings: Settings) -> int:
     if args.command == "intervention":
         return _intervention(args, settings)
     if args.command == "db":
-        from observer.storage.store import store_url, upgrade  # noqa: PLC0415 - heavy import
+        from observer.storage.database import store_url, upgrade  # noqa: PLC0415 - heavy import
 
         upgrade(store_url(settings.storage.sqlite_path, settings.storage.url))
         print("database schema is up to date")
@@ -226,7 +226,8 @@ def _report(args: argparse.Namespace, settings: Settings) -> int:
     from observer.clock import SystemClock  # noqa: PLC0415
     from observer.delivery.send import deliver_written  # noqa: PLC0415
     from observer.reports.publish import write_daily, write_verdict, yesterday  # noqa: PLC0415
-    from observer.storage.store import Store, store_url  # noqa: PLC0415
+    from observer.storage.database import store_url  # noqa: PLC0415
+    from observer.storage.store import Store  # noqa: PLC0415
 
     clock = SystemClock()
     now = clock.now()
@@ -263,7 +264,8 @@ def _deliveries(deliveries: Sequence[StoredDelivery], as_json: bool) -> int:
 
 def _intervention(args: argparse.Namespace, settings: Settings) -> int:
     from observer.clock import SystemClock  # noqa: PLC0415
-    from observer.storage.store import Store, store_url  # noqa: PLC0415
+    from observer.storage.database import store_url  # noqa: PLC0415
+    from observer.storage.store import Store  # noqa: PLC0415
 
     record = StoredIntervention(
         at=args.at or SystemClock().now(),
@@ -280,7 +282,8 @@ def _intervention(args: argparse.Namespace, settings: Settings) -> int:
 
 def _findings(args: argparse.Namespace, settings: Settings) -> int:
     from observer import codec  # noqa: PLC0415
-    from observer.storage.store import Store, store_url  # noqa: PLC0415
+    from observer.storage.database import store_url  # noqa: PLC0415
+    from observer.storage.store import Store  # noqa: PLC0415
 
     with Store(store_url(settings.storage.sqlite_path, settings.storage.url)) as store:
         found = store.findings(open_only=args.open, since=args.since, detector=args.detector)

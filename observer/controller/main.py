@@ -22,7 +22,8 @@ from observer.loops import PeriodicLoop
 from observer.metrics import ControllerMetrics, Heartbeat, ReportMetrics
 from observer.monitoring.prometheus import PrometheusHttp
 from observer.settings import Settings
-from observer.storage.store import Store, store_url, upgrade
+from observer.storage.database import store_url, upgrade
+from observer.storage.store import Store
 
 _log = get_logger("observer.controller")
 

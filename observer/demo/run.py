@@ -40,7 +40,8 @@ from observer.metrics import HEARTBEAT_METRIC
 from observer.monitoring.fake import FakePrometheus, FakeTarget
 from observer.reports.publish import write_daily, write_verdict
 from observer.simulation.soak import SimulatedSoak, simulated_cluster
-from observer.storage.store import Store, upgrade
+from observer.storage.database import upgrade
+from observer.storage.store import Store
 
 BUSY_STEP_SECONDS = 5.0
 QUIET_STEP_SECONDS = 60.0

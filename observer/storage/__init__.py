@@ -1,2 +1,2 @@
-"""The database boundary: the tables, their alembic migrations and the Store that reads and
-writes domain types (SQLite embedded by default, PostgreSQL in the cluster)."""
+"""The database boundary: the tables, their alembic migrations, one repository per aggregate
+and the Store made of them, reading and writing domain types (SQLite embedded, PostgreSQL)."""

@@ -17,7 +17,8 @@ from observer.controller.service import Controller
 from observer.domain import AccessAttempt, Expectation, Outcome, RunState
 from observer.metrics import ControllerMetrics
 from observer.settings import Settings
-from observer.storage.store import Store, upgrade
+from observer.storage.database import upgrade
+from observer.storage.store import Store
 from tests.backends.k8s_harness import KubernetesHarness
 from tests.backends.slurm_harness import SlurmHarness, slurm_harness
 from tests.controller.test_controller_simulated import Soak, _settings

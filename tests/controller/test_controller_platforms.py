@@ -19,7 +19,8 @@ from observer.controller.service import Controller
 from observer.domain import Outcome, ProbeRun, RunState
 from observer.settings import Settings
 from observer.simulation.soak import SimulatedSoak
-from observer.storage.store import Store, upgrade
+from observer.storage.database import upgrade
+from observer.storage.store import Store
 from tests.backends.k8s_harness import KubernetesHarness
 from tests.backends.slurm_harness import SlurmHarness, slurm_harness
 

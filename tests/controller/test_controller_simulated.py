@@ -15,7 +15,8 @@ from observer.domain import JobRequest, Outcome, RunState, Workload
 from observer.errors import BackendError
 from observer.settings import Settings
 from observer.simulation.soak import SimulatedSoak, simulated_cluster
-from observer.storage.store import Store, upgrade
+from observer.storage.database import upgrade
+from observer.storage.store import Store
 
 MONDAY_0855 = datetime(2026, 11, 30, 8, 55, tzinfo=UTC)
 

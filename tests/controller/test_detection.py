@@ -27,7 +27,8 @@ from observer.domain import (
 )
 from observer.settings import Settings
 from observer.simulation.soak import SimulatedSoak, simulated_cluster
-from observer.storage.store import Store, upgrade
+from observer.storage.database import upgrade
+from observer.storage.store import Store
 from tests.detectors.test_probe_release import agent, process
 
 START = datetime(2026, 11, 30, 9, 0, tzinfo=UTC)

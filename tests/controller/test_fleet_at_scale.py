@@ -24,7 +24,8 @@ from observer.domain import (
 )
 from observer.fleet.local import LocalFleet
 from observer.metrics import ControllerMetrics, FindingMetrics
-from observer.storage.store import Store, upgrade
+from observer.storage.database import upgrade
+from observer.storage.store import Store
 
 START = datetime(2026, 11, 30, 9, 0, tzinfo=UTC)
 

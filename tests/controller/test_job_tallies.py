@@ -20,7 +20,8 @@ from observer.errors import BackendError
 from observer.metrics import ControllerMetrics
 from observer.records import JobSlot, JobTally
 from observer.settings import Settings
-from observer.storage.store import Store, upgrade
+from observer.storage.database import upgrade
+from observer.storage.store import Store
 
 T0 = datetime(2026, 11, 30, 2, 0, tzinfo=UTC)
 QUARTER = timedelta(minutes=15)

@@ -12,7 +12,8 @@ from observer.controller.detect import CANARY_READ_TRIES
 from observer.domain import ProbeRun, RunState
 from observer.settings import Settings
 from observer.simulation.soak import SimulatedSoak, simulated_cluster
-from observer.storage.store import Store, upgrade
+from observer.storage.database import upgrade
+from observer.storage.store import Store
 
 START = datetime(2026, 11, 30, 9, 0, tzinfo=UTC)
 LAUNCH = START + timedelta(seconds=600)  # the plan entry's first firing

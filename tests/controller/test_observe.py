@@ -32,7 +32,8 @@ from observer.gpu.fake import GIB, FakeGpu, FakeGpuBackend
 from observer.metrics import AgentMetrics, ControllerMetrics
 from observer.ownership.fake import FakeHost
 from observer.settings import NodeLeakSettings, Settings
-from observer.storage.store import Store, upgrade
+from observer.storage.database import upgrade
+from observer.storage.store import Store
 
 START = datetime(2026, 11, 30, 9, 0, tzinfo=UTC)
 

@@ -16,7 +16,8 @@ from observer.detectors.fairness import (
 from observer.domain import Finding, JobPhase, Severity, Workload
 from observer.settings import FairnessSettings, Settings
 from observer.simulation.soak import SimulatedSoak, simulated_cluster
-from observer.storage.store import Store, upgrade
+from observer.storage.database import upgrade
+from observer.storage.store import Store
 
 MONDAY_2155_SHANGHAI = datetime(2026, 11, 30, 13, 55, tzinfo=UTC)
 NIGHT_SECONDS = 3 * 3600

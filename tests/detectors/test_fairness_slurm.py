@@ -42,7 +42,8 @@ from observer.domain import Severity
 from observer.metrics import ControllerMetrics
 from observer.probes.windows import Occurrence
 from observer.settings import FairnessSettings, Settings
-from observer.storage.store import Store, upgrade
+from observer.storage.database import upgrade
+from observer.storage.store import Store
 from tests.backends.slurm_harness import SlurmHarness, slurm_harness
 
 ROUNDS = 3

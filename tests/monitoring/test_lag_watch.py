@@ -40,7 +40,8 @@ from observer.monitoring.checker import MonitoringChecker
 from observer.monitoring.fake import Exposition, FakePrometheus
 from observer.probes.catalog import builtin_catalog, with_overrides
 from observer.settings import MonitoringLagSettings
-from observer.storage.store import Store, upgrade
+from observer.storage.database import upgrade
+from observer.storage.store import Store
 
 T0 = datetime(2026, 11, 30, 9, 0, tzinfo=UTC)
 UTIL = "observer_gpu_utilization_ratio"

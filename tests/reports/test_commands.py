@@ -18,7 +18,8 @@ from observer.errors import ReportError
 from observer.records import InterventionSource, StoredAlert, StoredIntervention
 from observer.reports.publish import build_due, due_days, write_daily
 from observer.settings import Settings
-from observer.storage.store import Store, upgrade
+from observer.storage.database import upgrade
+from observer.storage.store import Store
 from tests.reports.builders import run
 
 TZ = ZoneInfo("Asia/Shanghai")

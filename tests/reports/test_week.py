@@ -21,7 +21,8 @@ from observer.reports.inputs import day_period, load_daily, load_verdict
 from observer.reports.publish import write_daily
 from observer.reports.render.daily import render_daily
 from observer.reports.render.verdict import render_verdict
-from observer.storage.store import Store, upgrade
+from observer.storage.database import upgrade
+from observer.storage.store import Store
 from observer.storage.tables import metadata
 from tests.reports.conftest import PlayedWeek
 from tests.reports.week import DAYS, SHANGHAI, local

@@ -31,7 +31,8 @@ from observer.fleet.local import LocalFleet
 from observer.records import StoredAlert, StoredIntervention
 from observer.settings import Settings
 from observer.simulation.soak import SimulatedSoak, simulated_cluster
-from observer.storage.store import Store, upgrade
+from observer.storage.database import upgrade
+from observer.storage.store import Store
 
 SHANGHAI = ZoneInfo("Asia/Shanghai")
 MONDAY = date(2026, 11, 30)

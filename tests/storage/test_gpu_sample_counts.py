@@ -19,7 +19,8 @@ from observer.domain import SchedulerNode, SchedulerSnapshot
 from observer.probes.windows import Calendar, Window
 from observer.records import StoredGpuSample
 from observer.reports.build.data import counts_are_exact, gpu_usage, gpu_usage_of_counts
-from observer.storage.store import Store, upgrade
+from observer.storage.database import upgrade
+from observer.storage.store import Store
 from observer.storage.tables import gpu_samples_table
 from tests.storage.test_store import migrate
 

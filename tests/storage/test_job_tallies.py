@@ -8,7 +8,8 @@ import pytest
 
 from observer.domain import JobPhase
 from observer.records import JobSlot, JobTally, job_slot
-from observer.storage.store import Store, upgrade
+from observer.storage.database import upgrade
+from observer.storage.store import Store
 
 T0 = datetime(2026, 11, 30, 2, 0, tzinfo=UTC)
 QUARTER = timedelta(minutes=15)

@@ -19,7 +19,8 @@ from observer.domain import Finding, FindingKind, Severity
 from observer.errors import StoreError
 from observer.records import StoredDelivery, StoredGpuSample
 from observer.storage import store as store_module
-from observer.storage.store import Store, store_url, upgrade
+from observer.storage.database import store_url, upgrade
+from observer.storage.store import Store
 from observer.storage.tables import findings_table, metadata
 
 T0 = datetime(2025, 3, 1, 8, 0, tzinfo=UTC)

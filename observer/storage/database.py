@@ -1,0 +1,175 @@
+"""The database itself: which one to use, its engine, its migrations, and every failure in it
+as a StoreError whose message names the database (password hidden) and the driver's reason.
+
+A value the database never saw (a naive datetime, evidence that is not JSON) is the caller's
+bug and keeps its ValueError/TypeError. The only importer of alembic.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import sqlalchemy as sa
+from alembic import command
+from alembic.config import Config
+from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
+from alembic.util import CommandError
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.engine import Engine
+from sqlalchemy.exc import DBAPIError, SQLAlchemyError, StatementError
+
+from observer.errors import StoreError
+
+# Writers wait this long for a lock held by another process before SQLite reports 'busy'.
+SQLITE_BUSY_TIMEOUT_MS = 30_000
+POSTGRES_CONNECT_TIMEOUT_SECONDS = 10  # unless the URL sets connect_timeout
+
+_MIGRATIONS = Path(__file__).with_name("migrations")
+
+
+def store_url(sqlite_path: Path, url: str | None) -> str:
+    """The database to use: `url` when one is configured, else the embedded SQLite file."""
+    if url:
+        return url
+    return sa.URL.create("sqlite", database=str(sqlite_path)).render_as_string()
+
+
+def upgrade(url: str) -> None:
+    """Migrate the database at `url` to the newest schema; a no-op when it is already there.
+    Backs `observer db upgrade`."""
+    engine = create_engine(url)
+    try:
+        with store_errors(f"migrating {display(url)}"), engine.begin() as connection:
+            config = _alembic_config()
+            config.attributes["connection"] = connection
+            command.upgrade(config, "head")
+    finally:
+        engine.dispose()
+
+
+def check_schema(engine: Engine, where: str) -> None:
+    """Refuse a database that is not migrated to the schema this code expects."""
+    head = ScriptDirectory.from_config(_alembic_config()).get_current_head()
+    with store_errors(f"opening {where}"), engine.connect() as connection:
+        current = MigrationContext.configure(connection).get_current_revision()
+    if current != head:
+        raise StoreError(
+            f"{where} has schema revision {current or 'none'}, this observer needs "
+            f"{head}: run `observer db upgrade`"
+        )
+
+
+def create_engine(url: str) -> Engine:
+    where = display(url)
+    try:
+        with store_errors(f"opening {where}"):
+            parsed = sa.make_url(url)
+            backend = parsed.get_backend_name()
+            if backend == "sqlite":
+                _check_sqlite_directory(parsed)
+                engine = sa.create_engine(parsed)
+                sa.event.listen(engine, "connect", _configure_sqlite)
+                return engine
+            if backend == "postgresql":
+                # An unreachable host fails within seconds instead of hanging a loop, unless
+                # the URL sets its own connect_timeout. pre_ping: a daemon that runs for weeks
+                # outlives server restarts and idle-connection timeouts.
+                timeout = {"connect_timeout": POSTGRES_CONNECT_TIMEOUT_SECONDS}
+                return sa.create_engine(
+                    parsed,
+                    pool_pre_ping=True,
+                    connect_args={} if "connect_timeout" in parsed.query else timeout,
+                )
+    except ImportError as exc:
+        raise StoreError(f"opening {where} failed: its driver is not installed ({exc})") from exc
+    raise StoreError(f"unsupported database {where}: use sqlite or postgresql")
+
+
+@contextmanager
+def store_errors(doing: str) -> Iterator[None]:
+    """Database failures inside the block raise StoreError("<doing> failed: <reason>")."""
+    try:
+        yield
+    except DBAPIError as exc:
+        raise StoreError(f"{doing} failed: {_reason(exc.orig)}") from exc
+    except StatementError as exc:
+        if isinstance(exc.orig, ValueError | TypeError):
+            raise exc.orig from None
+        raise StoreError(f"{doing} failed: {_reason(exc.orig)}") from exc
+    except (SQLAlchemyError, CommandError) as exc:
+        raise StoreError(f"{doing} failed: {_reason(exc)}") from exc
+
+
+def display(url: str) -> str:
+    """The URL as messages show it: password hidden."""
+    try:
+        return sa.make_url(url).render_as_string(hide_password=True)
+    except SQLAlchemyError:
+        return "the configured database"
+
+
+@cache
+def upsert(
+    dialect: str,
+    table: sa.Table,
+    keys: tuple[str, ...],
+    *,
+    replace: tuple[str, ...] = (),
+    add: tuple[str, ...] = (),
+) -> sa.Insert:
+    """INSERT ... ON CONFLICT (keys) DO UPDATE in this dialect: the `replace` columns take the
+    new row's value, the `add` columns add it to theirs. Built once for each set of arguments
+    and executed with parameters: building its `excluded` terms cost more than running it."""
+    insert = (postgresql.insert if dialect == "postgresql" else sqlite.insert)(table)
+    changes: dict[str, Any] = {name: insert.excluded[name] for name in replace}
+    changes.update({name: table.c[name] + insert.excluded[name] for name in add})
+    return insert.on_conflict_do_update(
+        index_elements=[table.c[name] for name in keys], set_=changes
+    )
+
+
+class Repository:
+    """Base of the store's repositories: the engine they share and their error messages."""
+
+    def __init__(self, engine: Engine, where: str) -> None:
+        self._engine = engine
+        self._where = where
+
+    @contextmanager
+    def _errors(self, doing: str) -> Iterator[None]:
+        with store_errors(f"{doing} in {self._where}"):
+            yield
+
+
+def _check_sqlite_directory(url: sa.URL) -> None:
+    # SQLite's own message ('unable to open database file') does not say what is wrong.
+    if url.database and url.database != ":memory:":
+        directory = Path(url.database).parent
+        if not directory.is_dir():
+            raise StoreError(
+                f"cannot open SQLite database {url.database}: directory {directory} does not exist"
+            )
+
+
+def _configure_sqlite(dbapi_connection: Any, _record: Any) -> None:
+    # WAL lets readers (reports, metrics) run while the controller writes.
+    cursor = dbapi_connection.cursor()
+    cursor.execute("PRAGMA journal_mode=WAL")
+    cursor.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")
+    cursor.close()
+
+
+def _reason(exc: BaseException | None) -> str:
+    # Driver messages span lines ('connection refused\n\tIs the server running...').
+    return " ".join(str(exc).split()) or type(exc).__name__
+
+
+def _alembic_config() -> Config:
+    config = Config()
+    config.set_main_option("script_location", str(_MIGRATIONS))
+    return config
