@@ -224,7 +224,7 @@ def _pair(text: str) -> tuple[str, str]:
 
 def _report(args: argparse.Namespace, settings: Settings) -> int:
     from observer.clock import SystemClock  # noqa: PLC0415
-    from observer.delivery.send import deliver_written  # noqa: PLC0415
+    from observer.reports.deliver import deliver_written  # noqa: PLC0415
     from observer.reports.publish import write_daily, write_verdict, yesterday  # noqa: PLC0415
     from observer.storage.database import store_url  # noqa: PLC0415
     from observer.storage.store import Store  # noqa: PLC0415

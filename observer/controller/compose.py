@@ -24,7 +24,6 @@ from observer.controller.observe import FleetObserver
 from observer.controller.runs import Budget, ProbeRunner, Tenant
 from observer.controller.service import Controller, PlanEntry
 from observer.controller.views import Published
-from observer.delivery.send import deliver_written
 from observer.domain import NodeSnapshot, SchedulerSnapshot
 from observer.errors import ConfigError
 from observer.fleet.base import Fleet
@@ -34,6 +33,7 @@ from observer.monitoring.base import PrometheusApi
 from observer.monitoring.checker import MonitoringChecker
 from observer.probes.catalog import ProbeSpec, builtin_catalog, quota_probe, with_overrides
 from observer.probes.windows import Calendar, Window, parse_days
+from observer.reports.deliver import deliver_written
 from observer.reports.publish import SUFFIXES, build_due
 from observer.settings import ControllerSettings, Settings
 from observer.storage.store import Store

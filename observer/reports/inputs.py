@@ -9,7 +9,6 @@ from datetime import date, datetime, time, timedelta
 from typing import TypeVar
 from zoneinfo import ZoneInfo
 
-from observer.delivery.send import configured_channels
 from observer.domain import Behaviour
 from observer.errors import ReportError
 from observer.probes.catalog import builtin_catalog
@@ -29,6 +28,7 @@ from observer.reports.build.data import (
     gpu_usage_of_counts,
 )
 from observer.reports.build.verdict import VerdictInputs
+from observer.reports.deliver import configured_channels
 from observer.settings import Settings
 from observer.storage.store import Store
 

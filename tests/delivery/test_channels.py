@@ -34,9 +34,9 @@ from observer.clock import ManualClock
 from observer.delivery.base import Channel, DeliveryResult, RenderedReport, RetryPolicy
 from observer.delivery.dingtalk import DingTalkChannel
 from observer.delivery.directory import DirectoryChannel
+from observer.delivery.dispatch import deliver_all
 from observer.delivery.email import EmailChannel
 from observer.delivery.feishu import FeishuChannel
-from observer.delivery.send import deliver_all
 from observer.delivery.slack import SlackChannel
 from observer.delivery.wecom import WeComChannel
 

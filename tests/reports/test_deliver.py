@@ -13,8 +13,8 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from observer.clock import SystemClock
-from observer.delivery.send import channels, configured_channels, deliver_written
 from observer.metrics import ReportMetrics
+from observer.reports.deliver import channels, configured_channels, deliver_written
 from observer.settings import Settings
 from observer.storage.store import Store
 

@@ -1,6 +1,7 @@
-"""Hands a report that was just written to the configured channels: the files in
-reports.output_dir are its home (written again first, atomically and identically), then each
-chat or mailbox gets it, in full or as a short summary with a link when it does not fit."""
+"""Hands a report that was just written to the configured channels, and records what each
+channel did in the store: the files in reports.output_dir are its home (written again
+first, atomically and identically), then each chat or mailbox gets it, in full or as a
+short summary with a link when it does not fit."""
 
 from __future__ import annotations
 
@@ -15,11 +16,11 @@ from observer.clock import Clock
 from observer.delivery.base import Channel, DeliveryResult, RenderedReport, ReportKind, RetryPolicy
 from observer.delivery.dingtalk import DingTalkChannel
 from observer.delivery.directory import DirectoryChannel
+from observer.delivery.dispatch import deliver_all
 from observer.delivery.email import EmailChannel
 from observer.delivery.feishu import FeishuChannel
 from observer.delivery.slack import SlackChannel
 from observer.delivery.wecom import WeComChannel
-from observer.logs import get_logger
 from observer.metrics import ReportMetrics
 from observer.records import DELIVERY_FAILED, StoredDelivery
 from observer.settings import DeliverySettings, Settings
@@ -38,8 +39,6 @@ SUMMARY_KEYS = (
     "blind_seconds",
     "recommendation",
 )
-
-_log = get_logger("observer.delivery")
 
 
 def configured_channels(cfg: DeliverySettings) -> tuple[str, ...]:
@@ -157,43 +156,3 @@ def _for_delivery(paths: Sequence[Path], settings: Settings) -> RenderedReport:
         summary_markdown="\n".join(lines),
         link=link,
     )
-
-
-def deliver_all(
-    report: RenderedReport, home: DirectoryChannel, others: Sequence[Channel]
-) -> list[DeliveryResult]:
-    """Write the report to its home directory first, then deliver it to every other channel,
-    in order. Never raises for a channel's failure: every channel gets its turn and the
-    results say what happened. The others run even when the home failed, as each copy
-    elsewhere is one more place the report survives."""
-    results = [_deliver_safely(channel, report) for channel in (home, *others)]
-    for result in results:
-        if result.ok:
-            _log.info(
-                "report delivered",
-                report=report.file_stem,
-                channel=result.channel,
-                form=result.form,
-                attempts=result.attempts,
-            )
-        else:
-            _log.warning(
-                "report delivery failed",
-                report=report.file_stem,
-                channel=result.channel,
-                form=result.form,
-                attempts=result.attempts,
-                detail=result.detail,
-            )
-    return results
-
-
-def _deliver_safely(channel: Channel, report: RenderedReport) -> DeliveryResult:
-    try:
-        return channel.deliver(report)
-    except Exception as exc:
-        # A bug in one channel must not cost the others their turn; the message is left out
-        # because it may quote a URL or a secret.
-        return DeliveryResult(
-            channel.name, False, 0, f"unexpected error: {type(exc).__name__}", None, None
-        )
