@@ -362,7 +362,8 @@ class _Nights:
                     "follow_interval_seconds": 15,
                     "snapshot_interval_seconds": 60,
                     "simulation": {"nodes": 3, "gpus_per_node": 4, "pools": ["a"]},
-                }
+                },
+                "reports": {"output_dir": str(tmp / "reports")},
             }
         )
         self.rng = rng

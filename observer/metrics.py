@@ -69,34 +69,32 @@ class FindingMetrics:
         `open_now`: every finding open now (the agent's, at hand), or how to read them (the
         controller's store): read on the first call only, after which the open set follows
         `changed`, so that a cycle over a large fleet costs what changed, not what is open."""
+        changed = list(changed)
+        follows = callable(open_now)
+        # The store is read (first call only) before the lock is taken: no thread waits for
+        # another's database read.
+        read = open_now if not callable(open_now) else (open_now() if self._open is None else None)
+        fresh = None if read is None else {_identity(f): _labels(f) for f in read}
         with self._lock:
-            self._record(list(changed), open_now)
-
-    def _record(
-        self,
-        changed: list[Finding],
-        open_now: Iterable[Finding] | Callable[[], Iterable[Finding]],
-    ) -> None:
-        for finding in changed:
-            if finding.is_open or finding.kind is FindingKind.EVENT:
-                self.total.labels(finding.detector, finding.severity.value).inc()
-        if not callable(open_now):
-            self._open = {_identity(f): _labels(f) for f in open_now}
-        else:
-            if self._open is None:
-                self._open = {_identity(f): _labels(f) for f in open_now()}
             for finding in changed:
-                if finding.is_open:
-                    self._open[_identity(finding)] = _labels(finding)
-                else:
-                    self._open.pop(_identity(finding), None)
-        counts: dict[tuple[str, str], int] = {}
-        for labels in self._open.values():
-            counts[labels] = counts.get(labels, 0) + 1
-        # Series of conditions that all closed go to 0 rather than keep their last value.
-        self._seen |= counts.keys()
-        for detector, severity in self._seen:
-            self.open.labels(detector, severity).set(counts.get((detector, severity), 0))
+                if finding.is_open or finding.kind is FindingKind.EVENT:
+                    self.total.labels(finding.detector, finding.severity.value).inc()
+            if fresh is not None and (not follows or self._open is None):
+                self._open = fresh
+            assert self._open is not None
+            if follows:
+                for finding in changed:
+                    if finding.is_open:
+                        self._open[_identity(finding)] = _labels(finding)
+                    else:
+                        self._open.pop(_identity(finding), None)
+            counts: dict[tuple[str, str], int] = {}
+            for labels in self._open.values():
+                counts[labels] = counts.get(labels, 0) + 1
+            # Series of conditions that all closed go to 0 rather than keep their last value.
+            self._seen |= counts.keys()
+            for detector, severity in self._seen:
+                self.open.labels(detector, severity).set(counts.get((detector, severity), 0))
 
 
 def _identity(finding: Finding) -> tuple[str, datetime]:

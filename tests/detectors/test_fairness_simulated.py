@@ -26,9 +26,11 @@ TRAINING = Workload(1, duration_seconds=600)
 RULES = FairnessSettings()
 
 
-def _settings() -> Settings:
+def _settings(reports: Path) -> Settings:
+    """`reports`: where the controller's daily summaries of the nights go."""
     return Settings.model_validate(
         {
+            "reports": {"output_dir": str(reports)},
             "controller": {
                 "timezone": "Asia/Shanghai",
                 "windows": [{"name": "night", "days": "*", "start": "22:00", "end": "01:00"}],
@@ -43,7 +45,7 @@ def _settings() -> Settings:
                 "follow_interval_seconds": 15,
                 "snapshot_interval_seconds": 60,
                 "simulation": {"nodes": 3, "gpus_per_node": 4, "pools": ["a"]},
-            }
+            },
         }
     )
 
@@ -52,7 +54,7 @@ class Nights:
     """The controller, its store and the simulated cluster, played a night at a time."""
 
     def __init__(self, tmp_path: Path) -> None:
-        self.settings = _settings()
+        self.settings = _settings(tmp_path / "reports")
         self.clock = ManualClock(MONDAY_2155_SHANGHAI)
         url = f"sqlite:///{tmp_path / 'observer.db'}"
         upgrade(url)
