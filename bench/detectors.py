@@ -61,6 +61,7 @@ from observer.metrics import HEARTBEAT_METRIC, AgentMetrics
 from observer.monitoring.fake import Exposition, FakePrometheus, FakeTarget
 from observer.ownership.fake import FakeHost
 from observer.settings import NodeLeakSettings, Settings
+from observer.simulation.nights import FIRST_EVENING, ContendedNights
 from observer.simulation.soak import SimulatedSoak, simulated_cluster
 from observer.storage.database import upgrade
 from observer.storage.store import Store
@@ -313,7 +314,6 @@ def cluster_scenario(rng: random.Random, hours: float) -> tuple[list[Fault], lis
 
 
 FAIRNESS_NIGHTS = 5  # persistence_m: every night the rule weighs
-NIGHT_START = datetime(2026, 11, 30, 13, 55, tzinfo=UTC)  # 21:55 in Shanghai
 
 
 def fairness_scenario(rng: random.Random, hours: float) -> tuple[list[Fault], list[Finding], float]:
@@ -326,74 +326,25 @@ def fairness_scenario(rng: random.Random, hours: float) -> tuple[list[Fault], li
     findings: list[Finding] = []
     for favoured in (None, "prod", "research"):
         with tempfile.TemporaryDirectory() as tmp:
-            nights = _Nights(rng, favoured, Path(tmp))
-            for night in range(FAIRNESS_NIGHTS):
-                nights.play(NIGHT_START + timedelta(days=night))
+            nights = ContendedNights(
+                Path(tmp), lambda: Workload(1, duration_seconds=rng.uniform(400, 800))
+            )
+            nights.cluster.faults.favoured_tenant = favoured
+            for _ in range(FAIRNESS_NIGHTS):
+                nights.night()
             if favoured is not None:
                 other = "research" if favoured == "prod" else "prod"
                 faults.append(
                     Fault(
                         "persistent_unfairness",
                         {"tenant": other},
-                        NIGHT_START + timedelta(minutes=5),
+                        FIRST_EVENING + timedelta(minutes=5),
                         nights.clock.now(),
                     )
                 )
             findings += nights.store.findings(detector="persistent_unfairness")
             nights.store.close()
     return faults, findings, 2 * 15.0
-
-
-class _Nights:
-    def __init__(self, rng: random.Random, favoured: str | None, tmp: Path) -> None:
-        self.settings = Settings.model_validate(
-            {
-                "controller": {
-                    "timezone": "Asia/Shanghai",
-                    "windows": [{"name": "night", "days": "*", "start": "22:00", "end": "01:00"}],
-                    "tenants": [
-                        {"name": "research", "weight": 0.7},
-                        {"name": "prod", "weight": 0.3},
-                    ],
-                    "plan": [{"window": "night", "probe": "fairness", "every_seconds": 900}],
-                    "gpus_per_node": 4,
-                    "max_probe_gpus": 8,
-                    "max_probe_gpus_per_tenant": 4,
-                    "follow_interval_seconds": 15,
-                    "snapshot_interval_seconds": 60,
-                    "simulation": {"nodes": 3, "gpus_per_node": 4, "pools": ["a"]},
-                },
-                "reports": {"output_dir": str(tmp / "reports")},
-            }
-        )
-        self.rng = rng
-        self.clock = ManualClock(NIGHT_START)
-        self.soak, self.cluster = _soak(self.settings, self.clock, tmp)
-        self.store = self.soak.store
-        self.controller = self.soak.controller
-        self.cluster.faults.favoured_tenant = favoured
-
-    def play(self, evening: datetime) -> None:
-        """From 21:55 to 01:30: the window with its load, then the last probes' starts."""
-        self.clock.set(evening)
-        self.soak.runner.restart()  # the quiet day before was skipped
-        self.soak.run_for(5 * 60 + 3 * 3600 + 30 * 60, self._step)
-
-    def _step(self) -> None:
-        """Five seconds on; once a minute inside the window each tenant tops its queue of
-        training jobs back up to six."""
-        self.clock.advance(5)
-        now = self.clock.now()
-        if int(self.clock.monotonic()) % 60 or not self.controller.calendar.windows_at(now):
-            return
-        queued = {"research": 0, "prod": 0}
-        for job in self.cluster.snapshot().jobs:
-            if job.run_id is None and job.phase is JobPhase.PENDING:
-                queued[job.tenant] += 1
-        for tenant, count in queued.items():
-            for _ in range(6 - count):
-                training = Workload(1, duration_seconds=self.rng.uniform(400, 800))
-                self.cluster.submit_background(tenant, training)
 
 
 def unexplained_scenario(

@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-import signal
 import sys
 import threading
 from collections.abc import Sequence
@@ -17,6 +16,7 @@ from observer.errors import ConfigError, ObserverError
 from observer.logs import configure_logging
 from observer.records import StoredDelivery, StoredIntervention
 from observer.settings import Settings, load_settings
+from observer.signals import stop_on_signals
 
 EXIT_OK = 0
 EXIT_FAILURE = 1
@@ -310,16 +310,15 @@ def _agent_replay(args: argparse.Namespace, settings: Settings) -> int:
 
 def _run_until_signalled(settings: Settings, process: str) -> int:
     stop = threading.Event()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda *_: stop.set())
-    if process == "agent":
-        from observer.agent.main import run_agent  # noqa: PLC0415
+    with stop_on_signals(stop):
+        if process == "agent":
+            from observer.agent.main import run_agent  # noqa: PLC0415
 
-        run_agent(settings, stop)
-    else:
-        from observer.controller.main import run_controller  # noqa: PLC0415
+            run_agent(settings, stop)
+        else:
+            from observer.controller.main import run_controller  # noqa: PLC0415
 
-        run_controller(settings, stop)
+            run_controller(settings, stop)
     return EXIT_OK
 
 

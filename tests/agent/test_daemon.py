@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 import httpx
+import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from observer.agent.main import run_agent
@@ -99,7 +100,21 @@ def test_serves_metrics_health_and_snapshot_then_stops_on_request(h200_trace: Pa
     assert not thread.is_alive()
 
 
-def test_sigterm_stops_the_daemon_within_its_deadline(tmp_path: Path, h200_trace: Path):
+# One SIGTERM; and the bursts GNU timeout, a supervisor that forwards signals, or a person
+# pressing Ctrl-C twice deliver: every signal after the first arrives while it is dealt with.
+SIGNAL_BURSTS = [
+    [signal.SIGTERM],
+    [signal.SIGTERM, signal.SIGTERM, signal.SIGTERM, signal.SIGINT, signal.SIGINT],
+    [signal.SIGINT, signal.SIGINT],
+]
+
+
+@pytest.mark.parametrize(
+    "burst", SIGNAL_BURSTS, ids=["sigterm", "sigterm-x3-sigint-x2", "sigint-x2"]
+)
+def test_signals_stop_the_daemon_within_its_deadline(
+    tmp_path: Path, h200_trace: Path, burst: list[signal.Signals]
+):
     config = tmp_path / "agent.yaml"
     config.write_text(
         f"agent:\n  gpu_backend: replay\n  replay_trace_dir: {h200_trace}\n"
@@ -118,7 +133,8 @@ def test_sigterm_stops_the_daemon_within_its_deadline(tmp_path: Path, h200_trace
             if json.loads(line).get("event") == "agent listening":
                 break
         started = time.monotonic()
-        proc.send_signal(signal.SIGTERM)
+        for sig in burst:
+            proc.send_signal(sig)
         assert proc.wait(timeout=10) == 0
         assert time.monotonic() - started < 3
         rest = [json.loads(line) for line in proc.stderr.read().splitlines()]

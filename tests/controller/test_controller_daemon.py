@@ -12,12 +12,25 @@ import time
 from pathlib import Path
 
 import httpx
+import pytest
 
 from observer.domain import Outcome, RunState
 from observer.storage.store import Store
 
 
-def test_runs_the_plan_serves_health_and_cancels_probes_on_sigterm(tmp_path: Path):
+@pytest.mark.parametrize(
+    "burst",
+    [
+        [signal.SIGTERM],
+        # As GNU timeout, a forwarding supervisor or Ctrl-C pressed twice deliver them: every
+        # signal after the first arrives while the first is being dealt with.
+        [signal.SIGTERM, signal.SIGTERM, signal.SIGTERM, signal.SIGINT, signal.SIGINT],
+    ],
+    ids=["sigterm", "sigterm-x3-sigint-x2"],
+)
+def test_runs_the_plan_serves_health_and_cancels_probes_on_signals(
+    tmp_path: Path, burst: list[signal.Signals]
+):
     db = tmp_path / "observer.db"
     config = tmp_path / "controller.yaml"
     config.write_text(
@@ -63,8 +76,11 @@ def test_runs_the_plan_serves_health_and_cancels_probes_on_sigterm(tmp_path: Pat
         assert 'observer_probe_runs_active{tenant="research"}' in metrics
         assert "observer_scheduler_last_snapshot_timestamp_seconds" in metrics
 
-        proc.send_signal(signal.SIGTERM)
+        started = time.monotonic()
+        for sig in burst:
+            proc.send_signal(sig)
         assert proc.wait(timeout=15) == 0
+        assert time.monotonic() - started < 5  # shutdown_deadline_seconds
         events = [json.loads(line) for line in proc.stderr.read().splitlines()]
     stopped = [e for e in events if e.get("event") == "controller stopped"]
     assert stopped and stopped[0]["cancelled_runs"] >= 2

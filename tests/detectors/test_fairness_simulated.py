@@ -6,62 +6,28 @@ one that always serves the smaller tenant first is, once K nights show it."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import datetime
 from pathlib import Path
 
 from observer.clock import ManualClock
 from observer.detectors.fairness import (
     WindowAssessment,
 )
-from observer.domain import Finding, JobPhase, Severity, Workload
+from observer.domain import Finding, Severity, Workload
 from observer.settings import FairnessSettings, Settings
+from observer.simulation.nights import FIRST_EVENING, ContendedNights
 from observer.simulation.soak import SimulatedSoak, simulated_cluster
 from observer.storage.database import upgrade
 from observer.storage.store import Store
 
-MONDAY_2155_SHANGHAI = datetime(2026, 11, 30, 13, 55, tzinfo=UTC)
-NIGHT_SECONDS = 3 * 3600
-BACKLOG_JOBS = 6  # each tenant keeps this many training jobs queued through the night
-TRAINING = Workload(1, duration_seconds=600)
 RULES = FairnessSettings()
 
 
-def _settings(reports: Path) -> Settings:
-    """`reports`: where the controller's daily summaries of the nights go."""
-    return Settings.model_validate(
-        {
-            "reports": {"output_dir": str(reports)},
-            "controller": {
-                "timezone": "Asia/Shanghai",
-                "windows": [{"name": "night", "days": "*", "start": "22:00", "end": "01:00"}],
-                "tenants": [
-                    {"name": "research", "weight": 0.7},
-                    {"name": "prod", "weight": 0.3},
-                ],
-                "plan": [{"window": "night", "probe": "fairness", "every_seconds": 900}],
-                "gpus_per_node": 4,
-                "max_probe_gpus": 8,
-                "max_probe_gpus_per_tenant": 4,
-                "follow_interval_seconds": 15,
-                "snapshot_interval_seconds": 60,
-                "simulation": {"nodes": 3, "gpus_per_node": 4, "pools": ["a"]},
-            },
-        }
-    )
-
-
-class Nights:
-    """The controller, its store and the simulated cluster, played a night at a time."""
+class Nights(ContendedNights):
+    """The contended nights, each night's opened findings and the nights weighed at hand."""
 
     def __init__(self, tmp_path: Path) -> None:
-        self.settings = _settings(tmp_path / "reports")
-        self.clock = ManualClock(MONDAY_2155_SHANGHAI)
-        url = f"sqlite:///{tmp_path / 'observer.db'}"
-        upgrade(url)
-        self.store = Store(url)
-        self.cluster = simulated_cluster(self.settings, self.clock)
-        self.soak = SimulatedSoak(self.settings, self.clock, self.store, self.cluster)
-        self.controller = self.soak.controller
+        super().__init__(tmp_path, lambda: Workload(1, duration_seconds=600))
 
     @property
     def assessments(self) -> list[WindowAssessment]:
@@ -70,34 +36,8 @@ class Nights:
         return [
             a
             for a in self.controller.detection.assessments()
-            if a.occurrence.start >= MONDAY_2155_SHANGHAI
+            if a.occurrence.start >= FIRST_EVENING
         ]
-
-    def night(self) -> list[Finding]:
-        """From 21:55 to 01:30: the window with its load, then half an hour for the last
-        probes to start, then on to 21:55 the next evening. The findings that opened."""
-        evening = self.clock.now()
-        self.soak.runner.restart()  # the quiet day before was skipped
-        self.soak.run_for(5 * 60 + NIGHT_SECONDS, self._step_with_training)
-        self.soak.run_for(30 * 60, lambda: self.clock.advance(5))
-        opened = [f for f in self.store.findings() if f.opened_at >= evening]
-        self.clock.set(evening + timedelta(days=1))
-        return opened
-
-    def _step_with_training(self) -> None:
-        """Five seconds on; once a minute inside the window, each tenant tops its queue of
-        training jobs back up, so demand stays above capacity all night."""
-        self.clock.advance(5)
-        in_window = self.controller.calendar.windows_at(self.clock.now())
-        if int(self.clock.monotonic()) % 60 or not in_window:
-            return
-        queued = {"research": 0, "prod": 0}
-        for job in self.cluster.snapshot().jobs:
-            if job.run_id is None and job.phase is JobPhase.PENDING:
-                queued[job.tenant] += 1
-        for tenant, count in queued.items():
-            for _ in range(BACKLOG_JOBS - count):
-                self.cluster.submit_background(tenant, TRAINING)
 
 
 def test_a_fair_share_scheduler_is_not_found_unfair_night_after_night(tmp_path: Path):
@@ -133,8 +73,8 @@ def test_a_scheduler_that_favours_the_smaller_tenant_is_found_unfair_after_k_nig
     assert finding.severity is Severity.WARNING  # 3 nights so far, not yet all of the last 5
     # The last M nights are weighed; those before the soak began had nothing to weigh.
     last_m = finding.evidence["occurrences"]
-    weighed = [n for n in last_m if datetime.fromisoformat(n["end"]) > MONDAY_2155_SHANGHAI]
-    before = [n for n in last_m if datetime.fromisoformat(n["end"]) <= MONDAY_2155_SHANGHAI]
+    weighed = [n for n in last_m if datetime.fromisoformat(n["end"]) > FIRST_EVENING]
+    before = [n for n in last_m if datetime.fromisoformat(n["end"]) <= FIRST_EVENING]
     assert len(weighed) + len(before) == RULES.persistence_m
     assert all(n["fairness_index"] is None and not n["disadvantaged"] for n in before)
     assert len(weighed) == RULES.persistence_k
@@ -172,7 +112,7 @@ def _held(tmp_path: Path, reason: str) -> tuple[list[Finding], list[Finding]]:
             }
         }
     )
-    clock = ManualClock(MONDAY_2155_SHANGHAI)
+    clock = ManualClock(FIRST_EVENING)
     url = f"sqlite:///{tmp_path / 'observer.db'}"
     upgrade(url)
     store = Store(url)
