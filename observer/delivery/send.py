@@ -22,7 +22,8 @@ from observer.delivery.wecom import WeComChannel
 from observer.logs import get_logger
 from observer.metrics import ReportMetrics
 from observer.records import DELIVERY_FAILED, StoredDelivery
-from observer.settings import DeliverySettings, Settings
+from observer.settings import Settings
+from observer.settings.reports import DeliverySettings
 from observer.storage.store import Store
 
 # The headline figures a short summary shows, as the JSON report names them.

@@ -14,7 +14,8 @@ from observer.detectors.fairness import (
     WindowAssessment,
 )
 from observer.domain import Finding, JobPhase, Severity, Workload
-from observer.settings import FairnessSettings, Settings
+from observer.settings import Settings
+from observer.settings.detectors import FairnessSettings
 from observer.simulation.soak import SimulatedSoak, simulated_cluster
 from observer.storage.database import upgrade
 from observer.storage.store import Store
