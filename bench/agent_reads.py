@@ -36,7 +36,8 @@ from observer.fleet.http import HttpFleet
 from observer.gpu.fake import GIB, FakeGpu, FakeGpuBackend
 from observer.metrics import AgentMetrics
 from observer.ownership.fake import FakeHost
-from observer.settings import ControllerSettings, NodeLeakSettings
+from observer.settings.controller import ControllerSettings
+from observer.settings.detectors import NodeLeakSettings
 
 READ_CADENCE_SECONDS = ControllerSettings().observe_interval_seconds
 TIMEOUT_SECONDS = 5.0  # HttpFleet's per-agent timeout

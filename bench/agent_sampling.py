@@ -27,7 +27,7 @@ from observer.clock import SystemClock
 from observer.gpu.nvml import NvmlGpuBackend
 from observer.metrics import AgentMetrics
 from observer.ownership.fake import FakeHost
-from observer.settings import NodeLeakSettings
+from observer.settings.detectors import NodeLeakSettings
 
 GPUS = 8
 ROUNDS = 2000

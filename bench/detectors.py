@@ -60,7 +60,8 @@ from observer.logs import configure_logging
 from observer.metrics import HEARTBEAT_METRIC, AgentMetrics
 from observer.monitoring.fake import Exposition, FakePrometheus, FakeTarget
 from observer.ownership.fake import FakeHost
-from observer.settings import NodeLeakSettings, Settings
+from observer.settings import Settings
+from observer.settings.detectors import NodeLeakSettings
 from observer.simulation.nights import FIRST_EVENING, ContendedNights
 from observer.simulation.soak import SimulatedSoak, simulated_cluster
 from observer.storage.database import upgrade

@@ -25,7 +25,8 @@ from observer.metrics import AgentMetrics, GpuCollector
 from observer.ownership.base import OwnerDirectory, ProcessTable, UnknownOwners
 from observer.ownership.procfs import ProcFs
 from observer.ownership.replay import ReplayOwners
-from observer.settings import NodeLeakSettings, Settings
+from observer.settings import Settings
+from observer.settings.detectors import NodeLeakSettings
 
 _log = get_logger("observer.agent")
 

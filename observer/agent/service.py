@@ -14,7 +14,7 @@ from observer.detectors.conditions import ConditionTracker
 from observer.domain import Finding, NodeSnapshot
 from observer.logs import get_logger
 from observer.metrics import AgentMetrics
-from observer.settings import NodeLeakSettings
+from observer.settings.detectors import NodeLeakSettings
 
 _log = get_logger("observer.agent")
 

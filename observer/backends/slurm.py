@@ -52,7 +52,7 @@ from observer.domain import (
     canary_padding,
 )
 from observer.errors import BackendError, ProbeError
-from observer.settings import SlurmSettings
+from observer.settings.controller import SlurmSettings
 
 RUN_ID_COMMENT_PREFIX = "observer-run:"
 JOB_NAME_PREFIX = "observer-"

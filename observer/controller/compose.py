@@ -35,7 +35,8 @@ from observer.probes.catalog import ProbeSpec, builtin_catalog, quota_probe, wit
 from observer.probes.windows import Calendar, Window, parse_days
 from observer.reports.deliver import deliver_written
 from observer.reports.publish import SUFFIXES, build_due
-from observer.settings import ControllerSettings, Settings
+from observer.settings import Settings
+from observer.settings.controller import ControllerSettings
 from observer.storage.store import Store
 
 # Due daily summaries are looked for this often; each day is built once, when it is over and

@@ -34,7 +34,7 @@ from observer.logs_pipeline.base import LogReader
 from observer.metrics import ControllerMetrics
 from observer.probes.catalog import ProbeSpec
 from observer.probes.windows import Calendar, Occurrence, occurrences
-from observer.settings import DetectorSettings
+from observer.settings.detectors import DetectorSettings
 from observer.storage.store import Store
 
 _log = get_logger("observer.controller.detect")

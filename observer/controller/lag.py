@@ -17,7 +17,7 @@ from observer.metrics import ControllerMetrics
 from observer.monitoring.base import selector
 from observer.monitoring.checker import BusyProbe, FlatlineWatch, MonitoringChecker
 from observer.probes.catalog import ProbeSpec
-from observer.settings import MonitoringLagSettings
+from observer.settings.detectors import MonitoringLagSettings
 from observer.storage.store import Store
 
 

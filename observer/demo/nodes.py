@@ -32,7 +32,7 @@ from observer.domain import (
 from observer.gpu.fake import GIB, FakeGpu, FakeGpuBackend
 from observer.metrics import AgentMetrics
 from observer.ownership.fake import FakeHost
-from observer.settings import NodeLeakSettings
+from observer.settings.detectors import NodeLeakSettings
 
 GPU_MEMORY_BYTES = 141 * GIB  # an H200's
 DRIVER_BASELINE_BYTES = 600 * 2**20

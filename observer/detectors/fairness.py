@@ -44,7 +44,7 @@ from observer.domain import (
     Symptom,
 )
 from observer.probes.windows import Occurrence
-from observer.settings import FairnessSettings
+from observer.settings.detectors import FairnessSettings
 
 PERSISTENT_UNFAIRNESS = "persistent_unfairness"
 

@@ -22,7 +22,7 @@ from datetime import UTC, datetime
 from typing import Literal, Protocol
 
 from observer.domain import CANARY_MARK, Finding, FindingKind, JsonValue, Severity
-from observer.settings import LogLossSettings
+from observer.settings.detectors import LogLossSettings
 
 _CANARY = re.compile(
     rf"{CANARY_MARK} run=(?P<run>\S+) seq=(?P<seq>\d+) ts=(?P<ts>\d+(?:\.\d+)?)"

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from observer.domain import Severity, Subject, Symptom, TargetHealth, TargetState
-from observer.settings import MonitoringLagSettings
+from observer.settings.detectors import MonitoringLagSettings
 
 DETECTOR = "monitoring_lag"
 UNREACHABLE = "prometheus_unreachable"

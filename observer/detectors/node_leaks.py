@@ -25,7 +25,7 @@ from observer.domain import (
     Subject,
     Symptom,
 )
-from observer.settings import NodeLeakSettings
+from observer.settings.detectors import NodeLeakSettings
 
 GPU_PROCESS_DETECTORS = frozenset(
     {"unreleased_memory", "orphan_process", "vanished_process", "allocated_idle"}

@@ -20,7 +20,7 @@ from observer.domain import (
     Severity,
     Symptom,
 )
-from observer.settings import FairnessSettings
+from observer.settings.detectors import FairnessSettings
 
 UNEXPLAINED_WAIT = "unexplained_wait"
 

@@ -35,7 +35,7 @@ from observer.monitoring.base import (
     SeriesSamples,
     selector,
 )
-from observer.settings import MonitoringLagSettings
+from observer.settings.detectors import MonitoringLagSettings
 
 T = TypeVar("T")
 

@@ -23,7 +23,8 @@ from observer.delivery.slack import SlackChannel
 from observer.delivery.wecom import WeComChannel
 from observer.metrics import ReportMetrics
 from observer.records import DELIVERY_FAILED, StoredDelivery
-from observer.settings import DeliverySettings, Settings
+from observer.settings import Settings
+from observer.settings.reports import DeliverySettings
 from observer.storage.store import Store
 
 # The headline figures a short summary shows, as the JSON report names them.

@@ -14,7 +14,7 @@ from observer.domain import DriverState, Owner, OwnerKind, OwnerPhase, OwnerStat
 from observer.gpu.fake import GIB, FakeGpu, FakeGpuBackend
 from observer.metrics import AgentMetrics, GpuCollector
 from observer.ownership.fake import FakeHost
-from observer.settings import NodeLeakSettings
+from observer.settings.detectors import NodeLeakSettings
 
 START = datetime(2026, 11, 30, 9, 0, tzinfo=UTC)
 POD = Owner(OwnerKind.POD, "5f0c2a9e-1111-4a4a-9c9c-0123456789ab")

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from observer.agent.main import replay_trace
-from observer.settings import NodeLeakSettings
+from observer.settings.detectors import NodeLeakSettings
 
 TRACE_START = 1796002574.687  # see tests/fixtures/nvml/h200-trace/phases.json
 PID_458_JOB_END = 1796002614.3740516

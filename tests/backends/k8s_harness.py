@@ -48,7 +48,7 @@ from observer.backends.kubernetes.manifests import (
 )
 from observer.clock import ManualClock
 from observer.domain import Behaviour
-from observer.settings import KubernetesSettings
+from observer.settings.controller import KubernetesSettings
 
 GPU = "nvidia.com/gpu"
 POOL_LABEL = "nvidia.com/gpu.product"

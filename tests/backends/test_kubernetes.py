@@ -30,7 +30,7 @@ from observer.backends.kubernetes.manifests import (
 from observer.clock import SystemClock
 from observer.domain import Behaviour, JobPhase, JobRequest, JobStatus, Workload
 from observer.errors import BackendError, ConfigError, ProbeError
-from observer.settings import KubernetesSettings
+from observer.settings.controller import KubernetesSettings
 from tests.backends.k8s_harness import GPU, KubernetesHarness
 
 CANARY_LINE = re.compile(r"observer-canary run=(\S+) seq=(\d+) ts=(\d+\.\d+)")

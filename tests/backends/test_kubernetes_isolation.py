@@ -16,7 +16,7 @@ from observer.backends.kubernetes.isolation import ISOLATION_PROBE_NAME
 from observer.clock import SystemClock
 from observer.domain import AccessAttempt, JobPhase, JobRequest, Workload
 from observer.errors import BackendError, ProbeError
-from observer.settings import KubernetesSettings
+from observer.settings.controller import KubernetesSettings
 from tests.backends.k8s_harness import KubernetesHarness
 
 ACTIONS = ["list jobs", "list pods", "read pod log", "list secrets", "read secret"]

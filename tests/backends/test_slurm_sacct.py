@@ -17,7 +17,7 @@ from observer.backends.slurm import SlurmBackend, parse_sacct
 from observer.clock import ManualClock
 from observer.domain import JobPhase
 from observer.errors import BackendError
-from observer.settings import SlurmSettings
+from observer.settings.controller import SlurmSettings
 
 SINCE = datetime(2026, 11, 30, 2, 0, tzinfo=UTC)
 UNTIL = datetime(2026, 11, 30, 2, 15, tzinfo=UTC)

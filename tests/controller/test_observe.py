@@ -31,7 +31,8 @@ from observer.fleet.local import LocalFleet
 from observer.gpu.fake import GIB, FakeGpu, FakeGpuBackend
 from observer.metrics import AgentMetrics, ControllerMetrics
 from observer.ownership.fake import FakeHost
-from observer.settings import NodeLeakSettings, Settings
+from observer.settings import Settings
+from observer.settings.detectors import NodeLeakSettings
 from observer.storage.database import upgrade
 from observer.storage.store import Store
 

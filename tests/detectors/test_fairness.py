@@ -40,7 +40,7 @@ from observer.probes.windows import (
     occurrences,
     parse_days,
 )
-from observer.settings import FairnessSettings
+from observer.settings.detectors import FairnessSettings
 
 SHANGHAI = ZoneInfo("Asia/Shanghai")
 NIGHT = Window("night", parse_days("*"), time(22), time(6))

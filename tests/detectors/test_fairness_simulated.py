@@ -14,7 +14,8 @@ from observer.detectors.fairness import (
     WindowAssessment,
 )
 from observer.domain import Finding, Severity, Workload
-from observer.settings import FairnessSettings, Settings
+from observer.settings import Settings
+from observer.settings.detectors import FairnessSettings
 from observer.simulation.nights import FIRST_EVENING, ContendedNights
 from observer.simulation.soak import SimulatedSoak, simulated_cluster
 from observer.storage.database import upgrade

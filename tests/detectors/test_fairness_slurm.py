@@ -41,7 +41,8 @@ from observer.detectors.unexplained_wait import pending_probe, slurm_partition, 
 from observer.domain import Severity
 from observer.metrics import ControllerMetrics
 from observer.probes.windows import Occurrence
-from observer.settings import FairnessSettings, Settings
+from observer.settings import Settings
+from observer.settings.detectors import FairnessSettings
 from observer.storage.database import upgrade
 from observer.storage.store import Store
 from tests.backends.slurm_harness import SlurmHarness, slurm_harness

@@ -25,7 +25,7 @@ from observer.domain import (
     SchedulerNode,
     SchedulerSnapshot,
 )
-from observer.settings import FairnessSettings
+from observer.settings.detectors import FairnessSettings
 
 RULES = FairnessSettings()
 T0 = datetime(2026, 11, 30, 14, 0, tzinfo=UTC)

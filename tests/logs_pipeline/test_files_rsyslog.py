@@ -29,7 +29,7 @@ from observer.detectors.log_loss import analyse, findings
 from observer.domain import Severity, Workload, canary_padding
 from observer.logs_pipeline.base import DeliveredLine
 from observer.logs_pipeline.files import FileLogReader
-from observer.settings import LogLossSettings
+from observer.settings.detectors import LogLossSettings
 
 REPO = Path(__file__).resolve().parents[2]
 LOGS_UP = REPO / "deploy" / "local" / "infra" / "logs-up.sh"

@@ -20,7 +20,7 @@ from observer.domain import Finding, FindingKind, JobRequest, Severity
 from observer.logs_pipeline.base import DeliveredLine
 from observer.logs_pipeline.pod_logs import PodLogReader
 from observer.probes.catalog import builtin_catalog
-from observer.settings import LogLossSettings
+from observer.settings.detectors import LogLossSettings
 
 T0 = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
 RUN = "3f2a9c0d"

@@ -15,7 +15,7 @@ from observer.metrics import HEARTBEAT_METRIC, MonitoringMetrics
 from observer.monitoring.base import MonitoringError
 from observer.monitoring.checker import CheckResult, FlatlineWatch, MonitoringChecker
 from observer.monitoring.fake import Exposition, FakePrometheus
-from observer.settings import MonitoringLagSettings
+from observer.settings.detectors import MonitoringLagSettings
 
 T0 = datetime(2026, 11, 30, 9, 0, tzinfo=UTC)
 RULES = MonitoringLagSettings(freshness_series=('observer_gpu_up{job="agent"}',))

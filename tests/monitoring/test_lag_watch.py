@@ -39,7 +39,7 @@ from observer.metrics import HEARTBEAT_METRIC, ControllerMetrics
 from observer.monitoring.checker import MonitoringChecker
 from observer.monitoring.fake import Exposition, FakePrometheus
 from observer.probes.catalog import builtin_catalog, with_overrides
-from observer.settings import MonitoringLagSettings
+from observer.settings.detectors import MonitoringLagSettings
 from observer.storage.database import upgrade
 from observer.storage.store import Store
 

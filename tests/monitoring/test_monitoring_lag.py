@@ -20,7 +20,7 @@ from observer.detectors.monitoring_lag import (
     lag_seconds,
 )
 from observer.domain import Severity, Symptom, TargetHealth, TargetState
-from observer.settings import MonitoringLagSettings
+from observer.settings.detectors import MonitoringLagSettings
 
 NOW = datetime(2026, 11, 30, 9, 0, tzinfo=UTC)
 RULES = MonitoringLagSettings(

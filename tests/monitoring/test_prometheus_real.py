@@ -30,7 +30,7 @@ from observer.monitoring.checker import (
     MonitoringChecker,
 )
 from observer.monitoring.prometheus import PrometheusHttp
-from observer.settings import MonitoringLagSettings
+from observer.settings.detectors import MonitoringLagSettings
 from tests.monitoring.conftest import (
     SCRAPE_INTERVAL_SECONDS,
     SCRAPE_TIMEOUT_SECONDS,

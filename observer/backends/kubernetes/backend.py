@@ -51,7 +51,7 @@ from observer.backends.kubernetes.status import (
 from observer.clock import Clock
 from observer.domain import AccessAttempt, JobPhase, JobRequest, JobStatus, SchedulerSnapshot
 from observer.errors import BackendError, ProbeError
-from observer.settings import KubernetesSettings
+from observer.settings.controller import KubernetesSettings
 
 JOB_NAME_LABEL = "job-name"  # the job controller puts it on its pods (every release so far)
 _CANCELLED_REMEMBERED = 1024  # a cancelled Job vanishes from the API; its outcome is kept here

@@ -19,7 +19,7 @@ from kubernetes.client.exceptions import ApiException, OpenApiException
 from kubernetes.config.config_exception import ConfigException
 
 from observer.errors import BackendError, ConfigError
-from observer.settings import KubernetesSettings
+from observer.settings.controller import KubernetesSettings
 
 
 class ApiStatusError(BackendError):

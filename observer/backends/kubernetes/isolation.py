@@ -16,7 +16,7 @@ from observer.backends.kubernetes.client import Apis, ApiStatusError, api, tenan
 from observer.backends.kubernetes.status import creation_then_name, object_name
 from observer.domain import AccessAttempt
 from observer.errors import ProbeError
-from observer.settings import KubernetesSettings
+from observer.settings.controller import KubernetesSettings
 
 # The object name tried when a listing did not give a real one: a 404 still proves the read
 # was authorized, a 403 that it was not.

@@ -11,7 +11,7 @@ from kubernetes import client
 
 from observer.backends.base import MANAGED_BY, MANAGED_BY_LABEL, PROBE_LABEL, RUN_ID_LABEL
 from observer.domain import CANARY_MARK, Behaviour, JobRequest, canary_padding
-from observer.settings import KubernetesSettings
+from observer.settings.controller import KubernetesSettings
 
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"  # Kueue's LocalQueue of a Job
 CONTAINER_NAME = "probe"

@@ -1,0 +1,100 @@
+"""The typed settings root, from YAML with OBSERVER_<GROUP>__<FIELD> environment overrides; its
+groups live in one module each, and the Helm chart's values mirror their names."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import ValidationError
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+
+from observer.errors import ConfigError
+from observer.settings.agent import AgentSettings
+from observer.settings.controller import ControllerSettings
+from observer.settings.detectors import DetectorSettings
+from observer.settings.logging import LoggingSettings
+from observer.settings.reports import ReportSettings
+from observer.settings.storage import StorageSettings
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(
+        env_prefix="OBSERVER_", env_nested_delimiter="__", extra="forbid", frozen=True
+    )
+
+    agent: AgentSettings = AgentSettings()
+    controller: ControllerSettings = ControllerSettings()
+    detectors: DetectorSettings = DetectorSettings()
+    storage: StorageSettings = StorageSettings()
+    logging: LoggingSettings = LoggingSettings()
+    reports: ReportSettings = ReportSettings()
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        # The file arrives as init values; the environment overrides it.
+        return (env_settings, init_settings)
+
+
+def load_settings(path: Path | None, overrides: dict[str, Any] | None = None) -> Settings:
+    """Read `path` (YAML) if given, merge `overrides` (command-line flags) over it, apply
+    OBSERVER_* environment overrides, validate. Raises ConfigError with one
+    'field.path: problem' line per problem."""
+    data = _merge(_read_yaml(path) if path is not None else {}, overrides or {})
+    try:
+        return Settings(**data)
+    except ValidationError as exc:
+        raise ConfigError([_describe(error) for error in exc.errors()]) from None
+
+
+def _merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
+    merged = dict(base)
+    for key, value in over.items():
+        below = merged.get(key)
+        if isinstance(value, dict) and isinstance(below, dict):
+            merged[key] = _merge(below, value)
+        else:
+            merged[key] = value
+    return merged
+
+
+def _read_yaml(path: Path) -> dict[str, Any]:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError([f"{path}: file not found"]) from None
+    except OSError as exc:
+        raise ConfigError([f"{path}: cannot be read ({exc.strerror})"]) from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = getattr(exc, "problem", None) or "unparsable"
+        raise ConfigError([f"{path}: not valid YAML{where}: {problem}"]) from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ConfigError([f"{path}: the top level must be a mapping of setting groups"])
+    return data
+
+
+_MESSAGES = {
+    "extra_forbidden": "unknown setting",
+    "missing": "is required",
+}
+
+
+def _describe(error: Any) -> str:
+    path = ".".join(str(part) for part in error["loc"]) or "(root)"
+    message = _MESSAGES.get(error["type"]) or str(error["msg"])
+    message = message.replace("Input should be", "must be").replace("Value error, ", "")
+    return f"{path}: {message}"

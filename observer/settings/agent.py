@@ -1,0 +1,65 @@
+"""The node agent's settings (`agent`): its GPU source, cadences and HTTP endpoint."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field, ValidationInfo, field_validator
+
+from observer.settings.base import Group
+
+
+class AgentSettings(Group):
+    """The node agent (DaemonSet on GPU nodes)."""
+
+    node_name: str = Field(
+        default_factory=lambda: os.uname().nodename,
+        description="Node name used as the `node` label and finding subject (downward API).",
+    )
+    gpu_backend: Literal["nvml", "replay"] = Field(
+        "nvml", description="`nvml`: the real driver; `replay`: play `replay_trace_dir`."
+    )
+    nvml_library_path: Path | None = Field(
+        None, description="Load libnvidia-ml.so.1 from this file instead of the loader path."
+    )
+    replay_trace_dir: Path | None = Field(
+        None,
+        validate_default=True,
+        description="Recorded NVML trace played when gpu_backend is `replay`.",
+    )
+    replay_loop: bool = Field(True, description="Start the trace over when it ends.")
+    proc_root: Path = Field(Path("/proc"), description="Host /proc (hostPID) for attribution.")
+    interval_seconds: float = Field(1.0, gt=0, description="Lean sampling cadence.")
+    counters_interval_seconds: float = Field(
+        60.0,
+        gt=0,
+        description="Cadence of the expensive tier (energy 3 ms, PCIe throughput 21 ms per GPU).",
+    )
+    listen_host: str = Field("0.0.0.0", description="Address of /metrics, /healthz, /v1/snapshot.")
+    listen_port: int = Field(9400, ge=0, le=65535, description="0 picks a free port.")
+    healthz_max_age_seconds: float = Field(
+        30.0, gt=0, description="/healthz fails when the last good tick is older than this."
+    )
+    shutdown_deadline_seconds: float = Field(
+        10.0,
+        gt=0,
+        lt=30,
+        description="Stop within this after SIGTERM; below Kubernetes' 30 s default grace.",
+    )
+
+    @field_validator("replay_trace_dir")
+    @classmethod
+    def _trace_for_replay(cls, value: Path | None, info: ValidationInfo) -> Path | None:
+        if value is None and info.data.get("gpu_backend") == "replay":
+            raise ValueError("is required when agent.gpu_backend is 'replay'")
+        return value
+
+    @field_validator("counters_interval_seconds")
+    @classmethod
+    def _slower_than_lean(cls, value: float, info: ValidationInfo) -> float:
+        lean = info.data.get("interval_seconds")
+        if lean is not None and value < lean:
+            raise ValueError("must not be shorter than agent.interval_seconds")
+        return value
