@@ -1,3 +1,2 @@
-"""The simulated GPU cluster used by `observer demo` and the tests: a scheduler with tenants,
-weights, quotas and a policy, driven by the injected clock, with switches for the faults the
-detectors must find."""
+"""The controller's production tasks stepped on a clock (stepped.py), and the soaks built on
+them over the simulated cluster (soak.py, nights.py) for the demo, benchmarks and tests."""
