@@ -1,0 +1,106 @@
+"""The one composition: every task the controller runs, declared once; a task whose source
+is not configured is left out and says why; and no task waits on a submission that hangs."""
+
+from __future__ import annotations
+
+import threading
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+from observer.alerting.base import FiringAlert
+from observer.clock import ManualClock
+from observer.controller.compose import Sources
+from observer.fleet.local import LocalFleet
+from observer.monitoring.fake import FakePrometheus
+from observer.settings import Settings
+from observer.simulation.soak import SimulatedSoak, simulated_cluster
+from observer.storage.database import upgrade
+from observer.storage.store import Store
+
+T0 = datetime(2026, 11, 30, 2, 0, tzinfo=UTC)
+
+
+def _soak(
+    tmp_path: Path, clock: ManualClock, sources: Sources | None = None, **simulation: object
+) -> SimulatedSoak:
+    settings = Settings.model_validate(
+        {
+            "controller": {
+                "windows": [{"name": "always", "days": "*", "start": "00:00", "end": "00:00"}],
+                "plan": [
+                    {"window": "always", "probe": "short", "every_seconds": 60},
+                    {"window": "always", "probe": "log-canary", "every_seconds": 600},
+                ],
+                "simulation": {"nodes": 2, "gpus_per_node": 4, **simulation},
+            },
+            "reports": {"output_dir": str(tmp_path / "reports")},
+        }
+    )
+    url = f"sqlite:///{tmp_path / 'observer.db'}"
+    upgrade(url)
+    return SimulatedSoak(settings, clock, Store(url), simulated_cluster(settings, clock), sources)
+
+
+def test_every_task_is_declared_once_in_the_order_a_step_runs_them(tmp_path: Path):
+    clock = ManualClock(T0)
+    sources = Sources(LocalFleet({}), FakePrometheus(clock), alerts=_NoAlerts())
+    composition = _soak(tmp_path, clock, sources).composition
+
+    assert [(t.name, t.planned) for t in composition.tasks] == [
+        ("plan-short", True),
+        ("plan-log-canary", True),
+        ("follow", False),
+        ("detect", False),
+        ("scheduler", False),
+        ("fleet", False),
+        ("monitoring", False),
+        ("jobs", False),
+        ("reports", False),
+        ("alerts", False),
+    ]
+    assert composition.left_out == {}
+    intervals = {t.name: t.interval_seconds for t in composition.tasks}
+    assert intervals["plan-short"] == 60
+    assert intervals["follow"] == intervals["detect"] == 5  # the defaults
+    assert intervals["scheduler"] == 30
+    assert intervals["fleet"] == 15
+
+
+def test_a_task_whose_source_is_not_configured_is_left_out_with_the_setting_to_set(
+    tmp_path: Path,
+):
+    composition = _soak(tmp_path, ManualClock(T0)).composition
+
+    names = [t.name for t in composition.tasks]
+    assert "monitoring" not in names and "alerts" not in names
+    assert set(composition.left_out) == {"monitoring", "alerts"}
+    assert "controller.prometheus_url" in composition.left_out["monitoring"]
+    assert "reports.alertmanager_url" in composition.left_out["alerts"]
+
+
+def test_a_hung_submission_holds_up_no_task_but_the_follow_loop(tmp_path: Path):
+    clock = ManualClock(T0)
+    prometheus = FakePrometheus(clock)
+    soak = _soak(tmp_path, clock, Sources(LocalFleet({}), prometheus), submit_hang_seconds=1.5)
+    soak.clock.advance(60)
+    tasks = {t.name: t for t in soak.composition.tasks}
+    tasks["plan-short"].tick()  # the launch is queued for the follow loop
+    follow = threading.Thread(target=tasks["follow"].tick, daemon=True)
+    follow.start()
+    time.sleep(0.3)
+    assert follow.is_alive()  # inside the hung submission
+
+    for name in ("detect", "scheduler", "fleet", "monitoring", "jobs", "reports"):
+        began = time.monotonic()
+        tasks[name].tick()
+        assert time.monotonic() - began < 1, name
+    assert soak.controller.runner.active() == ()  # what /v1/snapshot serves, at once
+    follow.join(10)
+    assert not follow.is_alive()
+    assert [r.probe for r in soak.controller.runner.active()] == ["short", "short"]
+
+
+class _NoAlerts:
+    def firing(self) -> list[FiringAlert]:
+        return []
