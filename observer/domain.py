@@ -11,6 +11,11 @@ from typing import Any
 JsonValue = Any
 
 
+# A view is stale - the observer is blind to its source - once it is older than this many of
+# its source's intervals: then it opens nothing, closes nothing, and the gap is blind time.
+STALE_AFTER_INTERVALS = 3
+
+
 class ReadErrorKind(StrEnum):
     """Why one hardware read failed; each kind has its own handling in the sampler."""
 

@@ -13,7 +13,7 @@ from functools import partial
 
 from observer.alerting.base import AlertSource
 from observer.clock import Clock
-from observer.detectors.conditions import ConditionTracker
+from observer.detectors.conditions import ConditionTracker, covers_all
 from observer.domain import Finding, Severity, Symptom
 from observer.errors import BackendError
 from observer.metrics import FindingMetrics, ReportMetrics
@@ -59,9 +59,9 @@ class AlertPoller:
             firing = [a for a in self._source.firing() if a.name not in self._ignored]
         except BackendError as exc:
             self._metrics.alert_source_errors_total.inc()
-            self._save(self._tracker.update([_unreachable(str(exc))], now))
+            self._save(self._tracker.update([_unreachable(str(exc))], now, covers_all))
             raise
-        self._save(self._tracker.update([], now))
+        self._save(self._tracker.update([], now, covers_all))
         self._store.save_alerts(
             StoredAlert(
                 fingerprint=a.fingerprint,

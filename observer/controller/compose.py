@@ -24,7 +24,7 @@ from observer.controller.observe import FleetObserver
 from observer.controller.runs import Budget, ProbeRunner, Tenant
 from observer.controller.service import Controller, PlanEntry
 from observer.controller.views import Published
-from observer.domain import NodeSnapshot, SchedulerSnapshot
+from observer.domain import STALE_AFTER_INTERVALS, NodeSnapshot, SchedulerSnapshot
 from observer.errors import ConfigError
 from observer.fleet.base import Fleet
 from observer.logs_pipeline.pod_logs import PodLogReader
@@ -166,6 +166,7 @@ def build_controller(
         log_reader=reader,
         log_pipeline=cfg.log_reader,
         log_settle_seconds=cfg.log_settle_seconds,
+        scheduler_max_age_seconds=STALE_AFTER_INTERVALS * cfg.snapshot_interval_seconds,
         nodes=nodes,
         scheduler=scheduler,
     )

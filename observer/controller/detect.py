@@ -17,7 +17,7 @@ from queue import SimpleQueue
 from observer.clock import Clock
 from observer.controller.views import Published
 from observer.detectors import fairness, log_loss, probe_release, unexplained_wait, unreleased
-from observer.detectors.conditions import ConditionTracker
+from observer.detectors.conditions import ConditionTracker, covers_all
 from observer.domain import (
     Behaviour,
     Finding,
@@ -74,6 +74,8 @@ class Detection:
     log_reader: LogReader | None
     log_pipeline: str
     log_settle_seconds: float
+    # A scheduler snapshot older than this no longer speaks for the scheduler: it is blind.
+    scheduler_max_age_seconds: float
     # The agents' latest snapshots by node, as the fleet loop publishes them, and the latest
     # scheduler snapshot, as the scheduler loop does: read once per check.
     nodes: Published[Mapping[str, NodeSnapshot]]
@@ -183,23 +185,36 @@ class Detection:
                 del self._canaries[run_id]
         return changed
 
+    def _fresh_scheduler(self, now: datetime) -> SchedulerSnapshot | None:
+        """The latest scheduler snapshot while it still speaks for now; None once it is older
+        than scheduler_max_age_seconds (the scheduler cannot be read: blind time)."""
+        latest = self._latest
+        if latest is None or (now - latest.at).total_seconds() > self.scheduler_max_age_seconds:
+            return None
+        return latest
+
     def _unexplained(self, active: Sequence[ProbeRun], now: datetime) -> list[Finding]:
-        if self._latest is None:  # blind to the scheduler: nothing is confirmed or closed
+        scheduler = self._fresh_scheduler(now)
+        if scheduler is None:  # blind to the scheduler: nothing is confirmed or closed
+            self._waits.blind()
             return []
         symptoms = []
         for run in active:
             job = unexplained_wait.pending_probe(run)
             if job is not None:
                 symptoms += unexplained_wait.unexplained_waits(
-                    job, self._latest, self.rules.fairness, self.quotas
+                    job, scheduler, self.rules.fairness, self.quotas
                 )
-        return self._waits.update(symptoms, now)
+        # The runs pending now are every wait there is: one no longer listed has ended.
+        return self._waits.update(symptoms, now, covers_all, as_of=scheduler.at)
 
     def _unreleased(self, nodes: Mapping[str, NodeSnapshot], now: datetime) -> list[Finding]:
-        if self._latest is None:
+        scheduler = self._fresh_scheduler(now)
+        if scheduler is None:
+            self._allocations.blind()
             return []
         symptoms = unreleased.evaluate(
-            self._latest,
+            scheduler,
             nodes,
             now,
             grace_seconds=self.rules.node.grace_seconds,
@@ -207,7 +222,8 @@ class Detection:
             snapshot_max_age_seconds=self.rules.probe_release.snapshot_max_age_seconds,
             memory_tolerance_bytes=self.rules.node.memory_tolerance_bytes,
         )
-        return self._allocations.update(symptoms, now)
+        # A fresh snapshot lists every node and job: what it no longer shows is gone.
+        return self._allocations.update(symptoms, now, covers_all, as_of=scheduler.at)
 
     def _probe_release(self, nodes: Mapping[str, NodeSnapshot], now: datetime) -> list[Finding]:
         """A (run, node) is forgotten once judged clean (a finding on it closes then too), or
@@ -218,7 +234,7 @@ class Detection:
         rules = self.rules.probe_release
         check = probe_release.evaluate(
             [(run, node) for (_, node), run in self._releases.items()],
-            self._latest,
+            self._fresh_scheduler(now),
             nodes,
             now,
             owners={job: ids for job, (ids, _) in self._owners.items()},

@@ -20,6 +20,7 @@ from observer.domain import (
     OwnerKind,
     SchedulerSnapshot,
     Severity,
+    Subject,
     Symptom,
 )
 from observer.errors import BackendError
@@ -72,13 +73,16 @@ class FleetObserver:
         now = self._clock.now()
         snapshots: list[NodeSnapshot] = []
         symptoms: list[Symptom] = []
-        for agent, read in self._fleet.fetch_all(self._fleet.agents()).items():
+        reads = self._fleet.fetch_all(self._fleet.agents())
+        for agent, read in reads.items():
             if isinstance(read, BackendError):
                 self._metrics.agent_errors_total.labels(agent).inc()
                 symptoms.append(_unreachable(agent, str(read), self._grace))
             else:
                 snapshots.append(read)
-        changed = self._tracker.update(symptoms, now)
+        # Only the agents read just now are seen: one that dropped out of discovery keeps its
+        # condition (silence is not health).
+        changed = self._tracker.update(symptoms, now, partial(_read_now, set(reads)))
         if snapshots:
             latest = {**self._latest.get(), **{snap.node: snap for snap in snapshots}}
             self._latest.publish(MappingProxyType(latest))
@@ -144,6 +148,10 @@ class FleetObserver:
             for f in self._open.values()
             if f.subject.get("node") in nodes and (f.key, f.opened_at) not in current
         ]
+
+
+def _read_now(agents: set[str], detector: str, subject: Subject) -> bool:
+    return subject.get("agent") in agents
 
 
 def _unreachable(agent: str, error: str, grace: float) -> Symptom:

@@ -3,7 +3,10 @@
 The tracker is the one stateful piece between pure detectors and stored findings: it keeps
 when each symptom was first seen and which conditions are open, de-duplicated by key. A
 condition closes only when an evaluation that *covers* it no longer shows the symptom, so a
-blind tick never closes anything (silence is not health)."""
+blind tick never closes anything (silence is not health); every caller says what its
+evaluation covered. An evaluation that saw nothing at all (its view was stale) is `blind`:
+it closes nothing and holds no symptom's time, so a hold starts over from the first view that
+sees the symptom again."""
 
 from __future__ import annotations
 
@@ -16,7 +19,8 @@ from observer.domain import Finding, FindingKind, Subject, Symptom
 Covers = Callable[[str, Subject], bool]
 
 
-def _covers_all(detector: str, subject: Subject) -> bool:
+def covers_all(detector: str, subject: Subject) -> bool:
+    """For an evaluation that saw every subject its detectors speak of."""
     return True
 
 
@@ -35,18 +39,30 @@ class ConditionTracker:
     def open_findings(self) -> list[Finding]:
         return list(self._open.values())
 
+    def blind(self) -> None:
+        """Nothing could be seen: open conditions stay open, and the symptoms not yet held
+        long enough are forgotten (their hold starts over once they are seen again)."""
+        self._seen = {key: seen for key, seen in self._seen.items() if key in self._open}
+
     def update(
-        self, symptoms: Iterable[Symptom], now: datetime, covers: Covers = _covers_all
+        self,
+        symptoms: Iterable[Symptom],
+        now: datetime,
+        covers: Covers,
+        as_of: datetime | None = None,
     ) -> list[Finding]:
         """Feed one evaluation; return the findings that opened or closed on it. `covers`
-        says which (detector, subject) this evaluation could see at all."""
+        says which (detector, subject) this evaluation could see at all; `as_of`, when the
+        view it evaluated was taken (default `now`): holds are timed on the views, so an
+        old view read again confirms nothing."""
+        seen = as_of or now
         changed: list[Finding] = []
         present: set[str] = set()
         for symptom in symptoms:
             key = symptom.key
             present.add(key)
             first = self._seen.setdefault(
-                key, _Pending(now, symptom.detector, symptom.subject)
+                key, _Pending(seen, symptom.detector, symptom.subject)
             ).first_seen
             since = min(first, symptom.since) if symptom.since else first
             evidence = {
@@ -61,7 +77,7 @@ class ConditionTracker:
                     summary=symptom.summary,
                     evidence=evidence,
                 )
-            elif (now - since).total_seconds() >= symptom.hold_seconds:
+            elif (seen - since).total_seconds() >= symptom.hold_seconds:
                 finding = Finding(
                     detector=symptom.detector,
                     kind=FindingKind.CONDITION,

@@ -113,6 +113,37 @@ def test_a_clean_soak_raises_no_finding(tmp_path: Path):
     assert soak.store.findings() == []
 
 
+def test_a_scheduler_that_cannot_be_read_opens_nothing_from_its_last_snapshot(tmp_path: Path):
+    soak = Soak(tmp_path)
+    soak.schedule.run_for(120)
+    soak.cluster.faults.leaked_gpus["node-001"] = 2
+    soak.schedule.run_for(30)  # one snapshot shows the leak
+    soak.cluster.faults.reachable = False
+    soak.schedule.run_for(300)  # the grace passes many times over on that one snapshot
+    assert soak.store.findings() == []
+    soak.cluster.faults.reachable = True
+    soak.schedule.run_for(45)  # seen again, but not yet for the grace
+    assert soak.store.findings() == []
+    soak.schedule.run_for(60)
+    [leak] = soak.store.findings(open_only=True)
+    assert leak.detector == "allocated_without_job"
+
+
+def test_a_scheduler_that_cannot_be_read_closes_nothing(tmp_path: Path):
+    soak = Soak(tmp_path)
+    soak.schedule.run_for(120)
+    soak.cluster.faults.leaked_gpus["node-001"] = 2
+    soak.schedule.run_for(120)
+    [leak] = soak.store.findings(open_only=True)
+    soak.cluster.faults.leaked_gpus.clear()  # released while no one can see it
+    soak.cluster.faults.reachable = False
+    soak.schedule.run_for(300)
+    assert soak.store.findings(open_only=True) == [leak]
+    soak.cluster.faults.reachable = True
+    soak.schedule.run_for(60)
+    assert soak.store.findings(open_only=True) == []
+
+
 def test_gpus_the_scheduler_holds_with_no_job_behind_them_open_a_condition_until_released(
     tmp_path: Path,
 ):

@@ -173,6 +173,26 @@ def test_an_unreadable_agent_is_a_blind_spot_that_opens_after_grace_and_closes(t
     assert store.findings(open_only=True) == []
 
 
+def test_an_agent_that_drops_out_of_discovery_keeps_its_blind_spot_open(tmp_path: Path):
+    clock = ManualClock(START)
+    node = Node("n1", clock)
+    snapshots = {"n1": node.agent.snapshot}
+    fleet = LocalFleet(snapshots)
+    store = _store(tmp_path)
+    observer = FleetObserver(fleet, store, clock, ControllerMetrics(CollectorRegistry()), 30)
+    node.agent.tick()
+    fleet.unreachable.add("n1")
+    for _ in range(31):
+        observer.observe()
+        clock.advance(1)
+    [blind] = store.findings(open_only=True)
+    del snapshots["n1"]  # no longer listed by discovery: not seen, so not seen well either
+    for _ in range(5):
+        observer.observe()
+        clock.advance(1)
+    assert store.findings(open_only=True) == [blind]
+
+
 def test_a_finding_an_agent_forgot_when_it_restarted_is_closed(tmp_path: Path):
     clock = ManualClock(START)
     node = Node("n1", clock)

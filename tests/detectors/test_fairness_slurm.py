@@ -35,7 +35,7 @@ from prometheus_client import CollectorRegistry
 from observer.clock import SystemClock
 from observer.controller.compose import build_controller
 from observer.controller.service import Controller
-from observer.detectors.conditions import ConditionTracker
+from observer.detectors.conditions import ConditionTracker, covers_all
 from observer.detectors.fairness import WindowAssessment, assess_window, capacity_over, evaluate
 from observer.detectors.unexplained_wait import pending_probe, slurm_partition, unexplained_waits
 from observer.domain import Severity
@@ -135,7 +135,7 @@ class Rounds:
             for job in pending
             for symptom in unexplained_waits(job, snapshot, RULES, eligible=slurm_partition)
         ]
-        self.waits.update(symptoms, snapshot.at)
+        self.waits.update(symptoms, snapshot.at, covers_all)
 
     def _assess(self, occurrence: Occurrence, now: datetime) -> WindowAssessment:
         runs = self.store.runs(probe="fairness", since=occurrence.start, until=occurrence.end)

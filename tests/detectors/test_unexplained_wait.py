@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from observer.detectors.conditions import ConditionTracker
+from observer.detectors.conditions import ConditionTracker, covers_all
 from observer.detectors.unexplained_wait import (
     PendingJob,
     pending_probe,
@@ -103,9 +103,11 @@ def test_no_reason_opens_only_after_the_grace_period():
     for seconds in (0, 60, 119):
         now = T0 + timedelta(seconds=seconds)
         snap = replace(snapshot(*FULL), at=now)
-        assert tracker.update(unexplained_waits(job_, snap, RULES), now) == []
+        assert tracker.update(unexplained_waits(job_, snap, RULES), now, covers_all) == []
     now = T0 + timedelta(seconds=120)
-    [opened] = tracker.update(unexplained_waits(job_, replace(snapshot(*FULL), at=now), RULES), now)
+    [opened] = tracker.update(
+        unexplained_waits(job_, replace(snapshot(*FULL), at=now), RULES), now, covers_all
+    )
     assert opened.detector == "unexplained_wait"
 
 

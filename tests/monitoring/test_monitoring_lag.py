@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 
-from observer.detectors.conditions import ConditionTracker
+from observer.detectors.conditions import ConditionTracker, covers_all
 from observer.detectors.monitoring_lag import (
     BusyProbeReading,
     FlatlineReading,
@@ -315,7 +315,7 @@ def test_a_blind_check_keeps_a_lag_condition_open_and_a_good_read_closes_it() ->
     lagging = LagView(now=NOW, heartbeat=beat(90))
     blind = LagView(now=NOW, read_errors={"heartbeat": "connection refused"})
 
-    [opened] = tracker.update(evaluate(lagging, rules), NOW)
+    [opened] = tracker.update(evaluate(lagging, rules), NOW, covers_all)
     [unreachable] = tracker.update(
         evaluate(blind, rules), ago(-10), lambda d, s: covers(blind, d, s)
     )

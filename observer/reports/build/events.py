@@ -8,7 +8,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from observer.domain import Finding, FindingKind, JsonValue, Severity
+from observer.domain import STALE_AFTER_INTERVALS, Finding, FindingKind, JsonValue, Severity
 from observer.records import DELIVERY_FAILED, InterventionSource, StoredDelivery, StoredIntervention
 from observer.reports.build import interventions as detected_interventions
 from observer.reports.build.data import PeriodData, ReportContext
@@ -23,9 +23,6 @@ BLIND_DETECTORS = {
     "alertmanager_unreachable": "alerts",
 }
 BLIND_SOURCES = ("scheduler", "agents", "nvml", "prometheus", "logs", "alerts")
-# A gap between stored scheduler snapshots longer than this many snapshot intervals is time
-# the controller could not read the scheduler (failed reads are not stored, their gaps are).
-SCHEDULER_GAP_INTERVALS = 3
 
 
 @dataclass(frozen=True, slots=True)
@@ -298,7 +295,8 @@ def blind_figures(data: PeriodData, context: ReportContext) -> BlindFigures:
         if hi > lo:
             subject = ",".join(f"{k}={v}" for k, v in sorted(finding.subject.items()))
             periods.append(BlindPeriod(source, subject, lo, hi))
-    gap = SCHEDULER_GAP_INTERVALS * context.snapshot_interval_seconds
+    # Failed reads are not stored, their gaps are: a gap past the staleness rule is blind.
+    gap = STALE_AFTER_INTERVALS * context.snapshot_interval_seconds
     periods += scheduler_gaps([s.at for s in data.queue_samples], period.start, period.end, gap)
     periods.sort(key=lambda p: (p.start, p.source, p.subject))
     sources = context.sources
