@@ -11,7 +11,7 @@ import pytest
 
 from observer.clock import ManualClock
 from observer.controller.service import Controller
-from observer.domain import JobRequest, Outcome, RunState, Workload
+from observer.domain import JobRequest, Outcome, ProbeRun, RunState, Workload
 from observer.errors import BackendError
 from observer.settings import Settings
 from observer.simulation.soak import SimulatedSoak, simulated_cluster
@@ -89,7 +89,7 @@ def test_a_plan_runs_through_its_window_and_every_run_is_recorded(tmp_path: Path
     runs = soak.store.runs()
     assert soak.cluster.probe_jobs() == []  # nothing of ours left on the platform
     assert all(r.state is RunState.DONE for r in runs)
-    by_probe: dict[str, list] = {}
+    by_probe: dict[str, list[ProbeRun]] = {}
     for run in runs:
         by_probe.setdefault(run.probe, []).append(run)
         assert run.window == "weekday-peak"
@@ -204,9 +204,10 @@ def test_a_submission_the_controller_never_saw_confirmed_is_adopted_or_declared_
     soak.cluster.submit(JobRequest("taken", "short", taken.tenant, None, spec.workload))
     soak.controller = soak.new_controller()
     soak.run(10 * 60)
-    assert soak.store.run("taken").outcome is Outcome.PASSED
+    kept = soak.store.run("taken")
+    assert kept is not None and kept.outcome is Outcome.PASSED
     lost = soak.store.run("never")
-    assert lost.outcome is Outcome.LOST
+    assert lost is not None and lost.outcome is Outcome.LOST
     assert lost.reason == "SubmissionNotConfirmed"
 
 
