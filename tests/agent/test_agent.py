@@ -204,8 +204,8 @@ def test_a_lost_gpu_opens_a_condition_and_blinds_only_that_gpu():
     assert node.metric("observer_gpu_up", gpu="0", uuid="GPU-fake-0") == 1
     assert (
         node.metric("observer_gpu_read_errors_total", gpu="1", call="identify", error="gpu_lost")
-        >= 2
-    )
+        or 0
+    ) >= 2
 
     node.gpus.gpus[1].lost = False
     node.gpus.gpus[1].processes.clear()
