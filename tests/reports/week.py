@@ -225,8 +225,7 @@ class Week:
             (local(day, 0, 10), lambda: self._alert("Watchdog", "none", "w")) for day in DAYS
         ]
         incidents += [
-            (local(day + timedelta(days=1), 0), partial(self._finished_on, day))
-            for day in DAYS
+            (local(day + timedelta(days=1), 0), partial(self._finished_on, day)) for day in DAYS
         ]
         for at, act in sorted(incidents, key=lambda item: item[0]):
             self.run_until(at)
