@@ -15,6 +15,7 @@ import os
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pynvml
@@ -47,7 +48,7 @@ def _state() -> str:
     return "\n".join(lines) + "\n"
 
 
-def _raw_round(handles: list[object]) -> None:
+def _raw_round(handles: list[pynvml.c_nvmlDevice_t]) -> None:
     for h in handles:
         pynvml.nvmlDeviceGetUtilizationRates(h)
         pynvml.nvmlDeviceGetMemoryInfo(h)
@@ -62,12 +63,12 @@ def _raw_round(handles: list[object]) -> None:
         )
 
 
-def _per_gpu_us(run: object, rounds: int) -> float:
+def _per_gpu_us(run: Callable[[], object], rounds: int) -> float:
     best = float("inf")
     for _ in range(5):  # best of five: the least disturbed by the rest of the machine
         started = time.perf_counter()
         for _ in range(rounds):
-            run()  # type: ignore[operator]
+            run()
         best = min(best, time.perf_counter() - started)
     return best / rounds / GPUS * 1e6
 

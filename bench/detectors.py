@@ -216,11 +216,11 @@ def node_scenario(rng: random.Random, hours: float) -> tuple[list[Fault], list[F
             if kind == "unreleased":
                 # The job ends halfway; its process keeps the memory to the end.
                 ended = now + timedelta(seconds=length / 2)
-                later.append((ended, lambda o=owner: node.set_owner(o, OwnerPhase.ENDED)))
+                later.append((ended, partial(node.set_owner, owner, OwnerPhase.ENDED)))
                 fault = Fault("unreleased_memory", {"pid": str(pid)}, ended, until)
             else:
-                later.append((until, lambda o=owner: node.set_owner(o, OwnerPhase.ENDED)))
-            later.append((until, lambda g=gpu: node.free(g)))
+                later.append((until, partial(node.set_owner, owner, OwnerPhase.ENDED)))
+            later.append((until, partial(node.free, gpu)))
             if fault is not None:
                 faults.append(fault)
         findings += [f for f in node.agent.tick() if f.is_open]

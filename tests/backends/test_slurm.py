@@ -8,6 +8,7 @@ import uuid
 from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -322,7 +323,8 @@ def test_a_probe_over_its_qos_gpu_limit_waits_with_the_qos_reason(slurm: SlurmHa
 def test_a_probe_slurm_refuses_is_a_probe_error_in_slurms_words(
     slurm: SlurmHarness, field: str, value: str, words: str
 ):
-    refused = replace(_request(slurm, Workload(gpus_per_node=1)), **{field: value})
+    change: dict[str, Any] = {field: value}
+    refused = replace(_request(slurm, Workload(gpus_per_node=1)), **change)
 
     with pytest.raises(ProbeError, match=words):
         slurm.backend.submit(refused)

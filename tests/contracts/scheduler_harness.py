@@ -4,22 +4,38 @@ the platform's time pass until something is true."""
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from datetime import UTC, datetime
 from typing import Protocol
 
+from observer.backends.base import SchedulerBackend
 from observer.backends.simulated import NodeSpec, SimulatedCluster, TenantSpec
 from observer.clock import ManualClock
 
 
 class Harness(Protocol):
-    backend: object
-    tenants: tuple[str, str]
-    queue: str | None
-    gpus_per_node: int
-    nodes: int
+    """What every scheduler backend's test platform offers the contract suite. Read-only, so
+    that a platform may hold its own backend class and a narrower queue type."""
 
-    def settle(self, until: Callable[[], bool], timeout_seconds: float) -> None: ...
+    @property
+    def backend(self) -> SchedulerBackend: ...
+
+    @property
+    def tenants(self) -> tuple[str, str]: ...
+
+    @property
+    def queue(self) -> str | None: ...
+
+    @property
+    def gpus_per_node(self) -> int: ...
+
+    @property
+    def nodes(self) -> int: ...
+
+    def settle(self, until: Callable[[], bool], timeout_seconds: float) -> None:
+        """Let the platform's time pass until `until()` holds; fail the test after
+        `timeout_seconds` of it."""
+        ...
 
     def owner_ids(self, job_id: str) -> set[str]:
         """What a node agent names as the owner of the job's processes now."""
@@ -32,6 +48,11 @@ class HangingHarness(Harness, Protocol):
     def hang_ends(self, job_id: str) -> None: ...
 
     def release_ends(self, job_id: str) -> None: ...
+
+
+# How the suite opens each platform: a context manager that yields it ready and cleans up.
+Platform = Callable[[], AbstractContextManager[Harness]]
+HangingPlatform = Callable[[], AbstractContextManager[HangingHarness]]
 
 
 class SimulatedHarness:

@@ -14,7 +14,7 @@ from observer.clock import SystemClock
 from observer.controller.compose import build_controller
 from observer.controller.runs import isolation_message
 from observer.controller.service import Controller
-from observer.domain import AccessAttempt, Expectation, Outcome, RunState
+from observer.domain import AccessAttempt, Expectation, Outcome, ProbeRun, RunState
 from observer.metrics import ControllerMetrics
 from observer.settings import Settings
 from observer.storage.database import upgrade
@@ -31,7 +31,7 @@ def _isolation_soak(tmp_path: Path, **controller: object) -> Soak:
     return Soak(tmp_path, _settings(plan=[ISOLATION], **controller))
 
 
-def _ran(soak: Soak) -> list:
+def _ran(soak: Soak) -> list[ProbeRun]:
     return [r for r in soak.store.runs() if r.probe == "isolation"]
 
 

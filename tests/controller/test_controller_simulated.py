@@ -11,7 +11,7 @@ import pytest
 
 from observer.clock import ManualClock
 from observer.controller.service import Controller
-from observer.domain import JobRequest, Outcome, RunState, Workload
+from observer.domain import JobRequest, Outcome, ProbeRun, RunState, Workload
 from observer.errors import BackendError
 from observer.settings import Settings
 from observer.simulation.soak import SimulatedSoak, simulated_cluster
@@ -89,7 +89,7 @@ def test_a_plan_runs_through_its_window_and_every_run_is_recorded(tmp_path: Path
     runs = soak.store.runs()
     assert soak.cluster.probe_jobs() == []  # nothing of ours left on the platform
     assert all(r.state is RunState.DONE for r in runs)
-    by_probe: dict[str, list] = {}
+    by_probe: dict[str, list[ProbeRun]] = {}
     for run in runs:
         by_probe.setdefault(run.probe, []).append(run)
         assert run.window == "weekday-peak"
@@ -157,14 +157,14 @@ def test_the_budget_caps_probe_gpus_at_once(tmp_path: Path):
 def test_outcome_metrics_agree_with_the_store(tmp_path: Path):
     soak = Soak(tmp_path)
     soak.run(5 * 60 + 30 * 60)
-    runs = [r for r in soak.store.runs() if r.outcome is not None]
+    ended = [(r.probe, r.tenant, r.outcome) for r in soak.store.runs() if r.outcome is not None]
     registry_value = sum(
         soak.metrics.probe_runs_total.labels(
-            r.probe, r.tenant, "weekday-peak", r.outcome.value
+            probe, tenant, "weekday-peak", outcome.value
         )._value.get()
-        for r in {(r.probe, r.tenant, r.outcome): r for r in runs}.values()
+        for probe, tenant, outcome in set(ended)
     )
-    assert registry_value == len(runs)
+    assert registry_value == len(ended)
 
 
 def test_a_restart_in_the_middle_loses_leaks_and_double_counts_nothing(tmp_path: Path):
@@ -204,9 +204,10 @@ def test_a_submission_the_controller_never_saw_confirmed_is_adopted_or_declared_
     soak.cluster.submit(JobRequest("taken", "short", taken.tenant, None, spec.workload))
     soak.controller = soak.new_controller()
     soak.run(10 * 60)
-    assert soak.store.run("taken").outcome is Outcome.PASSED
+    kept = soak.store.run("taken")
+    assert kept is not None and kept.outcome is Outcome.PASSED
     lost = soak.store.run("never")
-    assert lost.outcome is Outcome.LOST
+    assert lost is not None and lost.outcome is Outcome.LOST
     assert lost.reason == "SubmissionNotConfirmed"
 
 

@@ -234,10 +234,13 @@ def test_agents_are_read_over_http_and_listed_by_the_findings_command(
             },
         }
     )
+
+    def listening(port: int) -> None:
+        ports.append(port)
+        ready.set()
+
     thread = threading.Thread(
-        target=run_agent,
-        args=(settings, stop),
-        kwargs={"on_listening": lambda p: (ports.append(p), ready.set())},
+        target=run_agent, args=(settings, stop), kwargs={"on_listening": listening}
     )
     thread.start()
     store = _store(tmp_path)

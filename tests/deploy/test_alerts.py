@@ -64,7 +64,8 @@ def test_alerts_fire_and_stay_quiet_as_specified(rule_objects, promtool: Path, t
 
 def test_every_alert_is_unit_tested_both_ways(rule_objects):
     spec = yaml.safe_load(UNIT_TESTS.read_text())
-    fires, quiet = set(), set()
+    fires: set[str] = set()
+    quiet: set[str] = set()
     for case in spec["tests"]:
         for check in case["alert_rule_test"]:
             (fires if check["exp_alerts"] else quiet).add(check["alertname"])

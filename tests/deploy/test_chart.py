@@ -240,7 +240,7 @@ def test_agent_sees_host_pids_and_gpus_without_requesting_one(rendered):
 def test_config_changes_restart_only_the_processes_that_read_them(helm: Path):
     def checksums(sets: dict[str, str]) -> tuple[str, str]:
         objects = render(helm, sets=sets)
-        return tuple(  # type: ignore[return-value]
+        return tuple(
             one(objects, kind)["spec"]["template"]["metadata"]["annotations"]["checksum/config"]
             for kind in ("DaemonSet", "Deployment")
         )

@@ -14,6 +14,7 @@ import pytest
 from observer.detectors.conditions import ConditionTracker
 from observer.detectors.fairness import (
     Capacity,
+    TenantAssessment,
     WindowAssessment,
     assess_window,
     capacity_over,
@@ -56,8 +57,8 @@ MONDAY_NIGHT = Occurrence(
 )
 
 
-def local(*args: int) -> datetime:
-    return datetime(*args, tzinfo=SHANGHAI)
+def local(year: int, month: int, day: int, hour: int = 0, minute: int = 0) -> datetime:
+    return datetime(year, month, day, hour, minute, tzinfo=SHANGHAI)
 
 
 # --- window occurrences --------------------------------------------------------------------
@@ -82,6 +83,7 @@ def test_an_instant_belongs_to_one_occurrence_of_a_window_in_the_platforms_timez
     if start is None:
         assert found is None
     else:
+        assert end is not None
         assert found == Occurrence(window, start, end)
 
 
@@ -221,6 +223,12 @@ def assess(
     return assess_window(MONDAY_NIGHT, runs, queue, WEIGHTS, capacity, RULES)
 
 
+def tenant(result: WindowAssessment, name: str) -> TenantAssessment:
+    found = result.tenant(name)
+    assert found is not None, f"no assessment of {name}"
+    return found
+
+
 def test_gpus_a_tenants_own_quota_withholds_are_not_unfairness():
     # research may hold 4 GPUs at once: what it asks beyond that its quota refuses, and prod
     # is entitled to the rest.
@@ -243,8 +251,8 @@ def test_probe_waits_held_by_the_tenants_own_quota_do_not_count_against_the_sche
         for r in runs
     ]
     queue = samples(*[(4, 0, 8, 0)] * 10)
-    assert assess(runs, queue).tenant("research").disadvantaged
-    research = assess(held_by_quota, queue).tenant("research")
+    assert tenant(assess(runs, queue), "research").disadvantaged
+    research = tenant(assess(held_by_quota, queue), "research")
     assert not research.disadvantaged
     assert research.longer_wait_batches == 0
 
@@ -253,7 +261,7 @@ def test_a_tenant_held_below_its_entitlement_while_asking_is_disadvantaged():
     # prod is favoured: it holds 10 GPUs, research 2 of its entitled 8.4 while asking 10
     queue = samples(*[(2, 8, 10, 5)] * 10)
     result = assess(batches({"research": [1800, 1700], "prod": [10, 20]}), queue)
-    research, prod = result.tenant("research"), result.tenant("prod")
+    research, prod = tenant(result, "research"), tenant(result, "prod")
     assert research.disadvantaged and not research.over_ask
     assert research.received_gpus == 2 and research.entitled_gpus == pytest.approx(8.4)
     assert "received 2.0 of its entitled 8.4 GPUs while asking 10.0" in research.reason
@@ -266,7 +274,7 @@ def test_a_tenant_that_asks_for_more_than_its_share_is_not_disadvantaged_by_its_
     # research holds its share of 8 and asks for 20: its probes wait behind its own backlog
     queue = samples(*[(8, 12, 4, 0)] * 10)
     result = assess(batches({"research": [1500, 1600, 1400], "prod": [5, 8, 3]}), queue)
-    research = result.tenant("research")
+    research = tenant(result, "research")
     assert research.longer_wait_batches == 3
     assert research.over_ask
     assert not research.disadvantaged
@@ -279,7 +287,7 @@ def test_a_tenant_that_asks_for_more_than_its_share_is_not_disadvantaged_by_its_
 def test_waiting_longer_than_the_others_is_disadvantage_when_the_share_is_not_known():
     # the probes waited long but between samples: no sample saw research pending
     result = assess(batches({"research": [900, 800], "prod": [10, 5]}), samples((6, 0, 3, 0)))
-    research = result.tenant("research")
+    research = tenant(result, "research")
     assert research.pending_samples == 0 and research.received_gpus is None
     assert research.disadvantaged
     assert research.others_median_wait_seconds == pytest.approx(7.5)
@@ -289,7 +297,7 @@ def test_waits_are_compared_within_launch_batches_only():
     # research's slow probes ran at quiet times when prod launched nothing
     runs = batches({"research": [10, 900, 900]}, every_minutes=60) + batches({"prod": [5]})
     result = assess(runs, samples((6, 0, 3, 0)))
-    research = result.tenant("research")
+    research = tenant(result, "research")
     assert (research.batches, research.longer_wait_batches) == (1, 0)
     assert not research.disadvantaged
     assert result.batches == 3
@@ -298,7 +306,7 @@ def test_waits_are_compared_within_launch_batches_only():
 def test_a_probe_that_never_started_waited_at_least_until_the_assessment():
     # research's probe never started; the occurrence ended 8 hours after it was submitted
     result = assess(batches({"research": [None], "prod": [30]}), samples((0, 1, 12, 0)))
-    research = result.tenant("research")
+    research = tenant(result, "research")
     assert research.unstarted_probes == 1
     assert research.median_wait_seconds == 8 * 3600
     assert research.disadvantaged
@@ -306,7 +314,7 @@ def test_a_probe_that_never_started_waited_at_least_until_the_assessment():
 
 def test_an_unstarted_probe_of_the_others_never_makes_a_tenant_late():
     result = assess(batches({"research": [600], "prod": [None]}), samples((6, 0, 3, 0)))
-    assert result.tenant("research").longer_wait_batches == 0
+    assert tenant(result, "research").longer_wait_batches == 0
 
 
 def test_gpus_of_tenants_outside_the_contract_are_taken_off_the_capacity():
@@ -316,7 +324,7 @@ def test_gpus_of_tenants_outside_the_contract_are_taken_off_the_capacity():
     ]
     result = assess([], queue)
     # 8 GPUs left for research and prod: 5.6 and 2.4; prod holds 4 and research 4 of 5.6
-    assert result.tenant("research").entitled_gpus == pytest.approx(5.6)
+    assert tenant(result, "research").entitled_gpus == pytest.approx(5.6)
     assert result.tenant("someone-else") is None
 
 
@@ -325,7 +333,7 @@ def test_jobs_submitted_just_before_a_sample_are_not_held_below_their_share():
     # a scheduling cycle behind prod's running ones, then start within seconds.
     queue = samples(*[(6, 3, 6, 3), (8, 0, 4, 0)] * 4, waited_seconds=0.0)
     result = assess(batches({"research": [10, 10], "prod": [35, 35]}), queue)
-    research = result.tenant("research")
+    research = tenant(result, "research")
     assert research.pending_samples == 0
     assert not research.disadvantaged, research.reason
     assert result.contention_samples == 0 and result.fairness_index is None
@@ -335,7 +343,7 @@ def test_held_beyond_the_wait_rule_the_same_shortfall_is_disadvantage():
     queue = samples(
         *[(6, 3, 6, 3), (8, 0, 4, 0)] * 4, waited_seconds=RULES.disadvantage_wait_seconds + 1
     )
-    research = assess(batches({"research": [10, 10], "prod": [35, 35]}), queue).tenant("research")
+    research = tenant(assess(batches({"research": [10, 10], "prod": [35, 35]}), queue), "research")
     assert research.pending_samples == 4
     assert research.disadvantaged
     assert "received 6.0 of its entitled 8.4 GPUs while asking 9.0" in research.reason
@@ -364,7 +372,7 @@ def test_each_sample_is_judged_against_the_gpus_in_service_at_its_moment():
 
     assert [capacity.at(t0 + timedelta(minutes=m)) for m in (0, 1, 5)] == [12, 8, 8]
     assert capacity.at(t0 + timedelta(hours=7)) == capacity.at(MONDAY_NIGHT.end) == 12
-    research = result.tenant("research")
+    research = tenant(result, "research")
     assert research.entitled_gpus == pytest.approx(5.6)
     assert not research.disadvantaged, research.reason
 
@@ -381,7 +389,7 @@ def test_a_fair_night_gives_a_fairness_index_near_one():
     queue = samples(*[(8, 4, 4, 2), (9, 3, 3, 3)] * 5)
     result = assess(batches({"research": [200, 300], "prod": [250, 240]}), queue)
     assert not any(t.disadvantaged for t in result.tenants)
-    assert result.fairness_index > 0.95
+    assert result.fairness_index is not None and result.fairness_index > 0.95
     assert result.contention_samples == 10
 
 

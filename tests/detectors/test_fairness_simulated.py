@@ -52,9 +52,10 @@ def test_a_fair_share_scheduler_is_not_found_unfair_night_after_night(tmp_path: 
         # got them, and their probes' waits are the price of that, not unfairness
         assert research.over_ask and prod.over_ask, (research.reason, prod.reason)
         assert not research.disadvantaged and not prod.disadvantaged
+        assert research.share_ratio is not None and prod.share_ratio is not None
         assert research.share_ratio > 1 - RULES.disadvantage_share_tolerance
         assert prod.share_ratio > 1 - RULES.disadvantage_share_tolerance
-        assert assessment.fairness_index > 0.95
+        assert assessment.fairness_index is not None and assessment.fairness_index > 0.95
         assert research.probes >= 10 and assessment.batches >= 10
     # The controller's own detectors, run on its loops, agree and stay quiet.
     assert nights.store.findings() == []
@@ -88,7 +89,7 @@ def test_a_scheduler_that_favours_the_smaller_tenant_is_found_unfair_after_k_nig
     for assessment in nights.assessments:
         prod = assessment.tenant("prod")
         assert prod is not None and prod.over_ask and not prod.disadvantaged
-        assert assessment.fairness_index < 0.7
+        assert assessment.fairness_index is not None and assessment.fairness_index < 0.7
     # The controller's own detectors, run on its loops, found the same and only that.
     [stored] = nights.store.findings()
     assert (stored.detector, dict(stored.subject)) == (finding.detector, finding.subject)

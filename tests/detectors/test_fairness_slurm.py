@@ -204,12 +204,14 @@ def test_a_qos_favouring_prod_makes_research_persistently_disadvantaged(
         research, prod = assessment.tenant("research"), assessment.tenant("prod")
         assert research is not None and prod is not None
         assert research.disadvantaged, research
+        assert research.share_ratio is not None
         assert research.share_ratio < 1 - RULES.disadvantage_share_tolerance, research
         assert (research.batches, research.longer_wait_batches) == (1, 1), research
         # prod is never disadvantaged. Its share is judged only when one of its jobs happened
         # to wait past the wait rule, and then it received at least its share.
         assert not prod.disadvantaged, prod
         if prod.entitled_gpus is not None:
+            assert prod.share_ratio is not None
             assert prod.share_ratio >= 1 - RULES.disadvantage_share_tolerance, prod
     [symptom] = evaluate(assessments, RULES)
     assert symptom.detector == "persistent_unfairness"

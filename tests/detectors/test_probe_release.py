@@ -235,7 +235,7 @@ def test_nothing_is_judged_on_a_snapshot_taken_within_the_grace():
     # The agent last looked 80 s after the end: the job's processes may still be exiting.
     result = check(100, [agent(80, [process(0, 1, OURS)])], scheduler(95))
 
-    assert (result.symptoms, result.judged) == ([], set())
+    assert (result.symptoms, result.judged) == ([], frozenset())
 
 
 def test_a_missing_or_stale_agent_snapshot_neither_opens_nor_closes():
@@ -243,7 +243,7 @@ def test_a_missing_or_stale_agent_snapshot_neither_opens_nor_closes():
 
     for agents in ([], [stale]):
         result = check(95 + MAX_AGE + 1, agents, scheduler(150))
-        assert (result.symptoms, result.judged) == ([], set())
+        assert (result.symptoms, result.judged) == ([], frozenset())
         assert not probe_release.covers(
             result, "probe_unreleased", {"run_id": "run-1", "node": NODE, "tenant": "research"}
         )

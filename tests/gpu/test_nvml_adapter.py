@@ -10,6 +10,7 @@ import sys
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -183,9 +184,10 @@ def test_an_unsupported_call_is_a_read_error_and_the_rest_are_read(
 
     fake_nvml_state.set([dataclasses.replace(training_gpu(0), unsupported=frozenset({call}))])
 
+    unread: dict[str, Any] = dict.fromkeys(fields)
     assert read_tier(backend, call) == dataclasses.replace(
         supported,
-        **dict.fromkeys(fields),
+        **unread,
         errors=(ReadError(call, ReadErrorKind.NOT_SUPPORTED, "Not Supported"),),
     )
 

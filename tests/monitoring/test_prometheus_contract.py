@@ -35,7 +35,9 @@ SLACK_SECONDS = 0.5  # a real scrape and query take a little time
 
 
 class Side(Protocol):
-    api: PrometheusApi
+    @property
+    def api(self) -> PrometheusApi: ...
+
     job: str
     uuid: str
 

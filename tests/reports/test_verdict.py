@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from observer.domain import Expectation, FindingKind, Outcome, Severity
+from observer.domain import Expectation, FindingKind, Outcome, ProbeRun, Severity
 from observer.records import StoredIntervention, StoredNodeChange
 from observer.reports.build.criteria import CRITERIA, FailureClass, Status, VerdictRules
 from observer.reports.build.data import (
@@ -31,7 +31,7 @@ RULES = VerdictRules(
 NODES = [node("n1", "a", 8, 0, "idle"), node("n2", "a", 8, 0, "idle")]
 
 
-def _healthy_runs() -> list:
+def _healthy_runs() -> list[ProbeRun]:
     """A soak that exercised every criterion and passed it."""
     runs = []
     for day in range(7):

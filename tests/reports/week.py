@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import UTC, date, datetime, time, timedelta
+from functools import partial
 from pathlib import Path
 from zoneinfo import ZoneInfo
 
@@ -224,8 +225,7 @@ class Week:
             (local(day, 0, 10), lambda: self._alert("Watchdog", "none", "w")) for day in DAYS
         ]
         incidents += [
-            (local(day + timedelta(days=1), 0), lambda day=day: self._finished_on(day))
-            for day in DAYS
+            (local(day + timedelta(days=1), 0), partial(self._finished_on, day)) for day in DAYS
         ]
         for at, act in sorted(incidents, key=lambda item: item[0]):
             self.run_until(at)

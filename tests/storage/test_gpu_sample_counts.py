@@ -9,7 +9,7 @@ from __future__ import annotations
 import random
 from collections.abc import Callable
 from dataclasses import asdict
-from datetime import UTC, datetime, time, timedelta
+from datetime import datetime, time, timedelta
 from zoneinfo import ZoneInfo
 
 import pytest
@@ -111,7 +111,7 @@ def test_counted_utilisation_equals_sample_by_sample(
 
 def test_counts_stand_for_samples_only_when_windows_change_on_whole_minutes():
     assert counts_are_exact(CALENDAR)
-    odd = Calendar(UTC, [Window("odd", frozenset(range(7)), time(9, 0, 30), time(10))])
+    odd = Calendar(ZoneInfo("UTC"), [Window("odd", frozenset(range(7)), time(9, 0, 30), time(10))])
     assert not counts_are_exact(odd)
 
 

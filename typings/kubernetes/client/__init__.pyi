@@ -1,6 +1,8 @@
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import datetime
-from typing import TypeAlias
+from typing import Any, TypeAlias
+
+from kubernetes.client.exceptions import ApiException as ApiException
 
 # --- the connection ----------------------------------------------------------------------------
 
@@ -18,10 +20,16 @@ class Configuration:
 class ApiClient:
     def __init__(self, configuration: Configuration | None = None) -> None: ...
     def close(self) -> None: ...
+    # Any: the models' JSON form, and the model that `response_type` names
+    def sanitize_for_serialization(self, obj: object) -> Any: ...
+    def deserialize(
+        self, response_text: str, response_type: str, content_type: str | None
+    ) -> Any: ...
 
 # --- the API groups --------------------------------------------------------------------------
 
 _Timeout: TypeAlias = float | tuple[float, float] | None
+_Body: TypeAlias = Mapping[str, Any]  # what the emulated cluster creates and patches
 
 class CoreV1Api:
     def __init__(self, api_client: ApiClient | None = None) -> None: ...
@@ -57,6 +65,16 @@ class CoreV1Api:
     def read_namespaced_secret(
         self, name: str, namespace: str, *, _request_timeout: _Timeout = None
     ) -> V1Secret: ...
+    def create_node(self, body: _Body) -> V1Node: ...
+    def patch_node(self, name: str, body: _Body) -> V1Node: ...
+    def patch_node_status(self, name: str, body: _Body) -> V1Node: ...
+    def create_namespaced_pod(self, namespace: str, body: _Body) -> V1Pod: ...
+    def patch_namespaced_pod(self, name: str, namespace: str, body: _Body) -> V1Pod: ...
+    def patch_namespaced_pod_status(self, name: str, namespace: str, body: _Body) -> V1Pod: ...
+    def delete_namespaced_pod(self, name: str, namespace: str) -> V1Pod: ...
+    def create_namespaced_secret(self, namespace: str, body: _Body) -> V1Secret: ...
+    def create_namespaced_event(self, namespace: str, body: _Body) -> CoreV1Event: ...
+    def patch_namespaced_event(self, name: str, namespace: str, body: _Body) -> CoreV1Event: ...
 
 class BatchV1Api:
     def __init__(self, api_client: ApiClient | None = None) -> None: ...
@@ -81,6 +99,8 @@ class BatchV1Api:
         propagation_policy: str | None = None,
         _request_timeout: _Timeout = None,
     ) -> object: ...
+    def list_job_for_all_namespaces(self) -> V1JobList: ...
+    def patch_namespaced_job_status(self, name: str, namespace: str, body: _Body) -> V1Job: ...
 
 # --- objects -----------------------------------------------------------------------------------
 
@@ -127,9 +147,12 @@ class V1PodAntiAffinity:
     ) -> None: ...
 
 class V1Affinity:
+    pod_anti_affinity: V1PodAntiAffinity | None
     def __init__(self, *, pod_anti_affinity: V1PodAntiAffinity | None = None) -> None: ...
 
 class V1EnvVar:
+    name: str
+    value: str | None
     def __init__(self, *, name: str, value: str | None = None) -> None: ...
 
 class V1ResourceRequirements:
@@ -139,6 +162,9 @@ class V1ResourceRequirements:
 
 class V1Container:
     name: str
+    image: str | None
+    command: list[str] | None
+    env: list[V1EnvVar] | None
     resources: V1ResourceRequirements | None
     def __init__(
         self,
@@ -156,6 +182,7 @@ class V1PodSpec:
     containers: list[V1Container]
     init_containers: list[V1Container] | None
     node_name: str | None
+    affinity: V1Affinity | None
     def __init__(
         self,
         *,
@@ -195,6 +222,7 @@ class V1PodCondition:
 
 class V1PodStatus:
     phase: str | None
+    start_time: datetime | None
     conditions: list[V1PodCondition] | None
     container_statuses: list[V1ContainerStatus] | None
 
@@ -218,6 +246,8 @@ class V1JobSpec:
     parallelism: int | None
     completions: int | None
     suspend: bool | None
+    backoff_limit: int | None
+    ttl_seconds_after_finished: int | None
     template: V1PodTemplateSpec
     def __init__(
         self,
@@ -238,6 +268,7 @@ class V1JobCondition:
 
 class V1JobStatus:
     conditions: list[V1JobCondition] | None
+    start_time: datetime | None
     completion_time: datetime | None
 
 class V1Job:
