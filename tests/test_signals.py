@@ -46,7 +46,7 @@ def test_the_handler_returns_even_while_the_stop_event_is_busy():
         returned = threading.Event()
 
         def handle_while_busy() -> None:
-            with stop._cond:  # as Event.set() holds it
+            with stop._cond:  # type: ignore[attr-defined]  # as Event.set() holds it
                 handler(signal.SIGTERM, None)
             returned.set()
 

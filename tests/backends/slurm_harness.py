@@ -23,7 +23,7 @@ import pytest
 
 from observer.backends.slurm import SlurmBackend
 from observer.clock import SystemClock
-from observer.settings import SlurmSettings
+from observer.settings.controller import SlurmSettings
 
 REPO = Path(__file__).resolve().parents[2]
 SLURM_UP = REPO / "deploy" / "local" / "infra" / "slurm-up.sh"

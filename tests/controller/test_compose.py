@@ -83,7 +83,7 @@ def test_a_hung_submission_holds_up_no_task_but_the_follow_loop(tmp_path: Path):
     clock = ManualClock(T0)
     prometheus = FakePrometheus(clock)
     soak = _soak(tmp_path, clock, Sources(LocalFleet({}), prometheus), submit_hang_seconds=1.5)
-    soak.clock.advance(60)
+    clock.advance(60)
     tasks = {t.name: t for t in soak.composition.tasks}
     tasks["plan-short"].tick()  # the launch is queued for the follow loop
     follow = threading.Thread(target=tasks["follow"].tick, daemon=True)
