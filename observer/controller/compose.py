@@ -216,6 +216,7 @@ def compose(
             controller.catalog,
             controller.scheduler.get,
         )
+        lag.resume()
     alerts = None
     if sources.alerts is not None:
         alerts = AlertPoller(

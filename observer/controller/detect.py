@@ -111,9 +111,24 @@ class Detection:
         }
 
     def resume(self) -> None:
-        """After a (re)start: queue the canaries that ended within CANARY_RESUME_LOOKBACK and
-        were never checked, and adopt the pipeline's open unreachable condition so that the
-        next successful read closes it."""
+        """After a (re)start: take over every condition a previous controller left open
+        (the release checks of its open probe_unreleased findings queued again), queue the
+        canaries that ended within CANARY_RESUME_LOOKBACK and were never checked, and adopt
+        the pipeline's open unreachable condition so that the next successful read closes
+        it."""
+        left_open = self.store.findings(open_only=True)
+        for tracker, detectors in (
+            (self._waits, {unexplained_wait.UNEXPLAINED_WAIT}),
+            (self._allocations, unreleased.DETECTORS),
+            (self._release_tracker, {probe_release.DETECTOR}),
+            (self._fairness, {fairness.PERSISTENT_UNFAIRNESS}),
+        ):
+            tracker.resume(f for f in left_open if f.detector in detectors)
+        for finding in left_open:
+            if finding.detector == probe_release.DETECTOR:
+                run = self.store.run(finding.subject["run_id"])
+                if run is not None:
+                    self._releases[run.run_id, finding.subject["node"]] = run
         if self.log_reader is None:
             return
         probes = [
@@ -124,8 +139,11 @@ class Detection:
         since = self.clock.now() - CANARY_RESUME_LOOKBACK
         for run in self.store.runs_to_log_check(probes, since):
             self._queue_canary(run)
-        for finding in self.store.findings(open_only=True, detector=PIPELINE_UNREACHABLE):
-            if finding.subject == self._pipeline_subject:
+        for finding in left_open:
+            if (
+                finding.detector == PIPELINE_UNREACHABLE
+                and finding.subject == self._pipeline_subject
+            ):
                 self._pipeline_down = finding
 
     def runs_changed(self, runs: Sequence[ProbeRun]) -> None:

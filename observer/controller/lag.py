@@ -10,6 +10,7 @@ from datetime import datetime, timedelta
 from functools import partial
 
 from observer.clock import Clock
+from observer.detectors import monitoring_lag
 from observer.detectors.conditions import ConditionTracker
 from observer.detectors.layers import job_processes
 from observer.domain import Behaviour, Finding, NodeSnapshot, ProbeRun, SchedulerSnapshot
@@ -48,6 +49,14 @@ class LagWatch:
         self._scheduler = scheduler
         self._tracker = ConditionTracker()
         self._readings = AgentReadings()
+
+    def resume(self) -> None:
+        """Take over the monitoring conditions a previous controller left open."""
+        self._tracker.resume(
+            f
+            for f in self._store.findings(open_only=True)
+            if f.detector in (monitoring_lag.DETECTOR, monitoring_lag.UNREACHABLE)
+        )
 
     def check(self) -> list[Finding]:
         snapshots = list(self._nodes().values())

@@ -13,6 +13,7 @@ from types import MappingProxyType
 
 from observer.clock import Clock
 from observer.controller.views import Published
+from observer.detectors import node_leaks
 from observer.detectors.conditions import ConditionTracker
 from observer.domain import (
     Finding,
@@ -71,6 +72,7 @@ class FleetObserver:
     def observe(self) -> list[Finding]:
         """Read every agent once; return the findings that opened or closed."""
         now = self._clock.now()
+        known = self._known_findings()
         snapshots: list[NodeSnapshot] = []
         symptoms: list[Symptom] = []
         reads = self._fleet.fetch_all(self._fleet.agents())
@@ -87,7 +89,6 @@ class FleetObserver:
             latest = {**self._latest.get(), **{snap.node: snap for snap in snapshots}}
             self._latest.publish(MappingProxyType(latest))
         reported = [f for snap in snapshots for f in snap.findings]
-        known = self._known_findings()
         gone = self._no_longer_reported(snapshots, reported, now)
         new = [f for f in reported if (f.key, f.opened_at) not in known]
         updated = [f for f in reported if self._saved.get((f.key, f.opened_at)) != f]
@@ -117,11 +118,12 @@ class FleetObserver:
     def _known_findings(self) -> set[tuple[str, datetime]]:
         if self._known is None:  # a restarted controller must not count old findings again
             stored = self._store.findings(open_only=True)
+            self._tracker.resume(f for f in stored if f.detector == AGENT_UNREACHABLE)
             self._known = {(f.key, f.opened_at) for f in stored}
+            # The agents' own findings only: the controller's (allocated_without_job, ...)
+            # name nodes too, and no agent ever reports them.
             self._open = {
-                (f.key, f.opened_at): f
-                for f in stored
-                if "node" in f.subject and f.detector != AGENT_UNREACHABLE
+                (f.key, f.opened_at): f for f in stored if f.detector in node_leaks.DETECTORS
             }
         return self._known
 

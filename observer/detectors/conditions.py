@@ -39,6 +39,17 @@ class ConditionTracker:
     def open_findings(self) -> list[Finding]:
         return list(self._open.values())
 
+    def resume(self, findings: Iterable[Finding]) -> None:
+        """Take over conditions a previous process left open (as the store has them), so a
+        restart neither opens a second copy of one nor leaves the first open forever."""
+        for finding in findings:
+            if finding.kind is FindingKind.CONDITION and finding.is_open:
+                since = finding.evidence.get("condition_since")
+                first = datetime.fromisoformat(since) if isinstance(since, str) else None
+                pending = _Pending(first or finding.opened_at, finding.detector, finding.subject)
+                self._seen[finding.key] = pending
+                self._open[finding.key] = finding
+
     def blind(self) -> None:
         """Nothing could be seen: open conditions stay open, and the symptoms not yet held
         long enough are forgotten (their hold starts over once they are seen again)."""

@@ -31,6 +31,8 @@ GPU_PROCESS_DETECTORS = frozenset(
     {"unreleased_memory", "orphan_process", "vanished_process", "allocated_idle"}
 )
 GPU_MEMORY_DETECTORS = frozenset({"memory_without_process"})
+# Every detector of the node-local rules: what an agent reports of its node.
+DETECTORS = GPU_PROCESS_DETECTORS | GPU_MEMORY_DETECTORS | {"gpu_lost", "nvml_unavailable"}
 
 
 @dataclass(frozen=True, slots=True)

@@ -37,6 +37,10 @@ from observer.domain import (
 )
 
 KILL_TASK_FAILED = "Kill task failed"
+ALLOCATED_WITHOUT_JOB = "allocated_without_job"
+STUCK_TERMINATING = "stuck_terminating"
+KILL_TASK_FAILED_DETECTOR = "kill_task_failed"
+DETECTORS = frozenset({ALLOCATED_WITHOUT_JOB, STUCK_TERMINATING, KILL_TASK_FAILED_DETECTOR})
 
 
 def evaluate(
@@ -68,7 +72,7 @@ def evaluate(
             seen = _node_sees_excess(agent, held.get(node.name, 0.0), memory_tolerance_bytes)
             symptoms.append(
                 Symptom(
-                    detector="allocated_without_job",
+                    detector=ALLOCATED_WITHOUT_JOB,
                     subject={"node": node.name},
                     severity=Severity.CRITICAL,
                     summary=f"{node.name}: the scheduler counts {node.gpus_allocated} GPUs "
@@ -90,7 +94,7 @@ def evaluate(
         if node.reason and KILL_TASK_FAILED.lower() in node.reason.lower():
             symptoms.append(
                 Symptom(
-                    detector="kill_task_failed",
+                    detector=KILL_TASK_FAILED_DETECTOR,
                     subject={"node": node.name},
                     severity=Severity.CRITICAL,
                     summary=f"{node.name} is {node.state}: {node.reason}",
@@ -115,7 +119,7 @@ def _stuck(
 ) -> Symptom:
     where = ",".join(job.nodes)
     return Symptom(
-        detector="stuck_terminating",
+        detector=STUCK_TERMINATING,
         subject={"job_id": job.job_id, "tenant": job.tenant, "node": where},
         severity=Severity.CRITICAL,
         summary=f"{job.job_id} of {job.tenant} still holds {job.gpus} GPUs on {where}, "
