@@ -21,8 +21,9 @@ from pathlib import Path
 
 import pytest
 
-from observer.backends.slurm import SlurmBackend, SlurmSettings
+from observer.backends.slurm.backend import SlurmBackend
 from observer.clock import SystemClock
+from observer.settings import SlurmSettings
 
 REPO = Path(__file__).resolve().parents[2]
 SLURM_UP = REPO / "deploy" / "local" / "infra" / "slurm-up.sh"

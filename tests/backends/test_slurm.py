@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from observer.backends.slurm import SlurmBackend
+from observer.backends.slurm.backend import SlurmBackend
 from observer.clock import SystemClock
 from observer.domain import (
     Behaviour,

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from observer.backends.slurm import ISOLATION_TARGET_NAME, SlurmBackend
+from observer.backends.slurm.backend import ISOLATION_TARGET_NAME, SlurmBackend
 from observer.clock import SystemClock
 from observer.domain import AccessAttempt
 from observer.errors import ProbeError

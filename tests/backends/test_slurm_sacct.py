@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from observer.backends.slurm import SlurmBackend, parse_sacct
+from observer.backends.slurm.backend import SlurmBackend, parse_sacct
 from observer.clock import ManualClock
 from observer.domain import JobPhase
 from observer.errors import BackendError
