@@ -98,7 +98,7 @@ def build_backend(cfg: ControllerSettings, clock: Clock) -> SchedulerBackend:
         if not k8s.namespaces:  # one namespace per tenant, named after it
             k8s = k8s.model_copy(update={"namespaces": tuple(t.name for t in cfg.tenants)})
         return KubernetesBackend(k8s, clock)
-    from observer.backends.slurm import SlurmBackend  # noqa: PLC0415
+    from observer.backends.slurm.backend import SlurmBackend  # noqa: PLC0415
 
     return SlurmBackend(cfg.slurm, clock)
 

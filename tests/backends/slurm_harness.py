@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from observer.backends.slurm import SlurmBackend
+from observer.backends.slurm.backend import SlurmBackend
 from observer.clock import SystemClock
 from observer.settings.controller import SlurmSettings
 

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from observer.backends.slurm import SlurmBackend
+from observer.backends.slurm.backend import SlurmBackend
 from observer.clock import SystemClock
 from observer.domain import (
     Behaviour,

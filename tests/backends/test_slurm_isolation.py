@@ -9,7 +9,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from observer.backends.slurm import ISOLATION_TARGET_NAME, SlurmBackend
+from observer.backends.slurm.backend import SlurmBackend
+from observer.backends.slurm.isolation import ISOLATION_TARGET_NAME
 from observer.clock import SystemClock
 from observer.domain import AccessAttempt
 from observer.errors import ProbeError

@@ -3,7 +3,7 @@ Slurm 22.05 prints it (`--parsable2 --noheader`, SLURM_TIME_FORMAT=%s; lines as 
 slurmdbd recorded them, times moved) through a stand-in sacct: no Slurm needed.
 
 `sacct --json` is not read: 22.05 reports a job that exited 3 as {"status": "SUCCESS",
-"return_code": 0} there (see observer/backends/slurm.py)."""
+"return_code": 0} there (see observer/backends/slurm/parse.py)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from observer.backends.slurm import SlurmBackend, parse_sacct
+from observer.backends.slurm.backend import SlurmBackend
+from observer.backends.slurm.parse import parse_sacct
 from observer.clock import ManualClock
 from observer.domain import JobPhase
 from observer.errors import BackendError

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from prometheus_client import CollectorRegistry
 
-from observer.backends.slurm import SlurmBackend
+from observer.backends.slurm.backend import SlurmBackend
 from observer.clock import SystemClock
 from observer.controller.compose import build_controller
 from observer.controller.runs import isolation_message

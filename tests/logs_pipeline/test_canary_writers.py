@@ -14,7 +14,7 @@ import pytest
 
 from observer.backends.kubernetes.manifests import CANARY_SCRIPT, probe_env
 from observer.backends.simulated import NodeSpec, SimulatedCluster, TenantSpec
-from observer.backends.slurm import batch_script
+from observer.backends.slurm.script import batch_script
 from observer.clock import ManualClock
 from observer.detectors.log_loss import analyse
 from observer.domain import JobRequest, Workload
