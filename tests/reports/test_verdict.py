@@ -24,6 +24,7 @@ RULES = VerdictRules(
     monitoring_lag_max_seconds=600,
     unexplained_wait_max_share=0.05,
     blind_max_share=0.05,
+    layer_blind_max_share=0.1,
     intervention_match_seconds=3600,
     fairness_persistence_k=3,
     fairness_persistence_m=5,
@@ -212,11 +213,11 @@ def test_interventions_without_a_record_fail_the_audit():
     assert _status(v)["interventions_audited"] == (Status.PASS, None)
 
 
-def test_too_much_blind_time_keeps_a_go_out_of_reach():
+def test_too_much_blind_time_leaves_the_verdict_not_decidable():
     blind = finding("agent_unreachable", at(0), at(0) + timedelta(hours=12), agent="n1")
     v = _verdict(_soak(findings=[blind]))
     assert all(c.status is Status.PASS for c in v.criteria)
-    assert v.recommendation is Recommendation.LIMITED_GO
+    assert v.recommendation is Recommendation.NOT_DECIDABLE
     assert [n.key for n in v.scope] == ["scope.blind"]
 
 
