@@ -230,6 +230,7 @@ def load_verdict(store: Store, settings: Settings, now: datetime) -> VerdictInpu
             monitoring_lag_max_seconds=rules.verdict_monitoring_lag_max_seconds,
             unexplained_wait_max_share=rules.verdict_unexplained_wait_max_share,
             blind_max_share=rules.verdict_blind_max_share,
+            layer_blind_max_share=rules.verdict_layer_blind_max_share,
             intervention_match_seconds=rules.verdict_intervention_match_seconds,
             fairness_persistence_k=fair.persistence_k,
             fairness_persistence_m=fair.persistence_m,

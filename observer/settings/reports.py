@@ -96,8 +96,15 @@ class ReportSettings(Group):
         0.05,
         ge=0,
         le=1,
-        description="Share of the soak the observer may have been blind to a source before a "
-        "plain go is out of reach: silence is not health.",
+        description="Share of the soak the observer may have been blind (to any source) before "
+        "the verdict is not decidable: silence is not health.",
+    )
+    verdict_layer_blind_max_share: float = Field(
+        0.1,
+        ge=0,
+        le=1,
+        description="Share of the soak a layer (scheduler, node agents, Prometheus, log "
+        "backend) may have been blind before the criteria that need it are not observed.",
     )
     verdict_intervention_match_seconds: float = Field(
         3600.0,

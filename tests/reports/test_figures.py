@@ -26,6 +26,7 @@ from observer.reports.build.data import (
 )
 from observer.reports.build.events import scheduler_gaps
 from observer.reports.build.figures import period_figures, wait_stats
+from observer.reports.render.daily import render_daily
 from tests.reports.builders import CALENDAR, DAY, at, context, finding, gpu, node, queue, run
 
 
@@ -321,3 +322,40 @@ def test_the_daily_report_puts_the_previous_day_and_the_soak_beside_the_day():
     assert report.figures.tasks.total == 1
     assert report.previous_day is not None and report.previous_day.tasks.failed == 1
     assert report.soak_to_date.tasks.total == 2
+
+
+def test_the_blind_table_lists_every_source_each_agent_and_the_causes() -> None:
+    findings = [
+        finding("agent_unreachable", at(1), at(2), agent="n1"),
+        finding("agent_unreachable", at(3), at(3, 30), agent="n2"),
+    ]
+    data = PeriodData(DAY, findings=findings)  # no snapshot: the scheduler was never read
+    ctx = context(prometheus=False, alertmanager=False)
+    report = build_daily(
+        DailyInputs(
+            context=ctx,
+            day=DAY.start.date(),
+            data=data,
+            previous=None,
+            soak=data,
+            intervention_match_seconds=0,
+        )
+    )
+    assert report.figures.blind.by_agent == {"agent=n1": 3600.0, "agent=n2": 1800.0}
+    markdown = render_daily(report, "en").markdown
+    section = markdown.split("## Observer blind time")[1].split("\n## ")[0]
+    for row in (
+        "| scheduler | 1 d | — | 1 d |",
+        "| node agents | 1 h 30 min | — | 1 h 30 min |",
+        "| node agents · agent=n1 | 1 h | — | 1 h |",
+        "| node agents · agent=n2 | 30 min | — | 30 min |",
+        "| NVML | 0 s | — | 0 s |",
+        "| Prometheus | not set up | — | not set up |",
+        "| log backend | 0 s | — | 0 s |",
+        "| Alertmanager | not set up | — | not set up |",
+    ):
+        assert row in section, row
+    assert "| scheduler | snapshots | snapshot_gap |" in section
+    assert "| node agents | agent=n1 | agent_unreachable |" in section
+    zh = render_daily(report, "zh-CN").markdown
+    assert "| Prometheus | 未配置 | — | 未配置 |" in zh

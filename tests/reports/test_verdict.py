@@ -4,6 +4,7 @@ with its scope, and only a soak that showed everything is a go."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import timedelta
 
 from observer.domain import Expectation, FindingKind, Outcome, ProbeRun, Severity
@@ -16,6 +17,7 @@ from observer.reports.build.data import (
     UtilizationHistogram,
     gpu_usage,
 )
+from observer.reports.build.notes import Note
 from observer.reports.build.verdict import Recommendation, Verdict, VerdictInputs, build_verdict
 from tests.reports.builders import CALENDAR, DAY_START, at, context, finding, gpu, node, queue, run
 
@@ -24,6 +26,7 @@ RULES = VerdictRules(
     monitoring_lag_max_seconds=600,
     unexplained_wait_max_share=0.05,
     blind_max_share=0.05,
+    layer_blind_max_share=0.1,
     intervention_match_seconds=3600,
     fairness_persistence_k=3,
     fairness_persistence_m=5,
@@ -212,11 +215,11 @@ def test_interventions_without_a_record_fail_the_audit():
     assert _status(v)["interventions_audited"] == (Status.PASS, None)
 
 
-def test_too_much_blind_time_keeps_a_go_out_of_reach():
+def test_too_much_blind_time_leaves_the_verdict_not_decidable():
     blind = finding("agent_unreachable", at(0), at(0) + timedelta(hours=12), agent="n1")
     v = _verdict(_soak(findings=[blind]))
     assert all(c.status is Status.PASS for c in v.criteria)
-    assert v.recommendation is Recommendation.LIMITED_GO
+    assert v.recommendation is Recommendation.NOT_DECIDABLE
     assert [n.key for n in v.scope] == ["scope.blind"]
 
 
@@ -244,3 +247,40 @@ def test_gpu_samples_reach_the_verdict_per_day():
 
 def gpu_usage_of(percent: int) -> GpuUsage:
     return gpu_usage([gpu("n1", at(10), percent)], {"n1": "a"}, CALENDAR)
+
+
+def test_without_node_agents_no_leak_is_ever_passed():
+    v = _verdict(_soak(gpu=GpuUsage()), agents=False)
+    status = _status(v)
+    assert status["no_unreleased_resources"] == (Status.NOT_OBSERVED, None)
+    assert status["monitoring_linked"] == (Status.NOT_OBSERVED, None)
+    leaks = next(c for c in v.criteria if c.criterion == "no_unreleased_resources")
+    assert Note("ev.layer_not_set_up", {"layer": "agents"}) in leaks.evidence
+    assert v.recommendation is Recommendation.LIMITED_GO
+    assert {n.params["criterion"] for n in v.scope} == {
+        "no_unreleased_resources",
+        "monitoring_linked",
+    }
+
+
+def test_a_leak_the_scheduler_saw_fails_even_without_node_agents():
+    leak = finding("allocated_without_job", at(3), at(4), severity=Severity.CRITICAL)
+    v = _verdict(_soak(gpu=GpuUsage(), findings=[leak]), agents=False)
+    assert _status(v)["no_unreleased_resources"] == (Status.FAIL, FailureClass.MUST_FIX)
+    assert v.recommendation is Recommendation.NO_GO
+
+
+def test_a_layer_blind_beyond_its_share_leaves_its_criteria_not_observed():
+    blind = finding("prometheus_unreachable", at(0), at(0) + timedelta(hours=18), pipeline="p")
+    rules = replace(RULES, blind_max_share=0.5, monitoring_lag_max_seconds=86400)
+    v = build_verdict(
+        VerdictInputs(context(snapshot_interval_seconds=600), _soak(findings=[blind]), {}, rules)
+    )
+    status = _status(v)
+    assert status["monitoring_lag_bound"] == (Status.NOT_OBSERVED, None)
+    assert {c for c, (s, _) in status.items() if s is not Status.PASS} == {"monitoring_lag_bound"}
+    lag = next(c for c in v.criteria if c.criterion == "monitoring_lag_bound")
+    assert lag.evidence[-1].key == "ev.layer_blind"
+    assert lag.evidence[-1].params["layer"] == "prometheus"
+    assert v.recommendation is Recommendation.LIMITED_GO
+    assert v.observation_rule.params == {"layer_limit_share": 0.1, "blind_limit_share": 0.5}

@@ -5,7 +5,8 @@ with its reason. Pure.
 Classes follow what a failure costs the platform's users: lost capacity, lost evidence or a
 broken promise (quota, isolation) must be fixed before anyone relies on the platform; waits
 or monitoring nobody can explain limit the launch to tenants who accept them; the rest can
-follow the launch. A criterion the soak never exercised is not observed, never a pass."""
+follow the launch. A criterion the soak never exercised, or whose layers it did not observe
+(see layers), is not observed, never a pass."""
 
 from __future__ import annotations
 
@@ -68,6 +69,7 @@ class VerdictRules:
     monitoring_lag_max_seconds: float
     unexplained_wait_max_share: float
     blind_max_share: float
+    layer_blind_max_share: float
     intervention_match_seconds: float
     fairness_persistence_k: int
     fairness_persistence_m: int
@@ -89,7 +91,8 @@ def judge(
     rules: VerdictRules,
     interventions: InterventionFigures,
 ) -> tuple[CriterionResult, ...]:
-    """Every criterion, in the order of CRITERIA."""
+    """Every criterion, in the order of CRITERIA, on the evidence alone (layers.observed then
+    judges what the soak could not see)."""
     return (
         _queue_explainable(soak, rules),
         _monitoring_linked(soak, context),
@@ -97,7 +100,7 @@ def judge(
         _failure_evidence(soak.runs),
         _no_unreleased(soak),
         _no_log_loss(soak, context),
-        _monitoring_lag(soak, context, rules),
+        _monitoring_lag(soak, rules),
         _no_unfairness(soak, context, rules),
         _interventions_audited(soak, interventions),
         _isolation(soak.runs),
@@ -304,9 +307,6 @@ def _failure_evidence(runs: Sequence[ProbeRun]) -> CriterionResult:
 
 def _no_unreleased(soak: PeriodData) -> CriterionResult:
     name = "no_unreleased_resources"
-    agents = bool(soak.gpu.nodes)
-    if not agents and not soak.queue_samples:
-        return _result(name, Status.NOT_OBSERVED, [Note("ev.no_gpu_samples")])
     leaks = _of(soak.findings, LEAK_DETECTORS)
     idle = _of(soak.findings, IDLE_DETECTORS)
     evidence = [
@@ -315,14 +315,16 @@ def _no_unreleased(soak: PeriodData) -> CriterionResult:
             {"leaks": len(leaks), "idle": len(idle), "detectors": _detectors(leaks + idle)},
         )
     ]
-    if not agents:
-        evidence.append(Note("ev.scheduler_level_only"))
     if leaks:
         return _result(name, Status.FAIL, evidence, FailureClass.MUST_FIX, leaks, soak.period)
     if idle:
         return _result(
             name, Status.FAIL, evidence, FailureClass.LATER_OPTIMISATION, idle, soak.period
         )
+    if not soak.gpu.nodes:
+        # The scheduler alone cannot see memory held after a job ended.
+        evidence.append(Note("ev.no_gpu_samples"))
+        return _result(name, Status.NOT_OBSERVED, evidence)
     return _result(name, Status.PASS, evidence)
 
 
@@ -331,7 +333,7 @@ def _no_log_loss(soak: PeriodData, context: ReportContext) -> CriterionResult:
     canaries = [
         r for r in soak.runs if r.probe in context.canary_probes and r.outcome is Outcome.PASSED
     ]
-    if not context.sources.logs or not canaries:
+    if not canaries:
         return _result(
             name,
             Status.NOT_OBSERVED,
@@ -361,13 +363,9 @@ def _no_log_loss(soak: PeriodData, context: ReportContext) -> CriterionResult:
     return _result(name, Status.PASS, evidence)
 
 
-def _monitoring_lag(
-    soak: PeriodData, context: ReportContext, rules: VerdictRules
-) -> CriterionResult:
+def _monitoring_lag(soak: PeriodData, rules: VerdictRules) -> CriterionResult:
     name = "monitoring_lag_bound"
     lag = _of(soak.findings, ["monitoring_lag", "prometheus_unreachable"])
-    if not context.sources.prometheus and not lag:
-        return _result(name, Status.NOT_OBSERVED, [Note("ev.no_prometheus")])
     end = soak.period.end
 
     def lasted(f: Finding) -> float:

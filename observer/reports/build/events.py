@@ -23,6 +23,7 @@ BLIND_DETECTORS = {
     "alertmanager_unreachable": "alerts",
 }
 BLIND_SOURCES = ("scheduler", "agents", "nvml", "prometheus", "logs", "alerts")
+SCHEDULER_GAP = "snapshot_gap"
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,10 +120,13 @@ class FindingFigures:
 
 @dataclass(frozen=True, slots=True)
 class BlindPeriod:
+    """`cause`: the condition's detector, or SCHEDULER_GAP."""
+
     source: str
     subject: str
     start: datetime
     end: datetime
+    cause: str
 
     @property
     def seconds(self) -> float:
@@ -132,12 +136,14 @@ class BlindPeriod:
 @dataclass(frozen=True, slots=True)
 class BlindFigures:
     """Time the observer could not see a source. Per source set up: the union of its periods
-    (two agents out at once count once); total: the union of all. `not_set_up`: sources not
-    configured at all, never observed."""
+    (two agents out at once count once), and per agent that was blind; total: the union of
+    all. `not_set_up`: sources not configured at all, never observed (a source set up that
+    was never reachable is blind all along, never "not set up")."""
 
     total_seconds: float
     share: float | None
     by_source: Mapping[str, float]
+    by_agent: Mapping[str, float]
     periods: tuple[BlindPeriod, ...]
     not_set_up: tuple[str, ...]
     scheduler_gap_seconds: float
@@ -294,7 +300,7 @@ def blind_figures(data: PeriodData, context: ReportContext) -> BlindFigures:
         hi = min(finding.closed_at or period.end, period.end)
         if hi > lo:
             subject = ",".join(f"{k}={v}" for k, v in sorted(finding.subject.items()))
-            periods.append(BlindPeriod(source, subject, lo, hi))
+            periods.append(BlindPeriod(source, subject, lo, hi, finding.detector))
     # Failed reads are not stored, their gaps are: a gap past the staleness rule is blind.
     gap = STALE_AFTER_INTERVALS * context.snapshot_interval_seconds
     periods += scheduler_gaps([s.at for s in data.queue_samples], period.start, period.end, gap)
@@ -314,12 +320,18 @@ def blind_figures(data: PeriodData, context: ReportContext) -> BlindFigures:
         for source in BLIND_SOURCES
         if set_up[source]
     }
+    agent_periods = [p for p in periods if p.source == "agents" and set_up["agents"]]
+    by_agent = {
+        agent: _union_seconds([p for p in agent_periods if p.subject == agent])
+        for agent in sorted({p.subject for p in agent_periods})
+    }
     total = _union_seconds(periods)
     not_set_up = tuple(s for s in BLIND_SOURCES if not set_up[s])
     return BlindFigures(
         total_seconds=total,
         share=total / period.seconds if period.seconds else None,
         by_source=by_source,
+        by_agent=by_agent,
         periods=tuple(periods),
         not_set_up=not_set_up,
         scheduler_gap_seconds=gap,
@@ -334,7 +346,7 @@ def scheduler_gaps(
     points = [start, *sorted({at for at in instants if start <= at < end}), end]
     limit = timedelta(seconds=limit_seconds)
     return [
-        BlindPeriod("scheduler", "snapshots", a, b)
+        BlindPeriod("scheduler", "snapshots", a, b, SCHEDULER_GAP)
         for a, b in itertools.pairwise(points)
         if b - a > limit
     ]

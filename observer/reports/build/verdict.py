@@ -1,7 +1,8 @@
 """The go-live verdict over the whole soak: the criteria as judged (see criteria), a
 recommendation with its scope, the plan to verify again, and the soak day by day. Pure.
 
-A criterion not observed keeps a plain go out of reach, as does too much blind time."""
+A criterion not observed keeps a plain go out of reach; over the blind limit nothing is
+decided: a verdict is never positive while the observer was blind."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ from observer.reports.build.criteria import (
 from observer.reports.build.data import GpuUsage, Period, PeriodData, ReportContext
 from observer.reports.build.events import blind_figures, finding_figures
 from observer.reports.build.figures import PeriodFigures, period_figures, task_figures, wait_stats
+from observer.reports.build.layers import observed
 from observer.reports.build.notes import Note
 
 MIN_REVERIFY_DAYS = 7  # a working week and a weekend: every window occurs
@@ -29,6 +31,7 @@ class Recommendation(StrEnum):
     GO = "go"
     LIMITED_GO = "limited_go"
     NO_GO = "no_go"
+    NOT_DECIDABLE = "not_decidable"  # the observer was blind too long to judge
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,13 +65,19 @@ class Verdict:
     criteria: tuple[CriterionResult, ...]
     recommendation: Recommendation
     scope: tuple[Note, ...]
+    observation_rule: Note  # when a criterion counts as observed, stated in the report
     reverification: tuple[Note, ...]
 
 
 def build_verdict(inputs: VerdictInputs) -> Verdict:
     context, soak, rules = inputs.context, inputs.soak, inputs.rules
     figures = period_figures(soak, context, rules.intervention_match_seconds)
-    criteria = judge(soak, context, rules, figures.interventions)
+    criteria = observed(
+        judge(soak, context, rules, figures.interventions),
+        figures.blind,
+        soak.period.seconds,
+        rules.layer_blind_max_share,
+    )
 
     recommendation, scope = _recommend(criteria, figures, rules)
     return Verdict(
@@ -80,6 +89,13 @@ def build_verdict(inputs: VerdictInputs) -> Verdict:
         criteria=criteria,
         recommendation=recommendation,
         scope=scope,
+        observation_rule=Note(
+            "scope.rule",
+            {
+                "layer_limit_share": rules.layer_blind_max_share,
+                "blind_limit_share": rules.blind_max_share,
+            },
+        ),
         reverification=_plan(criteria, context, rules),
     )
 
@@ -104,10 +120,12 @@ def _recommend(
     if alerts_blind:
         scope.append(Note("scope.alerts_incomplete", {"blind_seconds": alerts_blind}))
     scope += [Note("scope.later", {"criterion": c.criterion}) for c in later]
+    blockers = [Note("scope.must_fix", {"criterion": c.criterion}) for c in must]
+    if blind > rules.blind_max_share:
+        return Recommendation.NOT_DECIDABLE, tuple(blockers + scope)
     if must:
-        blockers = [Note("scope.must_fix", {"criterion": c.criterion}) for c in must]
         return Recommendation.NO_GO, tuple(blockers + scope)
-    if limited or unseen or blind > rules.blind_max_share:
+    if limited or unseen:
         return Recommendation.LIMITED_GO, tuple(scope)
     return Recommendation.GO, tuple(scope)
 

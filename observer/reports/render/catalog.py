@@ -12,6 +12,7 @@ CATALOG: dict[str, dict[str, str]] = {
         "word.unknown": "unknown",
         "word.yes": "yes",
         "word.no": "no",
+        "word.not_set_up": "not set up",
         # titles and labels
         "title.daily": "Daily operational summary — {day}",
         "title.verdict": "Go-live verdict",
@@ -115,6 +116,7 @@ CATALOG: dict[str, dict[str, str]] = {
         "col.status": "Status",
         "col.summary": "Summary",
         "col.duration": "Duration",
+        "col.cause": "Cause",
         "col.from": "From",
         "col.to": "To",
         "col.criterion": "Criterion",
@@ -210,6 +212,9 @@ CATALOG: dict[str, dict[str, str]] = {
         "a re-verification before the platform opens fully.",
         "rec.no_go.text": "At least one must-fix failure: the platform must not open until it "
         "is fixed and verified again.",
+        "rec.not_decidable": "NOT DECIDABLE",
+        "rec.not_decidable.text": "Not decidable: the observer was blind {share} of the soak, "
+        "too long to judge the platform; fix what blinded it and soak again.",
         "verdict.status.pass": "pass",
         "verdict.status.fail": "fail",
         "verdict.status.not_observed": "not observed",
@@ -276,11 +281,11 @@ CATALOG: dict[str, dict[str, str]] = {
         "ev.failure_logs": "Logs of tasks are checked through the log canaries (see No log loss).",
         "ev.run": "Task {run_id} ({probe}, {tenant}): {outcome}, {reason} — {message}",
         "ev.unreleased": "Leaks: {leaks}; allocated but idle: {idle} ({detectors}).",
-        "ev.scheduler_level_only": "No agent samples: only the scheduler's side was watched.",
+        "ev.layer_not_set_up": "The {layer} is not set up: what only it sees was not observed.",
+        "ev.layer_blind": "The {layer} was blind {share} of the soak (limit {limit_share}): not "
+        "observed.",
         "ev.logs": "{canaries} log canaries ran: {lost} lost lines, {damaged} with duplicated or "
         "reordered lines, {late} delivered late.",
-        "ev.no_prometheus": "Prometheus is not set up (controller.prometheus_url): lag was "
-        "never measured.",
         "ev.lag": "{conditions} lag or unreachable conditions; {over} lasted beyond "
         "{limit_seconds}; the longest {longest_seconds}.",
         "ev.fairness": "Window occurrences with fairness probes: {occurrences} "
@@ -308,6 +313,10 @@ CATALOG: dict[str, dict[str, str]] = {
         "scope.blind": "The observer was blind {share} of the soak (limit {limit_share}): what "
         "it did not see is not evidence of health.",
         "scope.later": "After launch: {criterion}.",
+        "scope.rule": "A criterion is judged only on what was observed: it passes only when "
+        "every layer it needs (scheduler, node agents, NVML, Prometheus, log backend) was set up "
+        "and blind no more than {layer_limit_share} of the soak, else it is not observed, never "
+        "passed; over {blind_limit_share} of blind time in all, the verdict is not decidable.",
         "scope.alerts_incomplete": "Alert counts are incomplete: Alertmanager could not be read "
         "for {blind_seconds} of the soak, when a missing alert means not seen, not none.",
         # re-verification
@@ -341,6 +350,7 @@ CATALOG: dict[str, dict[str, str]] = {
         "word.unknown": "未知",
         "word.yes": "是",
         "word.no": "否",
+        "word.not_set_up": "未配置",
         "title.daily": "每日运行摘要 — {day}",
         "title.verdict": "上线评估结论",
         "label.timezone": "平台时区：{timezone}",
@@ -440,6 +450,7 @@ CATALOG: dict[str, dict[str, str]] = {
         "col.status": "状态",
         "col.summary": "摘要",
         "col.duration": "时长",
+        "col.cause": "原因",
         "col.from": "开始",
         "col.to": "结束",
         "col.criterion": "评估项",
@@ -522,6 +533,9 @@ CATALOG: dict[str, dict[str, str]] = {
         "rec.go.text": "所有评估项均凭已记录的证据通过。",
         "rec.limited_go.text": "仅可在下列范围内上线；所列评估项须复验通过后才可全面开放。",
         "rec.no_go.text": "存在必须修复的问题：修复并复验通过前平台不得开放。",
+        "rec.not_decidable": "无法判定",
+        "rec.not_decidable.text": "无法判定：观测器在 {share} 的测试时间内处于盲区，"
+        "无法据此评估平台；排除致盲原因后重新进行浸泡测试。",
         "verdict.status.pass": "通过",
         "verdict.status.fail": "未通过",
         "verdict.status.not_observed": "未观测",
@@ -585,10 +599,10 @@ CATALOG: dict[str, dict[str, str]] = {
         "ev.failure_logs": "任务日志通过日志金丝雀检查（见“无日志丢失”）。",
         "ev.run": "任务 {run_id}（{probe}，{tenant}）：{outcome}，{reason} — {message}",
         "ev.unreleased": "泄漏：{leaks}；已分配但空闲：{idle}（{detectors}）。",
-        "ev.scheduler_level_only": "无节点代理样本：仅观测了调度器一侧。",
+        "ev.layer_not_set_up": "{layer}未配置：只有该层能看到的情况未观测。",
+        "ev.layer_blind": "{layer}在 {share} 的测试时间内处于盲区（限值 {limit_share}）：未观测。",
         "ev.logs": "运行了 {canaries} 个日志金丝雀：{lost} 个丢行，{damaged} 个有重复或乱序，"
         "{late} 个送达延迟。",
-        "ev.no_prometheus": "未配置 Prometheus（controller.prometheus_url）：从未测量延迟。",
         "ev.lag": "{conditions} 个延迟或不可达状况；{over} 个持续超过 {limit_seconds}；最长 "
         "{longest_seconds}。",
         "ev.fairness": "有公平性探测的窗口次数：{occurrences}（各窗口合计至少需要 {needed} 次）。",
@@ -610,6 +624,10 @@ CATALOG: dict[str, dict[str, str]] = {
         "scope.blind": "观测器在 {share} 的测试时间内处于盲区（限值 {limit_share}）：未观测到的部"
         "分不能视为健康。",
         "scope.later": "上线后处理：{criterion}。",
+        "scope.rule": "评估项只依据已观测到的情况判定：所需的每一层（调度器、节点代理、NVML、"
+        "Prometheus、日志后端）均已配置且盲区时间不超过测试时间的 {layer_limit_share} "
+        "才可通过，否则记为未观测，绝不记为通过；盲区时间合计超过 {blind_limit_share} 时，"
+        "结论为无法判定。",
         "scope.alerts_incomplete": "告警次数不完整：测试期间有 {blind_seconds} 无法读取 "
         "Alertmanager，其间没有告警只表示未观测到，而非没有。",
         "reverify.queue_explainable": "在每个窗口的负载下运行探测；几乎所有等待都能由平台解释"

@@ -169,38 +169,61 @@ def blind_blocks(
     day: PeriodFigures, prev: PeriodFigures | None, soak: PeriodFigures, w: Words
 ) -> list[Block]:
     b = day.blind
+
+    def seconds(f: PeriodFigures | None, source: str, agent: str | None = None) -> str:
+        if f is None:
+            return "—"
+        if source in f.blind.not_set_up:
+            return w("word.not_set_up")
+        if agent is None:
+            return w.duration(f.blind.by_source.get(source))
+        return w.duration(f.blind.by_agent.get(agent, 0.0))
+
+    # Every source, each blind agent under the agents: not set up is never read as healthy.
+    rows = []
+    for s in BLIND_SOURCES:
+        rows.append([w(f"src.{s}"), seconds(day, s), seconds(prev, s), seconds(soak, s)])
+        if s == "agents":
+            rows += [
+                [
+                    f"{w('src.agents')} · {a}",
+                    seconds(day, s, a),
+                    seconds(prev, s, a),
+                    seconds(soak, s, a),
+                ]
+                for a in sorted(b.by_agent)
+            ]
     blocks: list[Block] = [
         Heading(2, w("sec.blind")),
         Table(
             [w("col.source"), w("col.day"), w("col.previous_day"), w("col.soak_to_date")],
             [
-                [
-                    w(f"src.{s}"),
-                    w.duration(b.by_source[s]),
-                    w.duration(prev.blind.by_source.get(s)) if prev else "—",
-                    w.duration(soak.blind.by_source.get(s)),
-                ]
-                for s in BLIND_SOURCES
-                if s in b.by_source
-            ]
-            + [
+                *rows,
                 [
                     "*",
                     blind_text(day, w),
                     blind_text(prev, w) if prev else "—",
                     blind_text(soak, w),
-                ]
+                ],
             ],
         ),
     ]
     if b.periods:
         blocks.append(
             Table(
-                [w("col.source"), w("col.subject"), w("col.from"), w("col.to"), w("col.duration")],
+                [
+                    w("col.source"),
+                    w("col.subject"),
+                    w("col.cause"),
+                    w("col.from"),
+                    w("col.to"),
+                    w("col.duration"),
+                ],
                 [
                     [
                         w(f"src.{p.source}"),
                         p.subject,
+                        p.cause,
                         w.instant(p.start),
                         w.instant(p.end),
                         w.duration(p.seconds),

@@ -25,7 +25,7 @@ table.headline td:first-child{font-weight:600}table.headline td{min-width:120px}
 .not_observed{color:#6b7380;font-weight:700}
 .rec{font-size:24px;font-weight:800;padding:10px 16px;border-radius:6px;display:inline-block}
 .rec.go{background:#dff3e4;color:#1d7a3e}.rec.limited_go{background:#fff1d6;color:#8a5a00}
-.rec.no_go{background:#fbe0de;color:#b3261e}
+.rec.no_go{background:#fbe0de;color:#b3261e}.rec.not_decidable{background:#e4e4e4;color:#3c3c3c}
 details{margin:4px 0 10px}pre{background:#f6f8fa;padding:8px;font-size:12px;overflow:auto}
 """
 

@@ -51,6 +51,8 @@ class Words:
             return self.percent(100.0 * value)
         if name == "criterion" and isinstance(value, str):
             return self(f"crit.{value}")
+        if name == "layer" and isinstance(value, str):
+            return self(f"src.{value}")
         if (name == "at" or name.endswith("_at")) and isinstance(value, str):
             return self.instant(datetime.fromisoformat(value))
         if isinstance(value, bool):

@@ -114,8 +114,11 @@ def verdict_json(verdict: Verdict, language: Language) -> dict[str, Any]:
         "soak_started_at": _iso(verdict.soak_started_at),
         "soak_ended_at": _iso(verdict.soak_ended_at),
         "recommendation": verdict.recommendation.value,
-        "recommendation_text": words(f"rec.{verdict.recommendation.value}.text"),
+        "recommendation_text": words(
+            f"rec.{verdict.recommendation.value}.text", share=verdict.figures.blind.share
+        ),
         "scope": [note(n) for n in verdict.scope],
+        "observation_rule": note(verdict.observation_rule),
         "criteria": [
             {
                 "criterion": c.criterion,

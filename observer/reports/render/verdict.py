@@ -45,10 +45,12 @@ def _verdict_blocks(v: Verdict, w: Words, title: str) -> list[Block]:
         Text(w("label.timezone", timezone=v.timezone), "meta"),
         Heading(2, w("sec.recommendation")),
         Text(w(f"rec.{rec}"), f"rec {rec}"),
-        Text(w(f"rec.{rec}.text")),
+        Text(w(f"rec.{rec}.text", share=v.figures.blind.share)),
+        Heading(3, w("sec.scope")),
+        Text(w.note(v.observation_rule), "note"),
     ]
     if v.scope:
-        blocks += [Heading(3, w("sec.scope")), List([w.note(n) for n in v.scope])]
+        blocks.append(List([w.note(n) for n in v.scope]))
     blocks += [
         Heading(2, w("sec.criteria")),
         Table(
