@@ -82,7 +82,10 @@ def _read_yaml(path: Path) -> dict[str, Any]:
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise ConfigError([f"{path}: not UTF-8 text (byte {exc.start})"]) from None
+        byte = exc.object[exc.start]
+        raise ConfigError(
+            [f"{path}: not UTF-8 text (byte {byte:#04x} at offset {exc.start})"]
+        ) from None
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
