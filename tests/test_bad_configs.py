@@ -53,9 +53,7 @@ def test_check_config_refuses_it_with_exactly_its_lines(workdir: Path, name: str
 
 
 @pytest.mark.parametrize("name", CASES)
-def test_the_controller_refuses_it_the_same_way_before_starting(
-    workdir: Path, name: str
-) -> None:
+def test_the_controller_refuses_it_the_same_way_before_starting(workdir: Path, name: str) -> None:
     result = observer(workdir, "controller", "--config", f"bad-configs/{name}.yaml")
 
     assert result.returncode == 2
