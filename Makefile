@@ -4,6 +4,8 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 FAKE_NVML := .build/fake-nvml/libnvidia-ml.so.1
 CHART_TOOLS := .tools/bin/.installed
+# The demo's /metrics port for `make run`; PORT=0 takes any free one.
+PORT ?= 9500
 
 .PHONY: setup run run-agent test lint bench chart-tools clean
 
@@ -25,7 +27,7 @@ $(CHART_TOOLS): deploy/chart-tools/install.sh | setup
 chart-tools: $(CHART_TOOLS)
 
 run: setup
-	$(BIN)/observer demo --out demo-out
+	$(BIN)/observer demo --out demo-out --port $(PORT)
 
 run-agent: setup
 	$(BIN)/observer agent --config deploy/examples/agent-replay.yaml

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import os
 import sys
 import threading
 from collections.abc import Sequence
@@ -12,7 +13,7 @@ from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import Any
 
-from observer.errors import ConfigError, ObserverError
+from observer.errors import ConfigError, ObserverError, PortInUseError, SchemaError
 from observer.logs import configure_logging
 from observer.records import StoredDelivery, StoredIntervention
 from observer.settings import Settings, load_settings
@@ -21,6 +22,14 @@ from observer.signals import stop_on_signals
 EXIT_OK = 0
 EXIT_FAILURE = 1
 EXIT_INVALID = 2
+
+CONFIG_ENV = "OBSERVER_CONFIG"
+# What to change when a server's port is taken, by command.
+_PORT_SETTINGS = {
+    "agent": "agent.listen_port",
+    "controller": "controller.listen_port",
+    "demo": "--port",
+}
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -31,7 +40,7 @@ def _parser() -> argparse.ArgumentParser:
     check.add_argument("file", type=Path)
 
     agent = commands.add_parser("agent", help="run the node agent (DaemonSet on GPU nodes)")
-    agent.add_argument("--config", type=Path, help="YAML settings file")
+    _config_option(agent)
     agent_commands = agent.add_subparsers(dest="agent_command")
     replay = agent_commands.add_parser(
         "replay", help="run the agent over a recorded NVML trace and print its findings"
@@ -39,15 +48,15 @@ def _parser() -> argparse.ArgumentParser:
     replay.add_argument("trace_dir", type=Path)
     replay.add_argument("--grace-seconds", type=float, help="detectors.node.grace_seconds")
     replay.add_argument("--idle-seconds", type=float, help="detectors.node.idle_seconds")
-    replay.add_argument("--config", type=Path, dest="replay_config", help="YAML settings file")
+    _config_option(replay)
 
     controller = commands.add_parser(
         "controller", help="run the controller: probes through windows, scheduler sampling"
     )
-    controller.add_argument("--config", type=Path, help="YAML settings file")
+    _config_option(controller)
 
     findings = commands.add_parser("findings", help="list stored findings")
-    findings.add_argument("--config", type=Path, help="YAML settings file")
+    _config_option(findings)
     findings.add_argument("--open", action="store_true", help="only conditions still open")
     findings.add_argument(
         "--since", type=_instant, help="active at or after this ISO-8601 time (UTC if no zone)"
@@ -56,20 +65,22 @@ def _parser() -> argparse.ArgumentParser:
     findings.add_argument("--json", action="store_true", help="one JSON object per line")
 
     db = commands.add_parser("db", help="database administration")
-    db.add_argument("--config", type=Path, help="YAML settings file")
+    _config_option(db)
     db_commands = db.add_subparsers(dest="db_command", required=True)
-    db_commands.add_parser("upgrade", help="apply schema migrations up to the latest")
+    _config_option(
+        db_commands.add_parser("upgrade", help="apply schema migrations up to the latest")
+    )
 
     report = commands.add_parser("report", help="build reports into reports.output_dir")
+    _config_option(report)
     report_commands = report.add_subparsers(dest="report_command", required=True)
     daily = report_commands.add_parser(
         "daily", help="the daily summary of one day (default: yesterday, platform timezone)"
     )
     daily.add_argument("--date", type=_day, help="the day, YYYY-MM-DD in the platform's timezone")
-    daily.add_argument("--config", type=Path, help="YAML settings file")
     verdict = report_commands.add_parser("verdict", help="the go-live verdict over the soak")
-    verdict.add_argument("--config", type=Path, help="YAML settings file")
     for built in (daily, verdict):
+        _config_option(built)
         built.add_argument(
             "--deliver",
             action="store_true",
@@ -81,9 +92,10 @@ def _parser() -> argparse.ArgumentParser:
     )
     deliveries.add_argument("--report", help="only this report's, e.g. daily-2026-11-30")
     deliveries.add_argument("--json", action="store_true", help="one JSON object per line")
-    deliveries.add_argument("--config", type=Path, help="YAML settings file")
+    _config_option(deliveries)
 
     intervention = commands.add_parser("intervention", help="manual interventions")
+    _config_option(intervention)
     intervention_commands = intervention.add_subparsers(dest="intervention_command", required=True)
     add = intervention_commands.add_parser("add", help="record a manual intervention")
     add.add_argument("--by", required=True, help="who intervened")
@@ -97,13 +109,23 @@ def _parser() -> argparse.ArgumentParser:
         help="what it touched, e.g. node=gpu-07 or run_id=...; repeatable",
     )
     add.add_argument("--at", type=_instant, help="when (ISO-8601, UTC if no zone); default: now")
-    add.add_argument("--config", type=Path, help="YAML settings file")
+    _config_option(add)
 
     _add_demo(commands)
     metrics = commands.add_parser("metrics", help="the metrics the observer exports")
     metrics_commands = metrics.add_subparsers(dest="metrics_command", required=True)
     metrics_commands.add_parser("list", help="print every metric name, one per line")
     return parser
+
+
+def _config_option(parser: argparse.ArgumentParser) -> None:
+    # Suppressed when absent, so that a level not given it keeps what the level above parsed.
+    parser.add_argument(
+        "--config",
+        type=Path,
+        default=argparse.SUPPRESS,
+        help=f"YAML settings file (default: ${CONFIG_ENV}, else the built-in defaults)",
+    )
 
 
 def _add_demo(commands: Any) -> None:
@@ -123,11 +145,29 @@ def _add_demo(commands: Any) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
+        code = _run(args)
+        sys.stdout.flush()  # a reader gone early (`| head`) shows here, not as a traceback at exit
+        return code
+    except BrokenPipeError:
+        # Python's recipe: nothing more reaches the reader, and the exit's own flush must not fail.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_FAILURE
+
+
+def _run(args: argparse.Namespace) -> int:
+    config = _config_file(args)
+    try:
         if args.command == "check-config":
             load_settings(args.file)
             print(f"{args.file}: valid")
             return EXIT_OK
-        config = getattr(args, "replay_config", None) or getattr(args, "config", None)
+        if args.command == "demo":
+            return _demo(args)
+        if args.command == "metrics":
+            from observer.metrics import all_metric_names  # noqa: PLC0415
+
+            print("\n".join(all_metric_names()))
+            return EXIT_OK
         settings = load_settings(config, _overrides(args))
         configure_logging(settings.logging.level, settings.logging.format)
         return _dispatch(args, settings)
@@ -135,9 +175,26 @@ def main(argv: Sequence[str] | None = None) -> int:
         for problem in exc.problems:
             print(problem, file=sys.stderr)
         return EXIT_INVALID
+    except SchemaError as exc:
+        fix = "observer db upgrade" + (f" --config {config}" if config else "")
+        print(f"observer: {exc.problem}: run `{fix}`", file=sys.stderr)
+        return EXIT_INVALID
+    except PortInUseError as exc:
+        print(
+            f"{_PORT_SETTINGS[args.command]}: {exc}; choose another (0: any free one)",
+            file=sys.stderr,
+        )
+        return EXIT_INVALID
     except ObserverError as exc:
         print(f"observer: {exc}", file=sys.stderr)
         return EXIT_FAILURE
+
+
+def _config_file(args: argparse.Namespace) -> Path | None:
+    """--config at any level of the command, else $OBSERVER_CONFIG, else none (the defaults)."""
+    given: Path | None = getattr(args, "config", None)
+    from_environment = os.environ.get(CONFIG_ENV)
+    return given or (Path(from_environment) if from_environment else None)
 
 
 def _overrides(args: argparse.Namespace) -> dict[str, Any]:
@@ -171,13 +228,6 @@ def _dispatch(args: argparse.Namespace, settings: Settings) -> int:
 
         upgrade(store_url(settings.storage.sqlite_path, settings.storage.url))
         print("database schema is up to date")
-        return EXIT_OK
-    if args.command == "demo":
-        return _demo(args)
-    if args.command == "metrics":
-        from observer.metrics import all_metric_names  # noqa: PLC0415
-
-        print("\n".join(all_metric_names()))
         return EXIT_OK
     raise AssertionError(f"unhandled command {args.command}")
 

@@ -37,6 +37,23 @@ class StoreError(ObserverError):
     """The database could not be reached or refused a write."""
 
 
+class SchemaError(StoreError):
+    """The database is missing or not migrated to this code's schema; `problem` says which."""
+
+    def __init__(self, problem: str) -> None:
+        super().__init__(f"{problem}: run `observer db upgrade`")
+        self.problem = problem
+
+
+class PortInUseError(ObserverError):
+    """Another process already listens on the address a server was to bind."""
+
+    def __init__(self, host: str, port: int) -> None:
+        super().__init__(f"port {port} on {host} is already in use")
+        self.host = host
+        self.port = port
+
+
 class ProbeError(ObserverError):
     """A probe could not be submitted, followed or cancelled."""
 

@@ -4,6 +4,7 @@ three read-only routes need nothing more."""
 
 from __future__ import annotations
 
+import errno
 import json
 import threading
 from collections.abc import Callable, Iterator
@@ -13,6 +14,8 @@ from typing import Any
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
+from observer.errors import PortInUseError
+
 Health = Callable[[], tuple[bool, dict[str, Any]]]
 Snapshot = Callable[[], dict[str, Any] | None]
 
@@ -20,7 +23,8 @@ Snapshot = Callable[[], dict[str, Any] | None]
 def serve(
     host: str, port: int, registry: CollectorRegistry, health: Health, snapshot: Snapshot
 ) -> ThreadingHTTPServer:
-    """Start serving on a daemon thread; the caller shuts the returned server down."""
+    """Start serving on a daemon thread; the caller shuts the returned server down. Raises
+    PortInUseError when another process holds the port."""
 
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self) -> None:
@@ -52,7 +56,12 @@ def serve(
         def log_message(self, format: str, *args: Any) -> None:
             return None  # scrapes every few seconds would drown the structured log
 
-    server = ThreadingHTTPServer((host, port), Handler)
+    try:
+        server = ThreadingHTTPServer((host, port), Handler)
+    except OSError as exc:
+        if exc.errno == errno.EADDRINUSE:
+            raise PortInUseError(host, port) from None
+        raise
     server.daemon_threads = True
     threading.Thread(target=server.serve_forever, name="http", daemon=True).start()
     return server

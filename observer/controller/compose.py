@@ -25,13 +25,12 @@ from observer.controller.runs import Budget, ProbeRunner, Tenant
 from observer.controller.service import Controller, PlanEntry
 from observer.controller.views import Published
 from observer.domain import STALE_AFTER_INTERVALS, NodeSnapshot, SchedulerSnapshot
-from observer.errors import ConfigError
 from observer.fleet.base import Fleet
 from observer.logs_pipeline.pod_logs import PodLogReader
 from observer.metrics import ControllerMetrics, ReportMetrics
 from observer.monitoring.base import PrometheusApi
 from observer.monitoring.checker import MonitoringChecker
-from observer.probes.catalog import ProbeSpec, builtin_catalog, quota_probe, with_overrides
+from observer.probes.catalog import ProbeSpec, platform_catalog, with_overrides
 from observer.probes.windows import Calendar, Window, parse_days
 from observer.reports.deliver import deliver_written
 from observer.reports.publish import SUFFIXES, build_due
@@ -104,18 +103,12 @@ def build_backend(cfg: ControllerSettings, clock: Clock) -> SchedulerBackend:
 
 
 def probe_catalog(cfg: ControllerSettings) -> dict[str, ProbeSpec]:
-    """The built-in probes, the quota probe sized to the smallest quota, the overrides."""
-    catalog = builtin_catalog(cfg.gpus_per_node)
-    quotas = [t.quota_gpus for t in cfg.tenants if t.quota_gpus is not None]
-    if quotas:
-        catalog["quota"] = quota_probe(min(quotas), cfg.gpus_per_node)
-    try:
-        return with_overrides(
-            catalog,
-            {name: o.model_dump(exclude_none=True) for name, o in cfg.probes.items()},
-        )
-    except KeyError as exc:
-        raise ConfigError([f"controller.probes: no probe named {exc.args[0]}"]) from None
+    """The platform's probes with the overrides applied; loading the settings checked that
+    every name they use is one of them."""
+    return with_overrides(
+        platform_catalog(cfg.gpus_per_node, cfg.quotas),
+        {name: o.model_dump(exclude_none=True) for name, o in cfg.probes.items()},
+    )
 
 
 def build_controller(
@@ -144,9 +137,6 @@ def build_controller(
         PlanEntry(e.window, e.probe, e.every_seconds, tuple(e.tenants) or tuple(tenants))
         for e in cfg.plan
     ]
-    unknown = sorted({e.probe for e in plan} - catalog.keys())
-    if unknown:
-        raise ConfigError([f"controller.plan: unknown probe {name!r}" for name in unknown])
     nodes: Published[Mapping[str, NodeSnapshot]] = Published(MappingProxyType({}))
     scheduler: Published[SchedulerSnapshot | None] = Published(None)
     reader = (

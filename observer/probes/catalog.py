@@ -3,7 +3,7 @@ end. Sizes scale with the platform's node size (`gpus_per_node`)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -140,6 +140,15 @@ def quota_probe(quota_gpus: int, gpus_per_node: int) -> ProbeSpec:
         Expectation.BLOCKED,
         deadline_seconds=10 * 60.0,
     )
+
+
+def platform_catalog(gpus_per_node: int, quotas: Collection[int]) -> dict[str, ProbeSpec]:
+    """The built-in probes, and the quota probe sized to the smallest quota when a tenant
+    has one: every probe a plan can name."""
+    catalog = builtin_catalog(gpus_per_node)
+    if quotas:
+        catalog["quota"] = quota_probe(min(quotas), gpus_per_node)
+    return catalog
 
 
 def with_overrides(

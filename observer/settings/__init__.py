@@ -12,6 +12,7 @@ from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, Settings
 
 from observer.errors import ConfigError
 from observer.settings.agent import AgentSettings
+from observer.settings.base import FieldProblems
 from observer.settings.controller import ControllerSettings
 from observer.settings.detectors import DetectorSettings
 from observer.settings.logging import LoggingSettings
@@ -52,7 +53,7 @@ def load_settings(path: Path | None, overrides: dict[str, Any] | None = None) ->
     try:
         return Settings(**data)
     except ValidationError as exc:
-        raise ConfigError([_describe(error) for error in exc.errors()]) from None
+        raise ConfigError([line for error in exc.errors() for line in _describe(error)]) from None
 
 
 def _merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
@@ -67,12 +68,24 @@ def _merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
 
 
 def _read_yaml(path: Path) -> dict[str, Any]:
+    """The file's settings tree; every way it cannot be one is a one-line ConfigError."""
     try:
-        text = path.read_text(encoding="utf-8")
+        raw = path.read_bytes()
     except FileNotFoundError:
         raise ConfigError([f"{path}: file not found"]) from None
+    except IsADirectoryError:
+        raise ConfigError([f"{path}: is a directory, not a settings file"]) from None
     except OSError as exc:
         raise ConfigError([f"{path}: cannot be read ({exc.strerror})"]) from None
+    if b"\0" in raw:
+        raise ConfigError([f"{path}: a binary file (NUL bytes), not YAML"])
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        byte = exc.object[exc.start]
+        raise ConfigError(
+            [f"{path}: not UTF-8 text (byte {byte:#04x} at offset {exc.start})"]
+        ) from None
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
@@ -81,7 +94,7 @@ def _read_yaml(path: Path) -> dict[str, Any]:
         problem = getattr(exc, "problem", None) or "unparsable"
         raise ConfigError([f"{path}: not valid YAML{where}: {problem}"]) from None
     if data is None:
-        return {}
+        raise ConfigError([f"{path}: empty, no settings in it"])
     if not isinstance(data, dict):
         raise ConfigError([f"{path}: the top level must be a mapping of setting groups"])
     return data
@@ -93,8 +106,12 @@ _MESSAGES = {
 }
 
 
-def _describe(error: Any) -> str:
-    path = ".".join(str(part) for part in error["loc"]) or "(root)"
+def _describe(error: Any) -> list[str]:
+    """One 'full.field.path: problem' line, or one per field a rule across fields named."""
+    where = [str(part) for part in error["loc"]]
+    cause = error.get("ctx", {}).get("error")
+    if isinstance(cause, FieldProblems):
+        return [f"{'.'.join([*where, path])}: {message}" for path, message in cause.problems]
     message = _MESSAGES.get(error["type"]) or str(error["msg"])
     message = message.replace("Input should be", "must be").replace("Value error, ", "")
-    return f"{path}: {message}"
+    return [f"{'.'.join(where) or '(root)'}: {message}"]

@@ -63,3 +63,13 @@ class AgentSettings(Group):
         if lean is not None and value < lean:
             raise ValueError("must not be shorter than agent.interval_seconds")
         return value
+
+    @field_validator("healthz_max_age_seconds")
+    @classmethod
+    def _two_ticks(cls, value: float, info: ValidationInfo) -> float:
+        # The last good tick is up to one interval old on a healthy agent: below two, the
+        # kubelet would restart it forever.
+        lean = info.data.get("interval_seconds")
+        if lean is not None and value < 2 * lean:
+            raise ValueError(f"must be at least twice agent.interval_seconds ({2 * lean:g} s)")
+        return value

@@ -3,6 +3,7 @@ agents and Prometheus it reads, and the scheduler backend it drives."""
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from datetime import time
 from pathlib import Path
 from typing import Literal
@@ -10,8 +11,9 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from pydantic import Field, field_validator, model_validator
 
+from observer.probes.catalog import platform_catalog
 from observer.probes.windows import parse_days
-from observer.settings.base import Group
+from observer.settings.base import FieldProblems, Group
 
 
 class WindowSettings(Group):
@@ -283,20 +285,38 @@ class ControllerSettings(Group):
             raise ValueError(f"unknown timezone {value!r}") from None
         return value
 
+    @property
+    def quotas(self) -> list[int]:
+        """The tenants' GPU quotas, where they have one."""
+        return [t.quota_gpus for t in self.tenants if t.quota_gpus is not None]
+
     @model_validator(mode="after")
-    def _plan_refers_to_known_names(self) -> ControllerSettings:
+    def _names_are_known(self) -> ControllerSettings:
+        # What the controller would otherwise refuse at start, checked at load by every command.
+        probes = platform_catalog(self.gpus_per_node, self.quotas).keys()
         windows = {w.name for w in self.windows}
         tenants = {t.name for t in self.tenants}
         problems = [
-            f"plan.{i}.window: no window named {entry.window!r}"
-            for i, entry in enumerate(self.plan)
-            if entry.window not in windows
-        ] + [
-            f"plan.{i}.tenants: no tenant named {name!r}"
-            for i, entry in enumerate(self.plan)
-            for name in entry.tenants
-            if name not in tenants
+            (f"probes.{name}", _unknown("probe", name, probes))
+            for name in self.probes
+            if name not in probes
         ]
+        for i, entry in enumerate(self.plan):
+            if entry.window not in windows:
+                problems.append((f"plan.{i}.window", _unknown("window", entry.window, windows)))
+            if entry.probe not in probes:
+                problems.append((f"plan.{i}.probe", _unknown("probe", entry.probe, probes)))
+            problems += [
+                (f"plan.{i}.tenants.{j}", _unknown("tenant", name, tenants))
+                for j, name in enumerate(entry.tenants)
+                if name not in tenants
+            ]
         if problems:
-            raise ValueError("; ".join(problems))
+            raise FieldProblems(problems)
         return self
+
+
+def _unknown(kind: str, name: str, known: Collection[str]) -> str:
+    if kind == "probe" and name == "quota":
+        return "no probe named 'quota': it needs a tenant with quota_gpus"
+    return f"no {kind} named {name!r} (known: {', '.join(sorted(known)) or 'none'})"

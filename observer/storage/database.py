@@ -23,7 +23,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import DBAPIError, SQLAlchemyError, StatementError
 
-from observer.errors import StoreError
+from observer.errors import SchemaError, StoreError
 
 # Writers wait this long for a lock held by another process before SQLite reports 'busy'.
 SQLITE_BUSY_TIMEOUT_MS = 30_000
@@ -53,14 +53,18 @@ def upgrade(url: str) -> None:
 
 
 def check_schema(engine: Engine, where: str) -> None:
-    """Refuse a database that is not migrated to the schema this code expects."""
+    """Refuse a database that is not migrated to the schema this code expects, without
+    creating a missing SQLite file as connecting would."""
     head = ScriptDirectory.from_config(_alembic_config()).get_current_head()
+    if _missing_sqlite_file(engine.url):
+        raise SchemaError(
+            f"{where} has schema revision none (no such file), this observer needs {head}"
+        )
     with store_errors(f"opening {where}"), engine.connect() as connection:
         current = MigrationContext.configure(connection).get_current_revision()
     if current != head:
-        raise StoreError(
-            f"{where} has schema revision {current or 'none'}, this observer needs "
-            f"{head}: run `observer db upgrade`"
+        raise SchemaError(
+            f"{where} has schema revision {current or 'none'}, this observer needs {head}"
         )
 
 
@@ -154,6 +158,16 @@ def _check_sqlite_directory(url: sa.URL) -> None:
             raise StoreError(
                 f"cannot open SQLite database {url.database}: directory {directory} does not exist"
             )
+
+
+def _missing_sqlite_file(url: sa.URL) -> bool:
+    database = url.database
+    return (
+        url.get_backend_name() == "sqlite"
+        and bool(database)
+        and database != ":memory:"
+        and not Path(str(database)).exists()
+    )
 
 
 def _configure_sqlite(dbapi_connection: Any, _record: Any) -> None:

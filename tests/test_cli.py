@@ -1,0 +1,219 @@
+"""The command line as a user meets it: `--config` after any word of a command or from
+$OBSERVER_CONFIG, the README's command table against the parser, and ordinary failures (a
+taken port, a missing database, a reader gone early) as one line with nothing left behind."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import shlex
+import socket
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from observer.cli import _parser
+
+REPO = Path(__file__).resolve().parents[1]
+TRACE = REPO / "tests" / "fixtures" / "nvml" / "h200-trace"
+
+
+def observer(
+    cwd: Path, *args: str, env: dict[str, str] | None = None, timeout: float = 60
+) -> subprocess.CompletedProcess[str]:
+    """`python -m observer.cli ARGS` in `cwd`, with no settings from this environment but `env`."""
+    clean = {k: v for k, v in os.environ.items() if k != "OBSERVER_CONFIG" and "__" not in k}
+    return subprocess.run(
+        [sys.executable, "-m", "observer.cli", *args],
+        cwd=cwd,
+        env={**clean, **(env or {})},
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+
+
+def verbs(
+    parser: argparse.ArgumentParser, words: tuple[str, ...] = ()
+) -> Iterator[tuple[str, ...]]:
+    """Every command the parser has, as its words: ('agent',), ('agent', 'replay'), ..."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                yield (*words, name)
+                yield from verbs(sub, (*words, name))
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["agent", "--config", "c.yaml"],
+        ["agent", "replay", "trace", "--config", "c.yaml"],
+        ["agent", "--config", "c.yaml", "replay", "trace"],
+        ["controller", "--config", "c.yaml"],
+        ["findings", "--json", "--config", "c.yaml"],
+        ["db", "upgrade", "--config", "c.yaml"],
+        ["db", "--config", "c.yaml", "upgrade"],
+        ["report", "daily", "--config", "c.yaml"],
+        ["report", "--config", "c.yaml", "daily"],
+        ["report", "verdict", "--deliver", "--config", "c.yaml"],
+        ["report", "deliveries", "--config", "c.yaml"],
+        ["intervention", "add", "--by", "me", "--reason", "why", "--config", "c.yaml"],
+        ["intervention", "--config", "c.yaml", "add", "--by", "me", "--reason", "why"],
+    ],
+)
+def test_config_is_taken_after_any_word_of_a_command(argv: list[str]) -> None:
+    assert _parser().parse_args(argv).config == Path("c.yaml")
+
+
+def test_config_comes_from_the_environment_when_not_given(tmp_path: Path) -> None:
+    config = tmp_path / "c.yaml"
+    config.write_text(f"storage:\n  sqlite_path: {tmp_path / 'env.db'}\n")
+
+    result = observer(tmp_path, "db", "upgrade", env={"OBSERVER_CONFIG": str(config)})
+
+    assert result.returncode == 0, result.stderr
+    assert (tmp_path / "env.db").is_file()
+
+
+def test_an_invalid_config_from_the_environment_stops_the_command(tmp_path: Path) -> None:
+    config = tmp_path / "c.yaml"
+    config.write_text("agent:\n  colour: blue\n")
+
+    result = observer(tmp_path, "findings", env={"OBSERVER_CONFIG": str(config)})
+
+    assert (result.returncode, result.stderr) == (2, "agent.colour: unknown setting\n")
+
+
+def _table_commands() -> list[list[str]]:
+    """The README's command table, each row's command with sample values for its
+    placeholders and its optional parts given."""
+    samples = {
+        "FILE": "c.yaml",
+        "TRACE_DIR": "trace",
+        "N": "1",
+        "T": "2026-11-30T00:00",
+        "D": "fairness",
+        "YYYY-MM-DD": "2026-11-30",
+        "NAME": "x",
+        "TEXT": "x",
+        "K=V": "node=a",
+        "DIR": "out",
+        "P": "0",
+    }
+    readme = (REPO / "README.md").read_text()
+    rows = re.findall(r"^\| `observer ([^`]*)` \|", readme, flags=re.MULTILINE)
+    commands = []
+    for row in rows:
+        words = shlex.split(re.sub(r"[\[\]]|\.\.\.", " ", row.replace("\\|", "|")))
+        commands.append([samples.get(w, w.split("|")[0]) for w in words])
+    return commands
+
+
+def test_every_command_of_the_readme_table_parses() -> None:
+    commands = _table_commands()
+    assert len(commands) >= 12
+    for argv in commands:
+        _parser().parse_args(argv)
+
+
+def test_every_command_of_the_parser_is_in_the_readme_table() -> None:
+    listed = {tuple(argv[:n]) for argv in _table_commands() for n in range(1, len(argv) + 1)}
+    assert set(verbs(_parser())) - listed == set()
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["findings"],
+        ["findings", "--json"],
+        ["report", "daily", "--date", "2026-11-30"],
+        ["report", "verdict"],
+        ["report", "deliveries"],
+    ],
+)
+def test_a_missing_database_is_named_with_its_fix_and_never_created(
+    tmp_path: Path, argv: list[str]
+) -> None:
+    database = tmp_path / "soak.db"
+    (tmp_path / "c.yaml").write_text(f"storage:\n  sqlite_path: {database}\n")
+
+    result = observer(tmp_path, *argv, "--config", "c.yaml")
+
+    assert result.returncode == 2
+    assert re.fullmatch(
+        rf"observer: sqlite:///{re.escape(str(database))} has schema revision none \(no such "
+        r"file\), this observer needs \w+: run `observer db upgrade --config c\.yaml`\n",
+        result.stderr,
+    ), result.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["c.yaml"]
+
+
+def test_an_unmigrated_database_is_named_with_its_fix(tmp_path: Path) -> None:
+    database = tmp_path / "soak.db"
+    database.touch()
+    (tmp_path / "c.yaml").write_text(f"storage:\n  sqlite_path: {database}\n")
+
+    result = observer(tmp_path, "findings", "--config", "c.yaml")
+
+    assert result.returncode == 2
+    assert "has schema revision none, this observer needs" in result.stderr
+    assert result.stderr.endswith(": run `observer db upgrade --config c.yaml`\n")
+
+
+def test_a_reader_gone_early_ends_the_command_quietly(tmp_path: Path) -> None:
+    read, write = os.pipe()
+    os.close(read)  # `| head` that has already left
+    proc = subprocess.run(
+        [sys.executable, "-m", "observer.cli", "metrics", "list"],
+        stdout=write,
+        stderr=subprocess.PIPE,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    os.close(write)
+
+    assert proc.returncode == 1
+    assert proc.stderr == ""
+
+
+@pytest.fixture
+def taken_port() -> Iterator[int]:
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        held.listen()
+        yield int(held.getsockname()[1])
+
+
+@pytest.mark.parametrize(
+    ("argv", "setting"),
+    [
+        (["agent", "--config", "c.yaml"], "agent.listen_port"),
+        (["controller", "--config", "c.yaml"], "controller.listen_port"),
+        (["demo", "--out", "demo-out", "--port", "{port}"], "--port"),
+    ],
+)
+def test_a_taken_port_names_the_setting_to_change(
+    tmp_path: Path, taken_port: int, argv: list[str], setting: str
+) -> None:
+    (tmp_path / "c.yaml").write_text(
+        f"agent:\n  gpu_backend: replay\n  replay_trace_dir: {TRACE}\n"
+        f"  listen_host: 127.0.0.1\n  listen_port: {taken_port}\n"
+        f"controller:\n  listen_host: 127.0.0.1\n  listen_port: {taken_port}\n"
+        f"storage:\n  sqlite_path: {tmp_path / 'observer.db'}\n"
+    )
+
+    result = observer(tmp_path, *(a.format(port=taken_port) for a in argv))
+
+    assert result.returncode == 2
+    assert result.stderr.splitlines()[-1] == (
+        f"{setting}: port {taken_port} on 127.0.0.1 is already in use; "
+        "choose another (0: any free one)"
+    )
+    assert "Traceback" not in result.stderr
