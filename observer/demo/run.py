@@ -260,9 +260,11 @@ def run_demo(
 
     end = local(start + timedelta(days=days), 0)
     with serving(host, port, soak.registry, health, snapshot) as bound:
+        left_out = "; ".join(f"{n}: {why}" for n, why in soak.composition.left_out.items())
         print(
             f"observer demo: {days} simulated day(s) from {start.isoformat()} "
-            f"({TIMEZONE}); metrics on http://{host}:{bound}/metrics",
+            f"({TIMEZONE}); metrics on http://{host}:{bound}/metrics"
+            + (f"; not run: {left_out}" if left_out else ""),
             file=progress,
         )
         while clock.now() < end:

@@ -9,6 +9,8 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
@@ -32,37 +34,13 @@ def test_runs_the_plan_serves_health_and_cancels_probes_on_signals(
     tmp_path: Path, burst: list[signal.Signals]
 ):
     db = tmp_path / "observer.db"
-    config = tmp_path / "controller.yaml"
-    config.write_text(
-        "controller:\n"
-        "  backend: simulated\n"
-        "  windows: [{name: always, days: '*', start: '00:00', end: '00:00'}]\n"
-        "  plan: [{window: always, probe: long, every_seconds: 1}]\n"
+    extra = (
         "  probes: {long: {duration_seconds: 3600}}\n"
-        "  follow_interval_seconds: 0.2\n"
-        "  snapshot_interval_seconds: 0.5\n"
-        "  listen_host: 127.0.0.1\n"
-        "  listen_port: 0\n"
         "  max_probe_gpus: 4\n"
         "  shutdown_deadline_seconds: 5\n"
-        f"storage: {{sqlite_path: {db}}}\n"
-        "logging: {format: json}\n"
     )
-    with subprocess.Popen(
-        [sys.executable, "-m", "observer.cli", "controller", "--config", str(config)],
-        stderr=subprocess.PIPE,
-        text=True,
-        env={**os.environ, "PYTHONUNBUFFERED": "1"},
-    ) as proc:
+    with _controller(tmp_path, extra) as (proc, base):
         assert proc.stderr is not None
-        port = None
-        for line in proc.stderr:
-            event = json.loads(line)
-            if event.get("event") == "controller listening":
-                port = event["port"]
-                break
-        assert port is not None
-        base = f"http://127.0.0.1:{port}"
         deadline = time.monotonic() + 20
         while True:
             health = httpx.get(f"{base}/healthz")
@@ -94,18 +72,39 @@ def test_runs_the_plan_serves_health_and_cancels_probes_on_signals(
 
 
 def test_a_hung_submission_holds_up_neither_health_nor_snapshot_nor_detection(tmp_path: Path):
+    extra = "  simulation: {submit_hang_seconds: 30}\n  shutdown_deadline_seconds: 2\n"
+    with _controller(tmp_path, extra) as (proc, base):
+        time.sleep(3)  # the first launch is in its 30 s submission by now
+        with httpx.Client(base_url=base, timeout=1.0) as client:
+            health = client.get("/healthz")
+            # The follow loop is the one waiting on the platform, and health says so.
+            assert health.status_code == 503
+            assert health.json()["blind"] == ["follow"]
+            assert client.get("/v1/snapshot").status_code == 200
+            detected = _last_success(client.get("/metrics").text, "detect")
+            time.sleep(1)
+            assert _last_success(client.get("/metrics").text, "detect") > detected
+            sampled = _last_success(client.get("/metrics").text, "scheduler")
+            assert sampled > time.time() - 2
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=15)
+
+
+@contextmanager
+def _controller(tmp_path: Path, settings: str) -> Iterator[tuple[subprocess.Popen[str], str]]:
+    """`observer controller` over the simulated cluster, a long probe launched every second,
+    with `settings` (lines of the controller group) added; the process and its base URL."""
     config = tmp_path / "controller.yaml"
     config.write_text(
         "controller:\n"
         "  backend: simulated\n"
-        "  simulation: {submit_hang_seconds: 30}\n"
         "  windows: [{name: always, days: '*', start: '00:00', end: '00:00'}]\n"
         "  plan: [{window: always, probe: long, every_seconds: 1}]\n"
         "  follow_interval_seconds: 0.2\n"
         "  snapshot_interval_seconds: 0.5\n"
         "  listen_host: 127.0.0.1\n"
         "  listen_port: 0\n"
-        "  shutdown_deadline_seconds: 2\n"
+        f"{settings}"
         f"storage: {{sqlite_path: {tmp_path / 'observer.db'}}}\n"
         "logging: {format: json}\n"
     )
@@ -121,21 +120,7 @@ def test_a_hung_submission_holds_up_neither_health_nor_snapshot_nor_detection(tm
             for line in proc.stderr
             if json.loads(line).get("event") == "controller listening"
         )
-        base = f"http://127.0.0.1:{port}"
-        time.sleep(3)  # the first launch is in its 30 s submission by now
-        with httpx.Client(base_url=base, timeout=1.0) as client:
-            health = client.get("/healthz")
-            # The follow loop is the one waiting on the platform, and health says so.
-            assert health.status_code == 503
-            assert health.json()["blind"] == ["follow"]
-            assert client.get("/v1/snapshot").status_code == 200
-            detected = _last_success(client.get("/metrics").text, "detect")
-            time.sleep(1)
-            assert _last_success(client.get("/metrics").text, "detect") > detected
-            sampled = _last_success(client.get("/metrics").text, "scheduler")
-            assert sampled > time.time() - 2
-        proc.send_signal(signal.SIGTERM)
-        proc.wait(timeout=15)
+        yield proc, f"http://127.0.0.1:{port}"
 
 
 def _last_success(metrics: str, loop: str) -> float:
