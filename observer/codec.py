@@ -150,15 +150,10 @@ def snapshot_from_json(data: object) -> NodeSnapshot:
     """A snapshot decoded from JSON; a field missing or of the wrong type is a SnapshotError
     naming its path (`snapshot field gpus[0].index: expected int, got str`)."""
     snap = _Fields(data, "")
-    driver = snap.child("driver")
     return NodeSnapshot(
         node=snap.string("node"),
         at=snap.time("at"),
-        driver=DriverStatus(
-            driver.enum("state", DriverState),
-            driver.optional_string("driver_version"),
-            driver.optional_string("message") or "",
-        ),
+        driver=_driver(snap.child("driver")),
         gpus=tuple(_gpu(g) for g in snap.children("gpus")),
         processes=tuple(_process(p) for p in snap.children("processes")),
         findings=tuple(_finding(f) for f in snap.children("findings")),
@@ -281,6 +276,14 @@ def _wrong(path: str, expected: str, value: object) -> SnapshotError:
     where = f"snapshot field {path}" if path else "snapshot"
     got = "null" if value is None else _JSON_KINDS.get(type(value), type(value).__name__)
     return SnapshotError(f"{where}: expected {expected}, got {got}")
+
+
+def _driver(driver: _Fields) -> DriverStatus:
+    return DriverStatus(
+        driver.enum("state", DriverState),
+        driver.optional_string("driver_version"),
+        driver.optional_string("message") or "",
+    )
 
 
 def _gpu(gpu: _Fields) -> GpuReading:

@@ -55,13 +55,13 @@ class HttpFleet:
         return asyncio.run(self._fetch_all(agents))
 
     async def _fetch_all(self, agents: Sequence[str]) -> dict[str, NodeSnapshot | BackendError]:
-        # As many connections as reads in flight, so that none waits for the pool. httpx's
-        # own timeouts are per operation; the deadline in _fetch bounds the whole read.
+        # As many connections as reads in flight, so that none waits for the pool. No httpx
+        # timeout: those are per operation, and the deadline in _fetch bounds the whole read.
         limits = httpx.Limits(
             max_connections=self._concurrency, max_keepalive_connections=self._concurrency
         )
         gate = asyncio.Semaphore(self._concurrency)
-        async with httpx.AsyncClient(timeout=self._deadline, limits=limits) as client:
+        async with httpx.AsyncClient(timeout=None, limits=limits) as client:
             reads = [self._fetch(client, gate, agent) for agent in agents]
             return dict(zip(agents, await asyncio.gather(*reads), strict=True))
 
@@ -75,9 +75,12 @@ class HttpFleet:
                     body = await self._body(client, agent)
                 return codec.snapshot_from_bytes(body)
             except TimeoutError:
-                reason = f"no whole answer within {self._deadline:g} s"
+                reason = (
+                    f"no whole answer within {self._deadline:g} s "
+                    "(controller.agent_read_timeout_seconds)"
+                )
             except (httpx.HTTPError, SnapshotError, BackendError) as exc:
-                reason = str(exc)
+                reason = str(exc) or type(exc).__name__
             return BackendError(f"agent {agent}: {reason}")
 
     async def _body(self, client: httpx.AsyncClient, agent: str) -> bytes:
