@@ -4,6 +4,7 @@ and the controller that reads them back. Keys are stable: other tools depend on 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import asdict, fields
 from datetime import datetime
 from enum import StrEnum
@@ -177,14 +178,12 @@ class _Fields:
         """The field's value, checked to be a `kind`; None when it may be absent and is
         absent or null."""
         value = self._data.get(name)
-        if value is None and not required:
-            return None
+        # json.loads makes exactly these types: compared exactly, true is not an int.
+        if type(value) is kind or (value is None and not required):
+            return value
         if name not in self._data:
             raise SnapshotError(f"snapshot field {self._at(name)}: missing")
-        # JSON's true and false are Python ints too; they are never a count.
-        if not isinstance(value, kind) or (isinstance(value, bool) and kind is not bool):
-            raise _wrong(self._at(name), _JSON_KINDS[kind], value)
-        return value
+        raise _wrong(self._at(name), _JSON_KINDS[kind], value)
 
     def integer(self, name: str) -> int:
         value: int = self._value(name, int, required=True)
@@ -343,18 +342,26 @@ def _errors(reading: _Fields) -> tuple[ReadError, ...]:
     )
 
 
-# The optional figures of a sample or counters, by the type their dataclass field declares;
-# the other fields are read one by one.
+# The optional figures of a sample or counters, by the type their dataclass field declares
+# (listed once: a field of another type fails at import); the other fields are read apart.
 _FIGURES = {"int | None": _Fields.optional_integer, "bool | None": _Fields.optional_boolean}
 _NOT_FIGURES = {"at", "index", "processes", "errors"}
 
 
-def _figures(reading: _Fields, kind: type[GpuSample] | type[GpuCounters]) -> dict[str, Any]:
-    return {
-        f.name: _FIGURES[str(f.type)](reading, f.name)
-        for f in fields(kind)
-        if f.name not in _NOT_FIGURES
-    }
+def _figure_readers(
+    kind: type[GpuSample] | type[GpuCounters],
+) -> list[tuple[str, Callable[[_Fields, str], object]]]:
+    return [(f.name, _FIGURES[str(f.type)]) for f in fields(kind) if f.name not in _NOT_FIGURES]
+
+
+_SAMPLE_FIGURES = _figure_readers(GpuSample)
+_COUNTERS_FIGURES = _figure_readers(GpuCounters)
+
+
+def _figures(
+    reading: _Fields, readers: list[tuple[str, Callable[[_Fields, str], object]]]
+) -> dict[str, Any]:
+    return {name: read(reading, name) for name, read in readers}
 
 
 def _sample(sample: _Fields | None) -> GpuSample | None:
@@ -370,7 +377,7 @@ def _sample(sample: _Fields | None) -> GpuSample | None:
             GpuProcess(p.integer("pid"), p.optional_integer("used_memory_bytes")) for p in processes
         ),
         errors=_errors(sample),
-        **_figures(sample, GpuSample),
+        **_figures(sample, _SAMPLE_FIGURES),
     )
 
 
@@ -381,5 +388,5 @@ def _counters(counters: _Fields | None) -> GpuCounters | None:
         at=counters.time("at"),
         index=counters.integer("index"),
         errors=_errors(counters),
-        **_figures(counters, GpuCounters),
+        **_figures(counters, _COUNTERS_FIGURES),
     )
