@@ -79,7 +79,7 @@ class HttpFleet:
                     f"no whole answer within {self._deadline:g} s "
                     "(controller.agent_read_timeout_seconds)"
                 )
-            except (httpx.HTTPError, SnapshotError, BackendError) as exc:
+            except (httpx.HTTPError, httpx.InvalidURL, SnapshotError, BackendError) as exc:
                 reason = str(exc) or type(exc).__name__
             return BackendError(f"agent {agent}: {reason}")
 

@@ -95,3 +95,10 @@ def test_a_body_is_capped_as_it_streams_when_no_length_is_declared() -> None:
     assert isinstance(error, BackendError)
     assert f"snapshot larger than {len(data) - 1} bytes" in str(error)
     assert read == snapshot("n1")
+
+
+def test_an_agent_address_that_is_no_url_is_that_agent_s_error() -> None:
+    fleet = HttpFleet(["http://node-3:x"])
+    [error] = fleet.fetch_all(fleet.agents()).values()
+    assert isinstance(error, BackendError)
+    assert str(error) == "agent http://node-3:x: Invalid port: 'x'"
