@@ -3,9 +3,10 @@
 N real HTTP agents on this machine, each answering /v1/snapshot (the body of a real 8-GPU
 agent's snapshot) after `--answer-ms` (an agent busy sampling), and `--hung` more that accept
 the connection and never answer (a node under memory pressure): each of those costs the
-client's whole timeout. The controller's HttpFleet reads them all once with concurrency 1
-(agents read one after another, as before) and with controller.agent_read_concurrency's
-default; the wall time of each read is printed beside the 15 s read cadence.
+whole-read deadline (controller.agent_read_timeout_seconds). The controller's HttpFleet reads
+them all once with concurrency 1 (agents read one after another, as before) and with
+controller.agent_read_concurrency's default; the wall time of each read is printed beside
+the 15 s read cadence.
 
 Prints one JSON line.
 
@@ -40,7 +41,7 @@ from observer.settings.controller import ControllerSettings
 from observer.settings.detectors import NodeLeakSettings
 
 READ_CADENCE_SECONDS = ControllerSettings().observe_interval_seconds
-TIMEOUT_SECONDS = 5.0  # HttpFleet's per-agent timeout
+TIMEOUT_SECONDS = ControllerSettings().agent_read_timeout_seconds
 
 
 def snapshot_body() -> bytes:
@@ -92,13 +93,10 @@ def hung() -> Iterator[str]:
 
 
 def read_seconds(urls: list[str], concurrency: int) -> tuple[float, int]:
-    fleet = HttpFleet(urls, timeout_seconds=TIMEOUT_SECONDS, concurrency=concurrency)
-    try:
-        began = time.monotonic()
-        result = fleet.fetch_all(fleet.agents())
-        elapsed = time.monotonic() - began
-    finally:
-        fleet.close()
+    fleet = HttpFleet(urls, read_timeout_seconds=TIMEOUT_SECONDS, concurrency=concurrency)
+    began = time.monotonic()
+    result = fleet.fetch_all(fleet.agents())
+    elapsed = time.monotonic() - began
     return elapsed, sum(isinstance(r, NodeSnapshot) for r in result.values())
 
 

@@ -64,3 +64,8 @@ class GpuLostError(GpuError):
 
 class ReportError(ObserverError):
     """A report cannot be built for what was asked (a day not over, a soak not started)."""
+
+
+class SnapshotError(ObserverError):
+    """A body read as an agent's snapshot is not one: not UTF-8, not JSON, or a field missing
+    or of the wrong type. The message names what was wrong and where."""

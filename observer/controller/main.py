@@ -43,7 +43,12 @@ def run_controller(
     upgrade(url)
     store = Store(url)
     fleet = HttpFleet(
-        cfg.agent_urls, cfg.agent_dns_name, cfg.agent_port, concurrency=cfg.agent_read_concurrency
+        cfg.agent_urls,
+        cfg.agent_dns_name,
+        cfg.agent_port,
+        read_timeout_seconds=cfg.agent_read_timeout_seconds,
+        max_snapshot_bytes=cfg.agent_snapshot_max_bytes,
+        concurrency=cfg.agent_read_concurrency,
     )
     sources = Sources(
         fleet,
@@ -111,5 +116,4 @@ def run_controller(
         cancelled = controller.stop()
         _log.info("controller stopped", cancelled_runs=len(cancelled))
     controller.backend.close()
-    fleet.close()
     store.close()

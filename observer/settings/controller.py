@@ -232,6 +232,20 @@ class ControllerSettings(Group):
         "agents and 4 hung ones took 31 s, past the 15 s cadence; 32 at once, 5.8 s "
         "(bench/agent_reads.py), and up to 32 hung agents still cost one timeout.",
     )
+    agent_read_timeout_seconds: float = Field(
+        5.0,
+        gt=0,
+        description="The whole of one agent's read, from connecting to the snapshot's last "
+        "byte: an agent that never answers, or trickles its answer, is cut off here and is "
+        "unreachable for this read.",
+    )
+    agent_snapshot_max_bytes: int = Field(
+        4 * 2**20,
+        ge=1,
+        description="The largest snapshot body read from an agent; the read stops as soon as "
+        "it passes this and the agent is unreachable for this read. A real 8-GPU node with 40 "
+        "processes and 24 findings serves 35 KB: 4 MiB is over 100 times that.",
+    )
     observe_interval_seconds: float = Field(
         15.0, gt=0, description="How often every agent's snapshot is read and stored."
     )

@@ -256,7 +256,6 @@ def test_agents_are_read_over_http_and_listed_by_the_findings_command(
             deadline += 1
             assert deadline < 100
             threading.Event().wait(0.05)
-        fleet.close()
     finally:
         stop.set()
         thread.join(5)

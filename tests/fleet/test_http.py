@@ -64,11 +64,8 @@ def agents(count: int, before_answer: Callable[[], None]) -> Iterator[list[str]]
 
 
 def read(urls: list[str], concurrency: int) -> dict[str, NodeSnapshot | BackendError]:
-    fleet = HttpFleet(urls, timeout_seconds=CLIENT_TIMEOUT_SECONDS, concurrency=concurrency)
-    try:
-        return fleet.fetch_all(fleet.agents())
-    finally:
-        fleet.close()
+    fleet = HttpFleet(urls, read_timeout_seconds=CLIENT_TIMEOUT_SECONDS, concurrency=concurrency)
+    return fleet.fetch_all(fleet.agents())
 
 
 def test_slow_agents_are_all_asked_at_once_so_a_read_takes_one_wait_not_one_per_agent():
