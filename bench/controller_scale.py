@@ -64,7 +64,7 @@ from observer.domain import (
     SchedulerSnapshot,
     Severity,
 )
-from observer.errors import BackendError
+from observer.errors import BackendError, SnapshotError
 from observer.logs import configure_logging
 from observer.settings import Settings
 from observer.simulation.soak import SimulatedSoak
@@ -202,11 +202,11 @@ class Agents:
 
     def _fetch(self, agent: str) -> NodeSnapshot | BackendError:
         began = time.process_time()
-        body = json.dumps(codec.snapshot_to_json(self._snapshot(agent)))
+        body = json.dumps(codec.snapshot_to_json(self._snapshot(agent))).encode()
         self.cpu_seconds += time.process_time() - began
-        try:
-            return codec.snapshot_from_json(json.loads(body))
-        except (ValueError, KeyError) as exc:
+        try:  # decoded as HttpFleet decodes an agent's answer
+            return codec.snapshot_from_bytes(body)
+        except SnapshotError as exc:
             return BackendError(str(exc))
 
     def _snapshot(self, node: str) -> NodeSnapshot:
