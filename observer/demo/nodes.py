@@ -104,9 +104,10 @@ class DemoNodes:
         self._clock = clock
         self._nodes = {name: _Node(name, gpus_per_node, clock, rules) for name in cluster.nodes}
         self._pids = itertools.count(4000)
-        self._on: dict[str, tuple[set[str], bool]] = {}  # job id -> (its nodes, a probe's)
+        self._on: dict[str, tuple[set[str], str | None]] = {}  # job id -> (its nodes, probe run)
         self.leak_next_probe = False  # the fault: the next probe to end leaves its process
-        self.leaked: dict[str, str] = {}  # job id -> the node its processes were left on
+        # job id -> (its probe run, the node its processes were left on)
+        self.leaked: dict[str, tuple[str, str]] = {}
 
     @property
     def names(self) -> list[str]:
@@ -128,7 +129,7 @@ class DemoNodes:
             if job_id not in self._on:
                 for name, count in placement.items():
                     self._nodes[name].place(job, behaviour, count, lambda: next(self._pids))
-                self._on[job_id] = (set(placement), job.run_id is not None)
+                self._on[job_id] = (set(placement), job.run_id)
         for job_id in [j for j in self._on if j not in running]:
             self._ended(job_id)
         for node in self._nodes.values():
@@ -136,20 +137,20 @@ class DemoNodes:
 
     def release_leaks(self) -> None:
         """The operator kills what was left behind."""
-        for job_id, name in self.leaked.items():
+        for job_id, (_, name) in self.leaked.items():
             self._nodes[name].release(job_id)
         self.leaked.clear()
 
     def _ended(self, job_id: str) -> None:
-        names, probe = self._on.pop(job_id)
+        names, run_id = self._on.pop(job_id)
         for name in names:
             node = self._nodes[name]
             node.end(job_id, self._clock.now())
-            if probe and self.leak_next_probe:
-                self.leaked[job_id] = name
+            if run_id is not None and self.leak_next_probe:
+                self.leaked[job_id] = (run_id, name)
             else:
                 node.release(job_id)
-        if probe and self.leak_next_probe:
+        if run_id is not None and self.leak_next_probe:
             self.leak_next_probe = False
 
     def exposition(self, name: str, at: datetime) -> list[tuple[str, dict[str, str], float]]:

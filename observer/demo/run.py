@@ -17,28 +17,23 @@ from functools import partial
 from pathlib import Path
 from typing import Any, TextIO
 
+import yaml
+
 from observer import codec
 from observer.backends.simulated import SimulatedCluster
 from observer.clock import ManualClock
 from observer.controller.compose import Sources, Task
 from observer.controller.service import Controller
+from observer.demo.faults import FAULTS, Injection, Score, score
 from observer.demo.nodes import DemoNodes
-from observer.demo.scenario import (
-    GPUS_PER_NODE,
-    TIMEZONE,
-    Fault,
-    Load,
-    Score,
-    local,
-    score,
-    settings,
-)
+from observer.demo.scenario import GPUS_PER_NODE, TIMEZONE, Load, describe, local, overrides
 from observer.domain import JobPhase, ProbeRun
 from observer.fleet.local import LocalFleet
 from observer.http import serving
 from observer.metrics import HEARTBEAT_METRIC
 from observer.monitoring.fake import FakePrometheus, FakeTarget
 from observer.reports.publish import write_daily, write_verdict
+from observer.settings import Settings
 from observer.simulation.soak import SimulatedSoak, simulated_cluster
 from observer.storage.database import upgrade
 from observer.storage.store import Store
@@ -53,13 +48,14 @@ ARMING = timedelta(minutes=10)
 @dataclass(frozen=True)
 class DemoResult:
     reports: list[Path]
-    faults: list[Fault]
+    config: Path  # the demo's settings, for `observer report --config`
+    injections: list[Injection]
     score: Score
 
 
 class FaultScript:
-    """The faults of the demo's first day, each switched on and off at its local time; each
-    records the Fault it became, with the subject it turned out to have."""
+    """Switches the declared faults on and off at their local times on the demo's first day;
+    each becomes an Injection, with what it hit, or stays one that was not injected."""
 
     def __init__(
         self,
@@ -73,27 +69,26 @@ class FaultScript:
         self._nodes = nodes
         self._active = active
         self._scraped = scraped
-        self.faults: list[Fault] = []
-        self._stuck: Fault | None = None
+        self.injections = {fault.kind: Injection(fault) for fault in FAULTS}
         self._stuck_job = ""
-        self._unfair: Fault | None = None
-        self._stall: Fault | None = None
         self._leak_from = local(day, 0)
         self._log_armed = False
-        self._steps: list[tuple[datetime, Callable[[datetime], None]]] = sorted(
-            [
-                (local(day, 1, 50), self._unfair_on),
-                (local(day, 12, 5), self._unfair_off),
-                (local(day, 3, 0), self._leak_on),
-                (local(day, 3, 45), self._leak_off),
-                (local(day, 10, 0), self._arm_log_loss),
-                (local(day, 10, 20), self._stick_on),
-                (local(day, 11, 30), self._stick_off),
-                (local(day, 14, 0), self._stall_on),
-                (local(day, 14, 20), self._stall_off),
-            ],
-            key=lambda step: step[0],
-        )
+        switches: dict[str, tuple[Callable[[datetime], None], Callable[[datetime], None]]] = {
+            "unfair_scheduler": (self._unfair_on, self._unfair_off),
+            "leaked_probe_process": (self._leak_on, self._leak_off),
+            "log_loss": (self._arm_log_loss, self._disarm_log_loss),
+            "stuck_terminating": (self._stick_on, self._stick_off),
+            "prometheus_stall": (self._stall_on, self._stall_off),
+        }
+        steps = [
+            step
+            for fault in FAULTS
+            for step in (
+                (datetime.combine(day, fault.on, TIMEZONE), switches[fault.kind][0]),
+                (datetime.combine(day, fault.off, TIMEZONE), switches[fault.kind][1]),
+            )
+        ]
+        self._steps = sorted(steps, key=lambda step: step[0])
 
     def next_due(self) -> datetime | None:
         return self._steps[0][0] if self._steps else None
@@ -104,91 +99,83 @@ class FaultScript:
         if self._log_armed:
             self._lose_canary_lines(now)
 
+    def _began(self, kind: str, now: datetime, *hit: dict[str, str]) -> None:
+        injection = self.injections[kind]
+        injection.start = now
+        injection.hit = list(hit)
+
+    def _ended(self, kind: str, now: datetime) -> None:
+        injection = self.injections[kind]
+        if injection.injected and injection.end is None:
+            injection.end = now
+
     def _unfair_on(self, now: datetime) -> None:
         self._cluster.faults.favoured_tenant = "prod"
-        self._unfair = Fault(
-            "unfair scheduling: prod always served first",
-            frozenset({"persistent_unfairness"}),
-            now,
-        )
-        self.faults.append(self._unfair)
+        self._began("unfair_scheduler", now)
 
     def _unfair_off(self, now: datetime) -> None:
         self._cluster.faults.favoured_tenant = None
-        if self._unfair is not None:
-            self._unfair.end = now
+        self._ended("unfair_scheduler", now)
 
     def _leak_on(self, now: datetime) -> None:
         self._nodes.leak_next_probe = True
         self._leak_from = now
 
     def _leak_off(self, now: datetime) -> None:
-        for job_id, node in self._nodes.leaked.items():
-            self.faults.append(
-                Fault(
-                    f"leaked GPU process of probe job {job_id}",
-                    frozenset({"unreleased_memory", "probe_unreleased"}),
-                    self._leak_from,
-                    now,
-                    {"node": node},
-                )
-            )
+        # Injected only if a probe ended meanwhile; unarmed, none after the window leaks.
+        self._nodes.leak_next_probe = False
+        leaked = [{"node": node, "run_id": run} for run, node in self._nodes.leaked.values()]
+        if leaked:
+            self._began("leaked_probe_process", self._leak_from, *leaked)
+            self._ended("leaked_probe_process", now)
         self._nodes.release_leaks()
 
     def _arm_log_loss(self, now: datetime) -> None:
         self._log_armed = True
 
+    def _disarm_log_loss(self, now: datetime) -> None:
+        self._log_armed = False
+
     def _lose_canary_lines(self, now: datetime) -> None:
-        for run in self._active():
-            if run.probe == "log-canary" and run.started_at is not None:
-                lost = (
-                    run.started_at + timedelta(seconds=20),
-                    run.started_at + timedelta(seconds=30),
-                )
-                self._cluster.faults.log_loss.append(lost)
-                self.faults.append(
-                    Fault(
-                        "log-loss burst: 10 s of canary lines never delivered",
-                        frozenset({"log_loss"}),
-                        now,
-                        now + timedelta(minutes=10),
-                    )
-                )
-                self._log_armed = False
-                return
+        canaries = [
+            run
+            for run in self._active()
+            if run.probe == "log-canary" and run.started_at is not None
+        ]
+        if not canaries:
+            return
+        started = canaries[0].started_at
+        assert started is not None
+        # Every canary in flight writes through these 10 s: they are launched together.
+        self._cluster.faults.log_loss.append(
+            (started + timedelta(seconds=20), started + timedelta(seconds=30))
+        )
+        self._began("log_loss", now, *({"run_id": run.run_id} for run in canaries))
+        self.injections["log_loss"].end = now + timedelta(minutes=10)
+        self._log_armed = False
 
     def _stall_on(self, now: datetime) -> None:
         for target in self._scraped:
             target.scraped = False
-        self._stall = Fault(
-            "monitoring stall: Prometheus stopped scraping", frozenset({"monitoring_lag"}), now
-        )
-        self.faults.append(self._stall)
+        self._began("prometheus_stall", now)
 
     def _stall_off(self, now: datetime) -> None:
         for target in self._scraped:
             target.scraped = True
-        if self._stall is not None:
-            self._stall.end = now
+        self._ended("prometheus_stall", now)
 
     def _stick_on(self, now: datetime) -> None:
         for job, _, placement in self._cluster.holdings():
             if job.run_id is None and job.phase is JobPhase.RUNNING:
                 self._stuck_job = job.job_id
                 self._cluster.faults.stuck_jobs.add(job.job_id)
-                self._stuck = Fault(
-                    f"pod of job {job.job_id} stuck Terminating",
-                    frozenset({"stuck_terminating", "allocated_without_job"}),
-                    now,
-                    subject={"node": next(iter(placement))},
-                )
-                self.faults.append(self._stuck)
+                hit = {"job_id": job.job_id, "node": next(iter(placement))}
+                self._began("stuck_terminating", now, hit)
                 return
 
     def _stick_off(self, now: datetime) -> None:
-        if self._stuck is not None:
-            self._cluster.faults.stuck_jobs.discard(self._stuck_job)
-            self._stuck.end = now
+        self._cluster.faults.stuck_jobs.discard(self._stuck_job)
+        self._ended("stuck_terminating", now)
 
 
 def run_demo(
@@ -202,7 +189,10 @@ def run_demo(
     progress: TextIO = sys.stderr,
 ) -> DemoResult:
     _clear(out)
-    cfg_all = settings(out, language)
+    tree = overrides(out, language)
+    cfg_all = Settings.model_validate(tree)
+    config = out / "observer.yaml"
+    config.write_text(yaml.safe_dump(tree, sort_keys=False), encoding="utf-8")
     url = str(cfg_all.storage.url)
     upgrade(url)
     store = Store(url)
@@ -267,6 +257,8 @@ def run_demo(
             + (f"; not run: {left_out}" if left_out else ""),
             file=progress,
         )
+        print(f"  settings that differ from the defaults (in {config}):", file=progress)
+        print("\n".join(f"    {line}" for line in describe(tree)), file=progress, flush=True)
         while clock.now() < end:
             soak.run_for(3600, step)
             _progress(progress, clock.now(), store, controller)
@@ -278,7 +270,8 @@ def run_demo(
         for path in write_daily(store, cfg_all, day, clock.now())
     ]
     written += _as_verdict(write_verdict(store, cfg_all, clock.now()))
-    result = DemoResult(written, script.faults, score(script.faults, store.findings()))
+    injections = list(script.injections.values())
+    result = DemoResult(written, config, injections, score(injections, store.findings()))
     store.close()
     return result
 
@@ -324,19 +317,37 @@ def _progress(progress: TextIO, now: datetime, store: Store, controller: Control
 
 
 def summary(result: DemoResult) -> str:
-    """What a person reads at the end: where the reports are, each injected fault with the
-    findings that reported it, and anything found that no fault explains."""
+    """What a person reads at the end: where the reports are and how to rebuild them, each
+    declared fault with what it hit and the findings that reported it, and anything found that
+    no fault explains."""
     lines = ["", "Reports:"]
     lines += [f"  {path}" for path in result.reports]
-    lines += ["", "Injected faults and what reported them:"]
-    for fault in result.faults:
-        found = result.score.found.get(fault.name, [])
-        lines.append(f"  {'found ' if found else 'MISSED'}  {fault.name}")
+    lines += [
+        "Rebuilt from the demo's settings:",
+        f"  observer report daily --config {result.config} --date <day>",
+        "",
+        "Injected faults and what reported them:",
+    ]
+    for injection in result.injections:
+        fault = injection.fault
+        if not injection.injected:
+            lines.append(f"  NOT INJECTED  {fault.name}")
+            lines.append(
+                f"          no {fault.trigger} between {fault.on:%H:%M} and {fault.off:%H:%M}"
+            )
+            continue
+        found = result.score.found.get(fault.kind, [])
+        unmet = result.score.unmet.get(fault.kind, [])
+        hit = "; ".join(injection.subjects)
+        lines.append(
+            f"  {'MISSED' if unmet else 'found '}  {fault.name}" + (f" ({hit})" if hit else "")
+        )
         lines += [
             f"          {f.detector} {dict(f.subject)} opened "
             f"{f.opened_at.astimezone(TIMEZONE):%a %H:%M:%S}"
             for f in found
         ]
+        lines += [f"          nothing reported {detector} {subject}" for detector, subject in unmet]
     if result.score.unexpected:
         lines += ["", "Findings no injected fault explains:"]
         lines += [

@@ -1,35 +1,29 @@
-"""What the demo plays: its platform and plan (as settings), the other tenants' load, and the
-faults it injects at known local times, each saying which findings it must produce.
-
-Scoring is plain: a finding is explained by a fault when it is of one of the fault's
-detectors, its subject carries the fault's subject, and it opened while the fault was on
-(or within the slack after). A fault nobody found, or a finding no fault explains, is what
-the demo exists to show does not happen."""
+"""What the demo plays: its platform and plan (as the settings it changes from the defaults,
+said in a few lines and written as a config file), and the other tenants' load."""
 
 from __future__ import annotations
 
 import random
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
-from datetime import date, datetime, time, timedelta
+from collections.abc import Mapping
+from datetime import date, datetime, time
 from pathlib import Path
 from typing import Any
 from zoneinfo import ZoneInfo
 
 from observer.backends.simulated import SimulatedCluster
-from observer.domain import Finding, Workload
-from observer.settings import Settings
+from observer.domain import Workload
+from observer.settings.detectors import FairnessSettings
 
 TIMEZONE = ZoneInfo("Asia/Shanghai")
 NODES = 6
 GPUS_PER_NODE = 8
-# Time to see a fault through: the node rule's grace, a snapshot, a detection cycle.
-MATCH_SLACK = timedelta(minutes=5)
 
 
-def settings(out: Path, language: str) -> Settings:
-    """Three tenants with different weights on six 8-GPU nodes in two pools, a weekday peak
-    and a night window in Shanghai, the full probe plan."""
+def overrides(out: Path, language: str) -> dict[str, Any]:
+    """Every setting the demo changes from the defaults, as a settings tree: three tenants with
+    different weights on six 8-GPU nodes in two pools, a weekday peak and a night window in
+    Shanghai, the full probe plan, fairness judged over fewer windows (a day has two), the
+    database and reports in `out`."""
     # Launches due at the same moment go in this order, the rarer probes first.
     plan: list[dict[str, Any]] = [
         {"window": "weekday-peak", "probe": "quota", "every_seconds": 3600, "tenants": ["batch"]},
@@ -50,41 +44,78 @@ def settings(out: Path, language: str) -> Settings:
         for window in ("weekday-peak", "night")
         for probe, every in every_probe_in
     ]
-    return Settings.model_validate(
-        {
-            "controller": {
-                "timezone": str(TIMEZONE),
-                "windows": [
-                    {"name": "weekday-peak", "days": "mon-fri", "start": "10:00", "end": "12:00"},
-                    {"name": "night", "days": "*", "start": "02:00", "end": "04:00"},
-                ],
-                "tenants": [
-                    {"name": "research", "weight": 0.5},
-                    {"name": "prod", "weight": 0.3},
-                    {"name": "batch", "weight": 0.2, "quota_gpus": 8},
-                ],
-                "plan": plan,
-                "probes": {"log-canary": {"log_lines": 600, "log_interval_seconds": 0.1}},
+    return {
+        "controller": {
+            "timezone": str(TIMEZONE),
+            "windows": [
+                {"name": "weekday-peak", "days": "mon-fri", "start": "10:00", "end": "12:00"},
+                {"name": "night", "days": "*", "start": "02:00", "end": "04:00"},
+            ],
+            "tenants": [
+                {"name": "research", "weight": 0.5},
+                {"name": "prod", "weight": 0.3},
+                {"name": "batch", "weight": 0.2, "quota_gpus": 8},
+            ],
+            "plan": plan,
+            "probes": {"log-canary": {"log_lines": 600, "log_interval_seconds": 0.1}},
+            "gpus_per_node": GPUS_PER_NODE,
+            "max_probe_gpus": 48,
+            "max_probe_gpus_per_tenant": 24,
+            "follow_interval_seconds": 5,
+            "snapshot_interval_seconds": 30,
+            "observe_interval_seconds": 30,
+            "gpu_sample_interval_seconds": 60,
+            "log_settle_seconds": 30,
+            "heartbeat_labels": {"job": "observer-controller"},
+            "simulation": {
+                "nodes": NODES,
                 "gpus_per_node": GPUS_PER_NODE,
-                "max_probe_gpus": 48,
-                "max_probe_gpus_per_tenant": 24,
-                "follow_interval_seconds": 5,
-                "snapshot_interval_seconds": 30,
-                "observe_interval_seconds": 30,
-                "gpu_sample_interval_seconds": 60,
-                "log_settle_seconds": 30,
-                "heartbeat_labels": {"job": "observer-controller"},
-                "simulation": {
-                    "nodes": NODES,
-                    "gpus_per_node": GPUS_PER_NODE,
-                    "pools": ["h200-a", "h200-b"],
-                },
+                "pools": ["h200-a", "h200-b"],
             },
-            "detectors": {"fairness": {"persistence_k": 2, "persistence_m": 3}},
-            "storage": {"url": f"sqlite:///{out / 'observer.db'}"},
-            "reports": {"output_dir": str(out / "reports"), "language": language},
-        }
+        },
+        "detectors": {"fairness": {"persistence_k": 2, "persistence_m": 3}},
+        "storage": {"url": f"sqlite:///{out.resolve() / 'observer.db'}"},
+        "reports": {"output_dir": str(out.resolve() / "reports"), "language": language},
+    }
+
+
+def describe(tree: Mapping[str, Any]) -> list[str]:
+    """The settings tree `overrides` made, in a few lines a person reads at the start."""
+    controller = tree["controller"]
+    fairness = tree["detectors"]["fairness"]
+    simulation = controller["simulation"]
+    windows = ", ".join(
+        f"{w['name']} {w['days']} {w['start']}-{w['end']}" for w in controller["windows"]
     )
+    tenants = ", ".join(
+        f"{t['name']} weight {t['weight']}"
+        + (f" quota {t['quota_gpus']} GPUs" if "quota_gpus" in t else "")
+        for t in controller["tenants"]
+    )
+    probes = sorted({entry["probe"] for entry in controller["plan"]})
+    tuned = "; ".join(
+        f"{probe} " + ", ".join(f"{k} {v}" for k, v in values.items())
+        for probe, values in controller["probes"].items()
+    )
+    intervals = ", ".join(f"{k} {v}" for k, v in controller.items() if k.endswith("_seconds"))
+    default = FairnessSettings()
+    return [
+        f"timezone {controller['timezone']}; windows {windows}",
+        f"tenants {tenants}",
+        f"plan {len(controller['plan'])} entries of {len(probes)} probes ({', '.join(probes)}); "
+        f"{tuned}",
+        f"simulated {simulation['nodes']} nodes x {simulation['gpus_per_node']} GPUs in pools "
+        f"{', '.join(simulation['pools'])}; gpus_per_node {controller['gpus_per_node']}, "
+        f"max_probe_gpus {controller['max_probe_gpus']}, "
+        f"max_probe_gpus_per_tenant {controller['max_probe_gpus_per_tenant']}",
+        f"controller {intervals}; heartbeat_labels "
+        + ", ".join(f"{k}={v}" for k, v in controller["heartbeat_labels"].items()),
+        f"fairness persistence {fairness['persistence_k']} of {fairness['persistence_m']} "
+        f"windows (default {default.persistence_k} of {default.persistence_m}: a day has two)",
+        f"storage.url {tree['storage']['url']}",
+        f"reports.output_dir {tree['reports']['output_dir']}, "
+        f"language {tree['reports']['language']}",
+    ]
 
 
 def local(day: date, hour: int, minute: int = 0) -> datetime:
@@ -110,42 +141,3 @@ class Load:
                 self._cluster.submit_background(
                     tenant, Workload(gpus, duration_seconds=minutes * 60)
                 )
-
-
-@dataclass
-class Fault:
-    """An injected fault: what a person would call it, the detectors that must report it, the
-    subject their findings name, and when it was on."""
-
-    name: str
-    detectors: frozenset[str]
-    start: datetime
-    end: datetime | None = None
-    subject: dict[str, str] = field(default_factory=dict)
-
-    def explains(self, finding: Finding) -> bool:
-        end = (self.end or finding.opened_at) + MATCH_SLACK
-        return (
-            finding.detector in self.detectors
-            and all(finding.subject.get(k) == v for k, v in self.subject.items())
-            and self.start <= finding.opened_at <= end
-        )
-
-
-@dataclass(frozen=True)
-class Score:
-    found: Mapping[str, list[Finding]]  # fault name -> the findings it explains
-    missed: list[Fault]
-    unexpected: list[Finding]
-
-
-def score(faults: Sequence[Fault], findings: Iterable[Finding]) -> Score:
-    found: dict[str, list[Finding]] = {f.name: [] for f in faults}
-    unexpected = []
-    for finding in findings:
-        fault = next((f for f in faults if f.explains(finding)), None)
-        if fault is None:
-            unexpected.append(finding)
-        else:
-            found[fault.name].append(finding)
-    return Score(found, [f for f in faults if not found[f.name]], unexpected)
