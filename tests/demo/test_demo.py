@@ -19,6 +19,7 @@ import pytest
 from observer.storage.store import Store
 
 MONDAY = "2026-11-23"
+HOUR = re.compile(r"\s+\w{3} \d{4}-")
 
 
 @dataclass(frozen=True)
@@ -55,11 +56,14 @@ def demo(tmp_path_factory: pytest.TempPathFactory) -> Demo:
         first = proc.stderr.readline()
         found = re.search(r"http://127\.0\.0\.1:(\d+)/metrics", first)
         assert found, first
-        # Wait for the first simulated hour, so the controller has sampled the scheduler.
-        progress = proc.stderr.readline()
+        # Wait for the first simulated hour (after the settings), so the controller has
+        # sampled the scheduler.
+        progress = [proc.stderr.readline()]
+        while progress[-1] and not HOUR.match(progress[-1]):
+            progress.append(proc.stderr.readline())
         metrics = httpx.get(found.group(0), timeout=10).text
         stdout, rest = proc.communicate(timeout=600)
-    return Demo(out, proc.returncode, stdout, first + progress + rest, metrics)
+    return Demo(out, proc.returncode, stdout, first + "".join(progress) + rest, metrics)
 
 
 def _json(path: Path) -> dict[str, Any]:
@@ -74,7 +78,7 @@ def test_it_serves_the_controllers_metrics_while_it_runs(demo: Demo):
 
 def test_it_shows_progress_and_writes_the_days_summary_and_the_verdict(demo: Demo):
     assert demo.returncode == 0, demo.stdout + demo.stderr
-    hours = [line for line in demo.stderr.splitlines() if re.match(r"\s+\w{3} \d{4}-", line)]
+    hours = [line for line in demo.stderr.splitlines() if HOUR.match(line)]
     assert len(hours) == 24
     reports = demo.out / "reports"
     expected = [f"daily-{MONDAY}.{s}" for s in ("md", "html", "json")]
@@ -94,6 +98,7 @@ def test_it_shows_progress_and_writes_the_days_summary_and_the_verdict(demo: Dem
 def test_every_injected_fault_is_found_and_nothing_else(demo: Demo):
     assert "MISSED" not in demo.stdout
     assert "No finding that was not injected." in demo.stdout
+    assert "NOT INJECTED" not in demo.stdout
     for fault in (
         "unfair scheduling",
         "leaked GPU process",
@@ -102,6 +107,40 @@ def test_every_injected_fault_is_found_and_nothing_else(demo: Demo):
         "monitoring stall",
     ):
         assert re.search(rf"found\s+.*{fault}", demo.stdout), fault
+    assert re.search(
+        r"found\s+unfair.*\n\s+persistent_unfairness \{'tenant': 'research'\}", demo.stdout
+    )
+
+
+def test_it_says_its_settings_and_writes_them_as_a_valid_config(demo: Demo):
+    assert "fairness persistence 2 of 3 windows" in demo.stderr
+    assert "timezone Asia/Shanghai" in demo.stderr
+    config = demo.out / "observer.yaml"
+    assert f"--config {config}" in demo.stdout
+    checked = _observer("check-config", str(config))
+    assert checked.returncode == 0, checked.stderr
+
+
+def test_its_config_rebuilds_the_days_summary_byte_for_byte(demo: Demo):
+    paths = [demo.out / "reports" / f"daily-{MONDAY}.{s}" for s in ("md", "html", "json")]
+    written = [path.read_bytes() for path in paths]
+    rebuilt = _observer(
+        "report", "daily", "--config", str(demo.out / "observer.yaml"), "--date", MONDAY
+    )
+    assert rebuilt.returncode == 0, rebuilt.stderr
+    assert [path.read_bytes() for path in paths] == written
+
+
+def _observer(*args: str) -> subprocess.CompletedProcess[str]:
+    environment = {k: v for k, v in os.environ.items() if not k.startswith("OBSERVER_")}
+    return subprocess.run(
+        [sys.executable, "-m", "observer.cli", *args],
+        capture_output=True,
+        text=True,
+        env=environment,
+        timeout=120,
+        check=False,
+    )
 
 
 def test_the_reports_name_every_finding_the_store_holds(demo: Demo):
