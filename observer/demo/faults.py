@@ -34,7 +34,8 @@ class Expected:
 @dataclass(frozen=True)
 class Fault:
     """A fault as declared: its kind, what a person would call it, its window, what must happen
-    in the window for it to be injected, and the findings it must produce."""
+    in the window for it to be injected (`trigger` says what was missing when it did not), and
+    the findings it must produce."""
 
     kind: str
     name: str
@@ -50,7 +51,7 @@ FAULTS = (
         "unfair scheduling: prod always served first",
         time(1, 50),
         time(12, 5),
-        "the scheduler switched to favour prod",
+        "the scheduler was never switched to favour prod",
         (Expected("persistent_unfairness", {"tenant": "research"}),),
     ),
     Fault(
@@ -58,7 +59,7 @@ FAULTS = (
         "leaked GPU process of the next probe to end",
         time(3, 0),
         time(3, 45),
-        "a probe ending",
+        "no probe ended",
         (
             Expected("unreleased_memory", named=("node",)),
             Expected("probe_unreleased", named=("node", "run_id")),
@@ -69,7 +70,7 @@ FAULTS = (
         "log-loss burst: 10 s of canary lines never delivered",
         time(10, 0),
         time(11, 30),
-        "a log-canary probe in flight",
+        "no log-canary probe was in flight",
         (Expected("log_loss", named=("run_id",)),),
     ),
     Fault(
@@ -77,7 +78,7 @@ FAULTS = (
         "another tenant's pod stuck Terminating",
         time(10, 20),
         time(11, 30),
-        "another tenant's job running",
+        "no other tenant's job was running",
         (Expected("stuck_terminating", named=("job_id", "node")),),
     ),
     Fault(
@@ -85,7 +86,7 @@ FAULTS = (
         "monitoring stall: Prometheus stopped scraping",
         time(14, 0),
         time(14, 20),
-        "Prometheus scraping",
+        "Prometheus was not scraping to begin with",
         tuple(
             Expected("monitoring_lag", {"pipeline": "prometheus", "check": check})
             for check in ("heartbeat", "freshness", "scrape")

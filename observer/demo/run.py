@@ -333,7 +333,7 @@ def summary(result: DemoResult) -> str:
         if not injection.injected:
             lines.append(f"  NOT INJECTED  {fault.name}")
             lines.append(
-                f"          no {fault.trigger} between {fault.on:%H:%M} and {fault.off:%H:%M}"
+                f"          {fault.trigger} between {fault.on:%H:%M} and {fault.off:%H:%M}"
             )
             continue
         found = result.score.found.get(fault.kind, [])
