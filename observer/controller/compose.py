@@ -15,6 +15,7 @@ from zoneinfo import ZoneInfo
 
 from observer.alerting.base import AlertSource
 from observer.backends.base import SchedulerBackend
+from observer.backends.counted import CountedBackend
 from observer.backends.kubernetes import preconditions as kubernetes_preconditions
 from observer.backends.simulated import NodeSpec, Policy, SimulatedCluster, TenantSpec
 from observer.backends.slurm import preconditions as slurm_preconditions
@@ -136,6 +137,7 @@ def build_controller(
     metrics: ControllerMetrics,
 ) -> Controller:
     cfg = settings.controller
+    backend = CountedBackend(backend, metrics.scheduler_errors_total)
     tenants = {t.name: Tenant(t.name, t.queue, t.priority) for t in cfg.tenants}
     catalog = probe_catalog(cfg)
     runner = ProbeRunner(
