@@ -158,7 +158,7 @@ def _run(args: argparse.Namespace) -> int:
     config = _config_file(args)
     try:
         if args.command == "check-config":
-            load_settings(args.file)
+            _check_config(args.file)
             print(f"{args.file}: valid")
             return EXIT_OK
         if args.command == "demo":
@@ -188,6 +188,16 @@ def _run(args: argparse.Namespace) -> int:
     except ObserverError as exc:
         print(f"observer: {exc}", file=sys.stderr)
         return EXIT_FAILURE
+
+
+def _check_config(path: Path) -> None:
+    """Raise ConfigError for what the controller would refuse at start, the needs of the
+    backend it selects included (only that one: the rest may be another machine's)."""
+    from observer.controller.compose import backend_preconditions  # noqa: PLC0415 - heavy
+
+    problems = backend_preconditions(load_settings(path).controller)
+    if problems:
+        raise ConfigError(problems)
 
 
 def _config_file(args: argparse.Namespace) -> Path | None:

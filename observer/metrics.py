@@ -15,6 +15,17 @@ from prometheus_client.registry import Collector
 from observer.clock import Clock, SystemClock
 from observer.domain import DriverState, Finding, FindingKind, NodeSnapshot
 
+# The scheduler calls observer_scheduler_errors_total counts failures of (backends/counted.py)
+SCHEDULER_OPERATIONS = (
+    "snapshot",
+    "jobs",
+    "probe_jobs",
+    "finished_jobs",
+    "cancel",
+    "logs",
+    "submit",
+    "probe_isolation",
+)
 UNRELEASED_DETECTORS = frozenset({"unreleased_memory", "vanished_process", "orphan_process"})
 
 
@@ -213,6 +224,8 @@ class ControllerMetrics:
             ["operation"],
             registry=registry,
         )
+        for operation in SCHEDULER_OPERATIONS:  # at 0 from the start: a first failure is a rise
+            self.scheduler_errors_total.labels(operation)
         self.agent_errors_total = Counter(
             "observer_agent_read_errors_total",
             "Failed reads of a node agent's snapshot, by agent.",

@@ -15,7 +15,10 @@ from zoneinfo import ZoneInfo
 
 from observer.alerting.base import AlertSource
 from observer.backends.base import SchedulerBackend
+from observer.backends.counted import CountedBackend
+from observer.backends.kubernetes import preconditions as kubernetes_preconditions
 from observer.backends.simulated import NodeSpec, Policy, SimulatedCluster, TenantSpec
+from observer.backends.slurm import preconditions as slurm_preconditions
 from observer.clock import Clock
 from observer.controller.alerts import AlertPoller
 from observer.controller.detect import Detection
@@ -25,6 +28,7 @@ from observer.controller.runs import Budget, ProbeRunner, Tenant
 from observer.controller.service import Controller, PlanEntry
 from observer.controller.views import Published
 from observer.domain import STALE_AFTER_INTERVALS, NodeSnapshot, SchedulerSnapshot
+from observer.errors import ConfigError
 from observer.fleet.base import Fleet
 from observer.logs_pipeline.pod_logs import PodLogReader
 from observer.metrics import ControllerMetrics, ReportMetrics
@@ -74,7 +78,21 @@ class Composition:
     left_out: Mapping[str, str]  # task name -> why it does not run
 
 
+def backend_preconditions(cfg: ControllerSettings) -> list[str]:
+    """What the selected backend needs of this machine and is missing, one line each: checked
+    by `observer check-config` and before the controller starts."""
+    if cfg.backend == "kubernetes":
+        return kubernetes_preconditions.preconditions(cfg.kubernetes)
+    if cfg.backend == "slurm":
+        return slurm_preconditions.preconditions(cfg.slurm)
+    return []
+
+
 def build_backend(cfg: ControllerSettings, clock: Clock) -> SchedulerBackend:
+    """The selected backend; ConfigError when this machine lacks what it needs."""
+    problems = backend_preconditions(cfg)
+    if problems:
+        raise ConfigError(problems)
     if cfg.backend == "simulated":
         sim = cfg.simulation
         cluster = SimulatedCluster(
@@ -119,6 +137,7 @@ def build_controller(
     metrics: ControllerMetrics,
 ) -> Controller:
     cfg = settings.controller
+    backend = CountedBackend(backend, metrics.scheduler_errors_total)
     tenants = {t.name: Tenant(t.name, t.queue, t.priority) for t in cfg.tenants}
     catalog = probe_catalog(cfg)
     runner = ProbeRunner(

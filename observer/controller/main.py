@@ -39,6 +39,7 @@ def run_controller(
     clock = clock or SystemClock()
     registry = registry or CollectorRegistry()
     metrics = ControllerMetrics(registry)
+    backend = build_backend(cfg, clock)  # first: a machine that lacks what it needs is refused
     url = store_url(settings.storage.sqlite_path, settings.storage.url)
     upgrade(url)
     store = Store(url)
@@ -63,7 +64,7 @@ def run_controller(
     )
     composition = compose(
         settings,
-        build_backend(cfg, clock),
+        backend,
         store,
         sources,
         clock,

@@ -160,7 +160,6 @@ class ProbeRunner:
             return self._save(self._end(run, Outcome.REJECTED, "ProbeNotRunnable", str(exc)))
         except BackendError as exc:
             # No verdict either way: counted as blind time, tried again at the next launch.
-            self._metrics.scheduler_errors_total.labels("probe_isolation").inc()
             self._metrics.probe_runs_skipped_total.labels(spec.name, "backend_error").inc()
             _log.warning("isolation probe not judged", tenant=name, error=str(exc))
             return None
@@ -248,9 +247,12 @@ class ProbeRunner:
             return self._save(self._end(run, outcome, "Rejected", str(exc)))
         except BackendError as exc:
             # Whether the platform took it is unknown: follow() looks for it by run id.
-            self._metrics.scheduler_errors_total.labels("submit").inc()
             _log.warning("submission unconfirmed", run_id=run.run_id, error=str(exc))
             return self._save(replace(run, message=f"submission failed: {exc}"))
+        except Exception as exc:  # a bug or a bad host: this run fails, not the whole launch
+            _log.error("submission failed", run_id=run.run_id, error=repr(exc))
+            message = f"submit raised {type(exc).__name__}: {exc}"
+            return self._save(self._end(run, Outcome.REJECTED, "SubmissionError", message))
         return self._save(replace(run, job_id=job_id, state=RunState.PENDING))
 
     def _update(self, run: ProbeRun, status: JobStatus | None, now: datetime) -> ProbeRun:

@@ -16,7 +16,6 @@ from observer.controller.detect import Detection
 from observer.controller.runs import ProbeRunner
 from observer.controller.views import Published
 from observer.domain import Finding, NodeSnapshot, ProbeRun, SchedulerSnapshot
-from observer.errors import BackendError
 from observer.metrics import ControllerMetrics
 from observer.probes.catalog import ProbeSpec
 from observer.probes.windows import Calendar
@@ -137,12 +136,7 @@ class Controller:
         fails raises, stores nothing, and the next one covers the same time again."""
         now = self._clock.now()
         since = job_slot(self.store.jobs_listed_until() or now)
-        try:
-            listing = self.backend.finished_jobs(since, now)
-        except BackendError:
-            self._metrics.scheduler_errors_total.labels("finished_jobs").inc()
-            raise
-        slots = tally_slots(listing)
+        slots = tally_slots(self.backend.finished_jobs(since, now))
         self.store.save_job_slots(slots)
         return slots
 
