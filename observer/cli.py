@@ -158,8 +158,12 @@ def _run(args: argparse.Namespace) -> int:
     config = _config_file(args)
     try:
         if args.command == "check-config":
-            load_settings(args.file)
+            checked = load_settings(args.file)
             print(f"{args.file}: valid")
+            from observer.controller.compose import checks_off  # noqa: PLC0415
+
+            for check, why in checks_off(checked).items():
+                print(f"{check}: off: {why}")
             return EXIT_OK
         if args.command == "demo":
             return _demo(args)
