@@ -158,8 +158,12 @@ def _run(args: argparse.Namespace) -> int:
     config = _config_file(args)
     try:
         if args.command == "check-config":
-            _check_config(args.file)
+            checked = _check_config(args.file)
             print(f"{args.file}: valid")
+            from observer.controller.compose import checks_off  # noqa: PLC0415
+
+            for check, why in checks_off(checked).items():
+                print(f"{check}: off: {why}")
             return EXIT_OK
         if args.command == "demo":
             return _demo(args)
@@ -190,14 +194,16 @@ def _run(args: argparse.Namespace) -> int:
         return EXIT_FAILURE
 
 
-def _check_config(path: Path) -> None:
-    """Raise ConfigError for what the controller would refuse at start, the needs of the
-    backend it selects included (only that one: the rest may be another machine's)."""
+def _check_config(path: Path) -> Settings:
+    """The settings, or ConfigError for what the controller would refuse at start, the needs
+    of the backend it selects included (only that one: the rest may be another machine's)."""
     from observer.controller.compose import backend_preconditions  # noqa: PLC0415 - heavy
 
-    problems = backend_preconditions(load_settings(path).controller)
+    settings = load_settings(path)
+    problems = backend_preconditions(settings.controller)
     if problems:
         raise ConfigError(problems)
+    return settings
 
 
 def _config_file(args: argparse.Namespace) -> Path | None:

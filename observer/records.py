@@ -1,11 +1,12 @@
 """What the store keeps beside the domain's own types: GPU samples as the controller keeps
-them and their counts, queue samples, node changes, alerts, interventions, report deliveries
-and finished-job tallies. Pure value types, so that the report builders and the controller
-read them without loading the database layer."""
+them and their counts, queue samples, node changes, alerts, interventions, report deliveries,
+finished-job tallies and the controller's own runs. Pure value types, so that the report
+builders and the controller read them without loading the database layer."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import itertools
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
@@ -145,3 +146,48 @@ class JobSlot:
     complete: bool
     note: str
     tallies: tuple[JobTally, ...]
+
+
+class RestartCause(StrEnum):
+    STOPPED = "stopped"  # the previous run recorded a clean stop
+    KILLED = "killed_or_crashed"  # it stopped being alive without a word
+
+
+@dataclass(frozen=True, slots=True)
+class ControllerRun:
+    """One controller process: started, last recorded alive, and stopped when it stopped
+    cleanly (None: killed, crashed, or still running)."""
+
+    id: int
+    started_at: datetime
+    last_alive_at: datetime
+    host: str
+    pid: int
+    stopped_at: datetime | None = None
+
+    @property
+    def ended_at(self) -> datetime:
+        """The last instant it is known to have run."""
+        return self.stopped_at or self.last_alive_at
+
+
+@dataclass(frozen=True, slots=True)
+class ControllerRestart:
+    """The controller was not running from `down_from` to `up_at`."""
+
+    down_from: datetime
+    up_at: datetime
+    cause: RestartCause
+
+
+def controller_restarts(runs: Sequence[ControllerRun]) -> list[ControllerRestart]:
+    """The downtime between consecutive runs (in start order): a run that recorded no stop
+    ended at its last sign of life, killed or crashed."""
+    return [
+        ControllerRestart(
+            before.ended_at,
+            after.started_at,
+            RestartCause.KILLED if before.stopped_at is None else RestartCause.STOPPED,
+        )
+        for before, after in itertools.pairwise(runs)
+    ]

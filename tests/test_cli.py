@@ -217,3 +217,34 @@ def test_a_taken_port_names_the_setting_to_change(
         "choose another (0: any free one)"
     )
     assert "Traceback" not in result.stderr
+
+
+def test_check_config_says_which_checks_are_off_and_why(tmp_path: Path) -> None:
+    config = tmp_path / "observer.yaml"
+    config.write_text("controller:\n  backend: simulated\n")
+
+    done = observer(tmp_path, "check-config", str(config))
+
+    assert (done.returncode, done.stderr) == (0, "")
+    assert done.stdout.splitlines() == [
+        f"{config}: valid",
+        "monitoring: off: controller.prometheus_url is not set",
+        "alerts: off: reports.alertmanager_url is not set",
+        "freshness of agent series: off: no agents configured (controller.agent_urls, "
+        "controller.agent_dns_name)",
+    ]
+
+
+def test_check_config_lists_no_check_off_when_every_source_is_set(tmp_path: Path) -> None:
+    config = tmp_path / "observer.yaml"
+    config.write_text(
+        "controller:\n"
+        "  prometheus_url: http://prometheus:9090\n"
+        "  agent_dns_name: agents.observer.svc\n"
+        "reports:\n"
+        "  alertmanager_url: http://alertmanager:9093\n"
+    )
+
+    done = observer(tmp_path, "check-config", str(config))
+
+    assert (done.returncode, done.stdout) == (0, f"{config}: valid\n")

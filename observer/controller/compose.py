@@ -31,8 +31,8 @@ from observer.domain import STALE_AFTER_INTERVALS, NodeSnapshot, SchedulerSnapsh
 from observer.errors import ConfigError
 from observer.fleet.base import Fleet
 from observer.logs_pipeline.pod_logs import PodLogReader
-from observer.metrics import ControllerMetrics, ReportMetrics
-from observer.monitoring.base import PrometheusApi
+from observer.metrics import HEARTBEAT_METRIC, ControllerMetrics, ReportMetrics
+from observer.monitoring.base import PrometheusApi, selector
 from observer.monitoring.checker import MonitoringChecker
 from observer.probes.catalog import ProbeSpec, platform_catalog, with_overrides
 from observer.probes.windows import Calendar, Window, parse_days
@@ -45,6 +45,12 @@ from observer.storage.store import Store
 # Due daily summaries are looked for this often; each day is built once, when it is over and
 # reports.daily_build_time has passed in the platform's timezone.
 REPORT_BUILD_INTERVAL_SECONDS = 600.0
+
+# Why a check is off, in the one wording the composition and `observer check-config` share.
+NO_PROMETHEUS = "controller.prometheus_url is not set"
+NO_ALERTMANAGER = "reports.alertmanager_url is not set"
+NO_AGENTS = "no agents configured (controller.agent_urls, controller.agent_dns_name)"
+AGENT_SERIES = "observer_gpu_up"
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,6 +92,30 @@ def backend_preconditions(cfg: ControllerSettings) -> list[str]:
     if cfg.backend == "slurm":
         return slurm_preconditions.preconditions(cfg.slurm)
     return []
+
+
+def checks_off(settings: Settings) -> dict[str, str]:
+    """The checks these settings leave off, each with why."""
+    off = {}
+    if settings.controller.prometheus_url is None:
+        off["monitoring"] = NO_PROMETHEUS
+    if settings.reports.alertmanager_url is None:
+        off["alerts"] = NO_ALERTMANAGER
+    derived = settings.detectors.monitoring_lag.freshness_series is None
+    if derived and not settings.controller.agents_configured:
+        off["freshness of agent series"] = NO_AGENTS
+    return off
+
+
+def freshness_series(settings: Settings) -> tuple[str, ...]:
+    """What the freshness check watches: as set, else the controller's own heartbeat and,
+    only when agents are configured, the series they export (no agent, no such series)."""
+    cfg = settings.controller
+    watched = settings.detectors.monitoring_lag.freshness_series
+    if watched is not None:
+        return watched
+    heartbeat = selector(HEARTBEAT_METRIC, cfg.heartbeat_labels)
+    return (heartbeat, AGENT_SERIES) if cfg.agents_configured else (heartbeat,)
 
 
 def build_backend(cfg: ControllerSettings, clock: Clock) -> SchedulerBackend:
@@ -210,7 +240,9 @@ def compose(
     )
     lag = None
     if sources.prometheus is not None:
-        rules = settings.detectors.monitoring_lag
+        rules = settings.detectors.monitoring_lag.model_copy(
+            update={"freshness_series": freshness_series(settings)}
+        )
         checker = MonitoringChecker(
             sources.prometheus, clock, rules, metrics.monitoring, cfg.heartbeat_labels
         )
@@ -244,16 +276,17 @@ def compose(
             Task(f"plan-{e.probe}", e.every_seconds, partial(controller.request_launch, e), True)
             for e in controller.plan
         ),
+        Task("alive", cfg.alive_interval_seconds, controller.alive),
         Task("follow", cfg.follow_interval_seconds, controller.follow),
         Task("detect", cfg.follow_interval_seconds, controller.detect),
         Task("scheduler", cfg.snapshot_interval_seconds, controller.sample_scheduler),
         Task("fleet", cfg.observe_interval_seconds, fleet.observe),
     ]
-    left_out = {}
+    left_out: dict[str, str] = {}
     if lag is not None:
         tasks.append(Task("monitoring", cfg.monitoring_interval_seconds, lag.check))
     else:
-        left_out["monitoring"] = "no Prometheus is configured (controller.prometheus_url)"
+        left_out["monitoring"] = NO_PROMETHEUS
     tasks += [
         Task("jobs", cfg.job_listing_interval_seconds, controller.tally_jobs),
         Task("reports", REPORT_BUILD_INTERVAL_SECONDS, build_and_deliver),
@@ -261,7 +294,7 @@ def compose(
     if alerts is not None:
         tasks.append(Task("alerts", settings.reports.alert_poll_interval_seconds, alerts.poll))
     else:
-        left_out["alerts"] = "no Alertmanager is configured (reports.alertmanager_url)"
+        left_out["alerts"] = NO_ALERTMANAGER
     return Composition(controller, fleet, lag, alerts, tuple(tasks), MappingProxyType(left_out))
 
 

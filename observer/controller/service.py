@@ -4,6 +4,8 @@ the simulator call them; neither is needed to reason about them."""
 
 from __future__ import annotations
 
+import os
+import socket
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -16,11 +18,14 @@ from observer.controller.detect import Detection
 from observer.controller.runs import ProbeRunner
 from observer.controller.views import Published
 from observer.domain import Finding, NodeSnapshot, ProbeRun, SchedulerSnapshot
+from observer.logs import get_logger
 from observer.metrics import ControllerMetrics
 from observer.probes.catalog import ProbeSpec
 from observer.probes.windows import Calendar
-from observer.records import JOB_SLOT, JobSlot, JobTally, job_slot
+from observer.records import JOB_SLOT, ControllerRun, JobSlot, JobTally, job_slot
 from observer.storage.store import Store
+
+_log = get_logger("observer.controller")
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,10 +68,21 @@ class Controller:
         # Launches the plan asked for, made by the follow loop: the runner is that loop's own,
         # so a submission that hangs holds up no other loop.
         self._launches: SimpleQueue[PlanEntry] = SimpleQueue()
+        self._run: ControllerRun | None = None
 
     def start(self) -> list[ProbeRun]:
-        """Adopt or reconcile what a previous controller left on the platform, and pick up
-        the log checks it left undone."""
+        """Record this run, adopt or reconcile what a previous controller left on the
+        platform, and pick up the log checks it left undone."""
+        previous = self.store.controller_runs()[-1:]
+        self._run = self.store.start_controller_run(
+            self._clock.now(), socket.gethostname(), os.getpid()
+        )
+        for run in previous:
+            _log.info(
+                "previous controller run ended",
+                at=run.ended_at.isoformat(),
+                cause="stopped" if run.stopped_at else "killed or crashed",
+            )
         changed = self.runner.reconcile(self.catalog)
         self.detection.runs_changed(changed)
         self.detection.resume()
@@ -140,8 +156,17 @@ class Controller:
         self.store.save_job_slots(slots)
         return slots
 
+    def alive(self) -> None:
+        """Record that this run is still alive: the last record is where a kill cut it off."""
+        assert self._run is not None, "alive() before start()"
+        self.store.controller_alive(self._run.id, self._clock.now())
+
     def stop(self) -> list[ProbeRun]:
-        return self.runner.cancel_all("the controller shut down")
+        """Cancel every active probe and record this run's clean stop."""
+        cancelled = self.runner.cancel_all("the controller shut down")
+        if self._run is not None:
+            self.store.controller_stopped(self._run.id, self._clock.now())
+        return cancelled
 
 
 def tally_slots(listing: FinishedJobs) -> list[JobSlot]:

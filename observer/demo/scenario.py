@@ -73,7 +73,11 @@ def overrides(out: Path, language: str) -> dict[str, Any]:
                 "pools": ["h200-a", "h200-b"],
             },
         },
-        "detectors": {"fairness": {"persistence_k": 2, "persistence_m": 3}},
+        "detectors": {
+            "fairness": {"persistence_k": 2, "persistence_m": 3},
+            # The demo's agents run in process (no controller.agent_urls to derive it from).
+            "monitoring_lag": {"freshness_series": ["observer_gpu_up"]},
+        },
         "storage": {"url": f"sqlite:///{out.resolve() / 'observer.db'}"},
         "reports": {"output_dir": str(out.resolve() / "reports"), "language": language},
     }

@@ -134,7 +134,8 @@ class MonitoringChecker:
                 # Prometheus's own clock on both sides: no skew against the observer.
                 for s in self._api.query(f"time() - timestamp({series})")
             ]
-            for series in self._settings.freshness_series
+            # Resolved by the composition from what is configured; unresolved, none.
+            for series in self._settings.freshness_series or ()
         }
 
     def _read_flatlines(self, watches: Sequence[FlatlineWatch]) -> list[FlatlineReading]:

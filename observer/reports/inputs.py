@@ -67,7 +67,7 @@ def report_context(settings: Settings, started_at: datetime) -> ReportContext:
     return ReportContext(
         calendar=calendar_of(settings),
         sources=Sources(
-            agents=bool(cfg.agent_urls or cfg.agent_dns_name),
+            agents=cfg.agents_configured,
             prometheus=cfg.prometheus_url is not None,
             alertmanager=settings.reports.alertmanager_url is not None,
             logs=cfg.log_reader != "none",
@@ -116,6 +116,7 @@ def load_period(
         interventions=store.interventions(start, end),
         deliveries=store.deliveries(since=start, until=end),
         job_slots=store.job_slots(job_slot(start), end),
+        controller_runs=store.controller_runs(until=end),
     )
 
 

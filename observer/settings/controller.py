@@ -207,6 +207,12 @@ class ControllerSettings(Group):
     max_probe_gpus: int = Field(8, gt=0, description="Probe GPUs in use at once, all tenants.")
     max_probe_gpus_per_tenant: int = Field(4, gt=0, description="Probe GPUs at once per tenant.")
     follow_interval_seconds: float = Field(5.0, gt=0, description="How often runs are followed.")
+    alive_interval_seconds: float = Field(
+        10.0,
+        gt=0,
+        description="How often the controller records in the store that it is alive: a kill "
+        "or crash is placed to within this, and the time until the next start is blind.",
+    )
     snapshot_interval_seconds: float = Field(
         30.0, gt=0, description="How often the scheduler's state is sampled and stored."
     )
@@ -298,6 +304,11 @@ class ControllerSettings(Group):
         except (ZoneInfoNotFoundError, ValueError):
             raise ValueError(f"unknown timezone {value!r}") from None
         return value
+
+    @property
+    def agents_configured(self) -> bool:
+        """Whether any node agent is to be read (agent_urls or agent_dns_name)."""
+        return bool(self.agent_urls or self.agent_dns_name)
 
     @property
     def quotas(self) -> list[int]:

@@ -72,8 +72,11 @@ class MonitoringLagSettings(Group):
         "before its condition opens: one slow query or one failed scrape (a pod restarting) "
         "is not lag. Flat-line and busy-lag rules span their own window and open at once.",
     )
-    freshness_series: tuple[str, ...] = Field(
-        ("observer_gpu_up",), description="PromQL selectors whose newest sample must be recent."
+    freshness_series: tuple[str, ...] | None = Field(
+        None,
+        description="PromQL selectors whose newest sample must be recent; unset: derived from "
+        "what is configured, the controller's heartbeat always and the agents' observer_gpu_up "
+        "when agents are configured.",
     )
     scrape_jobs: tuple[str, ...] = Field(
         (), description="Jobs whose targets are checked; empty: every active target."

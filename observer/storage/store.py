@@ -1,5 +1,6 @@
 """The Store: findings, GPU samples, probe runs, scheduler state, alerts, interventions,
-report deliveries and job tallies in and out of SQLite or PostgreSQL, as domain types.
+report deliveries, job tallies and the controller's own runs in and out of SQLite or
+PostgreSQL, as domain types.
 
 One class made of the per-aggregate repositories as mixins over one shared engine: callers
 keep a single typed object, and no method is written twice as it would be to delegate.
@@ -11,6 +12,7 @@ from types import TracebackType
 from typing import Self
 
 from observer.storage.alerts import AlertsRepository
+from observer.storage.controller_runs import ControllerRunsRepository
 from observer.storage.database import check_schema, create_engine, display
 from observer.storage.deliveries import DeliveriesRepository
 from observer.storage.findings import FindingsRepository
@@ -30,6 +32,7 @@ class Store(
     InterventionsRepository,
     DeliveriesRepository,
     JobTalliesRepository,
+    ControllerRunsRepository,
 ):
     """Everything the observer keeps, in one database. Opening checks that the database is
     reachable and migrated to the schema this code expects."""

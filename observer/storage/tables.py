@@ -274,3 +274,15 @@ job_tallies_table = sa.Table(
     sa.Column("reason", sa.String(), primary_key=True),  # "" when the platform gave none
     sa.Column("jobs", sa.Integer(), nullable=False),
 )
+
+# One row per controller process: how long it ran and whether it stopped cleanly.
+controller_runs_table = sa.Table(
+    "controller_runs",
+    metadata,
+    sa.Column("id", sa.Integer(), primary_key=True),
+    sa.Column("started_at", UtcDateTime(), nullable=False),
+    sa.Column("last_alive_at", UtcDateTime(), nullable=False),
+    sa.Column("stopped_at", UtcDateTime(), nullable=True),  # NULL: killed, crashed or running
+    sa.Column("host", sa.String(), nullable=False),
+    sa.Column("pid", sa.Integer(), nullable=False),
+)

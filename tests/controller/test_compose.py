@@ -10,7 +10,7 @@ from pathlib import Path
 
 from observer.alerting.base import FiringAlert
 from observer.clock import ManualClock
-from observer.controller.compose import Sources
+from observer.controller.compose import Sources, checks_off, freshness_series
 from observer.fleet.local import LocalFleet
 from observer.monitoring.fake import FakePrometheus
 from observer.settings import Settings
@@ -50,6 +50,7 @@ def test_every_task_is_declared_once_in_the_order_a_step_runs_them(tmp_path: Pat
     assert [(t.name, t.planned) for t in composition.tasks] == [
         ("plan-short", True),
         ("plan-log-canary", True),
+        ("alive", False),
         ("follow", False),
         ("detect", False),
         ("scheduler", False),
@@ -104,3 +105,20 @@ def test_a_hung_submission_holds_up_no_task_but_the_follow_loop(tmp_path: Path):
 class _NoAlerts:
     def firing(self) -> list[FiringAlert]:
         return []
+
+
+def test_the_freshness_check_watches_the_agents_series_only_when_agents_are_configured():
+    alone = Settings.model_validate({"controller": {"heartbeat_labels": {"job": "observer"}}})
+    fleet = Settings.model_validate({"controller": {"agent_urls": ["http://node-001:9400"]}})
+    chosen = Settings.model_validate(
+        {
+            "controller": {"agent_dns_name": "agents.observer.svc"},
+            "detectors": {"monitoring_lag": {"freshness_series": ["up"]}},
+        }
+    )
+
+    assert freshness_series(alone) == ('observer_heartbeat_timestamp_seconds{job="observer"}',)
+    assert freshness_series(fleet) == ("observer_heartbeat_timestamp_seconds{}", "observer_gpu_up")
+    assert freshness_series(chosen) == ("up",)  # an explicit setting wins
+    assert "freshness of agent series" in checks_off(alone)
+    assert "freshness of agent series" not in checks_off(fleet)

@@ -84,6 +84,7 @@ def test_upgrade_creates_the_tables_and_running_it_again_changes_nothing(
         "interventions",
         "job_listings",
         "job_tallies",
+        "controller_runs",
     }
     with Store(db_url) as store:
         assert store.findings() == []

@@ -12,6 +12,7 @@ from observer.domain import Finding, ProbeRun, SchedulerNode
 from observer.probes.windows import Calendar
 from observer.records import (
     UTILIZATION_PERCENTS,
+    ControllerRun,
     GpuSampleCounts,
     JobSlot,
     StoredAlert,
@@ -358,7 +359,7 @@ class PeriodData:
     (recorded), `deliveries` (of earlier reports, made in it): within it; `nodes_at_start`:
     every node as it was at its start; `gpu` and `allocation`: the period's GPU samples and
     node log, reduced; `job_slots`: every tenant's finished jobs, per listed slot that
-    overlaps it."""
+    overlaps it; `controller_runs`: every run of the controller started before its end."""
 
     period: Period
     runs: Sequence[ProbeRun] = ()
@@ -372,3 +373,4 @@ class PeriodData:
     interventions: Sequence[StoredIntervention] = ()
     deliveries: Sequence[StoredDelivery] = ()
     job_slots: Sequence[JobSlot] = ()
+    controller_runs: Sequence[ControllerRun] = ()

@@ -9,7 +9,14 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from observer.domain import STALE_AFTER_INTERVALS, Finding, FindingKind, JsonValue, Severity
-from observer.records import DELIVERY_FAILED, InterventionSource, StoredDelivery, StoredIntervention
+from observer.records import (
+    DELIVERY_FAILED,
+    ControllerRestart,
+    InterventionSource,
+    StoredDelivery,
+    StoredIntervention,
+    controller_restarts,
+)
 from observer.reports.build import interventions as detected_interventions
 from observer.reports.build.data import PeriodData, ReportContext
 
@@ -22,7 +29,7 @@ BLIND_DETECTORS = {
     "log_pipeline_unreachable": "logs",
     "alertmanager_unreachable": "alerts",
 }
-BLIND_SOURCES = ("scheduler", "agents", "nvml", "prometheus", "logs", "alerts")
+BLIND_SOURCES = ("controller", "scheduler", "agents", "nvml", "prometheus", "logs", "alerts")
 SCHEDULER_GAP = "snapshot_gap"
 
 
@@ -120,7 +127,8 @@ class FindingFigures:
 
 @dataclass(frozen=True, slots=True)
 class BlindPeriod:
-    """`cause`: the condition's detector, or SCHEDULER_GAP."""
+    """`cause`: the condition's detector, SCHEDULER_GAP, or for the controller why it was
+    down (a RestartCause)."""
 
     source: str
     subject: str
@@ -147,6 +155,7 @@ class BlindFigures:
     periods: tuple[BlindPeriod, ...]
     not_set_up: tuple[str, ...]
     scheduler_gap_seconds: float
+    restarts: tuple[ControllerRestart, ...] = ()  # the controller came back up in the period
 
 
 # --- alerts ----------------------------------------------------------------------------
@@ -301,6 +310,12 @@ def blind_figures(data: PeriodData, context: ReportContext) -> BlindFigures:
         if hi > lo:
             subject = ",".join(f"{k}={v}" for k, v in sorted(finding.subject.items()))
             periods.append(BlindPeriod(source, subject, lo, hi, finding.detector))
+    # No controller ran between two of its runs: blind to everything, however short.
+    restarts = controller_restarts(data.controller_runs)
+    for down in restarts:
+        lo, hi = max(down.down_from, period.start), min(down.up_at, period.end)
+        if hi > lo:
+            periods.append(BlindPeriod("controller", "", lo, hi, down.cause.value))
     # Failed reads are not stored, their gaps are: a gap past the staleness rule is blind.
     gap = STALE_AFTER_INTERVALS * context.snapshot_interval_seconds
     periods += scheduler_gaps([s.at for s in data.queue_samples], period.start, period.end, gap)
@@ -308,6 +323,7 @@ def blind_figures(data: PeriodData, context: ReportContext) -> BlindFigures:
     sources = context.sources
     agents = sources.agents or bool(data.gpu.nodes)
     set_up = {
+        "controller": True,
         "scheduler": True,
         "agents": agents,
         "nvml": agents,
@@ -335,6 +351,7 @@ def blind_figures(data: PeriodData, context: ReportContext) -> BlindFigures:
         periods=tuple(periods),
         not_set_up=not_set_up,
         scheduler_gap_seconds=gap,
+        restarts=tuple(r for r in restarts if period.start <= r.up_at < period.end),
     )
 
 

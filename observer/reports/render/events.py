@@ -1,5 +1,6 @@
 """The daily summary's sections on what happened around the platform, as blocks: alerts,
-manual interventions, findings with their evidence, blind time and report deliveries."""
+manual interventions, findings with their evidence, blind time with the observer's own
+restarts, and report deliveries."""
 
 from __future__ import annotations
 
@@ -223,7 +224,7 @@ def blind_blocks(
                     [
                         w(f"src.{p.source}"),
                         p.subject,
-                        p.cause,
+                        w(f"restart.{p.cause}") if p.source == "controller" else p.cause,
                         w.instant(p.start),
                         w.instant(p.end),
                         w.duration(p.seconds),
@@ -232,6 +233,22 @@ def blind_blocks(
                 ],
             )
         )
+    if b.restarts:
+        blocks += [
+            Heading(3, w("sub.restarts")),
+            Table(
+                [w("col.down_from"), w("col.up_at"), w("col.duration"), w("col.cause")],
+                [
+                    [
+                        w.instant(r.down_from),
+                        w.instant(r.up_at),
+                        w.duration((r.up_at - r.down_from).total_seconds()),
+                        w(f"restart.{r.cause.value}"),
+                    ]
+                    for r in b.restarts
+                ],
+            ),
+        ]
     notes = [w("note.scheduler_gaps", limit_seconds=b.scheduler_gap_seconds)]
     if b.not_set_up:
         notes.append(
