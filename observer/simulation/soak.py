@@ -52,7 +52,6 @@ class SimulatedSoak:
         self.settings = settings
         self.clock = clock
         self.store = store
-        self.backend = backend
         self.registry = registry or CollectorRegistry()
         self.metrics = ControllerMetrics(self.registry)
         self.reports = ReportMetrics(self.registry)
