@@ -9,10 +9,10 @@ from __future__ import annotations
 from collections.abc import Collection
 from dataclasses import replace
 from datetime import datetime
-from functools import partial
 
 from observer.alerting.base import AlertSource
 from observer.clock import Clock
+from observer.controller.outbox import FindingsOutbox
 from observer.detectors.conditions import ConditionTracker, covers_all
 from observer.domain import Finding, Severity, Symptom
 from observer.errors import BackendError
@@ -43,7 +43,7 @@ class AlertPoller:
         self._store = store
         self._clock = clock
         self._metrics = metrics
-        self._findings = findings
+        self._outbox = FindingsOutbox(store, findings)
         self._ignored = frozenset(ignored)
         self._tracker = ConditionTracker()
         self._started = False
@@ -86,9 +86,7 @@ class AlertPoller:
 
     def _save(self, changed: list[Finding]) -> None:
         """Store the findings that opened or closed and count them."""
-        if changed:
-            self._store.save_findings(changed)
-            self._findings.record(changed, partial(self._store.findings, open_only=True))
+        self._outbox.put(changed)
 
 
 def _unreachable(error: str) -> Symptom:

@@ -15,6 +15,7 @@ from functools import partial
 from queue import SimpleQueue
 
 from observer.clock import Clock
+from observer.controller.outbox import FindingsOutbox
 from observer.controller.views import Published
 from observer.detectors import fairness, log_loss, probe_release, unexplained_wait, unreleased
 from observer.detectors.conditions import ConditionTracker, covers_all
@@ -48,6 +49,7 @@ CANARY_READ_MARGIN = timedelta(minutes=1)
 # likely past the log backend's retention (and a day-long outage is its own finding).
 CANARY_RESUME_LOOKBACK = timedelta(days=1)
 PIPELINE_UNREACHABLE = "log_pipeline_unreachable"
+STORE_UNREACHABLE = "store_unreachable"
 # A probe's node that no agent has reported on this long after the run's end is not judged
 # (the agent's own unreachable condition says why); the check is let go to stay bounded.
 RELEASE_CHECK_HORIZON = timedelta(hours=1)
@@ -98,6 +100,11 @@ class Detection:
     )
     _canaries: dict[str, _Canary] = field(default_factory=dict)  # by run id
     _pipeline_down: Finding | None = None  # the open log_pipeline_unreachable condition
+    _store_down: Finding | None = None  # the open store_unreachable condition
+    _outbox: FindingsOutbox = field(init=False)
+
+    def __post_init__(self) -> None:
+        self._outbox = FindingsOutbox(self.store, self.metrics.findings)
 
     def _sampled(self, snapshot: SchedulerSnapshot) -> None:
         self._latest = snapshot
@@ -129,6 +136,8 @@ class Detection:
                 run = self.store.run(finding.subject["run_id"])
                 if run is not None:
                     self._releases[run.run_id, finding.subject["node"]] = run
+            elif finding.detector == STORE_UNREACHABLE:
+                self._store_down = finding
         if self.log_reader is None:
             return
         probes = [
@@ -184,20 +193,21 @@ class Detection:
         now = self.clock.now()
         log_findings, log_checked = self._log_loss(now)
         changed = [
+            *self._store_reachable(now),
             *self._unexplained(active, now),
             *self._unreleased(nodes, now),
             *self._probe_release(nodes, now),
             *self._persistent(now),
             *log_findings,
         ]
-        if changed:
-            self.store.save_findings(changed)
-            self.metrics.findings.record(changed, partial(self.store.findings, open_only=True))
+        if self._pipeline_down is not None and log_checked:  # it names the canaries given up
+            changed_or_named = [*changed, self._pipeline_down]
+        else:
+            changed_or_named = changed
+        saved = self._outbox.put(changed_or_named)
         # Only once its findings are stored: a crash in between checks the run again after the
         # restart, and an event stored twice is one row (same key and time).
-        if log_checked:
-            if self._pipeline_down is not None:  # it names the canaries given up
-                self.store.save_findings([self._pipeline_down])
+        if log_checked and saved:
             self.store.mark_log_checked(log_checked, now)
             for run_id in log_checked:
                 del self._canaries[run_id]
@@ -408,6 +418,33 @@ class Detection:
             },
         )
         return [self._pipeline_down]
+
+    def _store_reachable(self, now: datetime) -> list[Finding]:
+        """The store's unreachable condition: open from the first operation that failed
+        (any thread's) until the next one that succeeds. Stored once the store is back."""
+        outage, down = self.store.outage, self._store_down
+        if outage is None:
+            self._store_down = None
+            return [] if down is None else [replace(down, closed_at=now)]
+        if down is not None:
+            self._store_down = replace(down, evidence={**down.evidence, "last_error": outage.error})
+            return []
+        self._store_down = Finding(
+            detector=STORE_UNREACHABLE,
+            kind=FindingKind.CONDITION,
+            subject={"store": self.store.where},
+            severity=Severity.CRITICAL,
+            summary=f"the store {self.store.where} failed, what the observer saw is kept in "
+            f"memory until it is back: {outage.error}",
+            opened_at=outage.since,
+            closed_at=None,
+            evidence={
+                "error": outage.error,
+                "last_error": outage.error,
+                "rule": "a store operation failed; closed by the next one that succeeds",
+            },
+        )
+        return [self._store_down]
 
     def _give_up(self, run_id: str) -> None:
         """Name a canary never read back in the open condition (a failed read opened it)."""

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timedelta
-from functools import partial
 
 from observer.clock import Clock
+from observer.controller.outbox import FindingsOutbox
 from observer.detectors import monitoring_lag
 from observer.detectors.conditions import ConditionTracker
 from observer.detectors.layers import job_processes
@@ -41,6 +41,7 @@ class LagWatch:
         self._checker = checker
         self._store = store
         self._metrics = metrics
+        self._outbox = FindingsOutbox(store, metrics.findings)
         self._clock = clock
         self._rules = rules
         self._nodes = nodes
@@ -67,9 +68,7 @@ class LagWatch:
             busy_probes=busy_probes(self._active(), self._catalog, snapshots, self._scheduler()),
         )
         changed = self._tracker.update(result.symptoms, result.view.now, result.covers)
-        if changed:
-            self._store.save_findings(changed)
-            self._metrics.findings.record(changed, partial(self._store.findings, open_only=True))
+        self._outbox.put(changed)
         return changed
 
 

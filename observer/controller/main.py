@@ -42,7 +42,7 @@ def run_controller(
     backend = build_backend(cfg, clock)  # first: a machine that lacks what it needs is refused
     url = store_url(settings.storage.sqlite_path, settings.storage.url)
     upgrade(url)
-    store = Store(url)
+    store = Store(url, clock)
     fleet = HttpFleet(
         cfg.agent_urls,
         cfg.agent_dns_name,
@@ -93,10 +93,14 @@ def run_controller(
             "scheduler": 3 * cfg.snapshot_interval_seconds,
         }
         blind = [name for name, age in ages.items() if age is None or age > limits[name]]
+        outage = store.outage
+        if outage is not None:  # what is seen is kept in memory, not yet stored
+            blind.append("store")
         return not blind, {
             "status": "ok" if not blind else "stale",
             "last_good_tick_age_seconds": ages,
             "blind": blind,
+            "store_error": outage.error if outage else None,
             "active_runs": len(controller.runner.active()),
         }
 

@@ -24,12 +24,13 @@ from observer.domain import (
     Subject,
     Symptom,
 )
-from observer.errors import BackendError
+from observer.errors import BackendError, StoreError
 from observer.fleet.base import Fleet
 from observer.logs import get_logger
 from observer.metrics import ControllerMetrics
 from observer.records import StoredGpuSample
 from observer.storage.store import Store
+from observer.storage.write_behind import WriteBehind
 
 _log = get_logger("observer.controller.observe")
 
@@ -64,6 +65,9 @@ class FleetObserver:
         # memory, so that a cycle over a large fleet writes and reads only what changed.
         self._open: dict[tuple[str, datetime], Finding] = {}
         self._saved: dict[tuple[str, datetime], Finding] = {}
+        self._unsaved: WriteBehind[Finding] = WriteBehind(
+            store.save_findings, lambda f: (f.key, f.opened_at)
+        )
         self._latest = latest if latest is not None else Published(MappingProxyType({}))
         self._scheduler = scheduler
         self._sample_interval = timedelta(seconds=sample_interval_seconds)
@@ -92,7 +96,7 @@ class FleetObserver:
         gone = self._no_longer_reported(snapshots, reported, now)
         new = [f for f in reported if (f.key, f.opened_at) not in known]
         updated = [f for f in reported if self._saved.get((f.key, f.opened_at)) != f]
-        self._store.save_findings([*updated, *gone, *changed])
+        self._unsaved.save([*updated, *gone, *changed])
         known.update((f.key, f.opened_at) for f in reported)
         self._saved = {(f.key, f.opened_at): f for f in reported}
         for finding in [*reported, *gone]:
@@ -100,9 +104,12 @@ class FleetObserver:
                 self._open[finding.key, finding.opened_at] = finding
             else:
                 self._open.pop((finding.key, finding.opened_at), None)
-        self._store.add_gpu_samples(
-            [s for s in _samples(snapshots, self._scheduler()) if self._sample_due(s)]
-        )
+        try:
+            self._store.add_gpu_samples(
+                [s for s in _samples(snapshots, self._scheduler()) if self._sample_due(s)]
+            )
+        except StoreError as exc:  # not kept: the store's outage is its own blind time
+            _log.warning("GPU samples not stored", error=str(exc))
         opened_or_closed = [*new, *gone, *changed]
         self._metrics.findings.record(
             opened_or_closed, partial(self._store.findings, open_only=True)

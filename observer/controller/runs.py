@@ -28,12 +28,13 @@ from observer.domain import (
     ProbeRun,
     RunState,
 )
-from observer.errors import BackendError, ProbeError
+from observer.errors import BackendError, ProbeError, StoreError
 from observer.logs import get_logger
 from observer.metrics import ControllerMetrics
 from observer.probes.catalog import DEFAULT_DEADLINE_SECONDS, ProbeSpec
 from observer.probes.outcome import judge
 from observer.storage.store import Store
+from observer.storage.write_behind import WriteBehind
 
 _log = get_logger("observer.controller.runs")
 _ANSWER_CHARS = 300  # of each platform answer kept in an isolation run's message
@@ -76,6 +77,8 @@ class ProbeRunner:
         self._last_seen: dict[str, tuple[datetime, str | None]] = {}
         # The active runs as of the last change, for any thread to read without waiting.
         self._published: tuple[ProbeRun, ...] = ()
+        # What a store outage kept from the store: written first by the next follow.
+        self._unsaved: WriteBehind[ProbeRun] = WriteBehind(store.save_runs, lambda r: r.run_id)
 
     def active(self) -> tuple[ProbeRun, ...]:
         return self._published
@@ -111,7 +114,7 @@ class ProbeRunner:
                 "cancelling a probe job no run accounts for", job_id=job.job_id, run_id=job.run_id
             )
             self._backend.cancel(job.job_id)
-        self._store.save_runs(changed)
+        self._unsaved.save(changed)
         changed += self.follow()
         self._publish_active()
         return changed
@@ -128,7 +131,9 @@ class ProbeRunner:
                     self._metrics.probe_runs_skipped_total.labels(spec.name, "budget").inc()
                     _log.info("probe skipped: over budget", probe=spec.name, tenant=name)
                     continue
-                launched.append(self._submit(spec, tenant, window))
+                run = self._submit(spec, tenant, window)
+                if run is not None:
+                    launched.append(run)
         self._publish_active()
         return launched
 
@@ -178,6 +183,7 @@ class ProbeRunner:
     def follow(self) -> list[ProbeRun]:
         """Bring every active run up to date with the platform; return those that changed."""
         if not self._active:
+            self._unsaved.save(())
             return []
         now = self._clock.now()
         changed: list[ProbeRun] = []
@@ -199,7 +205,7 @@ class ProbeRunner:
             updated = self._update(run, statuses.get(run.job_id or ""), now)
             if updated != run:
                 changed.append(updated)
-        self._store.save_runs(changed)
+        self._unsaved.save(changed)
         self._publish_active()
         return changed
 
@@ -214,11 +220,11 @@ class ProbeRunner:
                     _log.error("could not cancel a probe job", job_id=run.job_id, error=str(exc))
                     continue
             ended.append(self._end(run, Outcome.CANCELLED, "ControllerShutdown", why))
-        self._store.save_runs(ended)
+        self._unsaved.save(ended)
         self._publish_active()
         return ended
 
-    def _submit(self, spec: ProbeSpec, tenant: Tenant, window: str | None) -> ProbeRun:
+    def _submit(self, spec: ProbeSpec, tenant: Tenant, window: str | None) -> ProbeRun | None:
         now = self._clock.now()
         run = ProbeRun(
             run_id=uuid.uuid4().hex,
@@ -232,7 +238,13 @@ class ProbeRunner:
             state=RunState.SUBMITTED,
             submitted_at=now,
         )
-        self._store.save_runs([run])
+        try:
+            # Stored before it is submitted, or not submitted: see the module's docstring.
+            self._store.save_runs([run])
+        except StoreError as exc:
+            self._metrics.probe_runs_skipped_total.labels(spec.name, "store_error").inc()
+            _log.warning("probe skipped: store unreachable", probe=spec.name, error=str(exc))
+            return None
         self._active[run.run_id] = run
         self._deadlines[run.run_id] = _deadline(run, spec)
         request = JobRequest(
@@ -334,7 +346,7 @@ class ProbeRunner:
         return ended
 
     def _save(self, run: ProbeRun) -> ProbeRun:
-        self._store.save_runs([run])
+        self._unsaved.save([run])
         if run.state is not RunState.DONE:
             self._active[run.run_id] = run
         return run

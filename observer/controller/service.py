@@ -18,6 +18,7 @@ from observer.controller.detect import Detection
 from observer.controller.runs import ProbeRunner
 from observer.controller.views import Published
 from observer.domain import Finding, NodeSnapshot, ProbeRun, SchedulerSnapshot
+from observer.errors import StoreError
 from observer.logs import get_logger
 from observer.metrics import ControllerMetrics
 from observer.probes.catalog import ProbeSpec
@@ -118,8 +119,11 @@ class Controller:
 
     def sample_scheduler(self) -> SchedulerSnapshot:
         snapshot = self.backend.snapshot()
-        self.store.save_scheduler_snapshot(snapshot)
         self.scheduler.publish(snapshot)
+        try:
+            self.store.save_scheduler_snapshot(snapshot)
+        except StoreError as exc:  # not kept: the store's outage is its own blind time
+            _log.warning("scheduler snapshot not stored", error=str(exc))
         m = self._metrics
         current: set[tuple[str, str]] = set()
         for q in snapshot.queues:

@@ -56,7 +56,7 @@ class ContendedNights:
         self.clock = ManualClock(FIRST_EVENING)
         url = f"sqlite:///{folder / 'observer.db'}"
         upgrade(url)
-        self.store = Store(url)
+        self.store = Store(url, self.clock)
         self.cluster = simulated_cluster(self.settings, self.clock)
         self.soak = SimulatedSoak(self.settings, self.clock, self.store, self.cluster)
         self.controller = self.soak.controller

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import datetime
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -23,6 +25,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import DBAPIError, SQLAlchemyError, StatementError
 
+from observer.clock import Clock
 from observer.errors import SchemaError, StoreError
 
 # Writers wait this long for a lock held by another process before SQLite reports 'busy'.
@@ -137,17 +140,39 @@ def upsert(
     )
 
 
-class Repository:
-    """Base of the store's repositories: the engine they share and their error messages."""
+@dataclass(frozen=True, slots=True)
+class StoreOutage:
+    """The store has failed every operation since `since`; `error` is the latest failure."""
 
-    def __init__(self, engine: Engine, where: str) -> None:
+    since: datetime
+    error: str
+
+
+class Repository:
+    """Base of the store's repositories: the engine they share, their error messages, and
+    whether the database is failing (`outage`, replaced whole so any thread may read it)."""
+
+    def __init__(self, engine: Engine, where: str, clock: Clock) -> None:
         self._engine = engine
         self._where = where
+        self._clock = clock
+        self.outage: StoreOutage | None = None
+
+    @property
+    def where(self) -> str:
+        """The database, as messages name it (password hidden)."""
+        return self._where
 
     @contextmanager
     def _errors(self, doing: str) -> Iterator[None]:
-        with store_errors(f"{doing} in {self._where}"):
-            yield
+        try:
+            with store_errors(f"{doing} in {self._where}"):
+                yield
+        except StoreError as exc:
+            outage = self.outage
+            self.outage = StoreOutage(outage.since if outage else self._clock.now(), str(exc))
+            raise
+        self.outage = None
 
 
 def _check_sqlite_directory(url: sa.URL) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 from types import TracebackType
 from typing import Self
 
+from observer.clock import Clock, SystemClock
 from observer.storage.alerts import AlertsRepository
 from observer.storage.controller_runs import ControllerRunsRepository
 from observer.storage.database import check_schema, create_engine, display
@@ -35,11 +36,11 @@ class Store(
     ControllerRunsRepository,
 ):
     """Everything the observer keeps, in one database. Opening checks that the database is
-    reachable and migrated to the schema this code expects."""
+    reachable and migrated to the schema this code expects. `clock` times outages."""
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, clock: Clock | None = None) -> None:
         where = display(url)
-        super().__init__(create_engine(url), where)
+        super().__init__(create_engine(url), where, clock or SystemClock())
         try:
             check_schema(self._engine, where)
         except BaseException:

@@ -38,7 +38,8 @@ def postgres_url() -> Iterator[str]:
 def postgres_schema_url(postgres_url: str) -> Iterator[str]:
     """A URL whose connections see only a new, empty schema; the schema is dropped after."""
     schema = f"test_{uuid.uuid4().hex[:16]}"
-    admin = sa.create_engine(postgres_url, isolation_level="AUTOCOMMIT")
+    # pre_ping: a test may restart the server in between (the store outage).
+    admin = sa.create_engine(postgres_url, isolation_level="AUTOCOMMIT", pool_pre_ping=True)
     with admin.connect() as connection:
         connection.execute(sa.text(f'CREATE SCHEMA "{schema}"'))
     try:

@@ -28,8 +28,18 @@ BLIND_DETECTORS = {
     "prometheus_unreachable": "prometheus",
     "log_pipeline_unreachable": "logs",
     "alertmanager_unreachable": "alerts",
+    "store_unreachable": "store",
 }
-BLIND_SOURCES = ("controller", "scheduler", "agents", "nvml", "prometheus", "logs", "alerts")
+BLIND_SOURCES = (
+    "controller",
+    "store",
+    "scheduler",
+    "agents",
+    "nvml",
+    "prometheus",
+    "logs",
+    "alerts",
+)
 SCHEDULER_GAP = "snapshot_gap"
 
 
@@ -324,6 +334,7 @@ def blind_figures(data: PeriodData, context: ReportContext) -> BlindFigures:
     agents = sources.agents or bool(data.gpu.nodes)
     set_up = {
         "controller": True,
+        "store": True,
         "scheduler": True,
         "agents": agents,
         "nvml": agents,
