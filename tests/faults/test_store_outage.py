@@ -53,7 +53,7 @@ def test_a_minute_without_postgresql_loses_no_run_and_is_the_stores_blind_time(
             time.sleep(8)
             down_at = datetime.now(UTC)
             _pg(cluster, "stop")
-            seen: list[dict[str, object]] = []
+            seen: list[dict[str, Any]] = []
             try:
                 while datetime.now(UTC) < down_at + timedelta(seconds=OUTAGE_SECONDS):
                     started = time.monotonic()
