@@ -7,7 +7,7 @@ bug and keeps its ValueError/TypeError. The only importer of alembic.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from functools import cache
 from pathlib import Path
@@ -138,16 +138,22 @@ def upsert(
 
 
 class Repository:
-    """Base of the store's repositories: the engine they share and their error messages."""
+    """Base of the store's repositories: the engine they share, their error messages, and
+    who is told of each failure (the controller counts them: its store is unwritable)."""
 
-    def __init__(self, engine: Engine, where: str) -> None:
+    def __init__(self, engine: Engine, where: str, on_error: Callable[[], object]) -> None:
         self._engine = engine
         self._where = where
+        self._on_error = on_error
 
     @contextmanager
     def _errors(self, doing: str) -> Iterator[None]:
-        with store_errors(f"{doing} in {self._where}"):
-            yield
+        try:
+            with store_errors(f"{doing} in {self._where}"):
+                yield
+        except StoreError:
+            self._on_error()
+            raise
 
 
 def _check_sqlite_directory(url: sa.URL) -> None:

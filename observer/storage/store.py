@@ -8,6 +8,7 @@ keep a single typed object, and no method is written twice as it would be to del
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from types import TracebackType
 from typing import Self
 
@@ -37,9 +38,10 @@ class Store(
     """Everything the observer keeps, in one database. Opening checks that the database is
     reachable and migrated to the schema this code expects."""
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, on_error: Callable[[], object] = lambda: None) -> None:
+        """`on_error` is called on each failed database call, before its StoreError rises."""
         where = display(url)
-        super().__init__(create_engine(url), where)
+        super().__init__(create_engine(url), where, on_error)
         try:
             check_schema(self._engine, where)
         except BaseException:
