@@ -13,6 +13,8 @@ from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import Any
 
+from prometheus_client import disable_created_metrics
+
 from observer.errors import ConfigError, ObserverError, PortInUseError, SchemaError
 from observer.logs import configure_logging
 from observer.records import StoredDelivery, StoredIntervention
@@ -143,6 +145,9 @@ def _add_demo(commands: Any) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    # No _created series: prometheus_client's switch is process-wide (no registry has one of
+    # its own), so it is set once here, for every command that serves metrics.
+    disable_created_metrics()  # type: ignore[no-untyped-call]  # unannotated in the library
     args = _parser().parse_args(argv)
     try:
         code = _run(args)

@@ -5,6 +5,7 @@ three read-only routes need nothing more."""
 from __future__ import annotations
 
 import errno
+import gzip
 import json
 import threading
 from collections.abc import Callable, Iterator
@@ -12,7 +13,8 @@ from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+from prometheus_client import CollectorRegistry, PlatformCollector, ProcessCollector
+from prometheus_client.exposition import choose_encoder, gzip_accepted
 
 from observer.errors import PortInUseError
 
@@ -24,13 +26,19 @@ def serve(
     host: str, port: int, registry: CollectorRegistry, health: Health, snapshot: Snapshot
 ) -> ThreadingHTTPServer:
     """Start serving on a daemon thread; the caller shuts the returned server down. Raises
-    PortInUseError when another process holds the port."""
+    PortInUseError when another process holds the port. The served registry also gets this
+    process's own process_* and python_* metrics: it is the process that is scraped."""
 
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self) -> None:
             path = self.path.split("?", 1)[0]
             if path == "/metrics":
-                self._send(200, CONTENT_TYPE_LATEST, generate_latest(registry))
+                encode, content_type = choose_encoder(self.headers.get("Accept", ""))
+                exposition = encode(registry)
+                if gzip_accepted(self.headers.get("Accept-Encoding", "")):
+                    self._send(200, content_type, gzip.compress(exposition), encoding="gzip")
+                else:
+                    self._send(200, content_type, exposition)
             elif path == "/healthz":
                 ok, body = health()
                 self._json(200 if ok else 503, body)
@@ -46,9 +54,13 @@ def serve(
         def _json(self, status: int, body: dict[str, Any]) -> None:
             self._send(status, "application/json", json.dumps(body).encode())
 
-        def _send(self, status: int, content_type: str, body: bytes) -> None:
+        def _send(
+            self, status: int, content_type: str, body: bytes, encoding: str | None = None
+        ) -> None:
             self.send_response(status)
             self.send_header("Content-Type", content_type)
+            if encoding is not None:
+                self.send_header("Content-Encoding", encoding)
             self.send_header("Content-Length", str(len(body)))
             self.end_headers()
             self.wfile.write(body)
@@ -62,6 +74,8 @@ def serve(
         if exc.errno == errno.EADDRINUSE:
             raise PortInUseError(host, port) from None
         raise
+    ProcessCollector(registry=registry)
+    PlatformCollector(registry=registry)
     server.daemon_threads = True
     threading.Thread(target=server.serve_forever, name="http", daemon=True).start()
     return server

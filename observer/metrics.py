@@ -13,7 +13,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 from observer.clock import Clock, SystemClock
-from observer.domain import DriverState, Finding, FindingKind, NodeSnapshot
+from observer.domain import DriverState, Finding, FindingKind, NodeSnapshot, Outcome, Severity
 
 # The scheduler calls observer_scheduler_errors_total counts failures of (backends/counted.py)
 SCHEDULER_OPERATIONS = (
@@ -70,6 +70,13 @@ class FindingMetrics:
         self._open: dict[tuple[str, datetime], tuple[str, str]] | None = None
         # The controller's loops (fleet, detect, monitoring, alerts) record from their threads.
         self._lock = threading.Lock()
+
+    def expect_events(self, detectors: Iterable[str]) -> None:
+        """Export the event counters of these detectors at 0, at each severity an alert reads,
+        so that the first event is a rise that increase() sees."""
+        for detector in detectors:
+            for severity in (Severity.CRITICAL, Severity.WARNING):
+                self.total.labels(detector, severity.value)
 
     def record(
         self,
@@ -226,6 +233,11 @@ class ControllerMetrics:
         )
         for operation in SCHEDULER_OPERATIONS:  # at 0 from the start: a first failure is a rise
             self.scheduler_errors_total.labels(operation)
+        self.store_errors_total = Counter(
+            "observer_store_errors_total",
+            "Failed database calls (reads and writes) of the controller's store.",
+            registry=registry,
+        )
         self.agent_errors_total = Counter(
             "observer_agent_read_errors_total",
             "Failed reads of a node agent's snapshot, by agent.",
@@ -251,6 +263,13 @@ class ControllerMetrics:
             "Wall time of the last scheduler snapshot that succeeded.",
             registry=registry,
         )
+
+    def expect_probe_runs(self, planned: Iterable[tuple[str, str, str]]) -> None:
+        """Export the run counters of each planned (probe, tenant, window) at 0 for every
+        outcome, so that the first failure is a rise that increase() sees."""
+        for probe, tenant, window in planned:
+            for outcome in Outcome:
+                self.probe_runs_total.labels(probe, tenant, window, outcome.value)
 
 
 class MonitoringMetrics:

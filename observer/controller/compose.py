@@ -27,6 +27,7 @@ from observer.controller.observe import FleetObserver
 from observer.controller.runs import Budget, ProbeRunner, Tenant
 from observer.controller.service import Controller, PlanEntry
 from observer.controller.views import Published
+from observer.detectors import log_loss
 from observer.domain import STALE_AFTER_INTERVALS, NodeSnapshot, SchedulerSnapshot
 from observer.errors import ConfigError
 from observer.fleet.base import Fleet
@@ -186,6 +187,8 @@ def build_controller(
         PlanEntry(e.window, e.probe, e.every_seconds, tuple(e.tenants) or tuple(tenants))
         for e in cfg.plan
     ]
+    metrics.expect_probe_runs((e.probe, t, e.window) for e in plan for t in e.tenants)
+    metrics.findings.expect_events(log_loss.EVENT_DETECTORS)
     nodes: Published[Mapping[str, NodeSnapshot]] = Published(MappingProxyType({}))
     scheduler: Published[SchedulerSnapshot | None] = Published(None)
     reader = (

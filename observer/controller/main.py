@@ -42,7 +42,7 @@ def run_controller(
     backend = build_backend(cfg, clock)  # first: a machine that lacks what it needs is refused
     url = store_url(settings.storage.sqlite_path, settings.storage.url)
     upgrade(url)
-    store = Store(url, clock)
+    store = Store(url, clock, on_error=metrics.store_errors_total.inc)
     fleet = HttpFleet(
         cfg.agent_urls,
         cfg.agent_dns_name,

@@ -183,6 +183,10 @@ def analyse(
     )
 
 
+# The detectors findings() raises events for (the controller exports their counters at 0).
+EVENT_DETECTORS = ("log_loss", "log_delivery_latency")
+
+
 def findings(
     report: CanaryReport, *, tenant: str, pipeline: str, rules: LogLossSettings, at: datetime
 ) -> list[Finding]:

@@ -7,7 +7,7 @@ bug and keeps its ValueError/TypeError. The only importer of alembic.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
@@ -149,13 +149,17 @@ class StoreOutage:
 
 
 class Repository:
-    """Base of the store's repositories: the engine they share, their error messages, and
-    whether the database is failing (`outage`, replaced whole so any thread may read it)."""
+    """Base of the store's repositories: the engine they share, their error messages, whether
+    the database is failing (`outage`, replaced whole so any thread may read it), and who is
+    told of each failure (the controller counts them)."""
 
-    def __init__(self, engine: Engine, where: str, clock: Clock) -> None:
+    def __init__(
+        self, engine: Engine, where: str, clock: Clock, on_error: Callable[[], object]
+    ) -> None:
         self._engine = engine
         self._where = where
         self._clock = clock
+        self._on_error = on_error
         self.outage: StoreOutage | None = None
 
     @property
@@ -171,6 +175,7 @@ class Repository:
         except StoreError as exc:
             outage = self.outage
             self.outage = StoreOutage(outage.since if outage else self._clock.now(), str(exc))
+            self._on_error()
             raise
         self.outage = None
 

@@ -8,6 +8,7 @@ keep a single typed object, and no method is written twice as it would be to del
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from types import TracebackType
 from typing import Self
 
@@ -38,9 +39,15 @@ class Store(
     """Everything the observer keeps, in one database. Opening checks that the database is
     reachable and migrated to the schema this code expects. `clock` times outages."""
 
-    def __init__(self, url: str, clock: Clock | None = None) -> None:
+    def __init__(
+        self,
+        url: str,
+        clock: Clock | None = None,
+        on_error: Callable[[], object] = lambda: None,
+    ) -> None:
+        """`on_error` is called on each failed database call, before its StoreError rises."""
         where = display(url)
-        super().__init__(create_engine(url), where, clock or SystemClock())
+        super().__init__(create_engine(url), where, clock or SystemClock(), on_error)
         try:
             check_schema(self._engine, where)
         except BaseException:

@@ -32,8 +32,16 @@ INSTALL_HINT = "bash deploy/chart-tools/install.sh"
 PROMETHEUS_OWN = frozenset(
     {"up", "scrape_duration_seconds", "scrape_samples_scraped", "ALERTS", "ALERTS_FOR_STATE"}
 )
-# Standard exporters the dashboards may read (kube-state-metrics, where it runs).
-STANDARD_EXPORTERS = frozenset({"kube_pod_container_status_restarts_total"})
+# Standard exporters the dashboards and alerts may read (kube-state-metrics, where it runs).
+STANDARD_EXPORTERS = frozenset(
+    {
+        "kube_pod_container_status_restarts_total",
+        # the alerts' planned maintenance: cordoned nodes, driver pods not ready
+        "kube_node_spec_unschedulable",
+        "kube_pod_info",
+        "kube_pod_status_ready",
+    }
+)
 # Grafana's variables as the live test gives them: "All" is `.*`.
 GRAFANA_VARIABLES = {
     "$__rate_interval": "1m",

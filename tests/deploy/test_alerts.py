@@ -1,5 +1,6 @@
 """The PrometheusRule's alerts: valid for promtool, each with its severity and runbook, each
-unit-tested firing and not firing (alerts_test.yaml), and reading only exported metrics."""
+unit-tested firing and not firing against the chart's render with paging off
+(alerts_test.yaml) and on (alerts_paging_test.yaml), and reading only exported metrics."""
 
 from __future__ import annotations
 
@@ -24,7 +25,17 @@ from tests.deploy.chart import (
 )
 
 UNIT_TESTS = Path(__file__).with_name("alerts_test.yaml")
+PAGING_UNIT_TESTS = Path(__file__).with_name("alerts_paging_test.yaml")
 SEVERITIES = {"critical", "warning", "info"}
+# What Prometheus expands a finding alert's severity label to: the finding's own.
+FINDING_SEVERITY = "{{ $labels.severity }}"
+
+
+def rendered(paging: bool) -> list[dict[str, Any]]:
+    return render(
+        tool("helm"),
+        sets={"prometheusRule.enabled": "true", "prometheusRule.paging": str(paging).lower()},
+    )
 
 
 @pytest.fixture(scope="module")
@@ -33,33 +44,74 @@ def rule_objects() -> list[dict[str, Any]]:
 
 
 @pytest.fixture(scope="module")
+def paging_rule_objects() -> list[dict[str, Any]]:
+    return rendered(paging=True)
+
+
+@pytest.fixture(scope="module")
 def promtool() -> Path:
     return tool("promtool")
 
 
-def test_rendered_rules_pass_promtool_check(rule_objects, promtool: Path, tmp_path: Path):
+@pytest.mark.parametrize("paging", [False, True])
+def test_rendered_rules_pass_promtool_check(paging: bool, promtool: Path, tmp_path: Path):
     rules = tmp_path / "rules.yaml"
-    rules.write_text(yaml.safe_dump({"groups": rule_groups(rule_objects)}, sort_keys=False))
+    rules.write_text(yaml.safe_dump({"groups": rule_groups(rendered(paging))}, sort_keys=False))
     result = run(promtool, "check", "rules", rules)
     assert "SUCCESS" in result.stdout + result.stderr
 
 
-def test_rule_source_file_passes_promtool_check(promtool: Path):
-    run(promtool, "check", "rules", CHART / "files" / "alerts.yaml")
-
-
-def test_alerts_fire_and_stay_quiet_as_specified(rule_objects, promtool: Path, tmp_path: Path):
-    groups = copy.deepcopy(rule_groups(rule_objects))
+@pytest.mark.parametrize(
+    ("paging", "unit_tests", "rule_file"),
+    [(False, UNIT_TESTS, "rules.yaml"), (True, PAGING_UNIT_TESTS, "rules-paging.yaml")],
+)
+def test_alerts_fire_and_stay_quiet_as_specified(
+    paging: bool, unit_tests: Path, rule_file: str, promtool: Path, tmp_path: Path
+):
+    groups = copy.deepcopy(rule_groups(rendered(paging)))
     for group in groups:
         for rule in group["rules"]:
             rule["annotations"] = {
                 k: v for k, v in rule["annotations"].items() if k not in ("runbook", "runbook_url")
             }
-    (tmp_path / "rules.yaml").write_text(yaml.safe_dump({"groups": groups}, sort_keys=False))
-    shutil.copy(UNIT_TESTS, tmp_path / UNIT_TESTS.name)
-    result = run(promtool, "test", "rules", tmp_path / UNIT_TESTS.name, check=False)
+    (tmp_path / rule_file).write_text(yaml.safe_dump({"groups": groups}, sort_keys=False))
+    shutil.copy(unit_tests, tmp_path / unit_tests.name)
+    result = run(promtool, "test", "rules", tmp_path / unit_tests.name, check=False)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "SUCCESS" in result.stdout + result.stderr
+
+
+def test_every_alert_has_a_for_duration(rule_objects):
+    assert [a["alert"] for a in alerts(rule_objects) if not a.get("for")] == []
+
+
+def test_without_paging_only_the_observers_own_health_can_page(rule_objects):
+    # The finding alerts' templated severity is capped too: the promtool cases show it.
+    critical = {
+        (group["name"], rule["alert"])
+        for group in rule_groups(rule_objects)
+        for rule in group["rules"]
+        if rule["labels"]["severity"] == "critical"
+    }
+    assert {group for group, _ in critical} == {"observer.health"}
+    assert {"ObserverControllerDown", "ObserverAgentBlind", "ObserverStoreFailing"} <= {
+        name for _, name in critical
+    }
+
+
+def test_with_paging_finding_alerts_carry_the_findings_severity(paging_rule_objects):
+    by_name = {a["alert"]: a for a in alerts(paging_rule_objects)}
+    for name in (
+        "ObserverCriticalFindingOpen",
+        "ObserverWarningFindingOpen",
+        "ObserverPersistentUnfairness",
+        "ObserverUnexplainedWait",
+        "ObserverLogLoss",
+        "ObserverMonitoringLag",
+    ):
+        assert by_name[name]["labels"]["severity"] == FINDING_SEVERITY, name
+        assert "severity" in by_name[name]["expr"], name
+    assert by_name["ObserverGpuLost"]["labels"]["severity"] == "critical"
 
 
 def test_every_alert_is_unit_tested_both_ways(rule_objects):
@@ -79,7 +131,8 @@ def test_every_alert_has_a_severity_summary_and_runbook(rule_objects):
     assert len(names) == len(set(names))
     for alert in alerts(rule_objects):
         assert alert["alert"].startswith("Observer"), alert["alert"]
-        assert alert["labels"]["severity"] in SEVERITIES, alert["alert"]
+        severity = alert["labels"]["severity"]
+        assert severity in SEVERITIES or "$labels.severity" in severity, alert["alert"]
         for key in ("summary", "description", "runbook"):
             assert alert["annotations"].get(key, "").strip(), (alert["alert"], key)
     # the issue's list: a finding by severity, unfairness, log loss, lag, down or blind,
@@ -95,6 +148,7 @@ def test_every_alert_has_a_severity_summary_and_runbook(rule_objects):
         "ObserverAgentBlind",
         "ObserverControllerBlind",
         "ObserverProbesFailing",
+        "ObserverStoreFailing",
     ):
         assert required in names, required
 
@@ -113,6 +167,19 @@ def test_alerts_read_only_exported_metrics(rule_objects):
         if not is_known_metric(name)
     }
     assert not unknown, f"not in `observer metrics list`: {sorted(unknown)}"
+
+
+def test_maintenance_and_fraction_follow_the_values(tmp_path: Path):
+    values = tmp_path / "values.yaml"
+    values.write_text(
+        "prometheusRule:\n  enabled: true\n  blindNodeFraction: 0.5\n"
+        "  driverPods: {namespace: nvidia, pod: driver-.*}\n"
+    )
+    objects = render(tool("helm"), values)
+    blind = next(a for a in alerts(objects) if a["alert"] == "ObserverAgentBlind")
+    assert blind["expr"].rstrip().endswith("> 0.5")
+    assert 'namespace="nvidia", pod=~"driver-.*"' in blind["expr"]
+    assert "__" not in yaml.safe_dump(rule_groups(objects)).replace("__name__", "")
 
 
 def test_disabled_alerts_are_left_out():
