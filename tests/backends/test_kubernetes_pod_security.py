@@ -5,6 +5,7 @@ and probes that run to success in such a namespace."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -12,6 +13,8 @@ from kubernetes import client
 
 from observer.backends.kubernetes.manifests import job_manifest, job_name
 from observer.domain import Behaviour, JobPhase, JobRequest, Workload
+from observer.errors import ConfigError
+from observer.settings import load_settings
 from observer.settings.controller import KubernetesSettings
 from tests.backends.k8s_harness import KubernetesHarness
 from tests.backends.pod_security import ENFORCE_LABEL, restricted_refusal
@@ -175,22 +178,24 @@ def test_without_placement_settings_the_pod_leaves_placement_to_the_cluster() ->
     assert {"tolerations", "nodeSelector", "priorityClassName", "imagePullSecrets"}.isdisjoint(spec)
 
 
-@pytest.mark.parametrize(
-    ("toleration", "problem"),
-    [
-        ({"key": "a", "operator": "Exists", "value": "x"}, "must be empty when operator is Exists"),
-        ({"operator": "Equal", "value": "x"}, "must be Exists when key is unset"),
-        (
-            {"key": "a", "effect": "NoSchedule", "toleration_seconds": 5},
-            "only with effect NoExecute",
-        ),
-    ],
-)
-def test_tolerations_the_api_would_refuse_are_refused_at_load(
-    toleration: dict[str, Any], problem: str
-) -> None:
-    with pytest.raises(ValueError, match=problem):
-        KubernetesSettings.model_validate({"tolerations": [toleration]})
+def test_tolerations_the_api_would_refuse_are_refused_at_load(tmp_path: Path) -> None:
+    config = tmp_path / "observer.yaml"
+    config.write_text(
+        "controller:\n  kubernetes:\n    tolerations:\n"
+        "      - {key: a, operator: Exists, value: x}\n"
+        "      - {operator: Equal, value: x}\n"
+        "      - {key: a, effect: NoSchedule, toleration_seconds: 5}\n"
+    )
+
+    with pytest.raises(ConfigError) as caught:
+        load_settings(config)
+
+    where = "controller.kubernetes.tolerations"
+    assert caught.value.problems == [
+        f"{where}.0.value: must be empty when operator is Exists",
+        f"{where}.1.operator: must be Exists when key is unset",
+        f"{where}.2.toleration_seconds: is allowed only with effect NoExecute",
+    ]
 
 
 # --- end to end in a namespace that enforces `restricted` --------------------------------------
