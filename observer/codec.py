@@ -78,6 +78,9 @@ def snapshot_to_json(snap: NodeSnapshot) -> dict[str, Any]:
                 "pid": p.pid,
                 "used_memory_bytes": p.used_memory_bytes,
                 "exists": p.exists,
+                "executable": p.executable,
+                "uid": p.uid,
+                "user": p.user,
                 "command": p.command,
                 "owner": {
                     "kind": p.owner.kind.value,
@@ -319,6 +322,9 @@ def _process(process: _Fields) -> AttributedProcess:
         owner_state=OwnerState(
             process.enum("owner_phase", OwnerPhase), process.optional_time("owner_ended_at")
         ),
+        executable=process.optional_string("executable"),
+        uid=process.optional_integer("uid"),
+        user=process.optional_string("user"),
     )
 
 

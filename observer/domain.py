@@ -136,9 +136,12 @@ class AttributedProcess:
     pid: int
     used_memory_bytes: int | None
     exists: bool
-    command: str | None
+    command: str | None  # the full command line: only with agent.expose_command_lines
     owner: Owner
     owner_state: OwnerState
+    executable: str | None = None  # the program's file name, never its arguments
+    uid: int | None = None  # the real uid it runs as
+    user: str | None = None  # that uid's name, where the node can tell
 
 
 class Severity(StrEnum):

@@ -1,7 +1,9 @@
 """Joins each process NVML lists with its host process and its owner's state.
 
 /proc is read once per process (cached while NVML keeps listing the pid) and checked for
-liveness every tick; the owner's state is asked every tick, since that is what changes."""
+liveness every tick; the owner's state is asked every tick, since that is what changes.
+A process's command line goes no further unless asked for: argv often carries tokens, and
+the snapshot is readable by whoever reaches the agent."""
 
 from __future__ import annotations
 
@@ -12,9 +14,12 @@ from observer.ownership.base import OwnerDirectory, ProcessInfo, ProcessTable
 
 
 class Attributor:
-    def __init__(self, processes: ProcessTable, owners: OwnerDirectory) -> None:
+    def __init__(
+        self, processes: ProcessTable, owners: OwnerDirectory, command_lines: bool = False
+    ) -> None:
         self._processes = processes
         self._owners = owners
+        self._command_lines = command_lines
         self._known: dict[int, ProcessInfo] = {}
 
     def attribute(self, gpus: Sequence[GpuReading]) -> tuple[AttributedProcess, ...]:
@@ -37,9 +42,12 @@ class Attributor:
                         pid=proc.pid,
                         used_memory_bytes=proc.used_memory_bytes,
                         exists=info is not None,
-                        command=info.command if info else None,
+                        command=info.command if info and self._command_lines else None,
                         owner=owner,
                         owner_state=states[owner],
+                        executable=info.executable if info else None,
+                        uid=info.uid if info else None,
+                        user=info.user if info else None,
                     )
                 )
         for pid in self._known.keys() - listed:

@@ -48,14 +48,14 @@ def build_agent(settings: Settings, clock: Clock, registry: CollectorRegistry) -
         from observer.gpu.nvml import NvmlGpuBackend  # noqa: PLC0415 - only nodes with NVML
 
         backend = NvmlGpuBackend(clock, cfg.nvml_library_path)
-        processes = ProcFs(cfg.proc_root)
+        processes = ProcFs(cfg.proc_root, cfg.passwd_file)
         # No scheduler is asked yet: an owner's state stays unknown, never guessed as ended.
         owners = UnknownOwners()
     metrics = AgentMetrics(registry)
     agent = NodeAgent(
         node=cfg.node_name,
         sampler=Sampler(backend, clock, metrics, cfg.counters_interval_seconds),
-        attributor=Attributor(processes, owners),
+        attributor=Attributor(processes, owners, cfg.expose_command_lines),
         rules=settings.detectors.node,
         clock=clock,
         metrics=metrics,

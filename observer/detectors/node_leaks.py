@@ -135,6 +135,9 @@ def _process_symptoms(
         "gpu_index": proc.gpu_index,
         "gpu_uuid": proc.gpu_uuid,
         "pid": proc.pid,
+        "executable": proc.executable,
+        "uid": proc.uid,
+        "user": proc.user,
         "command": proc.command,
         "used_memory_bytes": proc.used_memory_bytes,
         "owner": proc.owner.label,
@@ -161,7 +164,7 @@ def _process_symptoms(
             detector="orphan_process",
             subject=subject,
             severity=Severity.WARNING,
-            summary=f"pid {proc.pid} ({proc.command or 'unknown command'}) uses GPU "
+            summary=f"pid {proc.pid} ({_program(proc)}) uses GPU "
             f"{proc.gpu_index} ({held}) and belongs to no pod or job",
             rule=f"no pod or Slurm job in the process's cgroup or environment, for "
             f"{rules.grace_seconds:g} s",
@@ -208,3 +211,11 @@ def _gib(n: int | None) -> str:
     if n is None:
         return "unknown memory"
     return f"{n / 2**30:.1f} GiB" if n >= 2**30 else f"{n / 2**20:.0f} MiB"
+
+
+def _program(proc: AttributedProcess) -> str:
+    """What a person needs to find the process: its program and who runs it."""
+    program = proc.command or proc.executable or "unknown program"
+    if proc.user is not None:
+        return f"{program}, user {proc.user}"
+    return program if proc.uid is None else f"{program}, uid {proc.uid}"

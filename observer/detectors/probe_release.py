@@ -168,6 +168,9 @@ def _gpu_evidence(gpu: GpuReading, agent: NodeSnapshot) -> dict[str, JsonValue]:
         "processes": [
             {
                 "pid": p.pid,
+                "executable": p.executable,
+                "uid": p.uid,
+                "user": p.user,
                 "command": p.command,
                 "owner": p.owner.label,
                 "used_memory_bytes": p.used_memory_bytes,

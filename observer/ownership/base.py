@@ -14,6 +14,9 @@ class ProcessInfo:
     start_ticks: int | None  # /proc/<pid>/stat starttime: tells a reused pid apart
     command: str | None
     owner: Owner
+    executable: str | None = None
+    uid: int | None = None
+    user: str | None = None
 
 
 class ProcessTable(Protocol):

@@ -13,7 +13,8 @@ class FakeHost:
         self.owners: dict[Owner, OwnerState] = {}
 
     def spawn(self, pid: int, owner: Owner = NO_OWNER, command: str = "python train.py") -> None:
-        self.processes[pid] = ProcessInfo(pid, start_ticks=pid, command=command, owner=owner)
+        executable = command.split(maxsplit=1)[0].rpartition("/")[2]
+        self.processes[pid] = ProcessInfo(pid, pid, command, owner, executable)
 
     def kill(self, pid: int) -> None:
         self.processes.pop(pid, None)

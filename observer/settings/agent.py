@@ -31,6 +31,17 @@ class AgentSettings(Group):
     )
     replay_loop: bool = Field(True, description="Start the trace over when it ends.")
     proc_root: Path = Field(Path("/proc"), description="Host /proc (hostPID) for attribution.")
+    expose_command_lines: bool = Field(
+        False,
+        description="Put each GPU process's full command line in /v1/snapshot and in the "
+        "findings. Off: only its executable name, uid and user; command lines often carry "
+        "tokens, and every tenant's are visible to whoever reaches the agent.",
+    )
+    passwd_file: Path | None = Field(
+        None,
+        description="A passwd file of the host's users (e.g. the host's /etc/passwd mounted "
+        "read-only) naming the uids of GPU processes; unset: uids only.",
+    )
     interval_seconds: float = Field(1.0, gt=0, description="Lean sampling cadence.")
     counters_interval_seconds: float = Field(
         60.0,

@@ -80,6 +80,34 @@ class SimulationSettings(Group):
     )
 
 
+class TolerationSettings(Group):
+    """One toleration of the probe pods, as in a pod spec (snake_case names)."""
+
+    key: str | None = Field(None, description="Taint key; unset with operator Exists: any taint.")
+    operator: Literal["Exists", "Equal"] = "Equal"
+    value: str | None = Field(None, description="Taint value, with operator Equal.")
+    effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] | None = Field(
+        None, description="Taint effect tolerated; unset: every effect."
+    )
+    toleration_seconds: int | None = Field(
+        None, ge=0, description="With effect NoExecute: how long the pod stays once tainted."
+    )
+
+    @model_validator(mode="after")
+    def _as_the_api_validates(self) -> TolerationSettings:
+        # The API server refuses these; found at load, not as a failed probe at 3 am.
+        problems = []
+        if self.operator == "Exists" and self.value:
+            problems.append(("value", "must be empty when operator is Exists"))
+        if self.key is None and self.operator != "Exists":
+            problems.append(("operator", "must be Exists when key is unset"))
+        if self.toleration_seconds is not None and self.effect != "NoExecute":
+            problems.append(("toleration_seconds", "is allowed only with effect NoExecute"))
+        if problems:
+            raise FieldProblems(problems)
+        return self
+
+
 class KubernetesSettings(Group):
     """The Kubernetes scheduler backend (controller.backend: kubernetes)."""
 
@@ -104,7 +132,8 @@ class KubernetesSettings(Group):
     gpu_busy_command: tuple[str, ...] | None = Field(
         None,
         description="Command of gpu_busy probes (e.g. a GPU burner reading "
-        "$OBSERVER_DURATION_SECONDS); a CPU busy loop if unset.",
+        "$OBSERVER_DURATION_SECONDS); a CPU busy loop if unset. It runs as `run_as_user` on a "
+        "read-only root filesystem with a writable /tmp.",
     )
     oom_memory_limit: str = Field("64Mi", description="Memory limit the oom probe runs past.")
     ttl_seconds_after_finished: int = Field(
@@ -123,6 +152,24 @@ class KubernetesSettings(Group):
         "The server is the one of `host`/kubeconfig/in-cluster; the observer's own client "
         "certificate or token is never sent with it. The token must be able to list pods in "
         "its own namespace, which the probe checks first.",
+    )
+    # The probe pods pass Pod Security `restricted`: non-root, no capability, RuntimeDefault
+    # seccomp, no privilege escalation, read-only root filesystem, no API token.
+    run_as_user: int = Field(
+        65532, ge=1, description="Uid the probe containers run as (never root)."
+    )
+    run_as_group: int = Field(65532, ge=1, description="Gid the probe containers run as.")
+    tolerations: tuple[TolerationSettings, ...] = Field(
+        (), description="Tolerations of every probe pod, e.g. of the GPU nodes' taints."
+    )
+    node_selector: dict[str, str] = Field(
+        default_factory=dict, description="Node labels every probe pod requires."
+    )
+    priority_class_name: str | None = Field(
+        None, description="PriorityClass of probe pods whose tenant sets no `priority`."
+    )
+    image_pull_secrets: tuple[str, ...] = Field(
+        (), description="Secrets, in each tenant namespace, to pull the probe images with."
     )
 
 

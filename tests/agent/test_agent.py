@@ -141,7 +141,8 @@ def test_memory_held_after_the_owner_ended_opens_once_and_closes_when_freed():
     assert opened[1].opened_at == ended + timedelta(seconds=5)
     assert opened[1].closed_at == freed
     assert opened[1].evidence["owner"] == f"pod/{POD.id}"
-    assert opened[1].evidence["command"] == "python train.py"
+    # the program, not its command line, unless the agent is told to expose it
+    assert (opened[1].evidence["executable"], opened[1].evidence["command"]) == ("python", None)
     assert (
         node.metric("observer_findings_open", detector="unreleased_memory", severity="critical")
         == 0

@@ -14,6 +14,10 @@ The API server authenticates bearer tokens as real ones do: a request without on
 cluster's administrator (the harness's controllers and the backend under test), each tenant has
 a ServiceAccount token (`tenant_token_files`) that RBAC confines to its own namespace, with
 Kubernetes' own 401 and 403 words. `grant_cross_namespace()` is a RoleBinding too many.
+
+One tenant namespace (`restricted`, the second tenant unless told) is labelled
+`pod-security.kubernetes.io/enforce: restricted`, and the API server admits a pod there only
+if it passes that profile (`pod_security.py`), as shared GPU clusters commonly require.
 """
 
 from __future__ import annotations
@@ -49,6 +53,7 @@ from observer.backends.kubernetes.manifests import (
 from observer.clock import ManualClock
 from observer.domain import Behaviour
 from observer.settings.controller import KubernetesSettings
+from tests.backends.pod_security import ENFORCE_LABEL, RESTRICTED, restricted_refusal
 
 GPU = "nvidia.com/gpu"
 POOL_LABEL = "nvidia.com/gpu.product"
@@ -72,6 +77,9 @@ _VERBS = {
     kmock.action.DELETE: "delete",
 }
 EPOCH = "1970-01-01T00:00:00Z"  # what a container that never started reports as its start
+# What a tenant's own pod sets to be admitted where `restricted` is enforced.
+RESTRICTED_POD = {"runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}}
+RESTRICTED_CONTAINER = {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
 
 
 def timestamp(moment: datetime) -> str:
@@ -96,12 +104,15 @@ def _pod_gpus(spec: dict[str, Any]) -> int:
 
 class _ApiServer(kmock.KubernetesEmulator):
     """kmock's emulator, plus what a real API server does by itself: uid, creationTimestamp
-    and namespace on create, and ResourceQuota admission (403 "exceeded quota")."""
+    and namespace on create, ResourceQuota admission (403 "exceeded quota") and Pod Security
+    admission (403 "violates PodSecurity")."""
 
     def __init__(self, clock: ManualClock) -> None:
         super().__init__()
         self.clock = clock
         self.quotas: dict[str, Quota] = {}
+        # namespace -> its labels (kmock cannot hold Namespace objects)
+        self.namespace_labels: dict[str, dict[str, str]] = {}
         # bearer token -> the tenant namespace it belongs to; None: an administrator's token
         self.tokens: dict[str, str | None] = {}
         # (user's namespace, other namespace) -> resources RBAC lets it read there
@@ -161,6 +172,7 @@ class _ApiServer(kmock.KubernetesEmulator):
         )
 
     def _admit(self, request: kmock.Request) -> None:
+        self._admit_pod_security(request)
         quota = self.quotas.get(request.namespace or "")
         if quota is None or request.resource is None:
             return
@@ -183,6 +195,17 @@ class _ApiServer(kmock.KubernetesEmulator):
             wanted = _pod_gpus(request.data.get("spec", {}))
             resource = f"requests.{GPU}"
             self._check(quota, f'pods "{name}"', resource, wanted, used, quota.gpus)
+
+    def _admit_pod_security(self, request: kmock.Request) -> None:
+        labels = self.namespace_labels.get(request.namespace or "", {})
+        if request.resource is None or request.resource.plural != "pods":
+            return
+        if labels.get(ENFORCE_LABEL) != RESTRICTED:
+            return
+        name = request.data.get("metadata", {}).get("name", "")
+        refusal = restricted_refusal(name, request.data.get("spec", {}))
+        if refusal is not None:
+            raise kmock.KubernetesError(status=403, reason="Forbidden", message=refusal)
 
     @staticmethod
     def _check(quota: Quota, what: str, resource: str, wanted: int, used: int, hard: int) -> None:
@@ -209,8 +232,10 @@ class KubernetesHarness:
         gpus_per_node: int = 4,
         tick_seconds: float = 1.0,
         overrides: dict[str, Any] | None = None,
+        restricted: str | None = None,
     ) -> None:
         self.tenants = tenants
+        self.restricted = restricted or tenants[1]
         self.queue = queue
         self.nodes = nodes
         self.gpus_per_node = gpus_per_node
@@ -218,6 +243,10 @@ class KubernetesHarness:
         self.node_names = tuple(f"gpu-node-{i}" for i in range(nodes))
         self.clock = ManualClock(datetime.now(UTC).replace(microsecond=0))
         self.server = _ApiServer(self.clock)
+        self.server.namespace_labels = {
+            tenant: {ENFORCE_LABEL: RESTRICTED} if tenant == self.restricted else {}
+            for tenant in tenants
+        }
         self.hung_nodes: set[str] = set()  # kubelets that never finish stopping a pod
         self._overrides = overrides or {}  # KubernetesSettings fields
         self._logs: dict[tuple[str, str], list[str]] = {}
@@ -396,7 +425,9 @@ class KubernetesHarness:
             metadata["finalizers"] = [KUBELET_FINALIZER]
         container = {"name": "main", "image": self.settings.image, "command": ["sleep", "inf"]}
         container["resources"] = {"limits": {GPU: str(gpus)}}
+        container["securityContext"] = RESTRICTED_CONTAINER
         spec: dict[str, Any] = {"containers": [container], "restartPolicy": "Never"}
+        spec["securityContext"] = RESTRICTED_POD
         if node is not None:
             spec["nodeName"] = node
         body = {"metadata": metadata, "spec": spec, "status": {"phase": "Pending"}}

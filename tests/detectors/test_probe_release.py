@@ -65,6 +65,9 @@ def process(
         command=command,
         owner=owner,
         owner_state=OwnerState(OwnerPhase.UNKNOWN),
+        executable="python",
+        uid=1000,
+        user="alice",
     )
 
 
@@ -207,6 +210,9 @@ def test_a_process_of_the_ended_job_still_on_its_gpu_is_a_finding_with_its_evide
     assert gpu["processes"] == [
         {
             "pid": 4242,
+            "executable": "python",
+            "uid": 1000,
+            "user": "alice",
             "command": "python train.py --probe",
             "owner": f"job/{JOB}",
             "used_memory_bytes": 20 * GIB,

@@ -1,5 +1,6 @@
 """ProcFs reads the host's /proc: a pid's start time (which tells a reused pid apart), its
-command line and its owner (cgroup first, then SLURM_JOB_ID in its environ). These tests
+command line, its executable, its uid and user name, and its owner (cgroup first, then
+SLURM_JOB_ID in its environ). These tests
 build a fake /proc tree on disk and read it the way the agent reads the real one."""
 
 from __future__ import annotations
@@ -62,10 +63,22 @@ def write_process(
     cmdline: list[str] | None = None,
     cgroup: str = SESSION_CGROUP,
     environ: dict[str, str] | None = None,
+    uid: int = 1000,
+    exe: str | None = None,
 ) -> Path:
+    """A process as /proc shows it; `exe` None: its exe link cannot be read, as for a process
+    of another user without ptrace rights over it."""
     base = root / str(pid)
     base.mkdir(parents=True, exist_ok=True)
     (base / "stat").write_text(stat_line(pid, comm, starttime))
+    (base / "comm").write_text(comm[:15] + "\n")
+    (base / "status").write_text(
+        f"Name:\t{comm[:15]}\nUmask:\t0022\nState:\tS (sleeping)\nTgid:\t{pid}\n"
+        f"Pid:\t{pid}\nPPid:\t1\nUid:\t{uid}\t{uid + 1}\t{uid + 1}\t{uid + 1}\n"
+        f"Gid:\t{uid}\t{uid}\t{uid}\t{uid}\n"
+    )
+    if exe is not None:
+        (base / "exe").symlink_to(exe)
     argv = ["python3", "train.py"] if cmdline is None else cmdline
     (base / "cmdline").write_bytes(b"".join(a.encode() + b"\x00" for a in argv))
     (base / "cgroup").write_text(cgroup)
@@ -98,7 +111,70 @@ def test_a_pod_process_is_described_by_its_start_time_command_and_pod(proc: Path
         start_ticks=987_654,
         command="python3 -m torch.distributed.run --nproc-per-node=8 train.py",
         owner=Owner(OwnerKind.POD, POD_UID, CONTAINER_ID),
+        executable="python3",
+        uid=1000,
+        user=None,
     )
+
+
+def test_the_executable_is_the_programs_file_name_from_its_exe_link(proc: Path) -> None:
+    write_process(proc, 10, cmdline=["python3", "train.py"], exe="/usr/bin/python3.11")
+    write_process(proc, 11, cmdline=["./a.out"], exe="/scratch/build/gpu_burn (deleted)")
+
+    infos = [ProcFs(proc).inspect(pid) for pid in (10, 11)]
+
+    assert [info.executable if info else None for info in infos] == ["python3.11", "gpu_burn"]
+
+
+@pytest.mark.parametrize(
+    ("cmdline", "comm", "executable"),
+    [
+        (["/opt/conda/bin/torchrun", "--nproc-per-node=8", "train.py"], "torchrun", "torchrun"),
+        # a title rewritten by setproctitle is no program name, and may hold arguments
+        (["ray::Trainer.train --token=s3cr3t"], "ray::Trainer", "ray::Trainer"),
+        ([], "kworker/0:1", "kworker/0:1"),
+    ],
+)
+def test_without_the_exe_link_the_executable_is_argv0_or_else_comm(
+    proc: Path, cmdline: list[str], comm: str, executable: str
+) -> None:
+    write_process(proc, 12, cmdline=cmdline, comm=comm)
+
+    info = ProcFs(proc).inspect(12)
+
+    assert info is not None and info.executable == executable
+
+
+def test_the_uid_is_the_real_one_and_named_from_the_hosts_passwd_file(
+    proc: Path, tmp_path: Path
+) -> None:
+    passwd = tmp_path / "passwd"
+    passwd.write_text(
+        "root:x:0:0:root:/root:/bin/bash\n"
+        "alice:x:1000:1000:Alice:/home/alice:/bin/bash\n"
+        "bob:x:1001:1001::/home/bob:/bin/sh\n"
+    )
+    write_process(proc, 20, uid=1000)  # effective uid 1001, as after a setuid
+    write_process(proc, 21, uid=4242)
+
+    procfs = ProcFs(proc, passwd)
+    named, unnamed = procfs.inspect(20), procfs.inspect(21)
+
+    assert named is not None and (named.uid, named.user) == (1000, "alice")
+    assert unnamed is not None and (unnamed.uid, unnamed.user) == (4242, None)
+
+
+def test_without_a_passwd_file_or_a_status_file_the_name_or_the_uid_is_unknown(
+    proc: Path, tmp_path: Path
+) -> None:
+    write_process(proc, 30, uid=0)
+    (write_process(proc, 31) / "status").unlink()
+
+    unnamed = ProcFs(proc).inspect(30)
+    unreadable = ProcFs(proc, tmp_path / "no-passwd").inspect(31)
+
+    assert unnamed is not None and (unnamed.uid, unnamed.user) == (0, None)
+    assert unreadable is not None and (unreadable.uid, unreadable.user) == (None, None)
 
 
 @pytest.mark.parametrize(

@@ -1,6 +1,7 @@
 """What the backend creates: a probe is a batch/v1 Job in its tenant's namespace (namespace =
 tenant), named after its run id and labelled with it, whose one container runs a shell script
-chosen by the probe's behaviour with its parameters in the environment."""
+chosen by the probe's behaviour with its parameters in the environment. The pod passes Pod
+Security `restricted`, so tenant namespaces that enforce it admit it."""
 
 from __future__ import annotations
 
@@ -11,11 +12,13 @@ from kubernetes import client
 
 from observer.backends.base import MANAGED_BY, MANAGED_BY_LABEL, PROBE_LABEL, RUN_ID_LABEL
 from observer.domain import CANARY_MARK, Behaviour, JobRequest, canary_padding
-from observer.settings.controller import KubernetesSettings
+from observer.settings.controller import KubernetesSettings, TolerationSettings
 
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"  # Kueue's LocalQueue of a Job
 CONTAINER_NAME = "probe"
 BAD_COMMAND = "observer-no-such-command"
+SCRATCH_VOLUME = "tmp"
+SCRATCH_SIZE_LIMIT = "256Mi"
 
 # The probe's parameters travel as environment variables: the scripts read them, and a person
 # reading `kubectl describe pod` sees what the probe was asked to do.
@@ -75,8 +78,22 @@ def job_manifest(settings: KubernetesSettings, request: JobRequest, name: str) -
     env = probe_env(request)
     pod_spec = client.V1PodSpec(
         restart_policy="Never",
-        priority_class_name=request.priority,
+        priority_class_name=request.priority or settings.priority_class_name,
         affinity=_one_pod_per_node(request.run_id) if workload.nodes > 1 else None,
+        node_selector=dict(settings.node_selector) or None,
+        tolerations=[_toleration(t) for t in settings.tolerations] or None,
+        image_pull_secrets=[
+            client.V1LocalObjectReference(name=n) for n in settings.image_pull_secrets
+        ]
+        or None,
+        # A probe never calls the API: the namespace's token would only be something to steal.
+        automount_service_account_token=False,
+        security_context=client.V1PodSecurityContext(
+            run_as_non_root=True,
+            run_as_user=settings.run_as_user,
+            run_as_group=settings.run_as_group,
+            seccomp_profile=client.V1SeccompProfile(type="RuntimeDefault"),
+        ),
         containers=[
             client.V1Container(
                 name=CONTAINER_NAME,
@@ -84,6 +101,19 @@ def job_manifest(settings: KubernetesSettings, request: JobRequest, name: str) -
                 command=command,
                 env=[client.V1EnvVar(name=key, value=value) for key, value in env.items()],
                 resources=client.V1ResourceRequirements(limits=limits),
+                security_context=client.V1SecurityContext(
+                    allow_privilege_escalation=False,
+                    capabilities=client.V1Capabilities(drop=["ALL"]),
+                    # The scripts only print and sleep; a configured GPU burner gets /tmp.
+                    read_only_root_filesystem=True,
+                ),
+                volume_mounts=[client.V1VolumeMount(name=SCRATCH_VOLUME, mount_path="/tmp")],
+            )
+        ],
+        volumes=[
+            client.V1Volume(
+                name=SCRATCH_VOLUME,
+                empty_dir=client.V1EmptyDirVolumeSource(size_limit=SCRATCH_SIZE_LIMIT),
             )
         ],
     )
@@ -124,6 +154,16 @@ def job_name(probe: str, run_id: str) -> str:
     room = _NAME_LIMIT - len("observer--") - _HASH_CHARS
     slug = re.sub(r"[^a-z0-9-]+", "-", probe.lower()).strip("-")[:room].strip("-")
     return f"observer-{slug}-{digest}" if slug else f"observer-{digest}"
+
+
+def _toleration(toleration: TolerationSettings) -> client.V1Toleration:
+    return client.V1Toleration(
+        key=toleration.key,
+        operator=toleration.operator,
+        value=toleration.value,
+        effect=toleration.effect,
+        toleration_seconds=toleration.toleration_seconds,
+    )
 
 
 def _one_pod_per_node(run_id: str) -> client.V1Affinity:

@@ -160,12 +160,36 @@ class V1ResourceRequirements:
     requests: dict[str, str] | None
     def __init__(self, *, limits: dict[str, str] | None = None) -> None: ...
 
+class V1Capabilities:
+    add: list[str] | None
+    drop: list[str] | None
+    def __init__(self, *, add: list[str] | None = None, drop: list[str] | None = None) -> None: ...
+
+class V1SecurityContext:
+    allow_privilege_escalation: bool | None
+    capabilities: V1Capabilities | None
+    read_only_root_filesystem: bool | None
+    def __init__(
+        self,
+        *,
+        allow_privilege_escalation: bool | None = None,
+        capabilities: V1Capabilities | None = None,
+        read_only_root_filesystem: bool | None = None,
+    ) -> None: ...
+
+class V1VolumeMount:
+    name: str
+    mount_path: str
+    def __init__(self, *, name: str, mount_path: str) -> None: ...
+
 class V1Container:
     name: str
     image: str | None
     command: list[str] | None
     env: list[V1EnvVar] | None
     resources: V1ResourceRequirements | None
+    security_context: V1SecurityContext | None
+    volume_mounts: list[V1VolumeMount] | None
     def __init__(
         self,
         *,
@@ -174,15 +198,65 @@ class V1Container:
         command: list[str] | None = None,
         env: list[V1EnvVar] | None = None,
         resources: V1ResourceRequirements | None = None,
+        security_context: V1SecurityContext | None = None,
+        volume_mounts: list[V1VolumeMount] | None = None,
     ) -> None: ...
 
 # --- pods --------------------------------------------------------------------------------------
+
+class V1SeccompProfile:
+    type: str
+    def __init__(self, *, type: str) -> None: ...
+
+class V1PodSecurityContext:
+    run_as_non_root: bool | None
+    run_as_user: int | None
+    run_as_group: int | None
+    seccomp_profile: V1SeccompProfile | None
+    def __init__(
+        self,
+        *,
+        run_as_non_root: bool | None = None,
+        run_as_user: int | None = None,
+        run_as_group: int | None = None,
+        seccomp_profile: V1SeccompProfile | None = None,
+    ) -> None: ...
+
+class V1Toleration:
+    key: str | None
+    operator: str | None
+    value: str | None
+    effect: str | None
+    toleration_seconds: int | None
+    def __init__(
+        self,
+        *,
+        key: str | None = None,
+        operator: str | None = None,
+        value: str | None = None,
+        effect: str | None = None,
+        toleration_seconds: int | None = None,
+    ) -> None: ...
+
+class V1LocalObjectReference:
+    name: str
+    def __init__(self, *, name: str) -> None: ...
+
+class V1EmptyDirVolumeSource:
+    size_limit: str | None
+    def __init__(self, *, size_limit: str | None = None) -> None: ...
+
+class V1Volume:
+    name: str
+    empty_dir: V1EmptyDirVolumeSource | None
+    def __init__(self, *, name: str, empty_dir: V1EmptyDirVolumeSource | None = None) -> None: ...
 
 class V1PodSpec:
     containers: list[V1Container]
     init_containers: list[V1Container] | None
     node_name: str | None
     affinity: V1Affinity | None
+    security_context: V1PodSecurityContext | None
     def __init__(
         self,
         *,
@@ -190,6 +264,12 @@ class V1PodSpec:
         restart_policy: str | None = None,
         priority_class_name: str | None = None,
         affinity: V1Affinity | None = None,
+        node_selector: dict[str, str] | None = None,
+        tolerations: list[V1Toleration] | None = None,
+        image_pull_secrets: list[V1LocalObjectReference] | None = None,
+        automount_service_account_token: bool | None = None,
+        security_context: V1PodSecurityContext | None = None,
+        volumes: list[V1Volume] | None = None,
     ) -> None: ...
 
 class V1ContainerStateRunning:
