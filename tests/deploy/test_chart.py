@@ -139,7 +139,8 @@ def secret_looking(tree: Any, path: str = "") -> list[str]:
             where = f"{path}.{key}".lstrip(".")
             if key == "tenant_token_files":
                 assert all(v.startswith("/var/run/secrets/") for v in value.values()), value
-            elif SECRET_KEYS.search(key) and key != "agent_urls":
+            # image_pull_secrets: the names of Secrets, not what they hold.
+            elif SECRET_KEYS.search(key) and key not in ("agent_urls", "image_pull_secrets"):
                 found.append(where)
             else:
                 found += secret_looking(value, where)
