@@ -50,6 +50,23 @@ def test_the_environment_overrides_the_file(tmp_path: Path, monkeypatch: pytest.
     assert settings.storage.url == "postgresql+psycopg://observer@db/observer"
 
 
+def test_an_environment_variable_that_names_no_setting_is_refused_not_ignored(
+    monkeypatch: pytest.MonkeyPatch,
+):
+    # As a chart's Secret reference once was: the webhook would have been dropped silently.
+    monkeypatch.setenv("OBSERVER_NOTIFY__FEISHU__WEBHOOK_URL", "https://open.feishu.cn/hook/x")
+    monkeypatch.setenv("OBSERVER_CONTROLLER__LISTN_PORT", "9401")
+    monkeypatch.setenv("OBSERVER_REPORTS__DELIVERY__FEISHU_URL", "https://open.feishu.cn/hook/x")
+    monkeypatch.setenv("OBSERVER_CONTROLLER__SLURM__TENANT_USERS__RESEARCH", "alice")
+    monkeypatch.setenv("OBSERVER_CONFIG", "/etc/observer/config.yaml")  # a file, not a setting
+    with pytest.raises(ConfigError) as caught:
+        load_settings(None)
+    assert caught.value.problems == [
+        "OBSERVER_NOTIFY__FEISHU__WEBHOOK_URL: names no setting (notify is not a settings group)",
+        "controller.listn_port: unknown setting",
+    ]
+
+
 def test_every_problem_is_named_by_its_field_path(tmp_path: Path):
     config = tmp_path / "bad.yaml"
     config.write_text(

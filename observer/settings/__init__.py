@@ -3,6 +3,8 @@ groups live in one module each, and the Helm chart's values mirror their names."
 
 from __future__ import annotations
 
+import os
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -19,10 +21,13 @@ from observer.settings.logging import LoggingSettings
 from observer.settings.reports import ReportSettings
 from observer.settings.storage import StorageSettings
 
+ENV_PREFIX = "OBSERVER_"
+ENV_DELIMITER = "__"
+
 
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(
-        env_prefix="OBSERVER_", env_nested_delimiter="__", extra="forbid", frozen=True
+        env_prefix=ENV_PREFIX, env_nested_delimiter=ENV_DELIMITER, extra="forbid", frozen=True
     )
 
     agent: AgentSettings = AgentSettings()
@@ -50,10 +55,30 @@ def load_settings(path: Path | None, overrides: dict[str, Any] | None = None) ->
     OBSERVER_* environment overrides, validate. Raises ConfigError with one
     'field.path: problem' line per problem."""
     data = _merge(_read_yaml(path) if path is not None else {}, overrides or {})
+    unknown = unknown_environment(os.environ)
     try:
-        return Settings(**data)
+        settings = Settings(**data)
     except ValidationError as exc:
-        raise ConfigError([line for error in exc.errors() for line in _describe(error)]) from None
+        raise ConfigError(
+            unknown + [line for error in exc.errors() for line in _describe(error)]
+        ) from None
+    if unknown:
+        raise ConfigError(unknown)
+    return settings
+
+
+def unknown_environment(environ: Mapping[str, str]) -> list[str]:
+    """A line for each OBSERVER_<GROUP>__<FIELD> variable whose group does not exist: pydantic
+    ignores those (an unknown field of a known group it refuses itself), and a misspelt
+    Secret's variable would otherwise be lost without a word."""
+    return [
+        f"{name}: names no setting ({group} is not a settings group)"
+        for name in sorted(environ)
+        if name.startswith(ENV_PREFIX)
+        and ENV_DELIMITER in name
+        and (group := name.removeprefix(ENV_PREFIX).split(ENV_DELIMITER)[0].lower())
+        not in Settings.model_fields
+    ]
 
 
 def _merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:

@@ -303,11 +303,13 @@ def test_postgresql_url_and_notification_secrets_come_from_secrets(rendered):
         assert env["OBSERVER_STORAGE__URL"]["valueFrom"] == {
             "secretKeyRef": {"name": "observer-db", "key": "url"}
         }
-        assert env["OBSERVER_NOTIFY__FEISHU__SECRET"]["valueFrom"]["secretKeyRef"] == {
+        assert env["OBSERVER_REPORTS__DELIVERY__FEISHU_SECRET"]["valueFrom"]["secretKeyRef"] == {
             "name": "observer-notify",
             "key": "feishu-secret",
         }
-        assert env["OBSERVER_NOTIFY__SMTP__PASSWORD"]["valueFrom"]["secretKeyRef"]["optional"]
+        assert env["OBSERVER_REPORTS__DELIVERY__EMAIL__PASSWORD"]["valueFrom"]["secretKeyRef"][
+            "optional"
+        ]
         assert container["envFrom"] == [{"secretRef": {"name": "observer-extra-env"}}]
     assert "url" not in config_of(objects)["storage"]
 
