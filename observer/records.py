@@ -180,6 +180,30 @@ class ControllerRestart:
     cause: RestartCause
 
 
+def controller_not_running(
+    runs: Sequence[ControllerRun], end: datetime, grace_seconds: float
+) -> list[ControllerRestart]:
+    """Every stretch before `end` with no controller running: between its runs, and after
+    the last one when that one has not been alive for `grace_seconds` (it stopped, or was
+    killed and never started again; its `up_at` is then `end`)."""
+    down = controller_restarts(runs)
+    if runs:
+        last = runs[-1]
+        if last.ended_at + timedelta(seconds=grace_seconds) < end:
+            cause = RestartCause.KILLED if last.stopped_at is None else RestartCause.STOPPED
+            down.append(ControllerRestart(last.ended_at, end, cause))
+    return down
+
+
+def overlap_seconds(
+    start: datetime, end: datetime, stretches: Sequence[ControllerRestart]
+) -> float:
+    """How much of [start, end) falls in `stretches`."""
+    return sum(
+        max(0.0, (min(end, s.up_at) - max(start, s.down_from)).total_seconds()) for s in stretches
+    )
+
+
 def controller_restarts(runs: Sequence[ControllerRun]) -> list[ControllerRestart]:
     """The downtime between consecutive runs (in start order): a run that recorded no stop
     ended at its last sign of life, killed or crashed."""

@@ -73,6 +73,7 @@ def report_context(settings: Settings, started_at: datetime) -> ReportContext:
             logs=cfg.log_reader != "none",
         ),
         snapshot_interval_seconds=cfg.snapshot_interval_seconds,
+        alive_interval_seconds=cfg.alive_interval_seconds,
         soak_started_at=started_at,
         ignored_alerts=frozenset(settings.reports.ignored_alerts),
         delivery_channels=configured_channels(settings.reports.delivery),

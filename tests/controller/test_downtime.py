@@ -26,6 +26,7 @@ from observer.storage.store import Store
 
 T0 = datetime(2026, 11, 30, 2, 0, tzinfo=UTC)
 NEXT_DAY = T0 + timedelta(days=1)
+DAY_END = datetime(2026, 12, 1, tzinfo=UTC)  # the daily summary's, in UTC
 STEP_SECONDS = 5.0
 
 
@@ -93,11 +94,15 @@ def test_a_killed_controller_is_a_restart_event_and_its_downtime_blind_time(tmp_
 
     blind = platform.daily().figures.blind
     assert blind.restarts == (ControllerRestart(down_from, up_at, RestartCause.KILLED),)
-    assert blind.by_source["controller"] == 54
     assert up_at - down_from == timedelta(seconds=54)  # under the snapshot-gap rule
+    # The second is never stepped again either: not running from its last sign of life on,
+    # to the end of the day, without a restart.
+    gone = platform.store.controller_runs()[-1].ended_at
     assert [(p.start, p.end, p.cause) for p in blind.periods if p.source == "controller"] == [
-        (down_from, up_at, "killed_or_crashed")
+        (down_from, up_at, "killed_or_crashed"),
+        (gone, DAY_END, "killed_or_crashed"),
     ]
+    assert blind.by_source["controller"] == 54 + (DAY_END - gone).total_seconds()
 
     markdown = write_daily(platform.store, platform.settings, T0.date(), NEXT_DAY)[0]
     text = markdown.read_text()
@@ -120,7 +125,8 @@ def test_a_clean_stop_then_a_start_is_a_restart_that_stopped(tmp_path: Path):
     assert blind.restarts == (
         ControllerRestart(stopped, stopped + timedelta(seconds=30), RestartCause.STOPPED),
     )
-    assert blind.by_source["controller"] == 30
+    gone = platform.store.controller_runs()[-1].ended_at
+    assert blind.by_source["controller"] == 30 + (DAY_END - gone).total_seconds()
 
 
 def test_with_no_agents_configured_a_healthy_prometheus_opens_no_freshness_condition(

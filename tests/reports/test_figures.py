@@ -261,7 +261,7 @@ def test_a_source_not_set_up_is_named_never_counted_healthy():
         PeriodData(DAY), agents=False, prometheus=False, logs=False, alertmanager=False
     ).blind
     assert b.not_set_up == ("agents", "nvml", "prometheus", "logs", "alerts")
-    assert set(b.by_source) == {"controller", "scheduler"}  # always set up
+    assert set(b.by_source) == {"controller", "store", "scheduler"}  # always set up
     assert b.by_source["scheduler"] == 86400  # no snapshot at all: blind all day
 
 

@@ -8,7 +8,7 @@ from dataclasses import replace
 from datetime import timedelta
 
 from observer.domain import Expectation, FindingKind, Outcome, ProbeRun, Severity
-from observer.records import StoredIntervention, StoredNodeChange
+from observer.records import ControllerRun, StoredIntervention, StoredNodeChange
 from observer.reports.build.criteria import CRITERIA, FailureClass, Status, VerdictRules
 from observer.reports.build.data import (
     GpuUsage,
@@ -179,6 +179,24 @@ def test_monitoring_lag_fails_only_beyond_the_bound():
         Status.FAIL,
         FailureClass.LIMITED_LAUNCH,
     )
+
+
+def test_no_lag_is_counted_while_no_controller_ran():
+    # Open at 01:00 when the controller was killed at 01:02, restarted at 03:00 and closed
+    # at 03:05: 7 minutes observed late, not 2 h 5 min.
+    lag = finding("monitoring_lag", at(1), at(3, 5), pipeline="prometheus", check="heartbeat")
+    runs = [
+        ControllerRun(1, WEEK.start, at(1, 2), "host", 10),
+        ControllerRun(2, at(3), WEEK.end, "host", 11),
+    ]
+    v = _verdict(_soak(findings=[lag], controller_runs=runs))
+    criterion = next(c for c in v.criteria if c.criterion == "monitoring_lag_bound")
+    assert criterion.status is Status.PASS
+    [note] = [n for n in criterion.evidence if n.key == "ev.lag"]
+    assert note.params["longest_seconds"] == 7 * 60
+    lasting = replace(lag, closed_at=at(3, 15))  # 17 minutes observed: over the bound
+    v = _verdict(_soak(findings=[lasting], controller_runs=runs))
+    assert _status(v)["monitoring_lag_bound"][0] is Status.FAIL
 
 
 def test_lost_log_lines_are_a_must_fix_and_late_ones_a_later_optimisation():

@@ -18,6 +18,7 @@ from enum import StrEnum
 from observer.detectors import fairness, unexplained_wait
 from observer.domain import Expectation, Finding, FindingKind, Outcome, ProbeRun, Severity
 from observer.probes.windows import occurrence_of
+from observer.records import controller_not_running, overlap_seconds
 from observer.reports.build.data import Period, PeriodData, ReportContext
 from observer.reports.build.events import FindingItem, InterventionFigures, finding_figures
 from observer.reports.build.notes import Note
@@ -100,7 +101,7 @@ def judge(
         _failure_evidence(soak.runs),
         _no_unreleased(soak),
         _no_log_loss(soak, context),
-        _monitoring_lag(soak, rules),
+        _monitoring_lag(soak, context, rules),
         _no_unfairness(soak, context, rules),
         _interventions_audited(soak, interventions),
         _isolation(soak.runs),
@@ -363,13 +364,18 @@ def _no_log_loss(soak: PeriodData, context: ReportContext) -> CriterionResult:
     return _result(name, Status.PASS, evidence)
 
 
-def _monitoring_lag(soak: PeriodData, rules: VerdictRules) -> CriterionResult:
+def _monitoring_lag(
+    soak: PeriodData, context: ReportContext, rules: VerdictRules
+) -> CriterionResult:
     name = "monitoring_lag_bound"
     lag = _of(soak.findings, ["monitoring_lag", "prometheus_unreachable"])
     end = soak.period.end
+    # No lag is measured while no controller ran: that time is blind, not late.
+    down = controller_not_running(soak.controller_runs, end, context.controller_gone_after_seconds)
 
     def lasted(f: Finding) -> float:
-        return ((f.closed_at or end) - f.opened_at).total_seconds()
+        closed = f.closed_at or end
+        return (closed - f.opened_at).total_seconds() - overlap_seconds(f.opened_at, closed, down)
 
     over = [
         f

@@ -8,7 +8,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from observer.domain import Finding, ProbeRun, SchedulerNode
+from observer.domain import STALE_AFTER_INTERVALS, Finding, ProbeRun, SchedulerNode
 from observer.probes.windows import Calendar
 from observer.records import (
     UTILIZATION_PERCENTS,
@@ -345,6 +345,13 @@ class ReportContext:
     sources: Sources
     snapshot_interval_seconds: float
     soak_started_at: datetime
+    alive_interval_seconds: float = 60.0  # how often a running controller says so
+
+    @property
+    def controller_gone_after_seconds(self) -> float:
+        """A controller not alive for this long is not running (the staleness rule)."""
+        return STALE_AFTER_INTERVALS * self.alive_interval_seconds
+
     ignored_alerts: frozenset[str] = frozenset()
     delivery_channels: tuple[str, ...] = ()  # where reports go besides the directory
     canary_probes: frozenset[str] = frozenset({"log-canary"})

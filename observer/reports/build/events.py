@@ -15,6 +15,7 @@ from observer.records import (
     InterventionSource,
     StoredDelivery,
     StoredIntervention,
+    controller_not_running,
     controller_restarts,
 )
 from observer.reports.build import interventions as detected_interventions
@@ -320,9 +321,13 @@ def blind_figures(data: PeriodData, context: ReportContext) -> BlindFigures:
         if hi > lo:
             subject = ",".join(f"{k}={v}" for k, v in sorted(finding.subject.items()))
             periods.append(BlindPeriod(source, subject, lo, hi, finding.detector))
-    # No controller ran between two of its runs: blind to everything, however short.
+    # No controller ran between two of its runs, or after the last one: blind to everything,
+    # however short.
     restarts = controller_restarts(data.controller_runs)
-    for down in restarts:
+    not_running = controller_not_running(
+        data.controller_runs, period.end, context.controller_gone_after_seconds
+    )
+    for down in not_running:
         lo, hi = max(down.down_from, period.start), min(down.up_at, period.end)
         if hi > lo:
             periods.append(BlindPeriod("controller", "", lo, hi, down.cause.value))
