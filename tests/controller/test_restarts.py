@@ -1,11 +1,12 @@
-"""A controller restarted with conditions open takes them over: while their cause lasts they
-stay one finding each (never a second copy), and once it is gone the very findings the first
-controller opened close (none is left open forever)."""
+"""A controller killed twice and restarted with conditions open takes them over: while their
+cause lasts they stay one finding each (never a second copy), once it is gone the very
+findings the first controller opened close (none is left open forever), and the daily
+summary shows both restarts."""
 
 from __future__ import annotations
 
 from collections import Counter
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from functools import partial
 from pathlib import Path
 
@@ -16,6 +17,10 @@ from observer.domain import Finding, Workload
 from observer.fleet.local import LocalFleet
 from observer.metrics import HEARTBEAT_METRIC
 from observer.monitoring.fake import FakePrometheus
+from observer.records import RestartCause
+from observer.reports.build.daily import build_daily
+from observer.reports.inputs import load_daily
+from observer.reports.publish import write_daily
 from observer.settings import Settings
 from observer.simulation.soak import SimulatedSoak, simulated_cluster
 from observer.storage.database import upgrade
@@ -23,6 +28,7 @@ from observer.storage.store import Store
 
 T0 = datetime(2026, 11, 30, 2, 0, tzinfo=UTC)
 STEP_SECONDS = 5.0
+ONE_DAY = timedelta(days=1)
 
 
 class Platform:
@@ -100,14 +106,16 @@ def test_a_restart_takes_over_every_open_condition_and_closes_them_when_the_caus
         "monitoring_lag",
     } <= detectors
 
-    second = platform.controller()  # the first died without a word
-    platform.run(second, 300)
-    during = platform.open_conditions()
-    assert all(n == 1 for n in Counter(f.key for f in during).values())  # no second copy
     lasting = {f.key: f for f in before if f.detector != "unexplained_wait"}
-    assert {f.key: f.opened_at for f in during if f.key in lasting} == {
-        key: f.opened_at for key, f in lasting.items()
-    }  # the first controller's own findings, still open
+    for _ in range(2):  # killed twice (never stepped again), each down for 40 s
+        platform.clock.advance(40)
+        second = platform.controller()
+        platform.run(second, 300)
+        during = platform.open_conditions()
+        assert all(n == 1 for n in Counter(f.key for f in during).values())  # no second copy
+        assert {f.key: f.opened_at for f in during if f.key in lasting} == {
+            key: f.opened_at for key, f in lasting.items()
+        }  # the first controller's own findings, still open
 
     platform.cluster.faults.leaked_gpus.clear()
     platform.cluster.faults.stuck_jobs.clear()
@@ -118,3 +126,19 @@ def test_a_restart_takes_over_every_open_condition_and_closes_them_when_the_caus
     assert platform.open_conditions() == []
     closed = {(f.key, f.opened_at) for f in platform.store.findings() if not f.is_open}
     assert {(f.key, f.opened_at) for f in before} <= closed
+    # Over the whole soak: one finding per lasting condition, and both kills in the summary.
+    every = Counter(f.key for f in platform.store.findings() if f.key in lasting)
+    assert every == dict.fromkeys(lasting, 1)
+    day = T0.date()
+    blind = build_daily(
+        load_daily(platform.store, platform.settings, day, T0 + ONE_DAY)
+    ).figures.blind
+    # Down from the last sign of life, up to one alive interval before the kill.
+    alive = timedelta(seconds=platform.settings.controller.alive_interval_seconds)
+    assert [r.cause for r in blind.restarts] == [RestartCause.KILLED] * 2
+    assert all(
+        timedelta(seconds=40) <= r.up_at - r.down_from <= timedelta(seconds=40) + alive
+        for r in blind.restarts
+    )
+    summary = write_daily(platform.store, platform.settings, day, T0 + ONE_DAY)[0].read_text()
+    assert summary.count("killed or crashed") >= 2
