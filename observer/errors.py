@@ -62,6 +62,10 @@ class GpuLostError(GpuError):
     """One device fell off the bus (NVML_ERROR_GPU_IS_LOST); its handle cannot be used."""
 
 
+class OwnerSourceError(ObserverError):
+    """The node's scheduler agent (kubelet, slurmd) could not be asked who runs here."""
+
+
 class ReportError(ObserverError):
     """A report cannot be built for what was asked (a day not over, a soak not started)."""
 

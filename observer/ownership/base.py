@@ -1,11 +1,15 @@
-"""The two questions attribution asks: what is this pid, and is its owner still running."""
+"""The two questions attribution asks: what is this pid, and is its owner still running; and
+the node's own scheduler agent (the kubelet, slurmd) that answers the second on a real node,
+with which GPUs it gave each owner."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Protocol
 
-from observer.domain import Owner, OwnerPhase, OwnerState
+from observer.domain import Owner, OwnerKind, OwnerPhase, OwnerState
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,3 +45,27 @@ class UnknownOwners:
 
     def state(self, owner: Owner) -> OwnerState:
         return OwnerState(OwnerPhase.UNKNOWN)
+
+
+@dataclass(frozen=True, slots=True)
+class NodeOwners:
+    """One reading of the node's scheduler agent: the owners it runs now (pod UIDs, Slurm
+    job ids, by OwnerKind), the GPUs (NVML UUIDs) it assigned to each, and the GPUs it can
+    assign at all (None when it does not say)."""
+
+    at: datetime
+    kind: OwnerKind
+    running: frozenset[str]
+    gpus: Mapping[str, frozenset[str]] = field(default_factory=dict)
+    allocatable: frozenset[str] | None = None
+
+
+class OwnerSource(Protocol):
+    """The kubelet's pod-resources API or slurmd, read at most once per agent tick."""
+
+    name: str  # "kubelet" | "slurm": the agent.owners setting's value
+
+    def read(self) -> NodeOwners:
+        """What the node runs now; raises OwnerSourceError when it cannot be asked (socket
+        missing, command failed or timed out, an answer that does not parse)."""
+        ...
