@@ -123,15 +123,20 @@ def probe_jobs(slurm: SlurmHarness, since: datetime) -> dict[str, tuple[str, str
         "-n",
         "-P",
         "-a",
-        "--format=JobIDRaw,JobName,Comment,State",
+        "--format=JobIDRaw,JobName,Comment,State,Submit",
         "-S",
         since.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S"),
-        env={"TZ": "UTC"},
+        env={"TZ": "UTC", "SLURM_TIME_FORMAT": "%s"},
     )
     jobs = {}
     for line in out.splitlines():
-        job_id, name, comment, state = line.split("|")
-        if name.startswith(PROBE_NAME_PREFIX) and comment.startswith(RUN_COMMENT_PREFIX):
+        job_id, name, comment, state, submitted = line.split("|")
+        # -S selects jobs active after `since`: an earlier test's job ending then is not ours.
+        if (
+            name.startswith(PROBE_NAME_PREFIX)
+            and comment.startswith(RUN_COMMENT_PREFIX)
+            and int(submitted) >= int(since.timestamp())
+        ):
             jobs[job_id] = (comment.removeprefix(RUN_COMMENT_PREFIX), state)
     return jobs
 

@@ -9,10 +9,15 @@ from collections import Counter
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import pytest
+
 from observer.domain import RunState
 from observer.storage.store import Store
 from tests.backends.slurm_harness import slurm_harness
 from tests.faults.daemon import accounted_jobs, controller, slurm_config, stop
+
+# Real time on the real components, and a shared Slurm another test may hold: not 120 s.
+pytestmark = pytest.mark.timeout(600)
 
 KILLS = 10
 

@@ -15,6 +15,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+import pytest
+
 from observer.domain import Outcome
 from observer.reports.build.data import Period
 from observer.reports.build.events import BLIND_DETECTORS, blind_figures
@@ -23,6 +25,9 @@ from observer.settings import load_settings
 from observer.storage.store import Store
 from tests.backends.slurm_harness import slurm_harness
 from tests.faults.daemon import Controller, controller, slurm_config, stop
+
+# Real time on the real components, and a shared Slurm another test may hold: not 120 s.
+pytestmark = pytest.mark.timeout(600)
 
 FROZEN_SECONDS = 180
 SNAPSHOT_INTERVAL_SECONDS = 1
