@@ -52,7 +52,14 @@ class StandInKubelet(api_pb2_grpc.PodResourcesListerServicer):
         self.allocatable_implemented = True
         self.hang = threading.Event()  # set: every call hangs until released
         self.released = threading.Event()
+        self.server: grpc.Server | None = None
         pod_logs_dir.mkdir(parents=True, exist_ok=True)
+
+    def stop(self) -> None:
+        """The kubelet goes away: its socket no longer answers."""
+        if self.server is not None:
+            self.server.stop(grace=None).wait(5)
+        self.socket.unlink(missing_ok=True)
 
     def log_dir(self, pod: Pod) -> Path:
         return self.pod_logs_dir / f"{pod.namespace}_{pod.name}_{pod.uid}"
@@ -88,6 +95,15 @@ class StandInKubelet(api_pb2_grpc.PodResourcesListerServicer):
             ]
         )
 
+    def Get(
+        self, request: api_pb2.GetPodResourcesRequest, context: grpc.ServicerContext
+    ) -> api_pb2.GetPodResourcesResponse:
+        self._called("Get")
+        for pod in self.pods.values():
+            if (pod.namespace, pod.name) == (request.pod_namespace, request.pod_name):
+                return api_pb2.GetPodResourcesResponse(pod_resources=pod.message())
+        context.abort(grpc.StatusCode.NOT_FOUND, "pod not found")
+
     def _called(self, method: str) -> None:
         self.calls.append(method)
         if self.hang.is_set():
@@ -100,8 +116,9 @@ def serving(kubelet: StandInKubelet) -> Iterator[StandInKubelet]:
     api_pb2_grpc.add_PodResourcesListerServicer_to_server(kubelet, server)
     server.add_insecure_port(f"unix://{kubelet.socket}")
     server.start()
+    kubelet.server = server
     try:
         yield kubelet
     finally:
         kubelet.released.set()
-        server.stop(grace=None).wait(5)
+        kubelet.stop()

@@ -57,7 +57,7 @@ def test_listed_pods_are_their_uids_with_the_gpus_their_containers_were_given(ku
     assert read.running == {UID_A, UID_B}
     assert read.gpus == {UID_A: {GPU[0], GPU[1]}, UID_B: {GPU[2]}}
     assert read.names == {UID_A: "team-a/train-0", UID_B: "team-b/notebook"}
-    assert read.allocatable == set(GPU)
+    assert read.allocatable == frozenset(GPU)
     assert read.unmatched == {}
 
 
