@@ -16,11 +16,13 @@ from observer.domain import (
     DriverStatus,
     Finding,
     FindingKind,
+    GpuAssignment,
     GpuCounters,
     GpuIdentity,
     GpuProcess,
     GpuReading,
     GpuSample,
+    NodeAllocation,
     NodeSnapshot,
     Owner,
     OwnerKind,
@@ -89,10 +91,32 @@ def snapshot_to_json(snap: NodeSnapshot) -> dict[str, Any]:
                 },
                 "owner_phase": p.owner_state.phase.value,
                 "owner_ended_at": _iso(p.owner_state.ended_at),
+                "owner_name": p.owner_state.name,
             }
             for p in snap.processes
         ],
         "findings": [finding_to_json(f) for f in snap.findings],
+        "allocation": _allocation_to_json(snap.allocation),
+    }
+
+
+def _allocation_to_json(allocation: NodeAllocation | None) -> dict[str, Any] | None:
+    if allocation is None:
+        return None
+    return {
+        "source": allocation.source,
+        "up": allocation.up,
+        "reason": allocation.reason,
+        "read_at": _iso(allocation.read_at),
+        "assignments": [
+            {
+                "gpu_uuid": a.gpu_uuid,
+                "owner": {"kind": a.owner.kind.value, "id": a.owner.id},
+                "owner_name": a.owner_name,
+            }
+            for a in allocation.assignments
+        ],
+        "allocatable": None if allocation.allocatable is None else sorted(allocation.allocatable),
     }
 
 
@@ -161,6 +185,7 @@ def snapshot_from_json(data: object) -> NodeSnapshot:
         gpus=tuple(_gpu(g) for g in snap.children("gpus")),
         processes=tuple(_process(p) for p in snap.children("processes")),
         findings=tuple(_finding(f) for f in snap.children("findings")),
+        allocation=_allocation(snap.optional_child("allocation")),
     )
 
 
@@ -252,6 +277,15 @@ class _Fields:
     def _items(self, name: str, items: list[object]) -> list[_Fields]:
         return [_Fields(item, f"{self._at(name)}[{i}]") for i, item in enumerate(items)]
 
+    def optional_string_list(self, name: str) -> list[str] | None:
+        items: list[object] | None = self._value(name, list, required=False)
+        if items is None:
+            return None
+        for i, item in enumerate(items):
+            if type(item) is not str:
+                raise _wrong(f"{self._at(name)}[{i}]", "string", item)
+        return [str(item) for item in items]
+
     def strings(self, name: str) -> dict[str, str]:
         """An object of strings (a finding's subject)."""
         found = self.child(name)
@@ -320,11 +354,34 @@ def _process(process: _Fields) -> AttributedProcess:
             owner.enum("kind", OwnerKind), owner.string("id"), owner.string("container_id")
         ),
         owner_state=OwnerState(
-            process.enum("owner_phase", OwnerPhase), process.optional_time("owner_ended_at")
+            process.enum("owner_phase", OwnerPhase),
+            process.optional_time("owner_ended_at"),
+            process.optional_string("owner_name"),
         ),
         executable=process.optional_string("executable"),
         uid=process.optional_integer("uid"),
         user=process.optional_string("user"),
+    )
+
+
+def _allocation(allocation: _Fields | None) -> NodeAllocation | None:
+    if allocation is None:
+        return None
+    allocatable = allocation.optional_string_list("allocatable")
+    return NodeAllocation(
+        source=allocation.string("source"),
+        up=allocation.boolean("up"),
+        reason=allocation.optional_string("reason"),
+        read_at=allocation.optional_time("read_at"),
+        assignments=tuple(
+            GpuAssignment(
+                a.string("gpu_uuid"),
+                Owner(a.child("owner").enum("kind", OwnerKind), a.child("owner").string("id")),
+                a.optional_string("owner_name"),
+            )
+            for a in allocation.children("assignments")
+        ),
+        allocatable=None if allocatable is None else frozenset(allocatable),
     )
 
 

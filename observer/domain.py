@@ -125,6 +125,7 @@ class OwnerPhase(StrEnum):
 class OwnerState:
     phase: OwnerPhase
     ended_at: datetime | None = None
+    name: str | None = None  # what people call the owner (a pod's namespace/name), where known
 
 
 @dataclass(frozen=True, slots=True)
@@ -234,6 +235,41 @@ class GpuReading:
 
 
 @dataclass(frozen=True, slots=True)
+class GpuAssignment:
+    """One GPU the node's scheduler agent gave one owner. The owner's id is "" when the agent
+    names the owner but the node cannot tell its id (a pod whose UID is not yet known)."""
+
+    gpu_uuid: str
+    owner: Owner
+    owner_name: str | None
+
+    @property
+    def label(self) -> str:
+        return self.owner_name or self.owner.label
+
+
+@dataclass(frozen=True, slots=True)
+class NodeAllocation:
+    """The node allocation layer: what the node's scheduler agent (the kubelet, slurmd) says it
+    gave whom, from its last reading. While it cannot be read (`up` false, `reason` why) no
+    assignment is given and every owner's state is unknown."""
+
+    source: str  # "kubelet" | "slurm", or "none" when no scheduler agent was found
+    up: bool
+    reason: str | None
+    read_at: datetime | None
+    assignments: tuple[GpuAssignment, ...] = ()
+    allocatable: frozenset[str] | None = None  # GPU UUIDs it can assign; None: it does not say
+
+    def assigned(self, gpu_uuid: str) -> tuple[GpuAssignment, ...]:
+        return tuple(a for a in self.assignments if a.gpu_uuid == gpu_uuid)
+
+    def knows(self, gpu_uuid: str) -> bool:
+        """Whether this layer speaks of the GPU at all, so 'assigned to nobody' is a fact."""
+        return self.up and self.allocatable is not None and gpu_uuid in self.allocatable
+
+
+@dataclass(frozen=True, slots=True)
 class NodeSnapshot:
     """Everything one agent knows at one tick: what /v1/snapshot serves and /metrics shows."""
 
@@ -243,6 +279,7 @@ class NodeSnapshot:
     gpus: tuple[GpuReading, ...]
     processes: tuple[AttributedProcess, ...]
     findings: tuple[Finding, ...]  # open ones and those closed within the retention window
+    allocation: NodeAllocation | None = None  # None: no owner directory asked (replay, none)
 
 
 # --- The scheduler and the probes -------------------------------------------------------

@@ -142,6 +142,13 @@ class AgentMetrics:
             ["state"],
             registry=registry,
         )
+        self.owner_directory_up = Gauge(
+            "observer_agent_owner_directory_up",
+            "1 while the node's scheduler agent (source: kubelet, slurm) answers who runs here; "
+            "0 while it cannot be read and every GPU process's owner state is unknown.",
+            ["source"],
+            registry=registry,
+        )
         self.sample_duration_seconds = Histogram(
             "observer_agent_sample_duration_seconds",
             "Time to sample every GPU of the node, by tier (lean every tick, counters rarely).",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 import threading
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -16,16 +17,26 @@ from observer.agent.sampler import Sampler
 from observer.agent.service import NodeAgent
 from observer.clock import Clock, ManualClock, SystemClock, TraceTimeline
 from observer.domain import DriverState, Finding
+from observer.errors import ConfigError
 from observer.gpu.backend import GpuBackend
 from observer.gpu.replay import ReplayGpuBackend, Trace
 from observer.http import serving
 from observer.logs import get_logger
 from observer.loops import PeriodicLoop
 from observer.metrics import AgentMetrics, GpuCollector
-from observer.ownership.base import OwnerDirectory, ProcessTable, UnknownOwners
+from observer.ownership.base import (
+    OwnerDirectory,
+    OwnerSource,
+    ProcessTable,
+    Undetected,
+    UnknownOwners,
+)
+from observer.ownership.kubelet import KubeletPodResources
 from observer.ownership.procfs import ProcFs
 from observer.ownership.replay import ReplayOwners
+from observer.ownership.tracked import TrackedOwners
 from observer.settings import Settings
+from observer.settings.agent import AgentSettings
 from observer.settings.detectors import NodeLeakSettings
 
 _log = get_logger("observer.agent")
@@ -36,6 +47,7 @@ def build_agent(settings: Settings, clock: Clock, registry: CollectorRegistry) -
     backend: GpuBackend
     processes: ProcessTable
     owners: OwnerDirectory
+    tracked: TrackedOwners | None = None
     if cfg.gpu_backend == "replay":
         assert cfg.replay_trace_dir is not None  # enforced by the settings validator
         trace = Trace.load(cfg.replay_trace_dir)
@@ -49,8 +61,11 @@ def build_agent(settings: Settings, clock: Clock, registry: CollectorRegistry) -
 
         backend = NvmlGpuBackend(clock, cfg.nvml_library_path)
         processes = ProcFs(cfg.proc_root, cfg.passwd_file)
-        # No scheduler is asked yet: an owner's state stays unknown, never guessed as ended.
-        owners = UnknownOwners()
+        source = owner_source(cfg, clock)
+        if source is None:
+            owners = UnknownOwners()  # agent.owners none: unknown, never guessed as ended
+        else:
+            owners = tracked = TrackedOwners(source, cfg.owners_interval_seconds)
     metrics = AgentMetrics(registry)
     agent = NodeAgent(
         node=cfg.node_name,
@@ -59,9 +74,37 @@ def build_agent(settings: Settings, clock: Clock, registry: CollectorRegistry) -
         rules=settings.detectors.node,
         clock=clock,
         metrics=metrics,
+        owners=tracked,
     )
     registry.register(GpuCollector(agent.snapshot))
     return agent
+
+
+def owner_source(cfg: AgentSettings, clock: Clock) -> OwnerSource | None:
+    """The node's scheduler agent as `agent.owners` names it (None for `none`); `auto` takes
+    the kubelet when its socket exists, else Slurm when scontrol is on PATH."""
+    choice = cfg.owners
+    if choice == "auto":
+        if cfg.pod_resources_socket.exists():
+            choice = "kubelet"
+        elif shutil.which("scontrol"):
+            # Until the slurmd source is wired here, a Slurm node is blind to owners and says so.
+            return Undetected(
+                "agent.owners is auto and scontrol is on PATH, but the slurmd owner directory "
+                "is not built yet"
+            )
+        else:
+            return Undetected(
+                "agent.owners is auto and this node has neither the kubelet's pod-resources "
+                f"socket ({cfg.pod_resources_socket}) nor scontrol on PATH"
+            )
+    if choice == "kubelet":
+        return KubeletPodResources(
+            clock, cfg.pod_resources_socket, cfg.pod_logs_dir, cfg.owners_timeout_seconds
+        )
+    if choice == "slurm":
+        raise ConfigError(["agent.owners: slurm: the slurmd owner directory is not built yet"])
+    return None
 
 
 def run_agent(
@@ -83,11 +126,16 @@ def run_agent(
         snap = agent.snapshot()
         driver = snap.driver.state if snap else DriverState.ERROR
         ok = age is not None and age <= cfg.healthz_max_age_seconds
+        allocation = snap.allocation if snap else None
         return ok, {
             "status": "ok" if ok else "stale",
             "last_good_tick_age_seconds": age,
             "nvml": driver.value,
             "blind": driver is not DriverState.OK,
+            # Blind to owners does not fail the probe: a restart would not bring the kubelet.
+            "owner_directory": None
+            if allocation is None
+            else {"source": allocation.source, "up": allocation.up, "reason": allocation.reason},
         }
 
     def snapshot() -> dict[str, Any] | None:

@@ -14,6 +14,7 @@ from observer.detectors.conditions import ConditionTracker
 from observer.domain import Finding, NodeSnapshot
 from observer.logs import get_logger
 from observer.metrics import AgentMetrics
+from observer.ownership.tracked import TrackedOwners
 from observer.settings.detectors import NodeLeakSettings
 
 _log = get_logger("observer.agent")
@@ -33,13 +34,18 @@ class NodeAgent:
         rules: NodeLeakSettings,
         clock: Clock,
         metrics: AgentMetrics,
+        owners: TrackedOwners | None = None,
     ) -> None:
+        """`owners`: the node's scheduler agent, when one is asked (the same directory the
+        attributor asks); it is refreshed once per tick and its allocation layer detected
+        on and published."""
         self._node = node
         self._sampler = sampler
         self._attributor = attributor
         self._rules = rules
         self._clock = clock
         self.metrics = metrics
+        self._owners = owners
         self._tracker = ConditionTracker()
         self._closed: deque[Finding] = deque(maxlen=CLOSED_RETAINED_MAX)
         self._snapshot: NodeSnapshot | None = None
@@ -51,8 +57,14 @@ class NodeAgent:
         """Returns the findings that opened or closed on this tick."""
         reading = self._sampler.tick()
         now = self._clock.now()
+        if self._owners is not None:
+            self._owners.refresh(now)
         processes = self._attributor.attribute(reading.gpus)
-        view = node_leaks.NodeView(self._node, reading.driver, reading.gpus, processes)
+        allocation = None
+        if self._owners is not None:
+            allocation = self._owners.allocation()
+            self.metrics.owner_directory_up.labels(allocation.source).set(allocation.up)
+        view = node_leaks.NodeView(self._node, reading.driver, reading.gpus, processes, allocation)
         changed = self._tracker.update(
             node_leaks.evaluate(view, self._rules), now, partial(node_leaks.covers, view)
         )
@@ -71,6 +83,7 @@ class NodeAgent:
             gpus=reading.gpus,
             processes=processes,
             findings=(*open_now, *self._closed),
+            allocation=allocation,
         )
         self.metrics.findings.record(changed, open_now)
         for finding in changed:
@@ -84,3 +97,5 @@ class NodeAgent:
 
     def close(self) -> None:
         self._sampler.close()
+        if self._owners is not None:
+            self._owners.close()

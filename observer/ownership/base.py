@@ -10,6 +10,7 @@ from datetime import datetime
 from typing import Protocol
 
 from observer.domain import Owner, OwnerKind, OwnerPhase, OwnerState
+from observer.errors import OwnerSourceError
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,6 +59,12 @@ class NodeOwners:
     running: frozenset[str]
     gpus: Mapping[str, frozenset[str]] = field(default_factory=dict)
     allocatable: frozenset[str] | None = None
+    # What people call each owner it knows the id of (a pod's "namespace/name"), running or
+    # lately ended.
+    names: Mapping[str, str] = field(default_factory=dict)
+    # Owners it runs whose id the node cannot tell (by name, with their GPUs): while one is,
+    # an owner missing from `running` may be it, so only an owner named otherwise is ended.
+    unmatched: Mapping[str, frozenset[str]] = field(default_factory=dict)
 
 
 class OwnerSource(Protocol):
@@ -69,3 +76,23 @@ class OwnerSource(Protocol):
         """What the node runs now; raises OwnerSourceError when it cannot be asked (socket
         missing, command failed or timed out, an answer that does not parse)."""
         ...
+
+    def close(self) -> None:
+        """Release its connection, if it holds one."""
+        ...
+
+
+class Undetected:
+    """The source when `agent.owners: auto` finds no scheduler agent on the node: every read
+    fails with why, so the agent reports itself blind to owners instead of guessing."""
+
+    name = "none"
+
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
+
+    def read(self) -> NodeOwners:
+        raise OwnerSourceError(self.reason)
+
+    def close(self) -> None:
+        pass

@@ -42,6 +42,32 @@ class AgentSettings(Group):
         description="A passwd file of the host's users (e.g. the host's /etc/passwd mounted "
         "read-only) naming the uids of GPU processes; unset: uids only.",
     )
+    owners: Literal["auto", "kubelet", "slurm", "none"] = Field(
+        "auto",
+        description="Who says whether a GPU process's owner still runs: `kubelet` (its "
+        "pod-resources API), `slurm` (the node's slurmd), `none` (every owner's state "
+        "unknown); `auto`: the kubelet when its socket exists, else Slurm when `scontrol` is "
+        "on PATH, else none, reported as blind to owners.",
+    )
+    pod_resources_socket: Path = Field(
+        Path("/var/lib/kubelet/pod-resources/kubelet.sock"),
+        description="The kubelet's pod-resources socket (owners `kubelet`).",
+    )
+    pod_logs_dir: Path = Field(
+        Path("/var/log/pods"),
+        description="The kubelet's pod log directory (its `podLogsDir`), whose "
+        "<namespace>_<name>_<uid> entries join the pods the kubelet lists by name to the "
+        "pod UIDs in processes' cgroups.",
+    )
+    owners_interval_seconds: float = Field(
+        10.0,
+        gt=0,
+        description="The owner directory is read again after this long, or sooner when a "
+        "process of an owner newer than its last reading appears (at most once per tick).",
+    )
+    owners_timeout_seconds: float = Field(
+        2.0, gt=0, description="Deadline of each call to the kubelet or slurmd."
+    )
     interval_seconds: float = Field(1.0, gt=0, description="Lean sampling cadence.")
     counters_interval_seconds: float = Field(
         60.0,
