@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import shutil
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -17,7 +17,6 @@ from observer.agent.sampler import Sampler
 from observer.agent.service import NodeAgent
 from observer.clock import Clock, ManualClock, SystemClock, TraceTimeline
 from observer.domain import DriverState, Finding
-from observer.errors import ConfigError
 from observer.gpu.backend import GpuBackend
 from observer.gpu.replay import ReplayGpuBackend, Trace
 from observer.http import serving
@@ -34,6 +33,7 @@ from observer.ownership.base import (
 from observer.ownership.kubelet import KubeletPodResources
 from observer.ownership.procfs import ProcFs
 from observer.ownership.replay import ReplayOwners
+from observer.ownership.slurmd import SlurmdOwners
 from observer.ownership.tracked import TrackedOwners
 from observer.settings import Settings
 from observer.settings.agent import AgentSettings
@@ -48,11 +48,13 @@ def build_agent(settings: Settings, clock: Clock, registry: CollectorRegistry) -
     processes: ProcessTable
     owners: OwnerDirectory
     tracked: TrackedOwners | None = None
+    metrics = AgentMetrics(registry)
     if cfg.gpu_backend == "replay":
         assert cfg.replay_trace_dir is not None  # enforced by the settings validator
         trace = Trace.load(cfg.replay_trace_dir)
         timeline = TraceTimeline(trace.start, trace.end, clock.now().timestamp(), cfg.replay_loop)
         backend = ReplayGpuBackend(trace, timeline, clock)
+        sampler = Sampler(backend, clock, metrics, cfg.counters_interval_seconds)
         # A recording's pids exist only in the recording: its owners.json stands in for
         # /proc and for the scheduler.
         processes = owners = ReplayOwners(cfg.replay_trace_dir, timeline, clock)
@@ -61,15 +63,15 @@ def build_agent(settings: Settings, clock: Clock, registry: CollectorRegistry) -
 
         backend = NvmlGpuBackend(clock, cfg.nvml_library_path)
         processes = ProcFs(cfg.proc_root, cfg.passwd_file)
-        source = owner_source(cfg, clock)
+        sampler = Sampler(backend, clock, metrics, cfg.counters_interval_seconds)
+        source = owner_source(cfg, clock, sampler.uuids_by_index)
         if source is None:
             owners = UnknownOwners()  # agent.owners none: unknown, never guessed as ended
         else:
             owners = tracked = TrackedOwners(source, cfg.owners_interval_seconds)
-    metrics = AgentMetrics(registry)
     agent = NodeAgent(
         node=cfg.node_name,
-        sampler=Sampler(backend, clock, metrics, cfg.counters_interval_seconds),
+        sampler=sampler,
         attributor=Attributor(processes, owners, cfg.expose_command_lines),
         rules=settings.detectors.node,
         clock=clock,
@@ -80,19 +82,18 @@ def build_agent(settings: Settings, clock: Clock, registry: CollectorRegistry) -
     return agent
 
 
-def owner_source(cfg: AgentSettings, clock: Clock) -> OwnerSource | None:
+def owner_source(
+    cfg: AgentSettings, clock: Clock, gpus: Callable[[], Mapping[int, str]]
+) -> OwnerSource | None:
     """The node's scheduler agent as `agent.owners` names it (None for `none`); `auto` takes
-    the kubelet when its socket exists, else Slurm when scontrol is on PATH."""
+    the kubelet when its socket exists, else Slurm when scontrol is on PATH. `gpus`: the
+    node's GPUs by NVML index, which Slurm's GRES indices are taken to follow."""
     choice = cfg.owners
     if choice == "auto":
         if cfg.pod_resources_socket.exists():
             choice = "kubelet"
         elif shutil.which("scontrol"):
-            # Until the slurmd source is wired here, a Slurm node is blind to owners and says so.
-            return Undetected(
-                "agent.owners is auto and scontrol is on PATH, but the slurmd owner directory "
-                "is not built yet"
-            )
+            choice = "slurm"
         else:
             return Undetected(
                 "agent.owners is auto and this node has neither the kubelet's pod-resources "
@@ -103,7 +104,14 @@ def owner_source(cfg: AgentSettings, clock: Clock) -> OwnerSource | None:
             clock, cfg.pod_resources_socket, cfg.pod_logs_dir, cfg.owners_timeout_seconds
         )
     if choice == "slurm":
-        raise ConfigError(["agent.owners: slurm: the slurmd owner directory is not built yet"])
+        return SlurmdOwners(
+            cfg.node_name,
+            gpus,
+            slurm_conf=None,  # the environment's SLURM_CONF, as every Slurm command reads it
+            commands_dir=None,
+            timeout_seconds=cfg.owners_timeout_seconds,
+            clock=clock,
+        )
     return None
 
 

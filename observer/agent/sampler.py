@@ -98,6 +98,11 @@ class Sampler:
             ),
         )
 
+    def uuids_by_index(self) -> dict[int, str]:
+        """The NVML index -> UUID of every GPU identified so far (from any thread: the list
+        and each identity are replaced whole)."""
+        return {i: s.identity.uuid for i, s in enumerate(self._gpus) if s.identity is not None}
+
     def close(self) -> None:
         if self._driver.state is DriverState.OK:
             self._close_backend()

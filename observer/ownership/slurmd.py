@@ -14,7 +14,7 @@ import json
 import os
 import re
 import subprocess
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -41,7 +41,7 @@ class SlurmdOwners:
     def __init__(
         self,
         node_name: str,
-        uuid_of_index: Mapping[int, str],
+        uuid_of_index: Callable[[], Mapping[int, str]],
         *,
         slurm_conf: Path | None,
         commands_dir: Path | None,
@@ -49,9 +49,10 @@ class SlurmdOwners:
         clock: Clock,
     ) -> None:
         """`node_name`: this node's NodeName in slurm.conf (not always its hostname);
-        `uuid_of_index`: Slurm's GPU index on this node -> NVML UUID (see the module's note)."""
+        `uuid_of_index`: Slurm's GPU index on this node -> NVML UUID (see the module's note),
+        asked at each read (the agent learns its GPUs once NVML is up)."""
         self._node = node_name
-        self._uuids = dict(uuid_of_index)
+        self._uuids = uuid_of_index
         self._commands_dir = commands_dir
         self._timeout = timeout_seconds
         self._clock = clock
@@ -59,12 +60,15 @@ class SlurmdOwners:
         if slurm_conf is not None:
             self._env["SLURM_CONF"] = str(slurm_conf)
 
+    def close(self) -> None:
+        """Nothing held between reads: each is its own commands."""
+
     def read(self) -> NodeOwners:
         # the node first: a node_name Slurm does not know must fail, not read as "no jobs"
         node = self._run("scontrol", "show", "node", self._node, "--oneliner")
         queue = self._run("squeue", "--json")
         # the time of the answer: a job missing from it ended before then, perhaps just before
-        return node_owners(self._node, self._uuids, node, queue, self._clock.now())
+        return node_owners(self._node, self._uuids(), node, queue, self._clock.now())
 
     def pids(self) -> dict[int, str]:
         """pid -> job id of the processes slurmd tracks on this node: names the job of a

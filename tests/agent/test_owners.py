@@ -20,8 +20,10 @@ from observer.agent.main import build_agent, owner_source
 from observer.clock import ManualClock
 from observer.domain import Finding
 from observer.ownership.base import Undetected
+from observer.ownership.slurmd import SlurmdOwners
 from observer.settings import Settings
 from tests.agent.test_snapshot_processes import serving as serving_agent
+from tests.backends.slurm_harness import require_slurm
 from tests.gpu import fake_nvml
 from tests.ownership.kubelet_stand_in import Pod, StandInKubelet, serving
 from tests.ownership.test_procfs import write_process
@@ -254,10 +256,22 @@ def test_auto_without_kubelet_or_scontrol_says_why_owners_are_unknown(
         {"agent": {"owners": "auto", "pod_resources_socket": tmp_path / "none.sock"}}
     )
 
-    source = owner_source(settings.agent, ManualClock(T0))
+    source = owner_source(settings.agent, ManualClock(T0), dict)
 
     assert isinstance(source, Undetected)
     assert str(tmp_path / "none.sock") in source.reason and "scontrol" in source.reason
+
+
+def test_auto_on_a_slurm_node_without_a_kubelet_asks_slurmd(tmp_path: Path) -> None:
+    require_slurm()  # this machine's Slurm: scontrol on PATH, as on a compute node
+    settings = Settings.model_validate(
+        {"agent": {"owners": "auto", "pod_resources_socket": tmp_path / "none.sock"}}
+    )
+
+    source = owner_source(settings.agent, ManualClock(T0), dict)
+
+    assert isinstance(source, SlurmdOwners)
+    assert source.name == "slurm"
 
 
 def test_the_running_agent_reports_its_owner_directory_in_healthz(

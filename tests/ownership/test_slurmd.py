@@ -34,7 +34,7 @@ def owners(
 ) -> SlurmdOwners:
     return SlurmdOwners(
         node,
-        UUIDS,
+        lambda: UUIDS,
         slurm_conf=slurm_conf,
         commands_dir=commands_dir,
         timeout_seconds=timeout_seconds,
