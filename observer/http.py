@@ -30,6 +30,14 @@ def serve(
     process's own process_* and python_* metrics: it is the process that is scraped."""
 
     class Handler(BaseHTTPRequestHandler):
+        def handle(self) -> None:
+            try:
+                super().handle()
+            except ConnectionError:
+                # The client hung up first (a probe past its timeout): nobody to answer, and
+                # nothing wrong here to print a traceback about.
+                self.close_connection = True
+
         def do_GET(self) -> None:
             path = self.path.split("?", 1)[0]
             if path == "/metrics":
