@@ -28,7 +28,6 @@ from observer.ownership.base import (
     OwnerSource,
     ProcessTable,
     Undetected,
-    UnknownOwners,
 )
 from observer.ownership.kubelet import KubeletPodResources
 from observer.ownership.procfs import ProcFs
@@ -65,10 +64,7 @@ def build_agent(settings: Settings, clock: Clock, registry: CollectorRegistry) -
         processes = ProcFs(cfg.proc_root, cfg.passwd_file)
         sampler = Sampler(backend, clock, metrics, cfg.counters_interval_seconds)
         source = owner_source(cfg, clock, sampler.uuids_by_index)
-        if source is None:
-            owners = UnknownOwners()  # agent.owners none: unknown, never guessed as ended
-        else:
-            owners = tracked = TrackedOwners(source, cfg.owners_interval_seconds)
+        owners = tracked = TrackedOwners(source, cfg.owners_interval_seconds)
     agent = NodeAgent(
         node=cfg.node_name,
         sampler=sampler,
@@ -84,11 +80,15 @@ def build_agent(settings: Settings, clock: Clock, registry: CollectorRegistry) -
 
 def owner_source(
     cfg: AgentSettings, clock: Clock, gpus: Callable[[], Mapping[int, str]]
-) -> OwnerSource | None:
-    """The node's scheduler agent as `agent.owners` names it (None for `none`); `auto` takes
-    the kubelet when its socket exists, else Slurm when scontrol is on PATH. `gpus`: the
-    node's GPUs by NVML index, which Slurm's GRES indices are taken to follow."""
+) -> OwnerSource:
+    """The node's scheduler agent as `agent.owners` names it; `auto` takes the kubelet when
+    its socket exists, else Slurm when scontrol is on PATH. With none (`none`, or `auto`
+    finding neither) the agent reports itself blind to owners, saying why, so that the
+    reports count the node as not knowing its owners. `gpus`: the node's GPUs by NVML index,
+    which Slurm's GRES indices are taken to follow."""
     choice = cfg.owners
+    if choice == "none":
+        return Undetected("agent.owners is none: no scheduler agent is asked")
     if choice == "auto":
         if cfg.pod_resources_socket.exists():
             choice = "kubelet"
@@ -103,16 +103,14 @@ def owner_source(
         return KubeletPodResources(
             clock, cfg.pod_resources_socket, cfg.pod_logs_dir, cfg.owners_timeout_seconds
         )
-    if choice == "slurm":
-        return SlurmdOwners(
-            cfg.node_name,
-            gpus,
-            slurm_conf=None,  # the environment's SLURM_CONF, as every Slurm command reads it
-            commands_dir=None,
-            timeout_seconds=cfg.owners_timeout_seconds,
-            clock=clock,
-        )
-    return None
+    return SlurmdOwners(
+        cfg.node_name,
+        gpus,
+        slurm_conf=None,  # the environment's SLURM_CONF, as every Slurm command reads it
+        commands_dir=None,
+        timeout_seconds=cfg.owners_timeout_seconds,
+        clock=clock,
+    )
 
 
 def run_agent(

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Protocol
 
-from observer.domain import Owner, OwnerKind, OwnerPhase, OwnerState
+from observer.domain import Owner, OwnerKind, OwnerState
 from observer.errors import OwnerSourceError
 
 
@@ -38,14 +38,6 @@ class OwnerDirectory(Protocol):
     def state(self, owner: Owner) -> OwnerState:
         """Whether `owner` still runs. UNKNOWN when it cannot tell: never guess 'ended'."""
         ...
-
-
-class UnknownOwners:
-    """The directory used when no scheduler is wired: every owner's state is unknown, so
-    'owner ended' findings are never raised on a guess."""
-
-    def state(self, owner: Owner) -> OwnerState:
-        return OwnerState(OwnerPhase.UNKNOWN)
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,8 +75,9 @@ class OwnerSource(Protocol):
 
 
 class Undetected:
-    """The source when `agent.owners: auto` finds no scheduler agent on the node: every read
-    fails with why, so the agent reports itself blind to owners instead of guessing."""
+    """The source when `agent.owners` is `none`, or `auto` finds no scheduler agent on the
+    node: every read fails with why, so the agent reports itself blind to owners instead of
+    guessing."""
 
     name = "none"
 

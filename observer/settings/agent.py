@@ -46,8 +46,8 @@ class AgentSettings(Group):
         "auto",
         description="Who says whether a GPU process's owner still runs: `kubelet` (its "
         "pod-resources API), `slurm` (the node's slurmd), `none` (every owner's state "
-        "unknown); `auto`: the kubelet when its socket exists, else Slurm when `scontrol` is "
-        "on PATH, else none, reported as blind to owners.",
+        "unknown, reported as blind to owners); `auto`: the kubelet when its socket exists, "
+        "else Slurm when `scontrol` is on PATH, else none.",
     )
     pod_resources_socket: Path = Field(
         Path("/var/lib/kubelet/pod-resources/kubelet.sock"),

@@ -262,6 +262,30 @@ def test_auto_without_kubelet_or_scontrol_says_why_owners_are_unknown(
     assert str(tmp_path / "none.sock") in source.reason and "scontrol" in source.reason
 
 
+def test_owners_none_opens_owner_state_unknown_saying_it_was_chosen(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    nvml = fake_nvml.install(fake_nvml.require_library(), tmp_path, monkeypatch)
+    nvml.set([fake_nvml.FakeNvmlGpu()])
+    clock = ManualClock(T0)
+    registry = CollectorRegistry()
+    settings = {
+        "node_name": "gpu-node-0",
+        "nvml_library_path": nvml.library,
+        "proc_root": tmp_path,
+        "owners": "none",
+    }
+    agent = build_agent(Settings.model_validate({"agent": settings}), clock, registry)
+
+    opened = agent.tick()
+
+    assert [(f.detector, dict(f.subject)) for f in opened] == [
+        ("owner_state_unknown", {"node": "gpu-node-0"})
+    ]
+    assert "agent.owners is none" in str(opened[0].evidence["reason"])
+    assert registry.get_sample_value("observer_agent_owner_directory_up", {"source": "none"}) == 0
+
+
 def test_auto_on_a_slurm_node_without_a_kubelet_asks_slurmd(tmp_path: Path) -> None:
     require_slurm()  # this machine's Slurm: scontrol on PATH, as on a compute node
     settings = Settings.model_validate(
