@@ -197,6 +197,7 @@ def load_daily(store: Store, settings: Settings, day: date, now: datetime) -> Da
         previous=previous,
         soak=soak_data,
         intervention_match_seconds=settings.reports.verdict_intervention_match_seconds,
+        layer_blind_max_share=settings.reports.verdict_layer_blind_max_share,
     )
 
 

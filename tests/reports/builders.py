@@ -18,7 +18,13 @@ from observer.domain import (
 )
 from observer.probes.windows import Calendar, Window, parse_days
 from observer.records import StoredGpuSample, StoredQueueSample
-from observer.reports.build.data import Period, ReportContext, Sources
+from observer.reports.build.data import (
+    GpuUsage,
+    Period,
+    ReportContext,
+    Sources,
+    UtilizationHistogram,
+)
 
 TZ = ZoneInfo("Asia/Shanghai")
 DAY_START = datetime(2026, 12, 1, 0, 0, tzinfo=TZ)
@@ -126,6 +132,16 @@ def gpu(
         utilization_gpu_percent=percent,
         tenant=tenant,
     )
+
+
+def sampled(*nodes: str) -> GpuUsage:
+    """A period's GPU samples, reduced: one sample per node, at 50 %."""
+    return GpuUsage(overall=UtilizationHistogram.of([50] * len(nodes)), nodes=frozenset(nodes))
+
+
+def owner_state_unknown(node: str, opened: datetime, closed: datetime | None) -> Finding:
+    """The agent of `node` could not tell whether its GPU processes' owners still ran."""
+    return finding("owner_state_unknown", opened, closed, node=node)
 
 
 def queue(

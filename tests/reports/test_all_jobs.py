@@ -91,6 +91,7 @@ def _report(day_slots, previous_slots=None):
             previous=PeriodData(yesterday, job_slots=previous_slots),
             soak=PeriodData(soak, runs=[run()], job_slots=[*previous_slots, *day_slots]),
             intervention_match_seconds=0,
+            layer_blind_max_share=0.1,
         )
     )
 

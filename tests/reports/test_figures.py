@@ -31,7 +31,9 @@ from tests.reports.builders import CALENDAR, DAY, at, context, finding, gpu, nod
 
 
 def _figures(data: PeriodData, **ctx: bool):
-    return period_figures(data, context(**ctx), intervention_match_seconds=3600)
+    return period_figures(
+        data, context(**ctx), intervention_match_seconds=3600, layer_blind_max_share=0.1
+    )
 
 
 def test_failed_tasks_are_those_that_did_not_end_as_expected_grouped_by_reason():
@@ -316,6 +318,7 @@ def test_the_daily_report_puts_the_previous_day_and_the_soak_beside_the_day():
             previous=PeriodData(yesterday, runs=[old, run(outcome=Outcome.LOST, reason="Gone")]),
             soak=PeriodData(soak, runs=[old, new]),
             intervention_match_seconds=0,
+            layer_blind_max_share=0.1,
         )
     )
     assert report.timezone == "Asia/Shanghai"
@@ -339,6 +342,7 @@ def test_the_blind_table_lists_every_source_each_agent_and_the_causes() -> None:
             previous=None,
             soak=data,
             intervention_match_seconds=0,
+            layer_blind_max_share=0.1,
         )
     )
     assert report.figures.blind.by_agent == {"agent=n1": 3600.0, "agent=n2": 1800.0}

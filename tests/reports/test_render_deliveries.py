@@ -32,6 +32,7 @@ def _report(deliveries: list[StoredDelivery], ctx: ReportContext) -> DailyReport
             previous=None,
             soak=data,
             intervention_match_seconds=0,
+            layer_blind_max_share=0.1,
         )
     )
 

@@ -20,7 +20,13 @@ from observer.domain import Expectation, Finding, FindingKind, Outcome, ProbeRun
 from observer.probes.windows import occurrence_of
 from observer.records import controller_not_running, overlap_seconds
 from observer.reports.build.data import Period, PeriodData, ReportContext
-from observer.reports.build.events import FindingItem, InterventionFigures, finding_figures
+from observer.reports.build.events import (
+    FindingItem,
+    InterventionFigures,
+    OwnerStateFigures,
+    finding_figures,
+    owner_state_note,
+)
 from observer.reports.build.notes import Note
 
 LEAK_DETECTORS = frozenset(
@@ -91,6 +97,7 @@ def judge(
     context: ReportContext,
     rules: VerdictRules,
     interventions: InterventionFigures,
+    owners: OwnerStateFigures,
 ) -> tuple[CriterionResult, ...]:
     """Every criterion, in the order of CRITERIA, on the evidence alone (layers.observed then
     judges what the soak could not see)."""
@@ -99,7 +106,7 @@ def judge(
         _monitoring_linked(soak, context),
         _quota_enforced(soak.runs),
         _failure_evidence(soak.runs),
-        _no_unreleased(soak),
+        _no_unreleased(soak, owners),
         _no_log_loss(soak, context),
         _monitoring_lag(soak, context, rules),
         _no_unfairness(soak, context, rules),
@@ -306,7 +313,7 @@ def _failure_evidence(runs: Sequence[ProbeRun]) -> CriterionResult:
     )
 
 
-def _no_unreleased(soak: PeriodData) -> CriterionResult:
+def _no_unreleased(soak: PeriodData, owners: OwnerStateFigures) -> CriterionResult:
     name = "no_unreleased_resources"
     leaks = _of(soak.findings, LEAK_DETECTORS)
     idle = _of(soak.findings, IDLE_DETECTORS)
@@ -316,6 +323,9 @@ def _no_unreleased(soak: PeriodData) -> CriterionResult:
             {"leaks": len(leaks), "idle": len(idle), "detectors": _detectors(leaks + idle)},
         )
     ]
+    if owners.known is not None:
+        # Memory held after its job ended shows only on nodes that knew the job had ended.
+        evidence.append(owner_state_note("ev", owners))
     if leaks:
         return _result(name, Status.FAIL, evidence, FailureClass.MUST_FIX, leaks, soak.period)
     if idle:

@@ -14,7 +14,7 @@ from observer.reports.build.figures import PeriodFigures, period_figures
 @dataclass(frozen=True, slots=True)
 class DailyInputs:
     """`previous` is None on the soak's first day; `soak` runs from the soak's start to the
-    day's end."""
+    day's end. `layer_blind_max_share`: see period_figures."""
 
     context: ReportContext
     day: date
@@ -22,6 +22,7 @@ class DailyInputs:
     previous: PeriodData | None
     soak: PeriodData
     intervention_match_seconds: float
+    layer_blind_max_share: float
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,14 +36,16 @@ class DailyReport:
 
 
 def build_daily(inputs: DailyInputs) -> DailyReport:
-    context, match = inputs.context, inputs.intervention_match_seconds
+    def figures(data: PeriodData) -> PeriodFigures:
+        return period_figures(
+            data, inputs.context, inputs.intervention_match_seconds, inputs.layer_blind_max_share
+        )
+
     return DailyReport(
         day=inputs.day,
-        timezone=context.calendar.timezone.key,
-        soak_started_at=context.soak_started_at,
-        figures=period_figures(inputs.data, context, match),
-        previous_day=(
-            None if inputs.previous is None else period_figures(inputs.previous, context, match)
-        ),
-        soak_to_date=period_figures(inputs.soak, context, match),
+        timezone=inputs.context.calendar.timezone.key,
+        soak_started_at=inputs.context.soak_started_at,
+        figures=figures(inputs.data),
+        previous_day=None if inputs.previous is None else figures(inputs.previous),
+        soak_to_date=figures(inputs.soak),
     )

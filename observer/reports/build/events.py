@@ -8,6 +8,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+from observer.detectors.node_leaks import OWNER_STATE_UNKNOWN
 from observer.domain import STALE_AFTER_INTERVALS, Finding, FindingKind, JsonValue, Severity
 from observer.records import (
     DELIVERY_FAILED,
@@ -20,6 +21,7 @@ from observer.records import (
 )
 from observer.reports.build import interventions as detected_interventions
 from observer.reports.build.data import PeriodData, ReportContext
+from observer.reports.build.notes import Note
 
 # Conditions during which the observer could not see a source, by source.
 BLIND_DETECTORS = {
@@ -42,6 +44,7 @@ BLIND_SOURCES = (
     "alerts",
 )
 SCHEDULER_GAP = "snapshot_gap"
+NODE_NAMES = 10  # nodes named in a sentence; a large fleet's are counted beyond
 
 
 @dataclass(frozen=True, slots=True)
@@ -167,6 +170,20 @@ class BlindFigures:
     not_set_up: tuple[str, ...]
     scheduler_gap_seconds: float
     restarts: tuple[ControllerRestart, ...] = ()  # the controller came back up in the period
+
+
+@dataclass(frozen=True, slots=True)
+class OwnerStateFigures:
+    """Per node with GPU samples in the period, whether its agent knew if each GPU process's
+    owner (pod, job) still ran: not known when its `owner_state_unknown` was open for more
+    than `limit_share` of the period (an agent with no owner directory reports it all
+    along). `not_known`: those nodes, with the share of the period their owner state was
+    unknown. `known` None: no node was sampled."""
+
+    nodes: int
+    known: int | None
+    not_known: Mapping[str, float]
+    limit_share: float
 
 
 # --- alerts ----------------------------------------------------------------------------
@@ -304,6 +321,50 @@ def _status(finding: Finding, start: datetime, end: datetime) -> str | None:
     if opened_here:
         return "opened_closed" if closed_here else "opened"
     return "closed" if closed_here else "open"
+
+
+# --- owner state ------------------------------------------------------------------------
+
+
+def owner_state_figures(data: PeriodData, limit_share: float) -> OwnerStateFigures:
+    period = data.period
+    unknown: dict[str, list[BlindPeriod]] = {}
+    for finding in data.findings:
+        node = finding.subject.get("node")
+        if finding.detector != OWNER_STATE_UNKNOWN or node not in data.gpu.nodes:
+            continue
+        lo = max(finding.opened_at, period.start)
+        hi = min(finding.closed_at or period.end, period.end)
+        if hi > lo:
+            unknown.setdefault(node, []).append(
+                BlindPeriod("owners", node, lo, hi, finding.detector)
+            )
+    shares = {
+        node: _union_seconds(periods) / period.seconds if period.seconds else 1.0
+        for node, periods in sorted(unknown.items())
+    }
+    not_known = {node: share for node, share in shares.items() if share > limit_share}
+    nodes = len(data.gpu.nodes)
+    return OwnerStateFigures(
+        nodes=nodes,
+        known=nodes - len(not_known) if nodes else None,
+        not_known=not_known,
+        limit_share=limit_share,
+    )
+
+
+def owner_state_note(prefix: str, owners: OwnerStateFigures) -> Note:
+    """The sentence 'owner state known on 4 of 6 nodes', naming the others: the message
+    `prefix`.owner_state, or `prefix`.owner_state_not_known when a node did not know."""
+    params: dict[str, JsonValue] = {"known": owners.known, "nodes": owners.nodes}
+    if not owners.not_known:
+        return Note(f"{prefix}.owner_state", params)
+    names = list(owners.not_known)
+    shown = ", ".join(names[:NODE_NAMES])
+    if len(names) > NODE_NAMES:
+        shown += f" (+{len(names) - NODE_NAMES})"
+    params |= {"not_known": shown, "limit_share": owners.limit_share}
+    return Note(f"{prefix}.owner_state_not_known", params)
 
 
 # --- blind time ------------------------------------------------------------------------

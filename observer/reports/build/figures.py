@@ -25,11 +25,13 @@ from observer.reports.build.events import (
     DeliveryFigures,
     FindingFigures,
     InterventionFigures,
+    OwnerStateFigures,
     alert_figures,
     blind_figures,
     delivery_figures,
     finding_figures,
     intervention_figures,
+    owner_state_figures,
 )
 
 FAILED_OUTCOMES = frozenset({Outcome.FAILED, Outcome.REJECTED, Outcome.TIMED_OUT, Outcome.LOST})
@@ -206,6 +208,7 @@ class PeriodFigures:
     all_jobs: AllJobFigures | None  # None: no listing of every tenant's jobs covered it
     queue: QueueFigures
     gpu: GpuFigures
+    owners: OwnerStateFigures
     alerts: AlertFigures
     interventions: InterventionFigures
     findings: FindingFigures
@@ -214,8 +217,13 @@ class PeriodFigures:
 
 
 def period_figures(
-    data: PeriodData, context: ReportContext, intervention_match_seconds: float
+    data: PeriodData,
+    context: ReportContext,
+    intervention_match_seconds: float,
+    layer_blind_max_share: float,
 ) -> PeriodFigures:
+    """`layer_blind_max_share`: a node whose owner state was unknown longer than this share
+    of the period did not know it (reports.verdict_layer_blind_max_share)."""
     return PeriodFigures(
         start=data.period.start,
         end=data.period.end,
@@ -223,6 +231,7 @@ def period_figures(
         all_jobs=all_job_figures(data.job_slots, data.period),
         queue=queue_figures(data.runs, data.queue_samples),
         gpu=gpu_figures(data, context),
+        owners=owner_state_figures(data, layer_blind_max_share),
         alerts=alert_figures(data, context),
         interventions=intervention_figures(data, intervention_match_seconds),
         findings=finding_figures(data.findings, data.period.start, data.period.end),

@@ -71,10 +71,13 @@ class Verdict:
 
 def build_verdict(inputs: VerdictInputs) -> Verdict:
     context, soak, rules = inputs.context, inputs.soak, inputs.rules
-    figures = period_figures(soak, context, rules.intervention_match_seconds)
+    figures = period_figures(
+        soak, context, rules.intervention_match_seconds, rules.layer_blind_max_share
+    )
     criteria = observed(
-        judge(soak, context, rules, figures.interventions),
+        judge(soak, context, rules, figures.interventions, figures.owners),
         figures.blind,
+        figures.owners,
         soak.period.seconds,
         rules.layer_blind_max_share,
     )

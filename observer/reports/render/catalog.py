@@ -38,6 +38,8 @@ CATALOG: dict[str, dict[str, str]] = {
         "fig.gpu_util_avg": "GPU utilisation (average)",
         "fig.gpu_allocated_share": "GPUs allocated (scheduler)",
         "fig.gpu_busy_share": "GPUs in use (agents)",
+        "fig.owner_state_known": "Owner state known (agents)",
+        "value.owner_state_known": "{known} of {nodes} nodes",
         "fig.alerts_total": "Alerts fired",
         "fig.interventions_total": "Manual interventions",
         "fig.findings_opened": "Findings opened",
@@ -168,6 +170,12 @@ CATALOG: dict[str, dict[str, str]] = {
         "failed to start); they have no queue wait.",
         "note.gpu_coverage": "{sampled} of {known} scheduler nodes sampled by agents; "
         "{unread} samples could not read utilisation.",
+        "note.owner_state": "Owner state known on {known} of {nodes} nodes: each node's agent "
+        "knew whether the pod or job of every GPU process still ran.",
+        "note.owner_state_not_known": "Owner state known on {known} of {nodes} nodes; not known "
+        "(its agent could not tell for more than {limit_share} of the period whether a GPU "
+        "process's pod or job still ran) on {not_known}: memory left after a job ended is not "
+        "seen there.",
         "note.generated_for": "Built from the data stored for this period; rebuilding it gives "
         "the same report.",
         # statuses, sources, actions
@@ -288,6 +296,12 @@ CATALOG: dict[str, dict[str, str]] = {
         "ev.failure_logs": "Logs of tasks are checked through the log canaries (see No log loss).",
         "ev.run": "Task {run_id} ({probe}, {tenant}): {outcome}, {reason} — {message}",
         "ev.unreleased": "Leaks: {leaks}; allocated but idle: {idle} ({detectors}).",
+        "ev.owner_state": "Owner state known on {known} of {nodes} nodes.",
+        "ev.owner_state_not_known": "Owner state known on {known} of {nodes} nodes; not known "
+        "(unknown for more than {limit_share} of the soak) on {not_known}: memory held after "
+        "a job ended is not observed there.",
+        "ev.owner_state_not_observed": "No node's agent knew whether its GPU processes' pods or "
+        "jobs still ran ({nodes} nodes): memory held after a job ended was not observed.",
         "ev.layer_not_set_up": "The {layer} is not set up: what only it sees was not observed.",
         "ev.layer_blind": "The {layer} was blind {share} of the soak (limit {limit_share}): not "
         "observed.",
@@ -335,8 +349,9 @@ CATALOG: dict[str, dict[str, str]] = {
         "when every run is refused or held with the quota named.",
         "reverify.failure_evidence": "Run fail-exit, fail-command, fail-image and fail-oom in "
         "every window; pass when each ends the expected way with reason and explanation.",
-        "reverify.no_unreleased_resources": "Run the plan with agents on every node; pass when "
-        "no unreleased-resource condition opens.",
+        "reverify.no_unreleased_resources": "Run the plan with agents on every node, each "
+        "reading its owner directory (agent.owners: the kubelet or slurmd); pass when no "
+        "unreleased-resource condition opens.",
         "reverify.no_log_loss": "Run log-canary probes through the production log pipeline, "
         "across log rotations; pass when no line is lost.",
         "reverify.monitoring_lag_bound": "Set controller.prometheus_url and run the gpu-busy "
@@ -381,6 +396,8 @@ CATALOG: dict[str, dict[str, str]] = {
         "fig.gpu_util_avg": "GPU 利用率（平均）",
         "fig.gpu_allocated_share": "GPU 已分配（调度器）",
         "fig.gpu_busy_share": "GPU 使用中（节点代理）",
+        "fig.owner_state_known": "已知属主状态的节点（节点代理）",
+        "value.owner_state_known": "{nodes} 个节点中 {known} 个",
         "fig.alerts_total": "告警次数",
         "fig.interventions_total": "人工干预次数",
         "fig.findings_opened": "新发现问题",
@@ -502,6 +519,11 @@ CATALOG: dict[str, dict[str, str]] = {
         "间。",
         "note.gpu_coverage": "调度器中 {known} 个节点有 {sampled} 个被节点代理采样；"
         "{unread} 个样本未能读取利用率。",
+        "note.owner_state": "{nodes} 个节点中 {known} 个的属主状态已知：每个节点的代理都知道每个 "
+        "GPU 进程所属的 Pod 或作业是否仍在运行。",
+        "note.owner_state_not_known": "{nodes} 个节点中 {known} 个的属主状态已知；{not_known} "
+        "的属主状态未知（超过该时段 {limit_share} 的时间里，节点代理无法判断 GPU 进程所属的 Pod "
+        "或作业是否仍在运行）：这些节点上作业结束后遗留的显存无法发现。",
         "note.generated_for": "根据该时段已保存的数据生成；重新生成结果相同。",
         "status.event": "事件",
         "status.opened": "新开，仍未关闭",
@@ -613,6 +635,12 @@ CATALOG: dict[str, dict[str, str]] = {
         "ev.failure_logs": "任务日志通过日志金丝雀检查（见“无日志丢失”）。",
         "ev.run": "任务 {run_id}（{probe}，{tenant}）：{outcome}，{reason} — {message}",
         "ev.unreleased": "泄漏：{leaks}；已分配但空闲：{idle}（{detectors}）。",
+        "ev.owner_state": "{nodes} 个节点中 {known} 个的属主状态已知。",
+        "ev.owner_state_not_known": "{nodes} 个节点中 {known} 个的属主状态已知；{not_known} "
+        "的属主状态未知（超过测试时间的 {limit_share}）：这些节点上作业结束后仍占用的显存未"
+        "观测。",
+        "ev.owner_state_not_observed": "没有任何节点的代理知道其 GPU 进程所属的 Pod 或作业是否仍"
+        "在运行（共 {nodes} 个节点）：作业结束后仍占用的显存未观测。",
         "ev.layer_not_set_up": "{layer}未配置：只有该层能看到的情况未观测。",
         "ev.layer_blind": "{layer}在 {share} 的测试时间内处于盲区（限值 {limit_share}）：未观测。",
         "ev.logs": "运行了 {canaries} 个日志金丝雀：{lost} 个丢行，{damaged} 个有重复或乱序，"
@@ -654,8 +682,8 @@ CATALOG: dict[str, dict[str, str]] = {
         "reverify.failure_evidence": "在每个窗口运行 fail-exit、fail-command、fail-image 和 fail-o"
         "om；"
         "每个都按预期失败并带有原因和说明即为通过。",
-        "reverify.no_unreleased_resources": "在所有节点运行节点代理并执行计划；无未释放资源问题即"
-        "为通过。",
+        "reverify.no_unreleased_resources": "在所有节点运行节点代理（每个都能读取其属主目录，"
+        "agent.owners：kubelet 或 slurmd）并执行计划；无未释放资源问题即为通过。",
         "reverify.no_log_loss": "经生产日志管道、跨越日志轮转运行 log-canary 探测；无丢行即为通过"
         "。",
         "reverify.monitoring_lag_bound": "设置 controller.prometheus_url 并运行 gpu-busy 探测；"

@@ -3,6 +3,7 @@ shows too."""
 
 from __future__ import annotations
 
+from observer.reports.build.events import owner_state_note
 from observer.reports.build.figures import PeriodFigures, UtilizationStats
 from observer.reports.render import charts
 from observer.reports.render.blocks import Block, Heading, Table, Text
@@ -97,6 +98,8 @@ def gpu_blocks(
             "note",
         ),
     ]
+    if day.owners.known is not None:
+        blocks.append(Text(w.note(owner_state_note("note", day.owners)), "note"))
     return blocks
 
 

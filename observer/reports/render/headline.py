@@ -23,6 +23,7 @@ def headline_rows(w: Words) -> list[tuple[str, Callable[[PeriodFigures], str]]]:
         ("fig.gpu_util_avg", lambda f: w.percent(utilization(f.gpu.overall, "avg_percent"))),
         ("fig.gpu_allocated_share", lambda f: w.share(f.gpu.allocated_share)),
         ("fig.gpu_busy_share", lambda f: w.share(utilization(f.gpu.overall, "busy_share"))),
+        ("fig.owner_state_known", lambda f: owner_state_text(f, w)),
         ("fig.alerts_total", lambda f: w.integer(f.alerts.total)),
         ("fig.interventions_total", lambda f: w.integer(f.interventions.total)),
         ("fig.findings_opened", lambda f: w.integer(f.findings.opened)),
@@ -36,6 +37,13 @@ def headline_rows(w: Words) -> list[tuple[str, Callable[[PeriodFigures], str]]]:
 def utilization(stats: UtilizationStats | None, name: str) -> float | None:
     value = getattr(stats, name) if stats is not None else None
     return None if value is None else float(value)
+
+
+def owner_state_text(f: PeriodFigures, w: Words) -> str:
+    known = f.owners.known
+    if known is None:
+        return w("word.not_observed")
+    return w("value.owner_state_known", known=known, nodes=f.owners.nodes)
 
 
 def blind_text(f: PeriodFigures, w: Words) -> str:

@@ -1,6 +1,7 @@
 """Reports as JSON. Keys are English and stable whatever the language: the headline keys
 (tasks_total, tasks_failed, all_jobs_total, all_jobs_failed (null: not observed),
-all_jobs_complete, queue_wait_seconds_avg, gpu_utilization_avg (percent), alerts_total,
+all_jobs_complete, queue_wait_seconds_avg, gpu_utilization_avg (percent), owner_state_nodes
+and owner_state_known_nodes (null: no node sampled), alerts_total,
 manual_interventions_total, findings...) at the top, the report's dataclass field names
 below them. Nothing depends on when a report is rendered."""
 
@@ -41,6 +42,8 @@ def headline(f: PeriodFigures) -> dict[str, Any]:
         "gpu_utilization_p50": _num(util.p50_percent if util else None),
         "gpu_utilization_p95": _num(util.p95_percent if util else None),
         "gpu_allocated_share": _num(f.gpu.allocated_share),
+        "owner_state_nodes": f.owners.nodes,
+        "owner_state_known_nodes": f.owners.known,
         "alerts_total": f.alerts.total,
         "manual_interventions_total": f.interventions.total,
         "findings_opened": f.findings.opened,
@@ -60,6 +63,7 @@ def _period_json(f: PeriodFigures) -> dict[str, Any]:
         "all_jobs": plain(f.all_jobs),
         "queue_wait": plain(f.queue),
         "gpu": plain(f.gpu),
+        "owner_state": plain(f.owners),
         "alerts": plain(f.alerts),
         "manual_interventions": plain(f.interventions),
         "findings": plain(f.findings),
