@@ -8,10 +8,11 @@ Then `live`, per owner directory (bench/live_node.py: `kubelet`, `slurm`; one th
 cannot provide says why): 8 GPUs x 4 live processes read through the real /proc, the agent
 as `observer agent` builds it, measured twice at 1 Hz for `--seconds`:
 - in_process: build_agent ticked here; time.process_time() of this process per tick, which
-  holds the stand-in kubelet's serving when it is the owner directory;
+  holds the stand-in kubelet's serving when it is the owner directory, and apart the commands
+  it ran (getrusage of the children that ended: scontrol and squeue on Slurm);
 - running_agent: `observer agent --config <tmp>` started as a subprocess, utime+stime from its
-  /proc/<pid>/stat after its start-up, and apart the commands it ran (cutime+cstime: scontrol
-  and squeue on Slurm);
+  /proc/<pid>/stat after its start-up, and apart the commands it ran (cutime+cstime), and the
+  stand-in kubelet's serving in this process meanwhile;
 and how often the owner directory was read, where it counts its reads (the stand-in
 kubelet counts its List calls; Slurm's are not counted), against the most TrackedOwners
 allows. processes_by_owner_phase is all `running` on an undisturbed run: anything else
@@ -27,6 +28,7 @@ import argparse
 import json
 import math
 import os
+import resource
 import socket
 import subprocess
 import sys
@@ -130,10 +132,12 @@ def _in_process(node: LiveNode, seconds: int) -> dict[str, Any]:
         agent.tick()  # the first tick inspects every process and reads the owners: start-up
         reads = node.reads() if node.reads else None
         started_cpu, started = time.process_time(), time.monotonic()
+        started_commands = _commands_cpu_seconds()
         for tick in range(1, seconds + 1):
             agent.tick()
             time.sleep(max(0.0, started + tick - time.monotonic()))
         cpu = time.process_time() - started_cpu
+        commands = _commands_cpu_seconds() - started_commands
         snapshot = agent.snapshot()
     finally:
         agent.close()
@@ -141,9 +145,16 @@ def _in_process(node: LiveNode, seconds: int) -> dict[str, Any]:
         "ticks": seconds,
         "cpu_seconds_per_tick": round(cpu / seconds, 6),
         "cpu_percent_of_one_core_at_1hz": round(cpu / seconds * 100, 3),
+        "commands_cpu_percent_of_one_core": round(commands / seconds * 100, 3),
         "owner_reads": _owner_reads(node, reads, seconds),
         **_snapshot_summary(codec.snapshot_to_json(snapshot) if snapshot else None),
     }
+
+
+def _commands_cpu_seconds() -> float:
+    """CPU of this process's children that ended (the live node's own run to the end)."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 def _cpu_seconds(pid: int) -> tuple[float, float]:
