@@ -42,7 +42,7 @@ test: lint $(FAKE_NVML) $(CHART_TOOLS)
 	OBSERVER_TEST_FAKE_NVML_LIB=$(CURDIR)/$(FAKE_NVML) $(BIN)/pytest
 
 bench: setup $(FAKE_NVML)
-	OBSERVER_TEST_FAKE_NVML_LIB=$(CURDIR)/$(FAKE_NVML) $(BIN)/python bench/agent_sampling.py
+	OBSERVER_TEST_FAKE_NVML_LIB=$(CURDIR)/$(FAKE_NVML) PYTHONPATH=$(CURDIR) $(BIN)/python bench/agent_sampling.py
 	$(BIN)/python bench/detectors.py
 	$(BIN)/python bench/controller_scale.py
 	$(BIN)/python bench/report.py

@@ -1,36 +1,61 @@
-"""Cost of the agent's lean sample per GPU, against a bare loop of the same pynvml calls.
+"""What the node agent costs a node, over the stand-in libnvidia-ml.so.1 with 8 GPUs.
 
-Runs over the stand-in libnvidia-ml.so.1 (8 GPUs, two processes each). Prints one JSON line:
-observer_us_per_gpu (the agent's sampler, lean tier, per GPU), raw_nvml_us_per_gpu (the same
-NVML calls in a bare loop), ratio, agent_tick_us (a whole tick: lean sample, attribution,
-detectors, conditions), and cpu_percent_of_one_core_at_1hz for 8 GPUs.
+Prints one JSON line. The sampler alone, against a fake host: observer_us_per_gpu (the lean
+tier, per GPU), raw_nvml_us_per_gpu (the same NVML calls in a bare loop), ratio,
+agent_tick_us (a whole tick) and cpu_percent_of_one_core_at_1hz.
 
-    OBSERVER_TEST_FAKE_NVML_LIB=.build/fake-nvml/libnvidia-ml.so.1 python bench/agent_sampling.py
+Then `live`, per owner directory (bench/live_node.py: `kubelet`, `slurm`; one this machine
+cannot provide says why): 8 GPUs x 4 live processes read through the real /proc, the agent
+as `observer agent` builds it, measured twice at 1 Hz for `--seconds`:
+- in_process: build_agent ticked here; time.process_time() of this process per tick, which
+  holds the stand-in kubelet's serving when it is the owner directory, and apart the commands
+  it ran (getrusage of the children that ended: scontrol and squeue on Slurm);
+- running_agent: `observer agent --config <tmp>` started as a subprocess, utime+stime from its
+  /proc/<pid>/stat after its start-up, and apart the commands it ran (cutime+cstime), and the
+  stand-in kubelet's serving in this process meanwhile;
+and how often the owner directory was read, where it counts its reads (the stand-in
+kubelet counts its List calls; Slurm's are not counted), against the most TrackedOwners
+allows. processes_by_owner_phase is all `running` on an undisturbed run: anything else
+means an owner ended during it (on a shared Slurm, someone's scancel).
+
+    OBSERVER_TEST_FAKE_NVML_LIB=.build/fake-nvml/libnvidia-ml.so.1 PYTHONPATH=. \
+        SLURM_CONF=/tmp/observer-infra/slurm/etc/slurm.conf python bench/agent_sampling.py
 """
 
 from __future__ import annotations
 
+import argparse
 import json
+import math
 import os
+import resource
+import socket
+import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
+from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pynvml
+from live_node import GPUS, PROCESSES_PER_GPU, LiveNode, Unavailable, live_node
 from prometheus_client import CollectorRegistry
 
+from observer import codec
 from observer.agent.attribution import Attributor
+from observer.agent.main import build_agent
 from observer.agent.sampler import Sampler
 from observer.agent.service import NodeAgent
 from observer.clock import SystemClock
 from observer.gpu.nvml import NvmlGpuBackend
 from observer.metrics import AgentMetrics
 from observer.ownership.fake import FakeHost
+from observer.settings import Settings
 from observer.settings.detectors import NodeLeakSettings
 
-GPUS = 8
 ROUNDS = 2000
 REPO = Path(__file__).resolve().parent.parent
 
@@ -73,7 +98,149 @@ def _per_gpu_us(run: Callable[[], object], rounds: int) -> float:
     return best / rounds / GPUS * 1e6
 
 
+def _snapshot_summary(snapshot: dict[str, Any] | None) -> dict[str, Any]:
+    """What the agent made of the node: its processes' owner phases and its open findings."""
+    if snapshot is None:
+        return {"snapshot": None}
+    allocation = snapshot["allocation"]
+    return {
+        "processes_by_owner_phase": dict(Counter(p["owner_phase"] for p in snapshot["processes"])),
+        "open_findings_by_detector": dict(
+            Counter(f["detector"] for f in snapshot["findings"] if f["closed_at"] is None)
+        ),
+        "owner_directory_up": allocation["up"] if allocation else None,
+    }
+
+
+def _owner_reads(node: LiveNode, before: int | None, seconds: int) -> dict[str, Any]:
+    """The owner directory's reads over `seconds`, and the most TrackedOwners may make then
+    while no new owner appears: one per owners_interval_seconds, the window's two ends
+    included."""
+    interval = Settings.model_validate({"agent": node.agent}).agent.owners_interval_seconds
+    at_most = math.floor(seconds / interval) + 1
+    if node.reads is None or before is None:
+        return {"reads": None, "at_most": at_most}
+    return {"reads": node.reads() - before, "at_most": at_most}
+
+
+def _in_process(node: LiveNode, seconds: int) -> dict[str, Any]:
+    os.environ.update(node.env)
+    agent = build_agent(
+        Settings.model_validate({"agent": node.agent}), SystemClock(), CollectorRegistry()
+    )
+    try:
+        agent.tick()  # the first tick inspects every process and reads the owners: start-up
+        reads = node.reads() if node.reads else None
+        started_cpu, started = time.process_time(), time.monotonic()
+        started_commands = _commands_cpu_seconds()
+        for tick in range(1, seconds + 1):
+            agent.tick()
+            time.sleep(max(0.0, started + tick - time.monotonic()))
+        cpu = time.process_time() - started_cpu
+        commands = _commands_cpu_seconds() - started_commands
+        snapshot = agent.snapshot()
+    finally:
+        agent.close()
+    return {
+        "ticks": seconds,
+        "cpu_seconds_per_tick": round(cpu / seconds, 6),
+        "cpu_percent_of_one_core_at_1hz": round(cpu / seconds * 100, 3),
+        "commands_cpu_percent_of_one_core": round(commands / seconds * 100, 3),
+        "owner_reads": _owner_reads(node, reads, seconds),
+        **_snapshot_summary(codec.snapshot_to_json(snapshot) if snapshot else None),
+    }
+
+
+def _commands_cpu_seconds() -> float:
+    """CPU of this process's children that ended (the live node's own run to the end)."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def _cpu_seconds(pid: int) -> tuple[float, float]:
+    """(utime+stime, cutime+cstime) of a process, in seconds."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    tick = os.sysconf("SC_CLK_TCK")
+    # fields[0] is the state, field 3 of proc(5): utime is field 14
+    utime, stime, cutime, cstime = (int(f) for f in fields[11:15])
+    return (utime + stime) / tick, (cutime + cstime) / tick
+
+
+def _get(url: str) -> Any:
+    with urllib.request.urlopen(url, timeout=5) as answer:
+        return json.load(answer)
+
+
+def _running_agent(node: LiveNode, seconds: int, work: Path) -> dict[str, Any]:
+    with socket.socket() as probe:  # a free port for the agent's HTTP surface
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    config = work / "agent.yaml"
+    config.write_text(
+        json.dumps({"agent": {**node.agent, "listen_host": "127.0.0.1", "listen_port": port}})
+    )
+    observer = Path(sys.executable).parent / "observer"
+    env = {**os.environ, **node.env, "PYTHONPATH": str(REPO)}
+    with (work / "agent.log").open("wb") as log:
+        agent = subprocess.Popen(
+            [str(observer), "agent", "--config", str(config)], env=env, stdout=log, stderr=log
+        )
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                if _get(f"http://127.0.0.1:{port}/healthz")["status"] == "ok":
+                    break
+            except OSError:
+                pass
+            if agent.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"observer agent did not start: see {work / 'agent.log'}")
+            time.sleep(0.2)
+        time.sleep(2)  # past its start-up: imports, NVML, the first reads
+        reads = node.reads() if node.reads else None
+        own, children = _cpu_seconds(agent.pid)
+        bench_cpu = time.process_time()
+        time.sleep(seconds)
+        own_after, children_after = _cpu_seconds(agent.pid)
+        bench_cpu = time.process_time() - bench_cpu
+        snapshot = _get(f"http://127.0.0.1:{port}/v1/snapshot")
+        reads_summary = _owner_reads(node, reads, seconds)
+    finally:
+        agent.terminate()
+        agent.wait(30)
+    result = {
+        "seconds": seconds,
+        "cpu_percent_of_one_core": round((own_after - own) / seconds * 100, 3),
+        "commands_cpu_percent_of_one_core": round((children_after - children) / seconds * 100, 3),
+        "owner_reads": reads_summary,
+        **_snapshot_summary(snapshot),
+    }
+    if node.reads is not None:  # the owner directory served from here: what that cost
+        result["stand_in_cpu_percent_of_one_core"] = round(bench_cpu / seconds * 100, 3)
+    return result
+
+
+def _live(owners: str, lib: Path, seconds: int) -> dict[str, Any]:
+    with tempfile.TemporaryDirectory() as tmp:
+        work = Path(tmp)
+        try:
+            with live_node(owners, lib, work) as node:
+                return {
+                    "owner_directory": node.owner_directory,
+                    "gpus": GPUS,
+                    "processes": GPUS * PROCESSES_PER_GPU,
+                    "in_process": _in_process(node, seconds),
+                    "running_agent": _running_agent(node, seconds, work),
+                }
+        except Unavailable as exc:
+            return {"unavailable": str(exc)}
+
+
 def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seconds", type=int, default=60, help="each live run, at 1 Hz")
+    parser.add_argument("--owners", default="kubelet,slurm", help="live owner directories")
+    args = parser.parse_args()
     lib = Path(
         os.environ.get("OBSERVER_TEST_FAKE_NVML_LIB", REPO / ".build/fake-nvml/libnvidia-ml.so.1")
     )
@@ -121,6 +288,7 @@ def main() -> int:
                 "agent_tick_us": round(tick_us, 1),
                 "cpu_percent_of_one_core_at_1hz": round(tick_us / 1e6 * 100, 3),
                 "library": "stand-in libnvidia-ml.so.1 (state cached; see deploy/local/fake_nvml)",
+                "live": {o: _live(o, lib, args.seconds) for o in args.owners.split(",")},
             }
         )
     )
