@@ -18,6 +18,7 @@ from observer.domain import (
 )
 from observer.probes.windows import Calendar, Window, parse_days
 from observer.records import StoredGpuSample, StoredQueueSample
+from observer.reports.build.criteria import VerdictRules
 from observer.reports.build.data import (
     GpuUsage,
     Period,
@@ -165,3 +166,15 @@ def node(
 
 def utc(when: datetime) -> datetime:
     return when.astimezone(UTC)
+
+
+# The verdict's rules the report tests judge soaks by.
+RULES = VerdictRules(
+    monitoring_lag_max_seconds=600,
+    unexplained_wait_max_share=0.05,
+    blind_max_share=0.05,
+    layer_blind_max_share=0.1,
+    intervention_match_seconds=3600,
+    fairness_persistence_k=3,
+    fairness_persistence_m=5,
+)

@@ -12,7 +12,7 @@ import pytest
 
 from observer.domain import Finding, SchedulerSnapshot
 from observer.records import StoredGpuSample
-from observer.reports.build.criteria import CriterionResult, FailureClass, Status, VerdictRules
+from observer.reports.build.criteria import CriterionResult, FailureClass, Status
 from observer.reports.build.daily import DailyInputs, DailyReport, build_daily
 from observer.reports.build.data import Period, PeriodData
 from observer.reports.build.notes import Note
@@ -27,6 +27,7 @@ from observer.storage.store import Store
 from tests.reports.builders import (
     DAY,
     DAY_START,
+    RULES,
     at,
     context,
     finding,
@@ -39,15 +40,6 @@ from tests.reports.builders import (
 
 WEEK = Period(DAY_START, DAY_START + timedelta(days=7))
 NODES = ("gpu-1", "gpu-2", "gpu-3", "gpu-4", "gpu-5", "gpu-6")
-RULES = VerdictRules(
-    monitoring_lag_max_seconds=600,
-    unexplained_wait_max_share=0.05,
-    blind_max_share=0.05,
-    layer_blind_max_share=0.1,
-    intervention_match_seconds=3600,
-    fairness_persistence_k=3,
-    fairness_persistence_m=5,
-)
 
 
 def _verdict(*findings: Finding) -> Verdict:

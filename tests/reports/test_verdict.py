@@ -9,7 +9,7 @@ from datetime import timedelta
 
 from observer.domain import Expectation, FindingKind, Outcome, ProbeRun, Severity
 from observer.records import ControllerRun, StoredIntervention, StoredNodeChange
-from observer.reports.build.criteria import CRITERIA, FailureClass, Status, VerdictRules
+from observer.reports.build.criteria import CRITERIA, FailureClass, Status
 from observer.reports.build.data import (
     GpuUsage,
     Period,
@@ -19,18 +19,20 @@ from observer.reports.build.data import (
 )
 from observer.reports.build.notes import Note
 from observer.reports.build.verdict import Recommendation, Verdict, VerdictInputs, build_verdict
-from tests.reports.builders import CALENDAR, DAY_START, at, context, finding, gpu, node, queue, run
+from tests.reports.builders import (
+    CALENDAR,
+    DAY_START,
+    RULES,
+    at,
+    context,
+    finding,
+    gpu,
+    node,
+    queue,
+    run,
+)
 
 WEEK = Period(DAY_START, DAY_START + timedelta(days=7))
-RULES = VerdictRules(
-    monitoring_lag_max_seconds=600,
-    unexplained_wait_max_share=0.05,
-    blind_max_share=0.05,
-    layer_blind_max_share=0.1,
-    intervention_match_seconds=3600,
-    fairness_persistence_k=3,
-    fairness_persistence_m=5,
-)
 NODES = [node("n1", "a", 8, 0, "idle"), node("n2", "a", 8, 0, "idle")]
 
 
