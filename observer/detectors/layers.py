@@ -1,7 +1,9 @@
-"""What each layer (scheduler, node agent, NVML) shows about a job's resources, shared by
-the detectors that compare the layers (unreleased, probe_release) and the controller's
-monitoring-lag feed: the layers' words, a fresh agent snapshot, a job's processes on a node,
-memory above the driver's baseline, the agent's open findings."""
+"""What each of the three layers shows about a job's resources - the scheduler, the node's
+allocation (what the kubelet or slurmd says it gave whom, from the agent) and NVML (the
+processes and memory the agent sees) - shared by the detectors that compare the layers
+(unreleased, probe_release) and the controller's monitoring-lag feed: the layers' words, a
+fresh agent snapshot, a job's processes on a node, memory above the driver's baseline, the
+agent's open findings."""
 
 from __future__ import annotations
 
@@ -30,6 +32,35 @@ def fresh_snapshot(
     if snapshot is None or (now - snapshot.at).total_seconds() > max_age_seconds:
         return None
     return snapshot
+
+
+def allocation_holds(agent: NodeSnapshot | None, owner_ids: Collection[str] | None) -> str:
+    """The node allocation layer's word on a job's GPUs (`owner_ids`; None: anyone's): 'held'
+    while the kubelet or slurmd still assigns one to it, 'released' when it answered and assigns
+    none, 'unknown' when it was not read or assigns GPUs to an owner it cannot name."""
+    allocation = agent.allocation if agent is not None else None
+    if allocation is None or not allocation.up:
+        return UNKNOWN
+    if owner_ids is None:
+        return HELD if allocation.assignments else RELEASED
+    if any(a.owner.id in owner_ids for a in allocation.assignments if a.owner.id):
+        return HELD
+    return UNKNOWN if any(not a.owner.id for a in allocation.assignments) else RELEASED
+
+
+def any_node_holds(words: Collection[str]) -> str:
+    """One word for a job on several nodes: held on any is held, released only on all."""
+    if HELD in words:
+        return HELD
+    return RELEASED if words and all(w == RELEASED for w in words) else UNKNOWN
+
+
+def assigned_gpus(agent: NodeSnapshot | None) -> int | None:
+    """How many GPUs the node's allocation layer assigns to anyone; None when it was not read."""
+    allocation = agent.allocation if agent is not None else None
+    if allocation is None or not allocation.up:
+        return None
+    return len({a.gpu_uuid for a in allocation.assignments})
 
 
 def memory_above_baseline(gpu: GpuReading) -> int | None:

@@ -7,9 +7,11 @@ Rules (conditions):
   still holds its GPUs beyond the grace period. Its GPUs are explained by the job, so they
   are not allocated_without_job too: one problem, one finding;
 - kill_task_failed: a node drained because the platform could not kill a job's processes.
-Each finding compares the layers (`layers`): which see the GPUs held, which see them released,
-and which could not look (no fresh agent snapshot, owners it cannot match: 'unknown', never
-'released'). A job's processes are those whose owner is one the scheduler names for the job
+Each finding compares the three layers (`layers`): the scheduler, the node's allocation (the
+kubelet's or slurmd's assignments, through the agent) and NVML (the agent's processes and
+memory): which see the GPUs held, which see them released, and which could not look (no fresh
+agent snapshot, no allocation read, owners it cannot match: 'unknown', never 'released'). A
+job's processes are those whose owner is one the scheduler names for the job
 (`JobStatus.owner_ids`: Slurm's job id, the UIDs of a Kubernetes Job's pods)."""
 
 from __future__ import annotations
@@ -21,6 +23,9 @@ from observer.detectors.layers import (
     HELD,
     RELEASED,
     UNKNOWN,
+    allocation_holds,
+    any_node_holds,
+    assigned_gpus,
     fresh_snapshot,
     job_processes,
     layers,
@@ -85,7 +90,11 @@ def evaluate(
                         "gpus_of_jobs": held.get(node.name, 0.0),
                         "excess_gpus": excess,
                         "node_state": node.state,
-                        "layers": layers(scheduler=HELD, node=seen),
+                        "layers": layers(
+                            scheduler=HELD,
+                            allocation=_allocation_sees_excess(agent, held.get(node.name, 0.0)),
+                            nvml=seen,
+                        ),
                         "node_findings": open_node_findings(agent),
                     },
                     hold_seconds=grace_seconds,
@@ -103,7 +112,11 @@ def evaluate(
                     evidence={
                         "node_state": node.state,
                         "reason": node.reason,
-                        "layers": layers(scheduler=HELD, node=_node_sees_any(agent)),
+                        "layers": layers(
+                            scheduler=HELD,
+                            allocation=allocation_holds(agent, None),
+                            nvml=_node_sees_any(agent),
+                        ),
                         "node_findings": open_node_findings(agent),
                     },
                 )
@@ -137,7 +150,13 @@ def _stuck(
             "message": job.message,
             "ending_since": ending_since.isoformat(),
             "grace_seconds": grace_seconds,
-            "layers": layers(scheduler=HELD, node=_nodes_see_job(job.owner_ids, agents)),
+            "layers": layers(
+                scheduler=HELD,
+                allocation=any_node_holds(
+                    [allocation_holds(agent, job.owner_ids) for _, agent in agents]
+                ),
+                nvml=_nodes_see_job(job.owner_ids, agents),
+            ),
             "node_findings": [f for _, agent in agents for f in open_node_findings(agent)],
         },
         hold_seconds=grace_seconds,
@@ -159,6 +178,14 @@ def _node_sees_excess(agent: NodeSnapshot | None, explained: float, tolerance: i
     if busy > explained:
         return HELD
     return UNKNOWN if unknown else RELEASED
+
+
+def _allocation_sees_excess(agent: NodeSnapshot | None, explained: float) -> str:
+    """'held' when the kubelet or slurmd assigns more GPUs than the node's jobs explain."""
+    assigned = assigned_gpus(agent)
+    if assigned is None:
+        return UNKNOWN
+    return HELD if assigned > explained else RELEASED
 
 
 def _node_sees_any(agent: NodeSnapshot | None) -> str:

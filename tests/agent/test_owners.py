@@ -18,7 +18,14 @@ from prometheus_client import CollectorRegistry
 from observer import codec
 from observer.agent.main import build_agent, owner_source
 from observer.clock import ManualClock
-from observer.domain import Finding
+from observer.detectors import unreleased
+from observer.domain import (
+    Finding,
+    JobPhase,
+    JobStatus,
+    SchedulerNode,
+    SchedulerSnapshot,
+)
 from observer.ownership.base import Undetected
 from observer.ownership.slurmd import SlurmdOwners
 from observer.settings import Settings
@@ -325,3 +332,60 @@ def test_the_running_agent_reports_its_owner_directory_in_healthz(
     assert health.status_code == 200
     assert body["owner_directory"]["up"] is False
     assert str(tmp_path / "absent.sock") in body["owner_directory"]["reason"]
+
+
+def test_the_controller_compares_three_layers_with_the_kubelets_assignment_over_the_wire(
+    node: Node,
+) -> None:
+    """A pod stuck Terminating: the scheduler still shows it ending; its process is gone from
+    the GPU; the kubelet still gives it the GPU until the pod object goes."""
+    node.kubelet.start_pod(train_pod(UID_A, gpu=0))
+    node.run(4242, UID_A, gpu=0)
+    node.tick()
+    node.free(0)
+    ending = JobStatus(
+        job_id="team-a/train-0",
+        run_id=None,
+        tenant="team-a",
+        queue=None,
+        phase=JobPhase.RUNNING,
+        gpus=1,
+        nodes=("gpu-node-0",),
+        owner_ids=(UID_A,),
+        ending_since=T0,
+    )
+
+    def layers_seen_by_the_controller() -> Any:
+        node.tick()
+        snap = node.agent.snapshot()
+        assert snap is not None
+        wire = codec.snapshot_from_bytes(json.dumps(codec.snapshot_to_json(snap)).encode())
+        scheduler = SchedulerSnapshot(
+            wire.at,
+            (),
+            (SchedulerNode("gpu-node-0", "a", 2, 1, "mixed", None),),
+            (ending,),
+        )
+        [stuck] = unreleased.evaluate(
+            scheduler,
+            {"gpu-node-0": wire},
+            wire.at,
+            grace_seconds=60,
+            stuck_grace_seconds=120,
+            snapshot_max_age_seconds=60,
+            memory_tolerance_bytes=256 * 2**20,
+        )
+        return stuck.evidence["layers"]
+
+    assert layers_seen_by_the_controller() == {
+        "scheduler": "held",
+        "allocation": "held",
+        "nvml": "released",
+        "agree": ["scheduler", "allocation"],
+        "disagree": ["nvml"],
+    }
+
+    node.kubelet.delete_pod(UID_A)
+    node.clock.advance(INTERVAL)  # the next owner read
+
+    assert layers_seen_by_the_controller()["allocation"] == "released"

@@ -159,7 +159,9 @@ def test_gpus_the_scheduler_holds_with_no_job_behind_them_open_a_condition_until
     assert leak.evidence["excess_gpus"] == 2
     assert leak.evidence["layers"] == {
         "scheduler": "held",
-        "node": "unknown",  # no agent is read in this soak: unknown, never released
+        # No agent is read in this soak: unknown, never released.
+        "allocation": "unknown",
+        "nvml": "unknown",
         "agree": ["scheduler"],
         "disagree": [],
     }
@@ -192,7 +194,7 @@ def test_a_probe_whose_process_outlives_its_job_is_found_then_closed_and_forgott
     assert leak.subject == {"run_id": run.run_id, "node": node, "tenant": "research"}
     assert leak.evidence["job_id"] == run.job_id
     assert leak.evidence["gpus"][0]["processes"][0]["owner"] == f"job/{run.job_id}"
-    assert (leak.evidence["layers"]["scheduler"], leak.evidence["layers"]["node"]) == (
+    assert (leak.evidence["layers"]["scheduler"], leak.evidence["layers"]["nvml"]) == (
         "released",
         "held",
     )
@@ -264,7 +266,7 @@ def test_a_probe_stuck_ending_is_stuck_terminating_and_its_gpu_is_not_also_witho
     assert stuck.subject == {"job_id": run.job_id, "tenant": "research", "node": node}
     assert stuck.evidence["ending_since"] == ENDED.isoformat()
     # The controlled experiment sees the same GPU held, and both layers agree.
-    assert opened["probe_unreleased"].evidence["layers"]["agree"] == ["scheduler", "node"]
+    assert opened["probe_unreleased"].evidence["layers"]["agree"] == ["scheduler", "nvml"]
 
     soak.cluster.faults.stuck_jobs.discard(run.job_id)  # force-deleted
     soak.schedule.run_for(60)

@@ -17,11 +17,14 @@ from observer.domain import (
     Expectation,
     Finding,
     FindingKind,
+    GpuAssignment,
     GpuIdentity,
     GpuReading,
     GpuSample,
     JobPhase,
     JobStatus,
+    JsonValue,
+    NodeAllocation,
     NodeSnapshot,
     Outcome,
     Owner,
@@ -79,6 +82,7 @@ def agent(
     unlisted_bytes: Mapping[int, int] | None = None,
     findings: Iterable[Finding] = (),
     gpus: int = 4,
+    allocation: NodeAllocation | None = None,
 ) -> NodeSnapshot:
     """One agent snapshot: each GPU at the baseline plus its processes' memory and any memory
     no process is listed for."""
@@ -100,7 +104,25 @@ def agent(
         for i in range(gpus)
     )
     return NodeSnapshot(
-        node, at(seconds), DriverStatus(DriverState.OK), readings, listed, tuple(findings)
+        node,
+        at(seconds),
+        DriverStatus(DriverState.OK),
+        readings,
+        listed,
+        tuple(findings),
+        allocation,
+    )
+
+
+def kubelet(seconds: float, assigned: Mapping[int, Owner] | None = None) -> NodeAllocation:
+    """The node allocation layer as the kubelet answered at `seconds`: GPU index -> owner."""
+    return NodeAllocation(
+        "kubelet",
+        True,
+        None,
+        at(seconds),
+        tuple(GpuAssignment(f"GPU-{i}", o, None) for i, o in (assigned or {}).items()),
+        frozenset(f"GPU-{i}" for i in range(4)),
     )
 
 
@@ -218,13 +240,31 @@ def test_a_process_of_the_ended_job_still_on_its_gpu_is_a_finding_with_its_evide
             "used_memory_bytes": 20 * GIB,
         }
     ]
-    # The scheduler let the job go; the node still holds it.
+    # The scheduler let the job go; NVML still shows it; no allocation layer was read.
     assert evidence["layers"] == {
         "scheduler": "released",
-        "node": "held",
-        "agree": ["node"],
+        "allocation": "unknown",
+        "nvml": "held",
+        "agree": ["nvml"],
         "disagree": ["scheduler"],
     }
+
+
+def test_the_allocation_layer_says_whether_the_kubelet_still_gives_the_ended_job_its_gpu():
+    def allocation_word(allocation: NodeAllocation) -> JsonValue:
+        snapshot = agent(95, [process(2, 20, OURS)], allocation=allocation)
+        [symptom] = check(100, [snapshot]).symptoms
+        layers = symptom.evidence["layers"]
+        assert isinstance(layers, dict)
+        return layers["allocation"]
+
+    assert allocation_word(kubelet(95, {2: OURS})) == "held"
+    assert allocation_word(kubelet(95, {2: Owner(OwnerKind.SLURM_JOB, "other")})) == "released"
+    assert allocation_word(kubelet(95)) == "released"
+    # A pod the kubelet lists whose UID the node cannot tell could be the job's.
+    assert allocation_word(kubelet(95, {2: Owner(OwnerKind.SLURM_JOB)})) == "unknown"
+    down = NodeAllocation("kubelet", False, "socket missing", None)
+    assert allocation_word(down) == "unknown"
 
 
 def test_a_job_the_scheduler_still_shows_ending_makes_both_layers_agree():
@@ -232,7 +272,7 @@ def test_a_job_the_scheduler_still_shows_ending_makes_both_layers_agree():
 
     [symptom] = check(100, [agent(95, [process(0, 1, OURS)])], scheduler(95, [stuck], 1)).symptoms
 
-    assert symptom.evidence["layers"]["agree"] == ["scheduler", "node"]
+    assert symptom.evidence["layers"]["agree"] == ["scheduler", "nvml"]
     assert symptom.evidence["scheduler"]["job_ending_since"] == at(0).isoformat()
     assert symptom.evidence["scheduler"]["node_gpus_allocated"] == 1
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
 
-from observer.detectors import fairness, unexplained_wait
+from observer.detectors import fairness, node_leaks, unexplained_wait
 from observer.domain import Expectation, Finding, FindingKind, Outcome, ProbeRun, Severity
 from observer.probes.windows import occurrence_of
 from observer.records import controller_not_running, overlap_seconds
@@ -111,7 +111,7 @@ def judge(
         _monitoring_lag(soak, context, rules),
         _no_unfairness(soak, context, rules),
         _interventions_audited(soak, interventions),
-        _isolation(soak.runs),
+        _isolation(soak),
     )
 
 
@@ -486,19 +486,25 @@ def _interventions_audited(soak: PeriodData, interventions: InterventionFigures)
     )
 
 
-def _isolation(runs: Sequence[ProbeRun]) -> CriterionResult:
+def _isolation(soak: PeriodData) -> CriterionResult:
+    """The isolation probe's cross-tenant reads, and the node agents' processes on GPUs their
+    pod or job was not given (a container that sees every GPU): either is a breach."""
     name = "tenant_isolation"
+    runs = soak.runs
     tries = [r for r in runs if r.expectation is Expectation.DENIED and r.outcome is not None]
-    if not tries:
-        return _result(
-            name, Status.NOT_OBSERVED, [Note("ev.no_probe_runs", {"probe": "isolation"})]
-        )
+    crossed = _of(soak.findings, [node_leaks.GPU_NOT_ASSIGNED])
     breaches = [r for r in tries if r.outcome is Outcome.FAILED]
-    evidence = [
-        Note("ev.isolation", {"runs": len(tries), "breaches": len(breaches)}),
-        *_run_examples(breaches),
-    ]
-    return _result(name, Status.FAIL if breaches else Status.PASS, evidence, FailureClass.MUST_FIX)
+    evidence = (
+        [Note("ev.isolation", {"runs": len(tries), "breaches": len(breaches)})]
+        if tries
+        else [Note("ev.no_probe_runs", {"probe": "isolation"})]
+    )
+    evidence += _run_examples(breaches)
+    if soak.gpu.nodes or crossed:
+        evidence.append(Note("ev.gpu_isolation", {"findings": len(crossed)}))
+    if breaches or crossed:
+        return _result(name, Status.FAIL, evidence, FailureClass.MUST_FIX, crossed, soak.period)
+    return _result(name, Status.PASS if tries else Status.NOT_OBSERVED, evidence)
 
 
 def _run_examples(runs: Sequence[ProbeRun]) -> list[Note]:

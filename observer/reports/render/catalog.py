@@ -271,7 +271,8 @@ CATALOG: dict[str, dict[str, str]] = {
         "window: shares are not what was promised.",
         "class.interventions_audited.later_optimisation": "The platform was changed by hand "
         "without a record; the change process must close the gap.",
-        "class.tenant_isolation.must_fix": "One tenant could read another's work.",
+        "class.tenant_isolation.must_fix": "One tenant could read another's work or use GPUs "
+        "it was not given.",
         # evidence
         "ev.no_waits": "No probe task waited in a queue ({runs} tasks): queueing was never "
         "exercised.",
@@ -317,6 +318,9 @@ CATALOG: dict[str, dict[str, str]] = {
         "without a record.",
         "ev.unaudited": "Not recorded: {action} on {subject} at {at} ({reason}).",
         "ev.isolation": "{runs} isolation probe runs, {breaches} let a read through.",
+        "ev.gpu_isolation": "{findings} times a process ran on a GPU its pod or job was not given "
+        "(gpu_not_assigned: the node agents compare each process with the kubelet's or slurmd's "
+        "assignments).",
         # scope
         "scope.must_fix": "Blocker: {criterion}.",
         "scope.queue_explainable": "Tell tenants that some waits cannot yet be explained; "
@@ -360,8 +364,9 @@ CATALOG: dict[str, dict[str, str]] = {
         "{k} occurrences under contention; pass when no persistent_unfairness opens.",
         "reverify.interventions_audited": "Record every manual change with `observer "
         "intervention add`; pass when every detected intervention has its record.",
-        "reverify.tenant_isolation": "Run the isolation probe for every tenant; pass when every "
-        "read of another tenant's work is refused.",
+        "reverify.tenant_isolation": "Run the isolation probe for every tenant, with agents "
+        "reading their owner directory on every node; pass when every read of another tenant's "
+        "work is refused and no gpu_not_assigned opens.",
         "reverify.rerun": "Then soak again for at least {days} days covering every window "
         "({windows}) and build the verdict again.",
     },
@@ -611,7 +616,8 @@ CATALOG: dict[str, dict[str, str]] = {
         "诺不符。",
         "class.interventions_audited.later_optimisation": "平台被手工变更但没有记录；需由变更流程"
         "补上。",
-        "class.tenant_isolation.must_fix": "一个租户可以读取另一个租户的工作内容。",
+        "class.tenant_isolation.must_fix": "一个租户可以读取另一个租户的工作内容，"
+        "或使用未分配给它的 GPU。",
         "ev.no_waits": "没有探测任务排队（共 {runs} 个任务）：排队行为未被检验。",
         "ev.waits": "{runs} 个任务中 {waited} 个排队；其中 {unexplained} 个的等待原因无法由平台状"
         "态解释"
@@ -654,6 +660,8 @@ CATALOG: dict[str, dict[str, str]] = {
         "登记。",
         "ev.unaudited": "未登记：{at} 对 {subject} 的 {action}（{reason}）。",
         "ev.isolation": "隔离探测 {runs} 次，{breaches} 次读取被放行。",
+        "ev.gpu_isolation": "进程在未分配给其 Pod 或作业的 GPU 上运行 {findings} 次"
+        "（gpu_not_assigned：节点代理将每个进程与 kubelet 或 slurmd 的分配结果比对）。",
         "scope.must_fix": "阻断项：{criterion}。",
         "scope.queue_explainable": "告知租户部分等待暂时无法解释；不承诺等待时长。",
         "scope.monitoring_linked": "仅限监控覆盖的节点和工作负载；其余不承诺 SLO。",
@@ -692,7 +700,8 @@ CATALOG: dict[str, dict[str, str]] = {
         "无 persistent_unfairness 即为通过。",
         "reverify.interventions_audited": "每次手工变更都用 `observer intervention add` 登记；"
         "每次自动识别的干预都有登记即为通过。",
-        "reverify.tenant_isolation": "为每个租户运行隔离探测；所有跨租户读取都被拒绝即为通过。",
+        "reverify.tenant_isolation": "在每个节点的代理读取其属主目录的前提下，"
+        "为每个租户运行隔离探测；所有跨租户读取都被拒绝且没有 gpu_not_assigned 出现即为通过。",
         "reverify.rerun": "随后至少再进行 {days} 天覆盖所有窗口（{windows}）的浸泡测试，并重新生成"
         "结论。",
     },
