@@ -34,6 +34,61 @@ _PORT_SETTINGS = {
 }
 
 
+def _add_runs(commands: Any) -> None:
+    runs = commands.add_parser(
+        "runs", help="every probe run of one day, as the daily summary's per-task appendix"
+    )
+    _config_option(runs)
+    runs.add_argument(
+        "--date", type=_day, help="the day, YYYY-MM-DD in the platform's timezone (default: today)"
+    )
+    runs.add_argument(
+        "--failed",
+        action="store_true",
+        help="only runs that failed (refused, timed out, lost, or ended another way than expected)",
+    )
+    runs.add_argument("--probe", help="only this probe's runs")
+    form = runs.add_mutually_exclusive_group()
+    form.add_argument("--json", action="store_true", help="one JSON object per line")
+    form.add_argument("--csv", action="store_true", help="CSV, as beside the daily summary")
+
+
+def _add_report(commands: Any) -> None:
+    report = commands.add_parser("report", help="build reports into reports.output_dir")
+    _config_option(report)
+    report_commands = report.add_subparsers(dest="report_command", required=True)
+    daily = report_commands.add_parser(
+        "daily", help="the daily summary of one day (default: yesterday, platform timezone)"
+    )
+    which = daily.add_mutually_exclusive_group()
+    which.add_argument("--date", type=_day, help="the day, YYYY-MM-DD in the platform's timezone")
+    which.add_argument(
+        "--today",
+        action="store_true",
+        help="the day so far, marked partial, as daily-YYYY-MM-DD-so-far.*",
+    )
+    verdict = report_commands.add_parser("verdict", help="the go-live verdict over the soak")
+    verdict.add_argument(
+        "--provisional",
+        action="store_true",
+        help="over the soak so far, up to now, marked provisional, as verdict-*-provisional.*",
+    )
+    for built in (daily, verdict):
+        _config_option(built)
+        built.add_argument(
+            "--deliver",
+            action="store_true",
+            help="then hand it to the configured channels (reports.delivery) and record it; "
+            "exit 1 when a channel failed",
+        )
+    deliveries = report_commands.add_parser(
+        "deliveries", help="list recorded report deliveries, oldest first"
+    )
+    deliveries.add_argument("--report", help="only this report's, e.g. daily-2026-11-30")
+    deliveries.add_argument("--json", action="store_true", help="one JSON object per line")
+    _config_option(deliveries)
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="observer", description="GPU Soak Observer")
     commands = parser.add_subparsers(dest="command", required=True)
@@ -66,6 +121,7 @@ def _parser() -> argparse.ArgumentParser:
     findings.add_argument("--detector", help="only this detector's findings")
     findings.add_argument("--json", action="store_true", help="one JSON object per line")
 
+    _add_runs(commands)
     db = commands.add_parser("db", help="database administration")
     _config_option(db)
     db_commands = db.add_subparsers(dest="db_command", required=True)
@@ -73,29 +129,7 @@ def _parser() -> argparse.ArgumentParser:
         db_commands.add_parser("upgrade", help="apply schema migrations up to the latest")
     )
 
-    report = commands.add_parser("report", help="build reports into reports.output_dir")
-    _config_option(report)
-    report_commands = report.add_subparsers(dest="report_command", required=True)
-    daily = report_commands.add_parser(
-        "daily", help="the daily summary of one day (default: yesterday, platform timezone)"
-    )
-    daily.add_argument("--date", type=_day, help="the day, YYYY-MM-DD in the platform's timezone")
-    verdict = report_commands.add_parser("verdict", help="the go-live verdict over the soak")
-    for built in (daily, verdict):
-        _config_option(built)
-        built.add_argument(
-            "--deliver",
-            action="store_true",
-            help="then hand it to the configured channels (reports.delivery) and record it; "
-            "exit 1 when a channel failed",
-        )
-    deliveries = report_commands.add_parser(
-        "deliveries", help="list recorded report deliveries, oldest first"
-    )
-    deliveries.add_argument("--report", help="only this report's, e.g. daily-2026-11-30")
-    deliveries.add_argument("--json", action="store_true", help="one JSON object per line")
-    _config_option(deliveries)
-
+    _add_report(commands)
     intervention = commands.add_parser("intervention", help="manual interventions")
     _config_option(intervention)
     intervention_commands = intervention.add_subparsers(dest="intervention_command", required=True)
@@ -240,6 +274,8 @@ def _dispatch(args: argparse.Namespace, settings: Settings) -> int:
         return _run_until_signalled(settings, "controller")
     if args.command == "findings":
         return _findings(args, settings)
+    if args.command == "runs":
+        return _runs(args, settings)
     if args.command == "report":
         return _report(args, settings)
     if args.command == "intervention":
@@ -294,6 +330,8 @@ def _pair(text: str) -> tuple[str, str]:
 
 
 def _report(args: argparse.Namespace, settings: Settings) -> int:
+    from zoneinfo import ZoneInfo  # noqa: PLC0415
+
     from observer.clock import SystemClock  # noqa: PLC0415
     from observer.reports.deliver import deliver_written  # noqa: PLC0415
     from observer.reports.publish import write_daily, write_verdict, yesterday  # noqa: PLC0415
@@ -306,10 +344,11 @@ def _report(args: argparse.Namespace, settings: Settings) -> int:
         if args.report_command == "deliveries":
             return _deliveries(store.deliveries(report=args.report), args.json)
         if args.report_command == "daily":
-            day = args.date or yesterday(settings, now)
-            paths = write_daily(store, settings, day, now)
+            tz = ZoneInfo(settings.controller.timezone)
+            day = now.astimezone(tz).date() if args.today else args.date or yesterday(settings, now)
+            paths = write_daily(store, settings, day, now, partial=args.today)
         else:
-            paths = write_verdict(store, settings, now)
+            paths = write_verdict(store, settings, now, provisional=args.provisional)
         for path in paths:
             print(path)
         if not args.deliver:
@@ -367,6 +406,41 @@ def _findings(args: argparse.Namespace, settings: Settings) -> int:
                 f"{finding.opened_at:%Y-%m-%d %H:%M:%S}  {finding.severity.value:<8} "
                 f"{finding.detector:<24} {state:<26} {finding.summary}"
             )
+    return EXIT_OK
+
+
+def _runs(args: argparse.Namespace, settings: Settings) -> int:
+    from zoneinfo import ZoneInfo  # noqa: PLC0415
+
+    from observer.reports.build.figures import is_failed, task_records  # noqa: PLC0415
+    from observer.reports.inputs import day_period  # noqa: PLC0415
+    from observer.reports.render.i18n import Words  # noqa: PLC0415
+    from observer.reports.render.json import task_record_json  # noqa: PLC0415
+    from observer.reports.render.tasks import task_headers, task_row, tasks_csv  # noqa: PLC0415
+    from observer.storage.database import store_url  # noqa: PLC0415
+    from observer.storage.store import Store  # noqa: PLC0415
+
+    tz = ZoneInfo(settings.controller.timezone)
+    day = args.date or datetime.now(tz).date()
+    bounds = day_period(day, tz)
+    with Store(store_url(settings.storage.sqlite_path, settings.storage.url)) as store:
+        runs = store.runs(since=bounds.start, until=bounds.end)
+    records = [
+        r
+        for r in task_records(runs)
+        if (not args.failed or is_failed(r.run))
+        and (args.probe is None or r.run.probe == args.probe)
+    ]
+    words = Words(settings.reports.language, tz)
+    if args.csv:
+        sys.stdout.write(tasks_csv(records, words))
+    elif args.json:
+        for record in records:
+            print(json.dumps(task_record_json(record, words), ensure_ascii=False))
+    else:
+        print("\t".join(task_headers(words)))
+        for record in records:
+            print("\t".join(str(c) for c in task_row(record, words, record.run.run_id)))
     return EXIT_OK
 
 

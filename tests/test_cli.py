@@ -132,6 +132,7 @@ def test_every_command_of_the_parser_is_in_the_readme_table() -> None:
     [
         ["findings"],
         ["findings", "--json"],
+        ["runs", "--date", "2026-11-30"],
         ["report", "daily", "--date", "2026-11-30"],
         ["report", "verdict"],
         ["report", "deliveries"],

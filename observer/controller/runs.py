@@ -7,7 +7,7 @@ nothing runs on the platform that is not accounted for.
 
 An isolation probe (expectation DENIED) submits nothing: each tenant's credentials try to
 read every other configured tenant's work, and the run is stored once, already done, PASSED
-when every try was refused and FAILED ("IsolationBreach", a must-fix) when any got through."""
+when every try was refused and FAILED (ISOLATION_BREACH, a must-fix) when any got through."""
 
 from __future__ import annotations
 
@@ -32,7 +32,16 @@ from observer.errors import BackendError, ProbeError, StoreError
 from observer.logs import get_logger
 from observer.metrics import ControllerMetrics
 from observer.probes.catalog import DEFAULT_DEADLINE_SECONDS, ProbeSpec
-from observer.probes.outcome import judge
+from observer.probes.outcome import (
+    CONTROLLER_SHUTDOWN,
+    ISOLATION_BREACH,
+    JOB_FORGOTTEN,
+    PROBE_NOT_RUNNABLE,
+    SUBMISSION_ERROR,
+    SUBMISSION_FAILED,
+    SUBMISSION_NOT_CONFIRMED,
+    judge,
+)
 from observer.storage.store import Store
 from observer.storage.write_behind import WriteBehind
 
@@ -97,7 +106,7 @@ class ProbeRunner:
                     self._end(
                         run,
                         Outcome.LOST,
-                        "SubmissionNotConfirmed",
+                        SUBMISSION_NOT_CONFIRMED,
                         "the controller stopped before the platform confirmed "
                         "the submission, and the platform holds no such job",
                     )
@@ -162,7 +171,7 @@ class ProbeRunner:
             for other in others:
                 attempts += self._backend.probe_isolation(name, other)
         except ProbeError as exc:
-            return self._save(self._end(run, Outcome.REJECTED, "ProbeNotRunnable", str(exc)))
+            return self._save(self._end(run, Outcome.REJECTED, PROBE_NOT_RUNNABLE, str(exc)))
         except BackendError as exc:
             # No verdict either way: counted as blind time, tried again at the next launch.
             self._metrics.probe_runs_skipped_total.labels(spec.name, "backend_error").inc()
@@ -175,9 +184,7 @@ class ProbeRunner:
                 tenant=name,
                 allowed=[f"{a.action} in {a.target}" for a in breaches],
             )
-        outcome, reason = (
-            (Outcome.FAILED, "IsolationBreach") if breaches else (Outcome.PASSED, None)
-        )
+        outcome, reason = (Outcome.FAILED, ISOLATION_BREACH) if breaches else (Outcome.PASSED, None)
         return self._save(self._end(run, outcome, reason, isolation_message(attempts)))
 
     def follow(self) -> list[ProbeRun]:
@@ -196,9 +203,7 @@ class ProbeRunner:
                     self._active[run.run_id] = replace(run, job_id=job.job_id)
                 else:
                     # The platform answers and holds no such job: the submission never landed.
-                    changed.append(
-                        self._end(run, Outcome.REJECTED, "SubmissionFailed", run.message)
-                    )
+                    changed.append(self._end(run, Outcome.REJECTED, SUBMISSION_FAILED, run.message))
         ids = [r.job_id for r in self._active.values() if r.job_id]
         statuses = self._backend.jobs(ids)
         for run in [r for r in self._active.values() if r.job_id]:
@@ -219,7 +224,7 @@ class ProbeRunner:
                 except BackendError as exc:
                     _log.error("could not cancel a probe job", job_id=run.job_id, error=str(exc))
                     continue
-            ended.append(self._end(run, Outcome.CANCELLED, "ControllerShutdown", why))
+            ended.append(self._end(run, Outcome.CANCELLED, CONTROLLER_SHUTDOWN, why))
         self._unsaved.save(ended)
         self._publish_active()
         return ended
@@ -264,13 +269,13 @@ class ProbeRunner:
         except Exception as exc:  # a bug or a bad host: this run fails, not the whole launch
             _log.error("submission failed", run_id=run.run_id, error=repr(exc))
             message = f"submit raised {type(exc).__name__}: {exc}"
-            return self._save(self._end(run, Outcome.REJECTED, "SubmissionError", message))
+            return self._save(self._end(run, Outcome.REJECTED, SUBMISSION_ERROR, message))
         return self._save(replace(run, job_id=job_id, state=RunState.PENDING))
 
     def _update(self, run: ProbeRun, status: JobStatus | None, now: datetime) -> ProbeRun:
         if status is None:
             return self._end(
-                run, Outcome.LOST, "JobForgotten", "the platform no longer knows the job"
+                run, Outcome.LOST, JOB_FORGOTTEN, "the platform no longer knows the job"
             )
         seen_at, seen_reason = self._last_seen.get(run.run_id, (now, None))
         reasons = dict(run.pending_reasons)
@@ -301,15 +306,10 @@ class ProbeRunner:
                 self._backend.cancel(status.job_id)
             return self._end(run, outcome, run.reason, run.message)
         if now >= self._deadlines[run.run_id]:
+            # The observer gave up: the outcome says so, the reason stays the platform's last
+            # word on the job (what held it pending), and the reports explain from both.
             self._backend.cancel(status.job_id)
-            return self._end(
-                run,
-                Outcome.TIMED_OUT,
-                "DeadlineExceeded",
-                f"not ended {(now - run.submitted_at).total_seconds():.0f} s after submission"
-                if run.submitted_at
-                else None,
-            )
+            return self._end(run, Outcome.TIMED_OUT, run.reason, run.message)
         return run
 
     def _end(

@@ -266,8 +266,7 @@ def _process_symptoms(
             subject=subject,
             severity=Severity.CRITICAL,
             summary=f"pid {proc.pid} still holds {held} on GPU {proc.gpu_index} after its "
-            f"owner {owner} ended"
-            + (f" at {state.ended_at.isoformat()}" if state.ended_at else ""),
+            f"owner {owner} ended",
             rule=f"owner ended more than {rules.grace_seconds:g} s ago and the process is still "
             "listed on the GPU",
             evidence=evidence,

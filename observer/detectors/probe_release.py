@@ -128,7 +128,7 @@ def _judge(
         detector=DETECTOR,
         subject={"run_id": run.run_id, "node": node, "tenant": run.tenant},
         severity=Severity.CRITICAL,
-        summary=f"probe {run.probe} ({run.tenant}, job {job_id}) ended at {ended.isoformat()}; "
+        summary=f"probe {run.probe} ({run.tenant}, job {job_id}) ended; "
         f"{len(gpus)} GPU(s) on {node} are not back to idle {grace_seconds:g} s later",
         rule="after one of our probes ends, the GPUs it ran on hold no process of its job and "
         f"no memory above the driver baseline within {grace_seconds:g} s",

@@ -135,8 +135,9 @@ def _stuck(
         detector=STUCK_TERMINATING,
         subject={"job_id": job.job_id, "tenant": job.tenant, "node": where},
         severity=Severity.CRITICAL,
-        summary=f"{job.job_id} of {job.tenant} still holds {job.gpus} GPUs on {where}, "
-        f"ending since {ending_since.isoformat()}",
+        # Times are in the evidence: a summary is read beside local-time columns.
+        summary=f"{job.job_id} of {job.tenant} still holds {job.gpus} GPUs on {where} "
+        f"{grace_seconds:g} s after the platform began ending it",
         rule="a job the platform is ending (pod Terminating, Slurm job COMPLETING) still "
         f"holds its GPUs {grace_seconds:g} s after it began ending",
         evidence={

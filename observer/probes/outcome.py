@@ -31,6 +31,28 @@ OOM_MARKS = ("OOMKilled", "OUT_OF_MEMORY", "OutOfMemory")
 OOM_EXIT_CODE = 137
 
 
+# The reasons the observer records itself: the message beside one is the observer's reasoning,
+# not the platform's words (a refusal the platform gave keeps the platform's reason).
+PROBE_NOT_RUNNABLE = "ProbeNotRunnable"
+SUBMISSION_FAILED = "SubmissionFailed"
+SUBMISSION_ERROR = "SubmissionError"
+SUBMISSION_NOT_CONFIRMED = "SubmissionNotConfirmed"
+JOB_FORGOTTEN = "JobForgotten"
+CONTROLLER_SHUTDOWN = "ControllerShutdown"
+ISOLATION_BREACH = "IsolationBreach"
+OBSERVER_REASONS = frozenset(
+    {
+        PROBE_NOT_RUNNABLE,
+        SUBMISSION_FAILED,
+        SUBMISSION_ERROR,
+        SUBMISSION_NOT_CONFIRMED,
+        JOB_FORGOTTEN,
+        CONTROLLER_SHUTDOWN,
+        ISOLATION_BREACH,
+    }
+)
+
+
 def is_quota_reason(reason: str | None) -> bool:
     return reason is not None and any(mark in reason for mark in QUOTA_REASON_MARKS)
 

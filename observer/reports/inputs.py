@@ -166,15 +166,20 @@ def _sum(usages: Mapping[date, GpuUsage], last: date = date.max) -> GpuUsage:
     return total
 
 
-def load_daily(store: Store, settings: Settings, day: date, now: datetime) -> DailyInputs:
+def load_daily(
+    store: Store, settings: Settings, day: date, now: datetime, *, partial: bool = False
+) -> DailyInputs:
     """The inputs of `day`'s summary. Refused for a day not over at `now` or before the
-    soak: a summary of a whole day only, so that it never changes once built."""
+    soak: a summary of a whole day only, so that it never changes once built; `partial`:
+    the day so far, up to `now` (marked so, never filed as the day's summary)."""
     started = soak_started_at(store, settings)
     if started is None:
         raise ReportError("nothing stored yet: no probe run and no reports.soak_started_at")
     context = report_context(settings, started)
     tz = context.calendar.timezone
     bounds = day_period(day, tz)
+    if partial and bounds.start < now < bounds.end:
+        bounds = Period(bounds.start, now)
     if bounds.end > now:
         raise ReportError(f"{day.isoformat()} is not over yet in {tz.key}")
     if bounds.end <= started:
@@ -198,6 +203,7 @@ def load_daily(store: Store, settings: Settings, day: date, now: datetime) -> Da
         soak=soak_data,
         intervention_match_seconds=settings.reports.verdict_intervention_match_seconds,
         layer_blind_max_share=settings.reports.verdict_layer_blind_max_share,
+        partial=bounds.end < day_period(day, tz).end,
     )
 
 
@@ -209,11 +215,15 @@ def soak_ended_at(settings: Settings, now: datetime) -> datetime:
     return day_period(now.astimezone(tz).date(), tz).start
 
 
-def load_verdict(store: Store, settings: Settings, now: datetime) -> VerdictInputs:
+def load_verdict(
+    store: Store, settings: Settings, now: datetime, *, provisional: bool = False
+) -> VerdictInputs:
+    """The inputs of the verdict over the soak: up to its end (whole days unless
+    reports.soak_ended_at says otherwise), or `provisional`: up to `now`."""
     started = soak_started_at(store, settings)
     if started is None:
         raise ReportError("nothing stored yet: no probe run and no reports.soak_started_at")
-    ended = min(soak_ended_at(settings, now), now)
+    ended = now if provisional else min(soak_ended_at(settings, now), now)
     if ended <= started:
         raise ReportError(
             f"the soak has no whole day yet: it started {started.isoformat()}, the verdict "
@@ -238,4 +248,5 @@ def load_verdict(store: Store, settings: Settings, now: datetime) -> VerdictInpu
             fairness_persistence_k=fair.persistence_k,
             fairness_persistence_m=fair.persistence_m,
         ),
+        provisional=provisional,
     )

@@ -29,17 +29,28 @@ from observer.storage.store import Store
 SUFFIXES = ("md", "html", "json")
 
 
-def daily_paths(settings: Settings, day: date) -> list[Path]:
-    return [settings.reports.output_dir / f"daily-{day.isoformat()}.{s}" for s in SUFFIXES]
+def daily_paths(settings: Settings, day: date, *, partial: bool = False) -> list[Path]:
+    """The day's summary files; the day so far is filed apart, so that the day's own summary
+    is still built once the day is over."""
+    stem = f"daily-{day.isoformat()}{'-so-far' if partial else ''}"
+    return [settings.reports.output_dir / f"{stem}.{s}" for s in SUFFIXES]
 
 
 def write_daily(
-    store: Store, settings: Settings, day: date, now: datetime, metrics: ReportMetrics | None = None
+    store: Store,
+    settings: Settings,
+    day: date,
+    now: datetime,
+    metrics: ReportMetrics | None = None,
+    *,
+    partial: bool = False,
 ) -> list[Path]:
-    """Build `day`'s summary and write its three files; returns their paths."""
+    """Build `day`'s summary (`partial`: the day so far) and write its files; returns the
+    paths of its three forms."""
     try:
-        report = build_daily(load_daily(store, settings, day, now))
-        paths = _write(render_daily(report, settings.reports.language), daily_paths(settings, day))
+        report = build_daily(load_daily(store, settings, day, now, partial=partial))
+        paths = daily_paths(settings, day, partial=report.partial)
+        _write(render_daily(report, settings.reports.language), paths)
     except Exception:
         if metrics is not None:
             metrics.report_errors_total.labels("daily").inc()
@@ -51,15 +62,21 @@ def write_daily(
 
 
 def write_verdict(
-    store: Store, settings: Settings, now: datetime, metrics: ReportMetrics | None = None
+    store: Store,
+    settings: Settings,
+    now: datetime,
+    metrics: ReportMetrics | None = None,
+    *,
+    provisional: bool = False,
 ) -> list[Path]:
-    """Build the verdict over the soak so far (whole days) and write its three files, named
-    after the soak's last day."""
+    """Build the verdict over the soak so far (whole days; `provisional`: up to `now`) and
+    write its three files, named after the soak's last day."""
     try:
-        verdict = build_verdict(load_verdict(store, settings, now))
+        verdict = build_verdict(load_verdict(store, settings, now, provisional=provisional))
         tz = ZoneInfo(verdict.timezone)
         last = (verdict.soak_ended_at - timedelta(microseconds=1)).astimezone(tz).date()
-        paths = [settings.reports.output_dir / f"verdict-{last.isoformat()}.{s}" for s in SUFFIXES]
+        stem = f"verdict-{last.isoformat()}{'-provisional' if provisional else ''}"
+        paths = [settings.reports.output_dir / f"{stem}.{s}" for s in SUFFIXES]
         written = _write(render_verdict(verdict, settings.reports.language), paths)
     except Exception:
         if metrics is not None:
@@ -111,8 +128,12 @@ def build_due(
 
 
 def _write(rendered: Rendered, paths: list[Path]) -> list[Path]:
-    """Each file replaced whole (a reader, or delivery, never sees half a report)."""
-    for path, text in zip(paths, (rendered.markdown, rendered.html, rendered.json), strict=True):
+    """Each file replaced whole (a reader, or delivery, never sees half a report); the
+    per-task CSV beside the JSON, written last, is not delivered."""
+    files = list(zip(paths, (rendered.markdown, rendered.html, rendered.json), strict=True))
+    if rendered.csv is not None:
+        files.append((paths[-1].with_suffix(".csv"), rendered.csv))
+    for path, text in files:
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             write_atomically(path, text)

@@ -76,6 +76,7 @@ def run(
     expectation: Expectation = Expectation.SUCCEED,
     exit_code: int | None = None,
     pending: dict[str, float] | None = None,
+    finished: datetime | None = None,
 ) -> ProbeRun:
     submitted = submitted or at(10)
     started = None if wait_seconds is None else submitted + timedelta(seconds=wait_seconds)
@@ -92,7 +93,8 @@ def run(
         job_id="job",
         submitted_at=submitted,
         started_at=started,
-        finished_at=(started or submitted) + timedelta(minutes=1) if outcome else None,
+        finished_at=finished
+        or ((started or submitted) + timedelta(minutes=1) if outcome else None),
         outcome=outcome,
         exit_code=exit_code,
         reason=reason,

@@ -4,6 +4,7 @@ on both databases, and which days the controller's daily build still owes."""
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
@@ -163,6 +164,54 @@ def test_a_day_not_over_or_before_the_soak_is_refused(tmp_path: Path, capsys):
     assert "is not over yet in Asia/Shanghai" in capsys.readouterr().err
     assert main(["report", "daily", "--date", "2020-01-01", "--config", str(config)]) == 1
     assert "before the soak started" in capsys.readouterr().err
+
+
+def test_the_day_so_far_is_built_marked_partial_and_filed_apart(tmp_path: Path, capsys):
+    config = _config(tmp_path)
+    now = datetime.now(TZ)
+    start_of_today = now.replace(hour=0, minute=0, second=0, microsecond=0)
+    # A soak that began before today, with one run today so far (if today has begun long
+    # enough for one; the report is built either way).
+    submitted = max(start_of_today, now - timedelta(minutes=30))
+    with Store(f"sqlite:///{tmp_path / 'observer.db'}") as store:
+        store.save_runs(
+            [
+                run(submitted=now - timedelta(days=2)),
+                run(submitted=submitted, wait_seconds=None, outcome=None),
+            ]
+        )
+
+    assert main(["report", "daily", "--today", "--config", str(config)]) == 0
+
+    paths = [Path(p) for p in capsys.readouterr().out.split()]
+    today = now.date().isoformat()
+    assert [p.name for p in paths] == [f"daily-{today}-so-far.{s}" for s in ("md", "html", "json")]
+    report = json.loads(paths[2].read_text(encoding="utf-8"))
+    assert (report["partial"], report["date"], report["tasks_total"]) == (True, today, 1)
+    assert "（截至目前）" in report["title"]
+    assert "部分数据" in paths[0].read_text(encoding="utf-8")
+    # The day's own summary is still owed: its files are not the partial ones.
+    assert not (tmp_path / "reports" / f"daily-{today}.json").exists()
+    assert (tmp_path / "reports" / f"daily-{today}-so-far.csv").exists()
+
+
+def test_a_soak_younger_than_a_day_has_a_provisional_verdict(tmp_path: Path, capsys):
+    config = _config(tmp_path)
+    started = datetime.now(UTC) - timedelta(minutes=44)
+    with Store(f"sqlite:///{tmp_path / 'observer.db'}") as store:
+        store.save_runs([run(submitted=started)])
+    # On a soak begun today there is no whole day to judge (unless it began at midnight).
+    if started.astimezone(TZ).date() == datetime.now(TZ).date():
+        assert main(["report", "verdict", "--config", str(config)]) == 1
+        assert "no whole day yet" in capsys.readouterr().err
+
+    assert main(["report", "verdict", "--provisional", "--config", str(config)]) == 0
+
+    paths = [Path(p) for p in capsys.readouterr().out.split()]
+    assert all(p.stem.endswith("-provisional") for p in paths)
+    verdict = json.loads(paths[2].read_text(encoding="utf-8"))
+    assert (verdict["provisional"], verdict["title"]) == (True, "上线评估结论（临时）")
+    assert re.search(r"（4[45] 分钟）", paths[0].read_text(encoding="utf-8"))
 
 
 def test_bad_arguments_are_refused(tmp_path: Path, capsys):

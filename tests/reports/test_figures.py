@@ -26,6 +26,7 @@ from observer.reports.build.data import (
 )
 from observer.reports.build.events import scheduler_gaps
 from observer.reports.build.figures import period_figures, wait_stats
+from observer.reports.build.notes import Note
 from observer.reports.render.daily import render_daily
 from tests.reports.builders import CALENDAR, DAY, at, context, finding, gpu, node, queue, run
 
@@ -48,7 +49,7 @@ def test_failed_tasks_are_those_that_did_not_end_as_expected_grouped_by_reason()
         ),  # an expected failure, as expected: not failed
         run(outcome=Outcome.FAILED, reason="NodeFailure", message="node n2 lost"),
         run(tenant="prod", outcome=Outcome.FAILED, reason="NodeFailure", message="node n3 lost"),
-        run(outcome=Outcome.TIMED_OUT, reason="DeadlineExceeded", wait_seconds=None),
+        run(outcome=Outcome.TIMED_OUT, reason="QuotaExceeded", wait_seconds=None),
         run(outcome=Outcome.REJECTED, reason="Rejected", wait_seconds=None),
         run(outcome=Outcome.CANCELLED, reason="ControllerShutdown"),
         run(outcome=None),
@@ -64,10 +65,14 @@ def test_failed_tasks_are_those_that_did_not_end_as_expected_grouped_by_reason()
     first, *rest = tasks.failure_groups
     assert (first.outcome, first.reason, first.count) == ("failed", "NodeFailure", 2)
     assert first.tenants == ("prod", "research")
-    assert first.example_message == "node n2 lost"
+    # Every distinct explanation of the group, each with its runs: not the first message only.
+    assert [(e.explanation, e.tenants) for e in first.explanations] == [
+        (Note("why.platform", {"words": "NodeFailure — node n2 lost"}), ("research",)),
+        (Note("why.platform", {"words": "NodeFailure — node n3 lost"}), ("prod",)),
+    ]
     assert [(g.outcome, g.reason) for g in rest] == [
         ("rejected", "Rejected"),
-        ("timed_out", "DeadlineExceeded"),
+        ("timed_out", "QuotaExceeded"),
     ]
 
 
@@ -267,6 +272,16 @@ def test_a_source_not_set_up_is_named_never_counted_healthy():
     assert b.by_source["scheduler"] == 86400  # no snapshot at all: blind all day
 
 
+def test_a_source_the_data_shows_was_read_is_set_up_without_its_setting():
+    """The demo's in-process Prometheus has no URL, yet its findings were read through it."""
+    stall = finding("monitoring_lag", at(14), at(14, 20), pipeline="prometheus", check="heartbeat")
+
+    b = _figures(PeriodData(DAY, findings=[stall]), prometheus=False).blind
+
+    assert "prometheus" not in b.not_set_up
+    assert b.by_source["prometheus"] == 0  # a lag read through it is not the observer's blindness
+
+
 def test_scheduler_gaps_count_whole_from_the_last_snapshot_seen():
     gaps = scheduler_gaps([at(0, 0, 10), at(0, 1), at(0, 9)], at(0), at(0, 10), 90)
     assert [(g.start, g.end) for g in gaps] == [(at(0, 1), at(0, 9))]
@@ -284,13 +299,19 @@ def test_recorded_and_detected_interventions_and_their_audit():
         DAY, runs=[cancelled], nodes_at_start=nodes, node_changes=changes, interventions=recorded
     )
     i = _figures(data).interventions
-    assert (i.total, i.recorded, i.detected, i.unaudited) == (4, 1, 3, 1)
+    # The record audits the drain and its resume: it is theirs, not a fourth intervention.
+    assert (i.total, i.recorded, i.detected, i.unaudited) == (3, 1, 3, 1)
     assert [(x.source, x.action, x.audited_by) for x in i.items] == [
-        (InterventionSource.RECORDED.value, "recorded", None),
         ("detected", "drain", "alice"),
         ("detected", "job_cancelled", None),
         ("detected", "resume", "alice"),  # the end of the recorded maintenance
     ]
+
+
+def test_a_record_that_audits_nothing_detected_is_an_intervention_of_its_own():
+    recorded = [StoredIntervention(at(9), "bob", "firmware update", {"node": "n7"})]
+    i = _figures(PeriodData(DAY, interventions=recorded)).interventions
+    assert (i.total, [x.source for x in i.items]) == (1, [InterventionSource.RECORDED.value])
 
 
 def test_deliveries_made_in_the_day_and_each_that_failed():

@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import replace
 from datetime import timedelta
 
-from observer.domain import Expectation, FindingKind, Outcome, ProbeRun, Severity
+from observer.domain import Expectation, Finding, FindingKind, Outcome, ProbeRun, Severity
 from observer.records import ControllerRun, StoredIntervention, StoredNodeChange
 from observer.reports.build.criteria import CRITERIA, FailureClass, Status
 from observer.reports.build.data import (
@@ -19,6 +19,7 @@ from observer.reports.build.data import (
 )
 from observer.reports.build.notes import Note
 from observer.reports.build.verdict import Recommendation, Verdict, VerdictInputs, build_verdict
+from observer.reports.render.verdict import render_verdict
 from tests.reports.builders import (
     CALENDAR,
     DAY_START,
@@ -214,6 +215,21 @@ def test_lost_log_lines_are_a_must_fix_and_late_ones_a_later_optimisation():
         Status.FAIL,
         FailureClass.LATER_OPTIMISATION,
     )
+
+
+def test_the_log_evidence_counts_the_canaries_that_lost_lines_and_the_lines_they_lost():
+    def lost(run_id: str, lines: int) -> Finding:
+        found = finding(
+            "log_loss", at(11), at(11), kind=FindingKind.EVENT, severity=Severity.CRITICAL
+        )
+        return replace(found, subject={"run_id": run_id}, evidence={"missing_lines": lines})
+
+    v = _verdict(_soak(findings=[lost("r1", 100), lost("r2", 100)]))
+
+    criterion = next(c for c in v.criteria if c.criterion == "no_log_loss")
+    [note] = [n for n in criterion.evidence if n.key == "ev.logs"]
+    assert (note.params["lost"], note.params["lost_lines"]) == (2, 200)
+    assert "2 lost lines (200 lines in all)" in render_verdict(v, "en").markdown
 
 
 def test_failed_tasks_without_the_platforms_reason_break_the_evidence_chain():

@@ -282,12 +282,7 @@ def _failure_evidence(runs: Sequence[ProbeRun]) -> CriterionResult:
     if not ended_badly:
         return _result(name, Status.NOT_OBSERVED, [Note("ev.no_failures")])
     lost = [r for r in ended_badly if r.outcome is Outcome.LOST]
-    bare = [
-        r
-        for r in ended_badly
-        if r.outcome is not Outcome.LOST
-        and (not r.reason or (not r.message and r.exit_code is None))
-    ]
+    bare = [r for r in ended_badly if _bare(r)]
     misreported = [
         r
         for r in ended_badly
@@ -311,6 +306,16 @@ def _failure_evidence(runs: Sequence[ProbeRun]) -> CriterionResult:
     return _result(
         name, Status.FAIL if failed else Status.PASS, evidence, FailureClass.LIMITED_LAUNCH
     )
+
+
+def _bare(run: ProbeRun) -> bool:
+    """A failure the platform did not explain. A job the observer gave up on needs only what
+    held it pending (a running one, nothing); a lost job is counted apart."""
+    if run.outcome is Outcome.LOST:
+        return False
+    if run.outcome is Outcome.TIMED_OUT:
+        return run.started_at is None and not run.reason
+    return not run.reason or (not run.message and run.exit_code is None)
 
 
 def _no_unreleased(soak: PeriodData, owners: OwnerStateFigures) -> CriterionResult:
@@ -339,6 +344,10 @@ def _no_unreleased(soak: PeriodData, owners: OwnerStateFigures) -> CriterionResu
     return _result(name, Status.PASS, evidence)
 
 
+def _lines(value: object) -> int:
+    return value if isinstance(value, int) else 0
+
+
 def _no_log_loss(soak: PeriodData, context: ReportContext) -> CriterionResult:
     name = "no_log_loss"
     canaries = [
@@ -359,6 +368,7 @@ def _no_log_loss(soak: PeriodData, context: ReportContext) -> CriterionResult:
             {
                 "canaries": len(canaries),
                 "lost": len(missing),
+                "lost_lines": sum(_lines(f.evidence.get("missing_lines")) for f in missing),
                 "damaged": len(lost) - len(missing),
                 "late": len(late),
             },

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from datetime import date, datetime
 
 from observer.reports.build.data import PeriodData, ReportContext
-from observer.reports.build.figures import PeriodFigures, period_figures
+from observer.reports.build.figures import PeriodFigures, TaskRecord, period_figures, task_records
 
 
 @dataclass(frozen=True, slots=True)
@@ -23,6 +23,7 @@ class DailyInputs:
     soak: PeriodData
     intervention_match_seconds: float
     layer_blind_max_share: float
+    partial: bool = False  # the day so far: `data` ends before the day does
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,6 +34,8 @@ class DailyReport:
     figures: PeriodFigures
     previous_day: PeriodFigures | None
     soak_to_date: PeriodFigures
+    tasks: tuple[TaskRecord, ...]  # every run submitted in the day: the per-task appendix
+    partial: bool  # the day so far, up to figures.end: its figures will still change
 
 
 def build_daily(inputs: DailyInputs) -> DailyReport:
@@ -48,4 +51,6 @@ def build_daily(inputs: DailyInputs) -> DailyReport:
         figures=figures(inputs.data),
         previous_day=None if inputs.previous is None else figures(inputs.previous),
         soak_to_date=figures(inputs.soak),
+        tasks=task_records(inputs.data.runs),
+        partial=inputs.partial,
     )

@@ -8,6 +8,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+from observer.detectors import monitoring_lag
 from observer.detectors.node_leaks import OWNER_STATE_UNKNOWN
 from observer.domain import STALE_AFTER_INTERVALS, Finding, FindingKind, JsonValue, Severity
 from observer.records import (
@@ -77,6 +78,9 @@ class InterventionItem:
 
 @dataclass(frozen=True, slots=True)
 class InterventionFigures:
+    """`total` counts each intervention once: detected ones (with the record that audits
+    each, if any) and records that audit nothing detected (what the observer cannot see)."""
+
     total: int
     recorded: int
     detected: int
@@ -213,7 +217,9 @@ def intervention_figures(data: PeriodData, match_seconds: float) -> Intervention
     recorded = list(data.interventions)
     detected = detected_interventions.detect(data.nodes_at_start, data.node_changes, data.runs)
     records = detected_interventions.audit(detected, recorded, match_seconds)
-    items = [_intervention_item(i, None) for i in recorded]
+    # A record that audits a detected intervention is that intervention's, not another one.
+    auditing = {id(r) for r in records if r is not None}
+    items = [_intervention_item(i, None) for i in recorded if id(i) not in auditing]
     items += [_intervention_item(i, r) for i, r in zip(detected, records, strict=True)]
     unaudited = sum(1 for r in records if r is None)
     items.sort(key=lambda i: (i.at, i.source, sorted(i.subject.items())))
@@ -397,14 +403,19 @@ def blind_figures(data: PeriodData, context: ReportContext) -> BlindFigures:
     periods += scheduler_gaps([s.at for s in data.queue_samples], period.start, period.end, gap)
     periods.sort(key=lambda p: (p.start, p.source, p.subject))
     sources = context.sources
+    # A source is set up when configured, or when the data shows it was read (the demo's
+    # in-process agents and Prometheus have no URL in the settings).
     agents = sources.agents or bool(data.gpu.nodes)
+    prometheus = sources.prometheus or any(
+        f.subject.get("pipeline") == monitoring_lag.PIPELINE for f in data.findings
+    )
     set_up = {
         "controller": True,
         "store": True,
         "scheduler": True,
         "agents": agents,
         "nvml": agents,
-        "prometheus": sources.prometheus,
+        "prometheus": prometheus,
         "logs": sources.logs,
         "alerts": sources.alertmanager,
     }

@@ -9,7 +9,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from observer.domain import JobPhase, Outcome, ProbeRun
+from observer.domain import Expectation, JobPhase, Outcome, ProbeRun
+from observer.probes.outcome import OBSERVER_REASONS
 from observer.records import JobSlot, StoredQueueSample
 from observer.reports.build.data import (
     Allocation,
@@ -33,9 +34,9 @@ from observer.reports.build.events import (
     intervention_figures,
     owner_state_figures,
 )
+from observer.reports.build.notes import Note
 
 FAILED_OUTCOMES = frozenset({Outcome.FAILED, Outcome.REJECTED, Outcome.TIMED_OUT, Outcome.LOST})
-FAILURE_EXAMPLES = 5
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,16 +65,35 @@ def wait_stats(waits: Iterable[float]) -> WaitStats:
 
 
 @dataclass(frozen=True, slots=True)
+class Explained:
+    """Failed runs of one group that share one explanation."""
+
+    explanation: Note
+    run_ids: tuple[str, ...]
+    probes: tuple[str, ...]
+    tenants: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
 class FailureGroup:
-    """Failed runs sharing an outcome and the platform's reason."""
+    """Failed runs sharing an outcome and the platform's reason, with every distinct
+    explanation among them."""
 
     outcome: str
     reason: str | None
     count: int
     probes: tuple[str, ...]
     tenants: tuple[str, ...]
-    example_message: str | None
-    run_ids: tuple[str, ...]  # the first few
+    explanations: tuple[Explained, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class TaskRecord:
+    """One probe run as the per-task appendix shows it; `explanation` for a run that did not
+    pass."""
+
+    run: ProbeRun
+    explanation: Note | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -247,6 +267,56 @@ def is_failed(run: ProbeRun) -> bool:
     return run.outcome in FAILED_OUTCOMES
 
 
+def explain(run: ProbeRun) -> Note | None:
+    """Why a run that did not pass ended as it did, in whose words: the platform's reason and
+    message where it gave them, else the observer's reasoning from what it recorded (a run it
+    gave up on: how long it waited and on what). None for a pass or an unfinished run."""
+    if run.outcome is None or run.outcome is Outcome.PASSED:
+        return None
+    if run.outcome is Outcome.TIMED_OUT:
+        deadline = _between(run.submitted_at, run.finished_at)
+        if run.started_at is not None:
+            return Note(
+                "why.timed_out_running",
+                {"deadline_seconds": deadline, "run_seconds": run.run_seconds},
+            )
+        if run.pending_reasons:
+            held, seconds = max(run.pending_reasons.items(), key=lambda kv: (kv[1], kv[0]))
+            return Note(
+                "why.timed_out_pending",
+                {"deadline_seconds": deadline, "reason": held, "reason_seconds": seconds},
+            )
+        return Note("why.timed_out_silent", {"deadline_seconds": deadline})
+    if run.reason in OBSERVER_REASONS:
+        return Note("why.observer", {"reason": run.reason, "message": run.message or "—"})
+    if run.outcome is Outcome.FAILED and run.expectation is not Expectation.SUCCEED:
+        return Note("why.unexpected", {"expectation": run.expectation.value, **_words(run)})
+    if run.reason is None and run.message is None and run.exit_code is None:
+        return Note("why.none")
+    return Note("why.platform", _words(run))
+
+
+def _words(run: ProbeRun) -> dict[str, str]:
+    """The platform's words on a run as one phrase: reason, message, exit code."""
+    said = [w for w in (run.reason, run.message) if w]
+    if run.exit_code is not None:
+        said.append(f"exit {run.exit_code}")
+    return {"words": " — ".join(said) or "—"}
+
+
+def _between(start: datetime | None, end: datetime | None) -> float | None:
+    return None if start is None or end is None else (end - start).total_seconds()
+
+
+def task_records(runs: Sequence[ProbeRun]) -> tuple[TaskRecord, ...]:
+    """Every run, in the order they were submitted."""
+    return tuple(TaskRecord(r, explain(r)) for r in sorted(runs, key=_submission_order))
+
+
+def _submission_order(run: ProbeRun) -> tuple[float, str]:
+    return (run.submitted_at.timestamp() if run.submitted_at else float("inf"), run.run_id)
+
+
 def task_figures(runs: Sequence[ProbeRun]) -> TaskFigures:
     failed = [r for r in runs if is_failed(r)]
     groups: dict[tuple[str, str | None], list[ProbeRun]] = {}
@@ -260,8 +330,7 @@ def task_figures(runs: Sequence[ProbeRun]) -> TaskFigures:
             count=len(members),
             probes=tuple(sorted({r.probe for r in members})),
             tenants=tuple(sorted({r.tenant for r in members})),
-            example_message=next((r.message for r in members if r.message), None),
-            run_ids=tuple(r.run_id for r in members[:FAILURE_EXAMPLES]),
+            explanations=_explained(members),
         )
         for (outcome, reason), members in sorted(
             groups.items(), key=lambda kv: (-len(kv[1]), kv[0][0], kv[0][1] or "")
@@ -276,6 +345,27 @@ def task_figures(runs: Sequence[ProbeRun]) -> TaskFigures:
         failure_groups=failure_groups,
         by_probe=_count(r.probe for r in runs),
         failed_by_probe=_count(r.probe for r in failed),
+    )
+
+
+def _explained(runs: Sequence[ProbeRun]) -> tuple[Explained, ...]:
+    notes: dict[str, Note] = {}
+    members: dict[str, list[ProbeRun]] = {}
+    for run in sorted(runs, key=_submission_order):
+        note = explain(run)
+        assert note is not None
+        same = f"{note.key} {sorted(note.params.items())}"  # Notes hold a mapping: not hashable
+        notes.setdefault(same, note)
+        members.setdefault(same, []).append(run)
+    order = sorted(members, key=lambda same: (-len(members[same]), members[same][0].run_id))
+    return tuple(
+        Explained(
+            notes[same],
+            tuple(r.run_id for r in members[same]),
+            tuple(sorted({r.probe for r in members[same]})),
+            tuple(sorted({r.tenant for r in members[same]})),
+        )
+        for same in order
     )
 
 

@@ -17,10 +17,9 @@ from collections.abc import Iterable, Sequence
 from datetime import timedelta
 
 from observer.domain import Outcome, ProbeRun, SchedulerNode
+from observer.probes.outcome import CONTROLLER_SHUTDOWN
 from observer.records import InterventionSource, StoredIntervention, StoredNodeChange
 
-# The reason the controller gives the probes it cancels itself when it shuts down.
-CONTROLLER_CANCEL_REASON = "ControllerShutdown"
 # Reasons slurmctld and slurmd set when they drain a node themselves (and common node health
 # check wording); any other reason was typed by an operator.
 _AUTOMATIC_DRAIN_REASONS = (
@@ -134,7 +133,7 @@ def _taints(reason: str | None) -> frozenset[str]:
 
 
 def _cancelled_by_someone(run: ProbeRun) -> bool:
-    return run.outcome is Outcome.CANCELLED and run.reason != CONTROLLER_CANCEL_REASON
+    return run.outcome is Outcome.CANCELLED and run.reason != CONTROLLER_SHUTDOWN
 
 
 def _cancelled(run: ProbeRun) -> StoredIntervention:

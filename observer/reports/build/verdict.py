@@ -42,6 +42,7 @@ class VerdictInputs:
     soak: PeriodData
     gpu_by_day: Mapping[date, GpuUsage]
     rules: VerdictRules
+    provisional: bool = False  # over the soak so far, its last day not over
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,6 +68,7 @@ class Verdict:
     scope: tuple[Note, ...]
     observation_rule: Note  # when a criterion counts as observed, stated in the report
     reverification: tuple[Note, ...]
+    provisional: bool  # built over the soak so far: it may still change
 
 
 def build_verdict(inputs: VerdictInputs) -> Verdict:
@@ -100,6 +102,7 @@ def build_verdict(inputs: VerdictInputs) -> Verdict:
             },
         ),
         reverification=_plan(criteria, context, rules),
+        provisional=inputs.provisional,
     )
 
 

@@ -11,11 +11,13 @@ from typing import Any
 
 @dataclass(frozen=True, slots=True)
 class Rendered:
-    """A report in its three forms, each a whole file."""
+    """A report in its forms, each a whole file: the daily summary also has its per-task
+    record as CSV."""
 
     markdown: str
     html: str
     json: str
+    csv: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,11 +34,25 @@ class Text:
 
 
 @dataclass(frozen=True, slots=True)
+class Link:
+    """Text that leads to a row of another table of the same report (`Table.row_ids`); in
+    Markdown, the text alone."""
+
+    text: str
+    anchor: str
+
+
+Cell = str | tuple[Link, ...]
+
+
+@dataclass(frozen=True, slots=True)
 class Table:
     headers: Sequence[str]
-    rows: Sequence[Sequence[str]]
+    rows: Sequence[Sequence[Cell]]
     css: str = ""
     cell_css: Mapping[str, str] = dataclasses.field(default_factory=dict)  # text -> class
+    row_ids: Sequence[str] = ()  # HTML ids of the rows, which Links lead to
+    filter_label: str | None = None  # HTML: a search box showing only rows with its text
 
 
 @dataclass(frozen=True, slots=True)

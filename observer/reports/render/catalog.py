@@ -15,11 +15,17 @@ CATALOG: dict[str, dict[str, str]] = {
         "word.not_set_up": "not set up",
         # titles and labels
         "title.daily": "Daily operational summary — {day}",
+        "title.daily_partial": "Daily operational summary — {day}, so far",
+        "note.partial": "Partial: the day so far, up to {at}. Its figures will still change; "
+        "the day's summary is built once the day is over.",
         "title.verdict": "Go-live verdict",
         "label.timezone": "Platform timezone: {timezone}",
         "label.period": "Period: {start} to {end}",
         "label.soak_started": "Soak started: {start}",
-        "label.soak": "Soak: {start} to {end} ({days} days)",
+        "label.soak": "Soak: {start} to {end} ({length_seconds})",
+        "title.verdict_provisional": "Go-live verdict, provisional",
+        "note.provisional": "Provisional: built over the soak so far, up to {at}, whose last "
+        "day is not over. Criteria and the recommendation may still change.",
         "col.figure": "Figure",
         "col.day": "This day",
         "col.previous_day": "Previous day",
@@ -82,7 +88,42 @@ CATALOG: dict[str, dict[str, str]] = {
         "col.count": "Count",
         "col.probes": "Probes",
         "col.tenants": "Tenants",
-        "col.example": "Platform's explanation",
+        "col.explanation": "Explanation (whose words)",
+        "col.runs_listed": "Runs",
+        "col.run": "Run",
+        "col.queue": "Queue",
+        "col.asked": "Asked",
+        "col.expected": "Expected",
+        "col.submitted": "Submitted",
+        "col.started": "Started",
+        "col.ended": "Ended",
+        "col.queue_wait": "Queue wait",
+        "col.run_time": "Run time",
+        "col.nodes": "Nodes",
+        "cell.asked": "{gpus} GPU(s) × {nodes} node(s)",
+        "cell.waited_never_started": "≥ {waited_seconds} (never started)",
+        "word.unfinished": "unfinished",
+        "sec.task_records": "Every task of the day",
+        "note.task_records": "One row per probe run submitted in the day, in the order they "
+        "were submitted (local time); a task that never started shows its wait so far, a lower "
+        "bound. The same rows are in the CSV beside this report and printed by `observer runs "
+        "--date YYYY-MM-DD`.",
+        "label.filter_tasks": "Filter tasks (probe, tenant, outcome, run id…)",
+        "note.explanations": "“Platform:” quotes the platform's reason and message; "
+        "“Observer:” is the observer's reasoning from what it recorded (for a task it gave up "
+        "on: how long it waited and on what). Each run leads to its row under “Every task of "
+        "the day”.",
+        "why.platform": "Platform: {words}",
+        "why.none": "No explanation: the platform gave no reason, message or exit code",
+        "why.observer": "Observer: {reason} — {message}",
+        "why.unexpected": "Observer: expected “{expectation}”, it ended another way; "
+        "platform: {words}",
+        "why.timed_out_pending": "Observer: never started within its deadline of "
+        "{deadline_seconds}, held by the platform's {reason} for {reason_seconds}; cancelled",
+        "why.timed_out_silent": "Observer: never started within its deadline of "
+        "{deadline_seconds}, and the platform gave no reason; cancelled",
+        "why.timed_out_running": "Observer: started but not ended within its deadline of "
+        "{deadline_seconds} (ran {run_seconds}); cancelled",
         "col.runs": "Runs",
         "col.avg": "Average",
         "col.p50": "p50",
@@ -284,7 +325,8 @@ CATALOG: dict[str, dict[str, str]] = {
         "sampled: {missing}.",
         "ev.runs_attributed": "{attributed} of {runs} tasks carry their tenant and window.",
         "ev.gpus_attributed": "{attributed} of {samples} GPU samples name the tenant whose job "
-        "held the GPU (none on Kubernetes: the agents know pods only by UID).",
+        "held the GPU (the agents' owner joined to the scheduler's job: Slurm's job id, the "
+        "pod's UID).",
         "ev.busy_lag": "{runs} GPU-busy probes ran; Prometheus showed {findings} of them late or "
         "never.",
         "ev.no_probe_runs": "The {probe} probe did not run.",
@@ -306,8 +348,8 @@ CATALOG: dict[str, dict[str, str]] = {
         "ev.layer_not_set_up": "The {layer} is not set up: what only it sees was not observed.",
         "ev.layer_blind": "The {layer} was blind {share} of the soak (limit {limit_share}): not "
         "observed.",
-        "ev.logs": "{canaries} log canaries ran: {lost} lost lines, {damaged} with duplicated or "
-        "reordered lines, {late} delivered late.",
+        "ev.logs": "{canaries} log canaries ran: {lost} lost lines ({lost_lines} lines in all), "
+        "{damaged} had duplicated or reordered lines, {late} were delivered late.",
         "ev.lag": "{conditions} lag or unreachable conditions; {over} lasted beyond "
         "{limit_seconds}; the longest {longest_seconds}.",
         "ev.fairness": "Window occurrences with fairness probes: {occurrences} "
@@ -379,11 +421,17 @@ CATALOG: dict[str, dict[str, str]] = {
         "word.no": "否",
         "word.not_set_up": "未配置",
         "title.daily": "每日运行摘要 — {day}",
+        "title.daily_partial": "每日运行摘要 — {day}（截至目前）",
+        "note.partial": "部分数据：当日截至 {at}。各项数字仍会变化；"
+        "当日结束后将生成正式的每日摘要。",
         "title.verdict": "上线评估结论",
         "label.timezone": "平台时区：{timezone}",
         "label.period": "统计区间：{start} 至 {end}",
         "label.soak_started": "浸泡测试开始：{start}",
-        "label.soak": "浸泡测试：{start} 至 {end}（{days} 天）",
+        "label.soak": "浸泡测试：{start} 至 {end}（{length_seconds}）",
+        "title.verdict_provisional": "上线评估结论（临时）",
+        "note.provisional": "临时结论：基于截至 {at} 的观察期数据，最后一天尚未结束。"
+        "各评估项与结论建议仍可能变化。",
         "col.figure": "指标",
         "col.day": "当日",
         "col.previous_day": "前一日",
@@ -443,7 +491,39 @@ CATALOG: dict[str, dict[str, str]] = {
         "col.count": "次数",
         "col.probes": "探测",
         "col.tenants": "租户",
-        "col.example": "平台说明",
+        "col.explanation": "说明（出处）",
+        "col.runs_listed": "任务编号",
+        "col.run": "任务编号",
+        "col.queue": "队列",
+        "col.asked": "申请资源",
+        "col.expected": "预期结果",
+        "col.submitted": "提交时间",
+        "col.started": "开始时间",
+        "col.ended": "结束时间",
+        "col.queue_wait": "排队等待",
+        "col.run_time": "运行时长",
+        "col.nodes": "节点",
+        "cell.asked": "{gpus} 卡 × {nodes} 节点",
+        "cell.waited_never_started": "≥ {waited_seconds}（未开始）",
+        "word.unfinished": "未结束",
+        "sec.task_records": "当日全部任务",
+        "note.task_records": "当日提交的每个探测任务一行，按提交顺序排列（本地时间）；"
+        "未开始的任务显示其已等待的时长（下限）。相同内容见本报告旁的 CSV 文件，"
+        "也可运行 `observer runs --date YYYY-MM-DD` 查看。",
+        "label.filter_tasks": "筛选任务（探测、租户、结果、任务编号……）",
+        "note.explanations": "“平台：”为平台给出的原因与消息原文；“观测器：”为观测器依据其记录"
+        "作出的判断（对超时放弃的任务：等待了多久、因何等待）。每个任务编号都链接到"
+        "“当日全部任务”中的对应行。",
+        "why.platform": "平台：{words}",
+        "why.none": "无说明：平台未给出原因、消息或退出码",
+        "why.observer": "观测器：{reason}——{message}",
+        "why.unexpected": "观测器：预期为“{expectation}”，实际以其他方式结束；平台：{words}",
+        "why.timed_out_pending": "观测器：在时限 {deadline_seconds} 内未开始，"
+        "被平台以 {reason} 挂起 {reason_seconds}；已取消",
+        "why.timed_out_silent": "观测器：在时限 {deadline_seconds} 内未开始，"
+        "平台未给出原因；已取消",
+        "why.timed_out_running": "观测器：已开始，但在时限 {deadline_seconds} 内未结束"
+        "（已运行 {run_seconds}）；已取消",
         "col.runs": "任务数",
         "col.avg": "平均",
         "col.p50": "p50",
@@ -628,7 +708,7 @@ CATALOG: dict[str, dict[str, str]] = {
         "{missing}。",
         "ev.runs_attributed": "{runs} 个任务中 {attributed} 个带有租户和时间窗口。",
         "ev.gpus_attributed": "{samples} 个 GPU 样本中 {attributed} 个标明了占用该 GPU 的作业所属"
-        "租户（Kubernetes 上为零：节点代理只知道 Pod 的 UID）。",
+        "租户（节点代理识别的属主与调度器的作业关联：Slurm 作业号、Pod 的 UID）。",
         "ev.busy_lag": "运行了 {runs} 个 GPU 繁忙探测；"
         "其中 {findings} 个在 Prometheus 中显示滞后或未显示。",
         "ev.no_probe_runs": "{probe} 探测未运行。",
@@ -649,8 +729,8 @@ CATALOG: dict[str, dict[str, str]] = {
         "在运行（共 {nodes} 个节点）：作业结束后仍占用的显存未观测。",
         "ev.layer_not_set_up": "{layer}未配置：只有该层能看到的情况未观测。",
         "ev.layer_blind": "{layer}在 {share} 的测试时间内处于盲区（限值 {limit_share}）：未观测。",
-        "ev.logs": "运行了 {canaries} 个日志金丝雀：{lost} 个丢行，{damaged} 个有重复或乱序，"
-        "{late} 个送达延迟。",
+        "ev.logs": "运行了 {canaries} 个日志金丝雀：{lost} 个丢行（共丢失 {lost_lines} 行），"
+        "{damaged} 个有重复或乱序，{late} 个送达延迟。",
         "ev.lag": "{conditions} 个延迟或不可达状况；{over} 个持续超过 {limit_seconds}；最长 "
         "{longest_seconds}。",
         "ev.fairness": "有公平性探测的窗口次数：{occurrences}（各窗口合计至少需要 {needed} 次）。",

@@ -9,7 +9,7 @@ from zoneinfo import ZoneInfo
 from observer.reports.build.daily import DailyReport
 from observer.reports.build.figures import AllJobFigures, PeriodFigures, WaitStats
 from observer.reports.render import charts
-from observer.reports.render.blocks import Block, Chart, Heading, Rendered, Table, Text
+from observer.reports.render.blocks import Block, Chart, Heading, Link, Rendered, Table, Text
 from observer.reports.render.events import (
     alert_blocks,
     blind_blocks,
@@ -23,17 +23,24 @@ from observer.reports.render.html import to_html
 from observer.reports.render.i18n import Language, Words
 from observer.reports.render.json import daily_json, json_text
 from observer.reports.render.markdown import to_markdown
+from observer.reports.render.tasks import run_anchor, short_run_id, task_blocks, tasks_csv
 
 
 def render_daily(report: DailyReport, language: Language) -> Rendered:
     words = Words(language, ZoneInfo(report.timezone))
-    title = words("title.daily", day=words.day(report.day))
+    title = daily_title(report, words)
     blocks = _daily_blocks(report, words, title)
     return Rendered(
         markdown=to_markdown(blocks),
         html=to_html(title, language, blocks),
         json=json_text(daily_json(report, language)) + "\n",
+        csv=tasks_csv(report.tasks, words),
     )
+
+
+def daily_title(report: DailyReport, words: Words) -> str:
+    key = "title.daily_partial" if report.partial else "title.daily"
+    return words(key, day=words.day(report.day))
 
 
 def _daily_blocks(report: DailyReport, w: Words, title: str) -> list[Block]:
@@ -47,6 +54,7 @@ def _daily_blocks(report: DailyReport, w: Words, title: str) -> list[Block]:
         Heading(1, title),
         Text(w("label.timezone", timezone=report.timezone), "meta"),
         Text(w("label.period", start=w.instant(day.start), end=w.instant(day.end)), "meta"),
+        *([Text(w("note.partial", at=day.end.isoformat()), "note")] if report.partial else []),
         Text(w("label.soak_started", start=w.instant(report.soak_started_at)), "meta"),
         Text(w("note.generated_for"), "note"),
         Heading(2, w("sec.headline")),
@@ -64,6 +72,7 @@ def _daily_blocks(report: DailyReport, w: Words, title: str) -> list[Block]:
     blocks += finding_blocks(day, soak, w)
     blocks += blind_blocks(day, prev, soak, w)
     blocks += delivery_blocks(day, w)
+    blocks += task_blocks(report.tasks, w)
     return blocks
 
 
@@ -85,21 +94,25 @@ def _task_blocks(
                     w("col.count"),
                     w("col.probes"),
                     w("col.tenants"),
-                    w("col.example"),
+                    w("col.explanation"),
+                    w("col.runs_listed"),
                 ],
                 [
                     [
                         g.outcome,
                         g.reason or "—",
-                        w.integer(g.count),
-                        ", ".join(g.probes),
-                        ", ".join(g.tenants),
-                        g.example_message or "—",
+                        w.integer(len(e.run_ids)),
+                        ", ".join(e.probes),
+                        ", ".join(e.tenants),
+                        w.note(e.explanation),
+                        tuple(Link(short_run_id(r), run_anchor(r)) for r in e.run_ids),
                     ]
                     for g in groups
+                    for e in g.explanations
                 ],
             )
         )
+        blocks.append(Text(w("note.explanations"), "note"))
     else:
         blocks.append(Text(w("note.no_items")))
     probes = sorted(day.tasks.by_probe)

@@ -1,12 +1,14 @@
-"""Blocks as one self-contained HTML page: inline CSS, charts as inline SVG."""
+"""Blocks as one self-contained HTML page: inline CSS, charts as inline SVG, wide tables
+scrolling on their own on a phone, and a few lines of inline script for the filter boxes
+(the page reads the same without them, as in a mail client that drops scripts)."""
 
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from html import escape
 
-from observer.reports.render.blocks import Block, Evidence, Heading, List, Table, Text
+from observer.reports.render.blocks import Block, Cell, Evidence, Heading, Link, List, Table, Text
 from observer.reports.render.i18n import Language
 from observer.reports.render.json import json_text
 
@@ -27,7 +29,17 @@ table.headline td:first-child{font-weight:600}table.headline td{min-width:120px}
 .rec.go{background:#dff3e4;color:#1d7a3e}.rec.limited_go{background:#fff1d6;color:#8a5a00}
 .rec.no_go{background:#fbe0de;color:#b3261e}.rec.not_decidable{background:#e4e4e4;color:#3c3c3c}
 details{margin:4px 0 10px}pre{background:#f6f8fa;padding:8px;font-size:12px;overflow:auto}
+.scroll{overflow-x:auto;max-width:100%}input.filter{margin:4px 0;padding:4px 8px;width:260px;
+max-width:100%;font:inherit}tr:target{background:#fff6d6}
 """
+# A filter box hides the rows of the table after it that do not contain its text.
+_FILTER_SCRIPT = (
+    "<script>document.querySelectorAll('input.filter').forEach(function(f){"
+    "var rows=f.nextElementSibling.querySelectorAll('tbody tr');"
+    "f.addEventListener('input',function(){var q=f.value.toLowerCase();"
+    "rows.forEach(function(r){r.hidden=q!==''&&r.textContent.toLowerCase().indexOf(q)<0;});"
+    "});});</script>\n"
+)
 
 
 def to_html(title: str, language: Language, blocks: Sequence[Block]) -> str:
@@ -39,13 +51,7 @@ def to_html(title: str, language: Language, blocks: Sequence[Block]) -> str:
             css = f' class="{block.css}"' if block.css else ""
             body.append(f"<p{css}>{escape(block.text)}</p>")
         elif isinstance(block, Table):
-            css = f' class="{block.css}"' if block.css else ""
-            head = "".join(f"<th>{escape(h)}</th>" for h in block.headers)
-            rows = "".join(
-                "<tr>" + "".join(_html_cell(c, block.cell_css.get(c)) for c in row) + "</tr>"
-                for row in block.rows
-            )
-            body.append(f"<table{css}><thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table>")
+            body.append(_html_table(block))
         elif isinstance(block, List):
             tag = "ol" if block.ordered else "ul"
             items = "".join(f"<li>{escape(item)}</li>" for item in block.items)
@@ -62,14 +68,41 @@ def to_html(title: str, language: Language, blocks: Sequence[Block]) -> str:
         f'<meta name="viewport" content="width=device-width, initial-scale=1">'
         f"<title>{escape(title)}</title><style>{_CSS}</style></head>\n<body>\n"
         + "\n".join(body)
-        + "\n</body></html>\n"
+        + "\n"
+        + (_FILTER_SCRIPT if any(isinstance(b, Table) and b.filter_label for b in blocks) else "")
+        + "</body></html>\n"
     )
 
 
-def _html_cell(text: str, css: str | None) -> str:
-    if css is None and _NUMBER.match(text):
+def _html_table(table: Table) -> str:
+    css = f' class="{table.css}"' if table.css else ""
+    head = "".join(f"<th>{escape(h)}</th>" for h in table.headers)
+    ids = [f' id="{escape(i)}"' for i in table.row_ids] or [""] * len(table.rows)
+    rows = "".join(
+        f"<tr{row_id}>" + "".join(_html_cell(c, table.cell_css) for c in row) + "</tr>"
+        for row_id, row in zip(ids, table.rows, strict=True)
+    )
+    search = ""
+    if table.filter_label:
+        label = escape(table.filter_label)
+        search = f'<input type="search" class="filter" placeholder="{label}" aria-label="{label}">'
+    return (
+        f'<div class="scroll">{search}<table{css}><thead><tr>{head}</tr></thead>'
+        f"<tbody>{rows}</tbody></table></div>"
+    )
+
+
+def _html_cell(cell: Cell, cell_css: Mapping[str, str]) -> str:
+    if not isinstance(cell, str):
+        return "<td>" + ", ".join(_html_link(link) for link in cell) + "</td>"
+    css = cell_css.get(cell)
+    if css is None and _NUMBER.match(cell):
         css = "num"
-    return f'<td class="{css}">{escape(text)}</td>' if css else f"<td>{escape(text)}</td>"
+    return f'<td class="{css}">{escape(cell)}</td>' if css else f"<td>{escape(cell)}</td>"
+
+
+def _html_link(link: Link) -> str:
+    return f'<a href="#{escape(link.anchor)}">{escape(link.text)}</a>'
 
 
 # A figure: a number with its unit or percentage, right-aligned; not a day or a time.

@@ -3,7 +3,8 @@
 all_jobs_complete, queue_wait_seconds_avg, gpu_utilization_avg (percent), owner_state_nodes
 and owner_state_known_nodes (null: no node sampled), alerts_total,
 manual_interventions_total, findings...) at the top, the report's dataclass field names
-below them. Nothing depends on when a report is rendered."""
+below them; the daily summary's `task_records`, one per run, last. Nothing depends on when
+a report is rendered."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 from observer.reports.build.daily import DailyReport
-from observer.reports.build.figures import PeriodFigures
+from observer.reports.build.figures import PeriodFigures, TaskRecord
 from observer.reports.build.notes import Note
 from observer.reports.build.verdict import Verdict
 from observer.reports.render.i18n import Language, Words
@@ -93,13 +94,28 @@ def daily_json(report: DailyReport, language: Language) -> dict[str, Any]:
         "report": "daily",
         "schema_version": SCHEMA_VERSION,
         "language": language,
-        "title": words("title.daily", day=words.day(report.day)),
+        "title": words(
+            "title.daily_partial" if report.partial else "title.daily", day=words.day(report.day)
+        ),
         "date": report.day.isoformat(),
+        "partial": report.partial,
         "timezone": report.timezone,
         "soak_started_at": _iso(report.soak_started_at),
         **day,
         "previous_day": None if report.previous_day is None else beside(report.previous_day),
         "soak_to_date": beside(report.soak_to_date),
+        "task_records": [task_record_json(r, words) for r in report.tasks],
+    }
+
+
+def task_record_json(record: TaskRecord, words: Words) -> dict[str, Any]:
+    """One run of the per-task record: its stored fields, its waits, its explanation."""
+    run = record.run
+    return {
+        **plain(run),
+        "queue_wait_seconds": _num(run.queue_wait_seconds),
+        "run_seconds": _num(run.run_seconds),
+        "explanation": None if record.explanation is None else words.note(record.explanation),
     }
 
 
@@ -113,7 +129,8 @@ def verdict_json(verdict: Verdict, language: Language) -> dict[str, Any]:
         "report": "verdict",
         "schema_version": SCHEMA_VERSION,
         "language": language,
-        "title": words("title.verdict"),
+        "title": words("title.verdict_provisional" if verdict.provisional else "title.verdict"),
+        "provisional": verdict.provisional,
         "timezone": verdict.timezone,
         "soak_started_at": _iso(verdict.soak_started_at),
         "soak_ended_at": _iso(verdict.soak_ended_at),

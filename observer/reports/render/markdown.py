@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from html import escape
 
-from observer.reports.render.blocks import Block, Evidence, Heading, List, Table, Text
+from observer.reports.render.blocks import Block, Cell, Evidence, Heading, List, Table, Text
 from observer.reports.render.json import json_text
 
 
@@ -42,5 +42,6 @@ def to_markdown(blocks: Sequence[Block]) -> str:
     return "\n\n".join(out) + "\n"
 
 
-def _md_cell(text: str) -> str:
+def _md_cell(cell: Cell) -> str:
+    text = cell if isinstance(cell, str) else ", ".join(link.text for link in cell)
     return " ".join(text.replace("|", "\\|").split())

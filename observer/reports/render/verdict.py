@@ -20,7 +20,7 @@ from observer.reports.render.markdown import to_markdown
 
 def render_verdict(verdict: Verdict, language: Language) -> Rendered:
     words = Words(language, ZoneInfo(verdict.timezone))
-    title = words("title.verdict")
+    title = words("title.verdict_provisional" if verdict.provisional else "title.verdict")
     blocks = _verdict_blocks(verdict, words, title)
     return Rendered(
         markdown=to_markdown(blocks),
@@ -38,9 +38,14 @@ def _verdict_blocks(v: Verdict, w: Words, title: str) -> list[Block]:
                 "label.soak",
                 start=w.instant(v.soak_started_at),
                 end=w.instant(v.soak_ended_at),
-                days=len(v.days),
+                length_seconds=(v.soak_ended_at - v.soak_started_at).total_seconds(),
             ),
             "meta",
+        ),
+        *(
+            [Text(w("note.provisional", at=v.soak_ended_at.isoformat()), "note")]
+            if v.provisional
+            else []
         ),
         Text(w("label.timezone", timezone=v.timezone), "meta"),
         Heading(2, w("sec.recommendation")),
