@@ -123,6 +123,21 @@ class FindingItem:
 
 
 @dataclass(frozen=True, slots=True)
+class Incident:
+    """Findings that share a cause and a time: one Prometheus stall seen by every check, one
+    leak seen at the node, by the probe and by the scheduler. `subject`: what they share;
+    `findings`: indices into FindingFigures.items."""
+
+    opened_at: datetime
+    closed_at: datetime | None  # None: a member is still open
+    subject: Mapping[str, str]
+    severity: str  # the worst of its members
+    detectors: tuple[str, ...]
+    findings: tuple[int, ...]
+    new: bool  # a member was raised or opened in the period
+
+
+@dataclass(frozen=True, slots=True)
 class DetectorCounts:
     """Per detector in a period: conditions opened, closed, open at its end; events raised."""
 
@@ -141,6 +156,11 @@ class FindingFigures:
     critical: int  # opened or raised in the period with critical severity
     by_detector: Mapping[str, DetectorCounts]
     items: tuple[FindingItem, ...]
+    incidents: tuple[Incident, ...]
+
+    @property
+    def incidents_opened(self) -> int:
+        return sum(1 for i in self.incidents if i.new)
 
 
 @dataclass(frozen=True, slots=True)
@@ -304,7 +324,7 @@ def finding_figures(findings: Sequence[Finding], start: datetime, end: datetime)
         d: DetectorCounts(opened=c[0], closed=c[1], still_open=c[2], events=c[3])
         for d, c in sorted(counts.items())
     }
-    new = [i for i in items if i.status in ("event", "opened", "opened_closed")]
+    new = [i for i in items if i.status in _NEW]
     return FindingFigures(
         opened=sum(c.opened for c in by_detector.values()),
         closed=sum(c.closed for c in by_detector.values()),
@@ -313,7 +333,68 @@ def finding_figures(findings: Sequence[Finding], start: datetime, end: datetime)
         critical=sum(1 for i in new if i.severity == Severity.CRITICAL.value),
         by_detector=by_detector,
         items=tuple(items),
+        incidents=incidents(items),
     )
+
+
+# Findings naming the same one of these, opened this close together, share a cause.
+INCIDENT_KEYS = ("pipeline", "node", "job_id", "run_id")
+INCIDENT_WINDOW_SECONDS = 600.0
+_NEW = ("event", "opened", "opened_closed")
+_SEVERITY_ORDER = (Severity.CRITICAL.value, Severity.WARNING.value, Severity.INFO.value)
+
+
+def incidents(items: Sequence[FindingItem]) -> tuple[Incident, ...]:
+    """The findings grouped: two are one incident when they name the same pipeline, node,
+    job or run and opened within INCIDENT_WINDOW_SECONDS of each other (and so on, through
+    every finding joined this way)."""
+    group = list(range(len(items)))
+
+    def root(i: int) -> int:
+        while group[i] != i:
+            group[i] = group[group[i]]
+            i = group[i]
+        return i
+
+    for i, a in enumerate(items):
+        for j in range(i):
+            b = items[j]
+            near = abs((a.opened_at - b.opened_at).total_seconds()) <= INCIDENT_WINDOW_SECONDS
+            if near and _shared(a, b):
+                group[root(i)] = root(j)
+    members: dict[int, list[int]] = {}
+    for i in range(len(items)):
+        members.setdefault(root(i), []).append(i)
+    found = [_incident(items, ids) for ids in members.values()]
+    return tuple(sorted(found, key=lambda x: (x.opened_at, x.findings)))
+
+
+def _keys(item: FindingItem) -> set[tuple[str, str]]:
+    return {(k, v) for k, v in item.subject.items() if k in INCIDENT_KEYS}
+
+
+def _shared(a: FindingItem, b: FindingItem) -> bool:
+    return bool(_keys(a) & _keys(b))
+
+
+def _incident(items: Sequence[FindingItem], ids: list[int]) -> Incident:
+    chosen = [items[i] for i in ids]
+    common = set.intersection(*(_keys(i) for i in chosen))
+    subject = dict(sorted(common)) if common else dict(sorted(_keys(chosen[0])))
+    closed = [i.closed_at for i in chosen]
+    return Incident(
+        opened_at=min(i.opened_at for i in chosen),
+        closed_at=None if None in closed else max(c for c in closed if c is not None),
+        subject=subject or dict(chosen[0].subject),
+        severity=min((i.severity for i in chosen), key=_severity_rank),
+        detectors=tuple(sorted({i.detector for i in chosen})),
+        findings=tuple(ids),
+        new=any(i.status in _NEW for i in chosen),
+    )
+
+
+def _severity_rank(severity: str) -> int:
+    return _SEVERITY_ORDER.index(severity) if severity in _SEVERITY_ORDER else len(_SEVERITY_ORDER)
 
 
 def _status(finding: Finding, start: datetime, end: datetime) -> str | None:

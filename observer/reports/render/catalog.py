@@ -48,6 +48,14 @@ CATALOG: dict[str, dict[str, str]] = {
         "value.owner_state_known": "{known} of {nodes} nodes",
         "fig.alerts_total": "Alerts fired",
         "fig.interventions_total": "Manual interventions",
+        "fig.incidents_opened": "Incidents (findings sharing a cause)",
+        "sub.incidents": "Incidents",
+        "note.incidents": "{findings} findings in {incidents} incidents: findings that name the "
+        "same pipeline, node, job or run and opened within 10 minutes of each other are one "
+        "incident (one Prometheus stall seen by every check; one leak seen at the node, by the "
+        "probe and by the scheduler). Incidents of more than one finding:",
+        "col.findings": "Findings",
+        "col.detectors": "Detectors",
         "fig.findings_opened": "Findings opened",
         "fig.findings_closed": "Findings closed",
         "fig.findings_still_open": "Findings still open",
@@ -453,6 +461,14 @@ CATALOG: dict[str, dict[str, str]] = {
         "value.owner_state_known": "{nodes} 个节点中 {known} 个",
         "fig.alerts_total": "告警次数",
         "fig.interventions_total": "人工干预次数",
+        "fig.incidents_opened": "事件数（同一原因的发现合并）",
+        "sub.incidents": "事件",
+        "note.incidents": "{incidents} 个事件共 {findings} 个发现：涉及同一流水线、节点、"
+        "作业或任务，且在 10 分钟内相继出现的发现合并为一个事件（例如一次 Prometheus "
+        "停滞被各项检查同时发现；一次资源泄漏同时在节点、探测和调度器三层被发现）。"
+        "包含多个发现的事件：",
+        "col.findings": "发现数",
+        "col.detectors": "检测器",
         "fig.findings_opened": "新发现问题",
         "fig.findings_closed": "已关闭问题",
         "fig.findings_still_open": "仍未关闭问题",

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from observer.reports.build.events import BLIND_SOURCES, FindingItem
+from observer.reports.build.events import BLIND_SOURCES, FindingFigures, FindingItem
 from observer.reports.build.figures import PeriodFigures
 from observer.reports.render.blocks import Block, Evidence, Heading, Table, Text
 from observer.reports.render.headline import blind_text
@@ -125,8 +125,43 @@ def finding_blocks(day: PeriodFigures, soak: PeriodFigures, w: Words) -> list[Bl
             ],
         )
     )
+    blocks += _incident_blocks(f, w)
     blocks.append(Heading(3, w("sub.evidence")))
     blocks += finding_items(f.items, w)
+    return blocks
+
+
+def _incident_blocks(f: FindingFigures, w: Words) -> list[Block]:
+    shown = [i for i in f.incidents if len(i.findings) > 1]
+    blocks: list[Block] = [
+        Heading(3, w("sub.incidents")),
+        Text(w("note.incidents", incidents=len(f.incidents), findings=len(f.items)), "note"),
+    ]
+    if not shown:
+        return blocks
+    blocks.append(
+        Table(
+            [
+                w("col.opened"),
+                w("col.closed"),
+                w("col.subject"),
+                w("col.severity"),
+                w("col.findings"),
+                w("col.detectors"),
+            ],
+            [
+                [
+                    w.instant(i.opened_at),
+                    w.instant(i.closed_at) if i.closed_at else "—",
+                    _subject(i.subject),
+                    i.severity,
+                    w.integer(len(i.findings)),
+                    ", ".join(i.detectors),
+                ]
+                for i in shown
+            ],
+        )
+    )
     return blocks
 
 

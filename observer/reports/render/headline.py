@@ -26,6 +26,7 @@ def headline_rows(w: Words) -> list[tuple[str, Callable[[PeriodFigures], str]]]:
         ("fig.owner_state_known", lambda f: owner_state_text(f, w)),
         ("fig.alerts_total", lambda f: w.integer(f.alerts.total)),
         ("fig.interventions_total", lambda f: w.integer(f.interventions.total)),
+        ("fig.incidents_opened", lambda f: w.integer(f.findings.incidents_opened)),
         ("fig.findings_opened", lambda f: w.integer(f.findings.opened)),
         ("fig.findings_closed", lambda f: w.integer(f.findings.closed)),
         ("fig.findings_still_open", lambda f: w.integer(f.findings.still_open)),

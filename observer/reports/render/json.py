@@ -2,9 +2,9 @@
 (tasks_total, tasks_failed, all_jobs_total, all_jobs_failed (null: not observed),
 all_jobs_complete, queue_wait_seconds_avg, gpu_utilization_avg (percent), owner_state_nodes
 and owner_state_known_nodes (null: no node sampled), alerts_total,
-manual_interventions_total, findings...) at the top, the report's dataclass field names
-below them; the daily summary's `task_records`, one per run, last. Nothing depends on when
-a report is rendered."""
+manual_interventions_total, incidents_opened, findings...) at the top, the report's
+dataclass field names below them; the daily summary's `task_records`, one per run, last.
+Nothing depends on when a report is rendered."""
 
 from __future__ import annotations
 
@@ -47,6 +47,7 @@ def headline(f: PeriodFigures) -> dict[str, Any]:
         "owner_state_known_nodes": f.owners.known,
         "alerts_total": f.alerts.total,
         "manual_interventions_total": f.interventions.total,
+        "incidents_opened": f.findings.incidents_opened,
         "findings_opened": f.findings.opened,
         "findings_closed": f.findings.closed,
         "findings_still_open": f.findings.still_open,
