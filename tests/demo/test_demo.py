@@ -83,7 +83,10 @@ def test_it_shows_progress_and_writes_the_days_summary_and_the_verdict(demo: Dem
     reports = demo.out / "reports"
     expected = [f"daily-{MONDAY}.{s}" for s in ("md", "html", "json")]
     expected += [f"verdict.{s}" for s in ("md", "html", "json")]
-    assert sorted(p.name for p in reports.iterdir()) == sorted(expected)
+    # Beside the summary, its per-task record: one row per run of the day.
+    assert sorted(p.name for p in reports.iterdir()) == sorted([*expected, f"daily-{MONDAY}.csv"])
+    with (reports / f"daily-{MONDAY}.csv").open(encoding="utf-8") as records:
+        assert sum(1 for _ in records) - 1 == _json(reports / f"daily-{MONDAY}.json")["tasks_total"]
     for name in expected:
         assert str(reports / name) in demo.stdout
     daily = _json(reports / f"daily-{MONDAY}.json")
@@ -122,7 +125,7 @@ def test_it_says_its_settings_and_writes_them_as_a_valid_config(demo: Demo):
 
 
 def test_its_config_rebuilds_the_days_summary_byte_for_byte(demo: Demo):
-    paths = [demo.out / "reports" / f"daily-{MONDAY}.{s}" for s in ("md", "html", "json")]
+    paths = [demo.out / "reports" / f"daily-{MONDAY}.{s}" for s in ("md", "html", "json", "csv")]
     written = [path.read_bytes() for path in paths]
     rebuilt = _observer(
         "report", "daily", "--config", str(demo.out / "observer.yaml"), "--date", MONDAY
