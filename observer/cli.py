@@ -8,6 +8,7 @@ import json
 import os
 import sys
 import threading
+import time
 from collections.abc import Sequence
 from datetime import UTC, date, datetime
 from pathlib import Path
@@ -40,6 +41,7 @@ _PORT_SETTINGS = {
     "agent": "agent.listen_port",
     "controller": "controller.listen_port",
     "demo": "--port",
+    "probe": "--port",
 }
 
 
@@ -154,10 +156,12 @@ def _add_demo(commands: Any) -> None:
     demo.add_argument("--port", type=int, default=9500, help="/metrics port (0: any free one)")
 
 
-PROBE_EPILOG = f"""exit status: 0 done; 2 bad arguments; {NO_GPU_EXIT_CODE} no GPU here (no libcuda.so.1,
-or the driver sees no device: read as "no GPU on the node"); {GpuOutOfMemoryError.exit_code} out
-of GPU memory; {CudaCallError.exit_code} another CUDA driver call failed; exit: the code asked for.
-Every failure is one line on stderr."""
+PROBE_EPILOG = (
+    f"exit status: 0 done; 2 bad arguments; {NO_GPU_EXIT_CODE} no GPU here (no libcuda.so.1, "
+    'or the driver sees no device: read as "no GPU on the node"); '
+    f"{GpuOutOfMemoryError.exit_code} out of GPU memory; {CudaCallError.exit_code} another "
+    "CUDA driver call failed; exit: the code asked for. Every failure is one line on stderr."
+)
 
 
 def _add_probe(commands: Any) -> None:
@@ -165,7 +169,6 @@ def _add_probe(commands: Any) -> None:
         "probe",
         help="a probe's own program, run inside the probe job",
         epilog=PROBE_EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     workloads = probe.add_subparsers(dest="workload", required=True)
     burn = workloads.add_parser(
@@ -330,8 +333,6 @@ def _demo(args: argparse.Namespace) -> int:
 
 
 def _probe(args: argparse.Namespace) -> int:
-    import time  # noqa: PLC0415
-
     if args.workload == "gpu-burn":
         from observer.workloads.gpu_burn import Burn, burn  # noqa: PLC0415
 

@@ -28,12 +28,9 @@ def write_canary(
 ) -> None:
     """Write lines seq 0..lines-1, each flushed as written (a kill mid-way loses nothing the
     pipeline could have had)."""
-    padding = canary_padding(
-        run_id, Workload(0, log_lines=lines, log_line_bytes=line_bytes)
-    )
+    padding = canary_padding(run_id, Workload(0, log_lines=lines, log_line_bytes=line_bytes))
     for seq in range(lines):
         out.write(canary_line(run_id, seq, clock_ns(), padding) + "\n")
         out.flush()
         if interval_seconds:
             sleep(interval_seconds)
-

@@ -60,7 +60,9 @@ class CudaDriver:
                 f"no CUDA device visible: device {device}: {driver._name(code)} "
                 "(CUDA_VISIBLE_DEVICES or the job's GPU allocation decides which are seen)"
             )
-        driver._check("cuCtxCreate_v2", library.cuCtxCreate_v2(ctypes.byref(driver._context), 0, handle))
+        driver._check(
+            "cuCtxCreate_v2", library.cuCtxCreate_v2(ctypes.byref(driver._context), 0, handle)
+        )
         return driver
 
     def allocate(self, size_bytes: int) -> int:
@@ -80,7 +82,8 @@ class CudaDriver:
         """JIT-load `ptx` and return its entry `name`."""
         module = ctypes.c_void_p()
         self._check(
-            "cuModuleLoadData", self._lib.cuModuleLoadData(ctypes.byref(module), ptx.encode() + b"\0")
+            "cuModuleLoadData",
+            self._lib.cuModuleLoadData(ctypes.byref(module), ptx.encode() + b"\0"),
         )
         self._modules.append(module)
         function = ctypes.c_void_p()

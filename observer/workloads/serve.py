@@ -28,7 +28,7 @@ def start(service: Service) -> ThreadingHTTPServer:
     ready_at = time.monotonic() + service.warmup_seconds
 
     class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:  # noqa: N802 - http.server's name
+        def do_GET(self) -> None:
             if self.path == "/healthz":
                 ready = time.monotonic() >= ready_at
                 self._answer(200 if ready else 503, {"ready": ready})
@@ -37,7 +37,7 @@ def start(service: Service) -> ThreadingHTTPServer:
             else:
                 self._answer(404, {"error": f"no route {self.path}"})
 
-        def do_POST(self) -> None:  # noqa: N802
+        def do_POST(self) -> None:
             if self.path.startswith("/infer"):
                 self.rfile.read(int(self.headers.get("Content-Length") or 0))
                 self._infer()
@@ -59,7 +59,7 @@ def start(service: Service) -> ThreadingHTTPServer:
             self.end_headers()
             self.wfile.write(data)
 
-        def log_message(self, format: str, *args: object) -> None:  # noqa: A002
+        def log_message(self, format: str, *args: object) -> None:
             """Quiet: a request per line would drown the job's log."""
 
     try:

@@ -12,10 +12,10 @@ from pathlib import Path
 import kmock
 import pytest
 
+from observer import __version__
 from observer.backends.base import MANAGED_BY, MANAGED_BY_LABEL, PROBE_LABEL, RUN_ID_LABEL
 from observer.backends.kubernetes.backend import KubernetesBackend
 from observer.backends.kubernetes.manifests import ENV_RUN_ID, QUEUE_LABEL, job_name
-from observer import __version__
 from observer.clock import SystemClock
 from observer.domain import Behaviour, JobPhase, JobRequest, JobStatus, Workload
 from observer.errors import BackendError, ConfigError, ProbeError

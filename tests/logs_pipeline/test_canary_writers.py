@@ -14,6 +14,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
+from kubernetes import client
 
 from observer.backends.kubernetes.manifests import PROGRAM, job_manifest
 from observer.backends.simulated import NodeSpec, SimulatedCluster, TenantSpec
@@ -42,11 +43,14 @@ def slurm(workload: Workload) -> str:
 
 def kubernetes(workload: Workload) -> str:
     request = JobRequest(RUN, "log-burst", "research", None, workload)
-    [container] = job_manifest(KubernetesSettings(), request, "j").spec.template.spec.containers
-    assert container.command[0] == PROGRAM  # the image's observer: this interpreter's here
-    env = {**os.environ, **{e.name: e.value for e in container.env}}
+    job = client.ApiClient().sanitize_for_serialization(
+        job_manifest(KubernetesSettings(), request, "j")
+    )
+    [container] = job["spec"]["template"]["spec"]["containers"]
+    assert container["command"][0] == PROGRAM  # the image's observer: this interpreter's here
+    env = {**os.environ, **{e["name"]: e["value"] for e in container["env"]}}
     return subprocess.run(
-        [sys.executable, "-m", "observer.cli", *container.command[1:]],
+        [sys.executable, "-m", "observer.cli", *container["command"][1:]],
         env=env,
         capture_output=True,
         text=True,

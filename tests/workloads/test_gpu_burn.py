@@ -96,7 +96,13 @@ def test_more_memory_than_the_gpu_has_is_out_of_memory(fake_cuda_dir: Path, tmp_
         "CUDA_ERROR_OUT_OF_MEMORY (2)\n"
     )
     # the context it made is still destroyed
-    assert calls(log) == ["cuInit", "cuDeviceGet", "cuCtxCreate_v2", "cuMemAlloc_v2", "cuCtxDestroy_v2"]
+    assert calls(log) == [
+        "cuInit",
+        "cuDeviceGet",
+        "cuCtxCreate_v2",
+        "cuMemAlloc_v2",
+        "cuCtxDestroy_v2",
+    ]
 
 
 def test_a_burn_makes_the_driver_calls_in_order_with_valid_arguments(

@@ -100,6 +100,20 @@ def test_serve_is_ready_after_its_warm_up_and_answers_after_its_latency() -> Non
         assert server.wait(timeout=20) == 0  # SIGTERM: a clean stop
 
 
+def test_serve_on_a_taken_port_says_so_in_one_line() -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+
+        done = probe("serve", "--host", "127.0.0.1", "--port", str(port), "--seconds", "1")
+
+    assert done.returncode == 2
+    assert done.stderr == (
+        f"--port: port {port} on 127.0.0.1 is already in use; choose another (0: any free one)\n"
+    )
+
+
 def test_serve_for_a_duration_stops_by_itself() -> None:
     done = probe("serve", "--host", "127.0.0.1", "--port", "0", "--seconds", "0.5")
 

@@ -66,7 +66,10 @@ def batch_script(request: JobRequest, settings: SlurmSettings) -> str:
         # OUT_OF_MEMORY; unenforced, it holds the memory for the duration and exits 0
         case _:
             bound = 4 * settings.oom_memory_mebibytes
-            arguments = [observer_program(settings.observer_program), *probe_arguments(request, bound)]
+            arguments = [
+                observer_program(settings.observer_program),
+                *probe_arguments(request, bound),
+            ]
             command = "exec " + shlex.join(arguments)
     return f"#!/bin/bash\n{command}\n"
 
