@@ -299,9 +299,10 @@ class JobPhase(StrEnum):
 
 # Every log-canary line, whoever writes it: "observer-canary run=<run id> seq=<n> ts=<unix s>",
 # n counting from 0, then for a padded canary " pad=<k>:" and k times "x" (a line torn short
-# shows by its count). The writers (each backend's canary) and the log-loss detector share it.
+# shows by its count). The writers (`observer probe log-canary|log-burst`, the simulated
+# cluster) and the log-loss detector share it.
 CANARY_MARK = "observer-canary"
-CANARY_TS_CHARS = 20  # `date +%s.%N`: ten digits of seconds, a point, nine of nanoseconds
+CANARY_TS_CHARS = 20  # as `date +%s.%N`: ten digits of seconds, a point, nine of nanoseconds
 
 
 class Behaviour(StrEnum):
