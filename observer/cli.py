@@ -8,6 +8,7 @@ import json
 import os
 import sys
 import threading
+import time
 from collections.abc import Sequence
 from datetime import UTC, date, datetime
 from pathlib import Path
@@ -15,7 +16,16 @@ from typing import Any
 
 from prometheus_client import disable_created_metrics
 
-from observer.errors import ConfigError, ObserverError, PortInUseError, SchemaError
+from observer.errors import (
+    NO_GPU_EXIT_CODE,
+    ConfigError,
+    CudaCallError,
+    GpuOutOfMemoryError,
+    ObserverError,
+    PortInUseError,
+    SchemaError,
+    WorkloadError,
+)
 from observer.logs import configure_logging
 from observer.records import StoredDelivery, StoredIntervention
 from observer.settings import Settings, load_settings
@@ -31,6 +41,7 @@ _PORT_SETTINGS = {
     "agent": "agent.listen_port",
     "controller": "controller.listen_port",
     "demo": "--port",
+    "probe": "--port",
 }
 
 
@@ -148,6 +159,7 @@ def _parser() -> argparse.ArgumentParser:
     _config_option(add)
 
     _add_demo(commands)
+    _add_probe(commands)
     metrics = commands.add_parser("metrics", help="the metrics the observer exports")
     metrics_commands = metrics.add_subparsers(dest="metrics_command", required=True)
     metrics_commands.add_parser("list", help="print every metric name, one per line")
@@ -178,6 +190,57 @@ def _add_demo(commands: Any) -> None:
     demo.add_argument("--port", type=int, default=9500, help="/metrics port (0: any free one)")
 
 
+PROBE_EPILOG = (
+    f"exit status: 0 done; 2 bad arguments; {NO_GPU_EXIT_CODE} no GPU here (no libcuda.so.1, "
+    'or the driver sees no device: read as "no GPU on the node"); '
+    f"{GpuOutOfMemoryError.exit_code} out of GPU memory; {CudaCallError.exit_code} another "
+    "CUDA driver call failed; exit: the code asked for. Every failure is one line on stderr."
+)
+
+
+def _add_probe(commands: Any) -> None:
+    probe = commands.add_parser(
+        "probe",
+        help="a probe's own program, run inside the probe job",
+        epilog=PROBE_EPILOG,
+    )
+    workloads = probe.add_subparsers(dest="workload", required=True)
+    burn = workloads.add_parser(
+        "gpu-burn", help="load one GPU through the CUDA driver API", epilog=PROBE_EPILOG
+    )
+    burn.add_argument("--seconds", type=_non_negative, required=True)
+    burn.add_argument("--memory-gib", type=_non_negative, required=True, help="GPU memory held")
+    burn.add_argument(
+        "--utilization", type=_percent, default=100.0, help="target busy share, 1-100 (100)"
+    )
+    burn.add_argument("--device", type=int, default=0, help="CUDA device ordinal (0)")
+    for name, what, line_bytes in (
+        ("log-canary", "sequenced log lines at an interval", 0),
+        ("log-burst", "sequenced, padded log lines as fast as they can be written", 1024),
+    ):
+        canary = workloads.add_parser(name, help=what)
+        canary.add_argument("--run-id", required=True)
+        canary.add_argument("--lines", type=int, required=True)
+        canary.add_argument("--interval-seconds", type=_non_negative, default=0.0)
+        canary.add_argument(
+            "--line-bytes", type=int, default=line_bytes, help=f"pad lines to this ({line_bytes})"
+        )
+    serve = workloads.add_parser("serve", help="the inference stand-in: /healthz and /infer")
+    serve.add_argument("--host", default="0.0.0.0")
+    serve.add_argument("--port", type=int, default=8000)
+    serve.add_argument("--latency-ms", type=_non_negative, default=20.0)
+    serve.add_argument("--warmup-seconds", type=_non_negative, default=0.0)
+    serve.add_argument("--seconds", type=_non_negative, default=0.0, help="0: until signalled")
+    code = workloads.add_parser("exit", help="end with a given exit code")
+    code.add_argument("--code", type=int, required=True)
+    code.add_argument("--after-seconds", type=_non_negative, default=0.0)
+    oom = workloads.add_parser("oom", help="allocate memory until killed, or up to --mib")
+    oom.add_argument("--mib", type=_positive, help="stop at this many MiB (default: no bound)")
+    oom.add_argument("--hold-seconds", type=_non_negative, default=0.0)
+    sleep = workloads.add_parser("sleep", help="hold the job's resources, then end with 0")
+    sleep.add_argument("--seconds", type=_non_negative, required=True)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     # No _created series: prometheus_client's switch is process-wide (no registry has one of
     # its own), so it is set once here, for every command that serves metrics.
@@ -206,6 +269,8 @@ def _run(args: argparse.Namespace) -> int:
             return EXIT_OK
         if args.command == "demo":
             return _demo(args)
+        if args.command == "probe":
+            return _probe(args)
         if args.command == "metrics":
             from observer.metrics import all_metric_names  # noqa: PLC0415
 
@@ -228,6 +293,9 @@ def _run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return EXIT_INVALID
+    except WorkloadError as exc:
+        print(f"observer probe {args.workload}: {exc}", file=sys.stderr)
+        return exc.exit_code
     except ObserverError as exc:
         print(f"observer: {exc}", file=sys.stderr)
         return EXIT_FAILURE
@@ -298,6 +366,56 @@ def _demo(args: argparse.Namespace) -> int:
     result = run_demo(args.out, args.days, start, language=args.language, port=args.port)
     print(summary(result))
     return EXIT_OK if not result.score.missed and not result.score.unexpected else EXIT_FAILURE
+
+
+def _probe(args: argparse.Namespace) -> int:
+    if args.workload == "gpu-burn":
+        from observer.workloads.gpu_burn import Burn, burn  # noqa: PLC0415
+
+        work = Burn(args.seconds, int(args.memory_gib * 2**30), args.utilization, args.device)
+        result = burn(work)
+        print(
+            f"gpu-burn: device {work.device}, {args.memory_gib:g} GiB held, {result.launches} "
+            f"launches, busy {result.duty_percent:.1f}% of {result.elapsed_seconds:.1f} s"
+        )
+    elif args.workload in ("log-canary", "log-burst"):
+        from observer.workloads.canary import write_canary  # noqa: PLC0415
+
+        write_canary(sys.stdout, args.run_id, args.lines, args.interval_seconds, args.line_bytes)
+    elif args.workload == "serve":
+        from observer.workloads.serve import Service, serve  # noqa: PLC0415
+
+        service = Service(
+            args.host, args.port, args.latency_ms / 1000, args.warmup_seconds, args.seconds
+        )
+        stop = threading.Event()
+        with stop_on_signals(stop):
+            serve(service, stop)
+    elif args.workload == "exit":
+        time.sleep(args.after_seconds)
+        return int(args.code)
+    elif args.workload == "oom":
+        from observer.workloads.failures import hold_memory  # noqa: PLC0415
+
+        held = hold_memory(args.mib, args.hold_seconds)
+        print(f"oom: held {held} MiB and was not killed: no memory limit reached")
+    else:
+        time.sleep(args.seconds)
+    return EXIT_OK
+
+
+def _non_negative(text: str) -> float:
+    value = float(text)
+    if not value >= 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more, not {text}")
+    return value
+
+
+def _percent(text: str) -> float:
+    value = float(text)
+    if not 0 < value <= 100:
+        raise argparse.ArgumentTypeError(f"must be above 0 and at most 100, not {text}")
+    return value
 
 
 def _positive(text: str) -> int:

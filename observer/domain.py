@@ -299,9 +299,10 @@ class JobPhase(StrEnum):
 
 # Every log-canary line, whoever writes it: "observer-canary run=<run id> seq=<n> ts=<unix s>",
 # n counting from 0, then for a padded canary " pad=<k>:" and k times "x" (a line torn short
-# shows by its count). The writers (each backend's canary) and the log-loss detector share it.
+# shows by its count). The writers (`observer probe log-canary|log-burst`, the simulated
+# cluster) and the log-loss detector share it.
 CANARY_MARK = "observer-canary"
-CANARY_TS_CHARS = 20  # `date +%s.%N`: ten digits of seconds, a point, nine of nanoseconds
+CANARY_TS_CHARS = 20  # as `date +%s.%N`: ten digits of seconds, a point, nine of nanoseconds
 
 
 class Behaviour(StrEnum):
@@ -325,6 +326,8 @@ class Workload:
     log_lines: int = 0
     log_interval_seconds: float = 0.0
     log_line_bytes: int = 0  # pad each canary line to about this size; 0: unpadded
+    gpu_memory_gib: float = 4.0  # gpu_busy: device memory each burner holds
+    gpu_utilization_percent: float = 100.0  # gpu_busy: the burner's target busy share
 
     @property
     def gpus(self) -> int:
@@ -452,6 +455,9 @@ class Outcome(StrEnum):
     TIMED_OUT = "timed_out"  # the controller gave up waiting and cancelled it
     CANCELLED = "cancelled"  # cancelled by the controller's shutdown or by someone else
     LOST = "lost"  # the platform forgot the job before it was seen to end
+    # the probe's program found no usable GPU on its node (errors.NO_GPU_EXIT_CODE): not the
+    # probe's failure; a platform finding (gpu_unusable) when the scheduler gave it GPUs
+    NO_GPU = "no_gpu"
 
 
 @dataclass(frozen=True, slots=True)

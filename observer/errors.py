@@ -73,3 +73,33 @@ class ReportError(ObserverError):
 class SnapshotError(ObserverError):
     """A body read as an agent's snapshot is not one: not UTF-8, not JSON, or a field missing
     or of the wrong type. The message names what was wrong and where."""
+
+
+# `observer probe gpu-burn` ends with this when the node has no usable GPU (sysexits
+# EX_UNAVAILABLE); probes/outcome.py reads it as "no GPU on the node", not as a failure.
+NO_GPU_EXIT_CODE = 69
+
+
+class WorkloadError(ObserverError):
+    """A probe's own program (`observer probe ...`) cannot do its work; `exit_code` is the
+    documented status it ends with, the message its one line on stderr."""
+
+    exit_code = 1
+
+
+class NoGpuError(WorkloadError):
+    """No usable GPU here: no libcuda.so.1, or the driver sees no device."""
+
+    exit_code = NO_GPU_EXIT_CODE
+
+
+class GpuOutOfMemoryError(WorkloadError):
+    """The GPU could not give the memory asked for (CUDA_ERROR_OUT_OF_MEMORY)."""
+
+    exit_code = 71
+
+
+class CudaCallError(WorkloadError):
+    """Any other CUDA driver call failed; the message names the call and CUDA's error."""
+
+    exit_code = 70

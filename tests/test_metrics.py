@@ -22,7 +22,7 @@ from observer.storage.database import upgrade
 from observer.storage.store import Store
 
 MONDAY_10 = datetime(2026, 11, 30, 10, 0, tzinfo=UTC)
-OUTCOMES = {"passed", "failed", "rejected", "timed_out", "cancelled", "lost"}
+OUTCOMES = {"passed", "failed", "rejected", "timed_out", "cancelled", "lost", "no_gpu"}
 
 
 def _exposed(registry: CollectorRegistry, name: str) -> dict[tuple[tuple[str, str], ...], float]:
@@ -84,7 +84,7 @@ def test_planned_probe_runs_and_event_findings_are_exported_at_zero(store: Store
     findings = _exposed(registry, "observer_findings_total")
     assert findings == {
         (("detector", detector), ("severity", severity)): 0.0
-        for detector in ("log_loss", "log_delivery_latency")
+        for detector in ("log_loss", "log_delivery_latency", "gpu_unusable")
         for severity in ("critical", "warning")
     }
 

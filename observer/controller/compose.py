@@ -27,7 +27,7 @@ from observer.controller.observe import FleetObserver
 from observer.controller.runs import Budget, ProbeRunner, Tenant
 from observer.controller.service import Controller, PlanEntry
 from observer.controller.views import Published
-from observer.detectors import log_loss
+from observer.detectors import gpu_unusable, log_loss
 from observer.domain import STALE_AFTER_INTERVALS, NodeSnapshot, SchedulerSnapshot
 from observer.errors import ConfigError
 from observer.fleet.base import Fleet
@@ -188,7 +188,7 @@ def build_controller(
         for e in cfg.plan
     ]
     metrics.expect_probe_runs((e.probe, t, e.window) for e in plan for t in e.tenants)
-    metrics.findings.expect_events(log_loss.EVENT_DETECTORS)
+    metrics.findings.expect_events((*log_loss.EVENT_DETECTORS, gpu_unusable.DETECTOR))
     nodes: Published[Mapping[str, NodeSnapshot]] = Published(MappingProxyType({}))
     scheduler: Published[SchedulerSnapshot | None] = Published(None)
     reader = (

@@ -4,7 +4,8 @@ of pending probes, GPUs the scheduler holds with no job behind them or for jobs 
 back to idle after they end (each run and node judged until clean), persistent unfairness per window
 (re-assessed when an occurrence of the window completes), and log loss of each finished log
 canary (read back once the pipeline has had time to deliver it; each run checked once, across
-restarts), with the log pipeline's own blind time while it cannot be read."""
+restarts), with the log pipeline's own blind time while it cannot be read, and nodes that
+were allocated GPUs a probe's program could not use."""
 
 from __future__ import annotations
 
@@ -17,7 +18,14 @@ from queue import SimpleQueue
 from observer.clock import Clock
 from observer.controller.outbox import FindingsOutbox
 from observer.controller.views import Published
-from observer.detectors import fairness, log_loss, probe_release, unexplained_wait, unreleased
+from observer.detectors import (
+    fairness,
+    gpu_unusable,
+    log_loss,
+    probe_release,
+    unexplained_wait,
+    unreleased,
+)
 from observer.detectors.conditions import ConditionTracker, covers_all
 from observer.domain import (
     Behaviour,
@@ -160,14 +168,17 @@ class Detection:
         for run in runs:
             self._changed.put(run)
 
-    def _take_changed(self) -> None:
+    def _take_changed(self) -> list[Finding]:
         """Queue every run that ended on nodes for its release check, and the log-canary runs
-        that ended as expected for their read-back."""
+        that ended as expected for their read-back; return the events ended runs raise."""
+        events = []
         while not self._changed.empty():
             run = self._changed.get()
             if run.finished_at is not None and run.job_id is not None:
                 self._releases.update(((run.run_id, node), run) for node in run.node_names)
             self._queue_canary(run)
+            events += gpu_unusable.evaluate(run)
+        return events
 
     def _queue_canary(self, run: ProbeRun) -> None:
         spec = self.catalog.get(run.probe)
@@ -188,11 +199,12 @@ class Detection:
         snapshot = self.scheduler.get()
         if snapshot is not None and snapshot is not self._latest:
             self._sampled(snapshot)
-        self._take_changed()
+        events = self._take_changed()
         nodes = self.nodes.get()
         now = self.clock.now()
         log_findings, log_checked = self._log_loss(now)
         changed = [
+            *events,
             *self._store_reachable(now),
             *self._unexplained(active, now),
             *self._unreleased(nodes, now),

@@ -155,7 +155,8 @@ def with_overrides(
     catalog: dict[str, ProbeSpec], overrides: Mapping[str, Mapping[str, Any]]
 ) -> dict[str, ProbeSpec]:
     """The catalog with per-probe changes applied: workload fields (duration_seconds,
-    gpus_per_node, nodes, log_lines, log_interval_seconds, log_line_bytes) and copies,
+    gpus_per_node, nodes, log_lines, log_interval_seconds, log_line_bytes, gpu_memory_gib,
+    gpu_utilization_percent) and copies,
     deadline_seconds."""
     unknown = sorted(overrides.keys() - catalog.keys())
     if unknown:

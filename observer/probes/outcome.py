@@ -4,6 +4,7 @@ expected way is a pass. Pure: the platform's view of the job in, an outcome out.
 from __future__ import annotations
 
 from observer.domain import Expectation, JobPhase, JobStatus, Outcome
+from observer.errors import NO_GPU_EXIT_CODE
 
 # The platforms' words for "held back by a quota or limit" (Kueue, ResourceQuota, Slurm QOS
 # and association limits, the simulator).
@@ -63,6 +64,8 @@ def judge(expectation: Expectation, status: JobStatus) -> Outcome | None:
     if phase is JobPhase.CANCELLED:
         return Outcome.CANCELLED
     if expectation is Expectation.SUCCEED:
+        if phase is JobPhase.FAILED and status.exit_code == NO_GPU_EXIT_CODE:
+            return Outcome.NO_GPU
         return {JobPhase.SUCCEEDED: Outcome.PASSED, JobPhase.FAILED: Outcome.FAILED}.get(phase)
     if expectation is Expectation.BLOCKED:
         if phase is JobPhase.PENDING:

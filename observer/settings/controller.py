@@ -11,6 +11,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from pydantic import Field, field_validator, model_validator
 
+from observer import __version__
 from observer.probes.catalog import platform_catalog
 from observer.probes.windows import parse_days
 from observer.settings.base import FieldProblems, Group
@@ -57,6 +58,10 @@ class ProbeOverrideSettings(Group):
     log_lines: int | None = Field(None, ge=0)
     log_interval_seconds: float | None = Field(None, ge=0)
     log_line_bytes: int | None = Field(None, ge=0)
+    gpu_memory_gib: float | None = Field(None, ge=0, description="gpu_busy: GPU memory held.")
+    gpu_utilization_percent: float | None = Field(
+        None, gt=0, le=100, description="gpu_busy: the burner's target utilisation."
+    )
 
 
 class SimulationSettings(Group):
@@ -121,7 +126,11 @@ class KubernetesSettings(Group):
     namespaces: tuple[str, ...] = Field(
         (), description="Tenant namespaces whose jobs and queues are observed and probed."
     )
-    image: str = Field("nvidia/cuda:12.4.1-base-ubuntu22.04", description="Probe image.")
+    image: str = Field(
+        f"gpu-soak-observer:{__version__}",
+        description="Probe image: one with `observer` on its PATH, which runs every probe's "
+        "program (`observer probe ...`). The chart sets the observer's own image.",
+    )
     bad_image: str = Field(
         "registry.invalid/gpu-soak-observer/no-such-image:0",
         description="Image of the bad_image probe; `.invalid` never resolves.",
@@ -131,9 +140,9 @@ class KubernetesSettings(Group):
     )
     gpu_busy_command: tuple[str, ...] | None = Field(
         None,
-        description="Command of gpu_busy probes (e.g. a GPU burner reading "
-        "$OBSERVER_DURATION_SECONDS); a CPU busy loop if unset. It runs as `run_as_user` on a "
-        "read-only root filesystem with a writable /tmp.",
+        description="Command of gpu_busy probes, e.g. a site's own GPU burner reading "
+        "$OBSERVER_DURATION_SECONDS; unset: `observer probe gpu-burn`. It runs as "
+        "`run_as_user` on a read-only root filesystem with a writable /tmp.",
     )
     oom_memory_limit: str = Field("64Mi", description="Memory limit the oom probe runs past.")
     ttl_seconds_after_finished: int = Field(
@@ -202,6 +211,12 @@ class SlurmSettings(Group):
     )
     oom_memory_mebibytes: int = Field(
         64, ge=1, description="--mem of an OOM probe, which allocates four times as much."
+    )
+    observer_program: Path | None = Field(
+        None,
+        description="The `observer` program every probe job runs on its node (`observer "
+        "probe ...`); unset: the one beside the controller's Python (its virtual "
+        "environment, which the nodes then share), else `observer` on the nodes' PATH.",
     )
     sbatch_extra_args: tuple[str, ...] = Field(
         (),

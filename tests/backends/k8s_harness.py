@@ -62,7 +62,7 @@ POOLS = ("NVIDIA-H200", "NVIDIA-A100-SXM4-80GB")
 # a finalizer, marked with a deletionTimestamp, which is what Terminating is.
 KUBELET_FINALIZER = "harness.observer/kubelet"
 # What the probe image can run; anything else fails to start, as runc says.
-EXECUTABLES = frozenset({"/bin/sh", "sh", "sleep", "tail", "timeout"})
+EXECUTABLES = frozenset({"observer", "/bin/sh", "sh", "sleep", "tail", "timeout"})
 # Namespaces are not among them: kmock's URL parser fails on POST /api/v1/namespaces.
 RESOURCES = ("v1/nodes", "v1/pods", "v1/events", "v1/secrets", "batch/v1/jobs")
 SERVICE_ACCOUNT = "tenant"  # each tenant's ServiceAccount, whose token the isolation probe uses

@@ -3,10 +3,8 @@ with the harness playing the job controller, the scheduler and the kubelets."""
 
 from __future__ import annotations
 
-import os
 import re
 import socket
-import subprocess
 from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
@@ -14,19 +12,10 @@ from pathlib import Path
 import kmock
 import pytest
 
+from observer import __version__
 from observer.backends.base import MANAGED_BY, MANAGED_BY_LABEL, PROBE_LABEL, RUN_ID_LABEL
 from observer.backends.kubernetes.backend import KubernetesBackend
-from observer.backends.kubernetes.manifests import (
-    CANARY_SCRIPT,
-    ENV_DURATION_SECONDS,
-    ENV_EXIT_CODE,
-    ENV_LOG_INTERVAL_SECONDS,
-    ENV_LOG_LINES,
-    ENV_RUN_ID,
-    QUEUE_LABEL,
-    SLEEP_SCRIPT,
-    job_name,
-)
+from observer.backends.kubernetes.manifests import ENV_RUN_ID, QUEUE_LABEL, job_name
 from observer.clock import SystemClock
 from observer.domain import Behaviour, JobPhase, JobRequest, JobStatus, Workload
 from observer.errors import BackendError, ConfigError, ProbeError
@@ -126,11 +115,23 @@ def test_a_probe_without_queue_or_priority_leaves_them_to_the_cluster(
 @pytest.mark.parametrize(
     ("behaviour", "image", "command", "memory"),
     [
-        (Behaviour.SLEEP, "image", ["/bin/sh", "-c", SLEEP_SCRIPT], None),
-        (Behaviour.LOG_CANARY, "image", ["/bin/sh", "-c", CANARY_SCRIPT], None),
-        (Behaviour.BAD_COMMAND, "image", ["observer-no-such-command"], None),
-        (Behaviour.BAD_IMAGE, "bad_image", ["/bin/sh", "-c", SLEEP_SCRIPT], None),
-        (Behaviour.OOM, "image", ["/bin/sh", "-c", "tail /dev/zero"], "64Mi"),
+        (Behaviour.SLEEP, "image", "observer probe sleep --seconds 5", None),
+        (
+            Behaviour.GPU_BUSY,
+            "image",
+            "observer probe gpu-burn --seconds 5 --memory-gib 4 --utilization 100",
+            None,
+        ),
+        (
+            Behaviour.LOG_CANARY,
+            "image",
+            "observer probe log-canary --run-id run-b --lines 0 --interval-seconds 0 "
+            "--line-bytes 0",
+            None,
+        ),
+        (Behaviour.BAD_COMMAND, "image", "observer-no-such-command", None),
+        (Behaviour.BAD_IMAGE, "bad_image", "observer probe sleep --seconds 5", None),
+        (Behaviour.OOM, "image", "observer probe oom --hold-seconds 5", "64Mi"),
     ],
 )
 def test_each_behaviour_has_its_image_and_command(
@@ -140,8 +141,12 @@ def test_each_behaviour_has_its_image_and_command(
 
     [container] = k8s.batch.read_namespaced_job(name, namespace).spec.template.spec.containers
     assert container.image == getattr(k8s.settings, image)
-    assert container.command == command
+    assert container.command == command.split()
     assert container.resources.limits.get("memory") == memory
+
+
+def test_the_probe_image_is_the_observers_own_by_default() -> None:
+    assert KubernetesSettings().image == f"gpu-soak-observer:{__version__}"
 
 
 def test_gpu_busy_runs_the_configured_burner() -> None:
@@ -167,27 +172,6 @@ def test_submitting_the_same_run_twice_finds_the_first_job(k8s: KubernetesHarnes
 
     assert k8s.backend.submit(request("run-1")) == first
     assert len(k8s.batch.list_namespaced_job("research").items) == 1
-
-
-def test_the_probe_scripts_do_what_they_say_in_a_posix_shell() -> None:
-    env = {
-        "PATH": os.environ["PATH"],
-        ENV_RUN_ID: "run-9",
-        ENV_DURATION_SECONDS: "0",
-        ENV_EXIT_CODE: "3",
-        ENV_LOG_LINES: "3",
-        ENV_LOG_INTERVAL_SECONDS: "0",
-    }
-
-    sleep = subprocess.run(["/bin/sh", "-c", SLEEP_SCRIPT], env=env, check=False)
-    canary = subprocess.run(
-        ["/bin/sh", "-c", CANARY_SCRIPT], env=env, capture_output=True, text=True, check=False
-    )
-
-    assert sleep.returncode == 3
-    assert canary.returncode == 3
-    lines = [CANARY_LINE.fullmatch(line) for line in canary.stdout.splitlines()]
-    assert [(m[1], m[2]) for m in lines if m] == [("run-9", "0"), ("run-9", "1"), ("run-9", "2")]
 
 
 # --- what the backend reads ------------------------------------------------------------------

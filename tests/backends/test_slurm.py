@@ -16,13 +16,16 @@ from observer.backends.slurm.backend import SlurmBackend
 from observer.clock import SystemClock
 from observer.domain import (
     Behaviour,
+    Expectation,
     JobPhase,
     JobRequest,
     JobStatus,
+    Outcome,
     SchedulerNode,
     Workload,
 )
-from observer.errors import BackendError, ProbeError
+from observer.errors import NO_GPU_EXIT_CODE, BackendError, ProbeError
+from observer.probes.outcome import judge
 from tests.backends.slurm_harness import SlurmHarness
 
 
@@ -165,12 +168,18 @@ def test_an_oom_probe_is_killed_for_exceeding_its_memory(slurm: SlurmHarness):
     assert "Exceeded job memory limit" in slurm.backend.logs(failed.job_id)
 
 
-def test_a_gpu_busy_probe_holds_its_gpus_and_succeeds(slurm: SlurmHarness):
-    done = _run_to_end(
+def test_a_gpu_busy_probe_runs_gpu_burn_which_finds_no_gpu_on_these_nodes(slurm: SlurmHarness):
+    # the nodes' GPUs are fake GRES: no driver, so the real program ends "no GPU here"
+    failed = _run_to_end(
         slurm, Workload(gpus_per_node=2, duration_seconds=1, behaviour=Behaviour.GPU_BUSY)
     )
 
-    assert (done.phase, done.gpus, done.exit_code) == (JobPhase.SUCCEEDED, 2, 0)
+    assert (failed.phase, failed.gpus, failed.exit_code) == (JobPhase.FAILED, 2, NO_GPU_EXIT_CODE)
+    assert judge(Expectation.SUCCEED, failed) is Outcome.NO_GPU
+    assert slurm.backend.logs(failed.job_id) == (
+        "observer probe gpu-burn: no libcuda.so.1: this node has no NVIDIA driver, or the "
+        "container was not started with the NVIDIA runtime\n"
+    )
 
 
 def test_a_probe_asking_more_gpus_than_are_free_waits_for_resources(slurm: SlurmHarness):

@@ -107,6 +107,7 @@ def test_with_paging_finding_alerts_carry_the_findings_severity(paging_rule_obje
         "ObserverPersistentUnfairness",
         "ObserverUnexplainedWait",
         "ObserverLogLoss",
+        "ObserverGpuUnusable",
         "ObserverMonitoringLag",
     ):
         assert by_name[name]["labels"]["severity"] == FINDING_SEVERITY, name

@@ -88,3 +88,22 @@ def test_the_agents_command_lines_are_exposed_only_when_the_values_say_so(
     values.write_text(VALUES)
 
     assert loaded(render(helm, values), tmp_path).agent.expose_command_lines is True
+
+
+def test_probe_pods_run_the_observers_own_image_unless_the_site_names_one(
+    helm: Path, tmp_path: Path
+) -> None:
+    values = tmp_path / "values.yaml"
+    values.write_text(VALUES + "image: {repository: registry.example/observer, tag: '1.2.3'}\n")
+    own = probe_pod(loaded(render(helm, values), tmp_path))
+    site = tmp_path / "site.yaml"
+    site.write_text(
+        "settings:\n  controller:\n    tenants: [{name: team-a}]\n"
+        "    kubernetes: {image: site/probe:7}\n"
+    )
+    chosen = probe_pod(loaded(render(helm, site), tmp_path))
+
+    [container] = own["containers"]
+    assert container["image"] == "registry.example/observer:1.2.3"
+    assert container["command"][:3] == ["observer", "probe", "sleep"]
+    assert chosen["containers"][0]["image"] == "site/probe:7"

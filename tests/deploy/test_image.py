@@ -89,7 +89,8 @@ def test_the_chart_runs_the_controller_as_the_image_user():
 def test_build_stage_install_works_in_a_clean_venv(tmp_path: Path):
     """The build stage's RUN, word for word but for its paths, on a context holding only
     what its COPY lines copy: the wheel builds, installs from wheels alone, and the
-    installed `observer` prints the same metrics as the development install."""
+    installed `observer` prints the same metrics as the development install and runs the
+    probes' programs."""
     build = stages()[0]
     context = tmp_path / "src"
     context.mkdir()
@@ -138,3 +139,12 @@ def test_build_stage_install_works_in_a_clean_venv(tmp_path: Path):
         env={"PATH": os.environ["PATH"]},
     ).stdout
     assert frozenset(listed.split()) == observer_metric_names()
+    # the probes' own programs are in the image: nothing else to pull
+    probe = [str(venv / "bin" / "observer"), "probe"]
+    clean = {"PATH": os.environ["PATH"]}
+    assert subprocess.run([*probe, "exit", "--code", "7"], env=clean, check=False).returncode == 7
+    canary = subprocess.run(
+        [*probe, "log-canary", "--run-id", "r", "--lines", "2"],
+        env=clean, capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    assert canary.stdout.startswith("observer-canary run=r seq=0 ts=")

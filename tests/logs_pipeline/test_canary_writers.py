@@ -1,18 +1,22 @@
-"""Every backend's canary writer (Slurm's batch script, the Kubernetes container's script,
-the simulated cluster) writes lines the log-loss detector reads whole: padded to the
-workload's line size when it asks for one, as fast as they can be written when unpaced."""
+"""Every backend's canary writer (Slurm's batch script and the Kubernetes container's command,
+both `observer probe log-canary|log-burst`, and the simulated cluster) writes lines the
+log-loss detector reads whole: padded to the workload's line size when it asks for one, as
+fast as they can be written when unpaced."""
 
 from __future__ import annotations
 
 import os
 import subprocess
+import sys
 from collections.abc import Callable
 from dataclasses import replace
 from datetime import UTC, datetime
+from pathlib import Path
 
 import pytest
+from kubernetes import client
 
-from observer.backends.kubernetes.manifests import CANARY_SCRIPT, probe_env
+from observer.backends.kubernetes.manifests import PROGRAM, job_manifest
 from observer.backends.simulated import NodeSpec, SimulatedCluster, TenantSpec
 from observer.backends.slurm.script import batch_script
 from observer.clock import ManualClock
@@ -20,6 +24,7 @@ from observer.detectors.log_loss import analyse
 from observer.domain import JobRequest, Workload
 from observer.logs_pipeline.base import DeliveredLine
 from observer.probes.catalog import builtin_catalog
+from observer.settings.controller import KubernetesSettings, SlurmSettings
 
 RUN = "0f1e2d3c4b5a69788796a5b4c3d2e1f0"
 T0 = datetime(2026, 11, 30, 9, 0, tzinfo=UTC)
@@ -28,19 +33,24 @@ Writer = Callable[[Workload], str]
 
 
 def slurm(workload: Workload) -> str:
-    script = batch_script(JobRequest(RUN, "log-burst", "research", None, workload), 64)
+    # the observer beside this interpreter, as on a node sharing the controller's venv
+    settings = SlurmSettings(observer_program=Path(sys.executable).parent / "observer")
+    script = batch_script(JobRequest(RUN, "log-burst", "research", None, workload), settings)
     return subprocess.run(
         ["bash", "-c", script], capture_output=True, text=True, check=True, timeout=60
     ).stdout
 
 
 def kubernetes(workload: Workload) -> str:
-    env = {
-        "PATH": os.environ["PATH"],
-        **probe_env(JobRequest(RUN, "log-burst", "research", None, workload)),
-    }
+    request = JobRequest(RUN, "log-burst", "research", None, workload)
+    job = client.ApiClient().sanitize_for_serialization(
+        job_manifest(KubernetesSettings(), request, "j")
+    )
+    [container] = job["spec"]["template"]["spec"]["containers"]
+    assert container["command"][0] == PROGRAM  # the image's observer: this interpreter's here
+    env = {**os.environ, **{e["name"]: e["value"] for e in container["env"]}}
     return subprocess.run(
-        ["/bin/sh", "-c", CANARY_SCRIPT],
+        [sys.executable, "-m", "observer.cli", *container["command"][1:]],
         env=env,
         capture_output=True,
         text=True,
@@ -61,7 +71,7 @@ def delivered(output: str) -> list[DeliveredLine]:
     return [DeliveredLine(text, "output") for text in output.splitlines()]
 
 
-# The simulator's timestamps have microseconds, the shells' `date +%s.%N` nanoseconds.
+# The simulator's timestamps have microseconds, the probe program's nanoseconds.
 @pytest.mark.parametrize(
     ("writer", "longest_bytes"), [(slurm, 1024), (kubernetes, 1024), (simulated, 1024 - 3)]
 )

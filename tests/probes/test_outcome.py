@@ -21,6 +21,10 @@ def _status(phase: JobPhase, exit_code: int | None = None, reason: str | None = 
         (E.SUCCEED, _status(P.RUNNING), None),
         (E.SUCCEED, _status(P.PENDING, reason="Resources"), None),
         (E.SUCCEED, _status(P.CANCELLED), Outcome.CANCELLED),
+        # `observer probe gpu-burn` found no GPU on its node: not the probe's failure
+        (E.SUCCEED, _status(P.FAILED, 69, "NonZeroExitCode"), Outcome.NO_GPU),
+        (E.SUCCEED, _status(P.FAILED, 69, "Error"), Outcome.NO_GPU),
+        (E.FAIL, _status(P.FAILED, 69, "NonZeroExitCode"), Outcome.PASSED),
         (E.FAIL, _status(P.FAILED, 3, "NonZeroExitCode"), Outcome.PASSED),
         (E.FAIL, _status(P.SUCCEEDED, 0), Outcome.FAILED),  # the platform hid the failure
         (E.FAIL, _status(P.FAILED, None, "NodeFail"), Outcome.FAILED),

@@ -158,6 +158,10 @@ app.kubernetes.io/part-of: gpu-soak-observer
 {{- if eq (include "observer.backend" .) "kubernetes" -}}
 {{- $kube := get $controller "kubernetes" | default dict -}}
 {{- $_ := set $kube "namespaces" (include "observer.probeNamespaces" . | fromJsonArray) -}}
+{{- if not (get $kube "image") -}}
+{{- /* the probes run `observer probe ...`: the observer's own image, unless the site names one */ -}}
+{{- $_ := set $kube "image" (include "observer.image" .) -}}
+{{- end -}}
 {{- if .Values.controller.tenantTokenSecrets -}}
 {{- $files := get $kube "tenant_token_files" | default dict -}}
 {{- range $tenant, $_ := .Values.controller.tenantTokenSecrets -}}

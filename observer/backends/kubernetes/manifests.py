@@ -1,7 +1,8 @@
 """What the backend creates: a probe is a batch/v1 Job in its tenant's namespace (namespace =
-tenant), named after its run id and labelled with it, whose one container runs a shell script
-chosen by the probe's behaviour with its parameters in the environment. The pod passes Pod
-Security `restricted`, so tenant namespaces that enforce it admit it."""
+tenant), named after its run id and labelled with it, whose one container runs the probe's own
+program (`observer probe ...`, probes/programs.py) from the observer's image, its parameters
+also in the environment for a site's own burner. The pod passes Pod Security `restricted`, so
+tenant namespaces that enforce it admit it."""
 
 from __future__ import annotations
 
@@ -11,7 +12,8 @@ import re
 from kubernetes import client
 
 from observer.backends.base import MANAGED_BY, MANAGED_BY_LABEL, PROBE_LABEL, RUN_ID_LABEL
-from observer.domain import CANARY_MARK, Behaviour, JobRequest, canary_padding
+from observer.domain import Behaviour, JobRequest
+from observer.probes.programs import probe_arguments
 from observer.settings.controller import KubernetesSettings, TolerationSettings
 
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"  # Kueue's LocalQueue of a Job
@@ -20,31 +22,16 @@ BAD_COMMAND = "observer-no-such-command"
 SCRATCH_VOLUME = "tmp"
 SCRATCH_SIZE_LIMIT = "256Mi"
 
-# The probe's parameters travel as environment variables: the scripts read them, and a person
-# reading `kubectl describe pod` sees what the probe was asked to do.
+# The probe's parameters also travel as environment variables: a configured gpu_busy_command
+# reads them, and a person reading `kubectl describe pod` sees what the probe was asked.
 ENV_RUN_ID = "OBSERVER_RUN_ID"
 ENV_BEHAVIOUR = "OBSERVER_BEHAVIOUR"
 ENV_DURATION_SECONDS = "OBSERVER_DURATION_SECONDS"
 ENV_EXIT_CODE = "OBSERVER_EXIT_CODE"
 ENV_LOG_LINES = "OBSERVER_LOG_LINES"
 ENV_LOG_INTERVAL_SECONDS = "OBSERVER_LOG_INTERVAL_SECONDS"
-ENV_LOG_PADDING = "OBSERVER_LOG_PADDING"  # domain.canary_padding: empty, or " pad=<k>:xx..."
 
-SLEEP_SCRIPT = f'sleep "${ENV_DURATION_SECONDS}"; exit "${ENV_EXIT_CODE}"'
-# A CPU busy loop: the default image has no GPU burner; set gpu_busy_command for a real one.
-BUSY_SCRIPT = (
-    f'timeout "${ENV_DURATION_SECONDS}" sh -c "while :; do :; done"; exit "${ENV_EXIT_CODE}"'
-)
-CANARY_SCRIPT = (  # seq counts from 0, as on every backend
-    "i=0; "
-    f'while [ "$i" -lt "${ENV_LOG_LINES}" ]; do '
-    f'echo "{CANARY_MARK} run=${ENV_RUN_ID} seq=$i ts=$(date +%s.%N)${ENV_LOG_PADDING}"; '
-    "i=$((i + 1)); "
-    f'[ "${ENV_LOG_INTERVAL_SECONDS}" = 0 ] || sleep "${ENV_LOG_INTERVAL_SECONDS}"; '
-    "done; "
-    f'exit "${ENV_EXIT_CODE}"'
-)
-OOM_SCRIPT = "tail /dev/zero"  # buffers one endless line until the memory limit is hit
+PROGRAM = "observer"  # on the image's PATH: the observer's own image runs every probe
 
 _NAME_LIMIT = 63  # a Job's name is also the value of its pods' job-name label
 _HASH_CHARS = 10
@@ -60,21 +47,18 @@ def job_manifest(settings: KubernetesSettings, request: JobRequest, name: str) -
     }
     if request.queue is not None:
         labels[QUEUE_LABEL] = request.queue
-    image, command = settings.image, ["/bin/sh", "-c", SLEEP_SCRIPT]
+    image, command = settings.image, [PROGRAM, *probe_arguments(request)]
     limits = {settings.gpu_resource: str(workload.gpus_per_node)}
     match workload.behaviour:
         case Behaviour.GPU_BUSY:
             image = settings.gpu_busy_image or settings.image
-            command = list(settings.gpu_busy_command or ("/bin/sh", "-c", BUSY_SCRIPT))
-        case Behaviour.LOG_CANARY:
-            command = ["/bin/sh", "-c", CANARY_SCRIPT]
+            command = list(settings.gpu_busy_command or command)
         case Behaviour.BAD_COMMAND:
             command = [BAD_COMMAND]
         case Behaviour.BAD_IMAGE:
             image = settings.bad_image
         case Behaviour.OOM:
-            command = ["/bin/sh", "-c", OOM_SCRIPT]
-            limits["memory"] = settings.oom_memory_limit
+            limits["memory"] = settings.oom_memory_limit  # no bound of its own: the limit kills it
     env = probe_env(request)
     pod_spec = client.V1PodSpec(
         restart_policy="Never",
@@ -104,7 +88,7 @@ def job_manifest(settings: KubernetesSettings, request: JobRequest, name: str) -
                 security_context=client.V1SecurityContext(
                     allow_privilege_escalation=False,
                     capabilities=client.V1Capabilities(drop=["ALL"]),
-                    # The scripts only print and sleep; a configured GPU burner gets /tmp.
+                    # The probe programs write only their output; a site's burner gets /tmp.
                     read_only_root_filesystem=True,
                 ),
                 volume_mounts=[client.V1VolumeMount(name=SCRATCH_VOLUME, mount_path="/tmp")],
@@ -134,7 +118,7 @@ def job_manifest(settings: KubernetesSettings, request: JobRequest, name: str) -
 
 
 def probe_env(request: JobRequest) -> dict[str, str]:
-    """The environment a probe's container runs its script with."""
+    """The environment a probe's container runs with."""
     workload = request.workload
     return {
         ENV_RUN_ID: request.run_id,
@@ -143,7 +127,6 @@ def probe_env(request: JobRequest) -> dict[str, str]:
         ENV_EXIT_CODE: str(workload.exit_code),
         ENV_LOG_LINES: str(workload.log_lines),
         ENV_LOG_INTERVAL_SECONDS: f"{workload.log_interval_seconds:g}",
-        ENV_LOG_PADDING: canary_padding(request.run_id, workload),
     }
 
 

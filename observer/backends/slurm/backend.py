@@ -50,7 +50,7 @@ class SlurmBackend:
 
     def submit(self, request: JobRequest) -> str:
         args = sbatch_args(request, self._settings, self._output_dir)
-        script = batch_script(request, self._settings.oom_memory_mebibytes)
+        script = batch_script(request, self._settings)
         self._output_dir.mkdir(parents=True, exist_ok=True)
         try:
             done = self._commands.run("sbatch", args, stdin=script)

@@ -1,14 +1,17 @@
 """What the backend submits: a probe is a batch job in its tenant's account, named after the
 probe, with its run id in `--comment` (sacct keeps comments only with
-`AccountingStoreFlags=job_comment`), running a shell script chosen by the probe's behaviour."""
+`AccountingStoreFlags=job_comment`), whose script runs the probe's own program with the
+node's observer (`observer probe ...`)."""
 
 from __future__ import annotations
 
 import math
 import shlex
+import sys
 from pathlib import Path
 
-from observer.domain import CANARY_MARK, Behaviour, JobRequest, Workload, canary_padding
+from observer.domain import Behaviour, JobRequest, Workload
+from observer.probes.programs import probe_arguments
 from observer.settings.controller import SlurmSettings
 
 RUN_ID_COMMENT_PREFIX = "observer-run:"
@@ -45,39 +48,40 @@ def output_path(output_dir: Path, job_id: str) -> Path:
     return output_dir / f"{JOB_NAME_PREFIX}{job_id}.out"
 
 
-def batch_script(request: JobRequest, oom_memory_mebibytes: int) -> str:
-    """The batch script for a probe. No behaviour needs a GPU library: the probe proves
-    that the scheduler gives and takes back GPUs; the agent watches what happens on them."""
+def batch_script(request: JobRequest, settings: SlurmSettings) -> str:
+    """The batch script for a probe: `exec` of the node's observer running the probe's own
+    program (probes/programs.py), so the job ends with the program's status. A missing
+    command and a missing image are the shell's own failures."""
     work = request.workload
-    hold = f"sleep {work.duration_seconds:g}"
-    padding = canary_padding(request.run_id, work)
-    body = {
-        Behaviour.SLEEP: [hold],
-        # no GPU code ships with the observer: the GPUs are allocated and held for the
-        # duration, a known busy interval for the agent
-        Behaviour.GPU_BUSY: [hold],
-        # the padding is letters, digits, '=' and ':': safe in printf's format and in quotes
-        Behaviour.LOG_CANARY: [
-            f"for seq in $(seq 0 {work.log_lines - 1}); do",
-            f"  printf '{CANARY_MARK} run=%s seq=%d ts=%s{padding}\\n' "
-            f'{shlex.quote(request.run_id)} "$seq" "$(date +%s.%N)"',
-            *([f"  sleep {work.log_interval_seconds:g}"] if work.log_interval_seconds else []),
-            "done",
-        ],
+    match work.behaviour:
         # exec of a missing command ends the shell with 127 (command not found)
-        Behaviour.BAD_COMMAND: ["exec observer-probe-no-such-command"],
+        case Behaviour.BAD_COMMAND:
+            command = "exec observer-probe-no-such-command"
         # Slurm has no images: a container entrypoint that does not exist stands in for an
         # image that cannot be pulled (with pyxis it would be --container-image); exits 127
-        Behaviour.BAD_IMAGE: ["exec /nonexistent/observer-probe-image/entrypoint"],
-        # four times --mem, held in a shell variable; slurmstepd kills the step if memory
-        # is enforced (cgroups, or JobAcctGatherParams=OverMemoryKill): the job ends FAILED
-        # by signal 9 or OUT_OF_MEMORY; unenforced, it holds the memory and exits normally
-        Behaviour.OOM: [
-            f"hog=$(head -c {4 * oom_memory_mebibytes * 1024 * 1024} /dev/zero | tr '\\0' x)",
-            hold,
-        ],
-    }[work.behaviour]
-    return "\n".join(["#!/bin/bash", *body, f"exit {work.exit_code}"]) + "\n"
+        case Behaviour.BAD_IMAGE:
+            command = "exec /nonexistent/observer-probe-image/entrypoint"
+        # four times --mem: slurmstepd kills the step if memory is enforced (cgroups, or
+        # JobAcctGatherParams=OverMemoryKill), the job ends FAILED by signal 9 or
+        # OUT_OF_MEMORY; unenforced, it holds the memory for the duration and exits 0
+        case _:
+            bound = 4 * settings.oom_memory_mebibytes
+            arguments = [
+                observer_program(settings.observer_program),
+                *probe_arguments(request, bound),
+            ]
+            command = "exec " + shlex.join(arguments)
+    return f"#!/bin/bash\n{command}\n"
+
+
+def observer_program(configured: Path | None) -> str:
+    """The observer each job runs on its node: the configured path, else the `observer`
+    beside the controller's own interpreter (its virtual environment, shared with the nodes
+    like the output directory), else `observer` on the node's PATH."""
+    if configured is not None:
+        return str(configured)
+    beside = Path(sys.executable).parent / "observer"
+    return str(beside) if beside.is_file() else "observer"
 
 
 def time_limit_minutes(work: Workload, headroom_minutes: int) -> int:
