@@ -216,6 +216,17 @@ def build_log_reader(
     return None
 
 
+def log_pipeline_name(logs: LogsSettings) -> str:
+    """The pipeline as findings, reports and metrics name it: the reader and where it reads."""
+    if logs.reader == "loki":
+        return f"loki:{logs.loki.url}"
+    if logs.reader == "elasticsearch":
+        return f"elasticsearch:{logs.elasticsearch.url}/{logs.elasticsearch.index}"
+    if logs.reader == "files":
+        return f"files:{logs.files.pattern}"
+    return logs.reader
+
+
 def _log_headers(logs: LogsSettings) -> tuple[dict[str, str], list[str]]:
     """The HTTP headers of the selected reader (tenant, credentials), and a line for each
     credential that cannot be read."""
@@ -309,7 +320,7 @@ def build_controller(
         weights={t.name: t.weight for t in cfg.tenants},
         quotas={t.name: t.quota_gpus for t in cfg.tenants if t.quota_gpus is not None},
         log_reader=reader,
-        log_pipeline=cfg.logs.reader,
+        log_pipeline=log_pipeline_name(cfg.logs),
         log_settle_seconds=cfg.logs.settle_seconds,
         scheduler_max_age_seconds=STALE_AFTER_INTERVALS * cfg.snapshot_interval_seconds,
         nodes=nodes,

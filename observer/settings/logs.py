@@ -6,8 +6,9 @@ from __future__ import annotations
 
 from pathlib import Path
 from typing import Literal
+from urllib.parse import urlsplit
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from observer.settings.base import FieldProblems, Group
 
@@ -35,8 +36,10 @@ class SecretRef(Group):
 
     @model_validator(mode="after")
     def _one_source(self) -> SecretRef:
-        if (self.env is None) == (self.file is None):
-            raise FieldProblems([("env", "set exactly one of env and file")])
+        if self.env is None and self.file is None:
+            raise FieldProblems([("env", "is required: the variable's name, or set file")])
+        if self.env is not None and self.file is not None:
+            raise FieldProblems([("file", "set either env or file, not both")])
         return self
 
 
@@ -63,6 +66,14 @@ class AuthSettings(Group):
         return self
 
 
+def _no_credentials(url: str | None) -> str | None:
+    """A backend URL, refused when it carries credentials (user:password@), which belong in
+    `auth` as a reference."""
+    if url is not None and urlsplit(url).username is not None:
+        raise ValueError("carries credentials: give them in auth, by reference")
+    return url
+
+
 class LokiSettings(Group):
     """Grafana Loki (logs.reader: loki), read through query_range."""
 
@@ -81,6 +92,8 @@ class LokiSettings(Group):
     )
     timeout_seconds: float = Field(10.0, gt=0, description="Each query.")
     auth: AuthSettings = AuthSettings()
+
+    _url = field_validator("url")(_no_credentials)
 
 
 class ElasticsearchSettings(Group):
@@ -106,6 +119,8 @@ class ElasticsearchSettings(Group):
     page_size: int = Field(1000, ge=1, description="Documents per _search page.")
     timeout_seconds: float = Field(10.0, gt=0, description="Each search.")
     auth: AuthSettings = AuthSettings()
+
+    _url = field_validator("url")(_no_credentials)
 
 
 class FileLogSettings(Group):

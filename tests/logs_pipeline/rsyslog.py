@@ -64,6 +64,11 @@ class Pipeline:
     def shipper_pid(self) -> int:
         return int((self.dir / "rsyslogd.pid").read_text())
 
+    def append(self, lines: list[str]) -> None:
+        """Lines a job wrote, appended to app.log as a container runtime writes its output."""
+        with self.app_log.open("a") as f:
+            f.write("".join(line + "\n" for line in lines))
+
     def write(
         self,
         run_id: str,

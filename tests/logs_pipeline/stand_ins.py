@@ -112,8 +112,8 @@ class FakeLoki:
     def __call__(self, request: Request) -> Answer:
         if request.path == "/loki/api/v1/push" and request.method == "POST":
             for stream in request.body["streams"]:
-                entries = self.streams.setdefault(stream["stream"]["pod"], [])
-                entries += [(int(ts), line) for ts, line in stream["values"]]
+                stored = self.streams.setdefault(stream["stream"]["pod"], [])
+                stored += [(int(ts), line) for ts, line in stream["values"]]
             return 204, None
         if request.path != "/loki/api/v1/query_range":
             return 404, "404 page not found"
