@@ -270,6 +270,9 @@ def _secrets(auth: AuthSettings, where: str, problems: list[str]) -> dict[str, s
             except OSError as exc:
                 problems.append(f"{where}.{name}.file: {ref.file} cannot be read ({exc.strerror})")
                 continue
+            except UnicodeDecodeError:
+                problems.append(f"{where}.{name}.file: {ref.file} is not UTF-8 text")
+                continue
             missing = f"{where}.{name}.file: {ref.file} is empty"
         if value:
             read[name] = value
