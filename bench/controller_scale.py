@@ -105,7 +105,7 @@ def settings_for(url: str, nodes: int) -> Settings:
                     "gpus_per_node": GPUS_PER_NODE,
                     "pools": ["pool-a", "pool-b", "pool-c", "pool-d"],
                 },
-                "log_settle_seconds": 30,
+                "logs": {"settle_seconds": 30},
             },
             "storage": {"url": url},
         }

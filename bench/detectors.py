@@ -266,7 +266,7 @@ def cluster_scenario(rng: random.Random, hours: float) -> tuple[list[Fault], lis
                         {"window": "always", "probe": "short", "every_seconds": 300},
                     ],
                     "probes": {"log-canary": {"log_lines": 600, "log_interval_seconds": 0.1}},
-                    "log_settle_seconds": 30,
+                    "logs": {"settle_seconds": 30},
                     "follow_interval_seconds": 5,
                     "snapshot_interval_seconds": 15,
                     "simulation": {"nodes": 6, "gpus_per_node": 8, "pools": ["a", "b"]},

@@ -304,10 +304,15 @@ def _run(args: argparse.Namespace) -> int:
 def _check_config(path: Path) -> Settings:
     """The settings, or ConfigError for what the controller would refuse at start, the needs
     of the backend it selects included (only that one: the rest may be another machine's)."""
-    from observer.controller.compose import backend_preconditions  # noqa: PLC0415 - heavy
+    from observer.controller.compose import (  # noqa: PLC0415 - heavy
+        backend_preconditions,
+        log_reader_preconditions,
+    )
 
     settings = load_settings(path)
-    problems = backend_preconditions(settings.controller)
+    problems = backend_preconditions(settings.controller) + log_reader_preconditions(
+        settings.controller
+    )
     if problems:
         raise ConfigError(problems)
     return settings

@@ -6,6 +6,8 @@ production loop without saying so."""
 
 from __future__ import annotations
 
+import base64
+import os
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -31,6 +33,10 @@ from observer.detectors import gpu_unusable, log_loss
 from observer.domain import STALE_AFTER_INTERVALS, NodeSnapshot, SchedulerSnapshot
 from observer.errors import ConfigError
 from observer.fleet.base import Fleet
+from observer.logs_pipeline.base import LogReader
+from observer.logs_pipeline.elasticsearch import ElasticsearchReader
+from observer.logs_pipeline.files import FileLogReader
+from observer.logs_pipeline.loki import LokiReader
 from observer.logs_pipeline.pod_logs import PodLogReader
 from observer.metrics import HEARTBEAT_METRIC, ControllerMetrics, ReportMetrics
 from observer.monitoring.base import PrometheusApi, selector
@@ -41,6 +47,7 @@ from observer.reports.deliver import deliver_written
 from observer.reports.publish import SUFFIXES, build_due
 from observer.settings import Settings
 from observer.settings.controller import ControllerSettings
+from observer.settings.logs import AuthSettings, LogsSettings, SecretRef
 from observer.storage.store import Store
 
 # Due daily summaries are looked for this often; each day is built once, when it is over and
@@ -160,6 +167,120 @@ def probe_catalog(cfg: ControllerSettings) -> dict[str, ProbeSpec]:
     )
 
 
+def log_reader_preconditions(cfg: ControllerSettings) -> list[str]:
+    """The selected log reader's credentials that cannot be read, one line each naming the
+    setting: checked by `observer check-config` and when the controller builds the reader."""
+    return _log_headers(cfg.logs)[1]
+
+
+def build_log_reader(
+    logs: LogsSettings, backend: SchedulerBackend, store: Store
+) -> LogReader | None:
+    """The reader `controller.logs.reader` selects (None: canaries are not read back);
+    ConfigError when its credentials cannot be read."""
+    headers, problems = _log_headers(logs)
+    if problems:
+        raise ConfigError(problems)
+    if logs.reader == "pod_logs":
+        return PodLogReader(backend.logs, partial(_job_of, store))
+    # the settings refused a selected reader without its required fields
+    if logs.reader == "loki":
+        loki = logs.loki
+        assert loki.url is not None and loki.selector is not None
+        return LokiReader(
+            loki.url,
+            loki.selector,
+            page_limit=loki.page_limit,
+            timeout_seconds=loki.timeout_seconds,
+            headers=headers,
+        )
+    if logs.reader == "elasticsearch":
+        es = logs.elasticsearch
+        assert es.url is not None and es.index is not None
+        return ElasticsearchReader(
+            es.url,
+            es.index,
+            message_field=es.message_field,
+            timestamp_field=es.timestamp_field,
+            delivered_field=es.delivered_field,
+            page_size=es.page_size,
+            timeout_seconds=es.timeout_seconds,
+            headers=headers,
+        )
+    if logs.reader == "files":
+        assert logs.files.pattern is not None
+        return FileLogReader(
+            logs.files.pattern,
+            leading_timestamp=logs.files.delivery_time == "leading_timestamp",
+        )
+    return None
+
+
+def log_pipeline_name(logs: LogsSettings) -> str:
+    """The pipeline as findings, reports and metrics name it: the reader and where it reads."""
+    if logs.reader == "loki":
+        return f"loki:{logs.loki.url}"
+    if logs.reader == "elasticsearch":
+        return f"elasticsearch:{logs.elasticsearch.url}/{logs.elasticsearch.index}"
+    if logs.reader == "files":
+        return f"files:{logs.files.pattern}"
+    return logs.reader
+
+
+def _log_headers(logs: LogsSettings) -> tuple[dict[str, str], list[str]]:
+    """The HTTP headers of the selected reader (tenant, credentials), and a line for each
+    credential that cannot be read."""
+    headers: dict[str, str] = {}
+    if logs.reader == "loki":
+        auth = logs.loki.auth
+        if logs.loki.tenant is not None:
+            headers["X-Scope-OrgID"] = logs.loki.tenant
+    elif logs.reader == "elasticsearch":
+        auth = logs.elasticsearch.auth
+    else:
+        return headers, []
+    where = f"controller.logs.{logs.reader}.auth"
+    problems: list[str] = []
+    secrets = _secrets(auth, where, problems)
+    if "password" in secrets:
+        pair = f"{auth.username}:{secrets['password']}".encode()
+        headers["Authorization"] = "Basic " + base64.b64encode(pair).decode()
+    if "bearer_token" in secrets:
+        headers["Authorization"] = f"Bearer {secrets['bearer_token']}"
+    return headers, problems
+
+
+def _secrets(auth: AuthSettings, where: str, problems: list[str]) -> dict[str, str]:
+    """Each secret `auth` refers to, read; what cannot be read is added to `problems`."""
+    refs: dict[str, SecretRef | None] = {
+        "password": auth.password,
+        "bearer_token": auth.bearer_token,
+    }
+    read = {}
+    for name, ref in refs.items():
+        if ref is None:
+            continue
+        if ref.env is not None:
+            value = os.environ.get(ref.env, "")
+            missing = f"{where}.{name}.env: {ref.env} is not set"
+        else:
+            assert ref.file is not None
+            try:
+                value = ref.file.read_text(encoding="utf-8").rstrip("\r\n")
+            except OSError as exc:
+                problems.append(f"{where}.{name}.file: {ref.file} cannot be read ({exc.strerror})")
+                continue
+            except UnicodeDecodeError:
+                problems.append(f"{where}.{name}.file: {ref.file} is not UTF-8 text")
+                continue
+            missing = f"{where}.{name}.file: {ref.file} is empty"
+        if value:
+            read[name] = value
+        else:
+            problems.append(missing)
+    return read
+
+
 def build_controller(
     settings: Settings,
     backend: SchedulerBackend,
@@ -191,11 +312,7 @@ def build_controller(
     metrics.findings.expect_events((*log_loss.EVENT_DETECTORS, gpu_unusable.DETECTOR))
     nodes: Published[Mapping[str, NodeSnapshot]] = Published(MappingProxyType({}))
     scheduler: Published[SchedulerSnapshot | None] = Published(None)
-    reader = (
-        PodLogReader(backend.logs, partial(_job_of, store))
-        if cfg.log_reader == "pod_logs"
-        else None
-    )
+    reader = build_log_reader(cfg.logs, backend, store)
     detection = Detection(
         store=store,
         clock=clock,
@@ -206,8 +323,8 @@ def build_controller(
         weights={t.name: t.weight for t in cfg.tenants},
         quotas={t.name: t.quota_gpus for t in cfg.tenants if t.quota_gpus is not None},
         log_reader=reader,
-        log_pipeline=cfg.log_reader,
-        log_settle_seconds=cfg.log_settle_seconds,
+        log_pipeline=log_pipeline_name(cfg.logs),
+        log_settle_seconds=cfg.logs.settle_seconds,
         scheduler_max_age_seconds=STALE_AFTER_INTERVALS * cfg.snapshot_interval_seconds,
         nodes=nodes,
         scheduler=scheduler,

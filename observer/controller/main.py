@@ -13,8 +13,14 @@ from prometheus_client import CollectorRegistry
 from observer import codec
 from observer.alerting.alertmanager import AlertmanagerHttp
 from observer.clock import Clock, SystemClock
-from observer.controller.compose import Sources, build_backend, compose
+from observer.controller.compose import (
+    Sources,
+    build_backend,
+    compose,
+    log_reader_preconditions,
+)
 from observer.controller.schedule import start_plan
+from observer.errors import ConfigError
 from observer.fleet.http import HttpFleet
 from observer.http import serving
 from observer.logs import get_logger
@@ -39,7 +45,10 @@ def run_controller(
     clock = clock or SystemClock()
     registry = registry or CollectorRegistry()
     metrics = ControllerMetrics(registry)
-    backend = build_backend(cfg, clock)  # first: a machine that lacks what it needs is refused
+    # first: a machine that lacks what the backend or the log reader needs is refused
+    if problems := log_reader_preconditions(cfg):
+        raise ConfigError(problems)
+    backend = build_backend(cfg, clock)
     url = store_url(settings.storage.sqlite_path, settings.storage.url)
     upgrade(url)
     store = Store(url, clock, on_error=metrics.store_errors_total.inc)

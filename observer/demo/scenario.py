@@ -65,7 +65,7 @@ def overrides(out: Path, language: str) -> dict[str, Any]:
             "snapshot_interval_seconds": 30,
             "observe_interval_seconds": 30,
             "gpu_sample_interval_seconds": 60,
-            "log_settle_seconds": 30,
+            "logs": {"settle_seconds": 30},
             "heartbeat_labels": {"job": "observer-controller"},
             "simulation": {
                 "nodes": NODES,

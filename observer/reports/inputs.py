@@ -70,7 +70,7 @@ def report_context(settings: Settings, started_at: datetime) -> ReportContext:
             agents=cfg.agents_configured,
             prometheus=cfg.prometheus_url is not None,
             alertmanager=settings.reports.alertmanager_url is not None,
-            logs=cfg.log_reader != "none",
+            logs=cfg.logs.reader != "none",
         ),
         snapshot_interval_seconds=cfg.snapshot_interval_seconds,
         alive_interval_seconds=cfg.alive_interval_seconds,

@@ -15,6 +15,7 @@ from observer import __version__
 from observer.probes.catalog import platform_catalog
 from observer.probes.windows import parse_days
 from observer.settings.base import FieldProblems, Group
+from observer.settings.logs import LogsSettings
 
 
 class WindowSettings(Group):
@@ -340,14 +341,6 @@ class ControllerSettings(Group):
         description="Labels selecting the controller's own heartbeat series in Prometheus "
         "(e.g. its scrape job).",
     )
-    log_reader: Literal["pod_logs", "none"] = Field(
-        "pod_logs",
-        description="Where finished log canaries are read back: the job's own output through "
-        "the scheduler (pod-log API, Slurm output file), or nowhere.",
-    )
-    log_settle_seconds: float = Field(
-        60.0, ge=0, description="Wait after a canary ends before reading it back (shippers batch)."
-    )
     misfire_grace_seconds: float = Field(
         30.0, gt=0, description="A launch this late (controller busy or paused) is skipped."
     )
@@ -357,6 +350,7 @@ class ControllerSettings(Group):
     simulation: SimulationSettings = SimulationSettings()
     kubernetes: KubernetesSettings = KubernetesSettings()
     slurm: SlurmSettings = SlurmSettings()
+    logs: LogsSettings = LogsSettings()
 
     @field_validator("timezone")
     @classmethod

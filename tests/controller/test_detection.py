@@ -60,7 +60,7 @@ class Soak:
                         {"window": "always", "probe": "burst", "every_seconds": 300},
                     ],
                     "probes": {"log-canary": {"log_lines": 300, "log_interval_seconds": 0.1}},
-                    "log_settle_seconds": 5,
+                    "logs": {"settle_seconds": 5},
                     "gpus_per_node": 4,
                     "simulation": {"nodes": 2, "gpus_per_node": 4, "pools": ["a"]},
                 }

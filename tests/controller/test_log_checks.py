@@ -42,7 +42,7 @@ class Soak:
                         "log-canary": {"log_lines": 300, "log_interval_seconds": 0.1},
                         "log-burst": {"log_lines": 2000},
                     },
-                    "log_settle_seconds": SETTLE_SECONDS,
+                    "logs": {"settle_seconds": SETTLE_SECONDS},
                     "gpus_per_node": 4,
                     "simulation": {"nodes": 2, "gpus_per_node": 4, "pools": ["a"]},
                 }

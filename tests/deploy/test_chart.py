@@ -13,7 +13,8 @@ from typing import Any
 import pytest
 import yaml
 
-from observer.settings import load_settings
+from observer.controller.compose import log_reader_preconditions
+from observer.settings import Settings, load_settings
 from tests.deploy.chart import (
     CHART,
     CI_VALUES,
@@ -130,6 +131,10 @@ def test_every_container_is_locked_down_and_sized(rendered, name: str):
 SECRET_KEYS = re.compile(r"url|password|secret|webhook|token")
 
 
+def is_reference(value: Any) -> bool:
+    return isinstance(value, dict) and len(value) == 1 and set(value) <= {"env", "file"}
+
+
 def secret_looking(tree: Any, path: str = "") -> list[str]:
     """Paths in a settings tree that hold what looks like a secret value: a key that names
     one (unless its values are files mounted from Secrets), or a URL with credentials."""
@@ -139,8 +144,15 @@ def secret_looking(tree: Any, path: str = "") -> list[str]:
             where = f"{path}.{key}".lstrip(".")
             if key == "tenant_token_files":
                 assert all(v.startswith("/var/run/secrets/") for v in value.values()), value
-            # image_pull_secrets: the names of Secrets, not what they hold.
-            elif SECRET_KEYS.search(key) and key not in ("agent_urls", "image_pull_secrets"):
+            # image_pull_secrets: the names of Secrets, not what they hold. A log backend's
+            # url holds no secret unless it carries credentials (checked as any string);
+            # its credentials are references: {env: NAME} or {file: PATH}.
+            elif (
+                SECRET_KEYS.search(key)
+                and key not in ("agent_urls", "image_pull_secrets")
+                and not (where.startswith("controller.logs.") and key == "url")
+                and not is_reference(value)
+            ):
                 found.append(where)
             else:
                 found += secret_looking(value, where)
@@ -169,6 +181,13 @@ def test_the_secret_check_is_not_vacuous():
     assert secret_looking({"storage": {"url": "postgresql://u:p@db/x"}}) == ["storage.url"]
     assert secret_looking({"a": ["http://user:pw@host/"]}) == ["a.0"]
     assert secret_looking({"controller": {"agent_urls": ["http://node:9400"]}}) == []
+    loki = {"url": "http://u:p@loki/", "auth": {"password": "hunter2"}}
+    assert secret_looking({"controller": {"logs": {"loki": loki}}}) == [
+        "controller.logs.loki.url",
+        "controller.logs.loki.auth.password",
+    ]
+    loki = {"url": "http://loki/", "auth": {"password": {"env": "OBSERVER_LOKI_PASSWORD"}}}
+    assert secret_looking({"controller": {"logs": {"loki": loki}}}) == []
 
 
 @pytest.mark.parametrize("name", VALUE_IDS)
@@ -312,6 +331,26 @@ def test_postgresql_url_and_notification_secrets_come_from_secrets(rendered):
         ]
         assert container["envFrom"] == [{"secretRef": {"name": "observer-extra-env"}}]
     assert "url" not in config_of(objects)["storage"]
+
+
+def test_log_reader_credentials_are_a_reference_filled_from_a_secret(rendered, monkeypatch):
+    objects = rendered["loki-logs"]
+    logs = config_of(objects)["controller"]["logs"]
+    assert (logs["reader"], logs["loki"]["tenant"]) == ("loki", "soak")
+    assert logs["loki"]["auth"]["password"] == {"env": "OBSERVER_LOKI_PASSWORD"}
+    spec = pod_spec(one(objects, "Deployment"))
+    (controller,) = spec["containers"]
+    env = {e["name"]: e for e in controller["env"]}
+    assert env["OBSERVER_LOKI_PASSWORD"]["valueFrom"] == {
+        "secretKeyRef": {"name": "loki-observer", "key": "password"}
+    }
+    # the controller refuses to start, as check-config does, until the variable is there
+    settings = Settings.model_validate(config_of(objects))
+    assert log_reader_preconditions(settings.controller) == [
+        "controller.logs.loki.auth.password.env: OBSERVER_LOKI_PASSWORD is not set"
+    ]
+    monkeypatch.setenv("OBSERVER_LOKI_PASSWORD", "from-the-secret")
+    assert log_reader_preconditions(settings.controller) == []
 
 
 # --- RBAC by backend --------------------------------------------------------------------------
@@ -492,6 +531,14 @@ BAD_VALUES = {
         "does not match pattern",
     ),
     "pull policy": ("image: {pullPolicy: Sometimes}", "at '/image/pullPolicy'"),
+    "log reader without its backend": (
+        "settings: {controller: {logs: {reader: loki, loki: {selector: '{app=\"x\"}'}}}}",
+        "at '/settings/controller/logs/loki/url': got null, want string",
+    ),
+    "files reader without a pattern": (
+        "settings: {controller: {logs: {reader: files}}}",
+        "at '/settings/controller/logs/files/pattern'",
+    ),
 }
 
 

@@ -1,21 +1,14 @@
 """Each log reader against a stand-in for its backend: Loki and Elasticsearch as small HTTP
-servers on 127.0.0.1 that answer as the real ones do (filtering, time order, limits and
-pagination), plain files with their rotations, and a job's output."""
+servers on 127.0.0.1 that answer as the real ones do (stand_ins.py), plain files with their
+rotations, and a job's output."""
 
 from __future__ import annotations
 
 import gzip
-import json
 import os
-import re
-import threading
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
@@ -25,6 +18,7 @@ from observer.logs_pipeline.elasticsearch import ElasticsearchReader
 from observer.logs_pipeline.files import FileLogReader
 from observer.logs_pipeline.loki import LokiReader
 from observer.logs_pipeline.pod_logs import PodLogReader
+from tests.logs_pipeline.stand_ins import Answer, FakeLoki, FakeSearch, Request, millis, ns
 
 T0 = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
 RUN = "9d41e7"
@@ -35,126 +29,7 @@ def canary(seq: int, run: str = RUN) -> str:
     return f"observer-canary run={run} seq={seq} ts={(T0 + timedelta(seconds=seq)).timestamp()}"
 
 
-def ns(at: datetime) -> int:
-    return int((at - datetime(1970, 1, 1, tzinfo=UTC)).total_seconds() * 1e6) * 1000
-
-
-# --- a local HTTP server --------------------------------------------------------------------
-
-
-@dataclass
-class Request:
-    method: str
-    path: str
-    query: dict[str, str]
-    headers: dict[str, str]
-    body: Any
-
-
-Answer = tuple[int, Any]  # status, JSON body (a str is sent as text)
-
-
-@dataclass
-class Server:
-    url: str
-    requests: list[Request] = field(default_factory=list)
-
-
-@pytest.fixture
-def serve() -> Iterator[Callable[[Callable[[Request], Answer]], Server]]:
-    """Starts servers answering with the given function; stops them after the test."""
-    running: list[ThreadingHTTPServer] = []
-
-    def start(answer: Callable[[Request], Answer]) -> Server:
-        server_state = Server(url="")
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:
-                self._handle(None)
-
-            def do_POST(self) -> None:
-                length = int(self.headers.get("Content-Length", 0))
-                self._handle(json.loads(self.rfile.read(length)))
-
-            def _handle(self, body: Any) -> None:
-                url = urlsplit(self.path)
-                request = Request(
-                    self.command,
-                    url.path,
-                    {k: v[0] for k, v in parse_qs(url.query).items()},
-                    {k.lower(): v for k, v in self.headers.items()},
-                    body,
-                )
-                server_state.requests.append(request)
-                status, payload = answer(request)
-                data = (payload if isinstance(payload, str) else json.dumps(payload)).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            def log_message(self, format: str, *args: Any) -> None:
-                return None
-
-        server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        server.daemon_threads = True
-        threading.Thread(target=server.serve_forever, args=(0.01,), daemon=True).start()
-        running.append(server)
-        server_state.url = f"http://127.0.0.1:{server.server_address[1]}"
-        return server_state
-
-    yield start
-    for server in running:
-        server.shutdown()
-        server.server_close()
-
-
 # --- Loki ----------------------------------------------------------------------------------
-
-
-class FakeLoki:
-    """Streams of (ns, line) entries; query_range as Loki answers it: the selector must be
-    the known one, `|= "..."` filters, [start, end) in time order across streams, at most
-    `limit` entries."""
-
-    SELECTOR = '{namespace="research", container="probe"}'
-
-    def __init__(self, streams: dict[str, list[tuple[int, str]]]) -> None:
-        self.streams = streams  # pod name -> entries
-
-    def __call__(self, request: Request) -> Answer:
-        if request.path != "/loki/api/v1/query_range":
-            return 404, "404 page not found"
-        match = re.fullmatch(r"(\{.*\}) \|= (\".*\")", request.query["query"])
-        if match is None or match[1] != self.SELECTOR:
-            return 400, f"parse error: {request.query['query']}"
-        needle = json.loads(match[2])
-        start, end = int(request.query["start"]), int(request.query["end"])
-        assert request.query["direction"] == "forward"
-        entries = sorted(
-            (
-                (ts, pod, text)
-                for pod, values in self.streams.items()
-                for ts, text in values
-                if start <= ts < end and needle in text
-            ),
-            key=lambda e: e[0],
-        )[: int(request.query["limit"])]
-        result: dict[str, list[list[str]]] = {}
-        for ts, pod, text in entries:
-            result.setdefault(pod, []).append([str(ts), text])
-        return 200, {
-            "status": "success",
-            "data": {
-                "resultType": "streams",
-                "result": [
-                    {"stream": {"container": "probe", "pod": pod}, "values": values}
-                    for pod, values in result.items()
-                ],
-                "stats": {},
-            },
-        }
 
 
 def test_loki_returns_the_runs_lines_across_streams_in_time_order(serve: Any) -> None:
@@ -258,70 +133,6 @@ def test_an_unreachable_loki_is_a_backend_error() -> None:
 
 
 # --- Elasticsearch / OpenSearch ------------------------------------------------------------
-
-
-class FakeSearch:
-    """Documents of one index; _search as Elasticsearch answers it for the request the reader
-    sends: match_phrase and range filters, ascending sort on the timestamp with its epoch
-    milliseconds as sort value, search_after, `fields` with dates in ISO format."""
-
-    def __init__(
-        self,
-        index: str,
-        docs: list[dict[str, Any]],
-        message: str = "message",
-        ts: str = "@timestamp",
-    ) -> None:
-        self.index, self.docs, self.message, self.ts = index, docs, message, ts
-
-    def __call__(self, request: Request) -> Answer:
-        if request.path != f"/{self.index}/_search":
-            return 404, {"error": {"type": "index_not_found_exception"}, "status": 404}
-        body = request.body
-        phrase_filter, range_filter = body["query"]["bool"]["filter"]
-        phrase = phrase_filter["match_phrase"][self.message]
-        bounds = range_filter["range"][self.ts]
-        assert body["sort"] == [{self.ts: {"order": "asc"}}]
-        after = body.get("search_after", [None])[0]
-        low, high = (datetime.fromisoformat(bounds[k]) for k in ("gte", "lte"))
-        hits = [
-            d
-            for d in sorted(self.docs, key=lambda d: d[self.ts])
-            if phrase in d[self.message]
-            and low <= d[self.ts] <= high
-            and (after is None or millis(d[self.ts]) > after)
-        ][: body["size"]]
-        wanted = [f if isinstance(f, str) else f["field"] for f in body["fields"]]
-        return 200, {
-            "took": 3,
-            "timed_out": False,
-            "_shards": {"total": 1, "successful": 1, "skipped": 0, "failed": 0},
-            "hits": {
-                "max_score": None,
-                "hits": [
-                    {
-                        "_index": self.index,
-                        "_id": d["_id"],
-                        "_score": None,
-                        "fields": {
-                            k: [iso(d[k]) if isinstance(d[k], datetime) else d[k]]
-                            for k in wanted
-                            if k in d
-                        },
-                        "sort": [millis(d[self.ts])],
-                    }
-                    for d in hits
-                ],
-            },
-        }
-
-
-def millis(at: datetime) -> int:
-    return ns(at) // 1_000_000
-
-
-def iso(at: datetime) -> str:
-    return at.strftime("%Y-%m-%dT%H:%M:%S.%f") + "000Z"  # strict_date_optional_time_nanos
 
 
 def doc(i: int, seq: int, at: datetime, **extra: Any) -> dict[str, Any]:

@@ -89,7 +89,7 @@ def settings_for(url: str, output_dir: Path, language: str = "en") -> Settings:
                 "snapshot_interval_seconds": SNAPSHOT_SECONDS,
                 "observe_interval_seconds": OBSERVE_SECONDS,
                 "gpu_sample_interval_seconds": 0,
-                "log_settle_seconds": 30,
+                "logs": {"settle_seconds": 30},
                 "simulation": {"nodes": 3, "gpus_per_node": 4, "pools": ["pool-a", "pool-b"]},
             },
             "storage": {"url": url},

@@ -334,7 +334,7 @@ class Sources:
     agents: bool  # controller.agent_urls or agent_dns_name
     prometheus: bool  # controller.prometheus_url
     alertmanager: bool  # reports.alertmanager_url
-    logs: bool  # controller.log_reader is not "none"
+    logs: bool  # controller.logs.reader is not "none"
 
 
 @dataclass(frozen=True, slots=True)
