@@ -144,6 +144,8 @@ def test_counters_read_the_expensive_tier(
                 remapped_rows_failed=False,
                 retired_pages_single_bit=2,
                 retired_pages_double_bit=5,
+                retired_pages_pending=True,
+                ecc_aggregate_uncorrected_errors=9,
                 pcie_replay_errors=17,
             ),
         ]
@@ -162,6 +164,8 @@ def test_counters_read_the_expensive_tier(
         remapped_rows_failed=False,
         retired_pages_single_bit=2,
         retired_pages_double_bit=5,
+        retired_pages_pending=True,
+        ecc_aggregate_uncorrected_errors=9,
         pcie_replay_errors=17,
     )
 
@@ -197,7 +201,9 @@ def test_skipped_calls_are_not_made(backend: NvmlGpuBackend, fake_nvml_state: Fa
     backend.open()
 
     sample = backend.sample(0, frozenset({"processes", "ecc_volatile_uncorrected"}))
-    counters = backend.counters(0, frozenset({"retired_pages", "pcie_tx_throughput"}))
+    counters = backend.counters(
+        0, frozenset({"retired_pages", "pcie_tx_throughput", "ecc_aggregate_uncorrected"})
+    )
 
     assert sample == dataclasses.replace(
         expected_sample(0, training_gpu(0)), processes=None, ecc_volatile_uncorrected_errors=None
