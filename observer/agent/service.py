@@ -100,6 +100,7 @@ class NodeAgent:
         xids = self._xids.take(
             self._xid_watch.take() if self._xid_watch else [],
             reading.gpus,
+            processes,
             self._attributor.owner_of,
             now,
         )

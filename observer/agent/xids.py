@@ -7,8 +7,9 @@ hands each Xid, a frozen value, to the sampling thread through a queue: the thre
 nothing else.
 
 `XidFindings`, on the sampling thread, makes each Xid one `gpu_xid` event finding with the
-GPU, the code's meaning and class from `observer/gpu/xid.py`, and the process and its owner
-where the Xid names a pid. The NVML event and the kernel-log line of one Xid (same GPU, same
+GPU, the code's meaning and class from `observer/gpu/xid.py`, the owners of the work on the
+GPU when it was last seen (`gpu_owners`), and the process and its owner where the Xid names
+a pid. The NVML event and the kernel-log line of one Xid (same GPU, same
 code, within `xid_merge_window_seconds`) are one finding, completed by the second source.
 """
 
@@ -16,13 +17,14 @@ from __future__ import annotations
 
 import queue
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
 from prometheus_client import Counter, Gauge
 
 from observer.domain import (
+    AttributedProcess,
     Finding,
     FindingKind,
     GpuIdentity,
@@ -70,6 +72,7 @@ class XidWatch:
         self._registered: set[int] = set()
         self._unsupported: set[int] = set()
         self._retry_in = 0
+        self._kernel_log_up: bool | None = None  # None: not read yet
 
     def start(self) -> None:
         self._thread.start()
@@ -117,9 +120,12 @@ class XidWatch:
         try:
             events = self._kernel_log.read()
         except GpuError as exc:
+            if self._kernel_log_up is not False:  # said once, not every wait
+                _log.warning("kernel log not read", error=str(exc))
+            self._kernel_log_up = False
             self._up.labels("kernel_log").set(0)
-            _log.warning("kernel log not read", error=str(exc))
             return
+        self._kernel_log_up = True
         self._up.labels("kernel_log").set(1)
         for event in events:
             self._queue.put(event)
@@ -190,6 +196,7 @@ class XidFindings:
         self._counted = counted
         self._seen: list[_Seen] = []
         self._gpus: dict[str, GpuIdentity] = {}  # by pci_key: every GPU identified so far
+        self._owners: dict[str, list[str]] = {}  # by GPU uuid, as its processes last showed
 
     def findings(self) -> list[Finding]:
         return [s.finding for s in self._seen]
@@ -198,13 +205,24 @@ class XidFindings:
         self,
         events: Sequence[XidEvent],
         gpus: Sequence[GpuReading],
+        processes: Sequence[AttributedProcess],
         owner_of: OwnerOf,
         now: datetime,
     ) -> list[Finding]:
         """Fold this tick's Xids in; return the findings that are new (counted once)."""
         for gpu in gpus:
-            if gpu.identity is not None and gpu.identity.pci_bus_id:
+            if gpu.identity is None:
+                continue
+            if gpu.identity.pci_bus_id:
                 self._gpus[pci_key(gpu.identity.pci_bus_id)] = gpu.identity
+            if gpu.sample is not None and gpu.sample.processes is not None:
+                self._owners[gpu.identity.uuid] = sorted(
+                    {
+                        p.owner_state.name or p.owner.label
+                        for p in processes
+                        if p.gpu_uuid == gpu.identity.uuid
+                    }
+                )
         by_index = {g.index: g.identity for g in gpus if g.identity is not None}
         new: list[Finding] = []
         for event in events:
@@ -225,10 +243,10 @@ class XidFindings:
             )
             if same is not None:
                 seen = self._seen[same]
-                merged = _merge(seen.finding, event, identity, owner_of)
+                merged = _merge(seen.finding, event, identity, self._owners, owner_of)
                 self._seen[same] = replace(seen, finding=merged)
                 continue
-            finding = _finding(self._node, pci, event, identity, owner_of)
+            finding = _finding(self._node, pci, event, identity, self._owners, owner_of)
             self._seen.append(_Seen(pci, event.code, event.at, finding))
             new.append(finding)
             gpu_label = str(identity.index) if identity else ""
@@ -240,7 +258,12 @@ class XidFindings:
 
 
 def _finding(
-    node: str, pci: str, event: XidEvent, identity: GpuIdentity | None, owner_of: OwnerOf
+    node: str,
+    pci: str,
+    event: XidEvent,
+    identity: GpuIdentity | None,
+    owners: Mapping[str, list[str]],
+    owner_of: OwnerOf,
 ) -> Finding:
     info = xid_info(event.code)
     evidence = {
@@ -251,6 +274,7 @@ def _finding(
         "gpu_index": identity.index if identity else event.gpu_index,
         "gpu_uuid": identity.uuid if identity else None,
         "pci_bus_id": pci,
+        "gpu_owners": owners.get(identity.uuid) if identity else None,
         "sources": [event.source.value],
         "reported_at": {event.source.value: event.at.isoformat()},
         "catalogue": "https://docs.nvidia.com/deploy/xid-errors/",
@@ -269,13 +293,18 @@ def _finding(
 
 
 def _merge(
-    finding: Finding, event: XidEvent, identity: GpuIdentity | None, owner_of: OwnerOf
+    finding: Finding,
+    event: XidEvent,
+    identity: GpuIdentity | None,
+    owners: Mapping[str, list[str]],
+    owner_of: OwnerOf,
 ) -> Finding:
     evidence = dict(finding.evidence)
     evidence["sources"] = sorted({*evidence["sources"], event.source.value})
     evidence["reported_at"] = {**evidence["reported_at"], event.source.value: event.at.isoformat()}
     if evidence.get("gpu_uuid") is None and identity is not None:
         evidence["gpu_uuid"], evidence["gpu_index"] = identity.uuid, identity.index
+        evidence["gpu_owners"] = owners.get(identity.uuid)
     if evidence.get("pid") is None:
         evidence.update(_process(event, owner_of))
     merged = replace(finding, evidence=evidence)
@@ -306,6 +335,8 @@ def _summary(node: str, finding: Finding) -> str:
         who = f", pid {e['pid']}" + (f" ({e['process_name']})" if e.get("process_name") else "")
         owner = e.get("owner_name") or e.get("owner")
         who += f" of {owner}" if owner else ", owner unknown"
+    elif e.get("gpu_owners"):
+        who = f", running {', '.join(e['gpu_owners'])}"
     fatal = ", fatal" if e["fatal"] else ""
     return (
         f"Xid {e['xid']} on {gpu} ({e['pci_bus_id']}) of {node}: {e['meaning']} "
