@@ -148,25 +148,31 @@ def _ecc_counts(gpu: GpuReading) -> dict[str, int]:
 def _advance(
     past: GpuHistory, gpu: GpuReading, at: datetime, ecc_window_seconds: float
 ) -> GpuHistory:
+    history = past
     counts = _ecc_counts(gpu)
-    rises = dict(past.ecc_rises)
-    for counter, value in counts.items():
-        before = past.ecc_counts.get(counter)
-        # The first reading is the baseline; a drop (the driver reloaded) a new one.
-        if before is not None and value > before:
-            rise = rises.get(counter)
-            ongoing = rise is not None and (at - rise.last_at).total_seconds() < ecc_window_seconds
-            rises[counter] = (
-                replace(rise, after=value, last_at=at)
-                if rise is not None and ongoing
-                else CountRise(before, value, at, at)
-            )
-    history = replace(past, ecc_counts={**past.ecc_counts, **counts}, ecc_rises=rises)
+    if any(past.ecc_counts.get(counter) != value for counter, value in counts.items()):
+        rises = dict(past.ecc_rises)
+        for counter, value in counts.items():
+            before = past.ecc_counts.get(counter)
+            # The first reading is the baseline; a drop (the driver reloaded) a new one.
+            if before is not None and value > before:
+                rise = rises.get(counter)
+                ongoing = (
+                    rise is not None and (at - rise.last_at).total_seconds() < ecc_window_seconds
+                )
+                rises[counter] = (
+                    replace(rise, after=value, last_at=at)
+                    if rise is not None and ongoing
+                    else CountRise(before, value, at, at)
+                )
+        history = replace(past, ecc_counts={**past.ecc_counts, **counts}, ecc_rises=rises)
     counters = gpu.counters
     if counters is None or counters.pcie_replay_errors is None:
         return history
     reading = (counters.at, counters.pcie_replay_errors)
     previous = past.replay_reading
+    if previous == reading:  # the same counters read as last tick's
+        return history
     if previous is None or previous[0] == reading[0]:
         return replace(history, replay_reading=reading)
     seconds = (reading[0] - previous[0]).total_seconds()

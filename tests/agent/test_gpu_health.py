@@ -68,7 +68,9 @@ class Node:
 
     def _watch(self, metrics: AgentMetrics) -> XidWatch:
         log = KernelLog(self.kmsg, self.position, "boot-1", BOOT)
-        return XidWatch(self.gpus.xid_events(), log, 0.001, threading.Event(), metrics.xid_source_up)
+        return XidWatch(
+            self.gpus.xid_events(), log, 0.001, threading.Event(), metrics.xid_source_up
+        )
 
     def tick(self, times: int = 1) -> None:
         for _ in range(times):
