@@ -58,6 +58,7 @@ class NodeAgent:
             node,
             self._health_rules.xid_merge_window_seconds,
             CLOSED_RETENTION,
+            CLOSED_RETAINED_MAX,
             metrics.gpu_xid_events_total,
         )
         self._tracker = ConditionTracker()

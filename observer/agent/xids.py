@@ -185,12 +185,19 @@ class _Seen:
 
 
 class XidFindings:
-    """The Xid findings of the last `retention`, on the sampling thread."""
+    """The Xid findings of the last `retention` (at most `retained_max`, the newest), on the
+    sampling thread."""
 
     def __init__(
-        self, node: str, merge_window_seconds: float, retention: timedelta, counted: Counter
+        self,
+        node: str,
+        merge_window_seconds: float,
+        retention: timedelta,
+        retained_max: int,
+        counted: Counter,
     ) -> None:
         self._node = node
+        self._retained_max = retained_max
         self._window = timedelta(seconds=merge_window_seconds)
         self._retention = retention
         self._counted = counted
@@ -253,7 +260,8 @@ class XidFindings:
             self._counted.labels(
                 gpu_label, identity.uuid if identity else "", str(event.code)
             ).inc()
-        self._seen = [s for s in self._seen if now - s.finding.opened_at <= self._retention]
+        kept = [s for s in self._seen if now - s.finding.opened_at <= self._retention]
+        self._seen = kept[-self._retained_max :]  # an Xid storm costs a bounded list
         return new
 
 
