@@ -16,12 +16,16 @@ from observer.agent.sampler import Sampler
 from observer.agent.service import NodeAgent
 from observer.agent.xids import XidWatch
 from observer.clock import ManualClock
+from observer.controller.observe import FleetObserver
 from observer.domain import Finding, FindingKind, Owner, OwnerKind, OwnerPhase, OwnerState
 from observer.gpu.fake import GIB, FakeGpu, FakeGpuBackend
 from observer.gpu.kernel_log import KernelLog
-from observer.metrics import AgentMetrics, GpuCollector
+from observer.fleet.local import LocalFleet
+from observer.metrics import AgentMetrics, ControllerMetrics, GpuCollector
 from observer.ownership.fake import FakeHost
 from observer.settings.detectors import GpuHealthSettings, NodeLeakSettings
+from observer.storage.database import upgrade
+from observer.storage.store import Store
 
 START = datetime(2026, 12, 1, 9, 0, tzinfo=UTC)
 BOOT = START - timedelta(days=1)
@@ -281,3 +285,32 @@ def test_the_same_code_again_later_is_another_event(tmp_path: Path) -> None:
     node.tick()
 
     assert len(node.xids()) == 2
+
+
+def test_the_controller_stores_one_xid_once_with_what_both_sources_said(tmp_path: Path) -> None:
+    node = Node(tmp_path)
+    url = f"sqlite:///{tmp_path / 'observer.db'}"
+    upgrade(url)
+    store = Store(url)
+    observer = FleetObserver(
+        LocalFleet({"n1": node.agent.snapshot}),
+        store,
+        node.clock,
+        ControllerMetrics(CollectorRegistry()),
+        unreachable_grace_seconds=30,
+    )
+    node.run_job(2, pid=4242)
+    node.tick(2)
+
+    node.gpus.xid(2, 13)
+    node.tick()
+    observer.observe()  # the controller reads the NVML event alone
+    node.kernel_xid(node.clock.now(), "(PCI:0000:03:00): 13, pid=4242, name=python3, ESR 0x404600")
+    for _ in range(5):
+        node.tick()
+        observer.observe()
+
+    [stored] = store.findings(detector="gpu_xid")
+    assert stored.evidence["sources"] == ["kernel_log", "nvml"]
+    assert stored.evidence["owner_name"] == "team-a/train-0"
+    assert (stored.evidence["xid_class"], stored.severity.value) == ("application", "warning")
