@@ -18,9 +18,9 @@ from observer.agent.xids import XidWatch
 from observer.clock import ManualClock
 from observer.controller.observe import FleetObserver
 from observer.domain import Finding, FindingKind, Owner, OwnerKind, OwnerPhase, OwnerState
+from observer.fleet.local import LocalFleet
 from observer.gpu.fake import GIB, FakeGpu, FakeGpuBackend
 from observer.gpu.kernel_log import KernelLog
-from observer.fleet.local import LocalFleet
 from observer.metrics import AgentMetrics, ControllerMetrics, GpuCollector
 from observer.ownership.fake import FakeHost
 from observer.settings.detectors import GpuHealthSettings, NodeLeakSettings
