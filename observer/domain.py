@@ -90,8 +90,31 @@ class GpuCounters:
     remapped_rows_failed: bool | None = None
     retired_pages_single_bit: int | None = None
     retired_pages_double_bit: int | None = None
+    retired_pages_pending: bool | None = None
+    ecc_aggregate_uncorrected_errors: int | None = None  # over the device's lifetime
     pcie_replay_errors: int | None = None
     errors: tuple[ReadError, ...] = ()
+
+
+class XidSource(StrEnum):
+    NVML = "nvml"  # an NVML event set (nvmlEventSetWait_v2)
+    KERNEL_LOG = "kernel_log"  # an `NVRM: Xid` line of the kernel log
+
+
+@dataclass(frozen=True, slots=True)
+class XidEvent:
+    """One Xid error as a source reported it. NVML names the device by index (and the PCI bus
+    id it read when registering) but no process; the kernel log names the PCI bus id and,
+    on most drivers, the pid and process name, but no index."""
+
+    at: datetime
+    code: int
+    source: XidSource
+    pci_bus_id: str | None  # as the source wrote it
+    gpu_index: int | None = None
+    pid: int | None = None
+    process_name: str | None = None
+    detail: str = ""  # the driver's text after the code
 
 
 class OwnerKind(StrEnum):

@@ -149,6 +149,20 @@ class AgentMetrics:
             ["source"],
             registry=registry,
         )
+        self.gpu_xid_events_total = Counter(
+            "observer_agent_gpu_xid_events_total",
+            "Xid errors reported by NVML's events or the kernel log (one Xid seen by both "
+            "counts once), by GPU and Xid code.",
+            ["gpu", "uuid", "code"],
+            registry=registry,
+        )
+        self.xid_source_up = Gauge(
+            "observer_agent_xid_source_up",
+            "1 while an Xid source works (nvml: at least one GPU registered for Xid events; "
+            "kernel_log: the last read succeeded).",
+            ["source"],
+            registry=registry,
+        )
         self.sample_duration_seconds = Histogram(
             "observer_agent_sample_duration_seconds",
             "Time to sample every GPU of the node, by tier (lean every tick, counters rarely).",
@@ -370,6 +384,13 @@ _GAUGES: tuple[tuple[str, str], ...] = (
     ("observer_gpu_pcie_rx_bytes_per_second", "PCIe receive throughput (expensive tier)."),
     ("observer_gpu_remapped_rows", "Remapped memory rows, by cause."),
     ("observer_gpu_retired_pages", "Retired memory pages, by cause."),
+    (
+        "observer_gpu_ecc_aggregate_uncorrected_errors",
+        "Uncorrected ECC errors over the device's lifetime (expensive tier).",
+    ),
+    ("observer_gpu_remapped_rows_pending", "1 while a row remap waits for a GPU reset."),
+    ("observer_gpu_remapped_rows_failed", "1 once a row remap has failed (the GPU needs service)."),
+    ("observer_gpu_retired_pages_pending", "1 while a page retirement waits for a GPU reset."),
     ("observer_gpu_unreleased_memory_bytes", "Memory held by processes of open leak findings."),
 )
 _COUNTERS: tuple[tuple[str, str], ...] = (
@@ -487,6 +508,14 @@ class GpuCollector(Collector):
                     energy.add_metric(labels, c.energy_millijoules / 1000.0)
                 if c.pcie_replay_errors is not None:
                     replay.add_metric(labels, c.pcie_replay_errors)
+                put(
+                    "observer_gpu_ecc_aggregate_uncorrected_errors",
+                    labels,
+                    c.ecc_aggregate_uncorrected_errors,
+                )
+                put("observer_gpu_remapped_rows_pending", labels, c.remapped_rows_pending)
+                put("observer_gpu_remapped_rows_failed", labels, c.remapped_rows_failed)
+                put("observer_gpu_retired_pages_pending", labels, c.retired_pages_pending)
                 put(
                     "observer_gpu_pcie_tx_bytes_per_second",
                     labels,

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from observer.domain import NO_OWNER, AttributedProcess, GpuReading, OwnerState
+from observer.domain import NO_OWNER, AttributedProcess, GpuReading, Owner, OwnerState
 from observer.ownership.base import OwnerDirectory, ProcessInfo, ProcessTable
 
 
@@ -53,6 +53,14 @@ class Attributor:
         for pid in self._known.keys() - listed:
             del self._known[pid]
         return tuple(result)
+
+    def owner_of(self, pid: int) -> tuple[Owner, OwnerState] | None:
+        """Whose a process is (a pid an Xid names) and that owner's state; None when the
+        process is gone and was not on a GPU at the last tick."""
+        info = self._known.get(pid) or self._processes.inspect(pid)
+        if info is None:
+            return None
+        return info.owner, self._owners.state(info.owner)
 
     def _info(self, pid: int) -> ProcessInfo | None:
         known = self._known.get(pid)

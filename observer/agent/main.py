@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import shutil
 import threading
+import time
 from collections.abc import Callable, Mapping
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -15,9 +16,11 @@ from observer import codec
 from observer.agent.attribution import Attributor
 from observer.agent.sampler import Sampler
 from observer.agent.service import NodeAgent
+from observer.agent.xids import XidWatch
 from observer.clock import Clock, ManualClock, SystemClock, TraceTimeline
 from observer.domain import DriverState, Finding
-from observer.gpu.backend import GpuBackend
+from observer.gpu.backend import GpuBackend, XidEventSource
+from observer.gpu.kernel_log import KernelLog
 from observer.gpu.replay import ReplayGpuBackend, Trace
 from observer.http import serving
 from observer.logs import get_logger
@@ -41,12 +44,19 @@ from observer.settings.detectors import NodeLeakSettings
 _log = get_logger("observer.agent")
 
 
-def build_agent(settings: Settings, clock: Clock, registry: CollectorRegistry) -> NodeAgent:
+def build_agent(
+    settings: Settings,
+    clock: Clock,
+    registry: CollectorRegistry,
+    stop: threading.Event | None = None,
+) -> NodeAgent:
+    """With `stop`, the agent has an Xid event thread (not started) that stops with it."""
     cfg = settings.agent
     backend: GpuBackend
     processes: ProcessTable
     owners: OwnerDirectory
     tracked: TrackedOwners | None = None
+    kernel_log: KernelLog | None = None
     metrics = AgentMetrics(registry)
     if cfg.gpu_backend == "replay":
         assert cfg.replay_trace_dir is not None  # enforced by the settings validator
@@ -65,6 +75,11 @@ def build_agent(settings: Settings, clock: Clock, registry: CollectorRegistry) -
         sampler = Sampler(backend, clock, metrics, cfg.counters_interval_seconds)
         source = owner_source(cfg, clock, sampler.uuids_by_index)
         owners = tracked = TrackedOwners(source, cfg.owners_interval_seconds)
+        kernel_log = _kernel_log(cfg, clock)
+    xids = None
+    if stop is not None:
+        events: XidEventSource = backend.xid_events()
+        xids = XidWatch(events, kernel_log, cfg.xid_wait_seconds, stop, metrics.xid_source_up)
     agent = NodeAgent(
         node=cfg.node_name,
         sampler=sampler,
@@ -73,9 +88,30 @@ def build_agent(settings: Settings, clock: Clock, registry: CollectorRegistry) -
         clock=clock,
         metrics=metrics,
         owners=tracked,
+        health=settings.detectors.gpu_health,
+        xids=xids,
     )
     registry.register(GpuCollector(agent.snapshot))
     return agent
+
+
+def _kernel_log(cfg: AgentSettings, clock: Clock) -> KernelLog | None:
+    """The kernel log reader, positioned in this boot's log; None when it is not to be read
+    or the boot cannot be told (a position without its boot would be misread after one)."""
+    if cfg.kernel_log_path is None:
+        return None
+    boot_id_file = cfg.proc_root / "sys" / "kernel" / "random" / "boot_id"
+    try:
+        boot_id = boot_id_file.read_text().strip()
+    except OSError as exc:
+        _log.warning("kernel log not read: the boot id is unknown", error=str(exc))
+        return None
+    # Record times count from boot on the monotonic clock, which the host and its containers
+    # share.
+    boot_time = clock.now() - timedelta(seconds=time.clock_gettime(time.CLOCK_MONOTONIC))
+    return KernelLog(
+        cfg.kernel_log_path, cfg.state_dir / "kernel-log-position.json", boot_id, boot_time
+    )
 
 
 def owner_source(
@@ -124,7 +160,7 @@ def run_agent(
     cfg = settings.agent
     clock = clock or SystemClock()
     registry = registry or CollectorRegistry()
-    agent = build_agent(settings, clock, registry)
+    agent = build_agent(settings, clock, registry, stop)
     loop = PeriodicLoop("agent", cfg.interval_seconds, agent.tick, clock, stop, agent.metrics.loops)
 
     def health() -> tuple[bool, dict[str, Any]]:
@@ -152,12 +188,15 @@ def run_agent(
         cfg.listen_host, cfg.listen_port, registry, health, snapshot, on_listening
     ) as port:
         _log.info("agent listening", host=cfg.listen_host, port=port, node=cfg.node_name)
+        agent.start()
         loop.start()
         stop.wait()
         if not loop.join(cfg.shutdown_deadline_seconds):
             _log.warning(
                 "a tick overran the shutdown deadline", deadline=cfg.shutdown_deadline_seconds
             )
+        if not agent.join_events(cfg.xid_wait_seconds + 1):
+            _log.warning("the Xid event thread overran its wait", wait=cfg.xid_wait_seconds)
     agent.close()
     _log.info("agent stopped")
 

@@ -13,7 +13,7 @@ from types import MappingProxyType
 
 from observer.clock import Clock
 from observer.controller.views import Published
-from observer.detectors import node_leaks
+from observer.detectors import gpu_health, node_leaks
 from observer.detectors.conditions import ConditionTracker
 from observer.domain import (
     Finding,
@@ -130,7 +130,9 @@ class FleetObserver:
             # The agents' own findings only: the controller's (allocated_without_job, ...)
             # name nodes too, and no agent ever reports them.
             self._open = {
-                (f.key, f.opened_at): f for f in stored if f.detector in node_leaks.DETECTORS
+                (f.key, f.opened_at): f
+                for f in stored
+                if f.detector in node_leaks.DETECTORS | gpu_health.DETECTORS
             }
         return self._known
 

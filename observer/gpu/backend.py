@@ -3,7 +3,8 @@
 Per-call failures are data: `sample` and `counters` return every read that worked and one
 ReadError per read that failed (a device whose handle cannot be had fails every call the
 same way). Only `open` (driver not loaded, library missing) and `identify` (device lost)
-raise.
+raise. Xid events come through a separate `XidEventSource`, owned by the agent's event
+thread, so that waiting for an event never holds up sampling.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
-from observer.domain import GpuCounters, GpuIdentity, GpuSample, ReadErrorKind
+from observer.domain import GpuCounters, GpuIdentity, GpuSample, ReadError, ReadErrorKind, XidEvent
 
 LEAN_CALLS = (
     "utilization",
@@ -30,8 +31,12 @@ COUNTER_CALLS = (
     "pcie_rx_throughput",
     "remapped_rows",
     "retired_pages",
+    "retired_pages_pending",
+    "ecc_aggregate_uncorrected",
     "pcie_replay",
 )
+# The call name of registering a device for Xid events (in ReadErrors of XidEventSource).
+XID_EVENTS_CALL = "xid_events"
 
 # NVML return codes (nvml.h) that the sampler treats differently; everything else is UNKNOWN.
 _KIND_BY_NVML_CODE = {
@@ -73,6 +78,31 @@ class GpuBackend(Protocol):
 
     def counters(self, index: int, skip: frozenset[str]) -> GpuCounters:
         """The expensive tier, on a slower cadence."""
+        ...
+
+    def xid_events(self) -> XidEventSource:
+        """A new event source over the same library, for one thread to own."""
+        ...
+
+    def close(self) -> None: ...
+
+
+class XidEventSource(Protocol):
+    """Xid critical errors as the library reports them. Failures are data, as for sampling:
+    only `open` raises (as GpuBackend.open does)."""
+
+    def open(self) -> int:
+        """Initialise (a reference of its own to the library); return the device count."""
+        ...
+
+    def register(self, index: int) -> ReadError | None:
+        """Listen for the device's Xid errors; the ReadError when that cannot be done
+        (NOT_SUPPORTED: it never can, so the caller does not ask again)."""
+        ...
+
+    def wait(self, timeout_seconds: float) -> XidEvent | ReadError | None:
+        """The next Xid of a registered device; None when none came within the timeout.
+        Called only once a device is registered."""
         ...
 
     def close(self) -> None: ...

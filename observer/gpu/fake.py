@@ -1,9 +1,11 @@
 """An in-memory GPU node whose state a test or the simulator sets directly: devices with
-utilisation, memory and processes, plus the faults NVML shows (a call not supported, a lost
-device, a driver that is not loaded). It counts the calls it answers."""
+utilisation, memory, processes and health counters, plus the faults NVML shows (a call not
+supported, a lost device, a driver that is not loaded, an Xid error). It counts the calls it
+answers."""
 
 from __future__ import annotations
 
+import queue
 from collections import Counter
 from dataclasses import dataclass, field
 
@@ -15,9 +17,11 @@ from observer.domain import (
     GpuSample,
     ReadError,
     ReadErrorKind,
+    XidEvent,
+    XidSource,
 )
 from observer.errors import DriverNotLoadedError, GpuLostError
-from observer.gpu.backend import COUNTER_CALLS, LEAN_CALLS, DriverInfo
+from observer.gpu.backend import COUNTER_CALLS, LEAN_CALLS, XID_EVENTS_CALL, DriverInfo
 
 GIB = 2**30
 
@@ -32,8 +36,16 @@ class FakeGpu:
     power_milliwatts: int = 70_000
     temperature_celsius: int = 35
     energy_millijoules: int = 0
+    clock_event_reasons: int = 0
+    ecc_volatile_uncorrected_errors: int = 0
+    ecc_aggregate_uncorrected_errors: int = 0
+    remapped_rows_pending: bool = False
+    remapped_rows_failed: bool = False
+    retired_pages_pending: bool = False
+    pcie_replay_errors: int = 0
     lost: bool = False
-    unsupported: set[str] = field(default_factory=set)
+    unsupported: set[str] = field(default_factory=set)  # call names, XID_EVENTS_CALL too
+    pci_bus_id: str | None = None
 
 
 class FakeGpuBackend:
@@ -42,6 +54,7 @@ class FakeGpuBackend:
         self.driver_loaded = True
         self.calls: Counter[str] = Counter()
         self._clock = clock
+        self._event_sources: list[FakeXidEvents] = []
 
     def open(self) -> DriverInfo:
         if not self.driver_loaded:
@@ -52,10 +65,20 @@ class FakeGpuBackend:
         gpu = self.gpus[index]
         if gpu.lost:
             raise GpuLostError(f"GPU {index} is lost")
-        return GpuIdentity(index, gpu.uuid, "Fake GPU", gpu.memory_total_bytes, None)
+        return GpuIdentity(index, gpu.uuid, "Fake GPU", gpu.memory_total_bytes, gpu.pci_bus_id)
 
     def close(self) -> None:
         return None
+
+    def xid_events(self) -> FakeXidEvents:
+        source = FakeXidEvents(self, self._clock)
+        self._event_sources.append(source)
+        return source
+
+    def xid(self, index: int, code: int) -> None:
+        """An Xid error on the device: every event source that registered it gets it."""
+        for source in self._event_sources:
+            source.deliver(index, code)
 
     def _answer(
         self, gpu: FakeGpu, call: str, skip: frozenset[str], errors: list[ReadError]
@@ -93,9 +116,11 @@ class FakeGpuBackend:
             power_milliwatts=gpu.power_milliwatts if ok["power"] else None,
             temperature_celsius=gpu.temperature_celsius if ok["temperature"] else None,
             sm_clock_mhz=1980 if ok["sm_clock"] else None,
-            clock_event_reasons=0 if ok["clock_event_reasons"] else None,
+            clock_event_reasons=gpu.clock_event_reasons if ok["clock_event_reasons"] else None,
             performance_state=0 if ok["performance_state"] else None,
-            ecc_volatile_uncorrected_errors=0 if ok["ecc_volatile_uncorrected"] else None,
+            ecc_volatile_uncorrected_errors=(
+                gpu.ecc_volatile_uncorrected_errors if ok["ecc_volatile_uncorrected"] else None
+            ),
             errors=tuple(errors),
         )
 
@@ -111,10 +136,54 @@ class FakeGpuBackend:
             pcie_rx_kilobytes_per_second=0 if ok["pcie_rx_throughput"] else None,
             remapped_rows_correctable=0 if ok["remapped_rows"] else None,
             remapped_rows_uncorrectable=0 if ok["remapped_rows"] else None,
-            remapped_rows_pending=False if ok["remapped_rows"] else None,
-            remapped_rows_failed=False if ok["remapped_rows"] else None,
+            remapped_rows_pending=gpu.remapped_rows_pending if ok["remapped_rows"] else None,
+            remapped_rows_failed=gpu.remapped_rows_failed if ok["remapped_rows"] else None,
             retired_pages_single_bit=0 if ok["retired_pages"] else None,
             retired_pages_double_bit=0 if ok["retired_pages"] else None,
-            pcie_replay_errors=0 if ok["pcie_replay"] else None,
+            retired_pages_pending=(
+                gpu.retired_pages_pending if ok["retired_pages_pending"] else None
+            ),
+            ecc_aggregate_uncorrected_errors=(
+                gpu.ecc_aggregate_uncorrected_errors if ok["ecc_aggregate_uncorrected"] else None
+            ),
+            pcie_replay_errors=gpu.pcie_replay_errors if ok["pcie_replay"] else None,
             errors=tuple(errors),
         )
+
+
+class FakeXidEvents:
+    """The fake's XidEventSource: Xids the test raises with FakeGpuBackend.xid, for the
+    devices registered (like NVML, only those raised after registering)."""
+
+    def __init__(self, backend: FakeGpuBackend, clock: Clock) -> None:
+        self._backend = backend
+        self._clock = clock
+        self._registered: set[int] = set()
+        self._queue: queue.SimpleQueue[XidEvent] = queue.SimpleQueue()
+
+    def open(self) -> int:
+        return self._backend.open().device_count
+
+    def register(self, index: int) -> ReadError | None:
+        gpu = self._backend.gpus[index]
+        if gpu.lost:
+            return ReadError(XID_EVENTS_CALL, ReadErrorKind.GPU_LOST, "GPU is lost")
+        if XID_EVENTS_CALL in gpu.unsupported:
+            return ReadError(XID_EVENTS_CALL, ReadErrorKind.NOT_SUPPORTED, "Not Supported")
+        self._registered.add(index)
+        return None
+
+    def deliver(self, index: int, code: int) -> None:
+        if index in self._registered:
+            pci = self._backend.gpus[index].pci_bus_id
+            at = self._clock.now()
+            self._queue.put(XidEvent(at, code, XidSource.NVML, pci, gpu_index=index))
+
+    def wait(self, timeout_seconds: float) -> XidEvent | ReadError | None:
+        try:
+            return self._queue.get(timeout=timeout_seconds)
+        except queue.Empty:
+            return None
+
+    def close(self) -> None:
+        self._registered.clear()

@@ -23,12 +23,15 @@ from observer.domain import (
     GpuSample,
     ReadError,
     ReadErrorKind,
+    XidEvent,
+    XidSource,
 )
 from observer.errors import DriverNotLoadedError, GpuError, GpuLostError, LibraryNotFoundError
 from observer.gpu.backend import (
     NVML_ERROR_DRIVER_NOT_LOADED,
     NVML_ERROR_GPU_IS_LOST,
     NVML_ERROR_LIBRARY_NOT_FOUND,
+    XID_EVENTS_CALL,
     DriverInfo,
     read_error_kind,
 )
@@ -40,6 +43,7 @@ _Failure = tuple[ReadErrorKind, str]
 _FINAL_KINDS = frozenset({ReadErrorKind.GPU_LOST, ReadErrorKind.DRIVER_NOT_LOADED})
 
 _NVML_ERROR_NOT_SUPPORTED = 3
+_NVML_ERROR_TIMEOUT = 10
 _NOT_AVAILABLE = 2**64 - 1  # NVML_VALUE_NOT_AVAILABLE in an unsigned long long
 _PCIE_REPLAY_FIELD_ID = 94  # NVML_FI_DEV_PCIE_REPLAY_COUNTER
 # nvmlValue_t member to read for each nvmlValueType_t, in enum order.
@@ -131,6 +135,18 @@ def _retired_pages(handle: Handle) -> tuple[int, int]:
     return len(single_bit), len(double_bit)
 
 
+def _retired_pages_pending(handle: Handle) -> bool:
+    return pynvml.nvmlDeviceGetRetiredPagesPendingStatus(handle) == pynvml.NVML_FEATURE_ENABLED
+
+
+def _ecc_aggregate_uncorrected(handle: Handle) -> int:
+    return int(
+        pynvml.nvmlDeviceGetTotalEccErrors(
+            handle, pynvml.NVML_MEMORY_ERROR_TYPE_UNCORRECTED, pynvml.NVML_AGGREGATE_ECC
+        )
+    )
+
+
 def _pcie_replay(handle: Handle) -> int:
     (value,) = pynvml.nvmlDeviceGetFieldValues(handle, [_PCIE_REPLAY_FIELD_ID])
     if value.nvmlReturn != pynvml.NVML_SUCCESS:
@@ -145,6 +161,23 @@ def _memory_total(handle: Handle) -> int:
 
 def _pci_bus_id(handle: Handle) -> str:
     return str(pynvml.nvmlDeviceGetPciInfo(handle).busId)
+
+
+def _load_library(path: Path | None) -> ctypes.CDLL | None:
+    if path is None:
+        return None
+    try:
+        return ctypes.CDLL(str(path), mode=ctypes.RTLD_GLOBAL)
+    except OSError as exc:
+        raise LibraryNotFoundError(f"cannot load {path}: {exc}") from exc
+
+
+def _open_error(exc: pynvml.NVMLError) -> GpuError:
+    if exc.value == NVML_ERROR_DRIVER_NOT_LOADED:
+        return DriverNotLoadedError(f"NVML: {exc}")
+    if exc.value == NVML_ERROR_LIBRARY_NOT_FOUND:
+        return LibraryNotFoundError(f"NVML: {exc} (libnvidia-ml.so.1)")
+    return GpuError(f"NVML could not be opened: {exc}")
 
 
 def _unless_not_supported(read: Callable[[Handle], T], handle: Handle) -> T | None:
@@ -204,11 +237,8 @@ class NvmlGpuBackend:
         self._handles: dict[int, Handle] = {}
 
     def open(self) -> DriverInfo:
-        if self._library_path is not None and self._library is None:
-            try:
-                self._library = ctypes.CDLL(str(self._library_path), mode=ctypes.RTLD_GLOBAL)
-            except OSError as exc:
-                raise LibraryNotFoundError(f"cannot load {self._library_path}: {exc}") from exc
+        if self._library is None:
+            self._library = _load_library(self._library_path)
         try:
             if not self._initialised:
                 pynvml.nvmlInit()
@@ -218,11 +248,7 @@ class NvmlGpuBackend:
                 device_count=int(pynvml.nvmlDeviceGetCount()),
             )
         except pynvml.NVMLError as exc:
-            if exc.value == NVML_ERROR_DRIVER_NOT_LOADED:
-                raise DriverNotLoadedError(f"NVML: {exc}") from exc
-            if exc.value == NVML_ERROR_LIBRARY_NOT_FOUND:
-                raise LibraryNotFoundError(f"NVML: {exc} (libnvidia-ml.so.1)") from exc
-            raise GpuError(f"NVML could not be opened: {exc}") from exc
+            raise _open_error(exc) from exc
 
     def close(self) -> None:
         self._handles.clear()
@@ -289,6 +315,8 @@ class NvmlGpuBackend:
         rx = read("pcie_rx_throughput", _pcie_rx)
         remapped = read("remapped_rows", _remapped_rows)
         retired = read("retired_pages", _retired_pages)
+        retired_pending = read("retired_pages_pending", _retired_pages_pending)
+        ecc_aggregate = read("ecc_aggregate_uncorrected", _ecc_aggregate_uncorrected)
         replay = read("pcie_replay", _pcie_replay)
         if read.gpu_lost:
             self._handles.pop(index, None)
@@ -304,9 +332,14 @@ class NvmlGpuBackend:
             remapped_rows_failed=remapped[3] if remapped is not None else None,
             retired_pages_single_bit=retired[0] if retired is not None else None,
             retired_pages_double_bit=retired[1] if retired is not None else None,
+            retired_pages_pending=retired_pending,
+            ecc_aggregate_uncorrected_errors=ecc_aggregate,
             pcie_replay_errors=replay,
             errors=tuple(read.errors),
         )
+
+    def xid_events(self) -> NvmlXidEvents:
+        return NvmlXidEvents(self._clock, self._library_path)
 
     def _handle(self, index: int) -> Handle:
         handle = self._handles.get(index)
@@ -321,3 +354,80 @@ class NvmlGpuBackend:
             # No handle, no call can be made: every call of the sample fails with this error
             # (and the NULL handle standing in is never passed to NVML).
             return _Reads(Handle(), skip, (read_error_kind(exc.value), str(exc)))
+
+
+class NvmlXidEvents:
+    """XidEventSource over one NVML event set. It takes its own reference to NVML (nvmlInit
+    counts references), so the sampler re-initialising after a driver outage does not free
+    the set under a wait."""
+
+    def __init__(self, clock: Clock, library_path: Path | None = None) -> None:
+        self._clock = clock
+        self._library_path = library_path
+        self._library: ctypes.CDLL | None = None
+        self._set = pynvml.c_nvmlEventSet_t()  # NULL until open
+        self._devices: dict[int, tuple[int, str | None]] = {}  # handle -> index, PCI bus id
+
+    def open(self) -> int:
+        if self._library is None:
+            self._library = _load_library(self._library_path)
+        try:
+            pynvml.nvmlInit()
+        except pynvml.NVMLError as exc:
+            raise _open_error(exc) from exc
+        try:
+            count = int(pynvml.nvmlDeviceGetCount())
+            self._set = pynvml.nvmlEventSetCreate()
+        except pynvml.NVMLError as exc:
+            pynvml.nvmlShutdown()
+            raise _open_error(exc) from exc
+        return count
+
+    def register(self, index: int) -> ReadError | None:
+        try:
+            handle = pynvml.nvmlDeviceGetHandleByIndex(index)
+            supported = int(pynvml.nvmlDeviceGetSupportedEventTypes(handle))
+            if not supported & pynvml.nvmlEventTypeXidCriticalError:
+                return ReadError(
+                    XID_EVENTS_CALL, ReadErrorKind.NOT_SUPPORTED, "Xid events not supported"
+                )
+            pynvml.nvmlDeviceRegisterEvents(handle, pynvml.nvmlEventTypeXidCriticalError, self._set)
+            pci_bus_id = _unless_not_supported(_pci_bus_id, handle)
+        except pynvml.NVMLError as exc:
+            return ReadError(XID_EVENTS_CALL, read_error_kind(exc.value), str(exc))
+        self._devices[_address(handle)] = (index, pci_bus_id)
+        return None
+
+    def wait(self, timeout_seconds: float) -> XidEvent | ReadError | None:
+        try:
+            data = pynvml.nvmlEventSetWait_v2(self._set, max(1, int(timeout_seconds * 1000)))
+        except pynvml.NVMLError as exc:
+            if exc.value == _NVML_ERROR_TIMEOUT:
+                return None
+            return ReadError(XID_EVENTS_CALL, read_error_kind(exc.value), str(exc))
+        if not int(data.eventType) & pynvml.nvmlEventTypeXidCriticalError:
+            return None
+        index, pci_bus_id = self._devices.get(_address(data.device), (None, None))
+        return XidEvent(
+            at=self._clock.now(),
+            code=int(data.eventData),
+            source=XidSource.NVML,
+            pci_bus_id=pci_bus_id,
+            gpu_index=index,
+        )
+
+    def close(self) -> None:
+        self._devices.clear()
+        if not self._set:
+            return
+        try:
+            pynvml.nvmlEventSetFree(self._set)
+            pynvml.nvmlShutdown()
+        except pynvml.NVMLError as exc:
+            raise GpuError(f"NVML event set could not be freed: {exc}") from exc
+        finally:
+            self._set = pynvml.c_nvmlEventSet_t()
+
+
+def _address(handle: Handle) -> int:
+    return ctypes.cast(handle, ctypes.c_void_p).value or 0

@@ -1,7 +1,11 @@
 """Replays a recorded NVML trace (the format of tests/fixtures/nvml/h200-trace) as a GpuBackend.
 
 Each call answers with the device's last recorded reading at or before the clock's position on
-the trace's timeline; errors the real NVML gave are replayed as the same ReadErrors.
+the trace's timeline; errors the real NVML gave are replayed as the same ReadErrors. Xid
+events: a device registers when its recorded supported event types include Xid critical
+errors; an optional `xid_events.jsonl` (`{"t": unix s, "gpu": index, "code": n}` a line) holds
+the Xids to replay, each returned once when the timeline passes it (a trace without the file
+recorded none).
 """
 
 from __future__ import annotations
@@ -9,17 +13,27 @@ from __future__ import annotations
 import bisect
 import gzip
 import json
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from observer.clock import Clock, TraceTimeline
-from observer.domain import GpuCounters, GpuIdentity, GpuProcess, GpuSample, ReadError
+from observer.domain import (
+    GpuCounters,
+    GpuIdentity,
+    GpuProcess,
+    GpuSample,
+    ReadError,
+    XidEvent,
+    XidSource,
+)
 from observer.errors import TraceError
-from observer.gpu.backend import DriverInfo, read_error_kind
+from observer.gpu.backend import XID_EVENTS_CALL, DriverInfo, read_error_kind
 
 _NOT_RECORDED = "not recorded in this trace"
 _PCIE_REPLAY_FIELD_ID = 94  # NVML_FI_DEV_PCIE_REPLAY_COUNTER
+_XID_EVENT_TYPE = 0x8  # nvmlEventTypeXidCriticalError
 
 Answer = tuple[Any, ReadError | None]
 
@@ -38,22 +52,31 @@ class Trace:
     records: tuple[tuple[TraceRecord, ...], ...]  # per device, sorted by t
     start: float
     end: float
+    xids: tuple[tuple[float, int, int], ...] = ()  # (t, gpu index, code), sorted by t
 
     @classmethod
     def load(cls, trace_dir: Path) -> Trace:
+        xid_file = trace_dir / "xid_events.jsonl"
         try:
             static = json.loads((trace_dir / "static.json").read_text())
             with gzip.open(trace_dir / "samples.jsonl.gz", "rt") as lines:
                 raw = [json.loads(line) for line in lines if line.strip()]
+            xids = (
+                [json.loads(line) for line in xid_file.read_text().splitlines() if line.strip()]
+                if xid_file.exists()
+                else []
+            )
         except (OSError, ValueError) as exc:
             raise TraceError(f"cannot read NVML trace in {trace_dir}: {exc}") from exc
         try:
-            return cls._parse(static, raw)
+            return cls._parse(static, raw, xids)
         except (KeyError, TypeError, IndexError) as exc:
             raise TraceError(f"malformed NVML trace in {trace_dir}: missing {exc}") from exc
 
     @classmethod
-    def _parse(cls, static: dict[str, Any], raw: list[dict[str, Any]]) -> Trace:
+    def _parse(
+        cls, static: dict[str, Any], raw: list[dict[str, Any]], xids: list[dict[str, Any]]
+    ) -> Trace:
         identities = []
         static_answers = []
         for index, dev in enumerate(static["devices"]):
@@ -72,6 +95,9 @@ class Trace:
                 {
                     "remapped_rows": _answer("remapped_rows", dev["nvmlDeviceGetRemappedRows"]),
                     "retired_pages": _retired_pages_answer(dev["nvmlDeviceGetRetiredPages_v2"]),
+                    "retired_pages_pending": _not_recorded("retired_pages_pending"),
+                    "ecc_aggregate_uncorrected": _not_recorded("ecc_aggregate_uncorrected"),
+                    XID_EVENTS_CALL: _xid_support(dev.get("nvmlDeviceGetSupportedEventTypes")),
                 }
             )
         per_device: list[list[TraceRecord]] = [[] for _ in identities]
@@ -106,6 +132,7 @@ class Trace:
             records=tuple(tuple(r) for r in per_device),
             start=min(times),
             end=max(times),
+            xids=tuple(sorted((float(x["t"]), int(x["gpu"]), int(x["code"])) for x in xids)),
         )
 
     def tick_times(self) -> list[float]:
@@ -118,6 +145,19 @@ def _answer(call: str, recorded: dict[str, Any]) -> Answer:
         return recorded["ok"], None
     code = int(recorded.get("code", -1))
     return None, ReadError(call, read_error_kind(code), str(recorded.get("error", "")))
+
+
+def _not_recorded(call: str) -> Answer:
+    return _answer(call, {"error": _NOT_RECORDED, "code": 3})
+
+
+def _xid_support(recorded: dict[str, Any] | None) -> Answer:
+    if recorded is None:
+        return _not_recorded(XID_EVENTS_CALL)
+    types, error = _answer(XID_EVENTS_CALL, recorded)
+    if error is None and not int(types) & _XID_EVENT_TYPE:
+        return _answer(XID_EVENTS_CALL, {"error": "Xid events not supported", "code": 3})
+    return types, error
 
 
 def _retired_pages_answer(recorded: dict[str, Any]) -> Answer:
@@ -176,6 +216,9 @@ class ReplayGpuBackend:
     def close(self) -> None:
         return None
 
+    def xid_events(self) -> ReplayXidEvents:
+        return ReplayXidEvents(self._trace, self._timeline, self._clock)
+
     def _record(self, index: int) -> TraceRecord:
         # datetime keeps microseconds: allow for the rounding of the recorded instants.
         at = self._timeline.to_trace(self._clock.now()) + 1e-6
@@ -215,6 +258,8 @@ class ReplayGpuBackend:
         read = _Reader({**self._record(index).answers, **self._trace.static_answers[index]}, skip)
         energy, tx, rx = read("energy"), read("pcie_tx_throughput"), read("pcie_rx_throughput")
         remapped, retired = read("remapped_rows"), read("retired_pages")
+        retired_pending = read("retired_pages_pending")
+        ecc_aggregate = read("ecc_aggregate_uncorrected")
         replay = read("pcie_replay")
         return GpuCounters(
             at=self._clock.now(),
@@ -228,6 +273,50 @@ class ReplayGpuBackend:
             remapped_rows_failed=bool(remapped[3]) if remapped else None,
             retired_pages_single_bit=retired[0] if retired else None,
             retired_pages_double_bit=retired[1] if retired else None,
+            retired_pages_pending=bool(retired_pending) if retired_pending is not None else None,
+            ecc_aggregate_uncorrected_errors=ecc_aggregate,
             pcie_replay_errors=replay,
             errors=tuple(read.errors),
         )
+
+
+class ReplayXidEvents:
+    """The trace's Xids, each returned once when the timeline has passed it (again on each
+    loop of a looping timeline)."""
+
+    def __init__(self, trace: Trace, timeline: TraceTimeline, clock: Clock) -> None:
+        self._trace = trace
+        self._timeline = timeline
+        self._clock = clock
+        self._registered: set[int] = set()
+        self._done = -1.0  # trace time up to which Xids were returned
+
+    def open(self) -> int:
+        return len(self._trace.identities)
+
+    def register(self, index: int) -> ReadError | None:
+        _, error = self._trace.static_answers[index][XID_EVENTS_CALL]
+        if error is None:
+            self._registered.add(index)
+        return error
+
+    def wait(self, timeout_seconds: float) -> XidEvent | ReadError | None:
+        event = self._due()
+        if event is None:
+            time.sleep(timeout_seconds)
+            event = self._due()
+        return event
+
+    def close(self) -> None:
+        self._registered.clear()
+
+    def _due(self) -> XidEvent | None:
+        now = self._timeline.to_trace(self._clock.now()) + 1e-6
+        if now < self._done:  # the timeline looped: its Xids happen again
+            self._done = -1.0
+        for t, gpu, code in self._trace.xids:
+            if self._done < t <= now and gpu in self._registered:
+                self._done = t
+                pci = self._trace.identities[gpu].pci_bus_id
+                return XidEvent(self._clock.now(), code, XidSource.NVML, pci, gpu_index=gpu)
+        return None

@@ -68,6 +68,23 @@ class AgentSettings(Group):
     owners_timeout_seconds: float = Field(
         2.0, gt=0, description="Deadline of each call to the kubelet or slurmd."
     )
+    kernel_log_path: Path | None = Field(
+        Path("/dev/kmsg"),
+        description="The kernel log read for `NVRM: Xid` lines (a second source of Xid "
+        "errors beside NVML's events); unset: not read.",
+    )
+    state_dir: Path = Field(
+        Path("/var/lib/observer-agent"),
+        description="Where the agent keeps what must outlive a restart (the kernel log "
+        "position, so each Xid line is reported once).",
+    )
+    xid_wait_seconds: float = Field(
+        1.0,
+        gt=0,
+        lt=10,
+        description="Longest wait for one NVML event, and so the kernel log's polling "
+        "cadence and how late the event thread notices a stop.",
+    )
     interval_seconds: float = Field(1.0, gt=0, description="Lean sampling cadence.")
     counters_interval_seconds: float = Field(
         60.0,

@@ -1,5 +1,5 @@
-"""The detectors' rules (`detectors`): unreleased resources, log loss, monitoring lag and
-queue fairness."""
+"""The detectors' rules (`detectors`): unreleased resources, GPU health, log loss,
+monitoring lag and queue fairness."""
 
 from __future__ import annotations
 
@@ -35,6 +35,39 @@ class NodeLeakSettings(Group):
         ge=0,
         description="Driver baseline per GPU; learned (least memory seen with no process) "
         "if unset.",
+    )
+
+
+class GpuHealthSettings(Group):
+    """GPU health conditions from the counters the agent samples (the agent's detector), and
+    how its Xid events are merged."""
+
+    ecc_window_seconds: float = Field(
+        3600.0,
+        gt=0,
+        description="An uncorrected ECC error keeps its GPU's gpu_ecc_uncorrected condition "
+        "open this long after the last increase of the volatile or aggregate count; an hour "
+        "spans the agent's 60 s counter reads many times over.",
+    )
+    slowdown_hold_seconds: float = Field(
+        60.0,
+        ge=0,
+        description="How long hardware slowdown, thermal or power-brake clock events must "
+        "last while a process runs on the GPU before gpu_clock_slowdown opens; a brief power "
+        "brake during a load step is not a throttled job.",
+    )
+    pcie_replay_max_per_minute: float = Field(
+        10.0,
+        gt=0,
+        description="PCIe replays per minute between two counter reads above which "
+        "gpu_pcie_replay_rate opens; a healthy link replays rarely (the recorded H200: one "
+        "since driver load).",
+    )
+    xid_merge_window_seconds: float = Field(
+        10.0,
+        ge=0,
+        description="An NVML Xid event and a kernel-log Xid line of the same GPU and code "
+        "within this of each other are one event (both sources report every Xid).",
     )
 
 
@@ -192,6 +225,7 @@ class StuckTerminatingSettings(Group):
 
 class DetectorSettings(Group):
     node: NodeLeakSettings = NodeLeakSettings()
+    gpu_health: GpuHealthSettings = GpuHealthSettings()
     probe_release: ProbeReleaseSettings = ProbeReleaseSettings()
     stuck_terminating: StuckTerminatingSettings = StuckTerminatingSettings()
     log: LogLossSettings = LogLossSettings()

@@ -1,10 +1,12 @@
 """What every GpuBackend promises, checked on the replay of the recorded H200 trace, on the
-in-memory fake and on the real NVML adapter over the stand-in libnvidia-ml.so.1."""
+in-memory fake and on the real NVML adapter over the stand-in libnvidia-ml.so.1: sampling,
+and Xid events through each backend's XidEventSource."""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Mapping
+import time
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -12,8 +14,14 @@ from pathlib import Path
 import pytest
 
 from observer.clock import ManualClock, TraceTimeline
-from observer.domain import GpuCounters, GpuProcess, GpuSample
-from observer.gpu.backend import COUNTER_CALLS, LEAN_CALLS, DriverInfo, GpuBackend
+from observer.domain import GpuCounters, GpuProcess, GpuSample, ReadError, XidEvent, XidSource
+from observer.gpu.backend import (
+    COUNTER_CALLS,
+    LEAN_CALLS,
+    XID_EVENTS_CALL,
+    DriverInfo,
+    GpuBackend,
+)
 from observer.gpu.fake import GIB, FakeGpu, FakeGpuBackend
 from observer.gpu.nvml import NvmlGpuBackend
 from observer.gpu.replay import ReplayGpuBackend, Trace
@@ -22,6 +30,7 @@ from tests.gpu.fake_nvml import (
     SAMPLE_FIELDS_BY_CALL,
     FakeNvml,
     FakeNvmlGpu,
+    FakeXid,
 )
 
 WALL_START = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
@@ -34,17 +43,23 @@ class Subject:
     clock: ManualClock
     info: DriverInfo  # what open() reported
     busy_index: int  # a device running one compute process
+    xid_79: Callable[[], None]  # makes an Xid 79 happen on the busy device, now
 
 
-def replay_subject(trace_dir: Path) -> Iterator[Subject]:
+def replay_subject(recorded: Path, trace_dir: Path) -> Iterator[Subject]:
+    # The recorded trace plus one Xid 79 ten seconds into the busy phase.
+    trace_dir.mkdir()
+    for path in recorded.iterdir():
+        (trace_dir / path.name).symlink_to(path)
+    phases = {p["phase"]: p["t"] for p in json.loads((recorded / "phases.json").read_text())}
+    busy = (phases["child1_ready"] + phases["child1_busy_done"]) / 2
+    (trace_dir / "xid_events.jsonl").write_text(json.dumps({"t": busy + 10, "gpu": 0, "code": 79}))
     trace = Trace.load(trace_dir)
     clock = ManualClock(WALL_START)
     timeline = TraceTimeline(trace.start, trace.end, WALL_START.timestamp(), loop=True)
-    phases = {p["phase"]: p["t"] for p in json.loads((trace_dir / "phases.json").read_text())}
-    busy = (phases["child1_ready"] + phases["child1_busy_done"]) / 2
     clock.set(timeline.to_wall(busy, clock.now()))
     backend = ReplayGpuBackend(trace, timeline, clock)
-    yield Subject(backend, clock, backend.open(), busy_index=0)
+    yield Subject(backend, clock, backend.open(), busy_index=0, xid_79=lambda: clock.advance(20))
     backend.close()
 
 
@@ -55,9 +70,10 @@ def fake_subject() -> Iterator[Subject]:
         utilization_gpu_percent=100,
         memory_used_bytes=23 * GIB,
         processes={418: 21 * GIB},
+        pci_bus_id="00000000:02:00.0",
     )
     backend = FakeGpuBackend([FakeGpu("GPU-fake-0"), busy], clock)
-    yield Subject(backend, clock, backend.open(), busy_index=1)
+    yield Subject(backend, clock, backend.open(), busy_index=1, xid_79=lambda: backend.xid(1, 79))
     backend.close()
 
 
@@ -79,14 +95,21 @@ def nvml_subject(fake: FakeNvml) -> Iterator[Subject]:
     fake.set([h200, busy])
     clock = ManualClock(WALL_START)
     backend = NvmlGpuBackend(clock, library_path=fake.library)
-    yield Subject(backend, clock, backend.open(), busy_index=1)
+    yield Subject(
+        backend,
+        clock,
+        backend.open(),
+        busy_index=1,
+        xid_79=lambda: fake.set([h200, busy], xids=[FakeXid(id=1, gpu=1, code=79)]),
+    )
     backend.close()
 
 
 @pytest.fixture(params=["replay", "fake", pytest.param("nvml", marks=pytest.mark.fake_nvml)])
 def subject(request: pytest.FixtureRequest) -> Iterator[Subject]:
     if request.param == "replay":
-        yield from replay_subject(request.getfixturevalue("h200_trace"))
+        tmp_path = request.getfixturevalue("tmp_path")
+        yield from replay_subject(request.getfixturevalue("h200_trace"), tmp_path / "trace")
     elif request.param == "fake":
         yield from fake_subject()
     else:
@@ -186,3 +209,46 @@ def test_skipped_calls_read_as_none_without_an_error(
     assert not {e.call for e in reading.errors} & skip
     for call in skip:
         assert all(getattr(reading, f) is None for f in fields_by_call[call]), call
+
+
+def test_every_device_registers_for_xid_events_or_says_why_not(subject: Subject) -> None:
+    events = subject.backend.xid_events()
+
+    assert events.open() == subject.info.device_count
+    for index in range(subject.info.device_count):
+        answer = events.register(index)
+        assert answer is None or (type(answer) is ReadError and answer.call == XID_EVENTS_CALL)
+    events.close()
+
+
+def test_a_wait_with_no_xid_ends_at_its_timeout_with_nothing(subject: Subject) -> None:
+    events = subject.backend.xid_events()
+    events.open()
+    assert events.register(subject.busy_index) is None
+
+    started = time.monotonic()
+    assert events.wait(0.05) is None
+    assert time.monotonic() - started < 1
+    events.close()
+
+
+def test_an_xid_on_a_registered_device_is_returned_once_naming_the_device(
+    subject: Subject,
+) -> None:
+    events = subject.backend.xid_events()
+    events.open()
+    assert events.register(subject.busy_index) is None
+
+    subject.xid_79()
+    got = events.wait(1.0)
+
+    identity = subject.backend.identify(subject.busy_index)
+    assert got == XidEvent(
+        at=subject.clock.now(),
+        code=79,
+        source=XidSource.NVML,
+        pci_bus_id=identity.pci_bus_id,
+        gpu_index=subject.busy_index,
+    )
+    assert events.wait(0.05) is None
+    events.close()

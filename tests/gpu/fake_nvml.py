@@ -43,6 +43,8 @@ COUNTER_FIELDS_BY_CALL = {
         "remapped_rows_failed",
     ),
     "retired_pages": ("retired_pages_single_bit", "retired_pages_double_bit"),
+    "retired_pages_pending": ("retired_pages_pending",),
+    "ecc_aggregate_uncorrected": ("ecc_aggregate_uncorrected_errors",),
     "pcie_replay": ("pcie_replay_errors",),
 }
 
@@ -72,6 +74,8 @@ class FakeNvmlGpu:
     remapped_rows_failed: bool = False
     retired_pages_single_bit: int = 0
     retired_pages_double_bit: int = 0
+    retired_pages_pending: bool = False
+    ecc_aggregate_uncorrected_errors: int = 0
     pcie_replay_errors: int = 1
     processes: tuple[tuple[int, int | None], ...] = ()  # (pid, used bytes or None: "na")
     unsupported: frozenset[str] = frozenset()
@@ -92,11 +96,28 @@ class FakeNvmlGpu:
         return "gpu " + " ".join(pairs)
 
 
+@dataclass(frozen=True)
+class FakeXid:
+    """An Xid queued for the library's event sets; ids must rise."""
+
+    id: int
+    gpu: int
+    code: int
+
+    def state_line(self) -> str:
+        return f"xid id={self.id} gpu={self.gpu} code={self.code}"
+
+
 def write_state(
-    path: Path, gpus: Sequence[FakeNvmlGpu], *, driver_not_loaded: bool = False
+    path: Path,
+    gpus: Sequence[FakeNvmlGpu],
+    *,
+    driver_not_loaded: bool = False,
+    xids: Sequence[FakeXid] = (),
 ) -> None:
     lines = ["driver_not_loaded"] if driver_not_loaded else []
     lines += [gpu.state_line() for gpu in gpus]
+    lines += [xid.state_line() for xid in xids]
     # Replaced, not rewritten: the library notices a new inode even within one mtime tick.
     staged = path.with_name(path.name + ".new")
     staged.write_text("".join(line + "\n" for line in lines))
@@ -112,8 +133,14 @@ class FakeNvml:
     state_path: Path
     call_log: Path
 
-    def set(self, gpus: Sequence[FakeNvmlGpu], *, driver_not_loaded: bool = False) -> None:
-        write_state(self.state_path, gpus, driver_not_loaded=driver_not_loaded)
+    def set(
+        self,
+        gpus: Sequence[FakeNvmlGpu],
+        *,
+        driver_not_loaded: bool = False,
+        xids: Sequence[FakeXid] = (),
+    ) -> None:
+        write_state(self.state_path, gpus, driver_not_loaded=driver_not_loaded, xids=xids)
 
     def calls(self) -> Counter[str]:
         """How often each NVML symbol has been called since the test began."""

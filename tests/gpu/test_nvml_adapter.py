@@ -7,13 +7,16 @@ import dataclasses
 import os
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
+from prometheus_client import CollectorRegistry
 
+from observer.agent.xids import XidWatch
 from observer.clock import ManualClock
 from observer.domain import (
     GpuCounters,
@@ -22,11 +25,20 @@ from observer.domain import (
     GpuSample,
     ReadError,
     ReadErrorKind,
+    XidEvent,
+    XidSource,
 )
 from observer.errors import DriverNotLoadedError, GpuError, GpuLostError, LibraryNotFoundError
 from observer.gpu.backend import COUNTER_CALLS, LEAN_CALLS, DriverInfo
 from observer.gpu.nvml import NvmlGpuBackend
-from tests.gpu.fake_nvml import COUNTER_FIELDS_BY_CALL, SAMPLE_FIELDS_BY_CALL, FakeNvml, FakeNvmlGpu
+from observer.metrics import AgentMetrics
+from tests.gpu.fake_nvml import (
+    COUNTER_FIELDS_BY_CALL,
+    SAMPLE_FIELDS_BY_CALL,
+    FakeNvml,
+    FakeNvmlGpu,
+    FakeXid,
+)
 
 pytestmark = pytest.mark.fake_nvml
 
@@ -144,6 +156,8 @@ def test_counters_read_the_expensive_tier(
                 remapped_rows_failed=False,
                 retired_pages_single_bit=2,
                 retired_pages_double_bit=5,
+                retired_pages_pending=True,
+                ecc_aggregate_uncorrected_errors=9,
                 pcie_replay_errors=17,
             ),
         ]
@@ -162,6 +176,8 @@ def test_counters_read_the_expensive_tier(
         remapped_rows_failed=False,
         retired_pages_single_bit=2,
         retired_pages_double_bit=5,
+        retired_pages_pending=True,
+        ecc_aggregate_uncorrected_errors=9,
         pcie_replay_errors=17,
     )
 
@@ -197,7 +213,9 @@ def test_skipped_calls_are_not_made(backend: NvmlGpuBackend, fake_nvml_state: Fa
     backend.open()
 
     sample = backend.sample(0, frozenset({"processes", "ecc_volatile_uncorrected"}))
-    counters = backend.counters(0, frozenset({"retired_pages", "pcie_tx_throughput"}))
+    counters = backend.counters(
+        0, frozenset({"retired_pages", "pcie_tx_throughput", "ecc_aggregate_uncorrected"})
+    )
 
     assert sample == dataclasses.replace(
         expected_sample(0, training_gpu(0)), processes=None, ecc_volatile_uncorrected_errors=None
@@ -354,3 +372,41 @@ def test_without_any_nvml_library_open_is_library_not_found() -> None:
     )
 
     assert result.stdout.strip() == "LibraryNotFoundError", result.stderr
+
+
+def test_xid_events_decode_nvmls_event_data_into_the_device_and_code(
+    backend: NvmlGpuBackend, fake_nvml_state: FakeNvml, clock: ManualClock
+) -> None:
+    gpus = [FakeNvmlGpu(), FakeNvmlGpu(), FakeNvmlGpu()]
+    fake_nvml_state.set(gpus)
+    events = backend.xid_events()
+    assert events.open() == 3
+    assert [events.register(i) for i in (0, 2)] == [None, None]
+
+    fake_nvml_state.set(gpus, xids=[FakeXid(id=1, gpu=1, code=13), FakeXid(id=2, gpu=2, code=119)])
+
+    # GPU 1 was not registered: its Xid is not this set's.
+    assert events.wait(1.0) == XidEvent(
+        NOW, 119, XidSource.NVML, pci_bus_id="00000000:03:00.0", gpu_index=2
+    )
+    assert events.wait(0.01) is None
+    events.close()
+
+
+def test_a_gpu_without_xid_events_is_asked_once_and_the_others_still_report(
+    fake_nvml_state: FakeNvml, clock: ManualClock
+) -> None:
+    gpus = [FakeNvmlGpu(unsupported=frozenset({"xid_events"})), FakeNvmlGpu()]
+    fake_nvml_state.set(gpus)
+    metrics = AgentMetrics(CollectorRegistry())
+    source = NvmlGpuBackend(clock, library_path=fake_nvml_state.library).xid_events()
+    watch = XidWatch(source, None, 0.01, threading.Event(), metrics.xid_source_up)
+
+    for _ in range(5):
+        watch.step()
+    fake_nvml_state.set(gpus, xids=[FakeXid(id=1, gpu=1, code=79)])
+    watch.step()
+
+    assert [(e.gpu_index, e.code) for e in watch.take()] == [(1, 79)]
+    assert fake_nvml_state.calls()["nvmlDeviceGetSupportedEventTypes"] == 2  # once per GPU
+    assert fake_nvml_state.calls()["nvmlDeviceRegisterEvents"] == 1

@@ -11,6 +11,10 @@
  *   driver_not_loaded          nvmlInit and every call that asks the driver anything fail with
  *                              NVML_ERROR_DRIVER_NOT_LOADED (as when the driver goes away mid-run)
  *   gpu KEY=VALUE ...          one device; devices are indexed in the order of these lines
+ *   xid id=N gpu=I code=C      an Xid critical error on device I, queued for the event sets:
+ *                              nvmlEventSetWait_v2 returns it once to each set that registered
+ *                              device I for Xid events and was created before the line had an
+ *                              id this high (ids rise line by line; keep old lines or drop them)
  *
  * GPU keys (all optional; unsigned integers; a missing key reads as 0):
  *   utilization_gpu_percent utilization_memory_percent memory_used_bytes memory_total_bytes
@@ -18,14 +22,16 @@
  *   ecc_volatile_uncorrected_errors energy_millijoules
  *   pcie_tx_kilobytes_per_second pcie_rx_kilobytes_per_second
  *   remapped_rows_correctable remapped_rows_uncorrectable remapped_rows_pending remapped_rows_failed
- *   retired_pages_single_bit retired_pages_double_bit pcie_replay_errors
+ *   retired_pages_single_bit retired_pages_double_bit retired_pages_pending
+ *   ecc_aggregate_uncorrected_errors pcie_replay_errors
  *   lost                       1: every call on the device, handle lookup included, answers
  *                              NVML_ERROR_GPU_IS_LOST; as on real NVML, a handle taken before the
  *                              device was seen lost stays lost after it comes back
  * and two lists, comma-separated, no spaces:
  *   processes=PID:BYTES,...    compute processes; BYTES "na" is NVML_VALUE_NOT_AVAILABLE
  *   unsupported=CALL,...       these calls answer NVML_ERROR_NOT_SUPPORTED; CALL is a call name of
- *                              observer/gpu/backend.py (LEAN_CALLS, COUNTER_CALLS)
+ *                              observer/gpu/backend.py (LEAN_CALLS, COUNTER_CALLS, and
+ *                              XID_EVENTS_CALL: Xid events not among the supported event types)
  * Example:
  *   gpu utilization_gpu_percent=100 memory_used_bytes=22808494080 processes=418:22154313728 unsupported=retired_pages
  *
@@ -37,32 +43,42 @@
  * CALL LOG: when $FAKE_NVML_CALLS names a file, every call appends its NVML symbol as a line,
  * so a test can prove a call was not made.
  *
- * Not thread-safe (unlike NVML): one caller at a time, as the agent's sampler is.
+ * EVENTS: nvmlEventSetCreate/Free, nvmlDeviceGetSupportedEventTypes, nvmlDeviceRegisterEvents
+ * (Xid critical errors only) and nvmlEventSetWait_v2, which fills nvml.h's nvmlEventData_t and
+ * polls the state file every 2 ms until its timeout (NVML_ERROR_TIMEOUT).
+ *
+ * Thread-safe like NVML: one lock around every call (a wait holds it only while it looks).
  */
+#define _GNU_SOURCE /* PTHREAD_RECURSIVE_MUTEX_INITIALIZER_NP */
 #define NVML_NO_UNVERSIONED_FUNC_DEFS
+#include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include "nvml.h"
 
 #define MAX_GPUS 64 /* the handle keeps the index in its low 8 bits */
 #define MAX_PROCS 64
+#define MAX_XIDS 1024
 #define NOT_AVAILABLE (~0ULL)
 
 /* Call names, as the adapter names them; the bit of each in gpu_t.unsupported. */
 enum call {
     C_UTILIZATION, C_MEMORY, C_PROCESSES, C_POWER, C_TEMPERATURE, C_SM_CLOCK,
     C_CLOCK_EVENT_REASONS, C_PERFORMANCE_STATE, C_ECC_VOLATILE_UNCORRECTED, C_ENERGY,
-    C_PCIE_TX, C_PCIE_RX, C_REMAPPED_ROWS, C_RETIRED_PAGES, C_PCIE_REPLAY, C_COUNT,
+    C_PCIE_TX, C_PCIE_RX, C_REMAPPED_ROWS, C_RETIRED_PAGES, C_RETIRED_PAGES_PENDING,
+    C_ECC_AGGREGATE_UNCORRECTED, C_PCIE_REPLAY, C_XID_EVENTS, C_COUNT,
     C_IDENTITY = -1 /* identity calls cannot be made unsupported */
 };
 static const char *const CALL_NAMES[C_COUNT] = {
     "utilization", "memory", "processes", "power", "temperature", "sm_clock",
     "clock_event_reasons", "performance_state", "ecc_volatile_uncorrected", "energy",
-    "pcie_tx_throughput", "pcie_rx_throughput", "remapped_rows", "retired_pages", "pcie_replay",
+    "pcie_tx_throughput", "pcie_rx_throughput", "remapped_rows", "retired_pages",
+    "retired_pages_pending", "ecc_aggregate_uncorrected", "pcie_replay", "xid_events",
 };
 
 typedef struct {
@@ -72,7 +88,7 @@ typedef struct {
         energy_millijoules, pcie_tx_kilobytes_per_second, pcie_rx_kilobytes_per_second,
         remapped_rows_correctable, remapped_rows_uncorrectable, remapped_rows_pending,
         remapped_rows_failed, retired_pages_single_bit, retired_pages_double_bit,
-        pcie_replay_errors, lost;
+        retired_pages_pending, ecc_aggregate_uncorrected_errors, pcie_replay_errors, lost;
     unsigned nprocs;
     unsigned pid[MAX_PROCS];
     unsigned long long used[MAX_PROCS];
@@ -87,7 +103,15 @@ static const struct { const char *name; size_t offset; } KEYS[] = {
     KEY(energy_millijoules), KEY(pcie_tx_kilobytes_per_second), KEY(pcie_rx_kilobytes_per_second),
     KEY(remapped_rows_correctable), KEY(remapped_rows_uncorrectable), KEY(remapped_rows_pending),
     KEY(remapped_rows_failed), KEY(retired_pages_single_bit), KEY(retired_pages_double_bit),
-    KEY(pcie_replay_errors), KEY(lost),
+    KEY(retired_pages_pending), KEY(ecc_aggregate_uncorrected_errors), KEY(pcie_replay_errors),
+    KEY(lost),
+};
+
+typedef struct { unsigned long long id, gpu, code; } xid_t;
+
+struct nvmlEventSet_st {
+    unsigned long long registered; /* bit per device index */
+    unsigned long long delivered;  /* the highest xid id this set has passed */
 };
 
 static gpu_t G[MAX_GPUS];
@@ -98,6 +122,13 @@ static char LOADED_PATH[4096];       /* the state file parsed last, and its stat
 static struct stat LOADED_STAT;
 static unsigned GENERATION[MAX_GPUS]; /* bumped each time a device is seen lost */
 static int WAS_LOST[MAX_GPUS];
+static xid_t XIDS[MAX_XIDS];
+static unsigned NXIDS;
+static pthread_mutex_t LOCK = PTHREAD_RECURSIVE_MUTEX_INITIALIZER_NP;
+
+static void unlock(int *taken) { if (*taken) pthread_mutex_unlock(&LOCK); }
+/* Holds the lock until the enclosing function returns. */
+#define LOCKED __attribute__((cleanup(unlock))) int locked_ = !pthread_mutex_lock(&LOCK)
 
 static int parse_number(const char *text, unsigned long long *out) {
     char *end;
@@ -145,6 +176,24 @@ static int parse_pair(char *token, gpu_t *g) {
     return 0;
 }
 
+static int parse_xid(char **save, xid_t *x) {
+    char *token;
+    int seen = 0;
+    while ((token = strtok_r(NULL, " \t", save))) {
+        char *value = strchr(token, '=');
+        unsigned long long *field;
+        if (!value) return 0;
+        *value++ = '\0';
+        if (!strcmp(token, "id")) field = &x->id;
+        else if (!strcmp(token, "gpu")) field = &x->gpu;
+        else if (!strcmp(token, "code")) field = &x->code;
+        else return 0;
+        if (!parse_number(value, field)) return 0;
+        seen++;
+    }
+    return seen == 3;
+}
+
 static void reject(const char *path, unsigned line_no, const char *what, const char *token) {
     snprintf(BAD, sizeof BAD, "fake_nvml: %s:%u: %s '%s'", path, line_no, what, token);
 }
@@ -170,7 +219,7 @@ static void load(void) {
         return;
     }
     if (unchanged(path, &st)) return;
-    N = 0; DRIVER_NOT_LOADED = 0; BAD[0] = '\0';
+    N = 0; NXIDS = 0; DRIVER_NOT_LOADED = 0; BAD[0] = '\0';
     /* A path too long to remember is parsed on every call. */
     if (snprintf(LOADED_PATH, sizeof LOADED_PATH, "%s", path) >= (int)sizeof LOADED_PATH)
         LOADED_PATH[0] = '\0';
@@ -185,6 +234,13 @@ static void load(void) {
         token = strtok_r(line, " \t", &save);
         if (!token || token[0] == '#') continue;
         if (!strcmp(token, "driver_not_loaded")) { DRIVER_NOT_LOADED = 1; continue; }
+        if (!strcmp(token, "xid")) {
+            if (NXIDS == MAX_XIDS) { reject(path, line_no, "too many xid lines", ""); break; }
+            memset(&XIDS[NXIDS], 0, sizeof XIDS[NXIDS]);
+            if (!parse_xid(&save, &XIDS[NXIDS])) { reject(path, line_no, "expected id=N gpu=I code=C in", "xid"); break; }
+            NXIDS++;
+            continue;
+        }
         if (strcmp(token, "gpu")) { reject(path, line_no, "expected gpu or driver_not_loaded, not", token); break; }
         if (N == MAX_GPUS) { reject(path, line_no, "too many GPUs", ""); break; }
         memset(&G[N], 0, sizeof G[N]);
@@ -194,7 +250,7 @@ static void load(void) {
     }
     fclose(f);
     if (BAD[0]) {
-        N = 0;
+        N = 0; NXIDS = 0;
         fprintf(stderr, "%s\n", BAD);
         return;
     }
@@ -240,6 +296,7 @@ static nvmlReturn_t device_call(const char *symbol, nvmlDevice_t d, int call, gp
 }
 
 #define DEVICE_CALL(d, call)                                   \
+    LOCKED;                                                    \
     gpu_t *g;                                                  \
     nvmlReturn_t rc_ = device_call(__func__, (d), (call), &g); \
     if (rc_ != NVML_SUCCESS) return rc_
@@ -247,6 +304,7 @@ static nvmlReturn_t device_call(const char *symbol, nvmlDevice_t d, int call, gp
 static unsigned device_index(const gpu_t *g) { return (unsigned)(g - G); }
 
 nvmlReturn_t nvmlInitWithFlags(unsigned int flags) {
+    LOCKED;
     (void)flags;
     return system_call(__func__);
 }
@@ -254,6 +312,7 @@ nvmlReturn_t nvmlInitWithFlags(unsigned int flags) {
 nvmlReturn_t nvmlInit_v2(void) { return nvmlInitWithFlags(0); }
 
 nvmlReturn_t nvmlShutdown(void) {
+    LOCKED;
     log_call(__func__);
     return NVML_SUCCESS;
 }
@@ -266,11 +325,13 @@ const char *nvmlErrorString(nvmlReturn_t r) {
     case NVML_ERROR_INSUFFICIENT_SIZE: return "Insufficient Size";
     case NVML_ERROR_DRIVER_NOT_LOADED: return "Driver Not Loaded";
     case NVML_ERROR_GPU_IS_LOST: return "GPU is lost";
+    case NVML_ERROR_TIMEOUT: return "Timeout";
     default: return "Unknown Error";
     }
 }
 
 nvmlReturn_t nvmlSystemGetDriverVersion(char *version, unsigned int length) {
+    LOCKED;
     nvmlReturn_t rc = system_call(__func__);
     if (rc != NVML_SUCCESS) return rc;
     snprintf(version, length, "999.99-fake");
@@ -278,6 +339,7 @@ nvmlReturn_t nvmlSystemGetDriverVersion(char *version, unsigned int length) {
 }
 
 nvmlReturn_t nvmlDeviceGetCount_v2(unsigned int *count) {
+    LOCKED;
     nvmlReturn_t rc = system_call(__func__);
     if (rc != NVML_SUCCESS) return rc;
     *count = N;
@@ -285,6 +347,7 @@ nvmlReturn_t nvmlDeviceGetCount_v2(unsigned int *count) {
 }
 
 nvmlReturn_t nvmlDeviceGetHandleByIndex_v2(unsigned int index, nvmlDevice_t *device) {
+    LOCKED;
     nvmlReturn_t rc = system_call(__func__);
     if (rc != NVML_SUCCESS) return rc;
     if (index >= N) return NVML_ERROR_INVALID_ARGUMENT;
@@ -390,10 +453,11 @@ nvmlReturn_t nvmlDeviceGetPerformanceState(nvmlDevice_t d, nvmlPstates_t *state)
 
 nvmlReturn_t nvmlDeviceGetTotalEccErrors(nvmlDevice_t d, nvmlMemoryErrorType_t type,
                                          nvmlEccCounterType_t counter, unsigned long long *count) {
-    DEVICE_CALL(d, C_ECC_VOLATILE_UNCORRECTED);
-    if (type != NVML_MEMORY_ERROR_TYPE_UNCORRECTED || counter != NVML_VOLATILE_ECC)
-        return NVML_ERROR_NOT_SUPPORTED;
-    *count = g->ecc_volatile_uncorrected_errors;
+    DEVICE_CALL(d, counter == NVML_AGGREGATE_ECC ? C_ECC_AGGREGATE_UNCORRECTED
+                                                 : C_ECC_VOLATILE_UNCORRECTED);
+    if (type != NVML_MEMORY_ERROR_TYPE_UNCORRECTED) return NVML_ERROR_NOT_SUPPORTED;
+    *count = counter == NVML_AGGREGATE_ECC ? g->ecc_aggregate_uncorrected_errors
+                                           : g->ecc_volatile_uncorrected_errors;
     return NVML_SUCCESS;
 }
 
@@ -460,4 +524,78 @@ nvmlReturn_t nvmlDeviceGetFieldValues(nvmlDevice_t d, int count, nvmlFieldValue_
         v->value.uiVal = (unsigned)g->pcie_replay_errors;
     }
     return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlDeviceGetRetiredPagesPendingStatus(nvmlDevice_t d, nvmlEnableState_t *pending) {
+    DEVICE_CALL(d, C_RETIRED_PAGES_PENDING);
+    *pending = g->retired_pages_pending ? NVML_FEATURE_ENABLED : NVML_FEATURE_DISABLED;
+    return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlDeviceGetSupportedEventTypes(nvmlDevice_t d, unsigned long long *types) {
+    DEVICE_CALL(d, C_IDENTITY);
+    *types = nvmlEventTypeSingleBitEccError | nvmlEventTypeDoubleBitEccError
+        | nvmlEventTypePState | nvmlEventTypeClock;
+    if (!(g->unsupported >> C_XID_EVENTS & 1u)) *types |= nvmlEventTypeXidCriticalError;
+    return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlEventSetCreate(nvmlEventSet_t *set) {
+    LOCKED;
+    unsigned k;
+    nvmlReturn_t rc = system_call(__func__);
+    if (rc != NVML_SUCCESS) return rc;
+    if (!(*set = calloc(1, sizeof **set))) return NVML_ERROR_MEMORY;
+    for (k = 0; k < NXIDS; k++) /* only what happens after it exists */
+        if (XIDS[k].id > (*set)->delivered) (*set)->delivered = XIDS[k].id;
+    return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlEventSetFree(nvmlEventSet_t set) {
+    LOCKED;
+    log_call(__func__);
+    free(set);
+    return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlDeviceRegisterEvents(nvmlDevice_t d, unsigned long long types, nvmlEventSet_t set) {
+    DEVICE_CALL(d, C_XID_EVENTS);
+    if (types != (unsigned long long)nvmlEventTypeXidCriticalError) return NVML_ERROR_NOT_SUPPORTED;
+    set->registered |= 1ULL << device_index(g);
+    return NVML_SUCCESS;
+}
+
+/* One look at the queue: the first xid past the set's cursor on a registered device. */
+static int next_xid(nvmlEventSet_t set, nvmlEventData_t *data) {
+    unsigned k;
+    for (k = 0; k < NXIDS; k++) {
+        xid_t *x = &XIDS[k];
+        if (x->id <= set->delivered) continue;
+        set->delivered = x->id;
+        if (x->gpu >= N || !(set->registered >> x->gpu & 1ULL)) continue;
+        memset(data, 0, sizeof *data);
+        data->device = make_handle((unsigned)x->gpu);
+        data->eventType = nvmlEventTypeXidCriticalError;
+        data->eventData = x->code;
+        data->gpuInstanceId = 0xFFFFFFFFu; /* MIG off */
+        data->computeInstanceId = 0xFFFFFFFFu;
+        return 1;
+    }
+    return 0;
+}
+
+nvmlReturn_t nvmlEventSetWait_v2(nvmlEventSet_t set, nvmlEventData_t *data, unsigned int timeoutms) {
+    const struct timespec tick = {0, 2000000};
+    unsigned waited = 0;
+    for (;;) {
+        pthread_mutex_lock(&LOCK);
+        nvmlReturn_t rc = system_call(__func__);
+        int found = rc == NVML_SUCCESS && next_xid(set, data);
+        pthread_mutex_unlock(&LOCK);
+        if (rc != NVML_SUCCESS) return rc;
+        if (found) return NVML_SUCCESS;
+        if (waited >= timeoutms) return NVML_ERROR_TIMEOUT;
+        nanosleep(&tick, NULL);
+        waited += 2;
+    }
 }

@@ -1,0 +1,316 @@
+"""GPU health on the agent, on a fake node ticking once per second of fake time: conditions
+from the counters it samples (ECC, row remapping, retired pages, clock slowdown, PCIe
+replays), and Xid errors from NVML's events and the kernel log as event findings."""
+
+from __future__ import annotations
+
+import threading
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from prometheus_client import CollectorRegistry
+
+from observer.agent.attribution import Attributor
+from observer.agent.sampler import Sampler
+from observer.agent.service import NodeAgent
+from observer.agent.xids import XidWatch
+from observer.clock import ManualClock
+from observer.controller.observe import FleetObserver
+from observer.domain import Finding, FindingKind, Owner, OwnerKind, OwnerPhase, OwnerState
+from observer.fleet.local import LocalFleet
+from observer.gpu.fake import GIB, FakeGpu, FakeGpuBackend
+from observer.gpu.kernel_log import KernelLog
+from observer.metrics import AgentMetrics, ControllerMetrics, GpuCollector
+from observer.ownership.fake import FakeHost
+from observer.settings.detectors import GpuHealthSettings, NodeLeakSettings
+from observer.storage.database import upgrade
+from observer.storage.store import Store
+
+START = datetime(2026, 12, 1, 9, 0, tzinfo=UTC)
+BOOT = START - timedelta(days=1)
+POD = Owner(OwnerKind.POD, "5f0c2a9e-1111-4a4a-9c9c-0123456789ab")
+HW_SLOWDOWN, SW_POWER_CAP = 0x8, 0x4
+RULES = GpuHealthSettings(
+    ecc_window_seconds=600, slowdown_hold_seconds=30, pcie_replay_max_per_minute=10
+)
+
+
+class Node:
+    """Four fake GPUs (PCI buses 01-04), counters read every 10 s, an Xid event thread
+    stepped by the test, and a kernel log the test writes."""
+
+    def __init__(self, tmp_path: Path, gpus: int = 4) -> None:
+        self.clock = ManualClock(START)
+        self.gpus = FakeGpuBackend(
+            [
+                FakeGpu(f"GPU-fake-{i}", pci_bus_id=f"00000000:{i + 1:02X}:00.0")
+                for i in range(gpus)
+            ],
+            self.clock,
+        )
+        self.host = FakeHost()
+        self.registry = CollectorRegistry()
+        metrics = AgentMetrics(self.registry)
+        self.kmsg = tmp_path / "kmsg"
+        self.kmsg.write_text("")
+        self.position = tmp_path / "state" / "kernel-log-position.json"
+        self.watch = self._watch(metrics)
+        self.agent = NodeAgent(
+            node="n1",
+            sampler=Sampler(self.gpus, self.clock, metrics, counters_interval_seconds=10),
+            attributor=Attributor(self.host, self.host),
+            rules=NodeLeakSettings(grace_seconds=5, idle_seconds=3600),
+            clock=self.clock,
+            metrics=metrics,
+            health=RULES,
+            xids=self.watch,
+        )
+        self.registry.register(GpuCollector(self.agent.snapshot))
+        self.history: list[Finding] = []
+        self.seq = 2000
+
+    def _watch(self, metrics: AgentMetrics) -> XidWatch:
+        log = KernelLog(self.kmsg, self.position, "boot-1", BOOT)
+        return XidWatch(
+            self.gpus.xid_events(), log, 0.001, threading.Event(), metrics.xid_source_up
+        )
+
+    def tick(self, times: int = 1) -> None:
+        for _ in range(times):
+            self.watch.step()
+            self.history += self.agent.tick()
+            self.clock.advance(1)
+
+    def open(self) -> dict[str, dict[str, Any]]:
+        snap = self.agent.snapshot()
+        assert snap is not None
+        return {f.detector: dict(f.evidence) for f in snap.findings if f.is_open}
+
+    def xids(self) -> list[Finding]:
+        snap = self.agent.snapshot()
+        assert snap is not None
+        return [f for f in snap.findings if f.detector == "gpu_xid"]
+
+    def metric(self, name: str, **labels: str) -> float | None:
+        return self.registry.get_sample_value(name, labels)
+
+    def run_job(self, gpu: int, pid: int) -> None:
+        self.host.spawn(pid, POD)
+        self.host.owners[POD] = OwnerState(OwnerPhase.RUNNING, name="team-a/train-0")
+        self.gpus.gpus[gpu].processes[pid] = 20 * GIB
+        self.gpus.gpus[gpu].utilization_gpu_percent = 95
+
+    def kernel_xid(self, at: datetime, text: str) -> None:
+        self.seq += 1
+        usec = int((at - BOOT).total_seconds() * 1_000_000)
+        with self.kmsg.open("a") as log:
+            log.write(f"4,{self.seq},{usec},-;NVRM: Xid {text}\n")
+
+
+def test_a_healthy_node_under_load_opens_nothing(tmp_path: Path) -> None:
+    node = Node(tmp_path)
+    node.run_job(0, pid=100)
+    node.gpus.gpus[0].clock_event_reasons = SW_POWER_CAP  # the work's own power draw
+    node.gpus.gpus[0].pcie_replay_errors = 1
+
+    node.tick(120)
+
+    assert node.history == []
+
+
+def test_a_row_remap_pending_opens_a_condition_that_a_reset_closes(tmp_path: Path) -> None:
+    node = Node(tmp_path)
+    node.tick(5)
+    node.gpus.gpus[2].remapped_rows_pending = True
+    node.tick(11)  # the next counters read
+
+    evidence = node.open()["gpu_row_remap_pending"]
+    assert (evidence["gpu_index"], evidence["gpu_uuid"]) == (2, "GPU-fake-2")
+    assert node.metric("observer_gpu_remapped_rows_pending", gpu="2", uuid="GPU-fake-2") == 1
+
+    node.gpus.gpus[2].remapped_rows_pending = False  # the GPU was reset
+    node.tick(11)
+    assert "gpu_row_remap_pending" not in node.open()
+
+
+def test_a_counter_that_cannot_be_read_neither_opens_nor_closes(tmp_path: Path) -> None:
+    node = Node(tmp_path)
+    node.gpus.gpus[1].remapped_rows_failed = True
+    node.tick(2)
+    assert set(node.open()) == {"gpu_row_remap_failed"}
+
+    node.gpus.gpus[1].remapped_rows_failed = False
+    node.gpus.gpus[1].unsupported.add("remapped_rows")  # from now on it answers nothing
+    node.tick(30)
+
+    assert set(node.open()) == {"gpu_row_remap_failed"}
+
+
+def test_uncorrected_ecc_errors_open_with_the_counts_before_and_after_and_close_after_the_window(
+    tmp_path: Path,
+) -> None:
+    node = Node(tmp_path)
+    node.gpus.gpus[0].ecc_aggregate_uncorrected_errors = 4  # from an earlier life of the GPU
+    node.tick(3)
+    assert node.open() == {}
+
+    node.gpus.gpus[0].ecc_volatile_uncorrected_errors = 2
+    node.gpus.gpus[0].ecc_aggregate_uncorrected_errors = 6
+    rose_at = node.clock.now()
+    node.tick(11)
+
+    evidence = node.open()["gpu_ecc_uncorrected"]
+    assert evidence["counters"]["volatile"]["before"] == 0
+    assert evidence["counters"]["volatile"]["after"] == 2
+    assert evidence["counters"]["volatile"]["first_increase_at"] == rose_at.isoformat()
+    assert (
+        evidence["counters"]["aggregate"]["before"],
+        evidence["counters"]["aggregate"]["after"],
+    ) == (4, 6)
+    assert evidence["condition_since"] == rose_at.isoformat()
+    assert (
+        node.metric("observer_gpu_ecc_aggregate_uncorrected_errors", gpu="0", uuid="GPU-fake-0")
+        == 6
+    )
+
+    node.tick(int(RULES.ecc_window_seconds))
+    assert "gpu_ecc_uncorrected" not in node.open()
+
+
+def test_hardware_slowdown_counts_only_while_a_job_runs_and_only_once_it_persists(
+    tmp_path: Path,
+) -> None:
+    node = Node(tmp_path)
+    node.gpus.gpus[1].clock_event_reasons = HW_SLOWDOWN
+    node.tick(60)
+    assert node.open() == {}  # nobody's work is slowed
+
+    node.run_job(1, pid=200)
+    node.tick(29)
+    assert node.open() == {}
+    node.tick(2)
+    evidence = node.open()["gpu_clock_slowdown"]
+    assert evidence["reasons"] == ["hw_slowdown"]
+    assert evidence["owners"] == ["team-a/train-0"]
+
+
+def test_a_pcie_replay_rate_above_the_threshold_opens(tmp_path: Path) -> None:
+    node = Node(tmp_path)
+    node.tick(11)
+    node.gpus.gpus[3].pcie_replay_errors = 50  # 50 replays in one 10 s counters interval
+    node.tick(10)
+
+    evidence = node.open()["gpu_pcie_replay_rate"]
+    assert evidence["replays_per_minute"] == 50 * 6
+    assert (evidence["pcie_replay_errors_before"], evidence["pcie_replay_errors_after"]) == (0, 50)
+
+    node.tick(10)  # no replay since
+    assert "gpu_pcie_replay_rate" not in node.open()
+
+
+def test_an_nvml_xid_is_an_event_finding_within_one_tick_with_gpu_code_class_and_owner(
+    tmp_path: Path,
+) -> None:
+    node = Node(tmp_path)
+    node.run_job(3, pid=4242)
+    node.tick(2)
+
+    node.gpus.xid(3, 79)
+    node.tick()
+
+    [xid] = node.xids()
+    assert xid.kind is FindingKind.EVENT
+    assert xid.subject == {"node": "n1", "pci_bus_id": "0000:04:00", "xid": "79"}
+    e = xid.evidence
+    assert (e["gpu_index"], e["gpu_uuid"], e["xid"]) == (3, "GPU-fake-3", 79)
+    assert (e["xid_class"], e["fatal"]) == ("bus", True)
+    assert e["gpu_owners"] == ["team-a/train-0"]
+    assert xid.severity.value == "critical"
+    assert (
+        node.metric("observer_agent_gpu_xid_events_total", gpu="3", uuid="GPU-fake-3", code="79")
+        == 1
+    )
+    assert node.metric("observer_findings_total", detector="gpu_xid", severity="critical") == 1
+
+
+def test_the_kernel_line_of_the_same_xid_completes_the_nvml_event_rather_than_repeating_it(
+    tmp_path: Path,
+) -> None:
+    node = Node(tmp_path)
+    node.run_job(1, pid=4242)
+    node.tick(2)
+
+    node.gpus.xid(1, 43)
+    node.kernel_xid(node.clock.now(), "(PCI:0000:02:00): 43, pid=4242, name=python3, Ch 00000010")
+    node.tick(3)
+
+    [xid] = node.xids()
+    e = xid.evidence
+    assert e["sources"] == ["kernel_log", "nvml"]
+    assert (e["pid"], e["process_name"], e["owner"], e["owner_name"]) == (
+        4242,
+        "python3",
+        POD.label,
+        "team-a/train-0",
+    )
+    assert (e["xid_class"], e["fatal"]) == ("application", False)
+    assert (
+        node.metric("observer_agent_gpu_xid_events_total", gpu="1", uuid="GPU-fake-1", code="43")
+        == 1
+    )
+
+
+def test_an_xid_on_a_gpu_without_nvml_events_comes_from_the_kernel_log(tmp_path: Path) -> None:
+    node = Node(tmp_path)
+    node.gpus.gpus[0].unsupported.add("xid_events")
+    node.tick(2)
+
+    node.kernel_xid(node.clock.now(), "(PCI:0000:01:00): 48, pid=77, name=python3, DBE")
+    node.tick()
+
+    [xid] = node.xids()
+    assert xid.evidence["sources"] == ["kernel_log"]
+    assert (xid.evidence["gpu_index"], xid.evidence["xid_class"]) == (0, "memory")
+    assert xid.evidence["owner"] is None  # pid 77 is no process of this host
+    assert node.metric("observer_agent_xid_source_up", source="nvml") == 1  # GPUs 1-3
+
+
+def test_the_same_code_again_later_is_another_event(tmp_path: Path) -> None:
+    node = Node(tmp_path)
+    node.tick()
+    node.gpus.xid(0, 31)
+    node.tick(int(RULES.xid_merge_window_seconds) + 1)
+    node.gpus.xid(0, 31)
+    node.tick()
+
+    assert len(node.xids()) == 2
+
+
+def test_the_controller_stores_one_xid_once_with_what_both_sources_said(tmp_path: Path) -> None:
+    node = Node(tmp_path)
+    url = f"sqlite:///{tmp_path / 'observer.db'}"
+    upgrade(url)
+    store = Store(url)
+    observer = FleetObserver(
+        LocalFleet({"n1": node.agent.snapshot}),
+        store,
+        node.clock,
+        ControllerMetrics(CollectorRegistry()),
+        unreachable_grace_seconds=30,
+    )
+    node.run_job(2, pid=4242)
+    node.tick(2)
+
+    node.gpus.xid(2, 13)
+    node.tick()
+    observer.observe()  # the controller reads the NVML event alone
+    node.kernel_xid(node.clock.now(), "(PCI:0000:03:00): 13, pid=4242, name=python3, ESR 0x404600")
+    for _ in range(5):
+        node.tick()
+        observer.observe()
+
+    [stored] = store.findings(detector="gpu_xid")
+    assert stored.evidence["sources"] == ["kernel_log", "nvml"]
+    assert stored.evidence["owner_name"] == "team-a/train-0"
+    assert (stored.evidence["xid_class"], stored.severity.value) == ("application", "warning")
