@@ -108,6 +108,10 @@ def test_failures_are_grouped_with_every_distinct_explanation_and_its_runs():
         ),
         (run(outcome=Outcome.TIMED_OUT, wait_seconds=30), "why.timed_out_running"),
         (run(outcome=Outcome.TIMED_OUT, wait_seconds=None), "why.timed_out_silent"),
+        (
+            run("gpu-busy", outcome=Outcome.NO_GPU, reason="NonZeroExitCode", exit_code=69),
+            "why.no_gpu",
+        ),
     ],
 )
 def test_each_explanation_says_whose_words_it_gives(failed: ProbeRun, key: str) -> None:

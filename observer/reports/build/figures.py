@@ -287,6 +287,8 @@ def explain(run: ProbeRun) -> Note | None:
                 {"deadline_seconds": deadline, "reason": held, "reason_seconds": seconds},
             )
         return Note("why.timed_out_silent", {"deadline_seconds": deadline})
+    if run.outcome is Outcome.NO_GPU:
+        return Note("why.no_gpu", {"nodes": ", ".join(run.node_names) or "—", **_words(run)})
     if run.reason in OBSERVER_REASONS:
         return Note("why.observer", {"reason": run.reason, "message": run.message or "—"})
     if run.outcome is Outcome.FAILED and run.expectation is not Expectation.SUCCEED:

@@ -123,6 +123,8 @@ CATALOG: dict[str, dict[str, str]] = {
         "the day”.",
         "why.platform": "Platform: {words}",
         "why.none": "No explanation: the platform gave no reason, message or exit code",
+        "why.no_gpu": "Observer: the probe's program found no usable GPU on {nodes} "
+        "(platform: {words}); a node given GPUs it cannot use is a gpu_unusable finding",
         "why.observer": "Observer: {reason} — {message}",
         "why.unexpected": "Observer: expected “{expectation}”, it ended another way; "
         "platform: {words}",
@@ -532,6 +534,8 @@ CATALOG: dict[str, dict[str, str]] = {
         "“当日全部任务”中的对应行。",
         "why.platform": "平台：{words}",
         "why.none": "无说明：平台未给出原因、消息或退出码",
+        "why.no_gpu": "观测器：探测程序在 {nodes} 上找不到可用的 GPU（平台：{words}）；"
+        "分配了 GPU 却无法使用的节点记为 gpu_unusable 发现",
         "why.observer": "观测器：{reason}——{message}",
         "why.unexpected": "观测器：预期为“{expectation}”，实际以其他方式结束；平台：{words}",
         "why.timed_out_pending": "观测器：在时限 {deadline_seconds} 内未开始，"
