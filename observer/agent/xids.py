@@ -23,6 +23,7 @@ from datetime import datetime, timedelta
 
 from prometheus_client import Counter, Gauge
 
+from observer.detectors.gpu_health import GPU_XID
 from observer.domain import (
     AttributedProcess,
     Finding,
@@ -43,7 +44,6 @@ from observer.logs import get_logger
 
 _log = get_logger("observer.agent.xids")
 
-GPU_XID = "gpu_xid"
 # A source that failed to open, or a GPU whose registration failed for a reason other than
 # NOT_SUPPORTED, is tried again after this many waits.
 _RETRY_WAITS = 30

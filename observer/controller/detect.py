@@ -4,8 +4,9 @@ of pending probes, GPUs the scheduler holds with no job behind them or for jobs 
 back to idle after they end (each run and node judged until clean), persistent unfairness per window
 (re-assessed when an occurrence of the window completes), and log loss of each finished log
 canary (read back once the pipeline has had time to deliver it; each run checked once, across
-restarts), with the log pipeline's own blind time while it cannot be read, and nodes that
-were allocated GPUs a probe's program could not use."""
+restarts), with the log pipeline's own blind time while it cannot be read, nodes that were
+allocated GPUs a probe's program could not use, and nodes the scheduler keeps in service after
+their agent reported a fatal GPU fault."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ from observer.controller.outbox import FindingsOutbox
 from observer.controller.views import Published
 from observer.detectors import (
     fairness,
+    gpu_in_service,
     gpu_unusable,
     log_loss,
     probe_release,
@@ -107,6 +109,8 @@ class Detection:
         default_factory=dict
     )
     _canaries: dict[str, _Canary] = field(default_factory=dict)  # by run id
+    _in_service: ConditionTracker = field(default_factory=ConditionTracker)
+    _faults: dict[str, gpu_in_service.Fault] = field(default_factory=dict)  # by node
     _pipeline_down: Finding | None = None  # the open log_pipeline_unreachable condition
     _store_down: Finding | None = None  # the open store_unreachable condition
     _outbox: FindingsOutbox = field(init=False)
@@ -137,6 +141,7 @@ class Detection:
             (self._allocations, unreleased.DETECTORS),
             (self._release_tracker, {probe_release.DETECTOR}),
             (self._fairness, {fairness.PERSISTENT_UNFAIRNESS}),
+            (self._in_service, gpu_in_service.DETECTORS),
         ):
             tracker.resume(f for f in left_open if f.detector in detectors)
         for finding in left_open:
@@ -208,6 +213,7 @@ class Detection:
             *self._store_reachable(now),
             *self._unexplained(active, now),
             *self._unreleased(nodes, now),
+            *self._gpus_in_service(nodes, now),
             *self._probe_release(nodes, now),
             *self._persistent(now),
             *log_findings,
@@ -264,6 +270,19 @@ class Detection:
         )
         # A fresh snapshot lists every node and job: what it no longer shows is gone.
         return self._allocations.update(symptoms, now, covers_all, as_of=scheduler.at)
+
+    def _gpus_in_service(self, nodes: Mapping[str, NodeSnapshot], now: datetime) -> list[Finding]:
+        """Nodes kept in service after a fatal GPU fault their agent reported."""
+        scheduler = self._fresh_scheduler(now)
+        seen = [fault for snapshot in nodes.values() for fault in gpu_in_service.faults(snapshot)]
+        self._faults = gpu_in_service.remember(self._faults, seen, scheduler, now)
+        if scheduler is None:
+            self._in_service.blind()
+            return []
+        symptoms = gpu_in_service.evaluate(
+            self._faults, scheduler, self.rules.gpu_in_service.grace_seconds
+        )
+        return self._in_service.update(symptoms, now, covers_all, as_of=scheduler.at)
 
     def _probe_release(self, nodes: Mapping[str, NodeSnapshot], now: datetime) -> list[Finding]:
         """A (run, node) is forgotten once judged clean (a finding on it closes then too), or

@@ -30,6 +30,7 @@ from observer.domain import (
 )
 from observer.settings.detectors import GpuHealthSettings
 
+GPU_XID = "gpu_xid"  # the agent's Xid event finding (agent/xids.py)
 ECC_UNCORRECTED = "gpu_ecc_uncorrected"
 ROW_REMAP_PENDING = "gpu_row_remap_pending"
 ROW_REMAP_FAILED = "gpu_row_remap_failed"

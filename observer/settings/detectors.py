@@ -38,6 +38,17 @@ class NodeLeakSettings(Group):
     )
 
 
+class GpuInServiceSettings(Group):
+    """A node whose agent reported a fatal GPU fault must leave service in time."""
+
+    grace_seconds: float = Field(
+        600.0,
+        ge=0,
+        description="How long after a fatal GPU fault (fatal Xid, GPU lost, row remap failure) "
+        "the scheduler may still keep the node in service before unhealthy_gpu_in_service.",
+    )
+
+
 class GpuHealthSettings(Group):
     """GPU health conditions from the counters the agent samples (the agent's detector), and
     how its Xid events are merged."""
@@ -226,6 +237,7 @@ class StuckTerminatingSettings(Group):
 class DetectorSettings(Group):
     node: NodeLeakSettings = NodeLeakSettings()
     gpu_health: GpuHealthSettings = GpuHealthSettings()
+    gpu_in_service: GpuInServiceSettings = GpuInServiceSettings()
     probe_release: ProbeReleaseSettings = ProbeReleaseSettings()
     stuck_terminating: StuckTerminatingSettings = StuckTerminatingSettings()
     log: LogLossSettings = LogLossSettings()

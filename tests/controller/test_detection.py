@@ -17,6 +17,8 @@ from observer.controller.compose import Task
 from observer.controller.detect import RELEASE_CHECK_HORIZON
 from observer.controller.views import Published
 from observer.domain import (
+    Finding,
+    FindingKind,
     JobPhase,
     JobStatus,
     NodeSnapshot,
@@ -24,6 +26,7 @@ from observer.domain import (
     OwnerKind,
     RunState,
     SchedulerSnapshot,
+    Severity,
 )
 from observer.settings import Settings
 from observer.simulation.soak import SimulatedSoak, simulated_cluster
@@ -317,6 +320,59 @@ def _pod_owned(job: JobStatus) -> JobStatus:
     return replace(job, owner_ids=(pod_uid(job.job_id),))
 
 
+def test_a_node_kept_in_service_after_a_fatal_xid_is_found_with_the_jobs_placed_since(
+    tmp_path: Path,
+):
+    soak = Soak(tmp_path, agents=True)
+    soak.schedule.run_for(120)
+    fell_off = START + timedelta(seconds=120)
+    xid = Finding(
+        detector="gpu_xid",
+        kind=FindingKind.EVENT,
+        subject={"node": "node-001", "pci_bus_id": "0000:3b:00.0", "xid": "79"},
+        severity=Severity.CRITICAL,
+        summary="Xid 79 on node-001 GPU 2: GPU has fallen off the bus",
+        opened_at=fell_off,
+        closed_at=fell_off,
+        evidence={"xid": 79, "fatal": True, "xid_class": "bus", "gpu_index": 2},
+    )
+    soak.agents.findings["node-001"] = [xid]
+    soak.schedule.run_for(590)  # within detectors.gpu_in_service.grace_seconds (600 s)
+    assert soak.store.findings(detector="unhealthy_gpu_in_service") == []
+
+    soak.schedule.run_for(60)  # burst probes keep landing on the node
+
+    [found] = soak.store.findings(detector="unhealthy_gpu_in_service", open_only=True)
+    assert found.subject == {"node": "node-001"}
+    assert found.evidence["fault"]["detector"] == "gpu_xid"
+    placed = found.evidence["jobs_placed_since"]
+    assert placed and all(datetime.fromisoformat(j["started_at"]) > fell_off for j in placed)
+
+    soak.cluster.drain("node-001", "GPU 2 Xid 79")  # the platform reacts
+    soak.schedule.run_for(60)
+    assert soak.store.findings(detector="unhealthy_gpu_in_service", open_only=True) == []
+
+
+def test_a_non_fatal_xid_keeps_the_node_in_service_without_a_finding(tmp_path: Path):
+    soak = Soak(tmp_path, agents=True)
+    soak.schedule.run_for(60)
+    at = START + timedelta(seconds=60)
+    soak.agents.findings["node-001"] = [
+        Finding(
+            detector="gpu_xid",
+            kind=FindingKind.EVENT,
+            subject={"node": "node-001", "pci_bus_id": "0000:3b:00.0", "xid": "13"},
+            severity=Severity.WARNING,
+            summary="Xid 13: graphics engine exception (application)",
+            opened_at=at,
+            closed_at=at,
+            evidence={"xid": 13, "fatal": False, "xid_class": "application"},
+        )
+    ]
+    soak.schedule.run_for(900)
+    assert soak.store.findings(detector="unhealthy_gpu_in_service") == []
+
+
 class Agents:
     """The nodes' agents as the simulated cluster leaves them: every job the scheduler shows
     on a node (running, or ending while it holds its GPUs) has one process per GPU there,
@@ -333,6 +389,7 @@ class Agents:
         self._pods = pods
         self.keep_ended = False
         self.blind: set[str] = set()
+        self.findings: dict[str, list[Finding]] = {}  # by node: what its agent also reports
         self._cluster = cluster
         self._clock = clock
         self._latest = latest
@@ -363,7 +420,7 @@ class Agents:
                 if where == node
                 for gpu in gpus
             ]
-            read[node] = agent(seconds, processes, node=node)
+            read[node] = agent(seconds, processes, node=node, findings=self.findings.get(node, ()))
         self._latest.publish({**self._latest.get(), **read})
 
     def _owner(self, job_id: str) -> Owner:
