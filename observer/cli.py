@@ -548,9 +548,12 @@ def _runs(args: argparse.Namespace, settings: Settings) -> int:
     bounds = day_period(day, tz)
     with Store(store_url(settings.storage.sqlite_path, settings.storage.url)) as store:
         runs = store.runs(since=bounds.start, until=bounds.end)
+        # What the runs' nodes went through, to class each failure as the summary does.
+        findings = [f for f in store.findings(since=bounds.start) if f.opened_at < bounds.end]
+        changes = store.node_changes(bounds.start, bounds.end)
     records = [
         r
-        for r in task_records(runs)
+        for r in task_records(runs, findings, changes)
         if (not args.failed or is_failed(r.run))
         and (args.probe is None or r.run.probe == args.probe)
     ]

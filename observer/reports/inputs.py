@@ -242,6 +242,7 @@ def load_verdict(
         rules=VerdictRules(
             monitoring_lag_max_seconds=rules.verdict_monitoring_lag_max_seconds,
             unexplained_wait_max_share=rules.verdict_unexplained_wait_max_share,
+            unexplained_failure_max_share=rules.verdict_unexplained_failure_max_share,
             blind_max_share=rules.verdict_blind_max_share,
             layer_blind_max_share=rules.verdict_layer_blind_max_share,
             intervention_match_seconds=rules.verdict_intervention_match_seconds,

@@ -92,6 +92,14 @@ class ReportSettings(Group):
         description="Share of probe runs that waited without a reason the platform could "
         "explain that still passes (one run in twenty).",
     )
+    verdict_unexplained_failure_max_share: float = Field(
+        0.1,
+        ge=0,
+        le=1,
+        description="Share of failed tasks whose cause (application, GPU/driver, node, "
+        "scheduling, platform configuration) the evidence cannot tell that still passes the "
+        "failure-evidence criterion.",
+    )
     verdict_blind_max_share: float = Field(
         0.05,
         ge=0,

@@ -174,6 +174,7 @@ def utc(when: datetime) -> datetime:
 RULES = VerdictRules(
     monitoring_lag_max_seconds=600,
     unexplained_wait_max_share=0.05,
+    unexplained_failure_max_share=0.1,
     blind_max_share=0.05,
     layer_blind_max_share=0.1,
     intervention_match_seconds=3600,

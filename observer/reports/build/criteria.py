@@ -16,9 +16,18 @@ from datetime import datetime
 from enum import StrEnum
 
 from observer.detectors import fairness, node_leaks, unexplained_wait
-from observer.domain import Expectation, Finding, FindingKind, Outcome, ProbeRun, Severity
+from observer.domain import (
+    Expectation,
+    Finding,
+    FindingKind,
+    JsonValue,
+    Outcome,
+    ProbeRun,
+    Severity,
+)
 from observer.probes.windows import occurrence_of
 from observer.records import controller_not_running, overlap_seconds
+from observer.reports.build.causes import Cause, classify
 from observer.reports.build.data import Period, PeriodData, ReportContext
 from observer.reports.build.events import (
     FindingItem,
@@ -75,6 +84,7 @@ CRITERIA = (
 class VerdictRules:
     monitoring_lag_max_seconds: float
     unexplained_wait_max_share: float
+    unexplained_failure_max_share: float
     blind_max_share: float
     layer_blind_max_share: float
     intervention_match_seconds: float
@@ -105,7 +115,7 @@ def judge(
         _queue_explainable(soak, rules),
         _monitoring_linked(soak, context),
         _quota_enforced(soak.runs),
-        _failure_evidence(soak.runs),
+        _failure_evidence(soak, rules),
         _no_unreleased(soak, owners),
         _no_log_loss(soak, context),
         _monitoring_lag(soak, context, rules),
@@ -267,8 +277,11 @@ def _quota_enforced(runs: Sequence[ProbeRun]) -> CriterionResult:
 _EXPECTED_FAILURES = frozenset({Expectation.FAIL, Expectation.FAIL_TO_START, Expectation.OOM})
 
 
-def _failure_evidence(runs: Sequence[ProbeRun]) -> CriterionResult:
+def _failure_evidence(soak: PeriodData, rules: VerdictRules) -> CriterionResult:
+    """Every failure with the platform's words (or lost), ended the way expected ones should,
+    and classed by its cause from the evidence; too many of unknown cause fail it."""
     name = "failure_evidence"
+    runs = soak.runs
     ended_badly = [
         r
         for r in runs
@@ -302,7 +315,25 @@ def _failure_evidence(runs: Sequence[ProbeRun]) -> CriterionResult:
         Note("ev.failure_logs"),
         *_run_examples(lost + bare + misreported),
     ]
-    failed = bool(lost or bare or misreported)
+    causes = [c for r in runs if (c := classify(r, soak.findings, soak.node_changes))]
+    unexplained = [c for c in causes if c.cause is Cause.UNEXPLAINED]
+    share = len(unexplained) / len(causes) if causes else 0.0
+    if causes:
+        counts: dict[str, JsonValue] = {c.value: 0 for c in Cause}
+        for classified in causes:
+            value = classified.cause.value
+            counts[value] = int(counts[value] or 0) + 1
+        evidence.append(
+            Note(
+                "ev.failure_causes",
+                {
+                    **counts,
+                    "unexplained_share": share,
+                    "limit_share": rules.unexplained_failure_max_share,
+                },
+            )
+        )
+    failed = bool(lost or bare or misreported) or share > rules.unexplained_failure_max_share
     return _result(
         name, Status.FAIL if failed else Status.PASS, evidence, FailureClass.LIMITED_LAUNCH
     )

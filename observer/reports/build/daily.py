@@ -51,6 +51,6 @@ def build_daily(inputs: DailyInputs) -> DailyReport:
         figures=figures(inputs.data),
         previous_day=None if inputs.previous is None else figures(inputs.previous),
         soak_to_date=figures(inputs.soak),
-        tasks=task_records(inputs.data.runs),
+        tasks=task_records(inputs.data.runs, inputs.data.findings, inputs.data.node_changes),
         partial=inputs.partial,
     )

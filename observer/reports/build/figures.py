@@ -9,9 +9,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from observer.domain import Expectation, JobPhase, Outcome, ProbeRun
+from observer.domain import Expectation, Finding, JobPhase, Outcome, ProbeRun
 from observer.probes.outcome import OBSERVER_REASONS
-from observer.records import JobSlot, StoredQueueSample
+from observer.records import JobSlot, StoredNodeChange, StoredQueueSample
+from observer.reports.build.causes import Cause, Classified, classify
 from observer.reports.build.data import (
     Allocation,
     Period,
@@ -76,9 +77,10 @@ class Explained:
 
 @dataclass(frozen=True, slots=True)
 class FailureGroup:
-    """Failed runs sharing an outcome and the platform's reason, with every distinct
-    explanation among them."""
+    """Failed runs sharing a cause (causes.Cause), an outcome and the platform's reason, with
+    every distinct explanation among them."""
 
+    cause: str
     outcome: str
     reason: str | None
     count: int
@@ -94,6 +96,7 @@ class TaskRecord:
 
     run: ProbeRun
     explanation: Note | None
+    cause: Classified | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -247,7 +250,7 @@ def period_figures(
     return PeriodFigures(
         start=data.period.start,
         end=data.period.end,
-        tasks=task_figures(data.runs),
+        tasks=task_figures(data.runs, data.findings, data.node_changes),
         all_jobs=all_job_figures(data.job_slots, data.period),
         queue=queue_figures(data.runs, data.queue_samples),
         gpu=gpu_figures(data, context),
@@ -310,23 +313,39 @@ def _between(start: datetime | None, end: datetime | None) -> float | None:
     return None if start is None or end is None else (end - start).total_seconds()
 
 
-def task_records(runs: Sequence[ProbeRun]) -> tuple[TaskRecord, ...]:
-    """Every run, in the order they were submitted."""
-    return tuple(TaskRecord(r, explain(r)) for r in sorted(runs, key=_submission_order))
+def task_records(
+    runs: Sequence[ProbeRun],
+    findings: Sequence[Finding],
+    node_changes: Sequence[StoredNodeChange],
+) -> tuple[TaskRecord, ...]:
+    """Every run, in the order they were submitted, with its explanation and cause."""
+    return tuple(
+        TaskRecord(r, explain(r), classify(r, findings, node_changes))
+        for r in sorted(runs, key=_submission_order)
+    )
 
 
 def _submission_order(run: ProbeRun) -> tuple[float, str]:
     return (run.submitted_at.timestamp() if run.submitted_at else float("inf"), run.run_id)
 
 
-def task_figures(runs: Sequence[ProbeRun]) -> TaskFigures:
+def task_figures(
+    runs: Sequence[ProbeRun],
+    findings: Sequence[Finding],
+    node_changes: Sequence[StoredNodeChange],
+) -> TaskFigures:
+    """`findings` and `node_changes`: the period's, from which each failure's cause is read."""
     failed = [r for r in runs if is_failed(r)]
-    groups: dict[tuple[str, str | None], list[ProbeRun]] = {}
+    groups: dict[tuple[str, str, str | None], list[ProbeRun]] = {}
     for run in failed:
         assert run.outcome is not None
-        groups.setdefault((run.outcome.value, run.reason), []).append(run)
+        classified = classify(run, findings, node_changes)
+        cause = classified.cause if classified else Cause.UNEXPLAINED
+        groups.setdefault((cause.value, run.outcome.value, run.reason), []).append(run)
+    order = [c.value for c in Cause]
     failure_groups = tuple(
         FailureGroup(
+            cause=cause,
             outcome=outcome,
             reason=reason,
             count=len(members),
@@ -334,8 +353,9 @@ def task_figures(runs: Sequence[ProbeRun]) -> TaskFigures:
             tenants=tuple(sorted({r.tenant for r in members})),
             explanations=_explained(members),
         )
-        for (outcome, reason), members in sorted(
-            groups.items(), key=lambda kv: (-len(kv[1]), kv[0][0], kv[0][1] or "")
+        for (cause, outcome, reason), members in sorted(
+            groups.items(),
+            key=lambda kv: (order.index(kv[0][0]), -len(kv[1]), kv[0][1], kv[0][2] or ""),
         )
     )
     return TaskFigures(

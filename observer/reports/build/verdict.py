@@ -169,7 +169,7 @@ def _days(inputs: VerdictInputs) -> list[DayLine]:
         runs = [
             r for r in soak.runs if r.submitted_at is not None and start <= r.submitted_at < end
         ]
-        tasks = task_figures(runs)
+        tasks = task_figures(runs, soak.findings, soak.node_changes)
         usage = inputs.gpu_by_day.get(day, GpuUsage())
         sliced = replace(
             soak,

@@ -97,6 +97,13 @@ CATALOG: dict[str, dict[str, str]] = {
         "col.probes": "Probes",
         "col.tenants": "Tenants",
         "col.explanation": "Explanation (whose words)",
+        "col.failure_cause": "Cause",
+        "cause.application": "application (code or data)",
+        "cause.gpu_driver": "GPU / driver",
+        "cause.node": "node",
+        "cause.scheduling": "scheduling policy",
+        "cause.platform_configuration": "platform configuration",
+        "cause.unexplained": "unexplained",
         "col.runs_listed": "Runs",
         "col.run": "Run",
         "col.queue": "Queue",
@@ -347,6 +354,10 @@ CATALOG: dict[str, dict[str, str]] = {
         "reason and explanation, {bare} without, {lost} forgotten by the platform, "
         "{misreported} failing another way than expected.",
         "ev.failure_logs": "Logs of tasks are checked through the log canaries (see No log loss).",
+        "ev.failure_causes": "Failed tasks by cause: {application} application, {gpu_driver} "
+        "GPU/driver, {node} node, {scheduling} scheduling policy, {platform_configuration} "
+        "platform configuration, {unexplained} unexplained ({unexplained_share}; limit "
+        "{limit_share}).",
         "ev.run": "Task {run_id} ({probe}, {tenant}): {outcome}, {reason} — {message}",
         "ev.unreleased": "Leaks: {leaks}; allocated but idle: {idle} ({detectors}).",
         "ev.owner_state": "Owner state known on {known} of {nodes} nodes.",
@@ -510,6 +521,13 @@ CATALOG: dict[str, dict[str, str]] = {
         "col.probes": "探测",
         "col.tenants": "租户",
         "col.explanation": "说明（出处）",
+        "col.failure_cause": "失败原因类别",
+        "cause.application": "应用（代码或数据）",
+        "cause.gpu_driver": "GPU / 驱动",
+        "cause.node": "节点",
+        "cause.scheduling": "调度策略",
+        "cause.platform_configuration": "平台配置",
+        "cause.unexplained": "原因不明",
         "col.runs_listed": "任务编号",
         "col.run": "任务编号",
         "col.queue": "队列",
@@ -739,6 +757,9 @@ CATALOG: dict[str, dict[str, str]] = {
         "有，"
         "{lost} 个被平台遗忘，{misreported} 个以非预期方式失败。",
         "ev.failure_logs": "任务日志通过日志金丝雀检查（见“无日志丢失”）。",
+        "ev.failure_causes": "失败任务按原因分类：应用 {application} 个，GPU/驱动 {gpu_driver} 个，"
+        "节点 {node} 个，调度策略 {scheduling} 个，平台配置 {platform_configuration} 个，"
+        "原因不明 {unexplained} 个（{unexplained_share}；上限 {limit_share}）。",
         "ev.run": "任务 {run_id}（{probe}，{tenant}）：{outcome}，{reason} — {message}",
         "ev.unreleased": "泄漏：{leaks}；已分配但空闲：{idle}（{detectors}）。",
         "ev.owner_state": "{nodes} 个节点中 {known} 个的属主状态已知。",

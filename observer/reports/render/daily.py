@@ -89,6 +89,7 @@ def _task_blocks(
         blocks.append(
             Table(
                 [
+                    w("col.failure_cause"),
                     w("col.outcome"),
                     w("col.reason"),
                     w("col.count"),
@@ -99,6 +100,7 @@ def _task_blocks(
                 ],
                 [
                     [
+                        w(f"cause.{g.cause}"),
                         g.outcome,
                         g.reason or "—",
                         w.integer(len(e.run_ids)),

@@ -117,6 +117,8 @@ def task_record_json(record: TaskRecord, words: Words) -> dict[str, Any]:
         "queue_wait_seconds": _num(run.queue_wait_seconds),
         "run_seconds": _num(run.run_seconds),
         "explanation": None if record.explanation is None else words.note(record.explanation),
+        "cause": None if record.cause is None else record.cause.cause.value,
+        "cause_evidence": [] if record.cause is None else list(record.cause.evidence),
     }
 
 

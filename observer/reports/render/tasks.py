@@ -35,6 +35,8 @@ CSV_COLUMNS = (
     "message",
     "exit_code",
     "explanation",
+    "cause",
+    "cause_evidence",
     "node_names",
 )
 
@@ -61,6 +63,7 @@ def task_headers(w: Words) -> list[str]:
         w("col.queue_wait"),
         w("col.run_time"),
         w("col.outcome"),
+        w("col.failure_cause"),
         w("col.explanation"),
         w("col.nodes"),
     ]
@@ -89,6 +92,7 @@ def task_row(record: TaskRecord, w: Words, run_id: str) -> list[Cell]:
         waited,
         w.duration(run.run_seconds) if run.run_seconds is not None else "—",
         run.outcome.value if run.outcome else w("word.unfinished"),
+        _cause(record, w),
         w.note(record.explanation) if record.explanation else "—",
         ", ".join(run.node_names) or "—",
     ]
@@ -135,10 +139,19 @@ def tasks_csv(records: Sequence[TaskRecord], w: Words) -> str:
                 run.message or "",
                 "" if run.exit_code is None else run.exit_code,
                 w.note(record.explanation) if record.explanation else "",
+                record.cause.cause.value if record.cause else "",
+                "; ".join(record.cause.evidence) if record.cause else "",
                 " ".join(run.node_names),
             ]
         )
     return out.getvalue()
+
+
+def _cause(record: TaskRecord, w: Words) -> str:
+    if record.cause is None:
+        return "—"
+    cause = w(f"cause.{record.cause.cause.value}")
+    return f"{cause}: {'; '.join(record.cause.evidence)}" if record.cause.evidence else cause
 
 
 def _number(value: float | None) -> str:

@@ -1,0 +1,126 @@
+"""Each failed task classed by its cause from the evidence around it: what its nodes and GPUs
+went through while it ran (the agents' Xid and GPU health findings, the node drained or not
+responding), and the platform's own words (OOM, image pull, admission, preemption, quota).
+The acceptance guides ask that every failure be judged a problem of the code, the driver,
+the node, the scheduling policy or the platform's configuration. Pure."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import timedelta
+from enum import StrEnum
+
+from observer.detectors.gpu_health import ECC_UNCORRECTED, GPU_XID, ROW_REMAP_FAILED
+from observer.detectors.scheduler_terms import in_service
+from observer.domain import Finding, Outcome, ProbeRun
+from observer.probes.outcome import (
+    OOM_EXIT_CODE,
+    OOM_MARKS,
+    START_FAILURE_REASONS,
+    is_quota_reason,
+)
+from observer.records import StoredNodeChange
+
+
+class Cause(StrEnum):
+    APPLICATION = "application"  # the job's own code or data: non-zero exit, OOM, app Xid
+    GPU_DRIVER = "gpu_driver"  # the GPU or its driver: fatal Xid, GPU lost, ECC, no GPU
+    NODE = "node"  # the node: drained or not responding while it ran, node failure
+    SCHEDULING = "scheduling"  # preempted, held by quota or pending until the deadline
+    PLATFORM_CONFIGURATION = "platform_configuration"  # image, admission, missing secret
+    UNEXPLAINED = "unexplained"
+
+
+# GPU findings of the agents that put the GPU or its driver at fault; an Xid whose class is
+# the application's is the job's own.
+_GPU_FAULTS = frozenset({ROW_REMAP_FAILED, ECC_UNCORRECTED, "gpu_lost", "nvml_unavailable"})
+_APPLICATION_XID = "application"
+_NODE_REASONS = ("NodeFail", "NODE_FAIL", "NodeLost", "NodeNotReady", "node failure")
+_PREEMPTION = ("Preempt", "PREEMPT", "Evicted")
+_CONFIG_REASONS = frozenset(
+    {*START_FAILURE_REASONS, "CreateContainerConfigError", "FailedMount", "Forbidden"}
+)
+# Findings a little before a run's start or after its end are still its evidence (an Xid
+# logged as the job dies, a drain just before the platform noticed).
+MARGIN = timedelta(minutes=2)
+
+
+@dataclass(frozen=True, slots=True)
+class Classified:
+    cause: Cause
+    evidence: tuple[str, ...]  # what decided it: findings ("gpu_xid 79 on node-3"), reasons
+
+
+def classify(
+    run: ProbeRun, findings: Sequence[Finding], node_changes: Sequence[StoredNodeChange]
+) -> Classified | None:
+    """The cause of a run that did not pass (None for a pass or an unfinished run)."""
+    if run.outcome is None or run.outcome is Outcome.PASSED:
+        return None
+    around = _around(run, findings)
+    gpu = [f for f in around if _gpu_fault(f)]
+    if gpu or run.outcome is Outcome.NO_GPU:
+        named = [_name(f) for f in gpu] or [f"no usable GPU (exit {run.exit_code})"]
+        return Classified(Cause.GPU_DRIVER, tuple(named))
+    reason = run.reason or ""
+    left = _out_of_service(run, node_changes)
+    if left or any(mark in reason for mark in _NODE_REASONS):
+        return Classified(Cause.NODE, tuple(left) or (reason,))
+    if reason in _CONFIG_REASONS or run.outcome is Outcome.REJECTED:
+        return Classified(Cause.PLATFORM_CONFIGURATION, (reason or run.outcome.value,))
+    if any(mark in reason for mark in _PREEMPTION):
+        return Classified(Cause.SCHEDULING, (reason,))
+    if run.outcome is Outcome.TIMED_OUT and run.started_at is None:
+        held = max(run.pending_reasons, key=run.pending_reasons.__getitem__, default=reason)
+        why = "quota" if is_quota_reason(held) else "pending"
+        return Classified(Cause.SCHEDULING, (f"{why}: {held or 'no reason given'}",))
+    app = [_name(f) for f in around if f.detector == GPU_XID and not _gpu_fault(f)]
+    oom = any(mark in reason for mark in OOM_MARKS) or run.exit_code == OOM_EXIT_CODE
+    if run.outcome is Outcome.FAILED and (oom or app or run.exit_code not in (0, None)):
+        said = "OOM" if oom else f"exit {run.exit_code}" if run.exit_code is not None else ""
+        return Classified(Cause.APPLICATION, tuple(w for w in (said, *app) if w))
+    return Classified(Cause.UNEXPLAINED, ())
+
+
+def _around(run: ProbeRun, findings: Sequence[Finding]) -> list[Finding]:
+    """The findings on the run's nodes while it ran (or, never started, while it waited)."""
+    began = run.started_at or run.submitted_at
+    ended = run.finished_at or began
+    if began is None or ended is None:
+        return []
+    start, end = began - MARGIN, ended + MARGIN
+    nodes = set(run.node_names)
+    return [
+        f
+        for f in findings
+        if f.subject.get("node") in nodes
+        and f.opened_at <= end
+        and (f.closed_at is None or f.closed_at >= start)
+    ]
+
+
+def _gpu_fault(finding: Finding) -> bool:
+    if finding.detector == GPU_XID:
+        return finding.evidence.get("xid_class") != _APPLICATION_XID
+    return finding.detector in _GPU_FAULTS
+
+
+def _name(finding: Finding) -> str:
+    xid = finding.subject.get("xid")
+    what = f"{finding.detector} {xid}" if xid else finding.detector
+    return f"{what} on {finding.subject.get('node', '?')}"
+
+
+def _out_of_service(run: ProbeRun, changes: Sequence[StoredNodeChange]) -> list[str]:
+    """Its nodes' changes to out of service while it ran, as "node-3 drained (reason)"."""
+    if run.started_at is None:
+        return []
+    end = (run.finished_at or run.started_at) + MARGIN
+    return [
+        f"{c.node.name} {c.node.state}" + (f" ({c.node.reason})" if c.node.reason else "")
+        for c in changes
+        if c.node.name in run.node_names
+        and run.started_at <= c.at <= end
+        and not in_service(c.node)
+    ]

@@ -1,0 +1,138 @@
+"""Every failed task classed by its cause from the evidence around it - application, GPU /
+driver, node, scheduling policy, platform configuration, or unexplained - in the daily
+summary's failure table and per-task record, and in the verdict's failure-evidence
+criterion, which fails when too many failures have no cause the evidence can tell."""
+
+from __future__ import annotations
+
+import csv
+import io
+from dataclasses import replace
+from datetime import timedelta
+
+import pytest
+
+from observer.domain import Finding, FindingKind, Outcome, ProbeRun, SchedulerNode, Severity
+from observer.records import StoredNodeChange
+from observer.reports.build.causes import Cause, classify
+from observer.reports.build.criteria import Status
+from observer.reports.build.daily import DailyInputs, build_daily
+from observer.reports.build.data import PeriodData
+from observer.reports.build.notes import Note
+from observer.reports.build.verdict import VerdictInputs, build_verdict
+from observer.reports.render.daily import render_daily
+from tests.reports.builders import DAY, RULES, at, context, queue, run
+
+NODE = "node-3"
+
+
+def on_node(failed: ProbeRun) -> ProbeRun:
+    return replace(failed, node_names=(NODE,))
+
+
+def xid(code: int, xid_class: str, when: float = 10.0) -> Finding:
+    hour, minute = int(when), round((when % 1) * 60)
+    return Finding(
+        detector="gpu_xid",
+        kind=FindingKind.EVENT,
+        subject={"node": NODE, "pci_bus_id": "0000:3b:00.0", "xid": str(code)},
+        severity=Severity.CRITICAL,
+        summary=f"Xid {code}",
+        opened_at=at(hour, minute),
+        closed_at=at(hour, minute),
+        evidence={"xid": code, "xid_class": xid_class, "fatal": xid_class != "application"},
+    )
+
+
+CRASHED = on_node(run(submitted=at(10), outcome=Outcome.FAILED, reason="Error", exit_code=1))
+
+
+@pytest.mark.parametrize(
+    ("failed", "findings", "changes", "cause"),
+    [
+        (CRASHED, [xid(79, "bus")], [], Cause.GPU_DRIVER),
+        (CRASHED, [xid(13, "application")], [], Cause.APPLICATION),
+        (CRASHED, [], [], Cause.APPLICATION),
+        (on_node(run(outcome=Outcome.FAILED, reason="OOMKilled")), [], [], Cause.APPLICATION),
+        (
+            CRASHED,
+            [],
+            [StoredNodeChange(at(10, 0, 30), SchedulerNode(NODE, "a", 8, 0, "drained", "hw"))],
+            Cause.NODE,
+        ),
+        (
+            run(outcome=Outcome.FAILED, reason="ImagePullBackOff", wait_seconds=None),
+            [],
+            [],
+            Cause.PLATFORM_CONFIGURATION,
+        ),
+        (run(outcome=Outcome.REJECTED, reason="Forbidden"), [], [], Cause.PLATFORM_CONFIGURATION),
+        (
+            run(
+                outcome=Outcome.TIMED_OUT,
+                reason="QuotaExceeded",
+                wait_seconds=None,
+                pending={"QuotaExceeded": 600},
+            ),
+            [],
+            [],
+            Cause.SCHEDULING,
+        ),
+        (on_node(run(outcome=Outcome.FAILED, reason="Preempted")), [], [], Cause.SCHEDULING),
+        (on_node(run(outcome=Outcome.FAILED)), [], [], Cause.UNEXPLAINED),
+        (on_node(run(outcome=Outcome.LOST, reason="JobForgotten")), [], [], Cause.UNEXPLAINED),
+    ],
+)
+def test_each_failure_is_classed_by_the_evidence_around_it(
+    failed: ProbeRun,
+    findings: list[Finding],
+    changes: list[StoredNodeChange],
+    cause: Cause,
+) -> None:
+    classified = classify(failed, findings, changes)
+    assert classified is not None and classified.cause is cause
+
+
+def test_an_xid_on_another_node_or_hours_away_is_not_the_runs_evidence():
+    elsewhere = replace(xid(79, "bus"), subject={"node": "node-9", "xid": "79"})
+    later = xid(79, "bus", when=15)
+
+    classified = classify(CRASHED, [elsewhere, later], [])
+
+    assert classified is not None and classified.cause is Cause.APPLICATION
+
+
+def test_the_daily_summary_heads_its_failures_with_the_cause_and_names_the_xid():
+    data = PeriodData(DAY, runs=[CRASHED], findings=[xid(79, "bus")])
+    report = build_daily(DailyInputs(context(), DAY.start.date(), data, None, data, 900.0, 0.1))
+
+    rendered = render_daily(report, "en")
+
+    [group] = report.figures.tasks.failure_groups
+    assert group.cause == "gpu_driver"
+    assert "| GPU / driver | failed | Error |" in rendered.markdown
+    assert rendered.csv is not None
+    [row] = csv.DictReader(io.StringIO(rendered.csv))
+    assert (row["cause"], row["cause_evidence"]) == ("gpu_driver", f"gpu_xid 79 on {NODE}")
+    assert "GPU / 驱动" in render_daily(report, "zh-CN").markdown
+
+
+def test_the_verdict_fails_failure_evidence_when_too_many_causes_are_unknown():
+    snapshots = [DAY.start + timedelta(minutes=10 * i) for i in range(6 * 24)]
+    # The platform said something, but nothing tells what kind of failure it was.
+    vague = on_node(run(outcome=Outcome.FAILED, reason="Error", message="terminated"))
+
+    def criterion(runs: list[ProbeRun]) -> tuple[Status, Note]:
+        soak = PeriodData(DAY, runs=runs, queue_samples=[queue(s, "research") for s in snapshots])
+        inputs = VerdictInputs(context(snapshot_interval_seconds=600), soak, {}, RULES)
+        found = next(c for c in build_verdict(inputs).criteria if c.criterion == "failure_evidence")
+        [causes] = [n for n in found.evidence if n.key == "ev.failure_causes"]
+        return found.status, causes
+
+    status, causes = criterion([*[CRASHED] * 9, vague])  # 1 in 10: the limit, not over it
+    assert status is Status.PASS
+    assert (causes.params["application"], causes.params["unexplained"]) == (9, 1)
+
+    status, causes = criterion([*[CRASHED] * 9, vague, vague])
+    assert status is Status.FAIL
+    assert causes.params["unexplained_share"] == 2 / 11
