@@ -175,6 +175,12 @@ def test_the_verdict_fails_what_was_injected_and_passes_the_rest(demo: Demo):
         "no_persistent_unfairness",
     ):
         assert status[failed] == "fail", failed
-    for passed in ("queue_explainable", "failure_evidence", "tenant_isolation", "quota_enforced"):
+    for passed in (
+        "queue_explainable",
+        "failure_evidence",
+        "tenant_isolation",
+        "quota_enforced",
+        "gpu_health",
+    ):
         assert status[passed] == "pass", passed
     assert verdict["recommendation"] == "no_go"

@@ -292,10 +292,12 @@ def test_without_node_agents_no_leak_is_ever_passed():
     assert status["monitoring_linked"] == (Status.NOT_OBSERVED, None)
     leaks = next(c for c in v.criteria if c.criterion == "no_unreleased_resources")
     assert Note("ev.layer_not_set_up", {"layer": "agents"}) in leaks.evidence
+    assert status["gpu_health"] == (Status.NOT_OBSERVED, None)  # only the agents see GPUs
     assert v.recommendation is Recommendation.LIMITED_GO
     assert {n.params["criterion"] for n in v.scope} == {
         "no_unreleased_resources",
         "monitoring_linked",
+        "gpu_health",
     }
 
 

@@ -193,6 +193,7 @@ def test_the_verdict_agrees_with_the_days_and_the_stored_runs(played: PlayedWeek
         "no_persistent_unfairness": ("pass", None),
         "interventions_audited": ("fail", "later_optimisation"),
         "tenant_isolation": ("pass", None),
+        "gpu_health": ("pass", None),
     }
     assert verdict["recommendation"] == "no_go"
     unaudited = next(c for c in verdict["criteria"] if c["criterion"] == "interventions_audited")

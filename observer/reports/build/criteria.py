@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
 
-from observer.detectors import fairness, node_leaks, unexplained_wait
+from observer.detectors import fairness, gpu_health, gpu_in_service, node_leaks, unexplained_wait
 from observer.domain import (
     Expectation,
     Finding,
@@ -51,6 +51,15 @@ LEAK_DETECTORS = frozenset(
     }
 )
 IDLE_DETECTORS = frozenset({"allocated_idle"})
+# GPU errors short of a fatal fault (a fatal one: gpu_in_service.FATAL_CONDITIONS, fatal Xids).
+GPU_ERRORS = frozenset(
+    {
+        gpu_health.ECC_UNCORRECTED,
+        gpu_health.ROW_REMAP_PENDING,
+        gpu_health.RETIRED_PAGES_PENDING,
+        gpu_health.PCIE_REPLAY_RATE,
+    }
+)
 EXAMPLES = 5
 
 
@@ -77,6 +86,7 @@ CRITERIA = (
     "no_persistent_unfairness",
     "interventions_audited",
     "tenant_isolation",
+    "gpu_health",
 )
 
 
@@ -122,6 +132,7 @@ def judge(
         _no_unfairness(soak, context, rules),
         _interventions_audited(soak, interventions),
         _isolation(soak),
+        _gpu_health(soak),
     )
 
 
@@ -546,6 +557,53 @@ def _isolation(soak: PeriodData) -> CriterionResult:
     if breaches or crossed:
         return _result(name, Status.FAIL, evidence, FailureClass.MUST_FIX, crossed, soak.period)
     return _result(name, Status.PASS if tries else Status.NOT_OBSERVED, evidence)
+
+
+def _gpu_health(soak: PeriodData) -> CriterionResult:
+    """The GPUs' and nodes' health as the agents saw it, and the platform's reaction: a node
+    kept in service after a fatal fault, or fatal faults recurring on a node, must be fixed;
+    any fatal fault or GPU error limits the launch (its nodes named); throttling alone is a
+    later optimisation. Without GPU samples it was not observed."""
+    name = "gpu_health"
+    in_service = _of(soak.findings, [gpu_in_service.UNHEALTHY_GPU_IN_SERVICE])
+    fatal = [f for f in soak.findings if _fatal_gpu_fault(f)]
+    errors = _of(soak.findings, GPU_ERRORS)
+    throttled = _of(soak.findings, [gpu_health.CLOCK_SLOWDOWN])
+    per_node: dict[str, int] = {}
+    for f in fatal:
+        per_node[f.subject.get("node", "")] = per_node.get(f.subject.get("node", ""), 0) + 1
+    recurring = sorted(node for node, n in per_node.items() if n > 1)
+    affected = sorted({f.subject.get("node", "") for f in fatal + errors + in_service})
+    evidence = [
+        Note(
+            "ev.gpu_health",
+            {
+                "fatal": len(fatal),
+                "errors": len(errors),
+                "throttled": len(throttled),
+                "in_service": len(in_service),
+                "nodes": ", ".join(affected) or "—",
+            },
+        )
+    ]
+    shown = in_service + fatal + errors
+    if in_service or recurring:
+        return _result(name, Status.FAIL, evidence, FailureClass.MUST_FIX, shown, soak.period)
+    if fatal or errors:
+        return _result(name, Status.FAIL, evidence, FailureClass.LIMITED_LAUNCH, shown, soak.period)
+    if throttled:
+        return _result(
+            name, Status.FAIL, evidence, FailureClass.LATER_OPTIMISATION, throttled, soak.period
+        )
+    if not soak.gpu.nodes:
+        return _result(name, Status.NOT_OBSERVED, [*evidence, Note("ev.no_gpu_samples")])
+    return _result(name, Status.PASS, evidence)
+
+
+def _fatal_gpu_fault(finding: Finding) -> bool:
+    if finding.detector == gpu_health.GPU_XID:
+        return finding.evidence.get("fatal") is True
+    return finding.detector in gpu_in_service.FATAL_CONDITIONS
 
 
 def _run_examples(runs: Sequence[ProbeRun]) -> list[Note]:

@@ -29,6 +29,7 @@ NEEDS: Mapping[str, tuple[str, ...]] = {
     "no_persistent_unfairness": _SCHEDULER,
     "interventions_audited": _SCHEDULER,
     "tenant_isolation": _SCHEDULER,
+    "gpu_health": _NODES,
 }
 
 

@@ -300,6 +300,22 @@ CATALOG: dict[str, dict[str, str]] = {
         "crit.failure_evidence": "Failure evidence chain (reasons, explanations, exit codes)",
         "crit.no_unreleased_resources": "No unreleased resources",
         "crit.no_log_loss": "No log loss",
+        "crit.gpu_health": "GPU and node health",
+        "class.gpu_health.must_fix": "The platform kept scheduling on a failed GPU, or fatal GPU "
+        "faults recur on a node: jobs keep landing where they will fail.",
+        "class.gpu_health.limited_launch": "GPUs had fatal faults or errors: open only the pools "
+        "and nodes that stayed healthy.",
+        "class.gpu_health.later_optimisation": "GPUs were throttled (thermal, power or "
+        "hardware slowdown) while jobs ran: capacity is lower than it looks.",
+        "ev.gpu_health": "{fatal} fatal GPU faults (fatal Xids, lost GPUs, row remap failures), "
+        "{errors} GPU error conditions (ECC, remap or retirement pending, PCIe replays), "
+        "{throttled} throttled stretches, {in_service} nodes kept in service after a fatal "
+        "fault; nodes: {nodes}.",
+        "scope.gpu_health": "Only the pools and nodes whose GPUs stayed healthy; the others "
+        "after their GPUs are replaced or cleared.",
+        "reverify.gpu_health": "Run gpu-busy probes on the affected nodes with agents reading "
+        "Xid events; pass when no fatal fault recurs and each faulty node leaves service within "
+        "detectors.gpu_in_service.grace_seconds.",
         "crit.monitoring_lag_bound": "Monitoring lag within bound",
         "crit.no_persistent_unfairness": "No persistent unfairness",
         "crit.interventions_audited": "Manual interventions audited",
@@ -707,6 +723,19 @@ CATALOG: dict[str, dict[str, str]] = {
         "crit.failure_evidence": "失败证据链完整（原因、说明、退出码）",
         "crit.no_unreleased_resources": "无未释放资源",
         "crit.no_log_loss": "无日志丢失",
+        "crit.gpu_health": "GPU 与节点健康",
+        "class.gpu_health.must_fix": "平台仍在故障 GPU 上调度作业，"
+        "或同一节点反复出现致命 GPU 故障：作业会不断落到必然失败的位置。",
+        "class.gpu_health.limited_launch": "GPU 出现致命故障或错误：仅开放保持健康的资源池和节点。",
+        "class.gpu_health.later_optimisation": "作业运行时 GPU 被降频（温度、功耗或硬件降速）："
+        "实际算力低于表面数值。",
+        "ev.gpu_health": "致命 GPU 故障 {fatal} 次（致命 Xid、GPU 丢失、行重映射失败），"
+        "GPU 错误状况 {errors} 个（ECC、待重映射或待退役页、PCIe 重放），降频 {throttled} 段，"
+        "致命故障后仍在服务的节点 {in_service} 个；涉及节点：{nodes}。",
+        "scope.gpu_health": "仅开放 GPU 保持健康的资源池和节点；其余待更换或修复 GPU 后再开放。",
+        "reverify.gpu_health": "在受影响节点上运行 gpu-busy 探测，并由节点代理读取 Xid 事件；"
+        "不再出现致命故障、且故障节点在 detectors.gpu_in_service.grace_seconds "
+        "内退出服务即为通过。",
         "crit.monitoring_lag_bound": "监控延迟在限值内",
         "crit.no_persistent_unfairness": "无持续性不公平",
         "crit.interventions_audited": "人工干预可审计",

@@ -1,0 +1,77 @@
+"""The verdict's GPU and node health criterion: the platform kept scheduling on a failed GPU,
+or fatal faults recur on a node, must be fixed; a fatal fault or GPU error limits the launch
+to the healthy nodes; throttling alone is a later optimisation; no GPU samples, not observed."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from observer.domain import Finding, FindingKind, Severity
+from observer.reports.build.criteria import CriterionResult, FailureClass, Status
+from observer.reports.build.data import PeriodData
+from observer.reports.build.verdict import VerdictInputs, build_verdict
+from observer.reports.render.verdict import render_verdict
+from tests.reports.builders import DAY, RULES, at, context, finding, queue, sampled
+
+SNAPSHOTS = [queue(DAY.start + timedelta(minutes=10 * i), "research") for i in range(6 * 24)]
+
+
+def fatal_xid(hour: int, node: str = "node-3") -> Finding:
+    return Finding(
+        detector="gpu_xid",
+        kind=FindingKind.EVENT,
+        subject={"node": node, "pci_bus_id": "0000:3b:00.0", "xid": "79"},
+        severity=Severity.CRITICAL,
+        summary="Xid 79",
+        opened_at=at(hour),
+        closed_at=at(hour),
+        evidence={"xid": 79, "fatal": True, "xid_class": "bus"},
+    )
+
+
+def criterion(*findings: Finding, sampled_nodes: bool = True) -> CriterionResult:
+    soak = PeriodData(
+        DAY,
+        findings=findings,
+        queue_samples=SNAPSHOTS,
+        gpu=sampled("node-1", "node-3") if sampled_nodes else sampled(),
+    )
+    verdict = build_verdict(VerdictInputs(context(snapshot_interval_seconds=600), soak, {}, RULES))
+    return next(c for c in verdict.criteria if c.criterion == "gpu_health")
+
+
+def judged(result: CriterionResult) -> tuple[Status, FailureClass | None]:
+    return result.status, result.failure_class
+
+
+def test_healthy_gpus_pass_and_unsampled_ones_are_not_observed():
+    assert judged(criterion()) == (Status.PASS, None)
+    assert criterion(sampled_nodes=False).status is Status.NOT_OBSERVED
+
+
+def test_one_fatal_fault_limits_the_launch_and_names_the_node():
+    result = criterion(fatal_xid(3))
+
+    assert judged(result) == (Status.FAIL, FailureClass.LIMITED_LAUNCH)
+    [note] = [n for n in result.evidence if n.key == "ev.gpu_health"]
+    assert (note.params["fatal"], note.params["nodes"]) == (1, "node-3")
+
+
+def test_fatal_faults_recurring_on_a_node_or_a_node_kept_in_service_must_be_fixed():
+    assert judged(criterion(fatal_xid(3), fatal_xid(9))) == (Status.FAIL, FailureClass.MUST_FIX)
+    kept = finding("unhealthy_gpu_in_service", at(4), None, node="node-3")
+    assert judged(criterion(fatal_xid(3), kept)) == (Status.FAIL, FailureClass.MUST_FIX)
+
+
+def test_throttling_alone_is_a_later_optimisation():
+    slow = finding("gpu_clock_slowdown", at(10), at(11), node="node-1", gpu_uuid="GPU-1")
+
+    assert judged(criterion(slow)) == (Status.FAIL, FailureClass.LATER_OPTIMISATION)
+
+
+def test_the_criterion_reads_in_both_languages():
+    soak = PeriodData(DAY, findings=[fatal_xid(3)], queue_samples=SNAPSHOTS, gpu=sampled("node-3"))
+    verdict = build_verdict(VerdictInputs(context(snapshot_interval_seconds=600), soak, {}, RULES))
+
+    assert "GPU and node health — fail" in render_verdict(verdict, "en").markdown
+    assert "GPU 与节点健康" in render_verdict(verdict, "zh-CN").markdown
