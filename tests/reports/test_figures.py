@@ -63,16 +63,22 @@ def test_failed_tasks_are_those_that_did_not_end_as_expected_grouped_by_reason()
         1,
     )
     first, *rest = tasks.failure_groups
-    assert (first.outcome, first.reason, first.count) == ("failed", "NodeFailure", 2)
+    assert (first.cause, first.outcome, first.reason, first.count) == (
+        "node",
+        "failed",
+        "NodeFailure",
+        2,
+    )
     assert first.tenants == ("prod", "research")
     # Every distinct explanation of the group, each with its runs: not the first message only.
     assert [(e.explanation, e.tenants) for e in first.explanations] == [
         (Note("why.platform", {"words": "NodeFailure — node n2 lost"}), ("research",)),
         (Note("why.platform", {"words": "NodeFailure — node n3 lost"}), ("prod",)),
     ]
-    assert [(g.outcome, g.reason) for g in rest] == [
-        ("rejected", "Rejected"),
-        ("timed_out", "QuotaExceeded"),
+    # In the order of the causes: the platform's scheduling, then its configuration.
+    assert [(g.cause, g.outcome, g.reason) for g in rest] == [
+        ("scheduling", "timed_out", "QuotaExceeded"),
+        ("platform_configuration", "rejected", "Rejected"),
     ]
 
 

@@ -149,7 +149,20 @@ def test_persistent_unfairness_and_unexplained_waits_limit_the_launch():
     assert {n.key for n in v.scope} == {
         "scope.no_persistent_unfairness",
         "scope.queue_explainable",
+        "scope.where",
+        "scope.may_go",
     }
+    # The scope names who and where: the disadvantaged tenant in its window, and who is left.
+    [unfairness] = [
+        n
+        for n in v.scope
+        if n.key == "scope.where" and n.params["criterion"] == "no_persistent_unfairness"
+    ]
+    assert (unfairness.params["tenants"], unfairness.params["windows"]) == ("prod", "weekday-peak")
+    waited = {r.tenant for r in _healthy_runs()[:2]}
+    [may_go] = [n for n in v.scope if n.key == "scope.may_go"]
+    left = {r.tenant for r in _healthy_runs()} - waited - {"prod"}
+    assert may_go.params["tenants"] == (", ".join(sorted(left)) or "—")
     assert {n.key for n in v.reverification} >= {
         "reverify.no_persistent_unfairness",
         "reverify.queue_explainable",

@@ -103,6 +103,18 @@ class VerdictRules:
 
 
 @dataclass(frozen=True, slots=True)
+class Subjects:
+    """Who and where a failed criterion concerns, from the findings behind it."""
+
+    tenants: tuple[str, ...] = ()
+    windows: tuple[str, ...] = ()
+    nodes: tuple[str, ...] = ()
+
+    def __bool__(self) -> bool:
+        return bool(self.tenants or self.windows or self.nodes)
+
+
+@dataclass(frozen=True, slots=True)
 class CriterionResult:
     criterion: str
     status: Status
@@ -110,6 +122,7 @@ class CriterionResult:
     class_reason: Note | None
     evidence: tuple[Note, ...]
     findings: tuple[FindingItem, ...]  # the first few behind a failure
+    subjects: Subjects = Subjects()  # of every finding behind a failure
 
 
 def judge(
@@ -145,7 +158,8 @@ def _result(
     period: Period | None = None,
 ) -> CriterionResult:
     failed = failure if status is Status.FAIL else None
-    shown = sorted(findings, key=lambda f: (f.opened_at, f.detector))[:EXAMPLES]
+    behind = list(findings)
+    shown = sorted(behind, key=lambda f: (f.opened_at, f.detector))[:EXAMPLES]
     items = finding_figures(shown, period.start, period.end).items if period else ()
     return CriterionResult(
         criterion=criterion,
@@ -154,7 +168,22 @@ def _result(
         class_reason=None if failed is None else Note(f"class.{criterion}.{failed.value}"),
         evidence=tuple(evidence),
         findings=items,
+        subjects=_subjects(behind) if failed else Subjects(),
     )
+
+
+def _subjects(findings: Sequence[Finding]) -> Subjects:
+    def values(key: str) -> set[str]:
+        return {f.subject[key] for f in findings if f.subject.get(key)}
+
+    windows = values("window") | {w for f in findings for w in _strings(f.evidence.get("windows"))}
+    return Subjects(
+        tuple(sorted(values("tenant"))), tuple(sorted(windows)), tuple(sorted(values("node")))
+    )
+
+
+def _strings(value: object) -> list[str]:
+    return [v for v in value if isinstance(v, str)] if isinstance(value, list) else []
 
 
 def _of(findings: Iterable[Finding], detectors: Iterable[str]) -> list[Finding]:

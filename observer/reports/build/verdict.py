@@ -84,7 +84,7 @@ def build_verdict(inputs: VerdictInputs) -> Verdict:
         rules.layer_blind_max_share,
     )
 
-    recommendation, scope = _recommend(criteria, figures, rules)
+    recommendation, scope = _recommend(criteria, figures, rules, soak)
     return Verdict(
         soak_started_at=soak.period.start,
         soak_ended_at=soak.period.end,
@@ -110,7 +110,10 @@ def build_verdict(inputs: VerdictInputs) -> Verdict:
 
 
 def _recommend(
-    criteria: Sequence[CriterionResult], figures: PeriodFigures, rules: VerdictRules
+    criteria: Sequence[CriterionResult],
+    figures: PeriodFigures,
+    rules: VerdictRules,
+    soak: PeriodData,
 ) -> tuple[Recommendation, tuple[Note, ...]]:
     failed = [c for c in criteria if c.status is Status.FAIL]
     must = [c for c in failed if c.failure_class is FailureClass.MUST_FIX]
@@ -127,6 +130,8 @@ def _recommend(
         scope.append(Note("scope.alerts_incomplete", {"blind_seconds": alerts_blind}))
     scope += [Note("scope.later", {"criterion": c.criterion}) for c in later]
     blockers = [Note("scope.must_fix", {"criterion": c.criterion}) for c in must]
+    where, may_go = _who_and_where(must + limited, soak)
+    scope = where + scope + may_go
     if blind > rules.blind_max_share:
         return Recommendation.NOT_DECIDABLE, tuple(blockers + scope)
     if must:
@@ -134,6 +139,42 @@ def _recommend(
     if limited or unseen:
         return Recommendation.LIMITED_GO, tuple(scope)
     return Recommendation.GO, tuple(scope)
+
+
+def _who_and_where(
+    failed: Sequence[CriterionResult], soak: PeriodData
+) -> tuple[list[Note], list[Note]]:
+    """The tenants, windows, nodes and pools each blocking or limiting criterion concerns,
+    and those no such criterion names: where a launch may begin (one team, one pool first)."""
+    pool_of = {n.name: n.pool for n in soak.nodes_at_start if n.pool}
+    where = []
+    named_tenants: set[str] = set()
+    named_pools: set[str] = set()
+    for c in failed:
+        s = c.subjects
+        if not s:
+            continue
+        pools = sorted({pool_of[n] for n in s.nodes if n in pool_of})
+        named_tenants.update(s.tenants)
+        named_pools.update(pools)
+        where.append(
+            Note(
+                "scope.where",
+                {
+                    "criterion": c.criterion,
+                    "tenants": ", ".join(s.tenants) or "—",
+                    "windows": ", ".join(s.windows) or "—",
+                    "nodes": ", ".join(s.nodes) or "—",
+                    "pools": ", ".join(pools) or "—",
+                },
+            )
+        )
+    tenants = sorted({r.tenant for r in soak.runs} - named_tenants)
+    pools = sorted(set(pool_of.values()) - named_pools)
+    if not where or not (tenants or pools):
+        return where, []
+    may_go = {"tenants": ", ".join(tenants) or "—", "pools": ", ".join(pools) or "—"}
+    return where, [Note("scope.may_go", may_go)]
 
 
 def _plan(

@@ -402,6 +402,10 @@ CATALOG: dict[str, dict[str, str]] = {
         "assignments).",
         # scope
         "scope.must_fix": "Blocker: {criterion}.",
+        "scope.where": "{criterion} concerns tenants {tenants}; windows {windows}; nodes "
+        "{nodes} (pools {pools}).",
+        "scope.may_go": "Not named by any blocking or limiting criterion, so where a launch "
+        "can begin: tenants {tenants}; pools {pools}.",
         "scope.queue_explainable": "Tell tenants that some waits cannot yet be explained; "
         "no wait-time promise.",
         "scope.monitoring_linked": "Only nodes and workloads the monitoring covers; no SLO on "
@@ -813,6 +817,10 @@ CATALOG: dict[str, dict[str, str]] = {
         "ev.gpu_isolation": "进程在未分配给其 Pod 或作业的 GPU 上运行 {findings} 次"
         "（gpu_not_assigned：节点代理将每个进程与 kubelet 或 slurmd 的分配结果比对）。",
         "scope.must_fix": "阻断项：{criterion}。",
+        "scope.where": "{criterion}涉及租户 {tenants}；时间窗口 {windows}；节点 {nodes}"
+        "（资源池 {pools}）。",
+        "scope.may_go": "未被任何阻断或限制项涉及、可先行上线的范围：租户 {tenants}；"
+        "资源池 {pools}。",
         "scope.queue_explainable": "告知租户部分等待暂时无法解释；不承诺等待时长。",
         "scope.monitoring_linked": "仅限监控覆盖的节点和工作负载；其余不承诺 SLO。",
         "scope.quota_enforced": "告知租户超配额作业可能在无说明的情况下等待。",
