@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import asdict
+from dataclasses import fields
 from datetime import datetime
 from typing import Any
 
@@ -15,7 +15,11 @@ from observer.domain import (
     AttributedProcess,
     DriverStatus,
     Finding,
+    GpuCounters,
+    GpuIdentity,
+    GpuProcess,
     GpuReading,
+    GpuSample,
     NodeAllocation,
     NodeSnapshot,
     Owner,
@@ -56,7 +60,7 @@ def snapshot_to_json(snap: NodeSnapshot) -> dict[str, Any]:
             {
                 "index": gpu.index,
                 "lost": gpu.lost,
-                "identity": asdict(gpu.identity) if gpu.identity else None,
+                "identity": _fields(gpu.identity) if gpu.identity else None,
                 "baseline_memory_bytes": gpu.baseline_memory_bytes,
                 "sample": _reading(gpu.sample),
                 "counters": _reading(gpu.counters),
@@ -110,15 +114,23 @@ def _allocation_to_json(allocation: NodeAllocation | None) -> dict[str, Any] | N
     }
 
 
-def _reading(reading: Any) -> dict[str, Any] | None:
+def _reading(reading: GpuSample | GpuCounters | None) -> dict[str, Any] | None:
     if reading is None:
         return None
-    data: dict[str, Any] = asdict(reading)
+    data = _fields(reading)
     data["at"] = _iso(reading.at)
+    if isinstance(reading, GpuSample) and reading.processes is not None:
+        data["processes"] = [_fields(p) for p in reading.processes]
     data["errors"] = [
         {"call": e.call, "kind": e.kind.value, "message": e.message} for e in reading.errors
     ]
     return data
+
+
+def _fields(value: GpuIdentity | GpuProcess | GpuSample | GpuCounters) -> dict[str, Any]:
+    """A dataclass's fields as they are (dataclasses.asdict deep-copies every value: it was
+    four fifths of encoding a snapshot)."""
+    return {f.name: getattr(value, f.name) for f in fields(value)}
 
 
 def run_to_json(run: ProbeRun) -> dict[str, Any]:
