@@ -444,14 +444,17 @@ class Timed:
     agents spent meanwhile (the simulated agents building their snapshot bodies is not the
     controller's work)."""
 
-    def __init__(self, task: Task, elsewhere: Callable[[], float]) -> None:
+    def __init__(self, task: Task, elsewhere: Callable[[], float], clock: Clock) -> None:
         self.task = task
         self._elsewhere = elsewhere
+        self._clock = clock
         self.cpu: list[float] = []
         self.wall: list[float] = []
+        self.at: list[float] = []  # simulated seconds since the start, of each tick
         self.failures = 0
 
     def __call__(self) -> object:
+        at = (self._clock.now() - START).total_seconds()
         agents, began, wall = self._elsewhere(), time.process_time(), time.perf_counter()
         try:
             result = self.task.tick()
@@ -461,6 +464,7 @@ class Timed:
         spent = self._elsewhere() - agents
         self.cpu.append(time.process_time() - began - spent)
         self.wall.append(time.perf_counter() - wall - spent)
+        self.at.append(at)
         return result
 
 
@@ -526,7 +530,7 @@ def run(url: str, store_path: Path | None, args: argparse.Namespace) -> dict[str
 
     def timer(task: Task) -> Task:
         # Plan entries of one probe in several windows are one figure.
-        timing = timed.setdefault(task.name, Timed(task, elsewhere))
+        timing = timed.setdefault(task.name, Timed(task, elsewhere, clock))
         return replace(task, tick=timing)
 
     soak = SimulatedSoak(
@@ -552,6 +556,8 @@ def run(url: str, store_path: Path | None, args: argparse.Namespace) -> dict[str
             "cpu_ms_max": round(1000 * max(t.cpu or [0.0]), 2),
             "p50_wall_ms": round(1000 * statistics.median(t.wall or [0.0]), 2),
             "p99_wall_ms": round(1000 * _p99(t.wall), 2),
+            # Which tick was slowest: the fleet's store every GPU's sample each 300 s.
+            "slowest_at_seconds": t.at[t.wall.index(max(t.wall))] if t.wall else None,
             "failed_ticks": t.failures,
         }
         for name, t in timed.items()
