@@ -228,7 +228,7 @@ class _WireSnapshot(msgspec.Struct):
 _SNAPSHOT_DECODER = msgspec.json.Decoder(_WireSnapshot)
 # msgspec's words for JSON's kinds, as the errors say them.
 _KINDS = {"str": "string", "float": "number"}
-_AT = re.compile(r"(?P<problem>.*?)(?: - at `\$(?P<path>.*)`)?")
+_AT = re.compile(r"(?P<problem>.*?)(?: - at `\$(?P<path>.*)`)?", re.DOTALL)
 
 
 def _explained(body: bytes, exc: msgspec.DecodeError) -> SnapshotError:
