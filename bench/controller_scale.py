@@ -1,33 +1,42 @@
-"""One controller against 1,000 nodes x 8 GPUs: does it keep up at the default cadence?
+"""One controller against 1,000 (or 5,000) nodes x 8 GPUs: does it keep up at the default cadence?
 
 The production composition (every task the daemon runs: the plan, follow, detect, scheduler
 sampling, the fleet reader, the all-jobs listing, the reports; those whose source is not
 configured are listed under `left_out`), stepped by SimulatedSoak on a manual clock over the
 simulated cluster for the probes, with other users' load added to every scheduler snapshot
 (tens of thousands of jobs, most of them pending, the running ones filling the nodes, a share
-ending and starting every snapshot), and 1,000 agents whose /v1/snapshot bodies the
-controller decodes as it would over HTTP. Every task ticks at its default interval.
+ending and starting every snapshot). Every node's agent serves what a real 8-GPU agent does
+(every GPU's sample and counters, two attributed processes on each busy GPU, recent findings)
+built with the project's codec. In process (the default) the controller decodes those bodies
+as HttpFleet would; with `--http` they are served over real sockets, one port per agent, by
+`--workers` processes, and the controller reads them with the real HttpFleet at the default
+agent read concurrency and timeout. Every task ticks at its default interval.
 
 Measured per task: wall time (perf_counter) and CPU (process_time) of each tick, with the
-simulated agents' own work - building their snapshot bodies - taken out (the simulated
-scheduler's bookkeeping stays in, as a real backend's parsing would); peak memory
-(ru_maxrss); store growth (rows and bytes) on SQLite and, when reachable, PostgreSQL
+in-process agents' own work - building their snapshot bodies - taken out (the simulated
+scheduler's bookkeeping stays in, as a real backend's parsing would; served agents rebuild
+their bodies between reads, and what serving the reads cost them is reported apart: on this
+machine it competes with the controller for the cores); peak RSS of the controller's process;
+store growth (rows and bytes) on SQLite and, when reachable, PostgreSQL
 (OBSERVER_BENCH_POSTGRES_URL, default the local test server; a schema of its own, dropped
-after). Half a simulated hour is run and the growth extrapolated to a day and a week, which the
-output says. `keeps_up` is judged on the wall clock: no task's p99 tick outlasts its interval
-and all tasks together are busy less than one core's time; `headroom` is how many times over
-it would fit.
+after). `--minutes` of simulated time are run and the growth extrapolated to a day and a week,
+which the output says. `keeps_up` is judged on the wall clock: no task's p99 tick outlasts its
+interval and all tasks together are busy less than one core's time; `headroom` is how many
+times over it would fit.
 
 Prints one JSON line.
 
     .venv/bin/python bench/controller_scale.py [--nodes 1000] [--minutes 30] [--jobs 30000]
+        [--http [--workers 4]] [--no-sqlite] [--no-postgres]
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import itertools
 import json
+import multiprocessing
 import os
 import random
 import resource
@@ -39,6 +48,9 @@ import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
+from functools import partial
+from multiprocessing.connection import Connection
+from multiprocessing.process import BaseProcess
 from pathlib import Path
 from typing import Any
 
@@ -50,10 +62,12 @@ from observer.backends.simulated import NodeSpec, SimulatedCluster, TenantSpec
 from observer.clock import Clock, ManualClock
 from observer.controller.compose import Sources, Task
 from observer.domain import (
+    AttributedProcess,
     DriverState,
     DriverStatus,
     Finding,
     FindingKind,
+    GpuCounters,
     GpuIdentity,
     GpuProcess,
     GpuReading,
@@ -61,10 +75,16 @@ from observer.domain import (
     JobPhase,
     JobStatus,
     NodeSnapshot,
+    Owner,
+    OwnerKind,
+    OwnerPhase,
+    OwnerState,
     SchedulerSnapshot,
     Severity,
 )
 from observer.errors import BackendError, SnapshotError
+from observer.fleet.base import Fleet
+from observer.fleet.http import HttpFleet
 from observer.logs import configure_logging
 from observer.settings import Settings
 from observer.simulation.soak import SimulatedSoak
@@ -182,17 +202,113 @@ class LoadedCluster(SimulatedCluster):
         return probes + GPUS_PER_NODE - self._free.get(node, GPUS_PER_NODE)
 
 
+def node_snapshot(node: str, now: datetime, busy: int, open_finding: bool) -> NodeSnapshot:
+    """What a real 8-GPU agent serves: every GPU's sample and counters, two processes of a
+    pod on each busy GPU (attributed: executable, user, owner), two findings closed within
+    the retention window, and on `open_finding` nodes an open one."""
+    gpus, processes = [], []
+    for i in range(GPUS_PER_NODE):
+        uuid = f"GPU-{node}-{i}"
+        working = i < busy
+        pids = (4000 + 2 * i, 4001 + 2 * i) if working else ()
+        gpus.append(
+            GpuReading(
+                index=i,
+                identity=GpuIdentity(i, uuid, "NVIDIA H200", 141 * GIB, f"00000000:{i:02x}:00.0"),
+                sample=GpuSample(
+                    at=now,
+                    index=i,
+                    utilization_gpu_percent=(37 * i + now.minute) % 100 if working else 0,
+                    utilization_memory_percent=(11 * i + now.minute) % 100 if working else 0,
+                    memory_used_bytes=(60 if working else 0) * GIB + 600 * 2**20,
+                    memory_total_bytes=141 * GIB,
+                    processes=tuple(GpuProcess(pid, 30 * GIB) for pid in pids),
+                    power_milliwatts=650_000 if working else 90_000,
+                    temperature_celsius=61 if working else 33,
+                    sm_clock_mhz=1980,
+                    clock_event_reasons=0,
+                    performance_state=0,
+                    ecc_volatile_uncorrected_errors=0,
+                ),
+                counters=GpuCounters(
+                    at=now - timedelta(seconds=now.second % 60),
+                    index=i,
+                    energy_millijoules=int((now - START).total_seconds()) * 650_000,
+                    pcie_tx_kilobytes_per_second=1200,
+                    pcie_rx_kilobytes_per_second=800,
+                    remapped_rows_correctable=0,
+                    remapped_rows_uncorrectable=0,
+                    remapped_rows_pending=False,
+                    remapped_rows_failed=False,
+                    retired_pages_single_bit=0,
+                    retired_pages_double_bit=0,
+                    pcie_replay_errors=0,
+                ),
+                baseline_memory_bytes=600 * 2**20,
+            )
+        )
+        processes += [
+            AttributedProcess(
+                gpu_index=i,
+                gpu_uuid=uuid,
+                pid=pid,
+                used_memory_bytes=30 * GIB,
+                exists=True,
+                command=None,
+                owner=Owner(OwnerKind.POD, f"{node}-pod-{i}", f"cri-containerd-{pid:064x}"),
+                owner_state=OwnerState(OwnerPhase.RUNNING, None, f"research/train-{node}-{i}"),
+                executable="python3",
+                uid=1000,
+                user="researcher",
+            )
+            for pid in pids
+        ]
+    findings = [
+        _finding(node, "orphan_process", str(90 + k), START - timedelta(hours=k + 1))
+        for k in range(2)
+    ]
+    if open_finding:
+        findings.append(_finding(node, "allocated_idle", "7", START))
+    driver = DriverStatus(DriverState.OK, "550.54")
+    return NodeSnapshot(node, now, driver, tuple(gpus), tuple(processes), tuple(findings))
+
+
+def _finding(node: str, detector: str, pid: str, opened_at: datetime) -> Finding:
+    """A finding as the agent reports it; closed ten minutes after it opened unless it is the
+    open one (opened at the start)."""
+    closed = None if opened_at == START else opened_at + timedelta(minutes=10)
+    return Finding(
+        detector=detector,
+        kind=FindingKind.CONDITION,
+        subject={"node": node, "gpu_uuid": f"GPU-{node}-7", "pid": pid},
+        severity=Severity.WARNING,
+        summary=f"pid {pid} (python3) uses GPU 7 (1.0 GiB) and belongs to no pod or job",
+        opened_at=opened_at,
+        closed_at=closed,
+        evidence={
+            "gpu_index": 7,
+            "pid": int(pid),
+            "executable": "python3",
+            "uid": 1000,
+            "user": "researcher",
+            "used_memory_bytes": GIB,
+            "owner": "none",
+            "owner_phase": "unknown",
+            "rule": "no pod or Slurm job in the process's cgroup or environment, for 60 s",
+            "condition_since": opened_at.isoformat(),
+        },
+    )
+
+
 class Agents:
-    """Every node's agent as the controller reads it: a /v1/snapshot body, decoded. The
-    agents' side (building the body) is timed apart so it can be taken out."""
+    """Every node's agent as the controller reads it in process: a /v1/snapshot body,
+    decoded. The agents' side (building the body) is timed apart so it can be taken out."""
 
     def __init__(self, cluster: LoadedCluster, clock: ManualClock) -> None:
         self._cluster = cluster
         self._clock = clock
         self.cpu_seconds = 0.0
-        names = sorted(cluster.nodes)
-        step = max(1, int(1 / NODES_WITH_FINDINGS))
-        self._finding_nodes = set(names[PROBE_NODES::step])
+        self._finding_nodes = finding_nodes(sorted(cluster.nodes))
 
     def agents(self) -> list[str]:
         return sorted(self._cluster.nodes)
@@ -202,76 +318,153 @@ class Agents:
 
     def _fetch(self, agent: str) -> NodeSnapshot | BackendError:
         began = time.process_time()
-        body = json.dumps(codec.snapshot_to_json(self._snapshot(agent))).encode()
+        snap = node_snapshot(
+            agent, self._clock.now(), self._cluster.busy_gpus(agent), agent in self._finding_nodes
+        )
+        body = json.dumps(codec.snapshot_to_json(snap)).encode()
         self.cpu_seconds += time.process_time() - began
         try:  # decoded as HttpFleet decodes an agent's answer
             return codec.snapshot_from_bytes(body)
         except SnapshotError as exc:
             return BackendError(str(exc))
 
-    def _snapshot(self, node: str) -> NodeSnapshot:
+
+def finding_nodes(names: Sequence[str]) -> set[str]:
+    """The nodes whose agent reports an open finding: one in a hundred, none of the probes'."""
+    return set(names[PROBE_NODES :: max(1, int(1 / NODES_WITH_FINDINGS))])
+
+
+class ServedAgents:
+    """Every node's agent served over real sockets: `workers` processes, each listening on
+    one port per agent of its share and answering GET /v1/snapshot with that node's body.
+    `tick` (the agents' task, run just before each fleet read) sends each worker the time
+    and its nodes' busy GPUs and waits until the bodies are rebuilt, so the controller's read
+    finds every agent ready and the building is no part of the controller's time."""
+
+    def __init__(self, cluster: LoadedCluster, clock: ManualClock, workers: int) -> None:
+        self._cluster = cluster
+        self._clock = clock
+        names = sorted(cluster.nodes)
+        with_findings = finding_nodes(names)
+        context = multiprocessing.get_context("spawn")
+        self._workers: list[tuple[Connection, list[str], BaseProcess]] = []
+        for share in (names[w::workers] for w in range(workers)):
+            ours, theirs = context.Pipe()
+            process = context.Process(
+                target=serve_agents, args=(share, with_findings & set(share), theirs), daemon=True
+            )
+            process.start()
+            self._workers.append((ours, share, process))
+        self.urls: dict[str, str] = {}
+        for conn, share, _ in self._workers:
+            ports: list[int] = conn.recv()
+            self.urls.update(
+                {node: f"http://127.0.0.1:{port}" for node, port in zip(share, ports, strict=True)}
+            )
+        self.serving_cpu_seconds: list[float] = []  # all workers' CPU between two rebuilds
+
+    def tick(self) -> None:
         now = self._clock.now()
-        busy = self._cluster.busy_gpus(node)
-        gpus = []
-        for i in range(GPUS_PER_NODE):
-            working = i < busy
-            gpus.append(
-                GpuReading(
-                    index=i,
-                    identity=GpuIdentity(i, f"GPU-{node}-{i}", "NVIDIA H200", 141 * GIB, None),
-                    sample=GpuSample(
-                        at=now,
-                        index=i,
-                        utilization_gpu_percent=(37 * i + now.minute) % 100 if working else 0,
-                        memory_used_bytes=(60 if working else 0) * GIB + 600 * 2**20,
-                        memory_total_bytes=141 * GIB,
-                        processes=(GpuProcess(4000 + i, 60 * GIB),) if working else (),
-                        power_milliwatts=650_000 if working else 90_000,
-                    ),
-                    counters=None,
-                    baseline_memory_bytes=600 * 2**20,
-                )
+        for conn, share, _ in self._workers:
+            conn.send((now, [self._cluster.busy_gpus(node) for node in share]))
+        serving = [conn.recv() for conn, _, _ in self._workers]
+        if self._clock.now() > START:  # the first rebuild follows no read
+            self.serving_cpu_seconds.append(sum(serving))
+
+    def close(self) -> None:
+        for conn, _, process in self._workers:
+            conn.send(None)
+            process.join(10)
+
+
+def serve_agents(nodes: list[str], with_findings: set[str], conn: Connection) -> None:
+    """A worker process: serves `nodes`' agents until the parent sends None."""
+    asyncio.run(_serve(nodes, with_findings, conn))
+
+
+async def _serve(nodes: list[str], with_findings: set[str], conn: Connection) -> None:
+    loop = asyncio.get_running_loop()
+    bodies: dict[str, bytes] = {}
+    servers = [
+        await loop.create_server(partial(_AgentAnswer, bodies, node), "127.0.0.1", 0, backlog=512)
+        for node in nodes
+    ]
+    conn.send([server.sockets[0].getsockname()[1] for server in servers])
+    stopped: asyncio.Future[None] = loop.create_future()
+    rebuilt = time.process_time()
+
+    def rebuild() -> None:
+        nonlocal rebuilt
+        message = conn.recv()
+        if message is None:
+            stopped.set_result(None)
+            return
+        now, busy = message
+        began = time.process_time()
+        for node, gpus in zip(nodes, busy, strict=True):
+            snap = node_snapshot(node, now, gpus, node in with_findings)
+            bodies[node] = json.dumps(codec.snapshot_to_json(snap)).encode()
+        conn.send(began - rebuilt)  # what serving the reads since the last rebuild cost
+        rebuilt = time.process_time()
+
+    loop.add_reader(conn.fileno(), rebuild)
+    await stopped
+    for server in servers:
+        server.close()
+
+
+class _AgentAnswer(asyncio.Protocol):
+    """One connection to one agent: the request's headers read, the node's latest body
+    answered as the agent's HTTP/1.0 server does, the connection closed."""
+
+    def __init__(self, bodies: dict[str, bytes], node: str) -> None:
+        self._bodies = bodies
+        self._node = node
+        self._request = b""
+        self._transport: asyncio.Transport | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self._transport = transport
+
+    def data_received(self, data: bytes) -> None:
+        self._request += data
+        if b"\r\n\r\n" in self._request and self._transport is not None:
+            body = self._bodies[self._node]
+            head = (
+                "HTTP/1.0 200 OK\r\nContent-Type: application/json\r\n"
+                f"Content-Length: {len(body)}\r\n\r\n"
             )
-        findings: tuple[Finding, ...] = ()
-        if node in self._finding_nodes:
-            findings = (
-                Finding(
-                    detector="allocated_idle",
-                    kind=FindingKind.CONDITION,
-                    subject={"node": node, "gpu": "7"},
-                    severity=Severity.WARNING,
-                    summary=f"{node} GPU 7 allocated and idle",
-                    opened_at=START,
-                    closed_at=None,
-                    evidence={"utilization_gpu_percent": 0},
-                ),
-            )
-        driver = DriverStatus(DriverState.OK, "550.54")
-        return NodeSnapshot(node, now, driver, tuple(gpus), (), findings)
+            self._transport.write(head.encode() + body)
+            self._transport.close()
 
 
 class Timed:
-    """Wraps a task's tick: wall and CPU seconds of each call, less what the agents spent
-    meanwhile (the simulated agents building their snapshot bodies is not the controller's
-    work)."""
+    """Wraps a task's tick: wall and CPU seconds of each call, less what the in-process
+    agents spent meanwhile (the simulated agents building their snapshot bodies is not the
+    controller's work)."""
 
-    def __init__(self, task: Task, agents: Agents) -> None:
+    def __init__(self, task: Task, elsewhere: Callable[[], float], clock: Clock) -> None:
         self.task = task
-        self._agents = agents
+        self._elsewhere = elsewhere
+        self._clock = clock
         self.cpu: list[float] = []
         self.wall: list[float] = []
+        self.at: list[float] = []  # simulated seconds since the start, of each tick
         self.failures = 0
 
     def __call__(self) -> object:
-        agents, began, wall = self._agents.cpu_seconds, time.process_time(), time.perf_counter()
+        at = (self._clock.now() - START).total_seconds()
+        agents, began, wall = self._elsewhere(), time.process_time(), time.perf_counter()
         try:
             result = self.task.tick()
         except Exception:
             self.failures += 1
             raise
-        spent = self._agents.cpu_seconds - agents
+        spent = self._elsewhere() - agents
         self.cpu.append(time.process_time() - began - spent)
         self.wall.append(time.perf_counter() - wall - spent)
+        self.at.append(at)
         return result
 
 
@@ -300,29 +493,56 @@ def run(url: str, store_path: Path | None, args: argparse.Namespace) -> dict[str
     settings = settings_for(url, args.nodes)
     cfg = settings.controller
     upgrade(url)
-    rows_before, bytes_before = _store_size(url, store_path)
-    clock = ManualClock(START)
-    rng = random.Random(args.seed)
     specs = [
         NodeSpec(
             f"node-{i:04d}", GPUS_PER_NODE, cfg.simulation.pools[i % len(cfg.simulation.pools)]
         )
         for i in range(args.nodes)
     ]
+    # The agents' recent findings are known from an earlier run: what grows is this run's.
+    with_findings = finding_nodes([s.name for s in specs])
+    known = Store(url)
+    known.save_findings(
+        f for s in specs for f in node_snapshot(s.name, START, 0, s.name in with_findings).findings
+    )
+    known.close()
+    rows_before, bytes_before = _store_size(url, store_path)
+    clock = ManualClock(START)
+    rng = random.Random(args.seed)
     cluster = LoadedCluster(specs, clock, args.jobs, rng)
     store = Store(url)
-    agents = Agents(cluster, clock)
     timed: dict[str, Timed] = {}
+    served: ServedAgents | None = None
+    agent_tasks: list[Task] = []
+    if args.http:
+        served = ServedAgents(cluster, clock, args.workers)
+        fleet: Fleet = HttpFleet(
+            list(served.urls.values()),
+            read_timeout_seconds=cfg.agent_read_timeout_seconds,
+            max_snapshot_bytes=cfg.agent_snapshot_max_bytes,
+            concurrency=cfg.agent_read_concurrency,
+        )
+        agent_tasks = [Task("agents", cfg.observe_interval_seconds, served.tick)]
+        elsewhere: Callable[[], float] = lambda: 0.0  # noqa: E731 - the agents are elsewhere
+    else:
+        agents = Agents(cluster, clock)
+        fleet, elsewhere = agents, lambda: agents.cpu_seconds
 
     def timer(task: Task) -> Task:
         # Plan entries of one probe in several windows are one figure.
-        timing = timed.setdefault(task.name, Timed(task, agents))
+        timing = timed.setdefault(task.name, Timed(task, elsewhere, clock))
         return replace(task, tick=timing)
 
-    soak = SimulatedSoak(settings, clock, store, cluster, Sources(agents), timed=timer)
+    soak = SimulatedSoak(
+        settings, clock, store, cluster, Sources(fleet), agents=agent_tasks, timed=timer
+    )
     simulated_seconds = args.minutes * 60.0
     wall_began = time.perf_counter()
-    soak.run_for(simulated_seconds)
+    try:
+        soak.run_for(simulated_seconds)
+    finally:
+        if served is not None:
+            served.close()
     wall = time.perf_counter() - wall_began
     runs = len(store.runs())
     store.close()
@@ -336,6 +556,8 @@ def run(url: str, store_path: Path | None, args: argparse.Namespace) -> dict[str
             "cpu_ms_max": round(1000 * max(t.cpu or [0.0]), 2),
             "p50_wall_ms": round(1000 * statistics.median(t.wall or [0.0]), 2),
             "p99_wall_ms": round(1000 * _p99(t.wall), 2),
+            # Which tick was slowest: the fleet's store every GPU's sample each 300 s.
+            "slowest_at_seconds": t.at[t.wall.index(max(t.wall))] if t.wall else None,
             "failed_ticks": t.failures,
         }
         for name, t in timed.items()
@@ -362,6 +584,17 @@ def run(url: str, store_path: Path | None, args: argparse.Namespace) -> dict[str
         "store_bytes_per_day": round((bytes_after - bytes_before) * per_day),
         "store_bytes_per_week": round((bytes_after - bytes_before) * per_day * 7),
         "wall_seconds": round(wall, 1),
+        **(
+            {}
+            if served is None
+            else {
+                # The agents' side on the same machine: serving the controller's reads
+                # competes with it for the cores (on a cluster, each agent has its node).
+                "agents_serving_cpu_ms_median": round(
+                    1000 * statistics.median(served.serving_cpu_seconds or [0.0]), 1
+                )
+            }
+        ),
     }
 
 
@@ -397,20 +630,33 @@ def main() -> int:
     parser.add_argument("--minutes", type=float, default=30.0, help="simulated time")
     parser.add_argument("--jobs", type=int, default=30_000, help="other users' jobs")
     parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--http", action="store_true", help="agents over real sockets")
+    parser.add_argument("--workers", type=int, default=4, help="processes serving the agents")
+    parser.add_argument("--no-sqlite", action="store_true")
     parser.add_argument("--no-postgres", action="store_true")
     args = parser.parse_args()
     configure_logging("warning")  # failed ticks still show, on stderr
+    # One socket per agent in the workers, one per read in flight here: the soft limit is
+    # raised to the hard one, which must leave room for them.
+    _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
     result: dict[str, Any] = {
         "nodes": args.nodes,
+        "http": args.http,
+        "open_files_limit": hard,
+        "agent_read_concurrency": settings_for("sqlite://", 1).controller.agent_read_concurrency,
         "gpus": args.nodes * GPUS_PER_NODE,
         "background_jobs": args.jobs,
         "simulated_minutes": args.minutes,
         "extrapolated": f"per day and week: {args.minutes:g} simulated minutes x "
         f"{1440 / args.minutes:g} (x7)",
     }
-    with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / "observer.db"
-        result["sqlite"] = run(f"sqlite:///{path}", path, args)
+    stores = []
+    if not args.no_sqlite:
+        stores.append("sqlite")
+        with tempfile.TemporaryDirectory() as tmp:
+            path = Path(tmp) / "observer.db"
+            result["sqlite"] = run(f"sqlite:///{path}", path, args)
     postgres = (
         None
         if args.no_postgres
@@ -419,11 +665,15 @@ def main() -> int:
     if postgres is not None:
         url, drop = postgres
         try:
+            stores.append("postgresql")
             result["postgresql"] = run(url, None, args)
         finally:
             drop()
-    # Both runs, one after the other in this process: the larger of the two.
-    result["peak_memory_bytes"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    result["keeps_up"] = all(result[s]["keeps_up"] for s in stores)
+    result["store_bytes_per_day"] = {s: result[s]["store_bytes_per_day"] for s in stores}
+    # Peak RSS of this process (the controller; the agents' workers are apart). With both
+    # stores, one after the other here: the larger of the two.
+    result["rss_bytes"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     print(json.dumps(result))
     return 0
 

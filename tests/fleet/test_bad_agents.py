@@ -13,6 +13,7 @@ from observer.fleet.http import HttpFleet
 from tests.fleet.raw_agents import (
     Agent,
     Answer,
+    Connection,
     body,
     endless,
     fifty_megabytes,
@@ -102,3 +103,38 @@ def test_an_agent_address_that_is_no_url_is_that_agent_s_error() -> None:
     [error] = fleet.fetch_all(fleet.agents()).values()
     assert isinstance(error, BackendError)
     assert str(error) == "agent http://node-3:x: Invalid port: 'x'"
+
+
+def chunked(data: bytes) -> Answer:
+    """`data` in HTTP/1.1 chunks of 1,000 bytes, no length declared."""
+
+    def answer(connection: Connection) -> None:
+        connection.send(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n")
+        for start in range(0, len(data), 1000):
+            part = data[start : start + 1000]
+            connection.send(f"{len(part):x}\r\n".encode() + part + b"\r\n")
+        connection.send(b"0\r\n\r\n")
+
+    return answer
+
+
+def cut_short(connection: Connection) -> None:
+    """Declares the whole snapshot, sends half of it and hangs up."""
+    data = json.dumps(snapshot_json("cut")).encode()
+    connection.head(length=len(data))
+    connection.send(data[: len(data) // 2])
+
+
+def test_a_chunked_answer_is_read_whole_and_capped_and_one_cut_short_is_an_error() -> None:
+    data = json.dumps(snapshot_json("n1")).encode()
+    with serving(chunked(data)) as whole, serving(cut_short) as cut:
+        [read] = HttpFleet([whole.url]).fetch_all([whole.url]).values()
+        capped = HttpFleet([whole.url], max_snapshot_bytes=len(data) - 1)
+        [too_large] = capped.fetch_all([whole.url]).values()
+        [short] = HttpFleet([cut.url]).fetch_all([cut.url]).values()
+
+    assert read == snapshot("n1")
+    assert isinstance(too_large, BackendError)
+    assert f"snapshot larger than {len(data) - 1} bytes" in str(too_large)
+    assert isinstance(short, BackendError)
+    assert str(short).startswith(f"agent {cut.url}: peer closed connection without sending")
