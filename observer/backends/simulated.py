@@ -433,10 +433,9 @@ class SimulatedCluster:
         }
         running = self._held_gpus()
         waiting_ahead = False
-        while pending:
-            # One job at a time, re-ordered after each start: shares move as GPUs are handed out.
-            job = self._order(pending, running)[0]
-            pending.remove(job)
+        queue = self._order(pending, running)
+        while queue:
+            job = queue.pop(0)
             if job.tenant in self.faults.held_tenants:
                 job.reason = self.faults.held_tenants[job.tenant] or None
                 job.message = None
@@ -462,6 +461,8 @@ class SimulatedCluster:
                 free[node] -= gpus
             running[job.tenant] = running.get(job.tenant, 0) + job.workload.gpus
             self._start(job, placement, at)
+            # Only a start moves the shares: the rest is re-ordered after one.
+            queue = self._order(queue, running)
 
     def _start(self, job: _Job, placement: dict[str, int], at: datetime) -> None:
         job.placement = placement
