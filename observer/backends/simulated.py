@@ -338,7 +338,7 @@ class SimulatedCluster:
         """Play the cluster forward to now: end jobs in time order, rescheduling after each."""
         now = self._clock.now()
         for job in self._jobs.values():
-            if job.phase.finished and job.placement and job.id not in self.faults.stuck_jobs:
+            if job.placement and job.phase.finished and job.id not in self.faults.stuck_jobs:
                 job.placement = {}  # released: the stuck pod was finally removed
         while True:
             due = [j for j in self._jobs.values() if j.ends_at and j.ends_at <= now]
@@ -483,7 +483,7 @@ class SimulatedCluster:
         """GPUs each tenant's jobs hold now: a job stuck pulling its image holds them too."""
         held: dict[str, int] = {}
         for job in self._jobs.values():
-            if not job.phase.finished and job.placement:
+            if job.placement and not job.phase.finished:
                 held[job.tenant] = held.get(job.tenant, 0) + sum(job.placement.values())
         return held
 

@@ -181,10 +181,11 @@ class FakePrometheus:
                     points.append(_Point(at, visible, None))
             return
         target.health, target.last_error = TargetState.UP, ""
+        oldest = at - RETENTION
         for name, extra, exported in target.collect(at):
             labels = frozenset({("__name__", name), *own, *extra.items()})
             points = self._series.setdefault(labels, [])
-            while points and points[0].at < at - RETENTION:
+            while points and points[0].at < oldest:
                 del points[0]
             kept = next((p.value for p in reversed(points) if p.value is not None), None)
             frozen = kept is not None and any(f <= labels for f in self._frozen)
