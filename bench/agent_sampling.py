@@ -12,7 +12,7 @@ as `observer agent` builds it, measured twice at 1 Hz for `--seconds`:
   it ran (getrusage of the children that ended: scontrol and squeue on Slurm);
 - running_agent: `observer agent --config <tmp>` started as a subprocess, utime+stime from its
   /proc/<pid>/stat after its start-up, and apart the commands it ran (cutime+cstime), and the
-  stand-in kubelet's serving in this process meanwhile;
+  stand-in kubelet's serving in this process meanwhile; its resident set at the end (rss_bytes);
 and how often the owner directory was read, where it counts its reads (the stand-in
 kubelet counts its List calls; Slurm's are not counted), against the most TrackedOwners
 allows. processes_by_owner_phase is all `running` on an undisturbed run: anything else
@@ -166,6 +166,14 @@ def _cpu_seconds(pid: int) -> tuple[float, float]:
     return (utime + stime) / tick, (cutime + cstime) / tick
 
 
+def _rss_bytes(pid: int) -> int:
+    """The resident set of a process now (VmRSS of /proc/<pid>/status)."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) * 1024  # in kB
+    raise RuntimeError(f"no VmRSS for pid {pid}")
+
+
 def _get(url: str) -> Any:
     with urllib.request.urlopen(url, timeout=5) as answer:
         return json.load(answer)
@@ -203,6 +211,7 @@ def _running_agent(node: LiveNode, seconds: int, work: Path) -> dict[str, Any]:
         time.sleep(seconds)
         own_after, children_after = _cpu_seconds(agent.pid)
         bench_cpu = time.process_time() - bench_cpu
+        rss_bytes = _rss_bytes(agent.pid)
         snapshot = _get(f"http://127.0.0.1:{port}/v1/snapshot")
         reads_summary = _owner_reads(node, reads, seconds)
     finally:
@@ -212,6 +221,7 @@ def _running_agent(node: LiveNode, seconds: int, work: Path) -> dict[str, Any]:
         "seconds": seconds,
         "cpu_percent_of_one_core": round((own_after - own) / seconds * 100, 3),
         "commands_cpu_percent_of_one_core": round((children_after - children) / seconds * 100, 3),
+        "rss_bytes": rss_bytes,
         "owner_reads": reads_summary,
         **_snapshot_summary(snapshot),
     }

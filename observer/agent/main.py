@@ -1,4 +1,8 @@
-"""Composition of the node agent: the running daemon and the as-fast-as-possible replay."""
+"""Composition of the node agent: the running daemon and the as-fast-as-possible replay.
+
+A node pays for every module the agent imports (most of its resident memory is imports):
+what only one configuration uses (the kubelet's gRPC client, Slurm's commands) is imported
+where that configuration is built. tests/agent/test_lean_imports.py keeps it so."""
 
 from __future__ import annotations
 
@@ -32,10 +36,8 @@ from observer.ownership.base import (
     ProcessTable,
     Undetected,
 )
-from observer.ownership.kubelet import KubeletPodResources
 from observer.ownership.procfs import ProcFs
 from observer.ownership.replay import ReplayOwners
-from observer.ownership.slurmd import SlurmdOwners
 from observer.ownership.tracked import TrackedOwners
 from observer.settings import Settings
 from observer.settings.agent import AgentSettings
@@ -136,9 +138,13 @@ def owner_source(
                 f"socket ({cfg.pod_resources_socket}) nor scontrol on PATH"
             )
     if choice == "kubelet":
+        from observer.ownership.kubelet import KubeletPodResources  # noqa: PLC0415 - gRPC
+
         return KubeletPodResources(
             clock, cfg.pod_resources_socket, cfg.pod_logs_dir, cfg.owners_timeout_seconds
         )
+    from observer.ownership.slurmd import SlurmdOwners  # noqa: PLC0415 - Slurm nodes only
+
     return SlurmdOwners(
         cfg.node_name,
         gpus,

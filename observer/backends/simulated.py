@@ -338,7 +338,7 @@ class SimulatedCluster:
         """Play the cluster forward to now: end jobs in time order, rescheduling after each."""
         now = self._clock.now()
         for job in self._jobs.values():
-            if job.phase.finished and job.placement and job.id not in self.faults.stuck_jobs:
+            if job.placement and job.phase.finished and job.id not in self.faults.stuck_jobs:
                 job.placement = {}  # released: the stuck pod was finally removed
         while True:
             due = [j for j in self._jobs.values() if j.ends_at and j.ends_at <= now]
@@ -433,10 +433,9 @@ class SimulatedCluster:
         }
         running = self._held_gpus()
         waiting_ahead = False
-        while pending:
-            # One job at a time, re-ordered after each start: shares move as GPUs are handed out.
-            job = self._order(pending, running)[0]
-            pending.remove(job)
+        queue = self._order(pending, running)
+        while queue:
+            job = queue.pop(0)
             if job.tenant in self.faults.held_tenants:
                 job.reason = self.faults.held_tenants[job.tenant] or None
                 job.message = None
@@ -462,6 +461,8 @@ class SimulatedCluster:
                 free[node] -= gpus
             running[job.tenant] = running.get(job.tenant, 0) + job.workload.gpus
             self._start(job, placement, at)
+            # Only a start moves the shares: the rest is re-ordered after one.
+            queue = self._order(queue, running)
 
     def _start(self, job: _Job, placement: dict[str, int], at: datetime) -> None:
         job.placement = placement
@@ -482,7 +483,7 @@ class SimulatedCluster:
         """GPUs each tenant's jobs hold now: a job stuck pulling its image holds them too."""
         held: dict[str, int] = {}
         for job in self._jobs.values():
-            if not job.phase.finished and job.placement:
+            if job.placement and not job.phase.finished:
                 held[job.tenant] = held.get(job.tenant, 0) + sum(job.placement.values())
         return held
 

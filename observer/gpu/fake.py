@@ -97,10 +97,18 @@ class FakeGpuBackend:
             return False
         return True
 
+    def _answers(
+        self, gpu: FakeGpu, calls: tuple[str, ...], skip: frozenset[str], errors: list[ReadError]
+    ) -> dict[str, bool]:
+        if self.driver_loaded and not gpu.lost and not gpu.unsupported and not skip:
+            self.calls.update(calls)  # a healthy GPU answers every call (the demo's ticks)
+            return dict.fromkeys(calls, True)
+        return {call: self._answer(gpu, call, skip, errors) for call in calls}
+
     def sample(self, index: int, skip: frozenset[str]) -> GpuSample:
         gpu = self.gpus[index]
         errors: list[ReadError] = []
-        ok = {call: self._answer(gpu, call, skip, errors) for call in LEAN_CALLS}
+        ok = self._answers(gpu, LEAN_CALLS, skip, errors)
         return GpuSample(
             at=self._clock.now(),
             index=index,
@@ -127,7 +135,7 @@ class FakeGpuBackend:
     def counters(self, index: int, skip: frozenset[str]) -> GpuCounters:
         gpu = self.gpus[index]
         errors: list[ReadError] = []
-        ok = {call: self._answer(gpu, call, skip, errors) for call in COUNTER_CALLS}
+        ok = self._answers(gpu, COUNTER_CALLS, skip, errors)
         return GpuCounters(
             at=self._clock.now(),
             index=index,

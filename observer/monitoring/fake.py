@@ -11,9 +11,11 @@ range (`series`) or inside `time() - timestamp(...)`; anything else is a Monitor
 from __future__ import annotations
 
 import re
+from bisect import bisect_right
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from operator import attrgetter
 
 from observer.clock import Clock
 from observer.domain import TargetHealth, TargetState
@@ -53,6 +55,9 @@ class _Point:
     at: datetime  # scrape time
     visible_at: datetime  # when a query first sees it
     value: float | None  # None: a staleness marker
+
+
+_scraped_at = attrgetter("at")
 
 
 @dataclass
@@ -128,10 +133,13 @@ class FakePrometheus:
         since = at - timedelta(seconds=window_seconds)
         found = []
         for labels, points in self._matching(_parse_selector(selector)):
+            # A series' points are in scrape order: only the window's slice is looked at.
+            first = bisect_right(points, since, key=_scraped_at)
+            last = bisect_right(points, at, lo=first, key=_scraped_at)
             shown = tuple(
                 (p.at, p.value)
-                for p in points
-                if p.value is not None and p.visible_at <= at and since < p.at <= at
+                for p in points[first:last]
+                if p.value is not None and p.visible_at <= at
             )
             if shown:
                 found.append(SeriesSamples(dict(labels), shown))
@@ -173,10 +181,11 @@ class FakePrometheus:
                     points.append(_Point(at, visible, None))
             return
         target.health, target.last_error = TargetState.UP, ""
+        oldest = at - RETENTION
         for name, extra, exported in target.collect(at):
             labels = frozenset({("__name__", name), *own, *extra.items()})
             points = self._series.setdefault(labels, [])
-            while points and points[0].at < at - RETENTION:
+            while points and points[0].at < oldest:
                 del points[0]
             kept = next((p.value for p in reversed(points) if p.value is not None), None)
             frozen = kept is not None and any(f <= labels for f in self._frozen)

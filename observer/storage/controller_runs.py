@@ -13,6 +13,12 @@ from observer.storage.mapping import RowMapping
 from observer.storage.tables import controller_runs_table
 
 _RUN = RowMapping(ControllerRun, controller_runs_table)
+# Written every alive interval: built once, executed with parameters.
+_ALIVE = (
+    sa.update(controller_runs_table)
+    .where(controller_runs_table.c.id == sa.bindparam("run_id"))
+    .values(last_alive_at=sa.bindparam("at"))
+)
 
 
 class ControllerRunsRepository(Repository):
@@ -25,10 +31,8 @@ class ControllerRunsRepository(Repository):
         return ControllerRun(run_id, at, at, host, pid)
 
     def controller_alive(self, run_id: int, at: datetime) -> None:
-        t = controller_runs_table
-        query = sa.update(t).where(t.c.id == run_id).values(last_alive_at=at)
         with self._errors("recording the controller alive"), self._engine.begin() as connection:
-            connection.execute(query)
+            connection.execute(_ALIVE, {"run_id": run_id, "at": at})
 
     def controller_stopped(self, run_id: int, at: datetime) -> None:
         t = controller_runs_table

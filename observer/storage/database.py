@@ -71,7 +71,9 @@ def check_schema(engine: Engine, where: str) -> None:
         )
 
 
-def create_engine(url: str) -> Engine:
+def create_engine(url: str, *, durable: bool = True) -> Engine:
+    """`durable=False` (SQLite only): a commit is not flushed to the disk, so the process may
+    crash but the machine must not; for a database thrown away afterwards, as the demo's."""
     where = display(url)
     try:
         with store_errors(f"opening {where}"):
@@ -81,6 +83,8 @@ def create_engine(url: str) -> Engine:
                 _check_sqlite_directory(parsed)
                 engine = sa.create_engine(parsed)
                 sa.event.listen(engine, "connect", _configure_sqlite)
+                if not durable:
+                    sa.event.listen(engine, "connect", _skip_sqlite_flush)
                 return engine
             if backend == "postgresql":
                 # An unreachable host fails within seconds instead of hanging a loop, unless
@@ -205,6 +209,14 @@ def _configure_sqlite(dbapi_connection: Any, _record: Any) -> None:
     cursor = dbapi_connection.cursor()
     cursor.execute("PRAGMA journal_mode=WAL")
     cursor.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")
+    cursor.close()
+
+
+def _skip_sqlite_flush(dbapi_connection: Any, _record: Any) -> None:
+    # In WAL mode NORMAL stays consistent through a crash of the process; only the last
+    # commits can be lost, and only to a crash of the machine.
+    cursor = dbapi_connection.cursor()
+    cursor.execute("PRAGMA synchronous=NORMAL")
     cursor.close()
 
 

@@ -79,14 +79,18 @@ class SchedulerStateRepository(Repository):
     def first_pools(self, since: datetime, until: datetime) -> dict[str, str | None]:
         """Each node's pool in its first change in [since, until): the pool of a node that
         left during a period, without reading the period's whole change log."""
+        # As _latest_nodes: one index probe per node, not a sort of the period's changes.
         t = node_states_table
-        first = sa.func.row_number().over(partition_by=t.c.node, order_by=(t.c.at, t.c.id))
-        changes = (
-            sa.select(t.c.node, t.c.pool, first.label("nth"))
-            .where(t.c.at >= since, t.c.at < until)
-            .subquery()
+        names = _node_names()
+        change = t.alias("change")
+        first_change = (
+            sa.select(change.c.id)
+            .where(change.c.node == names.c.node, change.c.at >= since, change.c.at < until)
+            .order_by(change.c.at, change.c.id)
+            .limit(1)
         )
-        query = sa.select(changes.c.node, changes.c.pool).where(changes.c.nth == 1)
+        first_ids = sa.select(first_change.scalar_subquery()).select_from(names)
+        query = sa.select(t.c.node, t.c.pool).where(t.c.id.in_(first_ids))
         with self._errors("reading node pools"), self._engine.connect() as connection:
             return {node: pool for node, pool in connection.execute(query)}
 
@@ -116,6 +120,21 @@ class SchedulerStateRepository(Repository):
             ]
 
 
+def _node_names() -> sa.CTE:
+    """Every node name in the change log, hopping from one to the next on the (node, at, id)
+    index."""
+    t = node_states_table
+    later = t.alias("later")
+    names = sa.select(sa.func.min(t.c.node).label("node")).cte("names", recursive=True)
+    return names.union_all(
+        sa.select(
+            sa.select(sa.func.min(later.c.node))
+            .where(later.c.node > names.c.node)
+            .scalar_subquery()
+        ).where(names.c.node.is_not(None))
+    )
+
+
 def _latest_nodes(connection: sa.Connection, at: datetime | None) -> list[SchedulerNode]:
     """Each node's last change at or before `at` (None: the last of all), leaving out nodes
     whose last change is their removal.
@@ -125,15 +144,7 @@ def _latest_nodes(connection: sa.Connection, at: datetime | None) -> list[Schedu
     loose index scan, which neither database does by itself), then one index probe per
     node finds its last change. DISTINCT ON or a window function would sort every row."""
     t = node_states_table
-    later = t.alias("later")
-    names = sa.select(sa.func.min(t.c.node).label("node")).cte("names", recursive=True)
-    names = names.union_all(
-        sa.select(
-            sa.select(sa.func.min(later.c.node))
-            .where(later.c.node > names.c.node)
-            .scalar_subquery()
-        ).where(names.c.node.is_not(None))
-    )
+    names = _node_names()
     change = t.alias("change")
     last_change = (
         sa.select(change.c.id)

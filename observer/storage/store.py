@@ -44,10 +44,14 @@ class Store(
         url: str,
         clock: Clock | None = None,
         on_error: Callable[[], object] = lambda: None,
+        *,
+        durable: bool = True,
     ) -> None:
-        """`on_error` is called on each failed database call, before its StoreError rises."""
+        """`on_error` is called on each failed database call, before its StoreError rises;
+        `durable` as in `create_engine`."""
         where = display(url)
-        super().__init__(create_engine(url), where, clock or SystemClock(), on_error)
+        engine = create_engine(url, durable=durable)
+        super().__init__(engine, where, clock or SystemClock(), on_error)
         try:
             check_schema(self._engine, where)
         except BaseException:

@@ -19,7 +19,7 @@ from observer.domain import Finding, FindingKind, Severity
 from observer.errors import StoreError
 from observer.records import StoredDelivery, StoredGpuSample
 from observer.storage import store as store_module
-from observer.storage.database import store_url, upgrade
+from observer.storage.database import create_engine, store_url, upgrade
 from observer.storage.store import Store
 from observer.storage.tables import findings_table, metadata
 
@@ -147,6 +147,20 @@ def test_sqlite_runs_in_wal_mode(tmp_path: Path) -> None:
     with sqlite3.connect(path) as connection:
         assert connection.execute("PRAGMA journal_mode").fetchone() == ("wal",)
     connection.close()
+
+
+# SQLite's numbers for PRAGMA synchronous: 2 is FULL (every commit flushed), 1 is NORMAL.
+@pytest.mark.parametrize(("durable", "synchronous"), [(True, 2), (False, 1)])
+def test_only_a_database_that_need_not_survive_the_machine_skips_flushing_commits(
+    tmp_path: Path, durable: bool, synchronous: int
+) -> None:
+    url = store_url(tmp_path / "observer.db", None)
+    upgrade(url)
+    engine = create_engine(url, durable=durable)
+
+    with engine.connect() as connection:
+        assert connection.exec_driver_sql("PRAGMA synchronous").scalar() == synchronous
+    engine.dispose()
 
 
 # --- findings ---------------------------------------------------------------------------

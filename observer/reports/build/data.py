@@ -297,12 +297,22 @@ def allocation(
         if change.at > since:
             hold(since, change.at)
             since = change.at
-        before = held.pop(change.node.name, None)
-        if before is not None:
-            take(before, -1)
-        if not change.removed:
-            held[change.node.name] = change.node
-            take(change.node, 1)
+        node = change.node
+        before = held.pop(node.name, None)
+        if change.removed:
+            if before is not None:
+                take(before, -1)
+        elif before is not None and before.pool == node.pool:
+            # Most changes are a node's allocation moving within its pool: one update.
+            held[node.name] = node
+            now = pools[node.pool or NO_POOL]
+            now[1] += node.gpus_total - before.gpus_total
+            now[2] += node.gpus_allocated - before.gpus_allocated
+        else:
+            if before is not None:
+                take(before, -1)
+            held[node.name] = node
+            take(node, 1)
     hold(since, period.end)
 
     def seconds(sums: dict[str, list[int]], which: int) -> dict[str, float]:

@@ -114,7 +114,13 @@ def _node_interventions(
 
 
 def _drained(node: SchedulerNode) -> bool:
-    return node.state.rstrip("*").lower().startswith("drain")
+    return _draining(node.state)
+
+
+# A fleet's nodes share a few states, seen again at every change of theirs.
+@functools.lru_cache(maxsize=1024)
+def _draining(state: str) -> bool:
+    return state.rstrip("*").lower().startswith("drain")
 
 
 def _automatic(reason: str | None) -> bool:
