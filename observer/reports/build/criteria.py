@@ -10,6 +10,7 @@ follow the launch. A criterion the soak never exercised, or whose layers it did 
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -20,7 +21,6 @@ from observer.domain import (
     Expectation,
     Finding,
     FindingKind,
-    JsonValue,
     Outcome,
     ProbeRun,
     Severity,
@@ -359,15 +359,12 @@ def _failure_evidence(soak: PeriodData, rules: VerdictRules) -> CriterionResult:
     unexplained = [c for c in causes if c.cause is Cause.UNEXPLAINED]
     share = len(unexplained) / len(causes) if causes else 0.0
     if causes:
-        counts: dict[str, JsonValue] = {c.value: 0 for c in Cause}
-        for classified in causes:
-            value = classified.cause.value
-            counts[value] = int(counts[value] or 0) + 1
+        counts = Counter(c.cause.value for c in causes)
         evidence.append(
             Note(
                 "ev.failure_causes",
                 {
-                    **counts,
+                    **{cause.value: counts[cause.value] for cause in Cause},
                     "unexplained_share": share,
                     "limit_share": rules.unexplained_failure_max_share,
                 },

@@ -347,7 +347,8 @@ _SEVERITY_ORDER = (Severity.CRITICAL.value, Severity.WARNING.value, Severity.INF
 def incidents(items: Sequence[FindingItem]) -> tuple[Incident, ...]:
     """The findings grouped: two are one incident when they name the same pipeline, node,
     job or run and opened within INCIDENT_WINDOW_SECONDS of each other (and so on, through
-    every finding joined this way)."""
+    every finding joined this way). Per shared name, joining each finding to the one opened
+    just before it is enough: any two within the window have only such steps between them."""
     group = list(range(len(items)))
 
     def root(i: int) -> int:
@@ -356,12 +357,16 @@ def incidents(items: Sequence[FindingItem]) -> tuple[Incident, ...]:
             i = group[i]
         return i
 
-    for i, a in enumerate(items):
-        for j in range(i):
-            b = items[j]
-            near = abs((a.opened_at - b.opened_at).total_seconds()) <= INCIDENT_WINDOW_SECONDS
-            if near and _shared(a, b):
-                group[root(i)] = root(j)
+    named: dict[tuple[str, str], list[int]] = {}
+    for i, item in enumerate(items):
+        for pair in _keys(item):
+            named.setdefault(pair, []).append(i)
+    for ids in named.values():
+        ids.sort(key=lambda i: items[i].opened_at)
+        for before, after in itertools.pairwise(ids):
+            apart = (items[after].opened_at - items[before].opened_at).total_seconds()
+            if apart <= INCIDENT_WINDOW_SECONDS:
+                group[root(after)] = root(before)
     members: dict[int, list[int]] = {}
     for i in range(len(items)):
         members.setdefault(root(i), []).append(i)
@@ -371,10 +376,6 @@ def incidents(items: Sequence[FindingItem]) -> tuple[Incident, ...]:
 
 def _keys(item: FindingItem) -> set[tuple[str, str]]:
     return {(k, v) for k, v in item.subject.items() if k in INCIDENT_KEYS}
-
-
-def _shared(a: FindingItem, b: FindingItem) -> bool:
-    return bool(_keys(a) & _keys(b))
 
 
 def _incident(items: Sequence[FindingItem], ids: list[int]) -> Incident:
