@@ -17,49 +17,10 @@ import argparse
 import json
 import statistics
 import time
-from datetime import UTC, datetime
-
-from prometheus_client import CollectorRegistry
 
 from observer import codec
-from observer.agent.attribution import Attributor
-from observer.agent.sampler import Sampler
-from observer.agent.service import NodeAgent
-from observer.clock import ManualClock
-from observer.domain import NO_OWNER, NodeSnapshot, Owner, OwnerKind
-from observer.gpu.fake import GIB, FakeGpu, FakeGpuBackend
 from observer.logs import configure_logging
-from observer.metrics import AgentMetrics
-from observer.ownership.fake import FakeHost
-from observer.settings.detectors import NodeLeakSettings
-
-GPUS = 8
-
-
-def busy_snapshot() -> NodeSnapshot:
-    clock = ManualClock(datetime(2026, 11, 30, 9, 0, tzinfo=UTC))
-    gpus = FakeGpuBackend([FakeGpu(f"GPU-{i}") for i in range(GPUS)], clock)
-    host = FakeHost()
-    metrics = AgentMetrics(CollectorRegistry())
-    agent = NodeAgent(
-        "node-3",
-        Sampler(gpus, clock, metrics, 60),
-        Attributor(host, host),
-        NodeLeakSettings(grace_seconds=5),
-        clock,
-        metrics,
-    )
-    for i, gpu in enumerate(gpus.gpus):
-        host.spawn(1000 + i, NO_OWNER)
-        for k in (2000, 3000):
-            host.spawn(k + i, Owner(OwnerKind.POD, f"pod-{i}", f"container-{i}"))
-        gpu.processes.update({1000 + i: GIB, 2000 + i: 20 * GIB, 3000 + i: 20 * GIB})
-    for _ in range(7):
-        agent.tick()
-        clock.advance(1)
-    snap = agent.snapshot()
-    assert snap is not None
-    return snap
+from tests.fleet.test_snapshot_decoding import busy_snapshot
 
 
 def main() -> None:
@@ -67,7 +28,7 @@ def main() -> None:
     parser.add_argument("--reads", type=int, default=2000)
     args = parser.parse_args()
     configure_logging("warning")
-    snap = busy_snapshot()
+    snap = busy_snapshot(pod_processes=2)
     body = json.dumps(codec.snapshot_to_json(snap)).encode()
     assert codec.snapshot_from_bytes(body) == snap
     seconds = []
@@ -79,7 +40,7 @@ def main() -> None:
         json.dumps(
             {
                 "snapshot_bytes": len(body),
-                "gpus": GPUS,
+                "gpus": len(snap.gpus),
                 "processes": len(snap.processes),
                 "findings": len(snap.findings),
                 "reads": args.reads,

@@ -24,8 +24,9 @@ from observer.ownership.fake import FakeHost
 from observer.settings.detectors import NodeLeakSettings
 
 
-def busy_snapshot() -> NodeSnapshot:
-    """An 8-GPU node with an orphan and a pod's process on each GPU, and their findings."""
+def busy_snapshot(pod_processes: int = 1) -> NodeSnapshot:
+    """An 8-GPU node with an orphan and `pod_processes` of a pod's processes on each GPU, and
+    their findings (bench/snapshot_decode.py decodes it too)."""
     clock = ManualClock(datetime(2026, 11, 30, 9, 0, tzinfo=UTC))
     gpus = FakeGpuBackend([FakeGpu(f"GPU-{i}") for i in range(8)], clock)
     host = FakeHost()
@@ -40,8 +41,11 @@ def busy_snapshot() -> NodeSnapshot:
     )
     for i, gpu in enumerate(gpus.gpus):
         host.spawn(1000 + i, NO_OWNER)
-        host.spawn(2000 + i, Owner(OwnerKind.POD, f"pod-{i}", f"container-{i}"))
-        gpu.processes.update({1000 + i: GIB, 2000 + i: 2 * GIB})
+        gpu.processes[1000 + i] = GIB
+        for k in range(pod_processes):
+            pid = 2000 + 1000 * k + i
+            host.spawn(pid, Owner(OwnerKind.POD, f"pod-{i}", f"container-{i}"))
+            gpu.processes[pid] = 2 * GIB
     for _ in range(7):
         agent.tick()
         clock.advance(1)
