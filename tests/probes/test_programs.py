@@ -13,6 +13,7 @@ from kubernetes import client
 from observer import __version__
 from observer.backends.kubernetes.manifests import job_manifest
 from observer.backends.slurm.script import batch_script
+from observer.cli import _parser
 from observer.domain import JobRequest
 from observer.probes.catalog import builtin_catalog
 from observer.settings.controller import KubernetesSettings, SlurmSettings
@@ -72,3 +73,14 @@ def test_the_gpu_busy_probe_is_gpu_burn_with_its_memory_and_utilisation():
     assert args[args.index("--seconds") + 1] == "300"
     assert args[args.index("--memory-gib") + 1] == f"{busy.workload.gpu_memory_gib:g}"
     assert args[args.index("--utilization") + 1] == "100"
+
+
+@pytest.mark.parametrize("probe", sorted(set(RUNS_A_JOB) - NOT_OURS))
+def test_each_probe_command_line_both_backends_render_parses_through_the_real_cli(probe: str):
+    kubernetes = _container(probe)["command"]
+    settings = SlurmSettings(observer_program="/opt/observer/venv/bin/observer")
+    slurm = shlex.split(batch_script(_request(probe), settings).splitlines()[1])[2:]
+
+    for words in (kubernetes[1:], slurm):
+        parsed = _parser().parse_args(words)
+        assert (parsed.command, parsed.workload) == ("probe", words[1])
