@@ -135,8 +135,8 @@ def build_backend(cfg: ControllerSettings, clock: Clock) -> SchedulerBackend:
         sim = cfg.simulation
         cluster = SimulatedCluster(
             [
-                NodeSpec(f"node-{i:03d}", sim.gpus_per_node, sim.pools[i % len(sim.pools)])
-                for i in range(sim.nodes)
+                NodeSpec(name, sim.gpus_per_node, sim.pool_of(i))
+                for i, name in enumerate(sim.node_names())
             ],
             [TenantSpec(t.name, t.weight, t.quota_gpus) for t in cfg.tenants],
             clock,

@@ -1,29 +1,187 @@
-"""What the demo plays: its platform and plan (as the settings it changes from the defaults,
-said in a few lines and written as a config file), and the other tenants' load."""
+"""What the demo plays: a scenario file (YAML) naming the platform, the other tenants' load,
+the settings it changes from the demo's defaults and the faults it injects at local times,
+validated like the settings (one 'field.path: problem' line each). The packaged default,
+`default.yaml` beside this module, is the one-day demo `observer demo` plays without
+`--scenario`."""
 
 from __future__ import annotations
 
 import random
-from collections.abc import Mapping
-from datetime import date, datetime, time
+from collections.abc import Mapping, Sequence
+from datetime import date, datetime, time, timedelta
 from pathlib import Path
 from typing import Any
 from zoneinfo import ZoneInfo
 
+from pydantic import Field, TypeAdapter, ValidationError
+
 from observer.backends.simulated import SimulatedCluster
+from observer.demo.faults import AnyFault, FaultSpec
 from observer.domain import Workload
+from observer.errors import ConfigError
+from observer.settings import Settings, merge, problems, read_yaml
+from observer.settings.base import Group
 from observer.settings.detectors import FairnessSettings
 
-TIMEZONE = ZoneInfo("Asia/Shanghai")
-NODES = 6
-GPUS_PER_NODE = 8
+DEFAULT = Path(__file__).with_name("default.yaml")
+_FAULT: TypeAdapter[FaultSpec] = TypeAdapter(AnyFault)
 
 
-def overrides(out: Path, language: str) -> dict[str, Any]:
-    """Every setting the demo changes from the defaults, as a settings tree: three tenants with
-    different weights on six 8-GPU nodes in two pools, a weekday peak and a night window in
-    Shanghai, the full probe plan, fairness judged over fewer windows (a day has two), the
-    database and reports in `out`."""
+class Platform(Group):
+    nodes: int = Field(6, ge=1, le=1000)
+    gpus_per_node: int = Field(8, ge=1, le=16)
+    pools: list[str] = Field(default_factory=lambda: ["h200-a", "h200-b"], min_length=1)
+
+
+class LoadSpec(Group):
+    """Other tenants' demand in and out of the windows, relative to the cluster's GPUs (1.5:
+    half as much again as there is, so the scheduler's shares decide)."""
+
+    busy_factor: float = Field(1.5, ge=0, le=10)
+    quiet_factor: float = Field(0.1, ge=0, le=10)
+
+
+class ScenarioFile(Group):
+    name: str
+    start: date
+    days: int = Field(1, ge=1, le=31)
+    seed: int = 7
+    settings: dict[str, Any] = Field(default_factory=dict)
+    platform: Platform = Platform()
+    load: LoadSpec = LoadSpec()
+    faults: list[dict[str, Any]] = Field(default_factory=list)  # each validated by its kind
+
+
+class Scenario:
+    """A validated scenario: its file's keys, the settings tree it runs with, its faults with
+    their local times in the platform's timezone."""
+
+    def __init__(self, spec: ScenarioFile, tree: dict[str, Any], faults: list[FaultSpec]) -> None:
+        self.spec = spec
+        self.tree = tree
+        self.faults = faults
+        self.settings = Settings.model_validate(tree)
+        self.timezone = ZoneInfo(self.settings.controller.timezone)
+
+    @property
+    def start(self) -> datetime:
+        return self.local(datetime.combine(self.spec.start, time()))
+
+    @property
+    def end(self) -> datetime:
+        return self.start + timedelta(days=self.spec.days)
+
+    @property
+    def days(self) -> list[date]:
+        return [self.spec.start + timedelta(days=i) for i in range(self.spec.days)]
+
+    def local(self, at: datetime) -> datetime:
+        return at.replace(tzinfo=self.timezone)
+
+
+def load_scenario(
+    path: Path | None,
+    out: Path,
+    language: str,
+    *,
+    start: date | None = None,
+    days: int | None = None,
+) -> Scenario:
+    """The scenario at `path` (None: the packaged default) played from `start` for `days`
+    if given (its faults move with its start), with the database and reports in `out`.
+    Raises ConfigError with one line per problem, all of them."""
+    raw = read_yaml(path or DEFAULT, holds="scenario keys")
+    try:
+        spec = ScenarioFile.model_validate(raw)
+    except ValidationError as exc:
+        raise ConfigError(problems(exc)) from None
+    shift = timedelta(days=(start - spec.start).days) if start else timedelta()
+    spec = spec.model_copy(update={"start": start or spec.start, "days": days or spec.days})
+    found: list[str] = []
+    faults: dict[int, FaultSpec] = {}
+    for n, declared in enumerate(spec.faults):
+        try:
+            fault = _FAULT.validate_python(declared)
+        except ValidationError as exc:
+            found += [_fault_problem(n, line) for line in problems(exc)]
+            continue
+        faults[n] = fault.model_copy(update=_moved(fault, shift))
+    tree = merge(merge(_defaults(spec.platform), spec.settings), _owned(out, language))
+    try:
+        settings = Settings.model_validate(tree)
+    except ValidationError as exc:
+        found += [f"settings.{line}" for line in problems(exc)]
+        settings = None
+    found += _cross_check(spec, faults, settings)
+    if found:
+        raise ConfigError(sorted(found, key=_in_file_order))
+    return Scenario(spec, tree, list(faults.values()))
+
+
+def _in_file_order(line: str) -> tuple[int, int]:
+    parts = line.split(".", 2)
+    return (0, int(parts[1])) if parts[0] == "faults" and parts[1].isdigit() else (1, 0)
+
+
+def _fault_problem(n: int, line: str) -> str:
+    """A fault's problem at its place in the file; pydantic names the kind's model in the path
+    (agent_down.node): drop it."""
+    where, _, message = line.partition(": ")
+    parts = where.split(".")
+    if message.startswith("Input tag"):
+        return f"faults.{n}.kind: unknown fault kind {message.split(chr(39))[1]!r}"
+    if message == "unknown setting":
+        message = f"unknown key for {parts[0]}"
+    return ".".join([f"faults.{n}", *parts[1:]]) + f": {message}"
+
+
+def _moved(fault: FaultSpec, shift: timedelta) -> dict[str, Any]:
+    return {"at": fault.at + shift, "until": fault.until + shift if fault.until else None}
+
+
+def _cross_check(
+    spec: ScenarioFile, faults: Mapping[int, FaultSpec], settings: Settings | None
+) -> list[str]:
+    """What the faults name must exist (when the settings say what exists), and their times
+    fall in the scenario's days, in order."""
+    first = spec.start
+    last = first + timedelta(days=spec.days - 1)
+    found = []
+    for n, fault in faults.items():
+        where = f"faults.{n}"
+        for key in ("at", "until"):
+            at = getattr(fault, key)
+            if at is not None and not first <= at.date() <= last:
+                found.append(
+                    f"{where}.{key}: {at:%Y-%m-%d %H:%M} is outside the scenario's days "
+                    f"({first} to {last})"
+                )
+        if fault.until is None and fault.needs_until:
+            found.append(f"{where}.until: is required for {fault.kind}")
+        if fault.until is not None and fault.until <= fault.at:
+            found.append(f"{where}.until: must be after at ({fault.at:%Y-%m-%d %H:%M})")
+        if settings is None:
+            continue
+        nodes = settings.controller.simulation.node_names()
+        node = getattr(fault, "node", None)
+        if node is not None and node not in nodes:
+            found.append(f"{where}.node: no node {node!r} (the platform has {_span(nodes)})")
+        tenants = sorted(t.name for t in settings.controller.tenants)
+        for key in ("tenant", "favoured"):
+            tenant = getattr(fault, key, None)
+            if tenant is not None and tenant not in tenants:
+                found.append(f"{where}.{key}: no tenant {tenant!r} ({', '.join(tenants)})")
+    return found
+
+
+def _span(names: Sequence[str]) -> str:
+    return names[0] if len(names) == 1 else f"{names[0]} to {names[-1]}"
+
+
+def _defaults(platform: Platform) -> dict[str, Any]:
+    """The settings every scenario starts from: three tenants with different weights, a
+    weekday peak and a night window in Shanghai, the full probe plan, fairness judged over
+    fewer windows (a day has two)."""
     # Launches due at the same moment go in this order, the rarer probes first.
     plan: list[dict[str, Any]] = [
         {"window": "weekday-peak", "probe": "quota", "every_seconds": 3600, "tenants": ["batch"]},
@@ -46,7 +204,7 @@ def overrides(out: Path, language: str) -> dict[str, Any]:
     ]
     return {
         "controller": {
-            "timezone": str(TIMEZONE),
+            "timezone": "Asia/Shanghai",
             "windows": [
                 {"name": "weekday-peak", "days": "mon-fri", "start": "10:00", "end": "12:00"},
                 {"name": "night", "days": "*", "start": "02:00", "end": "04:00"},
@@ -58,7 +216,7 @@ def overrides(out: Path, language: str) -> dict[str, Any]:
             ],
             "plan": plan,
             "probes": {"log-canary": {"log_lines": 600, "log_interval_seconds": 0.1}},
-            "gpus_per_node": GPUS_PER_NODE,
+            "gpus_per_node": platform.gpus_per_node,
             "max_probe_gpus": 48,
             "max_probe_gpus_per_tenant": 24,
             "follow_interval_seconds": 5,
@@ -67,26 +225,29 @@ def overrides(out: Path, language: str) -> dict[str, Any]:
             "gpu_sample_interval_seconds": 60,
             "logs": {"settle_seconds": 30},
             "heartbeat_labels": {"job": "observer-controller"},
-            "simulation": {
-                "nodes": NODES,
-                "gpus_per_node": GPUS_PER_NODE,
-                "pools": ["h200-a", "h200-b"],
-            },
+            "simulation": platform.model_dump(),
         },
         "detectors": {
             "fairness": {"persistence_k": 2, "persistence_m": 3},
             # The demo's agents run in process (no controller.agent_urls to derive it from).
             "monitoring_lag": {"freshness_series": ["observer_gpu_up"]},
         },
+    }
+
+
+def _owned(out: Path, language: str) -> dict[str, Any]:
+    """What the demo decides whatever the scenario says: its database and reports in `out`."""
+    return {
         "storage": {"url": f"sqlite:///{out.resolve() / 'observer.db'}"},
         "reports": {"output_dir": str(out.resolve() / "reports"), "language": language},
     }
 
 
-def describe(tree: Mapping[str, Any]) -> list[str]:
-    """The settings tree `overrides` made, in a few lines a person reads at the start."""
+def describe(scenario: Scenario) -> list[str]:
+    """The settings the scenario runs with, in a few lines a person reads at the start."""
+    tree = scenario.tree
     controller = tree["controller"]
-    fairness = tree["detectors"]["fairness"]
+    fairness = tree["detectors"].get("fairness", {})
     simulation = controller["simulation"]
     windows = ", ".join(
         f"{w['name']} {w['days']} {w['start']}-{w['end']}" for w in controller["windows"]
@@ -99,49 +260,81 @@ def describe(tree: Mapping[str, Any]) -> list[str]:
     probes = sorted({entry["probe"] for entry in controller["plan"]})
     tuned = "; ".join(
         f"{probe} " + ", ".join(f"{k} {v}" for k, v in values.items())
-        for probe, values in controller["probes"].items()
+        for probe, values in controller.get("probes", {}).items()
     )
     intervals = ", ".join(f"{k} {v}" for k, v in controller.items() if k.endswith("_seconds"))
     default = FairnessSettings()
-    return [
+    load = scenario.spec.load
+    lines = [
+        f"scenario {scenario.spec.name!r}: {scenario.spec.days} day(s) from "
+        f"{scenario.spec.start}, seed {scenario.spec.seed}, {len(scenario.faults)} faults",
         f"timezone {controller['timezone']}; windows {windows}",
-        f"tenants {tenants}",
-        f"plan {len(controller['plan'])} entries of {len(probes)} probes ({', '.join(probes)}); "
-        f"{tuned}",
+        f"tenants {tenants}; load {load.busy_factor}x the GPUs in windows, "
+        f"{load.quiet_factor}x outside",
+        f"plan {len(controller['plan'])} entries of {len(probes)} probes ({', '.join(probes)})"
+        + (f"; {tuned}" if tuned else ""),
         f"simulated {simulation['nodes']} nodes x {simulation['gpus_per_node']} GPUs in pools "
         f"{', '.join(simulation['pools'])}; gpus_per_node {controller['gpus_per_node']}, "
         f"max_probe_gpus {controller['max_probe_gpus']}, "
         f"max_probe_gpus_per_tenant {controller['max_probe_gpus_per_tenant']}",
-        f"controller {intervals}; heartbeat_labels "
-        + ", ".join(f"{k}={v}" for k, v in controller["heartbeat_labels"].items()),
-        f"fairness persistence {fairness['persistence_k']} of {fairness['persistence_m']} "
-        f"windows (default {default.persistence_k} of {default.persistence_m}: a day has two)",
+        f"controller {intervals}",
+    ]
+    if fairness:
+        lines.append(
+            f"fairness persistence {fairness['persistence_k']} of {fairness['persistence_m']} "
+            f"windows (default {default.persistence_k} of {default.persistence_m}: a day has "
+            "two)"
+        )
+    return [
+        *lines,
         f"storage.url {tree['storage']['url']}",
         f"reports.output_dir {tree['reports']['output_dir']}, "
         f"language {tree['reports']['language']}",
     ]
 
 
-def local(day: date, hour: int, minute: int = 0) -> datetime:
-    return datetime.combine(day, time(hour, minute), tzinfo=TIMEZONE)
-
-
 class Load:
-    """The other tenants' jobs the probes compete with: training jobs of half a node or a
-    whole one, more of them through the windows than outside."""
+    """The other tenants' jobs the probes compete with: training jobs of a few GPUs, more of
+    them through the windows than outside."""
 
-    def __init__(self, cluster: SimulatedCluster, seed: int = 7) -> None:
+    # Jobs per tenant per round at factor 1 (a choice of these); the GPUs and minutes of each.
+    _PER_TENANT = (2, 3, 4)
+    _GPUS = (1, 2, 2, 4)
+    _MINUTES = (10.0, 30.0)
+
+    def __init__(
+        self,
+        cluster: SimulatedCluster,
+        tenants: Sequence[str],
+        load: LoadSpec,
+        seed: int,
+        rounds_per_hour: float,
+    ) -> None:
         self._cluster = cluster
+        self._tenants = tenants
         self._rng = random.Random(seed)
+        gpus = sum(node.gpus for node in cluster.nodes.values())
+        # GPUs one job holds on average over a round: its GPUs x its minutes / a round's.
+        per_job = sum(self._GPUS) / len(self._GPUS) * sum(self._MINUTES) / 2 * rounds_per_hour / 60
+        per_round = sum(self._PER_TENANT) / len(self._PER_TENANT) * len(tenants) * per_job
+        self._scale = {
+            True: load.busy_factor * gpus / per_round,
+            False: load.quiet_factor * gpus / per_round,
+        }
 
     def submit(self, busy: bool) -> None:
-        """One round, every five minutes: in a window each tenant asks for about half the
-        cluster, so demand is half as much again as there is and the scheduler's shares
-        decide; outside, a trickle."""
-        for tenant in ("research", "prod", "batch"):
-            for _ in range(self._rng.choice((2, 3, 4)) if busy else self._rng.choice((0, 0, 1))):
-                gpus = self._rng.choice((1, 2, 2, 4))
-                minutes = self._rng.uniform(10, 30)
+        """One round: each tenant a number of jobs whose GPUs, over their minutes, come to the
+        load's factor of the cluster."""
+        scale = self._scale[busy]
+        for tenant in self._tenants:
+            for _ in range(self._count(scale)):
+                gpus = self._rng.choice(self._GPUS)
+                minutes = self._rng.uniform(*self._MINUTES)
                 self._cluster.submit_background(
                     tenant, Workload(gpus, duration_seconds=minutes * 60)
                 )
+
+    def _count(self, scale: float) -> int:
+        wanted = self._rng.choice(self._PER_TENANT) * scale
+        whole = int(wanted)
+        return whole + (self._rng.random() < wanted - whole)

@@ -54,14 +54,12 @@ def load_settings(path: Path | None, overrides: dict[str, Any] | None = None) ->
     """Read `path` (YAML) if given, merge `overrides` (command-line flags) over it, apply
     OBSERVER_* environment overrides, validate. Raises ConfigError with one
     'field.path: problem' line per problem."""
-    data = _merge(_read_yaml(path) if path is not None else {}, overrides or {})
+    data = merge(read_yaml(path) if path is not None else {}, overrides or {})
     unknown = unknown_environment(os.environ)
     try:
         settings = Settings(**data)
     except ValidationError as exc:
-        raise ConfigError(
-            unknown + [line for error in exc.errors() for line in _describe(error)]
-        ) from None
+        raise ConfigError(unknown + problems(exc)) from None
     if unknown:
         raise ConfigError(unknown)
     return settings
@@ -81,25 +79,26 @@ def unknown_environment(environ: Mapping[str, str]) -> list[str]:
     ]
 
 
-def _merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
+def merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
     merged = dict(base)
     for key, value in over.items():
         below = merged.get(key)
         if isinstance(value, dict) and isinstance(below, dict):
-            merged[key] = _merge(below, value)
+            merged[key] = merge(below, value)
         else:
             merged[key] = value
     return merged
 
 
-def _read_yaml(path: Path) -> dict[str, Any]:
-    """The file's settings tree; every way it cannot be one is a one-line ConfigError."""
+def read_yaml(path: Path, holds: str = "setting groups") -> dict[str, Any]:
+    """The file's mapping of `holds` (a settings file's groups, a scenario's keys); every way it
+    cannot be one is a one-line ConfigError."""
     try:
         raw = path.read_bytes()
     except FileNotFoundError:
         raise ConfigError([f"{path}: file not found"]) from None
     except IsADirectoryError:
-        raise ConfigError([f"{path}: is a directory, not a settings file"]) from None
+        raise ConfigError([f"{path}: is a directory, not a YAML file"]) from None
     except OSError as exc:
         raise ConfigError([f"{path}: cannot be read ({exc.strerror})"]) from None
     if b"\0" in raw:
@@ -119,9 +118,9 @@ def _read_yaml(path: Path) -> dict[str, Any]:
         problem = getattr(exc, "problem", None) or "unparsable"
         raise ConfigError([f"{path}: not valid YAML{where}: {problem}"]) from None
     if data is None:
-        raise ConfigError([f"{path}: empty, no settings in it"])
+        raise ConfigError([f"{path}: empty, no {holds} in it"])
     if not isinstance(data, dict):
-        raise ConfigError([f"{path}: the top level must be a mapping of setting groups"])
+        raise ConfigError([f"{path}: the top level must be a mapping of {holds}"])
     return data
 
 
@@ -129,6 +128,11 @@ _MESSAGES = {
     "extra_forbidden": "unknown setting",
     "missing": "is required",
 }
+
+
+def problems(exc: ValidationError) -> list[str]:
+    """Every problem pydantic found, one 'field.path: problem' line each."""
+    return [line for error in exc.errors() for line in _describe(error)]
 
 
 def _describe(error: Any) -> list[str]:

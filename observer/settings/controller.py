@@ -85,6 +85,12 @@ class SimulationSettings(Group):
         "sbatch or API call would (0: none).",
     )
 
+    def node_names(self) -> list[str]:
+        return [f"node-{i:03d}" for i in range(self.nodes)]
+
+    def pool_of(self, index: int) -> str:
+        return self.pools[index % len(self.pools)]
+
 
 class TolerationSettings(Group):
     """One toleration of the probe pods, as in a pod spec (snake_case names)."""

@@ -1,0 +1,125 @@
+"""A scenario file is validated like the settings: every problem one 'field.path: problem'
+line, exit 2, nothing run; a valid one is what the demo plays, the packaged default too."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from datetime import date, datetime
+from pathlib import Path
+from typing import get_args
+
+import pytest
+import yaml
+
+from observer.demo.faults import KINDS
+from observer.demo.scenario import DEFAULT, load_scenario
+from observer.errors import ConfigError
+
+BENCH = Path(__file__).parents[2] / "bench" / "scenarios"
+
+
+def _demo(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "observer.cli", "demo", "--port", "0", *args],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        timeout=120,
+        check=False,
+    )
+
+
+def test_a_scenario_with_errors_is_refused_with_one_line_per_problem(tmp_path: Path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(
+        """
+name: bad
+start: 2026-11-30
+days: 2
+platform: {nodes: 4}
+faults:
+  - {kind: unfair_schedulr, favoured: prod, at: "2026-11-30 01:50", until: "2026-12-01 12:05"}
+  - {kind: agent_down, node: node-009, at: "2026-11-30 03:00", until: "2026-11-30 02:45"}
+  - {kind: prometheus_stall, at: "2026-12-05 03:00", until: "2026-12-05 04:00"}
+  - {kind: stuck_terminating, tenant: nobody, at: "2026-11-30 10:00"}
+  - {kind: log_loss, at: "10:00", secs: 3}
+""",
+        encoding="utf-8",
+    )
+    result = _demo("--scenario", str(bad), "--out", str(tmp_path / "out"), cwd=tmp_path)
+    assert result.returncode == 2
+    assert result.stderr.splitlines() == [
+        "faults.0.kind: unknown fault kind 'unfair_schedulr'",
+        "faults.1.until: must be after at (2026-11-30 03:00)",
+        "faults.1.node: no node 'node-009' (the platform has node-000 to node-003)",
+        "faults.2.at: 2026-12-05 03:00 is outside the scenario's days (2026-11-30 to 2026-12-01)",
+        "faults.2.until: 2026-12-05 04:00 is outside the scenario's days "
+        "(2026-11-30 to 2026-12-01)",
+        "faults.3.until: is required for stuck_terminating",
+        "faults.3.tenant: no tenant 'nobody' (batch, prod, research)",
+        "faults.4.at: must be a local time \"YYYY-MM-DD HH:MM\", not '10:00'",
+        "faults.4.secs: unknown key for log_loss",
+    ]
+    assert not (tmp_path / "out" / "observer.db").exists()
+
+
+def test_a_settings_problem_is_named_below_settings(tmp_path: Path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(
+        "name: x\nstart: 2026-11-30\nsettings: {controller: {follow_interval_seconds: 0}}\n",
+        encoding="utf-8",
+    )
+    with pytest.raises(ConfigError) as refused:
+        load_scenario(bad, tmp_path, "en")
+    assert refused.value.problems == [
+        "settings.controller.follow_interval_seconds: must be greater than 0"
+    ]
+
+
+def test_a_scenario_file_that_is_not_one_says_so(tmp_path: Path):
+    empty = tmp_path / "empty.yaml"
+    empty.write_text("", encoding="utf-8")
+    result = _demo("--scenario", str(empty), cwd=tmp_path)
+    assert (result.returncode, result.stderr.strip()) == (
+        2,
+        f"{empty}: empty, no scenario keys in it",
+    )
+
+
+def test_the_packaged_default_moves_with_its_start(tmp_path: Path):
+    as_filed = load_scenario(None, tmp_path, "en")
+    moved = load_scenario(None, tmp_path, "en", start=date(2026, 12, 7))
+    assert as_filed.spec.start == date(2026, 11, 23) and moved.spec.start == date(2026, 12, 7)
+    assert [f.at - as_filed.faults[0].at for f in as_filed.faults] == [
+        f.at - moved.faults[0].at for f in moved.faults
+    ]
+    assert moved.faults[0].at == datetime(2026, 12, 7, 1, 50)
+    assert moved.start.isoformat() == "2026-12-07T00:00:00+08:00"
+    assert {f.kind for f in as_filed.faults} >= {"gpu_off_bus", "ecc_burst", "thermal_slowdown"}
+
+
+def test_its_settings_are_the_ones_the_daemon_accepts(tmp_path: Path):
+    scenario = load_scenario(DEFAULT, tmp_path, "zh-CN")
+    config = tmp_path / "observer.yaml"
+    config.write_text(yaml.safe_dump(scenario.tree), encoding="utf-8")
+    checked = subprocess.run(
+        [sys.executable, "-m", "observer.cli", "check-config", str(config)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert checked.returncode == 0, checked.stderr
+    assert scenario.settings.reports.language == "zh-CN"
+
+
+def test_the_bench_rehearsals_use_every_fault_kind_three_times(tmp_path: Path):
+    counts = dict.fromkeys((get_args(k.model_fields["kind"].annotation)[0] for k in KINDS), 0)
+    days = []
+    for path in sorted(BENCH.glob("*.yaml")):
+        scenario = load_scenario(path, tmp_path, "en")
+        days.append(scenario.spec.days)
+        for fault in scenario.faults:
+            counts[fault.kind] += 1
+    assert min(days) >= 2
+    assert {kind: n for kind, n in counts.items() if n < 3} == {}
