@@ -137,6 +137,33 @@ def test_the_probe_on_the_fallen_gpu_fails_as_a_gpu_fault_and_the_node_stays_in_
     assert node.state != "drained"
 
 
+def test_a_fall_under_a_training_job_fails_it_and_frees_all_its_gpus(tmp_path: Path):
+    world = World(tmp_path)
+    training = world.training(gpus=2)
+    world.run_for(60)
+    gpu = world.nodes.busy_gpu(NODE)
+    assert gpu is not None
+
+    failed = world.nodes.gpu_fall_off(NODE, gpu)
+    world.run_for(STEP_SECONDS)
+
+    assert failed == training
+    job = world.cluster.jobs([training])[training]
+    assert (job.phase, job.reason) == (JobPhase.FAILED, "Error")
+    assert world.snapshot().processes == ()
+
+
+def test_a_gpu_with_nothing_on_it_falls_off_failing_no_job(tmp_path: Path):
+    world = World(tmp_path)
+    world.run_for(60)
+
+    assert world.nodes.gpu_fall_off(NODE, 3) is None
+    world.run_for(STEP_SECONDS)
+
+    [lost] = world.agent_findings("gpu_lost")
+    assert lost.subject == {"node": NODE, "gpu": "3"}
+
+
 def test_the_failed_probe_is_classed_a_gpu_driver_fault_with_the_xid_as_evidence(
     tmp_path: Path,
 ):
