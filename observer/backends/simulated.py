@@ -311,6 +311,18 @@ class SimulatedCluster:
         self.drained.pop(node, None)
         self._schedule(self._clock.now())
 
+    def fail_job(self, job_id: str, reason: str, message: str, exit_code: int) -> None:
+        """The job's work died on its node (its GPU fell off the bus): it ends FAILED now with
+        the platform's words for it, and its GPUs go to the next pending jobs. A node-side
+        event: it happens whether or not the API answers. A finished job stays as it ended."""
+        self._advance()
+        job = self._jobs[job_id]
+        if job.phase.finished:
+            return
+        now = self._clock.now()
+        self._end(job, now, JobPhase.FAILED, exit_code, reason, message)
+        self._schedule(now)
+
     def _add(self, tenant: str, queue: str | None, workload: Workload, run_id: str | None) -> str:
         if not self.faults.reachable:
             raise BackendError("the cluster's API is unreachable")

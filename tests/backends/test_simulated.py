@@ -410,6 +410,58 @@ def test_cancelling_a_job_stuck_pulling_its_image_frees_its_gpus(
     assert node(cluster, "n1").gpus_allocated == 2
 
 
+def test_a_job_failed_under_it_ends_failed_now_in_its_words_and_frees_its_gpus(
+    make_cluster: MakeCluster, clock: ManualClock
+) -> None:
+    cluster = make_cluster(nodes=(4,))
+    job_id = submit(cluster, RESEARCH, workload(gpus=3, seconds=600))
+    blocked = submit(cluster, PROD, workload(gpus=2))
+    clock.advance(30)
+
+    cluster.fail_job(job_id, "Error", "CUDA error: unspecified launch failure", 1)
+
+    failed = status(cluster, job_id)
+    assert failed.phase is JobPhase.FAILED
+    assert (failed.reason, failed.message, failed.exit_code) == (
+        "Error",
+        "CUDA error: unspecified launch failure",
+        1,
+    )
+    assert failed.finished_at == at(30)
+    assert status(cluster, blocked).started_at == at(30)
+    assert node(cluster, "n1").state == "mixed"  # the node stays in service
+
+
+def test_a_job_fails_under_it_while_the_api_is_down_and_shows_so_once_it_answers(
+    make_cluster: MakeCluster, clock: ManualClock
+) -> None:
+    cluster = make_cluster()
+    job_id = submit(cluster, RESEARCH, workload(seconds=600))
+    clock.advance(20)
+    cluster.faults.reachable = False
+
+    cluster.fail_job(job_id, "Error", "CUDA error: unspecified launch failure", 1)
+
+    cluster.faults.reachable = True
+    assert (status(cluster, job_id).phase, status(cluster, job_id).finished_at) == (
+        JobPhase.FAILED,
+        at(20),
+    )
+
+
+def test_failing_a_job_that_already_ended_changes_nothing(
+    make_cluster: MakeCluster, clock: ManualClock
+) -> None:
+    cluster = make_cluster()
+    job_id = submit(cluster, RESEARCH, workload(seconds=10))
+    clock.advance(20)
+
+    cluster.fail_job(job_id, "Error", "too late", 1)
+
+    done = status(cluster, job_id)
+    assert (done.phase, done.exit_code, done.finished_at) == (JobPhase.SUCCEEDED, 0, at(10))
+
+
 def test_a_multi_node_job_takes_gpus_per_node_on_distinct_nodes_and_lists_them(
     make_cluster: MakeCluster,
 ) -> None:
