@@ -18,7 +18,7 @@ from __future__ import annotations
 import itertools
 import threading
 from collections.abc import Callable, Mapping
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from prometheus_client import CollectorRegistry
 
@@ -102,10 +102,26 @@ class _Node:
             xids=self.xids,
         )
         self.held: dict[int, tuple[str, int]] = {}  # GPU index -> (job id, pid)
+        self.last_ended: int | None = None  # the pid of the last process that ended here
+        self.reuse: int | None = None  # the pid the next process takes (the pid-reuse fault)
+        self._flapping: tuple[int, list[Owner]] = (0, [])  # ticks left, owners told unknown
 
     def tick(self) -> None:
         self.xids.step()
         self.agent.tick()
+        left, owners = self._flapping
+        if left == 1:
+            for owner in owners:  # known again, unless it ended meanwhile
+                if self.host.owners.get(owner) == OwnerState(OwnerPhase.UNKNOWN):
+                    self.host.owners[owner] = OwnerState(OwnerPhase.RUNNING)
+        self._flapping = (max(left - 1, 0), owners)
+
+    def flap(self, ticks: int) -> bool:
+        owners = [Owner(OwnerKind.JOB, job_id) for job_id, _ in set(self.held.values())]
+        for owner in owners:
+            self.host.owners[owner] = OwnerState(OwnerPhase.UNKNOWN)
+        self._flapping = (ticks, owners)
+        return bool(owners)
 
     def place(
         self, job: JobStatus, behaviour: Behaviour, count: int, pid: Callable[[], int]
@@ -117,11 +133,13 @@ class _Node:
         for index in free[:count]:
             gpu = self.gpus.gpus[index]
             used = TRAINING_MEMORY_BYTES if background else BUSY_PROBE_MEMORY_BYTES
-            process = pid()
+            started = pid()  # a later start than any process before it
+            process, self.reuse = self.reuse or started, None
             gpu.processes[process] = used
             gpu.memory_used_bytes = DRIVER_BASELINE_BYTES + used
             gpu.utilization_gpu_percent = 72 + (index * 7 + process) % 25 if background else 99
-            self.host.spawn(process, owner, "python train.py" if background else behaviour.value)
+            command = "python train.py" if background else behaviour.value
+            self.host.spawn(process, owner, command, start_ticks=started)
             self.held[index] = (job.job_id, process)
         self.host.owners[owner] = OwnerState(OwnerPhase.RUNNING)
 
@@ -133,6 +151,7 @@ class _Node:
                 gpu.memory_used_bytes = DRIVER_BASELINE_BYTES
                 gpu.utilization_gpu_percent = 0
                 self.host.kill(process)
+                self.last_ended = process
                 del self.held[index]
 
     def end(self, job_id: str, at: datetime) -> None:
@@ -157,6 +176,9 @@ class DemoNodes:
         self._pids = itertools.count(4000)
         self._on: dict[str, tuple[set[str], str | None]] = {}  # job id -> (its nodes, probe run)
         self.leak_next_probe = False  # the fault: the next probe to end leaves its process
+        # The confounder: other tenants' jobs free their memory this long after they end.
+        self.release_delay = timedelta()
+        self._releases: list[tuple[datetime, str, str]] = []  # (when, node, job id)
         # job id -> (its probe run, the node its processes were left on)
         self.leaked: dict[str, tuple[str, str]] = {}
 
@@ -183,6 +205,10 @@ class DemoNodes:
                 self._on[job_id] = (set(placement), job.run_id)
         for job_id in [j for j in self._on if j not in running]:
             self._ended(job_id, leaves=self.leak_next_probe)
+        now = self._clock.now()
+        for due in [r for r in self._releases if r[0] <= now]:
+            self._releases.remove(due)
+            self._nodes[due[1]].release(due[2])
         for node in self._nodes.values():
             node.tick()
 
@@ -192,17 +218,32 @@ class DemoNodes:
             self._nodes[name].release(job_id)
         self.leaked.clear()
 
-    def busy_gpu(self, node: str, probe: bool = False) -> int | None:
-        """The lowest index of `node`'s GPUs a process runs on (with `probe`, a gpu-busy
-        probe's process), None when there is none: where a GPU fault hits work."""
+    def busy_gpu(self, node: str, gpu: int | None = None, probe: bool = False) -> int | None:
+        """The lowest index of `node`'s GPUs a process runs on (`gpu`: that one only; with
+        `probe`, a gpu-busy probe's process), None when there is none: where a GPU fault hits
+        work."""
         return min(
             (
                 index
                 for index, (job_id, _) in self._nodes[node].held.items()
-                if not probe or (job_id in self._on and self._on[job_id][1] is not None)
+                if gpu in (None, index)
+                and (not probe or (job_id in self._on and self._on[job_id][1] is not None))
             ),
             default=None,
         )
+
+    def reuse_pid(self, node: str) -> int | None:
+        """The next process started on `node` takes the pid of the last one that ended there
+        (a new process, started later). Returns that pid; None while none has ended."""
+        pid = self._nodes[node].last_ended
+        if pid is not None:
+            self._nodes[node].reuse = pid
+        return pid
+
+    def flap_owners(self, node: str, ticks: int) -> bool:
+        """The owner directory of `node` answers "unknown" for the jobs running there for the
+        agent's next `ticks` ticks, then knows them again. False: nothing ran there."""
+        return self._nodes[node].flap(ticks)
 
     def gpu_fall_off(self, node: str, gpu: int, xid: int = FELL_OFF_THE_BUS) -> str | None:
         """GPU `gpu` of `node` reports Xid `xid` and falls off the bus: on its next tick the
@@ -271,6 +312,8 @@ class DemoNodes:
             node.end(job_id, self._clock.now())
             if left is not None:
                 self.leaked[job_id] = (left, name)
+            elif run_id is None and self.release_delay:
+                self._releases.append((self._clock.now() + self.release_delay, name, job_id))
             else:
                 node.release(job_id)
         if left is not None:

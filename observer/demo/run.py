@@ -75,7 +75,11 @@ def run_demo(
     store = Store(url, clock, durable=False)
     cluster = simulated_cluster(cfg_all, clock)
     nodes = DemoNodes(
-        cluster, clock, cfg_all.controller.simulation.gpus_per_node, cfg_all.detectors.node
+        cluster,
+        clock,
+        cfg_all.controller.simulation.gpus_per_node,
+        cfg_all.detectors.node,
+        cfg_all.detectors.gpu_health,
     )
     prometheus = FakePrometheus(clock)
     targets = [

@@ -12,9 +12,19 @@ class FakeHost:
         self.processes: dict[int, ProcessInfo] = {}
         self.owners: dict[Owner, OwnerState] = {}
 
-    def spawn(self, pid: int, owner: Owner = NO_OWNER, command: str = "python train.py") -> None:
+    def spawn(
+        self,
+        pid: int,
+        owner: Owner = NO_OWNER,
+        command: str = "python train.py",
+        start_ticks: int | None = None,
+    ) -> None:
+        """A process; it started at `start_ticks` (default: its pid, so later pids start
+        later), which tells a reused pid's new process from the one that ended."""
         executable = command.split(maxsplit=1)[0].rpartition("/")[2]
-        self.processes[pid] = ProcessInfo(pid, pid, command, owner, executable)
+        self.processes[pid] = ProcessInfo(
+            pid, pid if start_ticks is None else start_ticks, command, owner, executable
+        )
 
     def kill(self, pid: int) -> None:
         self.processes.pop(pid, None)
