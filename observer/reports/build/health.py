@@ -11,13 +11,15 @@ from datetime import datetime
 
 from observer.detectors import gpu_health, gpu_in_service
 from observer.detectors.scheduler_terms import in_service
-from observer.domain import Finding, JsonValue
+from observer.domain import Finding, JsonValue, SchedulerNode
+from observer.records import StoredNodeChange
 from observer.reports.build.data import Period, PeriodData
 from observer.reports.build.events import NODE_NAMES
 from observer.reports.build.notes import Note
 
 # The agents' GPU conditions, in the order the section lists them: a new condition detector is
-# one more entry here, with its words in the catalog (`health.cond.<detector>`).
+# one more entry here, with its words in the catalog (`health.cond.<detector>`); the verdict
+# counts those short of a fatal fault or throttling as GPU errors (criteria.GPU_ERRORS).
 CONDITIONS = (
     gpu_health.ECC_UNCORRECTED,
     gpu_health.ROW_REMAP_PENDING,
@@ -217,7 +219,9 @@ def _condition(detector: str, found: Sequence[Finding], period: Period) -> GpuCo
     if detector == gpu_health.ECC_UNCORRECTED:
         measured = _ecc_rise(found)
     elif detector == gpu_health.PCIE_REPLAY_RATE:
-        rates = [r for f in found if isinstance(r := f.evidence.get("replays_per_minute"), float)]
+        rates = [
+            r for f in found if isinstance(r := f.evidence.get("replays_per_minute"), int | float)
+        ]
         measured = {"replays_per_minute": max(rates)} if rates else {}
     return GpuCondition(
         findings=len(found),
@@ -271,42 +275,43 @@ def _xid_counts(xids: Sequence[Finding]) -> tuple[XidCount, ...]:
 
 
 def _reactions(data: PeriodData, faults: Sequence[Finding]) -> tuple[Reaction, ...]:
-    period = data.period
-    first: dict[str, Finding] = {}
-    for f in sorted(faults, key=lambda f: f.opened_at):
-        if is_fatal(f) and f.opened_at < period.end:
-            first.setdefault(f.subject.get("node", ""), f)
+    first: dict[str, tuple[datetime, str, int | None]] = {}
+
+    def seen(node: str, fault: tuple[datetime, str, int | None]) -> None:
+        if node not in first or fault[0] < first[node][0]:
+            first[node] = fault
+
+    for f in faults:
+        if is_fatal(f):
+            xid = _code(f) if f.detector == gpu_health.GPU_XID else None
+            seen(f.subject.get("node", ""), (f.opened_at, f.detector, xid))
     kept: dict[str, list[Finding]] = {}
-    for f in data.findings:
+    for f in sorted(data.findings, key=lambda f: f.opened_at):
         if f.detector == gpu_in_service.UNHEALTHY_GPU_IN_SERVICE:
-            kept.setdefault(f.subject.get("node", ""), []).append(f)
-    reactions = []
-    for node in sorted(first.keys() | kept.keys()):
-        found = sorted(kept.get(node, []), key=lambda f: f.opened_at)
-        judged = _judged_fault(found[0]) if found else None
-        fault = first.get(node)
-        if fault is not None and (judged is None or fault.opened_at <= judged[0]):
-            at, detector, xid = (
-                fault.opened_at,
-                fault.detector,
-                _code(fault) if fault.detector == gpu_health.GPU_XID else None,
-            )
-        elif judged is not None:
-            at, detector, xid = judged
-        else:
-            continue
-        reactions.append(
-            Reaction(
-                node=node,
-                fault_at=at,
-                fault=detector,
-                xid=xid,
-                out_of_service_after_seconds=_out_of_service_after(data, node, at),
-                kept_in_service_since=found[0].opened_at if found else None,
-                jobs_placed=_placed(found),
-            )
+            node = f.subject.get("node", "")
+            kept.setdefault(node, []).append(f)
+            if (judged := _judged_fault(f)) is not None:
+                seen(node, judged)
+    # One pass over the node log, which for a week of a large fleet is a million changes.
+    changes: dict[str, list[StoredNodeChange]] = {node: [] for node in first}
+    for change in data.node_changes:
+        if change.node.name in changes:
+            changes[change.node.name].append(change)
+    at_start = {n.name: n for n in data.nodes_at_start if n.name in first}
+    return tuple(
+        Reaction(
+            node=node,
+            fault_at=at,
+            fault=detector,
+            xid=xid,
+            out_of_service_after_seconds=_out_of_service_after(
+                at_start.get(node), changes[node], at
+            ),
+            kept_in_service_since=kept[node][0].opened_at if node in kept else None,
+            jobs_placed=_placed(kept.get(node, ())),
         )
-    return tuple(reactions)
+        for node, (at, detector, xid) in sorted(first.items())
+    )
 
 
 def _judged_fault(kept: Finding) -> tuple[datetime, str, int | None] | None:
@@ -320,13 +325,12 @@ def _judged_fault(kept: Finding) -> tuple[datetime, str, int | None] | None:
     return datetime.fromisoformat(fault["at"]), detector, int(xid) if xid else None
 
 
-def _out_of_service_after(data: PeriodData, node: str, fault_at: datetime) -> float | None:
+def _out_of_service_after(
+    state: SchedulerNode | None, changes: Sequence[StoredNodeChange], fault_at: datetime
+) -> float | None:
     """Seconds from the fault until the scheduler was first seen with the node out of service
-    (0: it already was)."""
-    state = next((n for n in data.nodes_at_start if n.name == node), None)
-    for change in data.node_changes:
-        if change.node.name != node:
-            continue
+    (0: it already was); `state`: the node at the period's start, `changes`: its log."""
+    for change in changes:
         if change.at > fault_at:
             if state is not None and not in_service(state):
                 return 0.0
@@ -342,7 +346,7 @@ def _placed(kept: Sequence[Finding]) -> tuple[PlacedJob, ...]:
     jobs: dict[str, PlacedJob] = {}
     for f in kept:
         listed = f.evidence.get("jobs_placed_since")
-        for job in listed if isinstance(listed, list) else []:
+        for job in listed if isinstance(listed, list) else ():
             started = job.get("started_at")
             placed = PlacedJob(
                 str(job["job_id"]),
