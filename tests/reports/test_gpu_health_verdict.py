@@ -63,10 +63,21 @@ def test_fatal_faults_recurring_on_a_node_or_a_node_kept_in_service_must_be_fixe
     assert judged(criterion(fatal_xid(3), kept)) == (Status.FAIL, FailureClass.MUST_FIX)
 
 
+def test_one_failure_reported_twice_is_one_fault_not_a_recurrence():
+    # A GPU falling off the bus is Xid 79 and, seconds later, the lost GPU it leaves.
+    lost = finding("gpu_lost", at(3, 0, 5), None, node="node-3", gpu="2")
+
+    assert judged(criterion(fatal_xid(3), lost)) == (Status.FAIL, FailureClass.LIMITED_LAUNCH)
+
+
 def test_throttling_alone_is_a_later_optimisation():
     slow = finding("gpu_clock_slowdown", at(10), at(11), node="node-1", gpu_uuid="GPU-1")
 
-    assert judged(criterion(slow)) == (Status.FAIL, FailureClass.LATER_OPTIMISATION)
+    result = criterion(slow)
+
+    assert judged(result) == (Status.FAIL, FailureClass.LATER_OPTIMISATION)
+    [note] = [n for n in result.evidence if n.key == "ev.gpu_health"]
+    assert note.params["nodes"] == "node-1"
 
 
 def test_the_criterion_reads_in_both_languages():

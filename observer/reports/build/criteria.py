@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from enum import StrEnum
 
 from observer.detectors import fairness, gpu_health, gpu_in_service, node_leaks, unexplained_wait
@@ -27,6 +27,7 @@ from observer.domain import (
 )
 from observer.probes.windows import occurrence_of
 from observer.records import controller_not_running, overlap_seconds
+from observer.reports.build import health
 from observer.reports.build.causes import Cause, classify
 from observer.reports.build.data import Period, PeriodData, ReportContext
 from observer.reports.build.events import (
@@ -51,15 +52,13 @@ LEAK_DETECTORS = frozenset(
     }
 )
 IDLE_DETECTORS = frozenset({"allocated_idle"})
-# GPU errors short of a fatal fault (a fatal one: gpu_in_service.FATAL_CONDITIONS, fatal Xids).
-GPU_ERRORS = frozenset(
-    {
-        gpu_health.ECC_UNCORRECTED,
-        gpu_health.ROW_REMAP_PENDING,
-        gpu_health.RETIRED_PAGES_PENDING,
-        gpu_health.PCIE_REPLAY_RATE,
-    }
+# The agents' GPU conditions short of a fatal fault (health.is_fatal) or throttling.
+GPU_ERRORS = (
+    frozenset(health.CONDITIONS) - gpu_in_service.FATAL_CONDITIONS - {gpu_health.CLOCK_SLOWDOWN}
 )
+# One failure is often several reports minutes apart (Xid 79 and the GPU it leaves lost, Xid 48
+# then 63 or 64): a node's fatal faults recur when they lie further apart than this.
+RECURS_AFTER = timedelta(hours=1)
 EXAMPLES = 5
 
 
@@ -592,14 +591,10 @@ def _gpu_health(soak: PeriodData) -> CriterionResult:
     later optimisation. Without GPU samples it was not observed."""
     name = "gpu_health"
     in_service = _of(soak.findings, [gpu_in_service.UNHEALTHY_GPU_IN_SERVICE])
-    fatal = [f for f in soak.findings if _fatal_gpu_fault(f)]
+    fatal = [f for f in soak.findings if health.is_fatal(f)]
     errors = _of(soak.findings, GPU_ERRORS)
     throttled = _of(soak.findings, [gpu_health.CLOCK_SLOWDOWN])
-    per_node: dict[str, int] = {}
-    for f in fatal:
-        per_node[f.subject.get("node", "")] = per_node.get(f.subject.get("node", ""), 0) + 1
-    recurring = sorted(node for node, n in per_node.items() if n > 1)
-    affected = sorted({f.subject.get("node", "") for f in fatal + errors + in_service})
+    affected = sorted({f.subject.get("node", "") for f in fatal + errors + in_service + throttled})
     evidence = [
         Note(
             "ev.gpu_health",
@@ -613,7 +608,7 @@ def _gpu_health(soak: PeriodData) -> CriterionResult:
         )
     ]
     shown = in_service + fatal + errors
-    if in_service or recurring:
+    if in_service or _recurring(fatal):
         return _result(name, Status.FAIL, evidence, FailureClass.MUST_FIX, shown, soak.period)
     if fatal or errors:
         return _result(name, Status.FAIL, evidence, FailureClass.LIMITED_LAUNCH, shown, soak.period)
@@ -626,10 +621,11 @@ def _gpu_health(soak: PeriodData) -> CriterionResult:
     return _result(name, Status.PASS, evidence)
 
 
-def _fatal_gpu_fault(finding: Finding) -> bool:
-    if finding.detector == gpu_health.GPU_XID:
-        return finding.evidence.get("fatal") is True
-    return finding.detector in gpu_in_service.FATAL_CONDITIONS
+def _recurring(fatal: Iterable[Finding]) -> bool:
+    times: dict[str, list[datetime]] = {}
+    for f in fatal:
+        times.setdefault(f.subject.get("node", ""), []).append(f.opened_at)
+    return any(max(at) - min(at) > RECURS_AFTER for at in times.values())
 
 
 def _run_examples(runs: Sequence[ProbeRun]) -> list[Note]:

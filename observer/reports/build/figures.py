@@ -1,7 +1,7 @@
 """The figures of one period, from its stored data: tasks and failures, every tenant's jobs,
-queue waits, GPU utilisation and allocation, and (from events) alerts, interventions,
-findings, deliveries and blind time. Pure. A figure the observer could not see is None,
-never 0."""
+queue waits, GPU utilisation and allocation, the GPUs' health, and (from events) alerts,
+interventions, findings, deliveries and blind time. Pure. A figure the observer could not see
+is None, never 0."""
 
 from __future__ import annotations
 
@@ -35,6 +35,7 @@ from observer.reports.build.events import (
     intervention_figures,
     owner_state_figures,
 )
+from observer.reports.build.health import GpuHealthFigures, gpu_health_figures
 from observer.reports.build.notes import Note
 
 FAILED_OUTCOMES = frozenset({Outcome.FAILED, Outcome.REJECTED, Outcome.TIMED_OUT, Outcome.LOST})
@@ -231,6 +232,7 @@ class PeriodFigures:
     all_jobs: AllJobFigures | None  # None: no listing of every tenant's jobs covered it
     queue: QueueFigures
     gpu: GpuFigures
+    health: GpuHealthFigures
     owners: OwnerStateFigures
     alerts: AlertFigures
     interventions: InterventionFigures
@@ -254,6 +256,7 @@ def period_figures(
         all_jobs=all_job_figures(data.job_slots, data.period),
         queue=queue_figures(data.runs, data.queue_samples),
         gpu=gpu_figures(data, context),
+        health=gpu_health_figures(data),
         owners=owner_state_figures(data, layer_blind_max_share),
         alerts=alert_figures(data, context),
         interventions=intervention_figures(data, intervention_match_seconds),

@@ -1,5 +1,6 @@
 """The daily summary's content as blocks: its headline, tasks, every tenant's jobs and queue
-waits here; GPUs and what happened around the platform from their own modules."""
+waits here; GPUs, their health and what happened around the platform from their own
+modules."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from observer.reports.render.events import (
 )
 from observer.reports.render.gpu import gpu_blocks, utilisation_chart
 from observer.reports.render.headline import all_jobs_text, headline_rows, utilization
+from observer.reports.render.health import health_blocks
 from observer.reports.render.html import to_html
 from observer.reports.render.i18n import Language, Words
 from observer.reports.render.json import daily_json, json_text
@@ -67,6 +69,7 @@ def _daily_blocks(report: DailyReport, w: Words, title: str) -> list[Block]:
     blocks += _task_blocks(day, prev, soak, w)
     blocks += _queue_blocks(day, prev, soak, w)
     blocks += gpu_blocks(day, prev, soak, w)
+    blocks += health_blocks(day, w)
     blocks += alert_blocks(day, prev, soak, w)
     blocks += intervention_blocks(day, w)
     blocks += finding_blocks(day, soak, w)

@@ -65,6 +65,7 @@ def _period_json(f: PeriodFigures) -> dict[str, Any]:
         "all_jobs": plain(f.all_jobs),
         "queue_wait": plain(f.queue),
         "gpu": plain(f.gpu),
+        "gpu_health": plain(f.health),
         "owner_state": plain(f.owners),
         "alerts": plain(f.alerts),
         "manual_interventions": plain(f.interventions),
