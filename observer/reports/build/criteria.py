@@ -58,6 +58,7 @@ GPU_ERRORS = frozenset(
         gpu_health.ROW_REMAP_PENDING,
         gpu_health.RETIRED_PAGES_PENDING,
         gpu_health.PCIE_REPLAY_RATE,
+        gpu_health.NVLINK_ERRORS,
     }
 )
 EXAMPLES = 5
