@@ -93,6 +93,11 @@ class GpuCounters:
     retired_pages_pending: bool | None = None
     ecc_aggregate_uncorrected_errors: int | None = None  # over the device's lifetime
     pcie_replay_errors: int | None = None
+    # NVLink data-link errors summed over the active links: NVML's DL_REPLAY, DL_RECOVERY and
+    # DL_CRC_FLIT + DL_CRC_DATA counters.
+    nvlink_replay_errors: int | None = None
+    nvlink_recovery_errors: int | None = None
+    nvlink_crc_errors: int | None = None
     errors: tuple[ReadError, ...] = ()
 
 

@@ -396,6 +396,11 @@ _GAUGES: tuple[tuple[str, str], ...] = (
 _COUNTERS: tuple[tuple[str, str], ...] = (
     ("observer_gpu_energy_joules", "Energy consumed since driver load."),
     ("observer_gpu_pcie_replay_errors", "PCIe replay events since driver load."),
+    (
+        "observer_gpu_nvlink_errors",
+        "NVLink errors summed over the active links (since driver load or a counter reset), "
+        "by counter (replay, recovery, crc).",
+    ),
 )
 _OTHER: tuple[tuple[str, str], ...] = (
     ("observer_gpu_info", "Identity of each GPU (value 1)."),
@@ -442,6 +447,11 @@ class GpuCollector(Collector):
             "observer_gpu_pcie_replay_errors",
             dict(_COUNTERS)["observer_gpu_pcie_replay_errors"],
             labels=_GPU,
+        )
+        nvlink = CounterMetricFamily(
+            "observer_gpu_nvlink_errors",
+            dict(_COUNTERS)["observer_gpu_nvlink_errors"],
+            labels=[*_GPU, "counter"],
         )
         info = GaugeMetricFamily(
             "observer_gpu_info",
@@ -508,6 +518,13 @@ class GpuCollector(Collector):
                     energy.add_metric(labels, c.energy_millijoules / 1000.0)
                 if c.pcie_replay_errors is not None:
                     replay.add_metric(labels, c.pcie_replay_errors)
+                for counter, errors in (
+                    ("replay", c.nvlink_replay_errors),
+                    ("recovery", c.nvlink_recovery_errors),
+                    ("crc", c.nvlink_crc_errors),
+                ):
+                    if errors is not None:
+                        nvlink.add_metric([*labels, counter], errors)
                 put(
                     "observer_gpu_ecc_aggregate_uncorrected_errors",
                     labels,
@@ -552,7 +569,7 @@ class GpuCollector(Collector):
                 owners.add_metric([*labels, *owner], 1.0)
 
         yield from fam.values()
-        yield from (energy, replay, info, owners, procs, nvml_up)
+        yield from (energy, replay, nvlink, info, owners, procs, nvml_up)
 
 
 def metric_names(registry: CollectorRegistry) -> list[str]:

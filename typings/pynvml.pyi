@@ -52,6 +52,11 @@ NVML_PCIE_UTIL_TX_BYTES: Final = 0
 NVML_PCIE_UTIL_RX_BYTES: Final = 1
 NVML_PAGE_RETIREMENT_CAUSE_MULTIPLE_SINGLE_BIT_ECC_ERRORS: Final = 0
 NVML_PAGE_RETIREMENT_CAUSE_DOUBLE_BIT_ECC_ERROR: Final = 1
+NVML_NVLINK_MAX_LINKS: Final = 36
+NVML_NVLINK_ERROR_DL_REPLAY: Final = 0
+NVML_NVLINK_ERROR_DL_RECOVERY: Final = 1
+NVML_NVLINK_ERROR_DL_CRC_FLIT: Final = 2
+NVML_NVLINK_ERROR_DL_CRC_DATA: Final = 3
 nvmlEventTypeXidCriticalError: Final = 0x0000000000000008
 
 class NVMLError(Exception):
@@ -209,6 +214,10 @@ def nvmlDeviceGetRemappedRows(device: c_nvmlDevice_t) -> tuple[int, int, int, in
 def nvmlDeviceGetRetiredPages(device: c_nvmlDevice_t, sourceFilter: int) -> list[int]: ...
 def nvmlDeviceGetRetiredPagesPendingStatus(device: c_nvmlDevice_t) -> int: ...
 def nvmlDeviceGetSupportedEventTypes(handle: c_nvmlDevice_t) -> int: ...
+
+# An nvmlEnableState_t: NVML_FEATURE_ENABLED while the link is active.
+def nvmlDeviceGetNvLinkState(device: c_nvmlDevice_t, link: int) -> int: ...
+def nvmlDeviceGetNvLinkErrorCounter(device: c_nvmlDevice_t, link: int, counter: int) -> int: ...
 
 # A field id, or (field id, scope id).
 def nvmlDeviceGetFieldValues(

@@ -9,7 +9,9 @@ Rules (each a condition on one GPU, subject node + gpu_uuid):
 - gpu_clock_slowdown: hardware slowdown, thermal or power-brake clock events while a process
   runs on the GPU, for `slowdown_hold_seconds`;
 - gpu_pcie_replay_rate: PCIe replays per minute between the last two counter reads above
-  `pcie_replay_max_per_minute`.
+  `pcie_replay_max_per_minute`;
+- gpu_nvlink_errors: between the last two counter reads an NVLink recovery error (critical),
+  or NVLink replay and CRC errors per minute above `nvlink_errors_max_per_minute`.
 A counter that could not be read this tick neither opens nor closes its condition (`covers`).
 The rules that compare readings over time keep what they need in `HealthHistory`, a value
 the caller passes from one evaluation to the next.
@@ -23,6 +25,7 @@ from datetime import datetime
 
 from observer.domain import (
     AttributedProcess,
+    GpuCounters,
     GpuReading,
     Severity,
     Subject,
@@ -37,6 +40,7 @@ ROW_REMAP_FAILED = "gpu_row_remap_failed"
 RETIRED_PAGES_PENDING = "gpu_retired_pages_pending"
 CLOCK_SLOWDOWN = "gpu_clock_slowdown"
 PCIE_REPLAY_RATE = "gpu_pcie_replay_rate"
+NVLINK_ERRORS = "gpu_nvlink_errors"
 DETECTORS = frozenset(
     {
         ECC_UNCORRECTED,
@@ -45,6 +49,7 @@ DETECTORS = frozenset(
         RETIRED_PAGES_PENDING,
         CLOCK_SLOWDOWN,
         PCIE_REPLAY_RATE,
+        NVLINK_ERRORS,
     }
 )
 
@@ -76,6 +81,9 @@ class GpuHistory:
     replay_reading: tuple[datetime, int] | None = None  # the last counters read: at, count
     replay_per_minute: float | None = None  # between the last two counters reads
     replay_delta: tuple[int, int, datetime, datetime] | None = None  # before, after, from, to
+    nvlink_reading: tuple[datetime, Mapping[str, int]] | None = None  # at, count by counter
+    # The counts before and after, from, to: between the last two counters reads.
+    nvlink_delta: tuple[Mapping[str, int], Mapping[str, int], datetime, datetime] | None = None
 
 
 HealthHistory = Mapping[str, GpuHistory]  # by GPU uuid
@@ -107,6 +115,7 @@ def evaluate(
         symptoms += _memory_repair(view.node, gpu, subject, base)
         symptoms += _slowdown(view, gpu, subject, base, rules)
         symptoms += _replay(view.node, gpu, past, subject, base, rules)
+        symptoms += _nvlink(view.node, gpu, past, subject, base, rules)
     return symptoms, updated
 
 
@@ -134,6 +143,8 @@ def covers(view: HealthView, detector: str, subject: Subject) -> bool:
         return counters.retired_pages_pending is not None
     if detector == PCIE_REPLAY_RATE:
         return counters.pcie_replay_errors is not None
+    if detector == NVLINK_ERRORS:
+        return _nvlink_counts(counters) is not None
     return False
 
 
@@ -146,32 +157,52 @@ def _ecc_counts(gpu: GpuReading) -> dict[str, int]:
     return counts
 
 
+def _nvlink_counts(counters: GpuCounters) -> dict[str, int] | None:
+    replay, recovery, crc = (
+        counters.nvlink_replay_errors,
+        counters.nvlink_recovery_errors,
+        counters.nvlink_crc_errors,
+    )
+    if replay is None or recovery is None or crc is None:
+        return None
+    return {"replay": replay, "recovery": recovery, "crc": crc}
+
+
 def _advance(
     past: GpuHistory, gpu: GpuReading, at: datetime, ecc_window_seconds: float
 ) -> GpuHistory:
-    history = past
+    history = _advance_ecc(past, gpu, at, ecc_window_seconds)
+    if gpu.counters is None:
+        return history
+    return _advance_nvlink(_advance_replay(history, gpu.counters), gpu.counters)
+
+
+def _advance_ecc(
+    past: GpuHistory, gpu: GpuReading, at: datetime, ecc_window_seconds: float
+) -> GpuHistory:
     counts = _ecc_counts(gpu)
-    if any(past.ecc_counts.get(counter) != value for counter, value in counts.items()):
-        rises = dict(past.ecc_rises)
-        for counter, value in counts.items():
-            before = past.ecc_counts.get(counter)
-            # The first reading is the baseline; a drop (the driver reloaded) a new one.
-            if before is not None and value > before:
-                rise = rises.get(counter)
-                ongoing = (
-                    rise is not None and (at - rise.last_at).total_seconds() < ecc_window_seconds
-                )
-                rises[counter] = (
-                    replace(rise, after=value, last_at=at)
-                    if rise is not None and ongoing
-                    else CountRise(before, value, at, at)
-                )
-        history = replace(past, ecc_counts={**past.ecc_counts, **counts}, ecc_rises=rises)
-    counters = gpu.counters
-    if counters is None or counters.pcie_replay_errors is None:
+    if all(past.ecc_counts.get(counter) == value for counter, value in counts.items()):
+        return past
+    rises = dict(past.ecc_rises)
+    for counter, value in counts.items():
+        before = past.ecc_counts.get(counter)
+        # The first reading is the baseline; a drop (the driver reloaded) a new one.
+        if before is not None and value > before:
+            rise = rises.get(counter)
+            ongoing = rise is not None and (at - rise.last_at).total_seconds() < ecc_window_seconds
+            rises[counter] = (
+                replace(rise, after=value, last_at=at)
+                if rise is not None and ongoing
+                else CountRise(before, value, at, at)
+            )
+    return replace(past, ecc_counts={**past.ecc_counts, **counts}, ecc_rises=rises)
+
+
+def _advance_replay(history: GpuHistory, counters: GpuCounters) -> GpuHistory:
+    if counters.pcie_replay_errors is None:
         return history
     reading = (counters.at, counters.pcie_replay_errors)
-    previous = past.replay_reading
+    previous = history.replay_reading
     if previous == reading:  # the same counters read as last tick's
         return history
     if previous is None or previous[0] == reading[0]:
@@ -183,6 +214,18 @@ def _advance(
         replay_reading=reading,
         replay_per_minute=replays * 60 / seconds if seconds > 0 else None,
         replay_delta=(previous[1], reading[1], previous[0], reading[0]),
+    )
+
+
+def _advance_nvlink(history: GpuHistory, counters: GpuCounters) -> GpuHistory:
+    counts = _nvlink_counts(counters)
+    previous = history.nvlink_reading
+    if counts is None or (previous is not None and previous[0] == counters.at):
+        return history  # unread, or the same counters read as last tick's
+    return replace(
+        history,
+        nvlink_reading=(counters.at, counts),
+        nvlink_delta=None if previous is None else (previous[1], counts, previous[0], counters.at),
     )
 
 
@@ -337,6 +380,51 @@ def _replay(
             "replays_per_minute": round(rate, 3),
             "pcie_replay_errors_before": before,
             "pcie_replay_errors_after": after,
+            "from": start.isoformat(),
+            "to": end.isoformat(),
+        },
+    )
+
+
+def _nvlink(
+    node: str,
+    gpu: GpuReading,
+    past: GpuHistory,
+    subject: Subject,
+    base: dict[str, object],
+    rules: GpuHealthSettings,
+) -> Iterator[Symptom]:
+    if past.nvlink_delta is None:
+        return
+    before, after, start, end = past.nvlink_delta
+    seconds = (end - start).total_seconds()
+    if seconds <= 0:
+        return
+    # A count that fell (the driver reloaded, a link went down) is no error.
+    added = {counter: max(after[counter] - before[counter], 0) for counter in after}
+    per_minute = (added["replay"] + added["crc"]) * 60 / seconds
+    recoveries = added["recovery"]
+    fast = per_minute > rules.nvlink_errors_max_per_minute
+    if not recoveries and not fast:
+        return
+    seen = [f"{recoveries} NVLink recovery error(s)"] if recoveries else []
+    seen += [f"{per_minute:.1f} NVLink replay and CRC errors per minute"] if fast else []
+    yield Symptom(
+        detector=NVLINK_ERRORS,
+        subject=subject,
+        # A recovery retrains the link, pausing its traffic (the step before a link goes
+        # down; DCGM's health check fails on the first); replays and CRC errors are retries
+        # the link got through.
+        severity=Severity.CRITICAL if recoveries else Severity.WARNING,
+        summary=f"GPU {gpu.index} on {node}: {', '.join(seen)}",
+        rule=f"an NVLink recovery error, or NVLink replay and CRC errors per minute between "
+        f"two counter reads > {rules.nvlink_errors_max_per_minute:g}",
+        evidence={
+            **base,
+            "replay_and_crc_errors_per_minute": round(per_minute, 3),
+            "nvlink_errors": {
+                counter: {"before": before[counter], "after": after[counter]} for counter in after
+            },
             "from": start.isoformat(),
             "to": end.isoformat(),
         },

@@ -34,6 +34,7 @@ COUNTER_CALLS = (
     "retired_pages_pending",
     "ecc_aggregate_uncorrected",
     "pcie_replay",
+    "nvlink_errors",
 )
 # The call name of registering a device for Xid events (in ReadErrors of XidEventSource).
 XID_EVENTS_CALL = "xid_events"

@@ -43,6 +43,9 @@ class FakeGpu:
     remapped_rows_failed: bool = False
     retired_pages_pending: bool = False
     pcie_replay_errors: int = 0
+    nvlink_replay_errors: int = 0  # summed over the active links, as the backends report them
+    nvlink_recovery_errors: int = 0
+    nvlink_crc_errors: int = 0
     lost: bool = False
     unsupported: set[str] = field(default_factory=set)  # call names, XID_EVENTS_CALL too
     pci_bus_id: str | None = None
@@ -155,6 +158,9 @@ class FakeGpuBackend:
                 gpu.ecc_aggregate_uncorrected_errors if ok["ecc_aggregate_uncorrected"] else None
             ),
             pcie_replay_errors=gpu.pcie_replay_errors if ok["pcie_replay"] else None,
+            nvlink_replay_errors=gpu.nvlink_replay_errors if ok["nvlink_errors"] else None,
+            nvlink_recovery_errors=gpu.nvlink_recovery_errors if ok["nvlink_errors"] else None,
+            nvlink_crc_errors=gpu.nvlink_crc_errors if ok["nvlink_errors"] else None,
             errors=tuple(errors),
         )
 

@@ -46,6 +46,7 @@ _NVML_ERROR_NOT_SUPPORTED = 3
 _NVML_ERROR_TIMEOUT = 10
 _NOT_AVAILABLE = 2**64 - 1  # NVML_VALUE_NOT_AVAILABLE in an unsigned long long
 _PCIE_REPLAY_FIELD_ID = 94  # NVML_FI_DEV_PCIE_REPLAY_COUNTER
+_PAST_THE_LAST_LINK = frozenset({pynvml.NVML_ERROR_INVALID_ARGUMENT, _NVML_ERROR_NOT_SUPPORTED})
 # nvmlValue_t member to read for each nvmlValueType_t, in enum order.
 _FIELD_VALUE_MEMBERS = ("dVal", "uiVal", "ulVal", "ullVal", "sllVal", "siVal", "usVal")
 
@@ -153,6 +154,32 @@ def _pcie_replay(handle: Handle) -> int:
         # A field fails on its own while the call succeeds: report it like a failed call.
         raise pynvml.NVMLError(value.nvmlReturn)
     return int(getattr(value.value, _FIELD_VALUE_MEMBERS[value.valueType]))
+
+
+def _nvlink_errors(handle: Handle) -> tuple[int, int, int]:
+    """Replay, recovery and CRC (flit + data) errors, summed over the active links."""
+    replay = recovery = crc = 0
+    for link in range(pynvml.NVML_NVLINK_MAX_LINKS):
+        try:
+            state = pynvml.nvmlDeviceGetNvLinkState(handle, link)
+        except pynvml.NVMLError as exc:
+            # Links are numbered from 0 and the header's maximum exceeds most devices' count:
+            # the first link past the last answers INVALID_ARGUMENT (or NOT_SUPPORTED); on
+            # link 0 NOT_SUPPORTED means the device has no NVLink.
+            if link == 0 or exc.value not in _PAST_THE_LAST_LINK:
+                raise
+            break
+        if state != pynvml.NVML_FEATURE_ENABLED:
+            continue
+        replay += _nvlink_counter(handle, link, pynvml.NVML_NVLINK_ERROR_DL_REPLAY)
+        recovery += _nvlink_counter(handle, link, pynvml.NVML_NVLINK_ERROR_DL_RECOVERY)
+        crc += _nvlink_counter(handle, link, pynvml.NVML_NVLINK_ERROR_DL_CRC_FLIT)
+        crc += _nvlink_counter(handle, link, pynvml.NVML_NVLINK_ERROR_DL_CRC_DATA)
+    return replay, recovery, crc
+
+
+def _nvlink_counter(handle: Handle, link: int, counter: int) -> int:
+    return int(pynvml.nvmlDeviceGetNvLinkErrorCounter(handle, link, counter))
 
 
 def _memory_total(handle: Handle) -> int:
@@ -318,6 +345,7 @@ class NvmlGpuBackend:
         retired_pending = read("retired_pages_pending", _retired_pages_pending)
         ecc_aggregate = read("ecc_aggregate_uncorrected", _ecc_aggregate_uncorrected)
         replay = read("pcie_replay", _pcie_replay)
+        nvlink = read("nvlink_errors", _nvlink_errors)
         if read.gpu_lost:
             self._handles.pop(index, None)
         return GpuCounters(
@@ -335,6 +363,9 @@ class NvmlGpuBackend:
             retired_pages_pending=retired_pending,
             ecc_aggregate_uncorrected_errors=ecc_aggregate,
             pcie_replay_errors=replay,
+            nvlink_replay_errors=nvlink[0] if nvlink is not None else None,
+            nvlink_recovery_errors=nvlink[1] if nvlink is not None else None,
+            nvlink_crc_errors=nvlink[2] if nvlink is not None else None,
             errors=tuple(read.errors),
         )
 

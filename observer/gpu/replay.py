@@ -5,7 +5,10 @@ the trace's timeline; errors the real NVML gave are replayed as the same ReadErr
 events: a device registers when its recorded supported event types include Xid critical
 errors; an optional `xid_events.jsonl` (`{"t": unix s, "gpu": index, "code": n}` a line) holds
 the Xids to replay, each returned once when the timeline passes it (a trace without the file
-recorded none).
+recorded none). A sample record's optional `nvlink` holds the device's links as
+`{"ok": [{"state": 1, "replay": n, "recovery": n, "crc_flit": n, "crc_data": n}, ...]}` (state
+as nvmlDeviceGetNvLinkState answered, the counters as nvmlDeviceGetNvLinkErrorCounter did) or
+the error NVML gave; a trace without it recorded no NVLink counters.
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ from observer.gpu.backend import XID_EVENTS_CALL, DriverInfo, read_error_kind
 _NOT_RECORDED = "not recorded in this trace"
 _PCIE_REPLAY_FIELD_ID = 94  # NVML_FI_DEV_PCIE_REPLAY_COUNTER
 _XID_EVENT_TYPE = 0x8  # nvmlEventTypeXidCriticalError
+_NVLINK_ACTIVE = 1  # NVML_FEATURE_ENABLED
 
 Answer = tuple[Any, ReadError | None]
 
@@ -118,6 +122,7 @@ class Trace:
                     "pcie_rx_throughput", {"error": _NOT_RECORDED, "code": 3}
                 ),
                 "pcie_replay": _field_answer(rec.get("fields"), _PCIE_REPLAY_FIELD_ID),
+                "nvlink_errors": _nvlink_answer(rec.get("nvlink")),
             }
             per_device[rec["gpu"]].append(TraceRecord(float(rec["t"]), answers))
         for records in per_device:
@@ -181,6 +186,21 @@ def _field_answer(fields: dict[str, Any] | None, field_id: int) -> Answer:
                 )
             return int(value["value"]["ullVal"]), None
     return _answer("pcie_replay", {"error": _NOT_RECORDED, "code": 3})
+
+
+def _nvlink_answer(recorded: dict[str, Any] | None) -> Answer:
+    if recorded is None:
+        return _not_recorded("nvlink_errors")
+    links, error = _answer("nvlink_errors", recorded)
+    if error is not None:
+        return None, error
+    active = [link for link in links if link["state"] == _NVLINK_ACTIVE]
+    sums = (
+        sum(link["replay"] for link in active),
+        sum(link["recovery"] for link in active),
+        sum(link["crc_flit"] + link["crc_data"] for link in active),
+    )
+    return sums, None
 
 
 class _Reader:
@@ -261,6 +281,7 @@ class ReplayGpuBackend:
         retired_pending = read("retired_pages_pending")
         ecc_aggregate = read("ecc_aggregate_uncorrected")
         replay = read("pcie_replay")
+        nvlink = read("nvlink_errors")
         return GpuCounters(
             at=self._clock.now(),
             index=index,
@@ -276,6 +297,9 @@ class ReplayGpuBackend:
             retired_pages_pending=bool(retired_pending) if retired_pending is not None else None,
             ecc_aggregate_uncorrected_errors=ecc_aggregate,
             pcie_replay_errors=replay,
+            nvlink_replay_errors=nvlink[0] if nvlink else None,
+            nvlink_recovery_errors=nvlink[1] if nvlink else None,
+            nvlink_crc_errors=nvlink[2] if nvlink else None,
             errors=tuple(read.errors),
         )
 

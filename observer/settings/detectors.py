@@ -74,6 +74,16 @@ class GpuHealthSettings(Group):
         "gpu_pcie_replay_rate opens; a healthy link replays rarely (the recorded H200: one "
         "since driver load).",
     )
+    nvlink_errors_max_per_minute: float = Field(
+        60.0,
+        ge=0,
+        description="NVLink replay and CRC errors per minute (all active links of a GPU, "
+        "between two counter reads) above which gpu_nvlink_errors opens; 0 counts every "
+        "one. A link replays what failed its CRC check, so a few cost little: NVIDIA's "
+        "DCGM fails its health check at 100 CRC errors per second, and one a second is a "
+        "marginal link long before that. A recovery error (the link retrained) opens it at "
+        "any rate.",
+    )
     xid_merge_window_seconds: float = Field(
         10.0,
         ge=0,

@@ -1,6 +1,6 @@
 """GPU health on the agent, on a fake node ticking once per second of fake time: conditions
 from the counters it samples (ECC, row remapping, retired pages, clock slowdown, PCIe
-replays), and Xid errors from NVML's events and the kernel log as event findings."""
+replays, NVLink errors), and Xid errors from NVML's events and the kernel log as event findings."""
 
 from __future__ import annotations
 
@@ -32,7 +32,10 @@ BOOT = START - timedelta(days=1)
 POD = Owner(OwnerKind.POD, "5f0c2a9e-1111-4a4a-9c9c-0123456789ab")
 HW_SLOWDOWN, SW_POWER_CAP = 0x8, 0x4
 RULES = GpuHealthSettings(
-    ecc_window_seconds=600, slowdown_hold_seconds=30, pcie_replay_max_per_minute=10
+    ecc_window_seconds=600,
+    slowdown_hold_seconds=30,
+    pcie_replay_max_per_minute=10,
+    nvlink_errors_max_per_minute=60,
 )
 
 
@@ -86,6 +89,11 @@ class Node:
         snap = self.agent.snapshot()
         assert snap is not None
         return {f.detector: dict(f.evidence) for f in snap.findings if f.is_open}
+
+    def open_findings(self) -> dict[str, Finding]:
+        snap = self.agent.snapshot()
+        assert snap is not None
+        return {f.detector: f for f in snap.findings if f.is_open}
 
     def xids(self) -> list[Finding]:
         snap = self.agent.snapshot()
@@ -207,6 +215,77 @@ def test_a_pcie_replay_rate_above_the_threshold_opens(tmp_path: Path) -> None:
 
     node.tick(10)  # no replay since
     assert "gpu_pcie_replay_rate" not in node.open()
+
+
+def test_nvlink_replay_and_crc_errors_faster_than_the_rate_open_a_warning_until_they_stop(
+    tmp_path: Path,
+) -> None:
+    node = Node(tmp_path)
+    gpu = node.gpus.gpus[2]
+    node.tick(11)
+    gpu.nvlink_replay_errors, gpu.nvlink_crc_errors = 4, 5  # 9 in 10 s: 54 a minute
+    node.tick(10)
+    assert node.open() == {}
+
+    gpu.nvlink_replay_errors, gpu.nvlink_crc_errors = 10, 11  # 12 more in 10 s: 72 a minute
+    node.tick(10)
+
+    finding = node.open_findings()["gpu_nvlink_errors"]
+    assert finding.severity.value == "warning"
+    assert finding.subject == {"node": "n1", "gpu_uuid": "GPU-fake-2"}
+    evidence = finding.evidence
+    assert evidence["replay_and_crc_errors_per_minute"] == 12 * 6
+    assert evidence["nvlink_errors"] == {
+        "replay": {"before": 4, "after": 10},
+        "recovery": {"before": 0, "after": 0},
+        "crc": {"before": 5, "after": 11},
+    }
+    between = datetime.fromisoformat(str(evidence["to"])) - datetime.fromisoformat(
+        str(evidence["from"])
+    )
+    assert between == timedelta(seconds=10)  # the two counter reads the rate is over
+    labels = {"gpu": "2", "uuid": "GPU-fake-2"}
+    assert node.metric("observer_gpu_nvlink_errors_total", **labels, counter="replay") == 10
+    assert node.metric("observer_gpu_nvlink_errors_total", **labels, counter="crc") == 11
+
+    node.tick(10)  # no error since
+    assert "gpu_nvlink_errors" not in node.open()
+
+
+def test_one_nvlink_recovery_error_opens_a_critical_condition(tmp_path: Path) -> None:
+    node = Node(tmp_path)
+    node.tick(11)
+    node.gpus.gpus[0].nvlink_recovery_errors = 1
+    node.tick(10)
+
+    finding = node.open_findings()["gpu_nvlink_errors"]
+    assert finding.severity.value == "critical"
+    assert finding.evidence["nvlink_errors"]["recovery"] == {"before": 0, "after": 1}
+
+
+def test_nvlink_errors_that_cannot_be_read_neither_open_nor_close(tmp_path: Path) -> None:
+    node = Node(tmp_path)
+    node.gpus.gpus[1].unsupported.add("nvlink_errors")  # a GPU without NVLink
+    node.tick(11)
+    node.gpus.gpus[1].nvlink_recovery_errors = 3
+    node.tick(30)
+    assert node.open() == {}
+
+    node.gpus.gpus[0].nvlink_recovery_errors = 1
+    node.tick(10)
+    node.gpus.gpus[0].unsupported.add("nvlink_errors")  # from now on it answers nothing
+    node.tick(30)
+    assert set(node.open()) == {"gpu_nvlink_errors"}
+
+
+def test_nvlink_counts_that_fall_are_no_errors(tmp_path: Path) -> None:
+    node = Node(tmp_path)
+    node.gpus.gpus[3].nvlink_crc_errors = 5000  # before the agent started
+    node.tick(11)
+    node.gpus.gpus[3].nvlink_crc_errors = 0  # the driver reloaded, or a link went down
+    node.tick(20)
+
+    assert node.open() == {}
 
 
 def test_an_nvml_xid_is_an_event_finding_within_one_tick_with_gpu_code_class_and_owner(

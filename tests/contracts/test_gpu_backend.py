@@ -4,6 +4,7 @@ and Xid events through each backend's XidEventSource."""
 
 from __future__ import annotations
 
+import gzip
 import json
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -28,6 +29,7 @@ from observer.gpu.replay import ReplayGpuBackend, Trace
 from tests.gpu.fake_nvml import (
     COUNTER_FIELDS_BY_CALL,
     SAMPLE_FIELDS_BY_CALL,
+    FakeNvLink,
     FakeNvml,
     FakeNvmlGpu,
     FakeXid,
@@ -44,13 +46,29 @@ class Subject:
     info: DriverInfo  # what open() reported
     busy_index: int  # a device running one compute process
     xid_79: Callable[[], None]  # makes an Xid 79 happen on the busy device, now
+    nvlink_errors: tuple[int, int, int]  # the busy device's replay, recovery and CRC errors
+
+
+# Links of a node whose NVLinks saw errors: the errors of a link that is down do not count.
+NVLINKS = (
+    {"state": 1, "replay": 6, "recovery": 1, "crc_flit": 2, "crc_data": 3},
+    {"state": 0, "replay": 50, "recovery": 50, "crc_flit": 50, "crc_data": 50},
+    {"state": 1, "replay": 1, "recovery": 0, "crc_flit": 0, "crc_data": 4},
+)
+NVLINK_ERRORS = (6 + 1, 1, 2 + 3 + 4)
 
 
 def replay_subject(recorded: Path, trace_dir: Path) -> Iterator[Subject]:
-    # The recorded trace plus one Xid 79 ten seconds into the busy phase.
+    # The recorded trace plus one Xid 79 ten seconds into the busy phase, and the NVLink
+    # counters the recording VM had none of.
     trace_dir.mkdir()
     for path in recorded.iterdir():
-        (trace_dir / path.name).symlink_to(path)
+        if path.name != "samples.jsonl.gz":
+            (trace_dir / path.name).symlink_to(path)
+    with gzip.open(recorded / "samples.jsonl.gz", "rt") as lines:
+        records = [json.loads(line) for line in lines if line.strip()]
+    with gzip.open(trace_dir / "samples.jsonl.gz", "wt") as out:
+        out.writelines(json.dumps({**r, "nvlink": {"ok": NVLINKS}}) + "\n" for r in records)
     phases = {p["phase"]: p["t"] for p in json.loads((recorded / "phases.json").read_text())}
     busy = (phases["child1_ready"] + phases["child1_busy_done"]) / 2
     (trace_dir / "xid_events.jsonl").write_text(json.dumps({"t": busy + 10, "gpu": 0, "code": 79}))
@@ -59,7 +77,14 @@ def replay_subject(recorded: Path, trace_dir: Path) -> Iterator[Subject]:
     timeline = TraceTimeline(trace.start, trace.end, WALL_START.timestamp(), loop=True)
     clock.set(timeline.to_wall(busy, clock.now()))
     backend = ReplayGpuBackend(trace, timeline, clock)
-    yield Subject(backend, clock, backend.open(), busy_index=0, xid_79=lambda: clock.advance(20))
+    yield Subject(
+        backend,
+        clock,
+        backend.open(),
+        busy_index=0,
+        xid_79=lambda: clock.advance(20),
+        nvlink_errors=NVLINK_ERRORS,
+    )
     backend.close()
 
 
@@ -71,9 +96,19 @@ def fake_subject() -> Iterator[Subject]:
         memory_used_bytes=23 * GIB,
         processes={418: 21 * GIB},
         pci_bus_id="00000000:02:00.0",
+        nvlink_replay_errors=NVLINK_ERRORS[0],
+        nvlink_recovery_errors=NVLINK_ERRORS[1],
+        nvlink_crc_errors=NVLINK_ERRORS[2],
     )
     backend = FakeGpuBackend([FakeGpu("GPU-fake-0"), busy], clock)
-    yield Subject(backend, clock, backend.open(), busy_index=1, xid_79=lambda: backend.xid(1, 79))
+    yield Subject(
+        backend,
+        clock,
+        backend.open(),
+        busy_index=1,
+        xid_79=lambda: backend.xid(1, 79),
+        nvlink_errors=NVLINK_ERRORS,
+    )
     backend.close()
 
 
@@ -90,6 +125,16 @@ def nvml_subject(fake: FakeNvml) -> Iterator[Subject]:
         energy_millijoules=6_383_683,
         pcie_tx_kilobytes_per_second=7378,
         processes=((418, 22_525_509_632),),
+        nvlinks=tuple(
+            FakeNvLink(
+                bool(link["state"]),
+                link["replay"],
+                link["recovery"],
+                link["crc_flit"],
+                link["crc_data"],
+            )
+            for link in NVLINKS
+        ),
         unsupported=h200.unsupported,
     )
     fake.set([h200, busy])
@@ -101,6 +146,7 @@ def nvml_subject(fake: FakeNvml) -> Iterator[Subject]:
         backend.open(),
         busy_index=1,
         xid_79=lambda: fake.set([h200, busy], xids=[FakeXid(id=1, gpu=1, code=79)]),
+        nvlink_errors=NVLINK_ERRORS,
     )
     backend.close()
 
@@ -191,11 +237,22 @@ def test_every_call_gives_a_value_or_a_read_error(subject: Subject, tier: str) -
                 assert None not in values, (call, values)
 
 
+def test_nvlink_errors_are_the_sums_over_the_active_links(subject: Subject) -> None:
+    counters = subject.backend.counters(subject.busy_index, NOTHING_SKIPPED)
+
+    assert "nvlink_errors" not in {e.call for e in counters.errors}
+    assert (
+        counters.nvlink_replay_errors,
+        counters.nvlink_recovery_errors,
+        counters.nvlink_crc_errors,
+    ) == subject.nvlink_errors
+
+
 @pytest.mark.parametrize(
     ("tier", "skip"),
     [
         ("sample", frozenset({"processes", "power", "ecc_volatile_uncorrected"})),
-        ("counters", frozenset({"energy", "retired_pages", "pcie_replay"})),
+        ("counters", frozenset({"energy", "retired_pages", "pcie_replay", "nvlink_errors"})),
     ],
 )
 def test_skipped_calls_read_as_none_without_an_error(

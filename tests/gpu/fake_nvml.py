@@ -46,14 +46,33 @@ COUNTER_FIELDS_BY_CALL = {
     "retired_pages_pending": ("retired_pages_pending",),
     "ecc_aggregate_uncorrected": ("ecc_aggregate_uncorrected_errors",),
     "pcie_replay": ("pcie_replay_errors",),
+    "nvlink_errors": ("nvlink_replay_errors", "nvlink_recovery_errors", "nvlink_crc_errors"),
 }
 
 
 @dataclass(frozen=True)
+class FakeNvLink:
+    """One NVLink of a device: whether it is active, and its data-link error counters."""
+
+    active: bool = True
+    replay: int = 0
+    recovery: int = 0
+    crc_flit: int = 0
+    crc_data: int = 0
+
+    def state_item(self) -> str:
+        values = (self.active, self.replay, self.recovery, self.crc_flit, self.crc_data)
+        return ":".join(str(int(v)) for v in values)
+
+
+H200_NVLINKS = (FakeNvLink(),) * 18  # an H200 SXM's NVLink 4 links, all up and clean
+
+
+@dataclass(frozen=True)
 class FakeNvmlGpu:
-    """One device of the state file. Defaults are an idle H200 as recorded in the h200-trace;
-    field names are the state-file keys and, but for the last three, GpuSample / GpuCounters
-    fields."""
+    """One device of the state file. Defaults are an idle H200 as recorded in the h200-trace
+    (whose VM recorded no NVLink: its links are an H200 SXM's); field names are the state-file
+    keys and, but for the last four, GpuSample / GpuCounters fields."""
 
     utilization_gpu_percent: int = 0
     utilization_memory_percent: int = 0
@@ -78,6 +97,7 @@ class FakeNvmlGpu:
     ecc_aggregate_uncorrected_errors: int = 0
     pcie_replay_errors: int = 1
     processes: tuple[tuple[int, int | None], ...] = ()  # (pid, used bytes or None: "na")
+    nvlinks: tuple[FakeNvLink, ...] = H200_NVLINKS  # () : a device without NVLink
     unsupported: frozenset[str] = frozenset()
     lost: bool = False
 
@@ -87,6 +107,8 @@ class FakeNvmlGpu:
             value = getattr(self, field.name)
             if field.name == "processes":
                 text = ",".join(f"{pid}:{'na' if used is None else used}" for pid, used in value)
+            elif field.name == "nvlinks":
+                text = ",".join(link.state_item() for link in value)
             elif field.name == "unsupported":
                 text = ",".join(sorted(value))
             else:

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 from prometheus_client import CollectorRegistry
 
+from observer.agent.sampler import Sampler
 from observer.agent.xids import XidWatch
 from observer.clock import ManualClock
 from observer.domain import (
@@ -35,6 +36,7 @@ from observer.metrics import AgentMetrics
 from tests.gpu.fake_nvml import (
     COUNTER_FIELDS_BY_CALL,
     SAMPLE_FIELDS_BY_CALL,
+    FakeNvLink,
     FakeNvml,
     FakeNvmlGpu,
     FakeXid,
@@ -159,6 +161,11 @@ def test_counters_read_the_expensive_tier(
                 retired_pages_pending=True,
                 ecc_aggregate_uncorrected_errors=9,
                 pcie_replay_errors=17,
+                nvlinks=(
+                    FakeNvLink(replay=3, recovery=1, crc_flit=2, crc_data=5),
+                    FakeNvLink(active=False, replay=40, recovery=40, crc_flit=40, crc_data=40),
+                    FakeNvLink(replay=4),
+                ),
             ),
         ]
     )
@@ -179,7 +186,44 @@ def test_counters_read_the_expensive_tier(
         retired_pages_pending=True,
         ecc_aggregate_uncorrected_errors=9,
         pcie_replay_errors=17,
+        nvlink_replay_errors=3 + 4,  # the active links' only
+        nvlink_recovery_errors=1,
+        nvlink_crc_errors=2 + 5,  # flit and data CRC errors together
     )
+
+
+def test_a_gpu_without_nvlink_is_asked_once_and_its_other_counters_are_read(
+    clock: ManualClock, fake_nvml_state: FakeNvml
+) -> None:
+    fake_nvml_state.set([FakeNvmlGpu(nvlinks=(), pcie_replay_errors=5)])
+    sampler = Sampler(
+        NvmlGpuBackend(clock, library_path=fake_nvml_state.library),
+        clock,
+        AgentMetrics(CollectorRegistry()),
+        counters_interval_seconds=10,
+    )
+
+    readings = []
+    for _ in range(3):
+        (gpu,) = sampler.tick().gpus
+        readings.append(gpu.counters)
+        clock.advance(11)
+    sampler.close()
+
+    first, *later = readings
+    assert first is not None
+    assert first.errors == (
+        ReadError("nvlink_errors", ReadErrorKind.NOT_SUPPORTED, "Not Supported"),
+    )
+    for counters in readings:
+        assert counters is not None
+        assert counters.nvlink_replay_errors is None
+        assert counters.nvlink_recovery_errors is None
+        assert counters.nvlink_crc_errors is None
+        assert counters.pcie_replay_errors == 5
+    assert [c.errors for c in later if c is not None] == [(), ()]
+    assert fake_nvml_state.calls()["nvmlDeviceGetNvLinkState"] == 1
+    assert fake_nvml_state.calls()["nvmlDeviceGetNvLinkErrorCounter"] == 0
 
 
 def read_tier(backend: NvmlGpuBackend, call: str) -> GpuSample | GpuCounters:

@@ -27,13 +27,18 @@
  *   lost                       1: every call on the device, handle lookup included, answers
  *                              NVML_ERROR_GPU_IS_LOST; as on real NVML, a handle taken before the
  *                              device was seen lost stays lost after it comes back
- * and two lists, comma-separated, no spaces:
+ * and three lists, comma-separated, no spaces:
  *   processes=PID:BYTES,...    compute processes; BYTES "na" is NVML_VALUE_NOT_AVAILABLE
+ *   nvlinks=S:R:V:F:D,...      the device's NVLinks, link 0 first: state (1 active, 0 not) and
+ *                              the DL_REPLAY, DL_RECOVERY, DL_CRC_FLIT and DL_CRC_DATA error
+ *                              counters; a link past the last answers NVML_ERROR_INVALID_ARGUMENT
+ *                              and a device without the key has no NVLink (NOT_SUPPORTED)
  *   unsupported=CALL,...       these calls answer NVML_ERROR_NOT_SUPPORTED; CALL is a call name of
  *                              observer/gpu/backend.py (LEAN_CALLS, COUNTER_CALLS, and
  *                              XID_EVENTS_CALL: Xid events not among the supported event types)
  * Example:
  *   gpu utilization_gpu_percent=100 memory_used_bytes=22808494080 processes=418:22154313728 unsupported=retired_pages
+ *   gpu nvlinks=1:0:0:0:0,1:4:1:2:0,0:0:0:0:0
  *
  * An unknown key or malformed value fails every call with NVML_ERROR_UNKNOWN and says why on
  * stderr. Identity is derived from the index: name "NVIDIA H200 (fake)", UUID
@@ -65,20 +70,22 @@
 #define MAX_PROCS 64
 #define MAX_XIDS 1024
 #define NOT_AVAILABLE (~0ULL)
+#define NVLINK_COUNTERS 4 /* NVML_NVLINK_ERROR_DL_REPLAY .. NVML_NVLINK_ERROR_DL_CRC_DATA */
 
 /* Call names, as the adapter names them; the bit of each in gpu_t.unsupported. */
 enum call {
     C_UTILIZATION, C_MEMORY, C_PROCESSES, C_POWER, C_TEMPERATURE, C_SM_CLOCK,
     C_CLOCK_EVENT_REASONS, C_PERFORMANCE_STATE, C_ECC_VOLATILE_UNCORRECTED, C_ENERGY,
     C_PCIE_TX, C_PCIE_RX, C_REMAPPED_ROWS, C_RETIRED_PAGES, C_RETIRED_PAGES_PENDING,
-    C_ECC_AGGREGATE_UNCORRECTED, C_PCIE_REPLAY, C_XID_EVENTS, C_COUNT,
+    C_ECC_AGGREGATE_UNCORRECTED, C_PCIE_REPLAY, C_NVLINK_ERRORS, C_XID_EVENTS, C_COUNT,
     C_IDENTITY = -1 /* identity calls cannot be made unsupported */
 };
 static const char *const CALL_NAMES[C_COUNT] = {
     "utilization", "memory", "processes", "power", "temperature", "sm_clock",
     "clock_event_reasons", "performance_state", "ecc_volatile_uncorrected", "energy",
     "pcie_tx_throughput", "pcie_rx_throughput", "remapped_rows", "retired_pages",
-    "retired_pages_pending", "ecc_aggregate_uncorrected", "pcie_replay", "xid_events",
+    "retired_pages_pending", "ecc_aggregate_uncorrected", "pcie_replay", "nvlink_errors",
+    "xid_events",
 };
 
 typedef struct {
@@ -92,6 +99,8 @@ typedef struct {
     unsigned nprocs;
     unsigned pid[MAX_PROCS];
     unsigned long long used[MAX_PROCS];
+    unsigned nlinks;
+    unsigned long long nvlink[NVML_NVLINK_MAX_LINKS][1 + NVLINK_COUNTERS]; /* state, counters */
     unsigned unsupported; /* bit per enum call */
 } gpu_t;
 
@@ -152,6 +161,20 @@ static int parse_processes(char *list, gpu_t *g) {
     return 1;
 }
 
+static int parse_nvlinks(char *list, gpu_t *g) {
+    char *save, *item;
+    for (item = strtok_r(list, ",", &save); item; item = strtok_r(NULL, ",", &save)) {
+        char *inner, *value;
+        unsigned k = 0;
+        if (g->nlinks == NVML_NVLINK_MAX_LINKS) return 0;
+        for (value = strtok_r(item, ":", &inner); value; value = strtok_r(NULL, ":", &inner))
+            if (k > NVLINK_COUNTERS || !parse_number(value, &g->nvlink[g->nlinks][k++])) return 0;
+        if (k != 1 + NVLINK_COUNTERS) return 0;
+        g->nlinks++;
+    }
+    return 1;
+}
+
 static int parse_unsupported(char *list, gpu_t *g) {
     char *save, *item;
     for (item = strtok_r(list, ",", &save); item; item = strtok_r(NULL, ",", &save)) {
@@ -169,6 +192,7 @@ static int parse_pair(char *token, gpu_t *g) {
     if (!value) return 0;
     *value++ = '\0';
     if (!strcmp(token, "processes")) return parse_processes(value, g);
+    if (!strcmp(token, "nvlinks")) return parse_nvlinks(value, g);
     if (!strcmp(token, "unsupported")) return parse_unsupported(value, g);
     for (k = 0; k < sizeof KEYS / sizeof KEYS[0]; k++)
         if (!strcmp(token, KEYS[k].name))
@@ -523,6 +547,31 @@ nvmlReturn_t nvmlDeviceGetFieldValues(nvmlDevice_t d, int count, nvmlFieldValue_
         v->valueType = NVML_VALUE_TYPE_UNSIGNED_INT;
         v->value.uiVal = (unsigned)g->pcie_replay_errors;
     }
+    return NVML_SUCCESS;
+}
+
+/* The link of an NVLink call: NOT_SUPPORTED without NVLink, INVALID_ARGUMENT past the last. */
+static nvmlReturn_t nvlink_of(const gpu_t *g, unsigned link) {
+    if (!g->nlinks) return NVML_ERROR_NOT_SUPPORTED;
+    return link < g->nlinks ? NVML_SUCCESS : NVML_ERROR_INVALID_ARGUMENT;
+}
+
+nvmlReturn_t nvmlDeviceGetNvLinkState(nvmlDevice_t d, unsigned int link, nvmlEnableState_t *isActive) {
+    nvmlReturn_t rc;
+    DEVICE_CALL(d, C_NVLINK_ERRORS);
+    if ((rc = nvlink_of(g, link)) != NVML_SUCCESS) return rc;
+    *isActive = g->nvlink[link][0] ? NVML_FEATURE_ENABLED : NVML_FEATURE_DISABLED;
+    return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlDeviceGetNvLinkErrorCounter(nvmlDevice_t d, unsigned int link,
+                                             nvmlNvLinkErrorCounter_t counter,
+                                             unsigned long long *counterValue) {
+    nvmlReturn_t rc;
+    DEVICE_CALL(d, C_NVLINK_ERRORS);
+    if ((rc = nvlink_of(g, link)) != NVML_SUCCESS) return rc;
+    if ((unsigned)counter >= NVLINK_COUNTERS) return NVML_ERROR_NOT_SUPPORTED; /* ECC_DATA */
+    *counterValue = g->nvlink[link][1 + counter];
     return NVML_SUCCESS;
 }
 

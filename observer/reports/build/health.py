@@ -26,6 +26,7 @@ CONDITIONS = (
     gpu_health.ROW_REMAP_FAILED,
     gpu_health.RETIRED_PAGES_PENDING,
     gpu_health.PCIE_REPLAY_RATE,
+    gpu_health.NVLINK_ERRORS,
     gpu_health.CLOCK_SLOWDOWN,
     gpu_in_service.GPU_LOST,
 )
@@ -214,15 +215,21 @@ def _code(finding: Finding) -> int:
     return code if isinstance(code, int) else int(finding.subject.get("xid", "0"))
 
 
+# The conditions whose evidence carries a rate, and its key: the day shows the highest.
+_RATES = {
+    gpu_health.PCIE_REPLAY_RATE: "replays_per_minute",
+    gpu_health.NVLINK_ERRORS: "replay_and_crc_errors_per_minute",
+}
+
+
 def _condition(detector: str, found: Sequence[Finding], period: Period) -> GpuCondition:
     measured: dict[str, JsonValue] = {}
     if detector == gpu_health.ECC_UNCORRECTED:
         measured = _ecc_rise(found)
-    elif detector == gpu_health.PCIE_REPLAY_RATE:
-        rates = [
-            r for f in found if isinstance(r := f.evidence.get("replays_per_minute"), int | float)
-        ]
-        measured = {"replays_per_minute": max(rates)} if rates else {}
+    elif detector in _RATES:
+        key = _RATES[detector]
+        rates = [r for f in found if isinstance(r := f.evidence.get(key), int | float)]
+        measured = {key: max(rates)} if rates else {}
     return GpuCondition(
         findings=len(found),
         seconds=sum(period.clip(f.opened_at, f.closed_at) for f in found),

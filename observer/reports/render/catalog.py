@@ -269,6 +269,9 @@ CATALOG: dict[str, dict[str, str]] = {
         "health.cond.gpu_retired_pages_pending": "page retirement pending (needs a reset)",
         "health.cond.gpu_pcie_replay_rate": "PCIe replays",
         "health.measured.gpu_pcie_replay_rate": "PCIe replays up to {replays_per_minute}/min",
+        "health.cond.gpu_nvlink_errors": "NVLink errors",
+        "health.measured.gpu_nvlink_errors": "NVLink replay and CRC errors up to "
+        "{replay_and_crc_errors_per_minute}/min",
         "health.cond.gpu_clock_slowdown": "throttled",
         "health.cond.gpu_lost": "GPU lost (fell off the bus)",
         "xid_class.application": "application",
@@ -359,7 +362,8 @@ CATALOG: dict[str, dict[str, str]] = {
         "class.gpu_health.later_optimisation": "GPUs were throttled (thermal, power or "
         "hardware slowdown) while jobs ran: capacity is lower than it looks.",
         "ev.gpu_health": "{fatal} fatal GPU faults (fatal Xids, lost GPUs, row remap failures), "
-        "{errors} GPU error conditions (ECC, remap or retirement pending, PCIe replays), "
+        "{errors} GPU error conditions (ECC, remap or retirement pending, PCIe replays, "
+        "NVLink errors), "
         "{throttled} throttled stretches, {in_service} nodes kept in service after a fatal "
         "fault; nodes: {nodes}.",
         "scope.gpu_health": "Only the pools and nodes whose GPUs stayed healthy; the others "
@@ -752,6 +756,9 @@ CATALOG: dict[str, dict[str, str]] = {
         "health.cond.gpu_retired_pages_pending": "页退役待完成（需重置 GPU）",
         "health.cond.gpu_pcie_replay_rate": "PCIe 重放",
         "health.measured.gpu_pcie_replay_rate": "PCIe 重放最高每分钟 {replays_per_minute} 次",
+        "health.cond.gpu_nvlink_errors": "NVLink 错误",
+        "health.measured.gpu_nvlink_errors": "NVLink 重放与 CRC 错误最高每分钟 "
+        "{replay_and_crc_errors_per_minute} 次",
         "health.cond.gpu_clock_slowdown": "降频",
         "health.cond.gpu_lost": "GPU 丢失（从总线掉线）",
         "xid_class.application": "应用程序",
@@ -834,7 +841,8 @@ CATALOG: dict[str, dict[str, str]] = {
         "class.gpu_health.later_optimisation": "作业运行时 GPU 被降频（温度、功耗或硬件降速）："
         "实际算力低于表面数值。",
         "ev.gpu_health": "致命 GPU 故障 {fatal} 次（致命 Xid、GPU 丢失、行重映射失败），"
-        "GPU 错误状况 {errors} 个（ECC、待重映射或待退役页、PCIe 重放），降频 {throttled} 段，"
+        "GPU 错误状况 {errors} 个（ECC、待重映射或待退役页、PCIe 重放、NVLink 错误），"
+        "降频 {throttled} 段，"
         "致命故障后仍在服务的节点 {in_service} 个；涉及节点：{nodes}。",
         "scope.gpu_health": "仅开放 GPU 保持健康的资源池和节点；其余待更换或修复 GPU 后再开放。",
         "reverify.gpu_health": "在受影响节点上运行 gpu-busy 探测，并由节点代理读取 Xid 事件；"
