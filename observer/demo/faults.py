@@ -35,6 +35,7 @@ from observer.detectors.monitoring_lag import FRESHNESS, HEARTBEAT, PIPELINE, SC
 from observer.detectors.probe_release import DETECTOR as PROBE_UNRELEASED
 from observer.detectors.unreleased import ALLOCATED_WITHOUT_JOB, STUCK_TERMINATING
 from observer.domain import Finding
+from observer.reports.build.causes import Cause
 from observer.settings.base import Group
 
 # Time to see a fault through: the node rule's grace, a snapshot, a detection cycle.
@@ -42,6 +43,7 @@ MATCH_SLACK = timedelta(minutes=5)
 LOCAL_TIME_FORMAT = "%Y-%m-%d %H:%M"
 UNRELEASED_MEMORY = "unreleased_memory"  # observer/detectors/node_leaks.py
 LOG_LOSS = "log_loss"  # observer/detectors/log_loss.py
+GPU_DRIVER = Cause.GPU_DRIVER.value
 
 
 @dataclass(frozen=True)
@@ -65,6 +67,8 @@ class FaultSpec(Group):
 
     confounder: ClassVar[bool] = False
     needs_until: ClassVar[bool] = False
+    # The cause the reports must give a probe run it failed (Cause in reports/build/causes.py).
+    cause: ClassVar[str | None] = None
     # What must happen while it is on for it to be injected, said when it did not.
     trigger: ClassVar[str] = ""
 
@@ -247,20 +251,22 @@ class OwnerFlap(FaultSpec):
 
 
 class GpuOffBus(FaultSpec):
-    """Xid 79: a GPU of the node falls off the bus under a job (GPU `gpu`, if named, or the
-    first busy one), the job fails, and the scheduler keeps offering the node; the GPU is
-    reset at `until`."""
+    """Xid 79: a GPU falls off the bus under a job, the job fails, and the scheduler keeps
+    offering the node; the GPU is reset at `until`. With `node`, a busy GPU of that node
+    (GPU `gpu`, if named) under whatever job runs there; without, the GPU of the next
+    GPU-busy probe anywhere, whose failed run the reports must put down to the GPU."""
 
     kind: Literal["gpu_off_bus"]
-    node: str
+    node: str | None = None
     gpu: int | None = Field(None, ge=0)
-    trigger: ClassVar[str] = "no job ran on the node's GPU"
+    trigger: ClassVar[str] = "no job ran on the GPU"
+    cause: ClassVar[str | None] = GPU_DRIVER
 
     def expected(self) -> tuple[Expected, ...]:
         return (
-            Expected(GPU_XID, {"node": self.node, "xid": "79"}),
-            Expected(GPU_LOST, {"node": self.node}),
-            Expected(UNHEALTHY_GPU_IN_SERVICE, {"node": self.node}),
+            Expected(GPU_XID, {"xid": "79"}, named=("node",)),
+            Expected(GPU_LOST, named=("node",)),
+            Expected(UNHEALTHY_GPU_IN_SERVICE, named=("node",)),
         )
 
 
@@ -344,6 +350,11 @@ class Injection:
             for e in self.fault.expected()
         ]
 
+    def expected_causes(self) -> list[tuple[str, str]]:
+        """Each probe run it hit whose failure the reports must put down to its cause."""
+        cause = self.fault.cause
+        return [(hit["run_id"], cause) for hit in self.hit if cause and hit.get("run_id")]
+
     def on_at(self, at: datetime) -> bool:
         if self.start is None:
             return False
@@ -369,12 +380,15 @@ class Score:
     found: Sequence[list[Finding]]  # per injection, the findings it explains
     unmet: Sequence[list[tuple[Expected, dict[str, str]]]]  # per injection, never found
     unexpected: list[Finding]
+    # per injection: (run id, the cause it must have, the cause the reports gave)
+    miscaused: Sequence[list[tuple[str, str, str | None]]]
 
     @property
     def missed(self) -> list[Injection]:
-        """Not injected, or a finding it must produce never came."""
-        pairs = zip(self.injections, self.unmet, strict=True)
-        return [i for i, unmet in pairs if not i.injected or unmet]
+        """Not injected, a finding it must produce never came, or a run it failed put down
+        to another cause."""
+        rows = zip(self.injections, self.unmet, self.miscaused, strict=True)
+        return [i for i, unmet, wrong in rows if not i.injected or unmet or wrong]
 
     @property
     def passed(self) -> bool:
@@ -432,7 +446,12 @@ class Score:
         }
 
 
-def score(injections: Sequence[Injection], findings: Iterable[Finding]) -> Score:
+def score(
+    injections: Sequence[Injection],
+    findings: Iterable[Finding],
+    causes: Mapping[str, str | None] | None = None,
+) -> Score:
+    """`causes`: the cause the reports gave each failed probe run (run id -> cause)."""
     found: list[list[Finding]] = [[] for _ in injections]
     unexpected = []
     for finding in findings:
@@ -451,4 +470,13 @@ def score(injections: Sequence[Injection], findings: Iterable[Finding]) -> Score
         else []
         for n, i in enumerate(injections)
     ]
-    return Score(injections, found, unmet, unexpected)
+    given = causes or {}
+    miscaused = [
+        [
+            (run, cause, given.get(run))
+            for run, cause in i.expected_causes()
+            if given.get(run) != cause
+        ]
+        for i in injections
+    ]
+    return Score(injections, found, unmet, unexpected, miscaused)

@@ -155,7 +155,7 @@ def run_demo(
     now = clock.now()
     written = [path for day in scenario.days for path in write_daily(store, cfg_all, day, now)]
     written += _as_verdict(write_verdict(store, cfg_all, now))
-    result = score(script.injections, store.findings())
+    result = score(script.injections, store.findings(), _causes(written))
     store.close()
     score_file = out / "score.json"
     score_file.write_text(
@@ -163,6 +163,17 @@ def run_demo(
         encoding="utf-8",
     )
     return DemoResult(scenario, written, config, result, score_file)
+
+
+def _causes(reports: list[Path]) -> dict[str, str | None]:
+    """The cause each day's summary gave each probe run, as its JSON says: what the score
+    holds the GPU faults' runs to is what a person reads."""
+    return {
+        record["run_id"]: record["cause"]
+        for path in reports
+        if path.name.startswith("daily-") and path.suffix == ".json"
+        for record in json.loads(path.read_text(encoding="utf-8"))["task_records"]
+    }
 
 
 def default_start(days: int, timezone: ZoneInfo) -> date:
@@ -249,6 +260,10 @@ def score_json(scenario: Scenario, result: Score) -> dict[str, Any]:
                 "missed": [
                     {"detector": e.detector, "subject": subject} for e, subject in result.unmet[n]
                 ],
+                "miscaused": [
+                    {"run_id": run, "cause": cause, "reported": reported}
+                    for run, cause, reported in result.miscaused[n]
+                ],
             }
         )
     return {
@@ -300,7 +315,8 @@ def summary(result: DemoResult) -> str:
             lines.append(f"  quiet   {name} (a confounder: must produce nothing)")
             continue
         unmet = score.unmet[n]
-        lines.append(f"  {'MISSED' if unmet else 'found '}  {name}" + (f" ({hit})" if hit else ""))
+        wrong = unmet or score.miscaused[n]
+        lines.append(f"  {'MISSED' if wrong else 'found '}  {name}" + (f" ({hit})" if hit else ""))
         lines += [
             f"          {f.detector} {_subject(f.subject)} opened "
             f"{f.opened_at.astimezone(tz):%a %H:%M:%S}"
@@ -310,6 +326,15 @@ def summary(result: DemoResult) -> str:
             f"          nothing reported {e.detector} {subject}"
             + (f" (not {dict(e.not_)})" if e.not_ else "")
             for e, subject in unmet
+        ]
+        lines += [
+            f"          run {run}: the report gives cause {reported}, not {cause}"
+            for run, cause, reported in score.miscaused[n]
+        ]
+        lines += [
+            f"          run {run}: cause {cause} in the report"
+            for run, cause in injection.expected_causes()
+            if (run, cause) not in {(r, c) for r, c, _ in score.miscaused[n]}
         ]
     if score.unexpected:
         lines += ["", "Findings no injected fault explains:"]

@@ -234,18 +234,27 @@ class _OwnerFlap(Switch):
 class _GpuOffBus(Switch):
     def tick(self, now: datetime) -> None:
         assert isinstance(self.fault, kinds.GpuOffBus)
-        gpu = self.world.nodes.busy_gpu(self.fault.node, self.fault.gpu)
-        if gpu is None:
+        fault, nodes = self.fault, self.world.nodes
+        where = [fault.node] if fault.node else nodes.names
+        probe = fault.node is None
+        aim = next(
+            ((n, g) for n in where if (g := nodes.busy_gpu(n, fault.gpu, probe)) is not None),
+            None,
+        )
+        if aim is None:
             return
-        self._gpu = gpu
-        job = self.world.nodes.gpu_fall_off(self.fault.node, gpu)
-        self.began(now, {"node": self.fault.node, "gpu": str(gpu), "job_id": job or ""})
+        self._aim = aim
+        job = nodes.gpu_fall_off(*aim)
+        hit = {"node": aim[0], "gpu": str(aim[1]), "job_id": job or ""}
+        run = next((r.run_id for r in self.world.active() if job and r.job_id == job), None)
+        if run is not None:
+            hit["run_id"] = run
+        self.began(now, hit)
         self.armed = False
 
     def off(self, now: datetime) -> None:
-        assert isinstance(self.fault, kinds.GpuOffBus)
         if self.injection.injected:
-            self.world.nodes.gpu_recover(self.fault.node, self._gpu)
+            self.world.nodes.gpu_recover(*self._aim)
         super().off(now)
 
 

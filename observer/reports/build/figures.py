@@ -88,6 +88,7 @@ class FailureGroup:
     probes: tuple[str, ...]
     tenants: tuple[str, ...]
     explanations: tuple[Explained, ...]
+    evidence: tuple[str, ...]  # what decided the cause, each distinct line once
 
 
 @dataclass(frozen=True, slots=True)
@@ -340,11 +341,16 @@ def task_figures(
     """`findings` and `node_changes`: the period's, from which each failure's cause is read."""
     failed = [r for r in runs if is_failed(r)]
     groups: dict[tuple[str, str, str | None], list[ProbeRun]] = {}
+    evidence: dict[tuple[str, str, str | None], dict[str, None]] = {}
     for run in failed:
         assert run.outcome is not None
         classified = classify(run, findings, node_changes)
         cause = classified.cause if classified else Cause.UNEXPLAINED
-        groups.setdefault((cause.value, run.outcome.value, run.reason), []).append(run)
+        key = (cause.value, run.outcome.value, run.reason)
+        groups.setdefault(key, []).append(run)
+        evidence.setdefault(key, {}).update(
+            dict.fromkeys(classified.evidence if classified else ())
+        )
     order = [c.value for c in Cause]
     failure_groups = tuple(
         FailureGroup(
@@ -355,6 +361,7 @@ def task_figures(
             probes=tuple(sorted({r.probe for r in members})),
             tenants=tuple(sorted({r.tenant for r in members})),
             explanations=_explained(members),
+            evidence=tuple(evidence[(cause, outcome, reason)]),
         )
         for (cause, outcome, reason), members in sorted(
             groups.items(),

@@ -93,6 +93,7 @@ def _task_blocks(
             Table(
                 [
                     w("col.failure_cause"),
+                    w("col.cause_evidence"),
                     w("col.outcome"),
                     w("col.reason"),
                     w("col.count"),
@@ -104,6 +105,7 @@ def _task_blocks(
                 [
                     [
                         w(f"cause.{g.cause}"),
+                        "; ".join(g.evidence) or "—",
                         g.outcome,
                         g.reason or "—",
                         w.integer(len(e.run_ids)),
