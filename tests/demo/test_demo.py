@@ -1,6 +1,7 @@
-"""`observer demo` as a person runs it: one simulated day on the real controller, agents and
-detectors, /metrics served while it runs, the day's summary and the verdict written, every
-injected fault in them and nothing that was not injected."""
+"""`observer demo` as a person runs it: the packaged scenario's simulated day on the real
+controller, agents and detectors, /metrics served while it runs, the day's summary and the
+verdict written, every injected fault in them and nothing that was not injected, and its
+score written."""
 
 from __future__ import annotations
 
@@ -102,17 +103,60 @@ def test_every_injected_fault_is_found_and_nothing_else(demo: Demo):
     assert "MISSED" not in demo.stdout
     assert "No finding that was not injected." in demo.stdout
     assert "NOT INJECTED" not in demo.stdout
-    for fault in (
-        "unfair scheduling",
-        "leaked GPU process",
-        "stuck Terminating",
-        "log-loss burst",
-        "monitoring stall",
-    ):
-        assert re.search(rf"found\s+.*{fault}", demo.stdout), fault
+    score = _json(demo.out / "score.json")
+    assert score["passed"] is True and score["unexplained"] == []
+    kinds = [f["kind"] for f in score["faults"]]
+    assert kinds == [
+        "unfair_scheduler",
+        "leaked_probe_process",
+        "ecc_burst",
+        "log_loss",
+        "stuck_terminating",
+        "gpu_off_bus",
+        "thermal_slowdown",
+        "prometheus_stall",
+    ]
+    for fault in score["faults"]:
+        assert fault["injected"] and fault["findings"] and fault["missed"] == [], fault
+        assert re.search(rf"found\s+{fault['kind']}", demo.stdout), fault["kind"]
     assert re.search(
         r"found\s+unfair.*\n\s+persistent_unfairness \{'tenant': 'research'\}", demo.stdout
     )
+    # The GPU that fell off the bus ran a GPU-busy probe: the summary puts its failure down to
+    # the GPU, with the Xid as evidence.
+    [off_bus] = [f for f in score["faults"] if f["kind"] == "gpu_off_bus"]
+    [hit] = off_bus["hit"]
+    daily = _json(demo.out / "reports" / f"daily-{MONDAY}.json")
+    [record] = [r for r in daily["task_records"] if r["run_id"] == hit["run_id"]]
+    assert (record["probe"], record["outcome"], record["cause"]) == (
+        "gpu-busy",
+        "failed",
+        "gpu_driver",
+    )
+    assert f"gpu_xid 79 on {hit['node']}" in record["cause_evidence"]
+    assert off_bus["miscaused"] == []
+
+
+def test_the_days_summary_has_the_gpu_faults_in_its_health_section(demo: Demo):
+    daily = _json(demo.out / "reports" / f"daily-{MONDAY}.json")
+    health = daily["gpu_health"]
+    score = _json(demo.out / "score.json")
+    hit = {f["kind"]: f["hit"][0] for f in score["faults"] if f["hit"]}
+    rows = {(row["node"], row["gpu"]): row for row in health["gpus"]}
+    assert set(rows) == {
+        (hit[kind]["node"], hit[kind]["gpu"])
+        for kind in ("gpu_off_bus", "ecc_burst", "thermal_slowdown")
+    }
+    assert rows[(hit["gpu_off_bus"]["node"], hit["gpu_off_bus"]["gpu"])]["xids"] == {"79": 1}
+    ecc = rows[(hit["ecc_burst"]["node"], hit["ecc_burst"]["gpu"])]["conditions"]
+    assert set(ecc) == {"gpu_ecc_uncorrected", "gpu_row_remap_pending"}
+    hot = rows[(hit["thermal_slowdown"]["node"], hit["thermal_slowdown"]["gpu"])]
+    # within 11:00-11:40, while a job ran on it and past the rule's hold
+    assert 0 < hot["throttled_gpu_hours"] <= 40 / 60
+    [reaction] = health["reactions"]
+    assert reaction["node"] == hit["gpu_off_bus"]["node"] and reaction["jobs_placed"]
+    markdown = (demo.out / "reports" / f"daily-{MONDAY}.md").read_text(encoding="utf-8")
+    assert "## GPU and node health" in markdown
 
 
 def test_it_says_its_settings_and_writes_them_as_a_valid_config(demo: Demo):
@@ -162,6 +206,12 @@ def test_the_reports_name_every_finding_the_store_holds(demo: Demo):
         "stuck_terminating",
         "log_loss",
         "monitoring_lag",
+        "gpu_xid",
+        "gpu_lost",
+        "unhealthy_gpu_in_service",
+        "gpu_ecc_uncorrected",
+        "gpu_row_remap_pending",
+        "gpu_clock_slowdown",
     }
 
 
@@ -173,6 +223,7 @@ def test_the_verdict_fails_what_was_injected_and_passes_the_rest(demo: Demo):
         "no_log_loss",
         "monitoring_lag_bound",
         "no_persistent_unfairness",
+        "gpu_health",
     ):
         assert status[failed] == "fail", failed
     for passed in (
@@ -180,7 +231,6 @@ def test_the_verdict_fails_what_was_injected_and_passes_the_rest(demo: Demo):
         "failure_evidence",
         "tenant_isolation",
         "quota_enforced",
-        "gpu_health",
     ):
         assert status[passed] == "pass", passed
     assert verdict["recommendation"] == "no_go"

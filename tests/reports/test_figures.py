@@ -255,9 +255,23 @@ def test_blind_time_is_the_union_of_what_the_observer_could_not_see():
     assert b.by_source["prometheus"] == 10 * 60
     assert b.by_source["scheduler"] == 60 * 60
     assert b.total_seconds == (90 + 60 + 10 + 60) * 60
-    assert b.share == pytest.approx(b.total_seconds / 86400)
+    # Prometheus and the scheduler blind the whole fleet; each of the three nodes out for an
+    # hour is a third of the fleet for that hour.
+    assert b.share == pytest.approx((10 + 60 + 3 * 60 / 3) * 60 / 86400)
     assert b.by_source["logs"] == 0
     assert b.scheduler_gap_seconds == 90
+
+
+def test_a_lost_gpu_blinds_its_node_not_the_fleet():
+    lost = finding("gpu_lost", at(10), at(16), node="n1", gpu="0")
+    samples = [gpu(f"n{i}", at(9), 50) for i in range(1, 7)]
+    snapshots = [queue(at(0) + timedelta(seconds=30 * i), "research") for i in range(2 * 60 * 24)]
+    data = PeriodData(
+        DAY, findings=[lost], queue_samples=snapshots, gpu=gpu_usage(samples, {}, CALENDAR)
+    )
+    b = _figures(data).blind
+    assert (b.total_seconds, b.by_source["nvml"]) == (6 * 3600, 6 * 3600)
+    assert b.share == pytest.approx(3600 / 86400)  # one node of six for six hours
 
 
 def test_alertmanager_unreadable_is_blind_time_of_the_alerts():

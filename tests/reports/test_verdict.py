@@ -265,8 +265,11 @@ def test_interventions_without_a_record_fail_the_audit():
 
 
 def test_too_much_blind_time_leaves_the_verdict_not_decidable():
-    blind = finding("agent_unreachable", at(0), at(0) + timedelta(hours=12), agent="n1")
-    v = _verdict(_soak(findings=[blind]))
+    blind = [
+        finding("agent_unreachable", at(0), at(0) + timedelta(hours=12), agent=agent)
+        for agent in ("n1", "n2")
+    ]
+    v = _verdict(_soak(findings=blind))
     assert all(c.status is Status.PASS for c in v.criteria)
     assert v.recommendation is Recommendation.NOT_DECIDABLE
     assert [n.key for n in v.scope] == ["scope.blind"]

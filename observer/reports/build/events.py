@@ -4,7 +4,7 @@ interventions, report deliveries, findings, and the observer's own blind time. P
 from __future__ import annotations
 
 import itertools
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -44,6 +44,8 @@ BLIND_SOURCES = (
     "logs",
     "alerts",
 )
+# Sources one node's agent stands for: blind there, the observer still sees the other nodes.
+NODE_SOURCES = frozenset({"agents", "nvml"})
 SCHEDULER_GAP = "snapshot_gap"
 NODE_NAMES = 10  # nodes named in a sentence; a large fleet's are counted beyond
 
@@ -183,8 +185,11 @@ class BlindPeriod:
 class BlindFigures:
     """Time the observer could not see a source. Per source set up: the union of its periods
     (two agents out at once count once), and per agent that was blind; total: the union of
-    all. `not_set_up`: sources not configured at all, never observed (a source set up that
-    was never reachable is blind all along, never "not set up")."""
+    all. `share`: the fleet's blind share of the period, what decides whether a verdict can be
+    given: a source blind everywhere counts whole, a node's agent or GPUs blind count as that
+    node's part of the fleet (one lost GPU of six nodes for an hour: a sixth of an hour).
+    `not_set_up`: sources not configured at all, never observed (a source set up that was
+    never reachable is blind all along, never "not set up")."""
 
     total_seconds: float
     share: float | None
@@ -515,7 +520,7 @@ def blind_figures(data: PeriodData, context: ReportContext) -> BlindFigures:
     not_set_up = tuple(s for s in BLIND_SOURCES if not set_up[s])
     return BlindFigures(
         total_seconds=total,
-        share=total / period.seconds if period.seconds else None,
+        share=_fleet_share(periods, data.gpu.nodes, period.seconds),
         by_source=by_source,
         by_agent=by_agent,
         periods=tuple(periods),
@@ -523,6 +528,31 @@ def blind_figures(data: PeriodData, context: ReportContext) -> BlindFigures:
         scheduler_gap_seconds=gap,
         restarts=tuple(r for r in restarts if period.start <= r.up_at < period.end),
     )
+
+
+def _fleet_share(
+    periods: Sequence[BlindPeriod], nodes: Collection[str], seconds: float
+) -> float | None:
+    if not seconds:
+        return None
+    by_node: dict[str, list[BlindPeriod]] = {}
+    fleet = []
+    for p in periods:
+        node = _node_of(p) if p.source in NODE_SOURCES else None
+        if node is None:
+            fleet.append(p)
+        else:
+            by_node.setdefault(node, []).append(p)
+    # An agent is named as the controller reaches it, not always by its node's name.
+    count = max(len(nodes), len(by_node))
+    partial = sum(_union_seconds(ps) for ps in by_node.values()) / count if count else 0.0
+    return min((_union_seconds(fleet) + partial) / seconds, 1.0)
+
+
+def _node_of(period: BlindPeriod) -> str | None:
+    """The node a node-scoped period names: its agent, or the node of its GPUs."""
+    parts = dict(part.partition("=")[::2] for part in period.subject.split(","))
+    return parts.get("node") or parts.get("agent") or None
 
 
 def scheduler_gaps(
