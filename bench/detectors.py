@@ -1,15 +1,19 @@
-"""Detection quality on scripted scenarios with injected faults and fault-free stretches.
+"""Rule conformance on scripted cases: each rule against faults scripted to its own definition.
 
 Each scenario runs the real detector code (the agent's node detectors over a fake node, the
 controller's detection over the simulated cluster) on a manual clock, injects faults of one
 kind at known times on known subjects, and scores the findings against them: a finding of the
 fault's detector on the fault's subject, opened while the fault is on (or within two
-sampling intervals after it ends), is a hit; any other finding is a false alarm.
+sampling intervals after it ends), is a hit; any other finding is a false alarm. Each fault
+is what its rule describes and the fault-free stretches are clean by construction, so a
+precision and recall of 1.0 show that the rules do what they say, not how well they detect
+faults in the wild: detection quality, with confounders, is bench/scenarios.py.
 
-Prints one JSON line: {"detectors": {name: {precision, recall, median_delay_seconds, ...}}}.
-The delay runs from the fault's start to the finding's opening, so it includes the hold the
-rule itself asks for (`rule_hold_seconds`: a grace period, an idle threshold, a canary's run
-to its end); what the observer adds is the delay beyond it.
+Prints one JSON line: {"measures": "rule conformance on scripted cases", "detectors": {name:
+{precision, recall, median_delay_seconds, ...}}}. The delay runs from the fault's start to
+the finding's opening, so it includes the hold the rule itself asks for
+(`rule_hold_seconds`, from the settings the scenario ran with: a grace period, an idle
+threshold, a canary's run to its end); what the observer adds is the delay beyond it.
 
     .venv/bin/python bench/detectors.py [--seed N]
 """
@@ -60,6 +64,7 @@ from observer.logs import configure_logging
 from observer.metrics import HEARTBEAT_METRIC, AgentMetrics
 from observer.monitoring.fake import Exposition, FakePrometheus, FakeTarget
 from observer.ownership.fake import FakeHost
+from observer.probes.windows import occurrences
 from observer.settings import Settings
 from observer.settings.detectors import NodeLeakSettings
 from observer.simulation.nights import FIRST_EVENING, ContendedNights
@@ -68,6 +73,7 @@ from observer.storage.database import upgrade
 from observer.storage.store import Store
 
 START = datetime(2026, 11, 30, 9, 0, tzinfo=UTC)
+MEASURES = "rule conformance on scripted cases"
 
 
 @dataclass(frozen=True)
@@ -76,6 +82,18 @@ class Fault:
     subject: dict[str, str]
     start: datetime
     end: datetime
+
+
+@dataclass(frozen=True)
+class Played:
+    """One scenario's outcome: its faults and findings, how long after a fault's end a
+    finding still counts, and the hold of each rule it scripts faults for, from the settings
+    it ran with."""
+
+    faults: list[Fault]
+    findings: list[Finding]
+    slack_seconds: float
+    hold_seconds: dict[str, float]
 
 
 @dataclass
@@ -144,13 +162,13 @@ class FakeNode:
         self.clock = clock
         self.gpus = FakeGpuBackend([FakeGpu(f"GPU-{i}") for i in range(8)], clock)
         self.host = FakeHost()
-        rules = NodeLeakSettings(grace_seconds=30, idle_seconds=120)
+        self.rules = NodeLeakSettings(grace_seconds=30, idle_seconds=120)
         metrics = AgentMetrics(CollectorRegistry())
         self.agent = NodeAgent(
             "n1",
             Sampler(self.gpus, clock, metrics, 60),
             Attributor(self.host, self.host),
-            rules,
+            self.rules,
             clock,
             metrics,
         )
@@ -176,7 +194,7 @@ class FakeNode:
 KINDS = ("normal", "normal", "unreleased", "orphan", "idle", "vanished", "hidden")
 
 
-def node_scenario(rng: random.Random, hours: float) -> tuple[list[Fault], list[Finding], float]:
+def node_scenario(rng: random.Random, hours: float) -> Played:
     """Jobs come and go on one node, a tick a second; one in three misbehaves: memory kept
     after its job ended, a process in no job, a job idle on its memory, a pid the host no
     longer has, memory held with no process listed."""
@@ -225,35 +243,24 @@ def node_scenario(rng: random.Random, hours: float) -> tuple[list[Fault], list[F
                 faults.append(fault)
         findings += [f for f in node.agent.tick() if f.is_open]
         clock.advance(1)
+    rules = node.rules
+    # The node rules (detectors/node_leaks.py): the grace, unreleased_memory's counted from
+    # the owner's end; allocated_idle the idle threshold.
+    holds = {
+        "unreleased_memory": rules.grace_seconds,
+        "orphan_process": rules.grace_seconds,
+        "vanished_process": rules.grace_seconds,
+        "memory_without_process": rules.grace_seconds,
+        "allocated_idle": rules.idle_seconds,
+    }
     # A fault due to begin after the run ended was never shown to the detectors.
-    return [f for f in faults if f.start < end], findings, 2.0
+    return Played([f for f in faults if f.start < end], findings, 2.0, holds)
 
 
-# What each rule waits for by design in these scenarios (see their settings above).
-RULE_HOLD_SECONDS = {
-    "unreleased_memory": 30.0,
-    "orphan_process": 30.0,
-    "vanished_process": 30.0,
-    "memory_without_process": 30.0,
-    "allocated_idle": 120.0,
-    "allocated_without_job": 30.0,
-    "log_loss": 120.0,
-    # the K-th disadvantaged night's end: K - 1 days and a 3 h window after the first's start
-    "persistent_unfairness": 2 * 86400.0 + 3 * 3600.0,
-    "unexplained_wait": 120.0,
-    "monitoring_lag.heartbeat": 135.0,  # 105 s lag limit + 30 s hold
-    "monitoring_lag.freshness": 135.0,
-    "monitoring_lag.scrape": 30.0,  # a failed scrape; a stalled one adds its 105 s age limit
-    "monitoring_lag.flatline": 300.0,  # the whole window flat
-    "monitoring_lag.gpu_busy_lag": 75.0,
-    "prometheus_unreachable": 30.0,
-    "probe_unreleased": 90.0,  # the probe's grace, from its end
-    "stuck_terminating": 120.0,  # the grace, from the platform's start of the end
-}
 _DETECTOR = {"orphan": "orphan_process", "idle": "allocated_idle", "vanished": "vanished_process"}
 
 
-def cluster_scenario(rng: random.Random, hours: float) -> tuple[list[Fault], list[Finding], float]:
+def cluster_scenario(rng: random.Random, hours: float) -> Played:
     """The simulated cluster under the real controller: leaked GPU allocations on random
     nodes for random stretches, and log canaries of which some lose a stretch of lines."""
     with tempfile.TemporaryDirectory() as tmp:
@@ -311,46 +318,56 @@ def cluster_scenario(rng: random.Random, hours: float) -> tuple[list[Fault], lis
                 )
         findings = [f for f in store.findings() if f.detector != "log_delivery_latency"]
         store.close()
-    return faults, findings, 2 * cfg.snapshot_interval_seconds
+        holds = {
+            # The controller holds it for the node rules' grace (controller/detect.py).
+            "allocated_without_job": settings.detectors.node.grace_seconds,
+            # An event stamped with the run's end: the canary's run, which the simulated
+            # cluster plays for its workload's duration.
+            "log_loss": schedule.controller.catalog["log-canary"].workload.duration_seconds,
+        }
+    return Played(faults, findings, 2 * cfg.snapshot_interval_seconds, holds)
 
 
-FAIRNESS_NIGHTS = 5  # persistence_m: every night the rule weighs
-
-
-def fairness_scenario(rng: random.Random, hours: float) -> tuple[list[Fault], list[Finding], float]:
-    """Two tenants (weights 0.7 / 0.3) over FAIRNESS_NIGHTS nights of contention (22:00-01:00
-    in Shanghai), fairness probes every quarter of an hour, background training keeping
-    demand above the 12 GPUs: under fair share (nothing to find), then with a scheduler that
-    always serves one tenant first, each in turn (the other is disadvantaged from the first
-    night on; the rule can tell after K nights). `hours` does not apply."""
+def fairness_scenario(rng: random.Random, hours: float) -> Played:
+    """Two tenants (weights 0.7 / 0.3) over persistence_m nights of contention (every night
+    the rule weighs; 22:00-01:00 in Shanghai), fairness probes every quarter of an hour,
+    background training keeping demand above the 12 GPUs: under fair share (nothing to
+    find), then with a scheduler that always serves one tenant first, each in turn (the other
+    is disadvantaged from the first night on; the rule can tell after K nights). `hours` does
+    not apply."""
     faults: list[Fault] = []
     findings: list[Finding] = []
+    holds: dict[str, float] = {}
     for favoured in (None, "prod", "research"):
         with tempfile.TemporaryDirectory() as tmp:
             nights = ContendedNights(
                 Path(tmp), lambda: Workload(1, duration_seconds=rng.uniform(400, 800))
             )
+            rules = nights.settings.detectors.fairness
             nights.cluster.faults.favoured_tenant = favoured
-            for _ in range(FAIRNESS_NIGHTS):
+            for _ in range(rules.persistence_m):
                 nights.night()
+            window = nights.settings.controller.windows[0].name
+            occurred = occurrences(
+                nights.controller.calendar, window, FIRST_EVENING, nights.clock.now()
+            )
+            # The condition opens as the K-th disadvantaged night completes: K - 1 days and
+            # the window's length after the first night's start.
+            first, kth = occurred[0], occurred[rules.persistence_k - 1]
+            holds["persistent_unfairness"] = (kth.end - first.start).total_seconds()
             if favoured is not None:
                 other = "research" if favoured == "prod" else "prod"
                 faults.append(
                     Fault(
-                        "persistent_unfairness",
-                        {"tenant": other},
-                        FIRST_EVENING + timedelta(minutes=5),
-                        nights.clock.now(),
+                        "persistent_unfairness", {"tenant": other}, first.start, nights.clock.now()
                     )
                 )
             findings += nights.store.findings(detector="persistent_unfairness")
             nights.store.close()
-    return faults, findings, 2 * 15.0
+    return Played(faults, findings, 2 * 15.0, holds)
 
 
-def unexplained_scenario(
-    rng: random.Random, hours: float
-) -> tuple[list[Fault], list[Finding], float]:
+def unexplained_scenario(rng: random.Random, hours: float) -> Played:
     """Probes of two tenants every five and seven minutes on 6 x 8 GPUs. Each fault-free
     stretch begins with background training filling the cluster for a while, so probes
     really wait, for the reasons the scheduler gives; faults make the scheduler hold one
@@ -394,7 +411,8 @@ def unexplained_scenario(
             cluster.faults.held_tenants.clear()
             held.append((tenant, began, clock.now()))
         schedule.run_for(600)
-        limit = settings.detectors.fairness.unexplained_wait_grace_seconds + 2 * 15
+        grace = settings.detectors.fairness.unexplained_wait_grace_seconds
+        limit = grace + 2 * cfg.follow_interval_seconds
         faults: list[Fault] = []
         unscored: set[str] = set()
         for run in store.runs():
@@ -415,7 +433,7 @@ def unexplained_scenario(
             if f.subject["run_id"] not in unscored
         ]
         store.close()
-    return faults, findings, 2 * cfg.follow_interval_seconds
+    return Played(faults, findings, 2 * cfg.follow_interval_seconds, {"unexplained_wait": grace})
 
 
 MONITORING_INTERVAL_SECONDS = 15.0
@@ -423,9 +441,7 @@ UTIL = "observer_gpu_utilization_ratio"
 LAG_FAULTS = ("heartbeat", "target_down", "scrape_stalled", "paused", "flatline", "busy_lag")
 
 
-def monitoring_scenario(
-    rng: random.Random, hours: float
-) -> tuple[list[Fault], list[Finding], float]:
+def monitoring_scenario(rng: random.Random, hours: float) -> Played:
     """The controller's monitoring-lag watch over the scripted Prometheus scraping the
     observer's heartbeat and four 4-GPU agents every 15 s, the agents' own readings the
     same numbers; a GPU-busy probe at the start of every fault-free stretch. Faults, one at
@@ -456,7 +472,21 @@ def monitoring_scenario(
             if f.detector in ("monitoring_lag", "prometheus_unreachable")
         ]
         pipeline.store.close()
-    return faults, findings, 2 * MONITORING_INTERVAL_SECONDS
+    # detectors/monitoring_lag.py: past a lag or age limit, a symptom waits the hold before
+    # its condition opens; flat-line and busy-lag span their own window and open at once.
+    rules = pipeline.settings.detectors.monitoring_lag
+    holds = {
+        "monitoring_lag.heartbeat": rules.heartbeat_max_lag_seconds + rules.hold_seconds,
+        "monitoring_lag.freshness": rules.series_max_age_seconds + rules.hold_seconds,
+        # a failed scrape; a stalled one is past scrape_max_age_seconds first
+        "monitoring_lag.scrape": rules.hold_seconds,
+        # Prometheus keeps the value of its last scrape before the freeze and a window's
+        # samples span one interval less: the line can show up to two scrapes sooner.
+        "monitoring_lag.flatline": rules.flatline_window_seconds,
+        "monitoring_lag.gpu_busy_lag": rules.busy_lag_max_seconds,
+        "prometheus_unreachable": rules.hold_seconds,
+    }
+    return Played(faults, findings, 2 * MONITORING_INTERVAL_SECONDS, holds)
 
 
 class _MonitoredCluster:
@@ -710,9 +740,7 @@ def _probe_cluster(
     return schedule.store, cluster, clock, schedule, nodes
 
 
-def probe_release_scenario(
-    rng: random.Random, hours: float
-) -> tuple[list[Fault], list[Finding], float]:
+def probe_release_scenario(rng: random.Random, hours: float) -> Played:
     """The controlled experiment: of the short probes that end, one in three leaves its
     process on its GPU for 5-20 minutes after the scheduler has let the job go (the rest,
     and the stretches between, are fault-free)."""
@@ -735,10 +763,12 @@ def probe_release_scenario(
         ]
         findings = store.findings()
         store.close()
-    return faults, findings, 2 * 15.0
+    # The probe's grace, from its end.
+    grace = schedule.settings.detectors.probe_release.grace_seconds
+    return Played(faults, findings, 2 * 15.0, {"probe_unreleased": grace})
 
 
-def stuck_scenario(rng: random.Random, hours: float) -> tuple[list[Fault], list[Finding], float]:
+def stuck_scenario(rng: random.Random, hours: float) -> Played:
     """A short probe's job that will not go once it ends (a pod stuck Terminating, a job
     stuck COMPLETING) for 5-20 minutes, then 10-30 fault-free minutes; no agent is read, so
     this is the scheduler's layer alone."""
@@ -765,7 +795,9 @@ def stuck_scenario(rng: random.Random, hours: float) -> tuple[list[Fault], list[
             schedule.run_for(rng.uniform(10, 30) * 60)
         findings = store.findings()
         store.close()
-    return faults, findings, 2 * 15.0
+    # The grace, from the platform's start of the job's end.
+    grace = schedule.settings.detectors.stuck_terminating.grace_seconds
+    return Played(faults, findings, 2 * 15.0, {"stuck_terminating": grace})
 
 
 def _soak(
@@ -792,6 +824,7 @@ def main() -> int:
     configure_logging("warning")  # the findings are scored, not logged; stdout is the result
     rng = random.Random(args.seed)
     scores: dict[str, Score] = {}
+    holds: dict[str, float] = {}
     for scenario in (
         node_scenario,
         cluster_scenario,
@@ -801,14 +834,18 @@ def main() -> int:
         probe_release_scenario,
         stuck_scenario,
     ):
-        faults, findings, slack = scenario(rng, args.hours)
-        for name, s in score(faults, findings, slack).items():
+        played = scenario(rng, args.hours)
+        holds |= played.hold_seconds
+        for name, s in score(played.faults, played.findings, played.slack_seconds).items():
             scores[name] = scores[name].merged(s) if name in scores else s
     results = {
-        name: {**s.as_json(), "rule_hold_seconds": RULE_HOLD_SECONDS.get(name)}
-        for name, s in scores.items()
+        name: {**s.as_json(), "rule_hold_seconds": holds.get(name)} for name, s in scores.items()
     }
-    print(json.dumps({"detectors": results, "seed": args.seed, "hours": args.hours}))
+    print(
+        json.dumps(
+            {"measures": MEASURES, "detectors": results, "seed": args.seed, "hours": args.hours}
+        )
+    )
     return 0
 
 
