@@ -44,6 +44,7 @@ test: lint $(FAKE_NVML) $(CHART_TOOLS)
 bench: setup $(FAKE_NVML)
 	OBSERVER_TEST_FAKE_NVML_LIB=$(CURDIR)/$(FAKE_NVML) PYTHONPATH=$(CURDIR) $(BIN)/python bench/agent_sampling.py
 	$(BIN)/python bench/detectors.py
+	$(BIN)/python bench/scenarios.py
 	$(BIN)/python bench/controller_scale.py --http
 	$(BIN)/python bench/snapshot_decode.py
 	$(BIN)/python bench/report.py

@@ -205,7 +205,7 @@ class AgentDown(FaultSpec):
     needs_until: ClassVar[bool] = True
 
     def expected(self) -> tuple[Expected, ...]:
-        return (Expected(AGENT_UNREACHABLE, {"node": self.node}),)
+        return (Expected(AGENT_UNREACHABLE, {"agent": self.node}),)
 
 
 class NodeDrain(FaultSpec):

@@ -269,3 +269,54 @@ def test_a_stretch_without_faults_opens_no_gpu_fault_finding(tmp_path: Path):
 
     assert len(world.store.runs(probe="gpu-busy")) >= 5
     assert [f for f in world.store.findings() if f.detector in GPU_FAULT_DETECTORS] == []
+
+
+# The confounders: what a real node does that the rules must see through, as its agent sees it.
+
+
+def _seen(world: World) -> dict[int, tuple[str, str]]:
+    """pid -> (owner id, owner state) of every GPU process the node's agent lists."""
+    return {p.pid: (p.owner.id, p.owner_state.phase.value) for p in world.snapshot().processes}
+
+
+def test_a_slow_memory_release_keeps_an_ended_jobs_process_for_its_seconds(tmp_path: Path):
+    world = World(tmp_path)
+    world.nodes.release_delay = timedelta(seconds=12)
+    job = world.cluster.submit_background("research", Workload(1, duration_seconds=60))
+    world.run_for(70)  # it ended at 60 s
+    assert world.cluster.jobs([job])[job].phase is JobPhase.SUCCEEDED
+    assert list(_seen(world).values()) == [(job, "ended")]
+    world.run_for(10)
+    assert _seen(world) == {}
+    assert world.store.findings() == []
+
+
+def test_a_reused_pid_names_the_new_job(tmp_path: Path):
+    world = World(tmp_path)
+    first = world.cluster.submit_background("research", Workload(1, duration_seconds=30))
+    world.run_for(20)
+    [(pid, (owner, _))] = _seen(world).items()
+    assert owner == first
+    world.run_for(20)
+    assert world.nodes.reuse_pid(NODE) == pid
+    second = world.cluster.submit_background("prod", Workload(1, duration_seconds=600))
+    world.run_for(10)
+    assert _seen(world) == {pid: (second, "running")}
+    world.run_for(300)
+    assert world.store.findings() == []
+
+
+def test_an_owner_flap_answers_unknown_for_its_ticks_then_knows_the_job_again(tmp_path: Path):
+    world = World(tmp_path)
+    assert world.nodes.flap_owners(NODE, 3) is False  # nothing runs there yet
+    job = world.training(1)
+    world.run_for(10)
+    assert world.nodes.flap_owners(NODE, 3) is True
+    states = []
+    for _ in range(4):
+        world.run_for(STEP_SECONDS)
+        states.append(sorted({state for _, state in _seen(world).values()}))
+    assert states == [["unknown"], ["unknown"], ["unknown"], ["running"]]
+    world.run_for(300)
+    assert world.cluster.jobs([job])[job].phase is JobPhase.RUNNING
+    assert world.store.findings() == []
