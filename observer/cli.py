@@ -530,20 +530,29 @@ def _intervention(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def _findings(args: argparse.Namespace, settings: Settings) -> int:
+    from zoneinfo import ZoneInfo  # noqa: PLC0415
+
     from observer import codec  # noqa: PLC0415
     from observer.storage.database import store_url  # noqa: PLC0415
     from observer.storage.store import Store  # noqa: PLC0415
 
     with Store(store_url(settings.storage.sqlite_path, settings.storage.url)) as store:
         found = store.findings(open_only=args.open, since=args.since, detector=args.detector)
+    tz = ZoneInfo(settings.controller.timezone)
+
+    def local(at: datetime) -> str:
+        """The platform's time a person reads in the reports, with its offset."""
+        at = at.astimezone(tz)
+        return f"{at:%Y-%m-%d %H:%M:%S} {at.isoformat()[-6:]}"
+
     for finding in found:
         if args.json:
             print(json.dumps(codec.finding_to_json(finding)))
         else:
-            state = "open" if finding.is_open else f"closed {finding.closed_at:%Y-%m-%d %H:%M:%S}"
+            state = f"closed {local(finding.closed_at)}" if finding.closed_at else "open"
             print(
-                f"{finding.opened_at:%Y-%m-%d %H:%M:%S}  {finding.severity.value:<8} "
-                f"{finding.detector:<24} {state:<26} {finding.summary}"
+                f"{local(finding.opened_at)}  {finding.severity.value:<8} "
+                f"{finding.detector:<24} {state:<33} {finding.summary}"
             )
     return EXIT_OK
 

@@ -12,11 +12,15 @@ import socket
 import subprocess
 import sys
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 
 from observer.cli import _parser
+from observer.domain import Finding, FindingKind, Severity
+from observer.storage.database import upgrade
+from observer.storage.store import Store
 
 REPO = Path(__file__).resolve().parents[1]
 TRACE = REPO / "tests" / "fixtures" / "nvml" / "h200-trace"
@@ -249,3 +253,33 @@ def test_check_config_lists_no_check_off_when_every_source_is_set(tmp_path: Path
     done = observer(tmp_path, "check-config", str(config))
 
     assert (done.returncode, done.stdout) == (0, f"{config}: valid\n")
+
+
+def test_findings_read_in_the_platforms_time_with_its_offset(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'soak.db'}"
+    upgrade(url)
+    opened = datetime(2026, 11, 29, 19, 20, tzinfo=UTC)
+    with Store(url) as store:
+        store.save_findings(
+            [
+                Finding(
+                    detector="stuck_terminating",
+                    kind=FindingKind.CONDITION,
+                    subject={"job_id": "j1", "node": "n1"},
+                    severity=Severity.CRITICAL,
+                    summary="pod j1 stuck Terminating",
+                    opened_at=opened,
+                    closed_at=opened.replace(hour=20),
+                )
+            ]
+        )
+    (tmp_path / "c.yaml").write_text(
+        f"storage: {{url: '{url}'}}\ncontroller: {{timezone: Asia/Shanghai}}\n"
+    )
+
+    result = observer(tmp_path, "findings", "--config", "c.yaml")
+
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split()[:2] == ["2026-11-30", "03:20:00"]
+    assert result.stdout.split()[2] == "+08:00"
+    assert "closed 2026-11-30 04:20:00 +08:00" in result.stdout

@@ -81,14 +81,20 @@ class _LeakedProbeProcess(Switch):
         self._from = now
 
     def off(self, now: datetime) -> None:
-        # Injected only if a probe ended meanwhile; unarmed, none after the window leaks.
+        # Injected only if a probe ended meanwhile, from its end: its process outlived it
+        # from then. Unarmed, none after the window leaks.
         nodes = self.world.nodes
         nodes.leak_next_probe = False
         leaked = [{"node": node, "run_id": run} for run, node in nodes.leaked.values()]
         if leaked:
-            self.began(self._from, *leaked)
+            ends = [self._ended(hit["run_id"]) for hit in leaked]
+            self.began(min([at for at in ends if at is not None], default=self._from), *leaked)
         nodes.release_leaks()
         super().off(now)
+
+    def _ended(self, run_id: str) -> datetime | None:
+        run = self.world.store.run(run_id)
+        return run.finished_at if run else None
 
 
 class _LeakedAllocation(Switch):
@@ -121,7 +127,14 @@ class _StuckTerminating(Switch):
 
     def off(self, now: datetime) -> None:
         if self.injection.injected:
-            self.world.cluster.faults.stuck_jobs.discard(self._job)
+            cluster = self.world.cluster
+            # Stuck from the job's own end, which came after it was picked (what the nodes
+            # show: the cluster's API may be down).
+            ended = next(
+                (j.finished_at for j, _, _ in cluster.holdings() if j.job_id == self._job), None
+            )
+            self.injection.start = ended or self.injection.start
+            cluster.faults.stuck_jobs.discard(self._job)
         super().off(now)
 
 

@@ -252,8 +252,8 @@ def _ecc(
         detector=ECC_UNCORRECTED,
         subject=subject,
         severity=Severity.CRITICAL,
-        summary=f"GPU {gpu.index} on {view.node}: {added} new uncorrected ECC error(s) since "
-        f"{since.isoformat()}",
+        # No instant in the summary: a person reads it beside the finding's local times.
+        summary=f"GPU {gpu.index} on {view.node}: {added} new uncorrected ECC error(s)",
         rule=f"the volatile or aggregate uncorrected ECC count rose, within the last "
         f"{rules.ecc_window_seconds:g} s",
         evidence={
