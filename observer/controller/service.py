@@ -18,7 +18,7 @@ from observer.controller.detect import Detection
 from observer.controller.runs import ProbeRunner
 from observer.controller.views import Published
 from observer.domain import Finding, NodeSnapshot, ProbeRun, SchedulerSnapshot
-from observer.errors import StoreError
+from observer.errors import BackendError, StoreError
 from observer.logs import get_logger
 from observer.metrics import ControllerMetrics
 from observer.probes.catalog import ProbeSpec
@@ -166,8 +166,14 @@ class Controller:
         self.store.controller_alive(self._run.id, self._clock.now())
 
     def stop(self) -> list[ProbeRun]:
-        """Cancel every active probe and record this run's clean stop."""
+        """Cancel every active probe, list the jobs once more (the last stretch, the
+        cancelled probes too, would otherwise wait for the next run to be counted), and
+        record this run's clean stop."""
         cancelled = self.runner.cancel_all("the controller shut down")
+        try:
+            self.tally_jobs()
+        except (BackendError, StoreError) as exc:  # the next run lists the same stretch
+            _log.warning("last job listing failed", error=str(exc))
         if self._run is not None:
             self.store.controller_stopped(self._run.id, self._clock.now())
         return cancelled

@@ -150,7 +150,6 @@ def run_demo(
         while clock.now() < scenario.end:
             soak.run_for(3600, step)
             _progress(progress, clock.now(), scenario, store, controller)
-    controller.tally_jobs()  # the last day's jobs, up to its very end
     controller.stop()
     now = clock.now()
     written = [path for day in scenario.days for path in write_daily(store, cfg_all, day, now)]

@@ -189,3 +189,25 @@ def test_a_listing_beyond_what_the_platform_remembers_is_stored_as_incomplete(
     assert not any(s.complete for s in slots)
     assert all("forgotten" in s.note for s in slots)
     assert platform.counted(T0, T0 + timedelta(days=4)) == {}
+
+
+def test_a_stopping_controller_lists_the_last_stretch_and_its_cancelled_probes(
+    platform: Platform,
+):
+    platform.controller.tally_jobs()
+    platform.job("prod", 60)
+    platform.clock.advance(120)  # ended, not yet listed: the next listing is 600 s away
+
+    platform.controller.stop()
+
+    assert platform.counted(T0, T0 + timedelta(hours=1)) == {("prod", JobPhase.SUCCEEDED): 1}
+    assert platform.store.jobs_listed_until() == platform.clock.now()
+
+
+def test_a_stopping_controller_whose_listing_fails_still_stops(platform: Platform):
+    platform.controller.tally_jobs()
+    platform.cluster.faults.reachable = False
+
+    platform.controller.stop()
+
+    assert platform.store.jobs_listed_until() == T0 + timedelta(minutes=7)
