@@ -132,13 +132,14 @@ class JobTally:
     tenant: str
     phase: JobPhase
     reason: str | None  # the platform's
+    cause: str | None  # a failed job's (reports' causes.Cause); None for any other
     jobs: int
 
 
 @dataclass(frozen=True, slots=True)
 class JobSlot:
-    """Every tenant's jobs that ended in [start, start + JOB_SLOT), counted by tenant, phase
-    and reason, as listed up to `listed_until`; `complete` False when the platform said its
+    """Every tenant's jobs that ended in [start, start + JOB_SLOT), counted by tenant, phase,
+    reason and cause, as listed up to `listed_until`; `complete` False when the platform said its
     listing may have missed some (`note` says why)."""
 
     start: datetime

@@ -7,9 +7,9 @@ from __future__ import annotations
 import os
 import socket
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from queue import SimpleQueue
 
 from observer.backends.base import FinishedJobs, SchedulerBackend
@@ -17,16 +17,21 @@ from observer.clock import Clock
 from observer.controller.detect import Detection
 from observer.controller.runs import ProbeRunner
 from observer.controller.views import Published
-from observer.domain import Finding, NodeSnapshot, ProbeRun, SchedulerSnapshot
+from observer.domain import Finding, JobPhase, JobStatus, NodeSnapshot, ProbeRun, SchedulerSnapshot
 from observer.errors import BackendError, StoreError
 from observer.logs import get_logger
 from observer.metrics import ControllerMetrics
 from observer.probes.catalog import ProbeSpec
 from observer.probes.windows import Calendar
 from observer.records import JOB_SLOT, ControllerRun, JobSlot, JobTally, job_slot
+from observer.reports.build.causes import MARGIN, Classified, classify_job
 from observer.storage.store import Store
 
 _log = get_logger("observer.controller")
+
+# How far before a listing the evidence on its failed jobs is read, at most: a job that ran
+# for a week is judged by its last day, not every tally reading the week.
+JOB_EVIDENCE_LOOKBACK = timedelta(days=1)
 
 
 @dataclass(frozen=True, slots=True)
@@ -152,13 +157,32 @@ class Controller:
 
     def tally_jobs(self) -> list[JobSlot]:
         """Count every tenant's jobs that finished since the last listing ended (from the
-        start of its slot, so a slot's counts are replaced whole) up to now. A listing that
-        fails raises, stores nothing, and the next one covers the same time again."""
+        start of its slot, so a slot's counts are replaced whole) up to now, each failed one
+        by its cause. A listing that fails raises, stores nothing, and the next one covers
+        the same time again."""
         now = self._clock.now()
         since = job_slot(self.store.jobs_listed_until() or now)
-        slots = tally_slots(self.backend.finished_jobs(since, now))
+        listing = self.backend.finished_jobs(since, now)
+        slots = tally_slots(listing, self._job_classifier(listing))
         self.store.save_job_slots(slots)
         return slots
+
+    def _job_classifier(self, listing: FinishedJobs) -> Callable[[JobStatus], Classified | None]:
+        """Classes the listing's failed jobs by what happened on their nodes while they ran:
+        the findings and node changes from the first one's start (JOB_EVIDENCE_LOOKBACK
+        before the listing at most), read once for them all."""
+        began = [
+            job.started_at or job.submitted_at or listing.since
+            for job in listing.jobs
+            if job.phase is JobPhase.FAILED
+        ]
+        if not began:
+            return lambda job: None
+        start = max(min(began), listing.since - JOB_EVIDENCE_LOOKBACK) - MARGIN
+        end = listing.until + MARGIN
+        findings = [f for f in self.store.findings(since=start) if f.opened_at <= end]
+        changes = self.store.node_changes(start, end)
+        return lambda job: classify_job(job, findings, changes)
 
     def alive(self) -> None:
         """Record that this run is still alive: the last record is where a kill cut it off."""
@@ -179,19 +203,29 @@ class Controller:
         return cancelled
 
 
-def tally_slots(listing: FinishedJobs) -> list[JobSlot]:
+def tally_slots(
+    listing: FinishedJobs, classify: Callable[[JobStatus], Classified | None]
+) -> list[JobSlot]:
     """A listing that starts on a slot, as the slots it covers: jobs counted by the slot of
-    their end, tenant, phase and reason; the last slot listed as far as the listing goes."""
+    their end, tenant, phase, reason and the cause `classify` gives a failed one; the last
+    slot listed as far as the listing goes."""
     if job_slot(listing.since) != listing.since:
         raise ValueError(f"a listing from {listing.since} does not start on a slot")
     counts = Counter(
-        (job_slot(job.finished_at), job.tenant, job.phase, job.reason or "")
+        (
+            job_slot(job.finished_at),
+            job.tenant,
+            job.phase,
+            job.reason or "",
+            classified.cause.value if (classified := classify(job)) else "",
+        )
         for job in listing.jobs
         if job.finished_at is not None
     )
     by_slot: dict[datetime, list[JobTally]] = {}
-    for (at, tenant, phase, reason), jobs in sorted(counts.items()):
-        by_slot.setdefault(at, []).append(JobTally(tenant, phase, reason or None, jobs))
+    for (at, tenant, phase, reason, cause), jobs in sorted(counts.items()):
+        tally = JobTally(tenant, phase, reason or None, cause or None, jobs)
+        by_slot.setdefault(at, []).append(tally)
     slots = []
     start = listing.since
     while start < listing.until:

@@ -13,11 +13,10 @@ from observer.storage.database import Repository
 from observer.storage.mapping import RowMapping
 from observer.storage.tables import job_listings_table, job_tallies_table
 
-# The reason is part of the key, which cannot be NULL: "" stands for none.
+# The reason and the cause are part of the key, which cannot be NULL: "" stands for none.
+_NONE_AS_EMPTY = (lambda word: word or "", lambda word: word or None)
 _TALLY = RowMapping(
-    JobTally,
-    job_tallies_table,
-    convert={"reason": (lambda reason: reason or "", lambda reason: reason or None)},
+    JobTally, job_tallies_table, convert={"reason": _NONE_AS_EMPTY, "cause": _NONE_AS_EMPTY}
 )
 
 
@@ -67,7 +66,7 @@ class JobTalliesRepository(Repository):
             counted = connection.execute(
                 _TALLY.select(tallies.c.slot)
                 .where(tallies.c.slot >= since, tallies.c.slot < until)
-                .order_by(tallies.c.tenant, tallies.c.phase, tallies.c.reason)
+                .order_by(tallies.c.tenant, tallies.c.phase, tallies.c.reason, tallies.c.cause)
             ).all()
         by_slot: dict[datetime, list[JobTally]] = {}
         for row in counted:

@@ -1,6 +1,7 @@
 """The controller counts every tenant's finished jobs, not only its probes: each listing
 from where the last one ended, stored per quarter hour, no period skipped when a listing
-fails or the controller restarts."""
+fails or the controller restarts; each failed job counted by its cause, from what happened on
+its nodes while it ran."""
 
 from __future__ import annotations
 
@@ -15,10 +16,11 @@ from observer.backends.simulated import SimulatedCluster
 from observer.clock import ManualClock
 from observer.controller.compose import build_backend, build_controller
 from observer.controller.service import Controller, tally_slots
-from observer.domain import JobPhase, JobStatus, Workload
+from observer.domain import Finding, FindingKind, JobPhase, JobStatus, Severity, Workload
 from observer.errors import BackendError
 from observer.metrics import ControllerMetrics
 from observer.records import JobSlot, JobTally
+from observer.reports.build.causes import classify_job
 from observer.settings import Settings
 from observer.storage.database import upgrade
 from observer.storage.store import Store
@@ -45,15 +47,15 @@ def test_a_listing_is_counted_by_the_quarter_hour_of_each_jobs_end():
         note="TTL",
     )
 
-    assert tally_slots(listing) == [
+    assert tally_slots(listing, lambda job: classify_job(job, [], [])) == [
         JobSlot(
             T0,
             T0 + QUARTER,
             False,
             "TTL",
             (
-                JobTally("prod", JobPhase.FAILED, "OOMKilled", 2),
-                JobTally("research", JobPhase.SUCCEEDED, None, 1),
+                JobTally("prod", JobPhase.FAILED, "OOMKilled", "application", 2),
+                JobTally("research", JobPhase.SUCCEEDED, None, None, 1),
             ),
         ),
         JobSlot(
@@ -61,14 +63,16 @@ def test_a_listing_is_counted_by_the_quarter_hour_of_each_jobs_end():
             T0 + timedelta(minutes=20),
             False,
             "TTL",
-            (JobTally("research", JobPhase.SUCCEEDED, None, 1),),
+            (JobTally("research", JobPhase.SUCCEEDED, None, None, 1),),
         ),
     ]
 
 
 def test_a_listing_that_does_not_start_on_a_slot_is_refused():
     with pytest.raises(ValueError, match="slot"):
-        tally_slots(FinishedJobs(T0 + timedelta(minutes=1), T0 + QUARTER, (), True))
+        tally_slots(
+            FinishedJobs(T0 + timedelta(minutes=1), T0 + QUARTER, (), True), lambda job: None
+        )
 
 
 class Platform:
@@ -97,9 +101,13 @@ class Platform:
         metrics = ControllerMetrics(self.registry)
         return build_controller(self.settings, self.cluster, self.store, self.clock, metrics)
 
-    def job(self, tenant: str, seconds: float, exit_code: int = 0) -> str:
-        work = Workload(gpus_per_node=1, duration_seconds=seconds, exit_code=exit_code)
+    def job(self, tenant: str, seconds: float, exit_code: int = 0, gpus: int = 1) -> str:
+        work = Workload(gpus_per_node=gpus, duration_seconds=seconds, exit_code=exit_code)
         return self.cluster.submit_background(tenant, work)
+
+    def node_of(self, job_id: str) -> str:
+        [node] = self.cluster.jobs([job_id])[job_id].nodes
+        return node
 
     def counted(self, since: datetime, until: datetime) -> dict[tuple[str, JobPhase], int]:
         totals: dict[tuple[str, JobPhase], int] = {}
@@ -211,3 +219,47 @@ def test_a_stopping_controller_whose_listing_fails_still_stops(platform: Platfor
     platform.controller.stop()
 
     assert platform.store.jobs_listed_until() == T0 + timedelta(minutes=7)
+
+
+def test_each_failed_job_is_counted_by_what_happened_on_its_node_while_it_ran(
+    platform: Platform,
+):
+    platform.controller.tally_jobs()  # 02:07
+    platform.controller.sample_scheduler()
+    on_bad_gpu = platform.job("prod", 3600, gpus=3)
+    on_drained_node = platform.job("research", 3600, gpus=3)
+    platform.job("research", 60, exit_code=3)
+    platform.job("prod", 60)
+    bad_gpu, drained = platform.node_of(on_bad_gpu), platform.node_of(on_drained_node)
+    assert bad_gpu != drained
+    platform.clock.advance(300)  # 02:12: the agent reports an Xid 79, the job dies of it
+    now = platform.clock.now()
+    platform.store.save_findings(
+        [
+            Finding(
+                detector="gpu_xid",
+                kind=FindingKind.EVENT,
+                subject={"node": bad_gpu, "pci_bus_id": "0000:3b:00.0", "xid": "79"},
+                severity=Severity.CRITICAL,
+                summary="Xid 79: GPU has fallen off the bus",
+                opened_at=now,
+                closed_at=now,
+                evidence={"xid": 79, "xid_class": "bus", "fatal": True},
+            )
+        ]
+    )
+    platform.cluster.fail_job(on_bad_gpu, "Error", "exited with code 1", 1)
+    platform.cluster.drain(drained, "not responding")
+    platform.controller.sample_scheduler()
+    platform.clock.advance(60)
+    platform.cluster.fail_job(on_drained_node, "Error", "killed", 143)
+    platform.clock.advance(1200)  # 02:33
+    platform.controller.tally_jobs()
+
+    tallies = [t for s in platform.store.job_slots(T0, T0 + timedelta(hours=1)) for t in s.tallies]
+    assert {(t.tenant, t.phase, t.reason, t.cause): t.jobs for t in tallies} == {
+        ("prod", JobPhase.FAILED, "Error", "gpu_driver"): 1,
+        ("research", JobPhase.FAILED, "Error", "node"): 1,
+        ("research", JobPhase.FAILED, "NonZeroExitCode", "application"): 1,
+        ("prod", JobPhase.SUCCEEDED, None, None): 1,
+    }

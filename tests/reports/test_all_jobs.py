@@ -1,7 +1,7 @@
 """Every tenant's jobs in the daily summary, beside the probes: totals, failures per tenant and
-grouped by the scheduler's reason; "not observed" when no listing covered the day and
-"incomplete" when the listings did not cover all of it or the scheduler said they may miss
-jobs."""
+grouped by their cause (in the probe failure table's words) and the scheduler's reason; "not
+observed" when no listing covered the day and "incomplete" when the listings did not cover
+all of it or the scheduler said they may miss jobs."""
 
 from __future__ import annotations
 
@@ -35,26 +35,30 @@ def _slots(period: Period, *tallies: JobTally, complete: bool = True, skip: int 
 
 
 DAY_TALLIES = (
-    JobTally("prod", JobPhase.FAILED, "OOMKilled", 3),
-    JobTally("prod", JobPhase.SUCCEEDED, None, 10),
-    JobTally("research", JobPhase.CANCELLED, None, 2),
-    JobTally("research", JobPhase.FAILED, "NonZeroExitCode", 1),
-    JobTally("research", JobPhase.FAILED, "OOMKilled", 1),
-    JobTally("research", JobPhase.SUCCEEDED, None, 20),
+    JobTally("prod", JobPhase.FAILED, "OOMKilled", "application", 3),
+    JobTally("prod", JobPhase.SUCCEEDED, None, None, 10),
+    JobTally("research", JobPhase.CANCELLED, None, None, 2),
+    JobTally("research", JobPhase.FAILED, "NonZeroExitCode", "application", 1),
+    JobTally("research", JobPhase.FAILED, "NonZeroExitCode", "gpu_driver", 2),
+    JobTally("research", JobPhase.FAILED, "OOMKilled", "application", 1),
+    JobTally("research", JobPhase.SUCCEEDED, None, None, 20),
+    JobTally("research", JobPhase.FAILED, "Error", None, 1),  # tallied before causes were kept
 )
 
 
-def test_a_fully_listed_day_counts_every_tenants_jobs_and_groups_failures_by_reason():
+def test_a_fully_listed_day_counts_every_tenants_jobs_and_groups_failures_by_cause_and_reason():
     figures = all_job_figures(_slots(DAY, *DAY_TALLIES), DAY)
 
     assert figures == AllJobFigures(
-        total=37,
-        failed=5,
+        total=40,
+        failed=8,
         cancelled=2,
-        by_tenant={"prod": TenantJobs(13, 3), "research": TenantJobs(24, 2)},
+        by_tenant={"prod": TenantJobs(13, 3), "research": TenantJobs(27, 5)},
         failure_groups=(
-            JobFailureGroup("OOMKilled", 4, {"prod": 3, "research": 1}),
-            JobFailureGroup("NonZeroExitCode", 1, {"research": 1}),
+            JobFailureGroup("application", "OOMKilled", 4, {"prod": 3, "research": 1}),
+            JobFailureGroup("application", "NonZeroExitCode", 1, {"research": 1}),
+            JobFailureGroup("gpu_driver", "NonZeroExitCode", 2, {"research": 2}),
+            JobFailureGroup(None, "Error", 1, {"research": 1}),
         ),
         complete=True,
         listed_seconds=86400.0,
@@ -76,7 +80,7 @@ def test_a_day_listed_in_part_or_by_a_forgetful_scheduler_is_incomplete():
     assert partly.listed_seconds == 86400.0 - 3600
     assert forgetful is not None and not forgetful.complete
     assert forgetful.notes == ("the API server deletes finished Jobs after their TTL",)
-    assert forgetful.total == 37
+    assert forgetful.total == 40
 
 
 def _report(day_slots, previous_slots=None):
@@ -102,21 +106,31 @@ def test_the_summary_shows_all_jobs_beside_the_probes_in_every_format():
     en = render_daily(report, "en")
     data = json.loads(en.json)
     assert (data["all_jobs_total"], data["all_jobs_failed"], data["all_jobs_complete"]) == (
-        37,
-        5,
+        40,
+        8,
         True,
     )
     assert data["tasks_total"] == 1  # the probes, apart
     assert data["all_jobs"]["by_tenant"]["prod"] == {"total": 13, "failed": 3}
     assert data["previous_day"]["all_jobs_total"] is None  # nothing listed that day
     assert data["soak_to_date"]["all_jobs_complete"] is False  # half of it never listed
-    assert "| All jobs ended | 37 | not observed | 37 (incomplete) |" in en.markdown
-    assert "| OOMKilled | 4 | prod 3, research 1 |" in en.markdown
+    assert "| All jobs ended | 40 | not observed | 40 (incomplete) |" in en.markdown
+    assert data["all_jobs"]["failure_groups"][2] == {
+        "cause": "gpu_driver",
+        "reason": "NonZeroExitCode",
+        "count": 2,
+        "by_tenant": {"research": 2},
+    }
+    assert "| application (code or data) | OOMKilled | 4 | prod 3, research 1 |" in en.markdown
+    assert "| GPU / driver | NonZeroExitCode | 2 | research 2 |" in en.markdown
+    assert "| — | Error | 1 | research 1 |" in en.markdown
+    assert "<td>GPU / driver</td>" in en.html
     assert "| prod | 13 | 3 | — | 13 / 3 |" in en.markdown
     assert '<td class="not_observed">not observed</td>' in en.html
     zh = render_daily(report, "zh-CN")
-    assert "| 全部作业失败数 | 5 | 未观测 | 5 (不完整) |" in zh.markdown
-    assert json.loads(zh.json)["all_jobs_failed"] == 5
+    assert "| 全部作业失败数 | 8 | 未观测 | 8 (不完整) |" in zh.markdown
+    assert "| GPU / 驱动 | NonZeroExitCode | 2 | research 2 |" in zh.markdown
+    assert json.loads(zh.json)["all_jobs_failed"] == 8
 
 
 def test_a_day_without_a_listing_says_so_in_both_languages():
@@ -135,6 +149,6 @@ def test_an_incomplete_day_says_how_much_was_listed_and_why():
 
     markdown = render_daily(report, "en").markdown
 
-    assert "| All jobs failed | 5 (incomplete) |" in markdown
+    assert "| All jobs failed | 8 (incomplete) |" in markdown
     assert "covered 50.0% of the day" in markdown
     assert "deletes finished Jobs after their TTL" in markdown

@@ -1,7 +1,8 @@
-"""Every failed task classed by its cause from the evidence around it - application, GPU /
-driver, node, scheduling policy, platform configuration, or unexplained - in the daily
-summary's failure table and per-task record, and in the verdict's failure-evidence
-criterion, which fails when too many failures have no cause the evidence can tell."""
+"""Every failed task - a probe run, or any tenant's job of the platform's listing - classed by
+its cause from the evidence around it - application, GPU / driver, node, scheduling policy,
+platform configuration, or unexplained - in the daily summary's failure tables and per-task
+record, and in the verdict's failure-evidence criterion, which fails when too many failures
+have no cause the evidence can tell."""
 
 from __future__ import annotations
 
@@ -12,9 +13,18 @@ from datetime import timedelta
 
 import pytest
 
-from observer.domain import Finding, FindingKind, Outcome, ProbeRun, SchedulerNode, Severity
-from observer.records import StoredNodeChange
-from observer.reports.build.causes import Cause, classify
+from observer.domain import (
+    Finding,
+    FindingKind,
+    JobPhase,
+    JobStatus,
+    Outcome,
+    ProbeRun,
+    SchedulerNode,
+    Severity,
+)
+from observer.records import JOB_SLOT, JobSlot, JobTally, StoredNodeChange
+from observer.reports.build.causes import Cause, Classified, classify, classify_job
 from observer.reports.build.criteria import Status
 from observer.reports.build.daily import DailyInputs, build_daily
 from observer.reports.build.data import PeriodData
@@ -102,6 +112,82 @@ def test_an_xid_on_another_node_or_hours_away_is_not_the_runs_evidence():
     assert classified is not None and classified.cause is Cause.APPLICATION
 
 
+def training(
+    reason: str | None = "Error",
+    exit_code: int | None = 1,
+    nodes: tuple[str, ...] = (NODE,),
+    phase: JobPhase = JobPhase.FAILED,
+    started: bool = True,
+) -> JobStatus:
+    """A tenant's training job of the platform's listing, 08:00 to 10:01 when it started."""
+    return JobStatus(
+        job_id="4242",
+        run_id=None,
+        tenant="prod",
+        queue="train",
+        phase=phase,
+        gpus=8,
+        submitted_at=at(7, 55),
+        started_at=at(8) if started else None,
+        finished_at=at(10, 1),
+        reason=reason,
+        exit_code=exit_code,
+        nodes=nodes if started else (),
+    )
+
+
+DRAINED = StoredNodeChange(at(9), SchedulerNode(NODE, "a", 8, 8, "drained", "ECC storm"))
+
+
+@pytest.mark.parametrize(
+    ("job", "findings", "changes", "classified"),
+    [
+        (
+            training(),
+            [xid(79, "bus")],
+            [],
+            Classified(Cause.GPU_DRIVER, (f"gpu_xid 79 on {NODE}",)),
+        ),
+        (training(), [], [DRAINED], Classified(Cause.NODE, (f"{NODE} drained (ECC storm)",))),
+        (training("OOMKilled", 137), [], [], Classified(Cause.APPLICATION, ("OOM",))),
+        (training("NodeDown", 0), [], [], Classified(Cause.NODE, ("NodeDown",))),
+        (training("TimeLimit", 0), [], [], Classified(Cause.APPLICATION, ("TimeLimit",))),
+        (
+            training("DeadLine", None, started=False),
+            [],
+            [],
+            Classified(Cause.SCHEDULING, ("pending: DeadLine",)),
+        ),
+        (
+            training("ErrImagePull", None, started=False),
+            [],
+            [],
+            Classified(Cause.PLATFORM_CONFIGURATION, ("ErrImagePull",)),
+        ),
+        # The platform named no node: the Xid on the node it ran on cannot be tied to it.
+        (
+            training("NonZeroExitCode", 2, nodes=()),
+            [xid(79, "bus")],
+            [DRAINED],
+            Classified(Cause.APPLICATION, ("exit 2",)),
+        ),
+        (training(None, None), [], [], Classified(Cause.UNEXPLAINED, ())),
+    ],
+)
+def test_each_failed_job_of_the_listing_is_classed_by_the_same_evidence(
+    job: JobStatus,
+    findings: list[Finding],
+    changes: list[StoredNodeChange],
+    classified: Classified,
+) -> None:
+    assert classify_job(job, findings, changes) == classified
+
+
+def test_a_job_that_did_not_fail_has_no_cause():
+    for phase in (JobPhase.SUCCEEDED, JobPhase.CANCELLED):
+        assert classify_job(training(phase=phase), [xid(79, "bus")], [DRAINED]) is None
+
+
 def test_the_daily_summary_heads_its_failures_with_the_cause_and_names_the_xid():
     data = PeriodData(DAY, runs=[CRASHED], findings=[xid(79, "bus")])
     report = build_daily(DailyInputs(context(), DAY.start.date(), data, None, data, 900.0, 0.1))
@@ -137,3 +223,30 @@ def test_the_verdict_fails_failure_evidence_when_too_many_causes_are_unknown():
     status, causes = criterion([*[CRASHED] * 9, vague, vague])
     assert status is Status.FAIL
     assert causes.params["unexplained_share"] == 2 / 11
+
+
+def test_the_verdict_fails_failure_evidence_when_too_many_of_all_jobs_failures_are_unknown():
+    snapshots = [DAY.start + timedelta(minutes=10 * i) for i in range(6 * 24)]
+    samples = [queue(s, "research") for s in snapshots]
+    runs = [CRASHED] * 10  # the probes' failures all explained
+
+    def criterion(*tallies: JobTally) -> tuple[Status, list[Note]]:
+        slots = [JobSlot(DAY.start, DAY.start + JOB_SLOT, True, "", tallies)]
+        soak = PeriodData(DAY, runs=runs, queue_samples=samples, job_slots=slots)
+        inputs = VerdictInputs(context(snapshot_interval_seconds=600), soak, {}, RULES)
+        found = next(c for c in build_verdict(inputs).criteria if c.criterion == "failure_evidence")
+        return found.status, [n for n in found.evidence if n.key == "ev.all_job_failure_causes"]
+
+    explained = JobTally("prod", JobPhase.FAILED, "OOMKilled", "application", 9)
+    unexplained = JobTally("prod", JobPhase.FAILED, None, "unexplained", 1)
+    before_causes = JobTally("prod", JobPhase.FAILED, "Error", None, 50)
+    done = JobTally("prod", JobPhase.SUCCEEDED, None, None, 100)
+
+    status, [jobs] = criterion(explained, unexplained, before_causes, done)
+    assert status is Status.PASS  # 1 in 10 of the classed: the limit, not over it
+    assert (jobs.params["application"], jobs.params["unexplained"]) == (9, 1)
+
+    status, [jobs] = criterion(explained, replace(unexplained, jobs=2), done)
+    assert status is Status.FAIL
+    assert jobs.params["unexplained_share"] == 2 / 11
+    assert criterion(done) == (Status.PASS, [])

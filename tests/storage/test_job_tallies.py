@@ -1,15 +1,19 @@
-"""Every tenant's finished jobs, stored as counts per quarter hour of their end."""
+"""Every tenant's finished jobs, stored as counts per quarter hour of their end, a failed
+job's by its cause too; tallies kept before causes were have none."""
 
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
+import sqlalchemy as sa
 
 from observer.domain import JobPhase
 from observer.records import JobSlot, JobTally, job_slot
 from observer.storage.database import upgrade
 from observer.storage.store import Store
+from observer.storage.tables import UtcDateTime, job_listings_table
+from tests.storage.test_store import migrate
 
 T0 = datetime(2026, 11, 30, 2, 0, tzinfo=UTC)
 QUARTER = timedelta(minutes=15)
@@ -37,14 +41,15 @@ def test_a_slot_is_the_quarter_hour_holding_an_instant_in_utc():
 
 
 def test_stored_slots_read_back_with_their_tallies_in_order(store: Store):
-    failed = JobTally("prod", JobPhase.FAILED, "NonZeroExitCode", 2)
-    done = JobTally("research", JobPhase.SUCCEEDED, None, 5)
+    crashed = JobTally("prod", JobPhase.FAILED, "NonZeroExitCode", "application", 2)
+    xid = JobTally("prod", JobPhase.FAILED, "NonZeroExitCode", "gpu_driver", 1)
+    done = JobTally("research", JobPhase.SUCCEEDED, None, None, 5)
     store.save_job_slots(
-        [slot(T0 + QUARTER, complete=False), slot(T0, done, failed)],
+        [slot(T0 + QUARTER, complete=False), slot(T0, done, xid, crashed)],
     )
 
     assert store.job_slots(T0, T0 + 2 * QUARTER) == [
-        slot(T0, failed, done),
+        slot(T0, crashed, xid, done),
         slot(T0 + QUARTER, complete=False),
     ]
     assert store.job_slots(T0 + QUARTER, T0 + 2 * QUARTER) == [slot(T0 + QUARTER, complete=False)]
@@ -52,13 +57,15 @@ def test_stored_slots_read_back_with_their_tallies_in_order(store: Store):
 
 
 def test_listing_a_slot_again_replaces_its_tallies(store: Store):
-    store.save_job_slots([slot(T0, JobTally("prod", JobPhase.FAILED, "OOMKilled", 1))])
+    store.save_job_slots(
+        [slot(T0, JobTally("prod", JobPhase.FAILED, "OOMKilled", "application", 1))]
+    )
     partial = JobSlot(T0, T0 + timedelta(minutes=5), True, "", ())
     store.save_job_slots([partial])
     whole = slot(
         T0,
-        JobTally("prod", JobPhase.FAILED, "OOMKilled", 1),
-        JobTally("prod", JobPhase.SUCCEEDED, None, 3),
+        JobTally("prod", JobPhase.FAILED, "OOMKilled", "application", 1),
+        JobTally("prod", JobPhase.SUCCEEDED, None, None, 3),
     )
     store.save_job_slots([whole])
 
@@ -68,3 +75,62 @@ def test_listing_a_slot_again_replaces_its_tallies(store: Store):
 def test_nothing_listed_yet_reads_as_no_slots_and_no_end(store: Store):
     assert store.job_slots(T0, T0 + QUARTER) == []
     assert store.jobs_listed_until() is None
+
+
+# job_tallies as migration 0006 made it, before causes were kept.
+_TALLIES_0007 = sa.table(
+    "job_tallies",
+    sa.column("slot", UtcDateTime()),
+    sa.column("tenant"),
+    sa.column("phase"),
+    sa.column("reason"),
+    sa.column("jobs"),
+)
+
+
+def test_the_tallies_kept_before_causes_read_back_without_one_and_reverting_adds_them_up(
+    db_url: str, inspect_engine: sa.Engine
+):
+    migrate(db_url, "0007")
+    with inspect_engine.begin() as connection:
+        connection.execute(
+            sa.insert(job_listings_table),
+            {"slot": T0, "listed_until": T0 + QUARTER, "complete": True, "note": ""},
+        )
+        connection.execute(
+            sa.insert(_TALLIES_0007),
+            [
+                {"slot": T0, "tenant": "prod", "phase": "failed", "reason": "Error", "jobs": 2},
+                {"slot": T0, "tenant": "prod", "phase": "succeeded", "reason": "", "jobs": 7},
+            ],
+        )
+
+    upgrade(db_url)
+
+    before = slot(
+        T0,
+        JobTally("prod", JobPhase.FAILED, "Error", None, 2),
+        JobTally("prod", JobPhase.SUCCEEDED, None, None, 7),
+    )
+    with Store(db_url) as store:
+        assert store.job_slots(T0, T0 + QUARTER) == [before]
+        store.save_job_slots(
+            [
+                slot(
+                    T0,
+                    JobTally("prod", JobPhase.FAILED, "Error", "application", 2),
+                    JobTally("prod", JobPhase.FAILED, "Error", "node", 1),
+                    JobTally("prod", JobPhase.SUCCEEDED, None, None, 7),
+                )
+            ]
+        )
+
+    migrate(db_url, "0007", down=True)
+
+    with inspect_engine.connect() as connection:
+        rows = connection.execute(
+            sa.select(_TALLIES_0007.c.phase, _TALLIES_0007.c.reason, _TALLIES_0007.c.jobs).order_by(
+                _TALLIES_0007.c.phase
+            )
+        ).all()
+    assert [tuple(row) for row in rows] == [("failed", "Error", 3), ("succeeded", "", 7)]

@@ -1,19 +1,21 @@
 """Each failed task classed by its cause from the evidence around it: what its nodes and GPUs
 went through while it ran (the agents' Xid and GPU health findings, the node drained or not
-responding), and the platform's own words (OOM, image pull, admission, preemption, quota).
-The acceptance guides ask that every failure be judged a problem of the code, the driver,
-the node, the scheduling policy or the platform's configuration. Pure."""
+responding), and the platform's own words (OOM, image pull, admission, preemption, quota,
+deadline). A task is a probe run or any tenant's job of the platform's listing; one the
+platform names no node for is classed by its words alone. The acceptance guides ask that
+every failure be judged a problem of the code, the driver, the node, the scheduling policy
+or the platform's configuration. Pure."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 from enum import StrEnum
 
 from observer.detectors.gpu_health import ECC_UNCORRECTED, GPU_XID, ROW_REMAP_FAILED
 from observer.detectors.scheduler_terms import in_service
-from observer.domain import Finding, Outcome, ProbeRun
+from observer.domain import Finding, JobPhase, JobStatus, Outcome, ProbeRun
 from observer.probes.outcome import (
     OOM_EXIT_CODE,
     OOM_MARKS,
@@ -36,11 +38,24 @@ class Cause(StrEnum):
 # the application's is the job's own.
 _GPU_FAULTS = frozenset({ROW_REMAP_FAILED, ECC_UNCORRECTED, "gpu_lost", "nvml_unavailable"})
 _APPLICATION_XID = "application"
-_NODE_REASONS = ("NodeFail", "NODE_FAIL", "NodeLost", "NodeNotReady", "node failure")
+_NODE_REASONS = (
+    "NodeFail",
+    "NODE_FAIL",
+    "NodeLost",
+    "NodeNotReady",
+    "NodeShutdown",
+    "node failure",
+    "NodeDown",  # Slurm's NODE_FAIL
+    "BootFail",  # Slurm's BOOT_FAIL: the node could not be booted for it
+)
 _PREEMPTION = ("Preempt", "PREEMPT", "Evicted")
 _CONFIG_REASONS = frozenset(
     {*START_FAILURE_REASONS, "CreateContainerConfigError", "FailedMount", "Forbidden"}
 )
+# The job's own time limit or deadline (Slurm's TIMEOUT and DEADLINE, a Kubernetes Job's
+# activeDeadlineSeconds): reached running, it ran longer than it asked for; never started,
+# it was held until then.
+_DEADLINES = frozenset({"TimeLimit", "DeadLine", "DeadlineExceeded"})
 # Findings a little before a run's start or after its end are still its evidence (an Xid
 # logged as the job dies, a drain just before the platform noticed).
 MARGIN = timedelta(minutes=2)
@@ -52,49 +67,103 @@ class Classified:
     evidence: tuple[str, ...]  # what decided it: findings ("gpu_xid 79 on node-3"), reasons
 
 
+@dataclass(frozen=True, slots=True)
+class _Task:
+    """What the rules read of a task that did not pass, a probe run or any tenant's job."""
+
+    ended: Outcome  # a failed job of the listing ended FAILED
+    reason: str  # the platform's; "" when it gave none
+    exit_code: int | None
+    nodes: frozenset[str]
+    submitted_at: datetime | None
+    started_at: datetime | None
+    finished_at: datetime | None
+    pending_reasons: Mapping[str, float]
+
+
 def classify(
     run: ProbeRun, findings: Sequence[Finding], node_changes: Sequence[StoredNodeChange]
 ) -> Classified | None:
     """The cause of a run that did not pass (None for a pass or an unfinished run)."""
     if run.outcome is None or run.outcome is Outcome.PASSED:
         return None
-    around = _around(run, findings)
+    task = _Task(
+        run.outcome,
+        run.reason or "",
+        run.exit_code,
+        frozenset(run.node_names),
+        run.submitted_at,
+        run.started_at,
+        run.finished_at,
+        run.pending_reasons,
+    )
+    return _classify(task, findings, node_changes)
+
+
+def classify_job(
+    job: JobStatus, findings: Sequence[Finding], node_changes: Sequence[StoredNodeChange]
+) -> Classified | None:
+    """The cause of a job of the platform's listing that failed (None for any other)."""
+    if job.phase is not JobPhase.FAILED:
+        return None
+    task = _Task(
+        Outcome.FAILED,
+        job.reason or "",
+        job.exit_code,
+        frozenset(job.nodes),
+        job.submitted_at,
+        job.started_at,
+        job.finished_at,
+        {},
+    )
+    return _classify(task, findings, node_changes)
+
+
+def _classify(
+    task: _Task, findings: Sequence[Finding], node_changes: Sequence[StoredNodeChange]
+) -> Classified:
+    around = _around(task, findings)
     gpu = [f for f in around if _gpu_fault(f)]
-    if gpu or run.outcome is Outcome.NO_GPU:
-        named = [_name(f) for f in gpu] or [f"no usable GPU (exit {run.exit_code})"]
+    if gpu or task.ended is Outcome.NO_GPU:
+        named = [_name(f) for f in gpu] or [f"no usable GPU (exit {task.exit_code})"]
         return Classified(Cause.GPU_DRIVER, tuple(named))
-    reason = run.reason or ""
-    left = _out_of_service(run, node_changes)
+    reason = task.reason
+    left = _out_of_service(task, node_changes)
     if left or any(mark in reason for mark in _NODE_REASONS):
         return Classified(Cause.NODE, tuple(left) or (reason,))
-    if reason in _CONFIG_REASONS or run.outcome is Outcome.REJECTED:
-        return Classified(Cause.PLATFORM_CONFIGURATION, (reason or run.outcome.value,))
+    if reason in _CONFIG_REASONS or task.ended is Outcome.REJECTED:
+        return Classified(Cause.PLATFORM_CONFIGURATION, (reason or task.ended.value,))
     if any(mark in reason for mark in _PREEMPTION):
         return Classified(Cause.SCHEDULING, (reason,))
-    if run.outcome is Outcome.TIMED_OUT and run.started_at is None:
-        held = max(run.pending_reasons, key=run.pending_reasons.__getitem__, default=reason)
+    if task.started_at is None and (task.ended is Outcome.TIMED_OUT or reason in _DEADLINES):
+        pending = task.pending_reasons
+        held = max(pending, key=pending.__getitem__, default=reason)
         why = "quota" if is_quota_reason(held) else "pending"
         return Classified(Cause.SCHEDULING, (f"{why}: {held or 'no reason given'}",))
     app = [_name(f) for f in around if f.detector == GPU_XID and not _gpu_fault(f)]
-    oom = any(mark in reason for mark in OOM_MARKS) or run.exit_code == OOM_EXIT_CODE
-    if run.outcome is Outcome.FAILED and (oom or app or run.exit_code not in (0, None)):
-        said = "OOM" if oom else f"exit {run.exit_code}" if run.exit_code is not None else ""
+    oom = any(mark in reason for mark in OOM_MARKS) or task.exit_code == OOM_EXIT_CODE
+    ran_out = reason in _DEADLINES  # it started (held ones are above): past its own limit
+    if task.ended is Outcome.FAILED and (oom or ran_out or app or task.exit_code not in (0, None)):
+        said = "OOM" if oom else reason if ran_out else _exit(task.exit_code)
         return Classified(Cause.APPLICATION, tuple(w for w in (said, *app) if w))
     return Classified(Cause.UNEXPLAINED, ())
 
 
-def _around(run: ProbeRun, findings: Sequence[Finding]) -> list[Finding]:
-    """The findings on the run's nodes while it ran (or, never started, while it waited)."""
-    began = run.started_at or run.submitted_at
-    ended = run.finished_at or began
+def _exit(code: int | None) -> str:
+    return "" if code is None else f"exit {code}"
+
+
+def _around(task: _Task, findings: Sequence[Finding]) -> list[Finding]:
+    """The findings on the task's nodes while it ran (or, never started, while it waited)."""
+    began = task.started_at or task.submitted_at
+    ended = task.finished_at or began
     if began is None or ended is None:
         return []
     start, end = began - MARGIN, ended + MARGIN
-    nodes = set(run.node_names)
     return [
         f
         for f in findings
-        if f.subject.get("node") in nodes
+        if f.subject.get("node") in task.nodes
         and f.opened_at <= end
         and (f.closed_at is None or f.closed_at >= start)
     ]
@@ -112,15 +181,13 @@ def _name(finding: Finding) -> str:
     return f"{what} on {finding.subject.get('node', '?')}"
 
 
-def _out_of_service(run: ProbeRun, changes: Sequence[StoredNodeChange]) -> list[str]:
+def _out_of_service(task: _Task, changes: Sequence[StoredNodeChange]) -> list[str]:
     """Its nodes' changes to out of service while it ran, as "node-3 drained (reason)"."""
-    if run.started_at is None:
+    if task.started_at is None:
         return []
-    end = (run.finished_at or run.started_at) + MARGIN
+    end = (task.finished_at or task.started_at) + MARGIN
     return [
         f"{c.node.name} {c.node.state}" + (f" ({c.node.reason})" if c.node.reason else "")
         for c in changes
-        if c.node.name in run.node_names
-        and run.started_at <= c.at <= end
-        and not in_service(c.node)
+        if c.node.name in task.nodes and task.started_at <= c.at <= end and not in_service(c.node)
     ]

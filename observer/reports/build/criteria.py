@@ -318,7 +318,8 @@ _EXPECTED_FAILURES = frozenset({Expectation.FAIL, Expectation.FAIL_TO_START, Exp
 
 def _failure_evidence(soak: PeriodData, rules: VerdictRules) -> CriterionResult:
     """Every failure with the platform's words (or lost), ended the way expected ones should,
-    and classed by its cause from the evidence; too many of unknown cause fail it."""
+    and classed by its cause from the evidence; too many of unknown cause, among the probe
+    runs or among every tenant's failed jobs, fail it."""
     name = "failure_evidence"
     runs = soak.runs
     ended_badly = [
@@ -354,22 +355,27 @@ def _failure_evidence(soak: PeriodData, rules: VerdictRules) -> CriterionResult:
         Note("ev.failure_logs"),
         *_run_examples(lost + bare + misreported),
     ]
-    causes = [c for r in runs if (c := classify(r, soak.findings, soak.node_changes))]
-    unexplained = [c for c in causes if c.cause is Cause.UNEXPLAINED]
-    share = len(unexplained) / len(causes) if causes else 0.0
-    if causes:
-        counts = Counter(c.cause.value for c in causes)
-        evidence.append(
-            Note(
-                "ev.failure_causes",
-                {
-                    **{cause.value: counts[cause.value] for cause in Cause},
-                    "unexplained_share": share,
-                    "limit_share": rules.unexplained_failure_max_share,
-                },
-            )
-        )
-    failed = bool(lost or bare or misreported) or share > rules.unexplained_failure_max_share
+    failed = bool(lost or bare or misreported)
+    runs_by_cause = Counter(
+        c.cause.value for r in runs if (c := classify(r, soak.findings, soak.node_changes))
+    )
+    # Every tenant's failed jobs are judged apart: the probes are among them, and would weigh
+    # twice counted with the probe runs. A failed job tallied before causes were kept has none.
+    jobs_by_cause: Counter[str] = Counter()
+    for slot in soak.job_slots:
+        for tally in slot.tallies:
+            if tally.cause:
+                jobs_by_cause[tally.cause] += tally.jobs
+    limit = rules.unexplained_failure_max_share
+    for key, counts in (
+        ("ev.failure_causes", runs_by_cause),
+        ("ev.all_job_failure_causes", jobs_by_cause),
+    ):
+        if counts:
+            share = counts[Cause.UNEXPLAINED.value] / counts.total()
+            params = {cause.value: counts[cause.value] for cause in Cause}
+            evidence.append(Note(key, {**params, "unexplained_share": share, "limit_share": limit}))
+            failed |= share > limit
     return _result(
         name, Status.FAIL if failed else Status.PASS, evidence, FailureClass.LIMITED_LAUNCH
     )

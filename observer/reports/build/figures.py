@@ -126,8 +126,10 @@ class TenantJobs:
 
 @dataclass(frozen=True, slots=True)
 class JobFailureGroup:
-    """Failed jobs of every tenant sharing the platform's reason (None: it gave none)."""
+    """Failed jobs of every tenant sharing a cause (causes.Cause; None: tallied before causes
+    were kept) and the platform's reason (None: it gave none)."""
 
+    cause: str | None
     reason: str | None
     count: int
     by_tenant: Mapping[str, int]
@@ -408,10 +410,11 @@ def all_job_figures(slots: Sequence[JobSlot], period: Period) -> AllJobFigures |
     tallies = [t for s in slots for t in s.tallies]
     failed = [t for t in tallies if t.phase is JobPhase.FAILED]
     tenants = sorted({t.tenant for t in tallies})
-    reasons: dict[str | None, dict[str, int]] = {}
+    groups: dict[tuple[str | None, str | None], dict[str, int]] = {}
     for t in failed:
-        by_tenant = reasons.setdefault(t.reason, {})
+        by_tenant = groups.setdefault((t.cause, t.reason), {})
         by_tenant[t.tenant] = by_tenant.get(t.tenant, 0) + t.jobs
+    order = [*(c.value for c in Cause), None]  # tallied before causes were kept: last
     return AllJobFigures(
         total=sum(t.jobs for t in tallies),
         failed=sum(t.jobs for t in failed),
@@ -424,9 +427,10 @@ def all_job_figures(slots: Sequence[JobSlot], period: Period) -> AllJobFigures |
             for tenant in tenants
         },
         failure_groups=tuple(
-            JobFailureGroup(reason, sum(counts.values()), dict(sorted(counts.items())))
-            for reason, counts in sorted(
-                reasons.items(), key=lambda kv: (-sum(kv[1].values()), kv[0] or "")
+            JobFailureGroup(cause, reason, sum(counts.values()), dict(sorted(counts.items())))
+            for (cause, reason), counts in sorted(
+                groups.items(),
+                key=lambda kv: (order.index(kv[0][0]), -sum(kv[1].values()), kv[0][1] or ""),
             )
         ),
         complete=listed >= period.seconds and all(s.complete for s in slots),

@@ -84,7 +84,7 @@ CATALOG: dict[str, dict[str, str]] = {
         "sub.all_jobs": "All jobs (the scheduler's queues)",
         "sub.all_jobs_tasks": "All jobs of every tenant, as the scheduler lists them",
         "sub.all_jobs_by_tenant": "All jobs per tenant (jobs / failed)",
-        "sub.all_jobs_failures": "All jobs' failures, grouped by the scheduler's reason",
+        "sub.all_jobs_failures": "All jobs' failures, by cause and the scheduler's reason",
         "sub.by_pool": "Per node pool: allocated against used",
         "sub.by_hour": "By hour of day",
         "sub.by_detector": "Per detector",
@@ -430,6 +430,10 @@ CATALOG: dict[str, dict[str, str]] = {
         "GPU/driver, {node} node, {scheduling} scheduling policy, {platform_configuration} "
         "platform configuration, {unexplained} unexplained ({unexplained_share}; limit "
         "{limit_share}).",
+        "ev.all_job_failure_causes": "Every tenant's failed jobs by cause: {application} "
+        "application, {gpu_driver} GPU/driver, {node} node, {scheduling} scheduling policy, "
+        "{platform_configuration} platform configuration, {unexplained} unexplained "
+        "({unexplained_share}; limit {limit_share}).",
         "ev.run": "Task {run_id} ({probe}, {tenant}): {outcome}, {reason} — {message}",
         "ev.unreleased": "Leaks: {leaks}; allocated but idle: {idle} ({detectors}).",
         "ev.owner_state": "Owner state known on {known} of {nodes} nodes.",
@@ -585,7 +589,7 @@ CATALOG: dict[str, dict[str, str]] = {
         "sub.all_jobs": "全部作业（调度器队列）",
         "sub.all_jobs_tasks": "全部租户的全部作业（调度器所列）",
         "sub.all_jobs_by_tenant": "按租户的全部作业（作业数 / 失败数）",
-        "sub.all_jobs_failures": "全部作业的失败，按调度器给出的原因分组",
+        "sub.all_jobs_failures": "全部作业的失败，按失败原因类别和调度器给出的原因分组",
         "sub.by_pool": "按节点池：已分配与实际使用",
         "sub.by_hour": "按小时",
         "sub.by_detector": "按检测器",
@@ -903,6 +907,10 @@ CATALOG: dict[str, dict[str, str]] = {
         "ev.failure_causes": "失败任务按原因分类：应用 {application} 个，GPU/驱动 {gpu_driver} 个，"
         "节点 {node} 个，调度策略 {scheduling} 个，平台配置 {platform_configuration} 个，"
         "原因不明 {unexplained} 个（{unexplained_share}；上限 {limit_share}）。",
+        "ev.all_job_failure_causes": "全部租户的失败作业按原因分类：应用 {application} 个，"
+        "GPU/驱动 {gpu_driver} 个，节点 {node} 个，调度策略 {scheduling} 个，"
+        "平台配置 {platform_configuration} 个，原因不明 {unexplained} 个"
+        "（{unexplained_share}；上限 {limit_share}）。",
         "ev.run": "任务 {run_id}（{probe}，{tenant}）：{outcome}，{reason} — {message}",
         "ev.unreleased": "泄漏：{leaks}；已分配但空闲：{idle}（{detectors}）。",
         "ev.owner_state": "{nodes} 个节点中 {known} 个的属主状态已知。",

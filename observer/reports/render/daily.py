@@ -219,9 +219,10 @@ def _all_job_blocks(
     return [
         *blocks,
         Table(
-            [w("col.reason"), w("col.count"), w("col.tenants")],
+            [w("col.failure_cause"), w("col.reason"), w("col.count"), w("col.tenants")],
             [
                 [
+                    w(f"cause.{g.cause}") if g.cause else "—",
                     g.reason or "—",
                     w.integer(g.count),
                     ", ".join(f"{t} {w.integer(n)}" for t, n in g.by_tenant.items()),
