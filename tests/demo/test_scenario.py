@@ -123,3 +123,33 @@ def test_the_bench_rehearsals_use_every_fault_kind_three_times(tmp_path: Path):
             counts[fault.kind] += 1
     assert min(days) >= 2
     assert {kind: n for kind, n in counts.items() if n < 3} == {}
+
+
+def _readme_section() -> str:
+    readme = (Path(__file__).parents[2] / "README.md").read_text(encoding="utf-8")
+    return readme.split("### Scenario files", 1)[1].split("\n## ", 1)[0]
+
+
+def test_the_readmes_example_is_a_scenario_the_demo_accepts(tmp_path: Path):
+    example = _readme_section().split("```yaml\n", 1)[1].split("```", 1)[0]
+    path = tmp_path / "example.yaml"
+    path.write_text(example, encoding="utf-8")
+    scenario = load_scenario(path, tmp_path, "en")
+    assert scenario.spec.days == 2
+    assert [f.kind for f in scenario.faults] == [
+        "unfair_scheduler",
+        "gpu_off_bus",
+        "prometheus_blip",
+    ]
+
+
+def test_the_readme_lists_every_fault_kind_and_whether_it_must_produce_nothing():
+    rows = {
+        cells[1].strip("` "): cells[4].strip()
+        for line in _readme_section().splitlines()
+        if line.startswith("| `") and len(cells := line.split("|")) > 4
+    }
+    kinds = {get_args(k.model_fields["kind"].annotation)[0]: k for k in KINDS}
+    assert set(rows) == set(kinds)
+    for kind, must in rows.items():
+        assert must.startswith("nothing") == kinds[kind].confounder, kind
