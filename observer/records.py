@@ -127,6 +127,14 @@ def job_slot(at: datetime) -> datetime:
     return datetime.fromtimestamp(at.timestamp() // size * size, UTC)
 
 
+class JobOrigin(StrEnum):
+    """Who submitted a listed job: a tenant, or the observer itself (a probe: it has a run
+    id), whose outcome the probe runs judge against what the probe expects."""
+
+    TENANT = "tenant"
+    OBSERVER = "observer"
+
+
 @dataclass(frozen=True, slots=True)
 class JobTally:
     tenant: str
@@ -134,6 +142,7 @@ class JobTally:
     reason: str | None  # the platform's
     cause: str | None  # a failed job's (reports' causes.Cause); None for any other
     jobs: int
+    origin: JobOrigin | None = JobOrigin.TENANT  # None: tallied before origins were kept
 
 
 @dataclass(frozen=True, slots=True)

@@ -23,7 +23,7 @@ from observer.logs import get_logger
 from observer.metrics import ControllerMetrics
 from observer.probes.catalog import ProbeSpec
 from observer.probes.windows import Calendar
-from observer.records import JOB_SLOT, ControllerRun, JobSlot, JobTally, job_slot
+from observer.records import JOB_SLOT, ControllerRun, JobOrigin, JobSlot, JobTally, job_slot
 from observer.reports.build.causes import MARGIN, Classified, classify_job
 from observer.storage.store import Store
 
@@ -207,8 +207,9 @@ def tally_slots(
     listing: FinishedJobs, classify: Callable[[JobStatus], Classified | None]
 ) -> list[JobSlot]:
     """A listing that starts on a slot, as the slots it covers: jobs counted by the slot of
-    their end, tenant, phase, reason and the cause `classify` gives a failed one; the last
-    slot listed as far as the listing goes."""
+    their end, tenant, phase, reason, the cause `classify` gives a failed one and who
+    submitted it (the observer's own probes apart); the last slot listed as far as the
+    listing goes."""
     if job_slot(listing.since) != listing.since:
         raise ValueError(f"a listing from {listing.since} does not start on a slot")
     counts = Counter(
@@ -218,13 +219,14 @@ def tally_slots(
             job.phase,
             job.reason or "",
             classified.cause.value if (classified := classify(job)) else "",
+            JobOrigin.TENANT if job.run_id is None else JobOrigin.OBSERVER,
         )
         for job in listing.jobs
         if job.finished_at is not None
     )
     by_slot: dict[datetime, list[JobTally]] = {}
-    for (at, tenant, phase, reason, cause), jobs in sorted(counts.items()):
-        tally = JobTally(tenant, phase, reason or None, cause or None, jobs)
+    for (at, tenant, phase, reason, cause, origin), jobs in sorted(counts.items()):
+        tally = JobTally(tenant, phase, reason or None, cause or None, jobs, origin)
         by_slot.setdefault(at, []).append(tally)
     slots = []
     start = listing.since

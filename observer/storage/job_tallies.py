@@ -8,7 +8,7 @@ from datetime import datetime
 
 import sqlalchemy as sa
 
-from observer.records import JobSlot, JobTally
+from observer.records import JobOrigin, JobSlot, JobTally
 from observer.storage.database import Repository
 from observer.storage.mapping import RowMapping
 from observer.storage.tables import job_listings_table, job_tallies_table
@@ -16,7 +16,13 @@ from observer.storage.tables import job_listings_table, job_tallies_table
 # The reason and the cause are part of the key, which cannot be NULL: "" stands for none.
 _NONE_AS_EMPTY = (lambda word: word or "", lambda word: word or None)
 _TALLY = RowMapping(
-    JobTally, job_tallies_table, convert={"reason": _NONE_AS_EMPTY, "cause": _NONE_AS_EMPTY}
+    JobTally,
+    job_tallies_table,
+    convert={
+        "reason": _NONE_AS_EMPTY,
+        "cause": _NONE_AS_EMPTY,
+        "origin": (lambda o: o.value if o else "", lambda word: JobOrigin(word) if word else None),
+    },
 )
 
 

@@ -273,6 +273,7 @@ job_tallies_table = sa.Table(
     sa.Column("phase", sa.String(), primary_key=True),
     sa.Column("reason", sa.String(), primary_key=True),  # "" when the platform gave none
     sa.Column("cause", sa.String(), primary_key=True),  # "": not failed, or tallied before 0008
+    sa.Column("origin", sa.String(), primary_key=True),  # tenant | observer; "": before 0008
     sa.Column("jobs", sa.Integer(), nullable=False),
 )
 

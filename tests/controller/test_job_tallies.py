@@ -16,10 +16,18 @@ from observer.backends.simulated import SimulatedCluster
 from observer.clock import ManualClock
 from observer.controller.compose import build_backend, build_controller
 from observer.controller.service import Controller, tally_slots
-from observer.domain import Finding, FindingKind, JobPhase, JobStatus, Severity, Workload
+from observer.domain import (
+    Finding,
+    FindingKind,
+    JobPhase,
+    JobRequest,
+    JobStatus,
+    Severity,
+    Workload,
+)
 from observer.errors import BackendError
 from observer.metrics import ControllerMetrics
-from observer.records import JobSlot, JobTally
+from observer.records import JobOrigin, JobSlot, JobTally
 from observer.reports.build.causes import classify_job
 from observer.settings import Settings
 from observer.storage.database import upgrade
@@ -263,3 +271,19 @@ def test_each_failed_job_is_counted_by_what_happened_on_its_node_while_it_ran(
         ("research", JobPhase.FAILED, "NonZeroExitCode", "application"): 1,
         ("prod", JobPhase.SUCCEEDED, None, None): 1,
     }
+
+
+def test_the_observers_own_probes_are_tallied_apart_from_the_tenants_jobs(platform: Platform):
+    platform.controller.tally_jobs()
+    platform.job("prod", 60, exit_code=1)
+    probe = Workload(gpus_per_node=1, duration_seconds=60, exit_code=3)
+    platform.cluster.submit(JobRequest("run-1", "fail-exit", "prod", None, probe))
+    platform.clock.advance(600)
+
+    platform.controller.tally_jobs()
+
+    tallies = [t for s in platform.store.job_slots(T0, T0 + timedelta(hours=1)) for t in s.tallies]
+    assert sorted((t.origin, t.phase, t.jobs) for t in tallies if t.tenant == "prod") == [
+        (JobOrigin.OBSERVER, JobPhase.FAILED, 1),
+        (JobOrigin.TENANT, JobPhase.FAILED, 1),
+    ]

@@ -9,7 +9,7 @@ import json
 from datetime import timedelta
 
 from observer.domain import JobPhase
-from observer.records import JOB_SLOT, JobSlot, JobTally
+from observer.records import JOB_SLOT, JobOrigin, JobSlot, JobTally
 from observer.reports.build.daily import DailyInputs, build_daily
 from observer.reports.build.data import Period, PeriodData
 from observer.reports.build.figures import (
@@ -120,6 +120,7 @@ def test_the_summary_shows_all_jobs_beside_the_probes_in_every_format():
         "reason": "NonZeroExitCode",
         "count": 2,
         "by_tenant": {"research": 2},
+        "by_observer": 0,
     }
     assert "| application (code or data) | OOMKilled | 4 | prod 3, research 1 |" in en.markdown
     assert "| GPU / driver | NonZeroExitCode | 2 | research 2 |" in en.markdown
@@ -152,3 +153,28 @@ def test_an_incomplete_day_says_how_much_was_listed_and_why():
     assert "| All jobs failed | 8 (incomplete) |" in markdown
     assert "covered 50.0% of the day" in markdown
     assert "deletes finished Jobs after their TTL" in markdown
+
+
+def test_the_observers_own_probes_are_counted_apart_among_every_tenants_jobs():
+    ours = (
+        JobTally("prod", JobPhase.FAILED, "NonZeroExitCode", "application", 4, JobOrigin.OBSERVER),
+        JobTally("prod", JobPhase.SUCCEEDED, None, None, 6, JobOrigin.OBSERVER),
+    )
+    report = _report(_slots(DAY, *DAY_TALLIES, *ours))
+
+    figures = report.figures.all_jobs
+    assert figures is not None
+    assert (figures.total, figures.failed) == (50, 12)
+    assert figures.by_observer == TenantJobs(10, 4)
+    [exit_code] = [
+        g
+        for g in figures.failure_groups
+        if (g.cause, g.reason) == ("application", "NonZeroExitCode")
+    ]
+    assert (exit_code.count, exit_code.by_observer) == (5, 4)
+    en = render_daily(report, "en").markdown
+    assert "| of which the observer's own probes | 10 |" in en
+    assert "| of which the observer's probes failed (expected failures too" in en
+    assert "| application (code or data) | NonZeroExitCode | 5 | prod 4, research 1 | 4 |" in en
+    zh = render_daily(report, "zh-CN").markdown
+    assert "| 其中观测器自身的探测任务 | 10 |" in zh

@@ -1,11 +1,14 @@
 """The HTML reports as a person sees them: opened in headless Chromium, a screenshot taken,
-and the rendered page checked for the key figures and the charts. Chromium is Debian's
+and the rendered page checked for the key figures and the charts, and for its layout at a
+phone's 420 px and a desktop's 1400 px. Chromium is Debian's
 `chromium` package; without it these tests are skipped here and fail in CI."""
 
 from __future__ import annotations
 
+import html
 import json
 import os
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -39,7 +42,7 @@ def chromium() -> str:
 
 
 def _open(
-    chromium: str, page: Path, profile: Path, *action: str
+    chromium: str, page: Path, profile: Path, *action: str, window: str = "1280,2000"
 ) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [
@@ -53,7 +56,7 @@ def _open(
             "--disable-component-update",
             "--disable-sync",
             f"--user-data-dir={profile}",
-            "--window-size=1280,2000",
+            f"--window-size={window}",
             *action,
             page.resolve().as_uri(),
         ],
@@ -121,3 +124,58 @@ def test_the_verdict_and_a_chinese_summary_render(
     assert screenshot.read_bytes().startswith(PNG_MAGIC)
     assert "每日运行摘要" in dom and "失败任务数" in dom
     assert 'data-chart="utilisation"' in dom
+
+
+# Measured inside the page, at the width it is shown at: the page's own width against the
+# viewport, and every element that reaches past it outside a box that scrolls on its own.
+LAYOUT_PROBE = """<script>window.addEventListener("load", () => {
+  const root = document.documentElement;
+  const wide = [...document.querySelectorAll("body *")]
+    .filter((e) => e.getBoundingClientRect().right > root.clientWidth + 1 && !e.closest(".scroll"))
+    .map((e) => e.tagName.toLowerCase() + (e.className ? "." + e.className : ""));
+  const out = parent.document.createElement("pre");
+  out.id = "layout";
+  out.textContent = JSON.stringify({viewport: root.clientWidth, page: root.scrollWidth, wide});
+  parent.document.body.appendChild(out);
+});</script>"""
+
+
+def _at_width(chromium: str, page: Path, width: int, out: Path) -> tuple[Path, dict[str, object]]:
+    """The page in a frame `width` px wide (headless Chromium's window is never narrower than
+    500 px): its screenshot, and the layout measured in it."""
+    framed = out / f"{page.stem}-{width}.html"
+    inner = page.read_text(encoding="utf-8").replace("</body>", LAYOUT_PROBE + "</body>")
+    framed.write_text(
+        '<!doctype html><html><body style="margin:0">'
+        f'<iframe style="width:{width}px;height:2400px;border:0" '
+        f'srcdoc="{html.escape(inner, quote=True)}"></iframe></body></html>',
+        encoding="utf-8",
+    )
+    screenshot = out / f"{page.stem}-{width}.png"
+    budget, window = "--virtual-time-budget=5000", f"{max(width, 500)},2400"
+    _open(chromium, framed, out / "profile", budget, f"--screenshot={screenshot}", window=window)
+    dom = _open(chromium, framed, out / "profile", budget, "--dump-dom", window=window).stdout
+    found = re.search(r'<pre id="layout">([^<]*)</pre>', dom)
+    assert found, dom[-2000:]
+    return screenshot, json.loads(html.unescape(found.group(1)))
+
+
+@pytest.mark.parametrize("width", [420, 1400])
+def test_every_report_fits_a_phone_and_a_desktop_without_scrolling_sideways(
+    played: PlayedWeek, chromium: str, tmp_path_factory: pytest.TempPathFactory, width: int
+):
+    out = tmp_path_factory.mktemp(f"width-{width}")
+    settings = played.settings.model_copy(
+        update={"reports": played.settings.reports.model_copy(update={"language": "zh-CN"})}
+    )
+    chinese = out / "daily-zh-CN.html"
+    report = build_daily(load_daily(played.store, settings, DAYS[4], played.built_at))
+    chinese.write_text(render_daily(report, "zh-CN").html, encoding="utf-8")
+    pages = [played.daily[DAYS[4].isoformat()][1], chinese, played.verdict[1]]
+    for page in pages:
+        screenshot, layout = _at_width(chromium, page, width, out)
+        print(f"\n{width} px screenshot of {page.name}: {screenshot}")
+        assert screenshot.read_bytes().startswith(PNG_MAGIC)
+        # The frame's own scrollbar takes a little; the page is never wider than what is left.
+        assert width - 20 <= layout["viewport"] <= width, layout
+        assert layout["page"] == layout["viewport"] and layout["wide"] == [], (page, layout)

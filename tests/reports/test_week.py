@@ -273,6 +273,8 @@ def test_all_jobs_in_each_summary_are_the_jobs_the_simulated_cluster_finished(
         failed = [j for j in jobs if j.phase is JobPhase.FAILED]
         assert report["all_jobs_total"] == len(jobs) > 0
         assert report["all_jobs_failed"] == len(failed)
+        # The week's jobs are all the observer's probes, counted apart as its own.
+        assert report["all_jobs"]["by_observer"] == {"total": len(jobs), "failed": len(failed)}
         assert bool(failed) == (day.weekday() < 5)  # the failing probes run in the peak
         assert report["all_jobs_complete"] is True  # Friday's outage was listed after it
         by_tenant = report["all_jobs"]["by_tenant"]

@@ -9,7 +9,7 @@ import pytest
 import sqlalchemy as sa
 
 from observer.domain import JobPhase
-from observer.records import JobSlot, JobTally, job_slot
+from observer.records import JobOrigin, JobSlot, JobTally, job_slot
 from observer.storage.database import upgrade
 from observer.storage.store import Store
 from observer.storage.tables import UtcDateTime, job_listings_table
@@ -88,7 +88,7 @@ _TALLIES_0007 = sa.table(
 )
 
 
-def test_the_tallies_kept_before_causes_read_back_without_one_and_reverting_adds_them_up(
+def test_tallies_kept_before_causes_read_back_with_no_cause_nor_origin_and_going_back_adds_up(
     db_url: str, inspect_engine: sa.Engine
 ):
     migrate(db_url, "0007")
@@ -107,10 +107,11 @@ def test_the_tallies_kept_before_causes_read_back_without_one_and_reverting_adds
 
     upgrade(db_url)
 
+    # Who submitted them was not kept either: the observer's probes were among them.
     before = slot(
         T0,
-        JobTally("prod", JobPhase.FAILED, "Error", None, 2),
-        JobTally("prod", JobPhase.SUCCEEDED, None, None, 7),
+        JobTally("prod", JobPhase.FAILED, "Error", None, 2, origin=None),
+        JobTally("prod", JobPhase.SUCCEEDED, None, None, 7, origin=None),
     )
     with Store(db_url) as store:
         assert store.job_slots(T0, T0 + QUARTER) == [before]
@@ -120,6 +121,7 @@ def test_the_tallies_kept_before_causes_read_back_without_one_and_reverting_adds
                     T0,
                     JobTally("prod", JobPhase.FAILED, "Error", "application", 2),
                     JobTally("prod", JobPhase.FAILED, "Error", "node", 1),
+                    JobTally("prod", JobPhase.FAILED, "Error", "node", 1, JobOrigin.OBSERVER),
                     JobTally("prod", JobPhase.SUCCEEDED, None, None, 7),
                 )
             ]
@@ -133,4 +135,4 @@ def test_the_tallies_kept_before_causes_read_back_without_one_and_reverting_adds
                 _TALLIES_0007.c.phase
             )
         ).all()
-    assert [tuple(row) for row in rows] == [("failed", "Error", 3), ("succeeded", "", 7)]
+    assert [tuple(row) for row in rows] == [("failed", "Error", 4), ("succeeded", "", 7)]

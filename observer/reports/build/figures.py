@@ -5,13 +5,14 @@ is None, never 0."""
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
 from observer.domain import Expectation, Finding, JobPhase, Outcome, ProbeRun
 from observer.probes.outcome import OBSERVER_REASONS
-from observer.records import JobSlot, StoredNodeChange, StoredQueueSample
+from observer.records import JobOrigin, JobSlot, StoredNodeChange, StoredQueueSample
 from observer.reports.build.causes import Cause, Classified, classify
 from observer.reports.build.data import (
     Allocation,
@@ -133,6 +134,7 @@ class JobFailureGroup:
     reason: str | None
     count: int
     by_tenant: Mapping[str, int]
+    by_observer: int = 0  # of `count`, the observer's own probes (expected failures too)
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,6 +153,9 @@ class AllJobFigures:
     complete: bool
     listed_seconds: float
     notes: tuple[str, ...]
+    # Of `total` and `failed`, the observer's own probes: their outcomes are judged under the
+    # probe runs, against what each expects (a fail-exit probe is meant to fail).
+    by_observer: TenantJobs = TenantJobs(0, 0)
 
 
 @dataclass(frozen=True, slots=True)
@@ -411,9 +416,12 @@ def all_job_figures(slots: Sequence[JobSlot], period: Period) -> AllJobFigures |
     failed = [t for t in tallies if t.phase is JobPhase.FAILED]
     tenants = sorted({t.tenant for t in tallies})
     groups: dict[tuple[str | None, str | None], dict[str, int]] = {}
+    ours: Counter[tuple[str | None, str | None]] = Counter()
     for t in failed:
         by_tenant = groups.setdefault((t.cause, t.reason), {})
         by_tenant[t.tenant] = by_tenant.get(t.tenant, 0) + t.jobs
+        if t.origin is JobOrigin.OBSERVER:
+            ours[(t.cause, t.reason)] += t.jobs
     order = [*(c.value for c in Cause), None]  # tallied before causes were kept: last
     return AllJobFigures(
         total=sum(t.jobs for t in tallies),
@@ -427,7 +435,13 @@ def all_job_figures(slots: Sequence[JobSlot], period: Period) -> AllJobFigures |
             for tenant in tenants
         },
         failure_groups=tuple(
-            JobFailureGroup(cause, reason, sum(counts.values()), dict(sorted(counts.items())))
+            JobFailureGroup(
+                cause,
+                reason,
+                sum(counts.values()),
+                dict(sorted(counts.items())),
+                ours[(cause, reason)],
+            )
             for (cause, reason), counts in sorted(
                 groups.items(),
                 key=lambda kv: (order.index(kv[0][0]), -sum(kv[1].values()), kv[0][1] or ""),
@@ -436,6 +450,10 @@ def all_job_figures(slots: Sequence[JobSlot], period: Period) -> AllJobFigures |
         complete=listed >= period.seconds and all(s.complete for s in slots),
         listed_seconds=listed,
         notes=tuple(sorted({s.note for s in slots if s.note})),
+        by_observer=TenantJobs(
+            sum(t.jobs for t in tallies if t.origin is JobOrigin.OBSERVER),
+            sum(t.jobs for t in failed if t.origin is JobOrigin.OBSERVER),
+        ),
     )
 
 

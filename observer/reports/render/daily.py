@@ -171,6 +171,8 @@ def _all_job_blocks(
                 row("fig.all_jobs_total", lambda a: a.total),
                 row("fig.all_jobs_failed", lambda a: a.failed),
                 row("fig.all_jobs_cancelled", lambda a: a.cancelled),
+                row("fig.all_jobs_observer_total", lambda a: a.by_observer.total),
+                row("fig.all_jobs_observer_failed", lambda a: a.by_observer.failed),
             ],
             cell_css={w("word.not_observed"): "not_observed"},
         ),
@@ -219,13 +221,20 @@ def _all_job_blocks(
     return [
         *blocks,
         Table(
-            [w("col.failure_cause"), w("col.reason"), w("col.count"), w("col.tenants")],
+            [
+                w("col.failure_cause"),
+                w("col.reason"),
+                w("col.count"),
+                w("col.tenants"),
+                w("col.observer_probes"),
+            ],
             [
                 [
                     w(f"cause.{g.cause}") if g.cause else "—",
                     g.reason or "—",
                     w.integer(g.count),
                     ", ".join(f"{t} {w.integer(n)}" for t, n in g.by_tenant.items()),
+                    w.integer(g.by_observer),
                 ]
                 for g in jobs.failure_groups
             ],

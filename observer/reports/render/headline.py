@@ -17,6 +17,10 @@ def headline_rows(w: Words) -> list[tuple[str, Callable[[PeriodFigures], str]]]:
         ("fig.tasks_unfinished", lambda f: w.integer(f.tasks.unfinished)),
         ("fig.all_jobs_total", lambda f: all_jobs_text(f.all_jobs, w, lambda a: a.total)),
         ("fig.all_jobs_failed", lambda f: all_jobs_text(f.all_jobs, w, lambda a: a.failed)),
+        (
+            "fig.all_jobs_observer_failed",
+            lambda f: all_jobs_text(f.all_jobs, w, lambda a: a.by_observer.failed),
+        ),
         ("fig.queue_wait_avg", lambda f: w.duration(f.queue.overall.avg_seconds)),
         ("fig.queue_wait_p50", lambda f: w.duration(f.queue.overall.p50_seconds)),
         ("fig.queue_wait_p95", lambda f: w.duration(f.queue.overall.p95_seconds)),

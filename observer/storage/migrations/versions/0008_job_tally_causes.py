@@ -1,6 +1,7 @@
-"""Every tenant's failed jobs counted by their cause too: the cause joins the key of
-job_tallies. Tallies made before have none ("", as a job that did not fail); going back
-adds up the tallies that differed by their cause alone.
+"""Every tenant's failed jobs counted by their cause too, and the observer's own probes
+apart from the tenants' jobs: the cause and the origin join the key of job_tallies. Tallies
+made before have neither ("": no cause, as a job that did not fail; no origin known); going
+back adds up the tallies that differed by them alone.
 
 Revision ID: 0008
 Revises: 0007
@@ -19,7 +20,7 @@ branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
 _BEFORE = ("slot", "tenant", "phase", "reason")
-_AFTER = (*_BEFORE, "cause")
+_AFTER = (*_BEFORE, "cause", "origin")
 # The table is built anew around its new key, its rows kept meanwhile in a table without
 # one: SQLite cannot alter a primary key, and a keyed copy would keep its own key's name on
 # PostgreSQL.
@@ -27,7 +28,7 @@ _KEPT = "job_tallies_0008"
 
 
 def upgrade() -> None:
-    _rebuild(_AFTER, _BEFORE, f"SELECT {', '.join(_BEFORE)}, '', jobs FROM {_KEPT}")
+    _rebuild(_AFTER, _BEFORE, f"SELECT {', '.join(_BEFORE)}, '', '', jobs FROM {_KEPT}")
 
 
 def downgrade() -> None:
