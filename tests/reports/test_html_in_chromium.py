@@ -12,6 +12,7 @@ import re
 import shutil
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -140,7 +141,7 @@ LAYOUT_PROBE = """<script>window.addEventListener("load", () => {
 });</script>"""
 
 
-def _at_width(chromium: str, page: Path, width: int, out: Path) -> tuple[Path, dict[str, object]]:
+def _at_width(chromium: str, page: Path, width: int, out: Path) -> tuple[Path, dict[str, Any]]:
     """The page in a frame `width` px wide (headless Chromium's window is never narrower than
     500 px): its screenshot, and the layout measured in it."""
     framed = out / f"{page.stem}-{width}.html"
