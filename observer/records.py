@@ -1,7 +1,8 @@
 """What the store keeps beside the domain's own types: GPU samples as the controller keeps
 them and their counts, queue samples, node changes, alerts, interventions, report deliveries,
-finished-job tallies and the controller's own runs. Pure value types, so that the report
-builders and the controller read them without loading the database layer."""
+finished-job tallies, the controller's own runs and the probe launches it skipped. Pure
+value types, so that the report builders and the controller read them without loading the
+database layer."""
 
 from __future__ import annotations
 
@@ -156,6 +157,25 @@ class JobSlot:
     complete: bool
     note: str
     tallies: tuple[JobTally, ...]
+
+
+class SkipReason(StrEnum):
+    """Why a probe launch that came due submitted nothing."""
+
+    BUDGET = "budget"  # over controller.max_probe_gpus or max_probe_gpus_per_tenant
+    NO_OTHER_TENANT = "no_other_tenant"  # an isolation probe with a single tenant
+    BACKEND_ERROR = "backend_error"  # the platform could not be asked
+
+
+@dataclass(frozen=True, slots=True)
+class ProbeSkip:
+    """One copy of a probe that came due for `tenant` at `at` in `window` and was not run."""
+
+    at: datetime
+    probe: str
+    tenant: str
+    window: str | None
+    reason: SkipReason
 
 
 class RestartCause(StrEnum):

@@ -7,7 +7,11 @@ nothing runs on the platform that is not accounted for.
 
 An isolation probe (expectation DENIED) submits nothing: each tenant's credentials try to
 read every other configured tenant's work, and the run is stored once, already done, PASSED
-when every try was refused and FAILED (ISOLATION_BREACH, a must-fix) when any got through."""
+when every try was refused and FAILED (ISOLATION_BREACH, a must-fix) when any got through.
+
+A copy that came due and was not submitted is stored as a ProbeSkip with its reason, for the
+reports' coverage of each probe; one skipped because the store was down cannot be, and is
+counted by the metric alone (the outage is its own blind time)."""
 
 from __future__ import annotations
 
@@ -42,6 +46,7 @@ from observer.probes.outcome import (
     SUBMISSION_NOT_CONFIRMED,
     judge,
 )
+from observer.records import ProbeSkip, SkipReason
 from observer.storage.store import Store
 from observer.storage.write_behind import WriteBehind
 
@@ -137,8 +142,8 @@ class ProbeRunner:
             tenant = self._tenants[name]
             for _ in range(spec.copies):
                 if not self._within_budget(tenant.name, spec.workload.gpus):
-                    self._metrics.probe_runs_skipped_total.labels(spec.name, "budget").inc()
                     _log.info("probe skipped: over budget", probe=spec.name, tenant=name)
+                    self._skipped(spec, name, window, SkipReason.BUDGET)
                     continue
                 run = self._submit(spec, tenant, window)
                 if run is not None:
@@ -146,13 +151,23 @@ class ProbeRunner:
         self._publish_active()
         return launched
 
+    def _skipped(
+        self, spec: ProbeSpec, tenant: str, window: str | None, reason: SkipReason
+    ) -> None:
+        self._metrics.probe_runs_skipped_total.labels(spec.name, reason.value).inc()
+        skip = ProbeSkip(self._clock.now(), spec.name, tenant, window, reason)
+        try:
+            self._store.add_probe_skips([skip])
+        except StoreError as exc:  # not kept: the store's outage is its own blind time
+            _log.warning("probe skip not stored", probe=spec.name, error=str(exc))
+
     def _isolation(self, spec: ProbeSpec, name: str, window: str | None) -> ProbeRun | None:
         """One tenant's isolation run: its credentials against every other tenant's work."""
         tenant = self._tenants[name]
         others = [other for other in self._tenants if other != name]
         if not others:
-            self._metrics.probe_runs_skipped_total.labels(spec.name, "no_other_tenant").inc()
             _log.info("isolation probe skipped: no other tenant", probe=spec.name, tenant=name)
+            self._skipped(spec, name, window, SkipReason.NO_OTHER_TENANT)
             return None
         run = ProbeRun(
             run_id=uuid.uuid4().hex,
@@ -174,8 +189,8 @@ class ProbeRunner:
             return self._save(self._end(run, Outcome.REJECTED, PROBE_NOT_RUNNABLE, str(exc)))
         except BackendError as exc:
             # No verdict either way: counted as blind time, tried again at the next launch.
-            self._metrics.probe_runs_skipped_total.labels(spec.name, "backend_error").inc()
             _log.warning("isolation probe not judged", tenant=name, error=str(exc))
+            self._skipped(spec, name, window, SkipReason.BACKEND_ERROR)
             return None
         breaches = [a for a in attempts if a.allowed]
         if breaches:

@@ -288,3 +288,16 @@ controller_runs_table = sa.Table(
     sa.Column("host", sa.String(), nullable=False),
     sa.Column("pid", sa.Integer(), nullable=False),
 )
+
+# Each copy of a probe that came due and was not submitted, and why: the launches a probe
+# missed, for its coverage in the reports.
+probe_skips_table = sa.Table(
+    "probe_skips",
+    metadata,
+    sa.Column("id", BigId, primary_key=True),
+    sa.Column("at", UtcDateTime(), nullable=False, index=True),
+    sa.Column("probe", sa.String(), nullable=False),
+    sa.Column("tenant", sa.String(), nullable=False),
+    sa.Column("window", sa.String(), nullable=True),
+    sa.Column("reason", sa.String(), nullable=False),
+)

@@ -5,6 +5,7 @@ budget never stops it, and it is counted like every other run."""
 
 from __future__ import annotations
 
+from datetime import timedelta
 from pathlib import Path
 
 from prometheus_client import CollectorRegistry
@@ -16,6 +17,7 @@ from observer.controller.runs import isolation_message
 from observer.controller.service import Controller
 from observer.domain import AccessAttempt, Expectation, Outcome, ProbeRun, RunState
 from observer.metrics import ControllerMetrics
+from observer.records import SkipReason
 from observer.settings import Settings
 from observer.storage.database import upgrade
 from observer.storage.store import Store
@@ -104,6 +106,12 @@ def test_an_unreachable_platform_records_no_verdict_and_counts_the_error(tmp_pat
     assert soak.metrics.scheduler_errors_total.labels("probe_isolation")._value.get() == 2
     skipped = soak.metrics.probe_runs_skipped_total.labels("isolation", "backend_error")
     assert skipped._value.get() == 2
+    now = soak.clock.now()
+    stored = soak.store.probe_skips(now - timedelta(hours=1), now + timedelta(seconds=1))
+    assert sorted((s.tenant, s.reason) for s in stored) == [
+        ("prod", SkipReason.BACKEND_ERROR),
+        ("research", SkipReason.BACKEND_ERROR),
+    ]
 
 
 def test_a_tenant_whose_credentials_are_missing_is_rejected_with_the_reason(tmp_path: Path):

@@ -4,7 +4,7 @@ its waits, reasons and outcome, nothing leaked or lost across a restart."""
 from __future__ import annotations
 
 from dataclasses import replace
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -13,6 +13,7 @@ from observer.clock import ManualClock
 from observer.controller.service import Controller
 from observer.domain import JobRequest, Outcome, ProbeRun, RunState, Workload
 from observer.errors import BackendError
+from observer.records import SkipReason
 from observer.settings import Settings
 from observer.simulation.soak import SimulatedSoak, simulated_cluster
 from observer.storage.database import upgrade
@@ -152,6 +153,25 @@ def test_the_budget_caps_probe_gpus_at_once(tmp_path: Path):
     assert 0 < peak <= 3
     skipped = soak.metrics.probe_runs_skipped_total.labels("multi-gpu", "budget")._value.get()
     assert skipped > 0  # a 4-GPU probe never fits a 3-GPU budget
+
+
+def test_each_copy_the_budget_skips_is_stored_with_its_probe_tenant_window_and_reason(
+    tmp_path: Path,
+):
+    soak = Soak(tmp_path, _settings(max_probe_gpus=3, max_probe_gpus_per_tenant=2))
+    soak.run(5 * 60 + 60 * 60)
+
+    skips = soak.store.probe_skips(MONDAY_0855, soak.clock.now() + timedelta(seconds=1))
+    multi = [s for s in skips if s.probe == "multi-gpu"]
+    # A 4-GPU probe never fits: every launch of it, for each tenant, is a stored skip.
+    assert {(s.tenant, s.window, s.reason) for s in multi} == {
+        (tenant, "weekday-peak", SkipReason.BUDGET) for tenant in ("research", "prod")
+    }
+    assert not any(r.probe == "multi-gpu" for r in soak.store.runs())
+    assert {s.reason for s in skips} == {SkipReason.BUDGET}
+    for probe in {s.probe for s in skips}:
+        counted = soak.metrics.probe_runs_skipped_total.labels(probe, "budget")._value.get()
+        assert counted == sum(1 for s in skips if s.probe == probe)
 
 
 def test_outcome_metrics_agree_with_the_store(tmp_path: Path):
