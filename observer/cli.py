@@ -270,10 +270,12 @@ def _run(args: argparse.Namespace) -> int:
         if args.command == "check-config":
             checked = _check_config(args.file)
             print(f"{args.file}: valid")
-            from observer.controller.compose import checks_off  # noqa: PLC0415
+            from observer.controller.compose import budget_warnings, checks_off  # noqa: PLC0415
 
             for check, why in checks_off(checked).items():
                 print(f"{check}: off: {why}")
+            for warning in budget_warnings(checked.controller):
+                print(warning)
             return EXIT_OK
         if args.command == "demo":
             return _demo(args)

@@ -255,6 +255,55 @@ def test_check_config_lists_no_check_off_when_every_source_is_set(tmp_path: Path
     assert (done.returncode, done.stdout) == (0, f"{config}: valid\n")
 
 
+def test_check_config_warns_of_each_planned_probe_no_launch_of_which_fits_the_budget(
+    tmp_path: Path,
+) -> None:
+    config = tmp_path / "observer.yaml"
+    config.write_text(
+        "controller:\n"
+        "  prometheus_url: http://prometheus:9090\n"
+        "  agent_dns_name: agents.observer.svc\n"
+        "  gpus_per_node: 4\n"
+        "  max_probe_gpus: 6\n"
+        "  max_probe_gpus_per_tenant: 3\n"
+        "  plan:\n"
+        "    - {window: weekday-peak, probe: burst, every_seconds: 1800}\n"
+        "    - {window: night, probe: burst, every_seconds: 3600}\n"
+        "    - {window: night, probe: multi-node, every_seconds: 3600}\n"
+        "    - {window: night, probe: short, every_seconds: 600}\n"
+        "    - {window: night, probe: isolation, every_seconds: 600}\n"
+        "reports:\n"
+        "  alertmanager_url: http://alertmanager:9093\n"
+    )
+
+    done = observer(tmp_path, "check-config", str(config))
+
+    # burst: 4 copies of 1 GPU; multi-node: 2 nodes of 4 GPUs, over both budgets.
+    assert (done.returncode, done.stderr) == (0, "")
+    assert done.stdout.splitlines() == [
+        f"{config}: valid",
+        "warning: probe burst: 4 x 1 GPUs can never fit max_probe_gpus_per_tenant 3",
+        "warning: probe multi-node: 1 x 8 GPUs can never fit max_probe_gpus_per_tenant 3",
+    ]
+
+
+def test_check_config_names_the_total_budget_when_it_is_the_smaller(tmp_path: Path) -> None:
+    config = tmp_path / "observer.yaml"
+    config.write_text(
+        "controller:\n"
+        "  max_probe_gpus: 6\n"
+        "  max_probe_gpus_per_tenant: 8\n"
+        "  plan: [{window: night, probe: multi-gpu, every_seconds: 3600}]\n"
+    )
+
+    done = observer(tmp_path, "check-config", str(config))
+
+    assert done.returncode == 0
+    assert done.stdout.splitlines()[-1] == (
+        "warning: probe multi-gpu: 1 x 8 GPUs can never fit max_probe_gpus 6"
+    )
+
+
 def test_findings_read_in_the_platforms_time_with_its_offset(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'soak.db'}"
     upgrade(url)

@@ -41,7 +41,6 @@ from observer.logs_pipeline.pod_logs import PodLogReader
 from observer.metrics import HEARTBEAT_METRIC, ControllerMetrics, ReportMetrics
 from observer.monitoring.base import PrometheusApi, selector
 from observer.monitoring.checker import MonitoringChecker
-from observer.probes.catalog import ProbeSpec, platform_catalog, with_overrides
 from observer.probes.windows import Calendar, Window, parse_days
 from observer.reports.deliver import deliver_written
 from observer.reports.publish import SUFFIXES, build_due
@@ -115,6 +114,31 @@ def checks_off(settings: Settings) -> dict[str, str]:
     return off
 
 
+def budget_warnings(cfg: ControllerSettings) -> list[str]:
+    """A line for each planned probe whose launch for one tenant (its copies at once) asks
+    more GPUs than a probe budget holds: the runner skips some of it at every launch. Valid
+    settings still; the smaller budget is named."""
+    catalog = cfg.probe_catalog()
+    budgets = sorted(
+        [
+            (cfg.max_probe_gpus_per_tenant, "max_probe_gpus_per_tenant"),
+            (cfg.max_probe_gpus, "max_probe_gpus"),
+        ]
+    )
+    warnings = []
+    for name in dict.fromkeys(entry.probe for entry in cfg.plan):
+        spec = catalog[name]
+        gpus = spec.workload.gpus  # what the runner counts against the budgets, per copy
+        over = [(limit, setting) for limit, setting in budgets if spec.copies * gpus > limit]
+        if over:
+            limit, setting = over[0]
+            warnings.append(
+                f"warning: probe {name}: {spec.copies} x {gpus} GPUs can never fit "
+                f"{setting} {limit}"
+            )
+    return warnings
+
+
 def freshness_series(settings: Settings) -> tuple[str, ...]:
     """What the freshness check watches: as set, else the controller's own heartbeat and,
     only when agents are configured, the series they export (no agent, no such series)."""
@@ -156,15 +180,6 @@ def build_backend(cfg: ControllerSettings, clock: Clock) -> SchedulerBackend:
     from observer.backends.slurm.backend import SlurmBackend  # noqa: PLC0415
 
     return SlurmBackend(cfg.slurm, clock)
-
-
-def probe_catalog(cfg: ControllerSettings) -> dict[str, ProbeSpec]:
-    """The platform's probes with the overrides applied; loading the settings checked that
-    every name they use is one of them."""
-    return with_overrides(
-        platform_catalog(cfg.gpus_per_node, cfg.quotas),
-        {name: o.model_dump(exclude_none=True) for name, o in cfg.probes.items()},
-    )
 
 
 def log_reader_preconditions(cfg: ControllerSettings) -> list[str]:
@@ -291,7 +306,7 @@ def build_controller(
     cfg = settings.controller
     backend = CountedBackend(backend, metrics.scheduler_errors_total)
     tenants = {t.name: Tenant(t.name, t.queue, t.priority) for t in cfg.tenants}
-    catalog = probe_catalog(cfg)
+    catalog = cfg.probe_catalog()
     runner = ProbeRunner(
         backend,
         store,

@@ -12,7 +12,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from pydantic import Field, field_validator, model_validator
 
 from observer import __version__
-from observer.probes.catalog import platform_catalog
+from observer.probes.catalog import ProbeSpec, platform_catalog, with_overrides
 from observer.probes.windows import parse_days
 from observer.settings.base import FieldProblems, Group
 from observer.settings.logs import LogsSettings
@@ -376,6 +376,14 @@ class ControllerSettings(Group):
     def quotas(self) -> list[int]:
         """The tenants' GPU quotas, where they have one."""
         return [t.quota_gpus for t in self.tenants if t.quota_gpus is not None]
+
+    def probe_catalog(self) -> dict[str, ProbeSpec]:
+        """The platform's probes with the overrides applied; loading checked that every name
+        they use is one of them."""
+        return with_overrides(
+            platform_catalog(self.gpus_per_node, self.quotas),
+            {name: o.model_dump(exclude_none=True) for name, o in self.probes.items()},
+        )
 
     @model_validator(mode="after")
     def _names_are_known(self) -> ControllerSettings:
