@@ -11,7 +11,6 @@ from zoneinfo import ZoneInfo
 
 from observer.domain import Behaviour
 from observer.errors import ReportError
-from observer.probes.catalog import builtin_catalog
 from observer.probes.windows import Calendar, Window, parse_days
 from observer.records import StoredNodeChange, StoredQueueSample, job_slot
 from observer.reports.build.criteria import VerdictRules
@@ -59,7 +58,7 @@ def soak_started_at(store: Store, settings: Settings) -> datetime | None:
 
 def report_context(settings: Settings, started_at: datetime) -> ReportContext:
     cfg = settings.controller
-    catalog = builtin_catalog(cfg.gpus_per_node)
+    catalog = cfg.probe_catalog()
 
     def behaving(behaviour: Behaviour) -> frozenset[str]:
         return frozenset(n for n, s in catalog.items() if s.workload.behaviour is behaviour)
@@ -79,6 +78,7 @@ def report_context(settings: Settings, started_at: datetime) -> ReportContext:
         delivery_channels=configured_channels(settings.reports.delivery),
         canary_probes=behaving(Behaviour.LOG_CANARY),
         busy_probes=behaving(Behaviour.GPU_BUSY),
+        planned_copies={e.probe: catalog[e.probe].copies for e in cfg.plan},
     )
 
 
@@ -118,6 +118,7 @@ def load_period(
         deliveries=store.deliveries(since=start, until=end),
         job_slots=store.job_slots(job_slot(start), end),
         controller_runs=store.controller_runs(until=end),
+        probe_skips=store.probe_skips(start, end),
     )
 
 

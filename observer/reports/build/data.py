@@ -15,6 +15,7 @@ from observer.records import (
     ControllerRun,
     GpuSampleCounts,
     JobSlot,
+    ProbeSkip,
     StoredAlert,
     StoredDelivery,
     StoredGpuSample,
@@ -367,6 +368,9 @@ class ReportContext:
     canary_probes: frozenset[str] = frozenset({"log-canary"})
     busy_probes: frozenset[str] = frozenset({"gpu-busy"})
     fairness_probes: frozenset[str] = frozenset({"fairness"})
+    # The probes of the plan, each with the copies a launch submits per tenant: what the
+    # soak is to exercise.
+    planned_copies: Mapping[str, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -376,7 +380,8 @@ class PeriodData:
     (recorded), `deliveries` (of earlier reports, made in it): within it; `nodes_at_start`:
     every node as it was at its start; `gpu` and `allocation`: the period's GPU samples and
     node log, reduced; `job_slots`: every tenant's finished jobs, per listed slot that
-    overlaps it; `controller_runs`: every run of the controller started before its end."""
+    overlaps it; `controller_runs`: every run of the controller started before its end;
+    `probe_skips`: the probe copies that came due in it and were not submitted."""
 
     period: Period
     runs: Sequence[ProbeRun] = ()
@@ -391,3 +396,4 @@ class PeriodData:
     deliveries: Sequence[StoredDelivery] = ()
     job_slots: Sequence[JobSlot] = ()
     controller_runs: Sequence[ControllerRun] = ()
+    probe_skips: Sequence[ProbeSkip] = ()

@@ -1,7 +1,7 @@
-"""The figures of one period, from its stored data: tasks and failures, every tenant's jobs,
-queue waits, GPU utilisation and allocation, the GPUs' health, and (from events) alerts,
-interventions, findings, deliveries and blind time. Pure. A figure the observer could not see
-is None, never 0."""
+"""The figures of one period, from its stored data: tasks and failures, each probe's
+coverage, every tenant's jobs, queue waits, GPU utilisation and allocation, the GPUs' health,
+and (from events) alerts, interventions, findings, deliveries and blind time. Pure. A figure
+the observer could not see is None, never 0."""
 
 from __future__ import annotations
 
@@ -12,7 +12,14 @@ from datetime import datetime
 
 from observer.domain import Expectation, Finding, JobPhase, Outcome, ProbeRun
 from observer.probes.outcome import OBSERVER_REASONS
-from observer.records import JobOrigin, JobSlot, StoredNodeChange, StoredQueueSample
+from observer.records import (
+    JobOrigin,
+    JobSlot,
+    ProbeSkip,
+    SkipReason,
+    StoredNodeChange,
+    StoredQueueSample,
+)
 from observer.reports.build.causes import Cause, Classified, classify
 from observer.reports.build.data import (
     Allocation,
@@ -117,6 +124,19 @@ class TaskFigures:
     failure_groups: tuple[FailureGroup, ...]
     by_probe: Mapping[str, int]
     failed_by_probe: Mapping[str, int]
+
+
+@dataclass(frozen=True, slots=True)
+class ProbeCoverage:
+    """One probe's copies that came due in the period (`due`): each was submitted (`run`)
+    or skipped (`skipped`, by SkipReason value); `most_together`: the most runs of it one
+    tenant had in flight at once (submitted and not yet ended), which a burst needs to be
+    one."""
+
+    due: int
+    run: int
+    skipped: Mapping[str, int]
+    most_together: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -237,6 +257,7 @@ class PeriodFigures:
     start: datetime
     end: datetime
     tasks: TaskFigures
+    coverage: Mapping[str, ProbeCoverage]  # by probe
     all_jobs: AllJobFigures | None  # None: no listing of every tenant's jobs covered it
     queue: QueueFigures
     gpu: GpuFigures
@@ -261,6 +282,7 @@ def period_figures(
         start=data.period.start,
         end=data.period.end,
         tasks=task_figures(data.runs, data.findings, data.node_changes),
+        coverage=coverage_figures(data.runs, data.probe_skips),
         all_jobs=all_job_figures(data.job_slots, data.period),
         queue=queue_figures(data.runs, data.queue_samples),
         gpu=gpu_figures(data, context),
@@ -406,6 +428,48 @@ def _explained(runs: Sequence[ProbeRun]) -> tuple[Explained, ...]:
         )
         for same in order
     )
+
+
+def coverage_figures(
+    runs: Sequence[ProbeRun], skips: Sequence[ProbeSkip]
+) -> dict[str, ProbeCoverage]:
+    """Per probe that came due: its runs and skips (`runs` and `skips` of one period)."""
+    ran: dict[str, list[ProbeRun]] = {}
+    for run in runs:
+        ran.setdefault(run.probe, []).append(run)
+    skipped: dict[str, Counter[str]] = {}
+    for skip in skips:
+        skipped.setdefault(skip.probe, Counter())[skip.reason.value] += 1
+    coverage = {}
+    for probe in sorted(ran.keys() | skipped.keys()):
+        mine = ran.get(probe, [])
+        reasons = skipped.get(probe, Counter())
+        coverage[probe] = ProbeCoverage(
+            due=len(mine) + reasons.total(),
+            run=len(mine),
+            skipped={r.value: reasons[r.value] for r in SkipReason if reasons[r.value]},
+            most_together=_most_together(mine),
+        )
+    return coverage
+
+
+def _most_together(runs: Sequence[ProbeRun]) -> int:
+    edges: dict[str, list[tuple[datetime, int]]] = {}  # by tenant: (instant, 0 in / 1 out)
+    for run in runs:
+        if run.submitted_at is not None:
+            mine = edges.setdefault(run.tenant, [])
+            mine.append((run.submitted_at, 0))
+            if run.finished_at is not None:
+                mine.append((run.finished_at, 1))
+    most = 0
+    for mine in edges.values():
+        # At one instant submissions come before ends: copies submitted together were
+        # together, even one ended at once (refused; an isolation run reads, runs nothing).
+        held = 0
+        for _, out in sorted(mine):
+            held += -1 if out else 1
+            most = max(most, held)
+    return most
 
 
 def all_job_figures(slots: Sequence[JobSlot], period: Period) -> AllJobFigures | None:

@@ -1,8 +1,9 @@
 """The go-live verdict over the whole soak: the criteria as judged (see criteria), a
 recommendation with its scope, the plan to verify again, and the soak day by day. Pure.
 
-A criterion not observed keeps a plain go out of reach; over the blind limit nothing is
-decided: a verdict is never positive while the observer was blind."""
+A criterion not observed, or a probe of the plan the soak did not exercise (never run, or a
+burst whose copies were never in flight together), keeps a plain go out of reach; over the
+blind limit nothing is decided: a verdict is never positive while the observer was blind."""
 
 from __future__ import annotations
 
@@ -20,7 +21,13 @@ from observer.reports.build.criteria import (
 )
 from observer.reports.build.data import GpuUsage, Period, PeriodData, ReportContext
 from observer.reports.build.events import blind_figures, finding_figures
-from observer.reports.build.figures import PeriodFigures, period_figures, task_figures, wait_stats
+from observer.reports.build.figures import (
+    PeriodFigures,
+    ProbeCoverage,
+    period_figures,
+    task_figures,
+    wait_stats,
+)
 from observer.reports.build.layers import observed
 from observer.reports.build.notes import Note
 
@@ -84,7 +91,7 @@ def build_verdict(inputs: VerdictInputs) -> Verdict:
         rules.layer_blind_max_share,
     )
 
-    recommendation, scope = _recommend(criteria, figures, rules, soak)
+    recommendation, scope = _recommend(criteria, figures, rules, soak, context.planned_copies)
     return Verdict(
         soak_started_at=soak.period.start,
         soak_ended_at=soak.period.end,
@@ -114,6 +121,7 @@ def _recommend(
     figures: PeriodFigures,
     rules: VerdictRules,
     soak: PeriodData,
+    planned_copies: Mapping[str, int],
 ) -> tuple[Recommendation, tuple[Note, ...]]:
     failed = [c for c in criteria if c.status is Status.FAIL]
     must = [c for c in failed if c.failure_class is FailureClass.MUST_FIX]
@@ -123,6 +131,8 @@ def _recommend(
     blind = figures.blind.share or 0.0
     scope = [Note(f"scope.{c.criterion}") for c in limited]
     scope += [Note("scope.not_observed", {"criterion": c.criterion}) for c in unseen]
+    not_exercised, partly = _coverage(planned_copies, figures.coverage)
+    scope += not_exercised + partly
     if blind > rules.blind_max_share:
         scope.append(Note("scope.blind", {"share": blind, "limit_share": rules.blind_max_share}))
     alerts_blind = figures.blind.by_source.get("alerts")
@@ -136,9 +146,39 @@ def _recommend(
         return Recommendation.NOT_DECIDABLE, tuple(blockers + scope)
     if must:
         return Recommendation.NO_GO, tuple(blockers + scope)
-    if limited or unseen:
+    if limited or unseen or not_exercised:
         return Recommendation.LIMITED_GO, tuple(scope)
     return Recommendation.GO, tuple(scope)
+
+
+def _coverage(
+    planned_copies: Mapping[str, int], coverage: Mapping[str, ProbeCoverage]
+) -> tuple[list[Note], list[Note]]:
+    """The probes of the plan the soak did not exercise, each with why (the skips' commonest
+    reason; never due: its windows never opened), and those it ran less than half as often
+    as they came due."""
+    not_exercised, partly = [], []
+    for probe, copies in sorted(planned_copies.items()):
+        c = coverage.get(probe, ProbeCoverage(0, 0, {}, 0))
+        # Ties go to the reason listed first: skipped is in SkipReason's order.
+        why = max(c.skipped, key=lambda reason: c.skipped[reason]) if c.skipped else "not_due"
+        if c.run == 0:
+            not_exercised.append(Note("scope.not_exercised", {"probe": probe, "why": why}))
+        elif c.most_together < copies:
+            not_exercised.append(
+                Note(
+                    "scope.not_together",
+                    {"probe": probe, "copies": copies, "most": c.most_together},
+                )
+            )
+        elif 2 * c.run < c.due:
+            partly.append(
+                Note(
+                    "scope.partly_exercised",
+                    {"probe": probe, "runs": c.run, "due": c.due, "why": why},
+                )
+            )
+    return not_exercised, partly
 
 
 def _who_and_where(

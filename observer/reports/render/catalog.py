@@ -84,6 +84,20 @@ CATALOG: dict[str, dict[str, str]] = {
         "sub.by_tenant": "Per tenant",
         "sub.by_window": "Per window",
         "sub.by_probe": "Per probe kind",
+        "sub.coverage": "Probe coverage",
+        "note.coverage": "Each copy of a probe that came due was run (submitted) or skipped, "
+        "with why. Most together: the most runs of the probe one tenant had in flight at once, "
+        "which a burst needs to be one.",
+        "col.due": "Due",
+        "col.skipped": "Skipped",
+        "col.together": "Most together",
+        "cell.skipped": "{count}: {why}",
+        "cell.ran_of_due": "{runs} of {due}",
+        "coverage.why.budget": "over the probe GPU budget",
+        "coverage.why.no_other_tenant": "no other tenant to try",
+        "coverage.why.backend_error": "the platform could not be asked",
+        "coverage.why.not_due": "no launch came due: its window never opened while the "
+        "controller ran",
         "sub.all_jobs": "All jobs (the scheduler's queues)",
         "sub.all_jobs_tasks": "All jobs of every tenant, as the scheduler lists them",
         "sub.all_jobs_by_tenant": "All jobs per tenant (jobs / failed)",
@@ -482,6 +496,12 @@ CATALOG: dict[str, dict[str, str]] = {
         "disadvantaged tenants and windows.",
         "scope.no_log_loss": "Tenants keep their own copies of logs that matter.",
         "scope.not_observed": "Not shown by the soak, so not promised: {criterion}.",
+        "scope.not_exercised": "Not exercised by the soak, so not promised: probe {probe} never "
+        "ran ({why}).",
+        "scope.not_together": "Not exercised as planned, so not promised: probe {probe} never "
+        "had its {copies} copies in flight together (at most {most}).",
+        "scope.partly_exercised": "Partly exercised: probe {probe} ran {runs} of the {due} "
+        "copies that came due; most of the rest were skipped: {why}.",
         "scope.blind": "The observer was blind {share} of the soak (limit {limit_share}): what "
         "it did not see is not evidence of health.",
         "scope.later": "After launch: {criterion}.",
@@ -592,6 +612,18 @@ CATALOG: dict[str, dict[str, str]] = {
         "sub.by_tenant": "按租户",
         "sub.by_window": "按时间窗口",
         "sub.by_probe": "按探测类型",
+        "sub.coverage": "探测覆盖",
+        "note.coverage": "到期的每个探测副本要么已运行（已提交），要么被跳过并注明原因。"
+        "最多同时在途：同一租户该探测同时在途的最多运行数，突发探测需要其副本同时在途。",
+        "col.due": "到期",
+        "col.skipped": "已跳过",
+        "col.together": "最多同时在途",
+        "cell.skipped": "{count}：{why}",
+        "cell.ran_of_due": "{due} 个中运行 {runs} 个",
+        "coverage.why.budget": "超出探测 GPU 预算",
+        "coverage.why.no_other_tenant": "没有其他租户可供尝试",
+        "coverage.why.backend_error": "无法访问平台",
+        "coverage.why.not_due": "没有到期的启动：控制器运行期间其时间窗口从未开启",
         "sub.all_jobs": "全部作业（调度器队列）",
         "sub.all_jobs_tasks": "全部租户的全部作业（调度器所列）",
         "sub.all_jobs_by_tenant": "按租户的全部作业（作业数 / 失败数）",
@@ -954,6 +986,11 @@ CATALOG: dict[str, dict[str, str]] = {
         "scope.no_persistent_unfairness": "对处于劣势的租户和窗口改用保障配额而非公平份额。",
         "scope.no_log_loss": "租户自行保留重要日志的副本。",
         "scope.not_observed": "浸泡测试未能证明，因此不作承诺：{criterion}。",
+        "scope.not_exercised": "浸泡测试未覆盖，因此不作承诺：探测 {probe} 从未运行（{why}）。",
+        "scope.not_together": "未按计划覆盖，因此不作承诺：探测 {probe} 的 {copies} 个副本从未"
+        "同时在途（最多 {most} 个）。",
+        "scope.partly_exercised": "部分覆盖：探测 {probe} 在到期的 {due} 个副本中运行了 {runs} "
+        "个；其余大多被跳过：{why}。",
         "scope.blind": "观测器在 {share} 的测试时间内处于盲区（限值 {limit_share}）：未观测到的部"
         "分不能视为健康。",
         "scope.later": "上线后处理：{criterion}。",

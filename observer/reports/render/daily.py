@@ -8,7 +8,12 @@ from collections.abc import Callable, Mapping
 from zoneinfo import ZoneInfo
 
 from observer.reports.build.daily import DailyReport
-from observer.reports.build.figures import AllJobFigures, PeriodFigures, WaitStats
+from observer.reports.build.figures import (
+    AllJobFigures,
+    PeriodFigures,
+    ProbeCoverage,
+    WaitStats,
+)
 from observer.reports.render import charts
 from observer.reports.render.blocks import Block, Chart, Heading, Link, Rendered, Table, Text
 from observer.reports.render.events import (
@@ -151,7 +156,44 @@ def _task_blocks(
             ],
         ),
     ]
-    return blocks
+    return blocks + _coverage_blocks(day, soak, w)
+
+
+def _coverage_blocks(day: PeriodFigures, soak: PeriodFigures, w: Words) -> list[Block]:
+    """Per probe that came due in the soak: the day's copies due, run, skipped and why, and
+    most together; beside them, the soak's runs of its copies due."""
+    blocks: list[Block] = [Heading(3, w("sub.coverage")), Text(w("note.coverage"), "note")]
+    probes = sorted(day.coverage.keys() | soak.coverage.keys())
+    if not probes:
+        return [*blocks, Text(w("note.no_items"))]
+    none = ProbeCoverage(0, 0, {}, 0)
+
+    def skipped(c: ProbeCoverage) -> str:
+        reasons = [w("cell.skipped", count=n, why=reason) for reason, n in c.skipped.items()]
+        return "; ".join(reasons) or "—"
+
+    rows = []
+    for p in probes:
+        c, whole = day.coverage.get(p, none), soak.coverage.get(p, none)
+        rows.append(
+            [
+                p,
+                w.integer(c.due),
+                w.integer(c.run),
+                skipped(c),
+                w.integer(c.most_together),
+                w("cell.ran_of_due", runs=whole.run, due=whole.due),
+            ]
+        )
+    columns = [
+        w("col.probe"),
+        w("col.due"),
+        w("col.runs"),
+        w("col.skipped"),
+        w("col.together"),
+        w("col.soak_to_date"),
+    ]
+    return [*blocks, Table(columns, rows)]
 
 
 def _all_job_blocks(

@@ -53,6 +53,8 @@ class Words:
             return self(f"crit.{value}")
         if name == "layer" and isinstance(value, str):
             return self(f"src.{value}")
+        if name == "why" and isinstance(value, str):
+            return self(f"coverage.why.{value}")
         if (name == "at" or name.endswith("_at")) and isinstance(value, str):
             return self.instant(datetime.fromisoformat(value))
         if isinstance(value, bool):

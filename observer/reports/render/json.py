@@ -62,6 +62,7 @@ def _period_json(f: PeriodFigures) -> dict[str, Any]:
         "period": {"start": _iso(f.start), "end": _iso(f.end)},
         **headline(f),
         "tasks": plain(f.tasks),
+        "probe_coverage": plain(f.coverage),
         "all_jobs": plain(f.all_jobs),
         "queue_wait": plain(f.queue),
         "gpu": plain(f.gpu),
