@@ -8,6 +8,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
+import sqlalchemy as sa
 
 from observer.clock import ManualClock
 from observer.controller.service import Controller
@@ -172,6 +173,20 @@ def test_each_copy_the_budget_skips_is_stored_with_its_probe_tenant_window_and_r
     for probe in {s.probe for s in skips}:
         counted = soak.metrics.probe_runs_skipped_total.labels(probe, "budget")._value.get()
         assert counted == sum(1 for s in skips if s.probe == probe)
+
+
+def test_a_skip_the_store_cannot_keep_is_counted_and_the_launch_goes_on(tmp_path: Path):
+    soak = Soak(tmp_path, _settings(max_probe_gpus=3, max_probe_gpus_per_tenant=2))
+    engine = sa.create_engine(soak.url)
+    with engine.begin() as connection:  # every write of a skip now fails in the database
+        connection.execute(sa.text("DROP TABLE probe_skips"))
+    engine.dispose()
+
+    soak.run(5 * 60 + 20 * 60)
+
+    skipped = soak.metrics.probe_runs_skipped_total.labels("multi-gpu", "budget")._value.get()
+    assert skipped > 0
+    assert {r.probe for r in soak.store.runs()} >= {"short", "fail-exit"}
 
 
 def test_outcome_metrics_agree_with_the_store(tmp_path: Path):
