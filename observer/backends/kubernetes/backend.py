@@ -20,6 +20,7 @@ from observer.backends.base import (
     MANAGED_BY_LABEL,
     RUN_ID_LABEL,
     FinishedJobs,
+    QuotaChange,
     queue_states,
 )
 from observer.backends.kubernetes import isolation
@@ -244,6 +245,13 @@ class KubernetesBackend:
             ),
             jobs=tuple(jobs),
         )
+
+    def quota_changes(self, since: datetime, until: datetime) -> list[QuotaChange]:
+        """None read yet. A ResourceQuota keeps only each manager's latest write
+        (metadata.managedFields: manager, operation, time) beside its spec.hard, not a
+        history; reading those is left undone, and the emulated API server of the tests
+        (kmock) fills no managedFields to test it against."""
+        return []
 
     def probe_isolation(self, as_tenant: str, other_tenant: str) -> list[AccessAttempt]:
         return isolation.probe(self._settings, as_tenant, other_tenant)

@@ -139,7 +139,7 @@ _LIMITS = {
     "max_wall_duration_per_job": "MaxWall",
     "qos": "QOS",
 }
-_LIMIT_ACTIONS = {"Modify Associations": "id_assoc", "Modify QOS": "name"}
+_LIMIT_ACTIONS = ("Modify Associations", "Modify QOS")
 # a transaction's Where: `(id_assoc=4 || id_assoc=3)`, `(name='high' || name='low')`
 _WHERE = re.compile(r"\((?:id_assoc=\d+|name='[^']*')(?: \|\| (?:id_assoc=\d+|name='[^']*'))*\)")
 _WHERE_ITEM = re.compile(r"(?:id_assoc=(\d+)|name='([^']*)')")
@@ -169,7 +169,7 @@ def quota_changes(transactions: str, associations: str, qos: str, tres: str) -> 
 
     found = []
     for line in transactions.splitlines():
-        at, action, actor, rest = (line.split("|", 3) + ["", "", ""])[:4]
+        at, action, actor, rest = [*line.split("|", 3), "", "", ""][:4]
         where = _WHERE.match(rest)
         if action not in _LIMIT_ACTIONS or where is None:
             continue
@@ -183,8 +183,8 @@ def quota_changes(transactions: str, associations: str, qos: str, tres: str) -> 
             if key is not None and action == "Modify QOS":
                 key = qos_names.get(key, key)
             text = _limit_words(column, one.group(2) if one else value, qos_names, tres_names)
-            for k in [key] if key is not None else keys:
-                if text:
+            if text:  # a QOS list only tidied up
+                for k in keys if key is None else [key]:
                     words.setdefault(k, []).append(text)
         try:
             when = datetime.fromtimestamp(int(at), UTC)
