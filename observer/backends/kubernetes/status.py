@@ -377,8 +377,9 @@ def quota_changes(quota: client.V1ResourceQuota) -> list[QuotaChange]:
     latest write (an Update or Apply of the object, not of its status) owns some of them,
     with the values it owns now. The API server keeps no history: a manager's earlier
     writes are gone, as are limits another manager has since taken over."""
-    meta = quota.metadata
+    meta = quota.metadata or client.V1ObjectMeta()
     hard = (quota.spec.hard if quota.spec else None) or {}
+    subject = {"tenant": meta.namespace or "", "quota": meta.name or ""}
     changes = []
     for entry in meta.managed_fields or []:
         owned = ((entry.fields_v1 or {}).get("f:spec") or {}).get("f:hard") or {}
@@ -389,7 +390,7 @@ def quota_changes(quota: client.V1ResourceQuota) -> list[QuotaChange]:
             QuotaChange(
                 at=entry.time,
                 actor=entry.manager or "",
-                subject={"tenant": meta.namespace, "quota": meta.name},
+                subject=subject,
                 change=", ".join(f"{key}={hard[key]}" for key in sorted(limits)),
             )
         )
