@@ -1,8 +1,9 @@
 """Pure reading of Slurm 22.05's answers into the observer's words: `squeue --json` and
 `sinfo --json` (openapi/v0.0.38) into JobStatus and SchedulerNode, `sacct --parsable2` into
 JobStatus, `sbatch --parsable` into a job id, `sacctmgr list transactions` into the limit
-changes people made. A shape or state this reader does not know is a
-BackendError, not a guess.
+changes people made. A shape or state this reader does not know is a BackendError, not a
+guess; a transaction is the exception: one not read as a limit change is passed over, since
+an error would hold up the job listing read with it, again at every retry.
 
 - `squeue --json` lists every job slurmctld still holds (finished ones for MinJobAge,
   default 300 s) and ignores `--jobs`/`--states`; its `exit_code` is the raw wait status.
