@@ -21,6 +21,7 @@ SCHEDULER_OPERATIONS = (
     "jobs",
     "probe_jobs",
     "finished_jobs",
+    "quota_changes",
     "cancel",
     "logs",
     "submit",

@@ -90,7 +90,8 @@ class InterventionSource(StrEnum):
 
 @dataclass(frozen=True, slots=True)
 class StoredIntervention:
-    """A manual intervention: when, by whom, why, on what (e.g. {"node": "gpu-07"})."""
+    """A manual intervention: when, by whom, why, on what (e.g. {"node": "gpu-07"}). A
+    detected one says what was done in detail["action"]."""
 
     at: datetime
     by: str
@@ -99,6 +100,9 @@ class StoredIntervention:
     source: InterventionSource = InterventionSource.RECORDED
     detail: Mapping[str, JsonValue] = field(default_factory=dict)
 
+
+# detail["action"] of a quota change the platform recorded, stored as it is read
+QUOTA_CHANGED = "quota_changed"
 
 DELIVERY_FAILED = "failed"
 

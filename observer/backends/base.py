@@ -8,7 +8,7 @@ errors: they come back as AccessAttempts."""
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Collection, Iterable
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol
@@ -41,6 +41,18 @@ class FinishedJobs:
     note: str = ""
 
 
+@dataclass(frozen=True, slots=True)
+class QuotaChange:
+    """Someone changed a tenant's or a queue's limits: when, who (the platform's account of
+    the person), on what ({"tenant": ...}, with "user" for one user's limits within it, or
+    {"qos": ...}), and the change in the platform's own words ("GrpTRES=gres/gpu=4")."""
+
+    at: datetime
+    actor: str
+    subject: Mapping[str, str]
+    change: str
+
+
 class SchedulerBackend(Protocol):
     def submit(self, request: JobRequest) -> str:
         """Submit a probe; return the platform's job id."""
@@ -70,6 +82,11 @@ class SchedulerBackend(Protocol):
     def finished_jobs(self, since: datetime, until: datetime) -> FinishedJobs:
         """Every job of every tenant, the observer's and everyone else's, that finished in
         [since, until): the platform's task and failure counts."""
+        ...
+
+    def quota_changes(self, since: datetime, until: datetime) -> list[QuotaChange]:
+        """Every change of a tenant's or queue's limits made in [since, until), in the order
+        they were made: the platform's own record of who changed what."""
         ...
 
     def probe_isolation(self, as_tenant: str, other_tenant: str) -> list[AccessAttempt]:

@@ -10,7 +10,7 @@ from typing import TypeVar
 
 from prometheus_client import Counter
 
-from observer.backends.base import FinishedJobs, SchedulerBackend
+from observer.backends.base import FinishedJobs, QuotaChange, SchedulerBackend
 from observer.domain import AccessAttempt, JobRequest, JobStatus, SchedulerSnapshot
 from observer.errors import ProbeError
 
@@ -53,6 +53,9 @@ class CountedBackend:
 
     def finished_jobs(self, since: datetime, until: datetime) -> FinishedJobs:
         return self._call("finished_jobs", lambda: self._backend.finished_jobs(since, until))
+
+    def quota_changes(self, since: datetime, until: datetime) -> list[QuotaChange]:
+        return self._call("quota_changes", lambda: self._backend.quota_changes(since, until))
 
     def probe_isolation(self, as_tenant: str, other_tenant: str) -> list[AccessAttempt]:
         return self._call(

@@ -16,11 +16,11 @@ import itertools
 import threading
 from collections import deque
 from collections.abc import Collection, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from enum import StrEnum
 
-from observer.backends.base import FinishedJobs, queue_states
+from observer.backends.base import FinishedJobs, QuotaChange, queue_states
 from observer.clock import Clock
 from observer.domain import (
     CANARY_MARK,
@@ -153,6 +153,7 @@ class SimulatedCluster:
         self._ids = itertools.count(1)
         self._history: deque[JobStatus] = deque()  # finished jobs forgotten by _jobs
         self._history_lost_until: datetime | None = None  # latest end dropped from it
+        self._quota_changes: list[QuotaChange] = []
 
     # --- SchedulerBackend -------------------------------------------------------------
 
@@ -233,6 +234,10 @@ class SimulatedCluster:
             "" if complete else f"jobs that finished before {lost} are forgotten",
         )
 
+    def quota_changes(self, since: datetime, until: datetime) -> list[QuotaChange]:
+        self._play()
+        return [c for c in self._quota_changes if since <= c.at < until]
+
     def snapshot(self) -> SchedulerSnapshot:
         self._play()
         now = self._clock.now()
@@ -305,6 +310,16 @@ class SimulatedCluster:
     def drain(self, node: str, reason: str) -> None:
         self._play()
         self.drained[node] = reason
+
+    def change_quota(self, tenant: str, gpus: int | None, actor: str) -> None:
+        """`actor` sets the tenant's GPU quota (None: no limit) now, as an admin would."""
+        self._play()
+        self.tenants[tenant] = replace(self.tenants[tenant], quota_gpus=gpus)
+        change = f"quota_gpus={-1 if gpus is None else gpus}"
+        self._quota_changes.append(
+            QuotaChange(self._clock.now(), actor, {"tenant": tenant}, change)
+        )
+        self._schedule(self._clock.now())
 
     def resume(self, node: str) -> None:
         self._play()

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from queue import SimpleQueue
 
-from observer.backends.base import FinishedJobs, SchedulerBackend
+from observer.backends.base import FinishedJobs, QuotaChange, SchedulerBackend
 from observer.clock import Clock
 from observer.controller.detect import Detection
 from observer.controller.runs import ProbeRunner
@@ -23,7 +23,17 @@ from observer.logs import get_logger
 from observer.metrics import ControllerMetrics
 from observer.probes.catalog import ProbeSpec
 from observer.probes.windows import Calendar
-from observer.records import JOB_SLOT, ControllerRun, JobOrigin, JobSlot, JobTally, job_slot
+from observer.records import (
+    JOB_SLOT,
+    QUOTA_CHANGED,
+    ControllerRun,
+    InterventionSource,
+    JobOrigin,
+    JobSlot,
+    JobTally,
+    StoredIntervention,
+    job_slot,
+)
 from observer.reports.build.causes import MARGIN, Classified, classify_job
 from observer.storage.store import Store
 
@@ -158,12 +168,17 @@ class Controller:
     def tally_jobs(self) -> list[JobSlot]:
         """Count every tenant's jobs that finished since the last listing ended (from the
         start of its slot, so a slot's counts are replaced whole) up to now, each failed one
-        by its cause. A listing that fails raises, stores nothing, and the next one covers
+        by its cause, and store the quota changes made in that time as detected
+        interventions. A listing that fails raises, stores nothing, and the next one covers
         the same time again."""
         now = self._clock.now()
         since = job_slot(self.store.jobs_listed_until() or now)
         listing = self.backend.finished_jobs(since, now)
+        changes = self.backend.quota_changes(since, now)
         slots = tally_slots(listing, self._job_classifier(listing))
+        # before the slots: they mark the period read, and the changes are stored once
+        for change in changes:
+            self.store.add_detected_intervention(quota_intervention(change))
         self.store.save_job_slots(slots)
         return slots
 
@@ -201,6 +216,18 @@ class Controller:
         if self._run is not None:
             self.store.controller_stopped(self._run.id, self._clock.now())
         return cancelled
+
+
+def quota_intervention(change: QuotaChange) -> StoredIntervention:
+    """A quota change the platform recorded, as the intervention it is."""
+    return StoredIntervention(
+        at=change.at,
+        by=change.actor,
+        reason=change.change,
+        subject=dict(change.subject),
+        source=InterventionSource.DETECTED,
+        detail={"action": QUOTA_CHANGED, "change": change.change},
+    )
 
 
 def tally_slots(

@@ -20,6 +20,21 @@ class InterventionsRepository(Repository):
         with self._errors("saving an intervention"), self._engine.begin() as connection:
             connection.execute(sa.insert(interventions_table), [_INTERVENTION.row(intervention)])
 
+    def add_detected_intervention(self, intervention: StoredIntervention) -> bool:
+        """Store a detected intervention unless the same one (at, by, subject, reason) is
+        stored already, as a period read again after a restart or a retry finds it again;
+        whether it was new."""
+        t = interventions_table
+        query = _INTERVENTION.select().where(
+            t.c.at == intervention.at, t.c.by == intervention.by, t.c.reason == intervention.reason
+        )
+        with self._errors("saving an intervention"), self._engine.begin() as connection:
+            same = [_INTERVENTION.value(row) for row in connection.execute(query)]
+            if any(dict(i.subject) == dict(intervention.subject) for i in same):
+                return False
+            connection.execute(sa.insert(interventions_table), [_INTERVENTION.row(intervention)])
+        return True
+
     def interventions(self, since: datetime, until: datetime) -> list[StoredIntervention]:
         """Interventions at [since, until), in the order they happened."""
         t = interventions_table

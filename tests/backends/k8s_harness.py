@@ -104,13 +104,16 @@ def _pod_gpus(spec: dict[str, Any]) -> int:
 
 class _ApiServer(kmock.KubernetesEmulator):
     """kmock's emulator, plus what a real API server does by itself: uid, creationTimestamp
-    and namespace on create, ResourceQuota admission (403 "exceeded quota") and Pod Security
-    admission (403 "violates PodSecurity")."""
+    and namespace on create, a ResourceQuota's managedFields (each manager's latest Update of
+    spec.hard and the limits it owns), ResourceQuota admission (403 "exceeded quota") and
+    Pod Security admission (403 "violates PodSecurity")."""
 
     def __init__(self, clock: ManualClock) -> None:
         super().__init__()
         self.clock = clock
         self.quotas: dict[str, Quota] = {}
+        # (namespace, name) -> a ResourceQuota object's managedFields, as the server keeps them
+        self.quota_managers: dict[tuple[str, str], list[dict[str, Any]]] = {}
         # namespace -> its labels (kmock cannot hold Namespace objects)
         self.namespace_labels: dict[str, dict[str, str]] = {}
         # bearer token -> the tenant namespace it belongs to; None: an administrator's token
@@ -132,7 +135,42 @@ class _ApiServer(kmock.KubernetesEmulator):
             meta.setdefault("creationTimestamp", timestamp(self.clock.now()))
             if request.namespace:
                 meta.setdefault("namespace", request.namespace)
+        if request.resource is not None and request.resource.plural == "resourcequotas":
+            self._manage_fields(request)
         return await super()._handle(request)
+
+    def _manage_fields(self, request: kmock.Request) -> None:
+        """The writer of spec.hard limits owns them from now on (an Update takes them over
+        from any other manager); its entry's time is this write's."""
+        if request.action not in (kmock.action.CREATE, kmock.action.UPDATE):
+            return
+        if not isinstance(request.data, dict):
+            return
+        meta = request.data.setdefault("metadata", {})
+        key = (request.namespace or meta.get("namespace", ""), request.name or meta.get("name"))
+        written = {f"f:{k}": {} for k in ((request.data.get("spec") or {}).get("hard") or {})}
+        agent = next((v for k, v in request.headers.items() if k.lower() == "user-agent"), "")
+        manager = request.params.get("fieldManager") or agent.split("/")[0]
+        entries = []
+        for entry in self.quota_managers.get(key, []):
+            hard = entry["fieldsV1"]["f:spec"]["f:hard"]
+            owned = {k: v for k, v in hard.items() if k not in written}
+            if entry["manager"] == manager:
+                written = {**owned, **written}
+            elif owned:
+                entries.append({**entry, "fieldsV1": {"f:spec": {"f:hard": owned}}})
+        entries.append(
+            {
+                "manager": manager,
+                "operation": "Update",
+                "apiVersion": "v1",
+                "time": timestamp(self.clock.now()),
+                "fieldsType": "FieldsV1",
+                "fieldsV1": {"f:spec": {"f:hard": written}},
+            }
+        )
+        self.quota_managers[key] = entries
+        meta["managedFields"] = entries
 
     def _authorize(self, request: kmock.Request) -> None:
         """Authentication, then RBAC, before anything is looked up: what the real one does."""
@@ -359,9 +397,27 @@ class KubernetesHarness:
         self._update_jobs()
 
     def set_quota(
-        self, namespace: str, *, gpus: int | None = None, jobs: int | None = None
+        self,
+        namespace: str,
+        *,
+        gpus: int | None = None,
+        jobs: int | None = None,
+        by: str = "kubectl-edit",
     ) -> None:
-        self.server.quotas[namespace] = Quota(f"{namespace}-quota", gpus=gpus, jobs=jobs)
+        """`by` (its field manager) creates or changes the namespace's ResourceQuota."""
+        quota = Quota(f"{namespace}-quota", gpus=gpus, jobs=jobs)
+        exists = namespace in self.server.quotas
+        self.server.quotas[namespace] = quota
+        hard = {
+            key: str(value)
+            for key, value in ((f"requests.{GPU}", gpus), ("count/jobs.batch", jobs))
+            if value is not None
+        }
+        body = {"metadata": {"name": quota.name}, "spec": {"hard": hard}}
+        if exists:
+            self.core.patch_namespaced_resource_quota(quota.name, namespace, body, field_manager=by)
+        else:
+            self.core.create_namespaced_resource_quota(namespace, body, field_manager=by)
 
     def grant_cross_namespace(
         self, tenant: str, other: str, resources: tuple[str, ...] = TENANT_READABLE

@@ -551,3 +551,23 @@ def test_a_missing_kubeconfig_is_a_config_error(tmp_path: Path) -> None:
 
     with pytest.raises(ConfigError, match="kubernetes: "):
         KubernetesBackend(settings, SystemClock())
+
+
+def test_who_last_changed_a_tenants_quota_reads_from_its_managed_fields(
+    k8s: KubernetesHarness,
+) -> None:
+    before = k8s.clock.now()
+    k8s.set_quota("research", gpus=8, jobs=10, by="kubectl-create")
+    k8s.clock.advance(60)
+    lowered = k8s.clock.now()
+    k8s.set_quota("research", gpus=4, by="ops-carol")
+    until = k8s.clock.now() + timedelta(seconds=1)
+
+    changes = k8s.backend.quota_changes(before, until)
+
+    subject = {"tenant": "research", "quota": "research-quota"}
+    assert [(c.at, c.actor, dict(c.subject), c.change) for c in changes] == [
+        (before.replace(microsecond=0), "kubectl-create", subject, "count/jobs.batch=10"),
+        (lowered.replace(microsecond=0), "ops-carol", subject, "requests.nvidia.com/gpu=4"),
+    ]
+    assert k8s.backend.quota_changes(before, lowered) == changes[:1]

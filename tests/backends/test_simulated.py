@@ -321,6 +321,30 @@ def test_a_job_asking_more_than_the_tenants_whole_quota_is_refused_at_submit(
     assert cluster.snapshot().jobs == ()
 
 
+def test_a_quota_changed_by_an_admin_applies_at_once_and_is_recorded_with_who_changed_it(
+    make_cluster: MakeCluster, clock: ManualClock
+) -> None:
+    cluster = make_cluster(nodes=(8,), tenants=(TenantSpec("capped", quota_gpus=4),))
+    clock.advance(10)
+    cluster.change_quota("capped", 1, actor="ops-carol")
+    clock.advance(10)
+    cluster.change_quota("capped", None, actor="ops-dan")
+    clock.advance(10)
+
+    [lowered, lifted] = cluster.quota_changes(T0, clock.now())
+    assert (lowered.at, lowered.actor, dict(lowered.subject)) == (
+        at(10),
+        "ops-carol",
+        {"tenant": "capped"},
+    )
+    assert (lifted.at, lifted.actor) == (at(20), "ops-dan")
+    assert cluster.quota_changes(T0, at(10)) == []
+    assert status(cluster, submit(cluster, "capped", workload(gpus=8))).started_at == at(30)
+    cluster.change_quota("capped", 2, actor="ops-carol")
+    with pytest.raises(ProbeError, match="quota"):
+        submit(cluster, "capped", workload(gpus=3))
+
+
 def test_a_job_for_an_unknown_tenant_is_refused_at_submit(make_cluster: MakeCluster) -> None:
     cluster = make_cluster()
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from prometheus_client import CollectorRegistry
 
-from observer.backends.base import FinishedJobs, SchedulerBackend
+from observer.backends.base import FinishedJobs, QuotaChange, SchedulerBackend
 from observer.clock import ManualClock
 from observer.controller.compose import build_backend, build_controller
 from observer.controller.service import Controller, PlanEntry
@@ -62,6 +62,9 @@ class FailingFor:
 
     def finished_jobs(self, since: datetime, until: datetime) -> FinishedJobs:
         return self._backend.finished_jobs(since, until)
+
+    def quota_changes(self, since: datetime, until: datetime) -> list[QuotaChange]:
+        return self._backend.quota_changes(since, until)
 
     def probe_isolation(self, as_tenant: str, other_tenant: str) -> list[AccessAttempt]:
         return self._backend.probe_isolation(as_tenant, other_tenant)

@@ -1,10 +1,12 @@
 """The controller counts every tenant's finished jobs, not only its probes: each listing
 from where the last one ended, stored per quarter hour, no period skipped when a listing
 fails or the controller restarts; each failed job counted by its cause, from what happened on
-its nodes while it ran."""
+its nodes while it ran; every quota changed in that time stored once as a detected
+intervention, with who changed it."""
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -27,8 +29,11 @@ from observer.domain import (
 )
 from observer.errors import BackendError
 from observer.metrics import ControllerMetrics
-from observer.records import JobOrigin, JobSlot, JobTally
+from observer.records import InterventionSource, JobOrigin, JobSlot, JobTally
 from observer.reports.build.causes import classify_job
+from observer.reports.build.daily import build_daily
+from observer.reports.inputs import load_daily
+from observer.reports.render.daily import render_daily
 from observer.settings import Settings
 from observer.storage.database import upgrade
 from observer.storage.store import Store
@@ -92,7 +97,8 @@ class Platform:
                 "controller": {
                     "tenants": [{"name": "research"}, {"name": "prod"}],
                     "simulation": {"nodes": 2, "gpus_per_node": 4},
-                }
+                },
+                "reports": {"soak_started_at": T0.isoformat()},
             }
         )
         self.clock = ManualClock(T0 + timedelta(minutes=7))
@@ -287,3 +293,65 @@ def test_the_observers_own_probes_are_tallied_apart_from_the_tenants_jobs(platfo
         (JobOrigin.OBSERVER, JobPhase.FAILED, 1),
         (JobOrigin.TENANT, JobPhase.FAILED, 1),
     ]
+
+
+def test_a_quota_changed_during_the_soak_is_stored_once_with_who_changed_it(platform: Platform):
+    platform.controller.tally_jobs()  # 02:07
+    platform.clock.advance(120)
+    platform.cluster.change_quota("research", 2, actor="ops-carol")  # 02:09
+    platform.clock.advance(60)
+    platform.controller.tally_jobs()  # 02:10
+    platform.controller.tally_jobs()  # again, at once
+    platform.clock.advance(600)
+    platform.controller = platform.new_controller()  # restarted: lists from 02:00 again
+    platform.controller.tally_jobs()
+
+    [stored] = platform.store.interventions(T0, T0 + timedelta(hours=1))
+    assert (stored.at, stored.by, stored.subject) == (
+        T0 + timedelta(minutes=9),
+        "ops-carol",
+        {"tenant": "research"},
+    )
+    assert stored.source is InterventionSource.DETECTED
+    assert stored.detail["action"] == "quota_changed"
+    assert "2" in stored.reason  # the platform's own words for the new limit
+
+
+def test_a_failed_quota_read_is_read_again_with_the_next_listing(platform: Platform):
+    platform.controller.tally_jobs()  # 02:07
+    platform.cluster.change_quota("prod", 1, actor="ops-dan")
+    platform.clock.advance(600)
+    platform.cluster.faults.reachable = False
+    with pytest.raises(BackendError):
+        platform.controller.tally_jobs()
+    assert platform.store.interventions(T0, T0 + timedelta(hours=1)) == []
+
+    platform.cluster.faults.reachable = True
+    platform.clock.advance(600)
+    platform.controller.tally_jobs()
+    assert [i.by for i in platform.store.interventions(T0, T0 + timedelta(hours=1))] == ["ops-dan"]
+
+
+def test_the_daily_summary_lists_a_quota_change_with_its_actor_and_time(platform: Platform):
+    platform.controller.tally_jobs()
+    platform.clock.advance(180)
+    platform.cluster.change_quota("research", 2, actor="ops-carol")  # 02:10 UTC
+    platform.clock.advance(60)
+    platform.controller.tally_jobs()
+    day = T0.date()
+    tomorrow = datetime(day.year, day.month, day.day, tzinfo=UTC) + timedelta(days=2)
+
+    report = build_daily(load_daily(platform.store, platform.settings, day, tomorrow))
+    en, zh = render_daily(report, "en"), render_daily(report, "zh-CN")
+
+    [item] = json.loads(en.json)["manual_interventions"]["items"]
+    assert (item["by"], item["subject"], item["action"]) == (
+        "ops-carol",
+        {"tenant": "research"},
+        "quota_changed",
+    )
+    [row] = [line for line in en.markdown.splitlines() if "ops-carol" in line]
+    assert "quota changed" in row and "02:10" in row and "tenant=research" in row
+    assert "detected" in row
+    [row] = [line for line in zh.markdown.splitlines() if "ops-carol" in line]
+    assert "配额变更" in row and "02:10" in row

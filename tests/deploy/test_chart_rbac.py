@@ -40,9 +40,10 @@ def grant(api_class: str, method: str) -> tuple[Grant, bool]:
     assert action in VERBS, f"{api_class}.{method}: a verb the test does not map"
     cluster_wide = rest.endswith("_for_all_namespaces") or not rest.startswith("namespaced_")
     kind = rest.removesuffix("_for_all_namespaces").removeprefix("namespaced_")
-    kind, _, subresource = kind.partition("_")
-    assert not subresource or subresource in SUBRESOURCES, f"{method}: kind {kind}_{subresource}?"
-    resource = f"{kind}s" + (f"/{subresource}" if subresource else "")
+    # resource_quota -> resourcequotas; pod_log -> pods/log
+    head, _, last = kind.rpartition("_")
+    kind, subresource = (head, last) if head and last in SUBRESOURCES else (kind, "")
+    resource = f"{kind.replace('_', '')}s" + (f"/{subresource}" if subresource else "")
     return (api_group(api_class), resource, VERBS[action]), not cluster_wide
 
 
@@ -117,6 +118,10 @@ def test_the_call_reader_names_verbs_resources_and_scope():
     assert grant("CoreV1Api", "list_pod_for_all_namespaces") == (("", "pods", "list"), False)
     assert grant("CoreV1Api", "list_node") == (("", "nodes", "list"), False)
     assert grant("BatchV1Api", "delete_namespaced_job") == (("batch", "jobs", "delete"), True)
+    assert grant("CoreV1Api", "list_namespaced_resource_quota") == (
+        ("", "resourcequotas", "list"),
+        True,
+    )
 
 
 def test_the_adapter_calls_something_in_each_scope():

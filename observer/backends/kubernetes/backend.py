@@ -20,6 +20,7 @@ from observer.backends.base import (
     MANAGED_BY_LABEL,
     RUN_ID_LABEL,
     FinishedJobs,
+    QuotaChange,
     queue_states,
 )
 from observer.backends.kubernetes import isolation
@@ -46,6 +47,7 @@ from observer.backends.kubernetes.status import (
     pod_phase,
     pod_spec_gpus,
     pod_template,
+    quota_changes,
     scheduler_node,
 )
 from observer.clock import Clock
@@ -244,6 +246,19 @@ class KubernetesBackend:
             ),
             jobs=tuple(jobs),
         )
+
+    def quota_changes(self, since: datetime, until: datetime) -> list[QuotaChange]:
+        # Each manager's latest write of each tenant namespace's ResourceQuotas: the API
+        # server keeps no history, so a manager that changed one twice in a period shows
+        # its last change.
+        changes: list[QuotaChange] = []
+        for namespace in self._settings.namespaces:
+            with api(f"list resource quotas in {namespace}"):
+                quotas = self._core.list_namespaced_resource_quota(
+                    namespace, _request_timeout=self._timeout
+                ).items
+            changes += [c for q in quotas for c in quota_changes(q) if since <= c.at < until]
+        return sorted(changes, key=lambda c: c.at)
 
     def probe_isolation(self, as_tenant: str, other_tenant: str) -> list[AccessAttempt]:
         return isolation.probe(self._settings, as_tenant, other_tenant)

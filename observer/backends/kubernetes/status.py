@@ -3,7 +3,8 @@
 A Job's status comes from its conditions, its pods' container states, the scheduler's
 PodScheduled condition and Warning events; other tenants' work is a group of pods with the id
 "<namespace>/<owner kind>/<owner name>" ("<namespace>/pod/<pod name>" for a bare pod); a node
-is its Ready condition, cordon, taints and GPUs.
+is its Ready condition, cordon, taints and GPUs; a ResourceQuota's changes are its managers'
+latest writes of spec.hard (metadata.managedFields).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from datetime import UTC, datetime
 
 from kubernetes import client
 
-from observer.backends.base import MANAGED_BY, MANAGED_BY_LABEL, RUN_ID_LABEL
+from observer.backends.base import MANAGED_BY, MANAGED_BY_LABEL, RUN_ID_LABEL, QuotaChange
 from observer.backends.kubernetes.manifests import QUEUE_LABEL
 from observer.domain import JobPhase, JobStatus, SchedulerNode
 from observer.errors import BackendError
@@ -369,3 +370,28 @@ def _quantity(value: str | None) -> int:
 
 def _utc(moment: datetime | None) -> datetime | None:
     return moment.astimezone(UTC) if moment is not None else None
+
+
+def quota_changes(quota: client.V1ResourceQuota) -> list[QuotaChange]:
+    """Who last set which of the quota's hard limits, and when: one change per manager whose
+    latest write (an Update or Apply of the object, not of its status) owns some of them,
+    with the values it owns now. The API server keeps no history: a manager's earlier
+    writes are gone, as are limits another manager has since taken over."""
+    meta = quota.metadata or client.V1ObjectMeta()
+    hard = (quota.spec.hard if quota.spec else None) or {}
+    subject = {"tenant": meta.namespace or "", "quota": meta.name or ""}
+    changes = []
+    for entry in meta.managed_fields or []:
+        owned = ((entry.fields_v1 or {}).get("f:spec") or {}).get("f:hard") or {}
+        limits = [key.removeprefix("f:") for key in owned if key.removeprefix("f:") in hard]
+        if entry.subresource or entry.time is None or not limits:
+            continue
+        changes.append(
+            QuotaChange(
+                at=entry.time,
+                actor=entry.manager or "",
+                subject=subject,
+                change=", ".join(f"{key}={hard[key]}" for key in sorted(limits)),
+            )
+        )
+    return sorted(changes, key=lambda c: c.at)

@@ -6,6 +6,8 @@ relies on:
 
 - slurmctld forgets a job MinJobAge after it ends; slurmdbd keeps every job of every user, so
   jobs() falls back to sacct and finished_jobs() asks sacct alone.
+- `sacctmgr list transactions Start= End=` lists slurmdbd's changes made in [Start, End),
+  to the second, read in sacctmgr's timezone like sacct's -S/-E.
 - `sacct --state=<final states> -S -E` lists the jobs that ended in the period, bounds
   included (slurmdbd compares their end time); sacct reads -S/-E in its own timezone, so
   they are given in UTC with TZ=UTC.
@@ -16,12 +18,13 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable
 from datetime import UTC, datetime
 
-from observer.backends.base import FinishedJobs, queue_states
+from observer.backends.base import FinishedJobs, QuotaChange, queue_states
 from observer.backends.slurm.commands import CommandTimeout, SlurmCommands, slurm_words, unreachable
 from observer.backends.slurm.isolation import IsolationProbe
 from observer.backends.slurm.parse import (
     SACCT_FIELDS,
     parse_sacct,
+    quota_changes,
     sbatch_job_id,
     sinfo_nodes,
     squeue_jobs,
@@ -116,6 +119,23 @@ class SlurmBackend:
         ]
         return FinishedJobs(since, until, tuple(ended), complete=True)
 
+    def quota_changes(self, since: datetime, until: datetime) -> list[QuotaChange]:
+        # whole seconds down on both ends: the next period starts where this one stopped
+        transactions = self._sacctmgr(
+            "transactions",
+            f"Start={_sacct_time(since)}",
+            f"End={_sacct_time(until)}",
+            "format=Time,Action,Actor,Where,Info",
+        )
+        if not any(f"|Modify {kind}|" in transactions for kind in ("Associations", "QOS")):
+            return []
+        return quota_changes(
+            transactions,
+            self._sacctmgr("associations", "withdeleted", "format=ID,Account,User"),
+            self._sacctmgr("qos", "withdeleted", "format=ID,Name"),
+            self._sacctmgr("tres", "withdeleted", "format=ID,Type,Name"),
+        )
+
     def snapshot(self) -> SchedulerSnapshot:
         at = self._clock.now()
         active = [s for s in self._squeue() if not s.phase.finished]
@@ -149,6 +169,17 @@ class SlurmBackend:
         if done.returncode != 0:
             raise BackendError(f"sacct failed: {slurm_words(done.stderr)}")
         return parse_sacct(done.stdout)
+
+    def _sacctmgr(self, entity: str, *options: str) -> str:
+        """What `sacctmgr list <entity> <options>` printed, parsable, from slurmdbd."""
+        done = self._commands.run(
+            "sacctmgr",
+            ["--parsable2", "--noheader", "list", entity, *options],
+            env={"SLURM_TIME_FORMAT": "%s", "TZ": "UTC"},
+        )
+        if done.returncode != 0:
+            raise BackendError(f"sacctmgr list {entity} failed: {slurm_words(done.stderr)}")
+        return done.stdout
 
     def _squeue(self) -> list[JobStatus]:
         return squeue_jobs(self._commands.json("squeue"))

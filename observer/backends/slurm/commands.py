@@ -1,6 +1,6 @@
-"""Running Slurm's programs (sbatch, squeue, sacct, sinfo, scancel, scontrol): each call is its
-own process with a timeout, as the observer or as a tenant's user, and its failures become
-BackendError or ProbeError in Slurm's own words.
+"""Running Slurm's programs (sbatch, squeue, sacct, sacctmgr, sinfo, scancel, scontrol): each
+call is its own process with a timeout, as the observer or as a tenant's user, and its
+failures become BackendError or ProbeError in Slurm's own words.
 
 `squeue --json` and `sinfo --json` of 22.05 exit 0 with an `errors` list when slurmctld cannot
 be reached (after ~9 s of retries); the list is what says so.

@@ -70,7 +70,8 @@ class AlertFigures:
 class InterventionItem:
     at: datetime
     source: str  # "recorded" | "detected"
-    action: str  # detected: drain, resume, cordon, uncordon, taints_changed, job_cancelled
+    # detected: drain, resume, cordon, uncordon, taints_changed, job_cancelled, quota_changed
+    action: str
     by: str  # "" when the platform does not say who
     reason: str
     subject: Mapping[str, str]
@@ -239,8 +240,12 @@ def alert_figures(data: PeriodData, context: ReportContext) -> AlertFigures:
 
 
 def intervention_figures(data: PeriodData, match_seconds: float) -> InterventionFigures:
-    recorded = list(data.interventions)
-    detected = detected_interventions.detect(data.nodes_at_start, data.node_changes, data.runs)
+    # The store holds what people recorded and what the platform's own records showed
+    # (quota changes); node changes and runs are read for the rest.
+    recorded = [i for i in data.interventions if i.source is InterventionSource.RECORDED]
+    stored = [i for i in data.interventions if i.source is InterventionSource.DETECTED]
+    seen = detected_interventions.detect(data.nodes_at_start, data.node_changes, data.runs)
+    detected = sorted([*seen, *stored], key=lambda i: (i.at, sorted(i.subject.items())))
     records = detected_interventions.audit(detected, recorded, match_seconds)
     # A record that audits a detected intervention is that intervention's, not another one.
     auditing = {id(r) for r in records if r is not None}

@@ -5,8 +5,10 @@ Detected from the node change log: a node drained (Slurm) with a reason the plat
 set by itself, a node resumed (Slurm never undrains by itself), a node cordoned or uncordoned
 (Kubernetes' SchedulingDisabled), a node's taints changed other than by the platform's own
 controllers. From probe runs: a run cancelled by anyone but the controller (scancel by an
-admin, a Job or pod deleted). Only what the observer stores is seen: pods of other tenants'
-jobs and node changes between two snapshots that undo each other are not.
+admin, a Job or pod deleted). Quota changes are not derived here: the controller reads them
+from the platform's own records and stores them detected. Only what the observer stores is
+seen: pods of other tenants' jobs and node changes between two snapshots that undo each other
+are not.
 """
 
 from __future__ import annotations

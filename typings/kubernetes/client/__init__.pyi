@@ -65,6 +65,15 @@ class CoreV1Api:
     def read_namespaced_secret(
         self, name: str, namespace: str, *, _request_timeout: _Timeout = None
     ) -> V1Secret: ...
+    def list_namespaced_resource_quota(
+        self, namespace: str, *, _request_timeout: _Timeout = None
+    ) -> V1ResourceQuotaList: ...
+    def create_namespaced_resource_quota(
+        self, namespace: str, body: _Body, *, field_manager: str | None = None
+    ) -> V1ResourceQuota: ...
+    def patch_namespaced_resource_quota(
+        self, name: str, namespace: str, body: _Body, *, field_manager: str | None = None
+    ) -> V1ResourceQuota: ...
     def create_node(self, body: _Body) -> V1Node: ...
     def patch_node(self, name: str, body: _Body) -> V1Node: ...
     def patch_node_status(self, name: str, body: _Body) -> V1Node: ...
@@ -110,6 +119,13 @@ class V1OwnerReference:
     uid: str
     controller: bool | None
 
+class V1ManagedFieldsEntry:
+    manager: str | None
+    operation: str | None
+    subresource: str | None
+    time: datetime | None
+    fields_v1: dict[str, Any] | None  # FieldsV1: {"f:spec": {"f:hard": {"f:<key>": {}}}}
+
 class V1ObjectMeta:
     name: str | None
     namespace: str | None
@@ -118,6 +134,7 @@ class V1ObjectMeta:
     creation_timestamp: datetime | None
     deletion_timestamp: datetime | None
     owner_references: list[V1OwnerReference] | None
+    managed_fields: list[V1ManagedFieldsEntry] | None
     def __init__(
         self,
         *,
@@ -408,6 +425,16 @@ class V1Node:
 
 class V1NodeList:
     items: list[V1Node]
+
+class V1ResourceQuotaSpec:
+    hard: dict[str, str] | None
+
+class V1ResourceQuota:
+    metadata: V1ObjectMeta | None
+    spec: V1ResourceQuotaSpec | None
+
+class V1ResourceQuotaList:
+    items: list[V1ResourceQuota]
 
 class V1Secret:
     metadata: V1ObjectMeta | None
