@@ -174,7 +174,7 @@ def test_the_observers_own_probes_are_counted_apart_among_every_tenants_jobs():
     assert (exit_code.count, exit_code.by_observer) == (5, 4)
     en = render_daily(report, "en").markdown
     assert "| of which the observer's own probes | 10 |" in en
-    assert "| of which the observer's probes failed (expected failures too" in en
+    assert "| of which the observer's probes (expected failures too) | 4 |" in en
     assert "| application (code or data) | NonZeroExitCode | 5 | prod 4, research 1 | 4 |" in en
     zh = render_daily(report, "zh-CN").markdown
     assert "| 其中观测器自身的探测任务 | 10 |" in zh

@@ -39,8 +39,7 @@ CATALOG: dict[str, dict[str, str]] = {
         "fig.all_jobs_failed": "All jobs failed",
         "fig.all_jobs_cancelled": "All jobs cancelled",
         "fig.all_jobs_observer_total": "of which the observer's own probes",
-        "fig.all_jobs_observer_failed": "of which the observer's probes failed (expected "
-        "failures too: the probe tables judge them)",
+        "fig.all_jobs_observer_failed": "of which the observer's probes (expected failures too)",
         "fig.queue_wait_avg": "Average queue wait",
         "fig.queue_wait_p50": "Queue wait p50",
         "fig.queue_wait_p95": "Queue wait p95",
@@ -570,7 +569,7 @@ CATALOG: dict[str, dict[str, str]] = {
         "fig.all_jobs_failed": "全部作业失败数",
         "fig.all_jobs_cancelled": "全部作业取消数",
         "fig.all_jobs_observer_total": "其中观测器自身的探测任务",
-        "fig.all_jobs_observer_failed": "其中观测器探测任务失败数（含预期失败，见探测表）",
+        "fig.all_jobs_observer_failed": "其中观测器探测任务（含预期失败）",
         "fig.queue_wait_avg": "平均排队等待",
         "fig.queue_wait_p50": "排队等待 p50",
         "fig.queue_wait_p95": "排队等待 p95",

@@ -211,10 +211,10 @@ def _all_job_blocks(
             [w("col.figure"), w("col.day"), w("col.previous_day"), w("col.soak_to_date")],
             [
                 row("fig.all_jobs_total", lambda a: a.total),
-                row("fig.all_jobs_failed", lambda a: a.failed),
-                row("fig.all_jobs_cancelled", lambda a: a.cancelled),
                 row("fig.all_jobs_observer_total", lambda a: a.by_observer.total),
+                row("fig.all_jobs_failed", lambda a: a.failed),
                 row("fig.all_jobs_observer_failed", lambda a: a.by_observer.failed),
+                row("fig.all_jobs_cancelled", lambda a: a.cancelled),
             ],
             cell_css={w("word.not_observed"): "not_observed"},
         ),
