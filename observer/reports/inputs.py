@@ -249,6 +249,8 @@ def load_verdict(
             intervention_match_seconds=rules.verdict_intervention_match_seconds,
             fairness_persistence_k=fair.persistence_k,
             fairness_persistence_m=fair.persistence_m,
+            later_utilisation_share_of_allocated=rules.later_utilisation_share_of_allocated,
+            later_quota_hold_seconds=rules.later_quota_hold_seconds,
         ),
         provisional=provisional,
     )

@@ -122,3 +122,18 @@ class ReportSettings(Group):
         description="A detected intervention counts as audited when a recorded one names the "
         "same subject within this.",
     )
+    later_utilisation_share_of_allocated: float = Field(
+        0.75,
+        gt=0,
+        le=1,
+        description="A pool whose average GPU utilisation stays below this share of the share "
+        "of its GPUs allocated is a later optimisation in the verdict: jobs hold GPUs they "
+        "barely use (never blocks a launch).",
+    )
+    later_quota_hold_seconds: float = Field(
+        3600.0,
+        gt=0,
+        description="A tenant whose jobs were held by its quota longer than this is a later "
+        "optimisation in the verdict: its quota is smaller than its work (never blocks a "
+        "launch).",
+    )

@@ -180,4 +180,6 @@ RULES = VerdictRules(
     intervention_match_seconds=3600,
     fairness_persistence_k=3,
     fairness_persistence_m=5,
+    later_utilisation_share_of_allocated=0.75,
+    later_quota_hold_seconds=3600,
 )

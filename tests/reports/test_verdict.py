@@ -4,6 +4,7 @@ with its scope, and only a soak that showed everything is a go."""
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 from datetime import timedelta
 
@@ -11,6 +12,7 @@ from observer.domain import Expectation, Finding, FindingKind, Outcome, ProbeRun
 from observer.records import ControllerRun, StoredIntervention, StoredNodeChange
 from observer.reports.build.criteria import CRITERIA, FailureClass, Status
 from observer.reports.build.data import (
+    Allocation,
     GpuUsage,
     Period,
     PeriodData,
@@ -158,11 +160,14 @@ def test_persistent_unfairness_and_unexplained_waits_limit_the_launch():
         for n in v.scope
         if n.key == "scope.where" and n.params["criterion"] == "no_persistent_unfairness"
     ]
-    assert (unfairness.params["tenants"], unfairness.params["windows"]) == ("prod", "weekday-peak")
+    assert unfairness.params["subject"] == {"tenants": ["prod"], "windows": ["weekday-peak"]}
     waited = {r.tenant for r in _healthy_runs()[:2]}
     [may_go] = [n for n in v.scope if n.key == "scope.may_go"]
     left = {r.tenant for r in _healthy_runs()} - waited - {"prod"}
-    assert may_go.params["tenants"] == (", ".join(sorted(left)) or "—")
+    assert may_go.params["subject"] == {
+        **({"tenants": sorted(left)} if left else {}),
+        "pools": ["a"],
+    }
     assert {n.key for n in v.reverification} >= {
         "reverify.no_persistent_unfairness",
         "reverify.queue_explainable",
@@ -338,3 +343,199 @@ def test_a_layer_blind_beyond_its_share_leaves_its_criteria_not_observed():
     assert lag.evidence[-1].params["layer"] == "prometheus"
     assert v.recommendation is Recommendation.LIMITED_GO
     assert v.observation_rule.params == {"layer_limit_share": 0.1, "blind_limit_share": 0.5}
+
+
+def _lines_under(markdown: str, heading: str) -> list[str]:
+    """The list items right under a line of the rendered verdict."""
+    after = markdown.split(f"\n{heading}\n\n", 1)[1]
+    return after.split("\n\n", 1)[0].splitlines()
+
+
+def test_the_tiers_list_each_failed_criterion_in_its_class_with_its_subject():
+    leak = finding("allocated_without_job", at(3), at(4), severity=Severity.CRITICAL, node="n1")
+    unfair = finding("persistent_unfairness", at(12), None, tenant="prod", window="weekday-peak")
+    throttled = finding("gpu_clock_slowdown", at(11), at(12), node="n2")
+    v = _verdict(_soak(findings=[leak, unfair, throttled]))
+    tiers = {
+        tier: [(i.criterion, i.subjects.params()) for i in items] for tier, items in v.tiers.items()
+    }
+    assert tiers == {
+        FailureClass.MUST_FIX: [
+            ("no_unreleased_resources", {"pools": ["a"], "nodes": ["n1"], "windows": ["night"]})
+        ],
+        FailureClass.LIMITED_LAUNCH: [
+            ("no_persistent_unfairness", {"tenants": ["prod"], "windows": ["weekday-peak"]})
+        ],
+        FailureClass.LATER_OPTIMISATION: [
+            ("gpu_health", {"pools": ["a"], "nodes": ["n2"], "windows": ["weekday-peak"]})
+        ],
+    }
+    by_criterion = {c.criterion: c for c in v.criteria}
+    for items in v.tiers.values():
+        for item in items:
+            assert item.evidence == by_criterion[item.criterion].evidence[0]
+    assert v.recommendation is Recommendation.NO_GO
+
+    en = render_verdict(v, "en").markdown
+    [must] = _lines_under(en, "Must fix")
+    assert must.startswith("- No unreleased resources: Leaks: 1; allocated but idle: 0")
+    assert must.endswith("Concerns pools a; nodes n1; windows night.")
+    [later] = _lines_under(en, "Later optimisation")
+    assert later.startswith("- GPU and node health: 0 fatal GPU faults")
+    assert later.endswith("Concerns pools a; nodes n2; windows weekday-peak.")
+    zh = render_verdict(v, "zh-CN").markdown
+    [limited] = _lines_under(zh, "限制上线")
+    assert limited.startswith("- 无持续性不公平：有公平性探测的窗口次数")
+    assert limited.endswith("涉及租户 prod；时间窗口 weekday-peak。")
+    assert _lines_under(zh, "必须修复") and _lines_under(zh, "后续优化")
+
+    data = json.loads(render_verdict(v, "en").json)
+    assert [i["criterion"] for i in data["tiers"]["must_fix"]] == ["no_unreleased_resources"]
+    assert data["tiers"]["must_fix"][0]["text"] == must.removeprefix("- ")
+    assert data["tiers"]["limited_launch"][0]["subjects"] == {
+        "tenants": ["prod"],
+        "windows": ["weekday-peak"],
+    }
+
+
+def test_an_empty_tier_says_none():
+    v = _verdict()
+    assert all(items == () for items in v.tiers.values())
+    for language, tiers, none in (
+        ("en", ("Must fix", "Limited launch", "Later optimisation"), "- none"),
+        ("zh-CN", ("必须修复", "限制上线", "后续优化"), "- 无"),
+    ):
+        markdown = render_verdict(v, language).markdown
+        assert [_lines_under(markdown, t) for t in tiers] == [[none]] * 3
+
+
+def _allocated(used: dict[str, int], allocated_share: dict[str, float]) -> PeriodData:
+    """A soak whose pools averaged `used` percent with `allocated_share` of their GPUs."""
+    histograms = {pool: UtilizationHistogram.of([p] * 7) for pool, p in used.items()}
+    return _soak(
+        gpu=GpuUsage(
+            overall=UtilizationHistogram.of([50] * 7),
+            by_pool=histograms,
+            nodes=frozenset({"n1", "n2"}),
+        ),
+        allocation=Allocation(
+            total_gpu_seconds=dict.fromkeys(used, 1000.0),
+            allocated_gpu_seconds={pool: 1000.0 * s for pool, s in allocated_share.items()},
+        ),
+    )
+
+
+def test_utilisation_far_below_allocation_is_a_later_optimisation_naming_the_pool():
+    # 29 % used against 43 % allocated: under three quarters of it; 40 % against 50 % is not.
+    v = _verdict(_allocated({"a": 29, "b": 40}, {"a": 0.43, "b": 0.5}))
+    assert v.recommendation is Recommendation.GO  # later optimisation never blocks
+    assert v.scope == ()
+    [low] = v.later
+    assert (low.criterion, low.status, low.failure_class) == (
+        "low_utilisation",
+        Status.FAIL,
+        FailureClass.LATER_OPTIMISATION,
+    )
+    assert low.subjects.params() == {"pools": ["a"]}
+    assert [i.criterion for i in v.tiers[FailureClass.LATER_OPTIMISATION]] == ["low_utilisation"]
+    [line] = _lines_under(render_verdict(v, "en").markdown, "Later optimisation")
+    assert line == (
+        "- GPU utilisation against allocation: Pool a: GPU utilisation averaged 29.0% against "
+        "43.0% of its GPUs allocated (below 75.0% of the allocation). Concerns pools a."
+    )
+    [line] = _lines_under(render_verdict(v, "zh-CN").markdown, "后续优化")
+    assert line == (
+        "- GPU 利用率与分配量：资源池 a：GPU 平均利用率 29.0%，已分配 GPU 占 43.0%"
+        "（低于分配量的 75.0%）。涉及资源池 a。"
+    )
+    assert [
+        c["criterion"] for c in json.loads(render_verdict(v, "en").json)["later_optimisations"]
+    ] == ["low_utilisation"]
+
+
+def test_utilisation_near_its_allocation_is_no_optimisation():
+    v = _verdict(_allocated({"a": 40}, {"a": 0.5}))
+    assert v.later == () and v.tiers[FailureClass.LATER_OPTIMISATION] == ()
+
+
+def test_work_held_long_by_its_quota_is_a_later_optimisation_naming_the_tenant():
+    held = run(tenant="research", wait_seconds=7200, pending={"QuotaExceeded": 7200.0})
+    # The quota probe is meant to be held: its hold is no optimisation.
+    probe = run(
+        "quota",
+        "prod",
+        wait_seconds=None,
+        expectation=Expectation.BLOCKED,
+        pending={"QuotaExceeded": 9000.0},
+        reason="QuotaExceeded",
+    )
+    short = run(tenant="prod", wait_seconds=600, pending={"QuotaExceeded": 600.0})
+    v = _verdict(_soak(runs=[*_healthy_runs(), held, probe, short]))
+    assert v.recommendation is Recommendation.GO
+    [holds] = v.later
+    assert holds.criterion == "long_quota_holds"
+    assert holds.subjects.params() == {"tenants": ["research"]}
+    assert holds.evidence[0].params == {
+        "tenant": "research",
+        "longest_seconds": 7200.0,
+        "limit_seconds": RULES.later_quota_hold_seconds,
+    }
+    en = render_verdict(v, "en").markdown
+    assert "Tenant research: work held by its quota for up to 2 h (bound 1 h)." in en
+
+
+def test_a_reverification_step_names_the_node_the_probe_the_window_and_the_watch():
+    lost = finding("gpu_lost", at(10), at(11), node="n2")
+    v = _verdict(_soak(findings=[lost]))
+    assert _status(v)["gpu_health"] == (Status.FAIL, FailureClass.LIMITED_LAUNCH)
+    [step] = [n for n in v.reverification if n.key == "reverify.gpu_health"]
+    assert v.reverification[-1].key == "reverify.rerun"
+    assert step.params["subject"] == {"pools": ["a"], "nodes": ["n2"], "windows": ["weekday-peak"]}
+    assert step.params["probes"] == "gpu-busy"
+    assert "gpu_lost" in str(step.params["detectors"]).split(", ")
+    plan = _lines_under(render_verdict(v, "en").markdown, "## Re-verification plan")
+    [en] = [line for line in plan if "GPU and node health:" in line]
+    assert (
+        "GPU and node health: with agents reading Xid events, rerun gpu-busy on pools a; "
+        "nodes n2; windows weekday-peak for 1 d; pass when no finding of "
+    ) in en
+    plan = _lines_under(render_verdict(v, "zh-CN").markdown, "## 复验计划")
+    [zh] = [line for line in plan if "GPU 与节点健康：" in line]
+    assert "于资源池 a；节点 n2；时间窗口 weekday-peak 重新运行 gpu-busy，持续 1 天" in zh
+
+
+def test_unfairness_is_watched_for_the_windows_its_persistence_rule_needs():
+    unfair = finding("persistent_unfairness", at(12), None, tenant="prod", window="weekday-peak")
+    v = _verdict(_soak(findings=[unfair]))
+    [step] = [n for n in v.reverification if n.key == "reverify.no_persistent_unfairness"]
+    assert step.params["occurrences"] == RULES.fairness_persistence_m
+    en = render_verdict(v, "en").markdown
+    assert (
+        "rerun fairness under contention on tenants prod; windows weekday-peak for 5 occurrences "
+        "of each window; pass when no finding of persistent_unfairness opens."
+    ) in en
+
+
+def test_a_criterion_without_findings_is_reverified_on_the_whole_platform():
+    runs = [r for r in _healthy_runs() if r.probe != "isolation"]
+    v = _verdict(_soak(runs=runs))
+    [step] = [n for n in v.reverification if n.key == "reverify.tenant_isolation"]
+    assert step.params["subject"] == {}
+    assert "rerun isolation for every tenant on the whole platform for 1 d" in (
+        render_verdict(v, "en").markdown
+    )
+    assert "为每个租户于整个平台 重新运行 isolation" in render_verdict(v, "zh-CN").markdown
+
+
+def test_the_scope_names_only_the_parts_a_criterion_concerns():
+    unfair = finding("persistent_unfairness", at(12), None, tenant="prod", window="weekday-peak")
+    v = _verdict(_soak(findings=[unfair]))
+    en = render_verdict(v, "en").markdown
+    assert "- No persistent unfairness concerns tenants prod; windows weekday-peak.\n" in en
+    assert (
+        "- Not named by any blocking or limiting criterion, so where a launch can begin: "
+        "tenants research; pools a.\n" in en
+    )
+    zh = render_verdict(v, "zh-CN").markdown
+    assert "- 无持续性不公平涉及租户 prod；时间窗口 weekday-peak。\n" in zh
+    assert "—" not in "\n".join(line for line in en.splitlines() if "concerns" in line)

@@ -25,7 +25,7 @@ from observer.domain import (
     ProbeRun,
     Severity,
 )
-from observer.probes.windows import occurrence_of
+from observer.probes.windows import Calendar, occurrence_of
 from observer.records import controller_not_running, overlap_seconds
 from observer.reports.build import health
 from observer.reports.build.causes import Cause, classify
@@ -99,18 +99,30 @@ class VerdictRules:
     intervention_match_seconds: float
     fairness_persistence_k: int
     fairness_persistence_m: int
+    later_utilisation_share_of_allocated: float
+    later_quota_hold_seconds: float
 
 
 @dataclass(frozen=True, slots=True)
 class Subjects:
-    """Who and where a failed criterion concerns, from the findings behind it."""
+    """Who and where a failed criterion concerns, from the findings behind it: `jobs`, the
+    probe runs or jobs they name; `windows`, those they name or opened in; `pools`, of their
+    nodes (the verdict knows the pools)."""
 
     tenants: tuple[str, ...] = ()
-    windows: tuple[str, ...] = ()
+    pools: tuple[str, ...] = ()
     nodes: tuple[str, ...] = ()
+    jobs: tuple[str, ...] = ()
+    pipelines: tuple[str, ...] = ()
+    windows: tuple[str, ...] = ()
 
     def __bool__(self) -> bool:
-        return bool(self.tenants or self.windows or self.nodes)
+        return any(self.params().values())
+
+    def params(self) -> dict[str, list[str]]:
+        """The parts that name something, in this order: a Note's `subject` parameter."""
+        parts = {f: list(getattr(self, f)) for f in self.__dataclass_fields__}
+        return {part: names for part, names in parts.items() if names}
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,17 +146,17 @@ def judge(
     """Every criterion, in the order of CRITERIA, on the evidence alone (layers.observed then
     judges what the soak could not see)."""
     return (
-        _queue_explainable(soak, rules),
+        _queue_explainable(soak, context, rules),
         _monitoring_linked(soak, context),
         _quota_enforced(soak.runs),
         _failure_evidence(soak, rules),
-        _no_unreleased(soak, owners),
+        _no_unreleased(soak, context, owners),
         _no_log_loss(soak, context),
         _monitoring_lag(soak, context, rules),
         _no_unfairness(soak, context, rules),
         _interventions_audited(soak, interventions),
-        _isolation(soak),
-        _gpu_health(soak),
+        _isolation(soak, context),
+        _gpu_health(soak, context),
     )
 
 
@@ -155,6 +167,7 @@ def _result(
     failure: FailureClass | None = None,
     findings: Iterable[Finding] = (),
     period: Period | None = None,
+    calendar: Calendar | None = None,
 ) -> CriterionResult:
     failed = failure if status is Status.FAIL else None
     behind = list(findings)
@@ -167,17 +180,22 @@ def _result(
         class_reason=None if failed is None else Note(f"class.{criterion}.{failed.value}"),
         evidence=tuple(evidence),
         findings=items,
-        subjects=_subjects(behind) if failed else Subjects(),
+        subjects=_subjects(behind, calendar) if failed else Subjects(),
     )
 
 
-def _subjects(findings: Sequence[Finding]) -> Subjects:
-    def values(key: str) -> set[str]:
-        return {f.subject[key] for f in findings if f.subject.get(key)}
+def _subjects(findings: Sequence[Finding], calendar: Calendar | None) -> Subjects:
+    def values(*keys: str) -> tuple[str, ...]:
+        return tuple(sorted({f.subject[k] for f in findings for k in keys if f.subject.get(k)}))
 
-    windows = values("window") | {w for f in findings for w in _strings(f.evidence.get("windows"))}
+    named = {w for f in findings for w in _strings(f.evidence.get("windows"))}
+    fell_in = {w for f in findings for w in calendar.windows_at(f.opened_at)} if calendar else set()
     return Subjects(
-        tuple(sorted(values("tenant"))), tuple(sorted(windows)), tuple(sorted(values("node")))
+        tenants=values("tenant"),
+        nodes=values("node"),
+        jobs=values("run_id", "job_id"),
+        pipelines=values("pipeline"),
+        windows=tuple(sorted(set(values("window")) | named | fell_in)),
     )
 
 
@@ -194,7 +212,9 @@ def _waited(run: ProbeRun) -> bool:
     return (run.queue_wait_seconds or 0.0) > 0 or sum(run.pending_reasons.values()) > 0
 
 
-def _queue_explainable(soak: PeriodData, rules: VerdictRules) -> CriterionResult:
+def _queue_explainable(
+    soak: PeriodData, context: ReportContext, rules: VerdictRules
+) -> CriterionResult:
     name = "queue_explainable"
     runs = list(soak.runs)
     waited = [r for r in runs if _waited(r)]
@@ -231,6 +251,7 @@ def _queue_explainable(soak: PeriodData, rules: VerdictRules) -> CriterionResult
         FailureClass.LIMITED_LAUNCH,
         unexplained,
         soak.period,
+        context.calendar,
     )
 
 
@@ -279,6 +300,7 @@ def _monitoring_linked(soak: PeriodData, context: ReportContext) -> CriterionRes
         FailureClass.LIMITED_LAUNCH,
         busy_lag,
         soak.period,
+        context.calendar,
     )
 
 
@@ -391,7 +413,9 @@ def _bare(run: ProbeRun) -> bool:
     return not run.reason or (not run.message and run.exit_code is None)
 
 
-def _no_unreleased(soak: PeriodData, owners: OwnerStateFigures) -> CriterionResult:
+def _no_unreleased(
+    soak: PeriodData, context: ReportContext, owners: OwnerStateFigures
+) -> CriterionResult:
     name = "no_unreleased_resources"
     leaks = _of(soak.findings, LEAK_DETECTORS)
     idle = _of(soak.findings, IDLE_DETECTORS)
@@ -405,10 +429,18 @@ def _no_unreleased(soak: PeriodData, owners: OwnerStateFigures) -> CriterionResu
         # Memory held after its job ended shows only on nodes that knew the job had ended.
         evidence.append(owner_state_note("ev", owners))
     if leaks:
-        return _result(name, Status.FAIL, evidence, FailureClass.MUST_FIX, leaks, soak.period)
+        return _result(
+            name, Status.FAIL, evidence, FailureClass.MUST_FIX, leaks, soak.period, context.calendar
+        )
     if idle:
         return _result(
-            name, Status.FAIL, evidence, FailureClass.LATER_OPTIMISATION, idle, soak.period
+            name,
+            Status.FAIL,
+            evidence,
+            FailureClass.LATER_OPTIMISATION,
+            idle,
+            soak.period,
+            context.calendar,
         )
     if not soak.gpu.nodes:
         # The scheduler alone cannot see memory held after a job ended.
@@ -447,13 +479,13 @@ def _no_log_loss(soak: PeriodData, context: ReportContext) -> CriterionResult:
             },
         )
     ]
-    period = soak.period
+    where = (soak.period, context.calendar)
     if missing:
-        return _result(name, Status.FAIL, evidence, FailureClass.MUST_FIX, missing, period)
+        return _result(name, Status.FAIL, evidence, FailureClass.MUST_FIX, missing, *where)
     if lost:
-        return _result(name, Status.FAIL, evidence, FailureClass.LIMITED_LAUNCH, lost, period)
+        return _result(name, Status.FAIL, evidence, FailureClass.LIMITED_LAUNCH, lost, *where)
     if late:
-        return _result(name, Status.FAIL, evidence, FailureClass.LATER_OPTIMISATION, late, period)
+        return _result(name, Status.FAIL, evidence, FailureClass.LATER_OPTIMISATION, late, *where)
     return _result(name, Status.PASS, evidence)
 
 
@@ -494,6 +526,7 @@ def _monitoring_lag(
         FailureClass.LIMITED_LAUNCH,
         over,
         soak.period,
+        context.calendar,
     )
 
 
@@ -529,6 +562,7 @@ def _no_unfairness(
         FailureClass.LIMITED_LAUNCH,
         unfair,
         soak.period,
+        context.calendar,
     )
 
 
@@ -569,7 +603,7 @@ def _interventions_audited(soak: PeriodData, interventions: InterventionFigures)
     )
 
 
-def _isolation(soak: PeriodData) -> CriterionResult:
+def _isolation(soak: PeriodData, context: ReportContext) -> CriterionResult:
     """The isolation probe's cross-tenant reads, and the node agents' processes on GPUs their
     pod or job was not given (a container that sees every GPU): either is a breach."""
     name = "tenant_isolation"
@@ -586,11 +620,19 @@ def _isolation(soak: PeriodData) -> CriterionResult:
     if soak.gpu.nodes or crossed:
         evidence.append(Note("ev.gpu_isolation", {"findings": len(crossed)}))
     if breaches or crossed:
-        return _result(name, Status.FAIL, evidence, FailureClass.MUST_FIX, crossed, soak.period)
+        return _result(
+            name,
+            Status.FAIL,
+            evidence,
+            FailureClass.MUST_FIX,
+            crossed,
+            soak.period,
+            context.calendar,
+        )
     return _result(name, Status.PASS if tries else Status.NOT_OBSERVED, evidence)
 
 
-def _gpu_health(soak: PeriodData) -> CriterionResult:
+def _gpu_health(soak: PeriodData, context: ReportContext) -> CriterionResult:
     """The GPUs' and nodes' health as the agents saw it, and the platform's reaction: a node
     kept in service after a fatal fault, or fatal faults recurring on a node, must be fixed;
     any fatal fault or GPU error limits the launch (its nodes named); throttling alone is a
@@ -615,12 +657,28 @@ def _gpu_health(soak: PeriodData) -> CriterionResult:
     ]
     shown = in_service + fatal + errors
     if in_service or _recurring(fatal):
-        return _result(name, Status.FAIL, evidence, FailureClass.MUST_FIX, shown, soak.period)
+        return _result(
+            name, Status.FAIL, evidence, FailureClass.MUST_FIX, shown, soak.period, context.calendar
+        )
     if fatal or errors:
-        return _result(name, Status.FAIL, evidence, FailureClass.LIMITED_LAUNCH, shown, soak.period)
+        return _result(
+            name,
+            Status.FAIL,
+            evidence,
+            FailureClass.LIMITED_LAUNCH,
+            shown,
+            soak.period,
+            context.calendar,
+        )
     if throttled:
         return _result(
-            name, Status.FAIL, evidence, FailureClass.LATER_OPTIMISATION, throttled, soak.period
+            name,
+            Status.FAIL,
+            evidence,
+            FailureClass.LATER_OPTIMISATION,
+            throttled,
+            soak.period,
+            context.calendar,
         )
     if not soak.gpu.nodes:
         return _result(name, Status.NOT_OBSERVED, [*evidence, Note("ev.no_gpu_samples")])

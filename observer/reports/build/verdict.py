@@ -1,5 +1,7 @@
 """The go-live verdict over the whole soak: the criteria as judged (see criteria), a
-recommendation with its scope, the plan to verify again, and the soak day by day. Pure.
+recommendation with its scope, the three tiers of what to fix (must fix, limited launch,
+later optimisation, the data's later optimisations among them: see later), the plan to verify
+again (see plan), and the soak day by day. Pure.
 
 A criterion not observed, or a probe of the plan the soak did not exercise (never run, or a
 burst whose copies were never in flight together), keeps a plain go out of reach; over the
@@ -16,6 +18,7 @@ from observer.reports.build.criteria import (
     CriterionResult,
     FailureClass,
     Status,
+    Subjects,
     VerdictRules,
     judge,
 )
@@ -28,10 +31,10 @@ from observer.reports.build.figures import (
     task_figures,
     wait_stats,
 )
+from observer.reports.build.later import later_checks
 from observer.reports.build.layers import observed
 from observer.reports.build.notes import Note
-
-MIN_REVERIFY_DAYS = 7  # a working week and a weekend: every window occurs
+from observer.reports.build.plan import plan
 
 
 class Recommendation(StrEnum):
@@ -64,6 +67,16 @@ class DayLine:
 
 
 @dataclass(frozen=True, slots=True)
+class TierItem:
+    """A failed criterion, or a later optimisation of the data, in its tier: its first
+    evidence and whom and where it concerns."""
+
+    criterion: str
+    evidence: Note
+    subjects: Subjects
+
+
+@dataclass(frozen=True, slots=True)
 class Verdict:
     soak_started_at: datetime
     soak_ended_at: datetime
@@ -72,6 +85,8 @@ class Verdict:
     days: tuple[DayLine, ...]
     criteria: tuple[CriterionResult, ...]
     recommendation: Recommendation
+    tiers: Mapping[FailureClass, tuple[TierItem, ...]]  # every class, in FailureClass order
+    later: tuple[CriterionResult, ...]  # the data's later optimisations (see later)
     scope: tuple[Note, ...]
     observation_rule: Note  # when a criterion counts as observed, stated in the report
     reverification: tuple[Note, ...]
@@ -83,13 +98,18 @@ def build_verdict(inputs: VerdictInputs) -> Verdict:
     figures = period_figures(
         soak, context, rules.intervention_match_seconds, rules.layer_blind_max_share
     )
-    criteria = observed(
-        judge(soak, context, rules, figures.interventions, figures.owners),
-        figures.blind,
-        figures.owners,
-        soak.period.seconds,
-        rules.layer_blind_max_share,
+    pool_of = {n.name: n.pool for n in soak.nodes_at_start if n.pool}
+    criteria = tuple(
+        _with_pools(c, pool_of)
+        for c in observed(
+            judge(soak, context, rules, figures.interventions, figures.owners),
+            figures.blind,
+            figures.owners,
+            soak.period.seconds,
+            rules.layer_blind_max_share,
+        )
     )
+    later = later_checks(figures.gpu, soak, rules)
 
     recommendation, scope = _recommend(criteria, figures, rules, soak, context.planned_copies)
     return Verdict(
@@ -100,6 +120,8 @@ def build_verdict(inputs: VerdictInputs) -> Verdict:
         days=tuple(_days(inputs)),
         criteria=criteria,
         recommendation=recommendation,
+        tiers=_tiers([*criteria, *later]),
+        later=later,
         scope=scope,
         observation_rule=Note(
             "scope.rule",
@@ -108,12 +130,28 @@ def build_verdict(inputs: VerdictInputs) -> Verdict:
                 "blind_limit_share": rules.blind_max_share,
             },
         ),
-        reverification=_plan(criteria, context, rules),
+        reverification=plan(criteria, context, rules),
         provisional=inputs.provisional,
     )
 
 
-# --- recommendation and plan -------------------------------------------------------------
+# --- recommendation and tiers ------------------------------------------------------------
+
+
+def _with_pools(c: CriterionResult, pool_of: Mapping[str, str | None]) -> CriterionResult:
+    pools = tuple(sorted({p for n in c.subjects.nodes if (p := pool_of.get(n))}))
+    return replace(c, subjects=replace(c.subjects, pools=pools)) if pools else c
+
+
+def _tiers(failed: Sequence[CriterionResult]) -> dict[FailureClass, tuple[TierItem, ...]]:
+    return {
+        tier: tuple(
+            TierItem(c.criterion, c.evidence[0], c.subjects)
+            for c in failed
+            if c.status is Status.FAIL and c.failure_class is tier and c.evidence
+        )
+        for tier in FailureClass
+    }
 
 
 def _recommend(
@@ -186,49 +224,19 @@ def _who_and_where(
 ) -> tuple[list[Note], list[Note]]:
     """The tenants, windows, nodes and pools each blocking or limiting criterion concerns,
     and those no such criterion names: where a launch may begin (one team, one pool first)."""
-    pool_of = {n.name: n.pool for n in soak.nodes_at_start if n.pool}
-    where = []
-    named_tenants: set[str] = set()
-    named_pools: set[str] = set()
-    for c in failed:
-        s = c.subjects
-        if not s:
-            continue
-        pools = sorted({pool_of[n] for n in s.nodes if n in pool_of})
-        named_tenants.update(s.tenants)
-        named_pools.update(pools)
-        where.append(
-            Note(
-                "scope.where",
-                {
-                    "criterion": c.criterion,
-                    "tenants": ", ".join(s.tenants) or "—",
-                    "windows": ", ".join(s.windows) or "—",
-                    "nodes": ", ".join(s.nodes) or "—",
-                    "pools": ", ".join(pools) or "—",
-                },
-            )
-        )
-    tenants = sorted({r.tenant for r in soak.runs} - named_tenants)
-    pools = sorted(set(pool_of.values()) - named_pools)
-    if not where or not (tenants or pools):
-        return where, []
-    may_go = {"tenants": ", ".join(tenants) or "—", "pools": ", ".join(pools) or "—"}
-    return where, [Note("scope.may_go", may_go)]
-
-
-def _plan(
-    criteria: Sequence[CriterionResult], context: ReportContext, rules: VerdictRules
-) -> tuple[Note, ...]:
-    steps = [
-        Note(f"reverify.{c.criterion}", {"k": rules.fairness_persistence_k})
-        for c in criteria
-        if c.status is not Status.PASS
+    where = [
+        Note("scope.where", {"criterion": c.criterion, "subject": c.subjects.params()})
+        for c in failed
+        if c.subjects
     ]
-    windows = ", ".join(w.name for w in context.calendar.windows) or "-"
-    days = max(MIN_REVERIFY_DAYS, rules.fairness_persistence_m)
-    steps.append(Note("reverify.rerun", {"days": days, "windows": windows}))
-    return tuple(steps)
+    tenants = {r.tenant for r in soak.runs} - {t for c in failed for t in c.subjects.tenants}
+    pools = {n.pool for n in soak.nodes_at_start if n.pool} - {
+        p for c in failed for p in c.subjects.pools
+    }
+    left = Subjects(tenants=tuple(sorted(tenants)), pools=tuple(sorted(pools)))
+    if not where or not left:
+        return where, []
+    return where, [Note("scope.may_go", {"subject": left.params()})]
 
 
 # --- per day -----------------------------------------------------------------------------

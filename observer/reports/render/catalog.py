@@ -387,9 +387,6 @@ CATALOG: dict[str, dict[str, str]] = {
         "fault; nodes: {nodes}.",
         "scope.gpu_health": "Only the pools and nodes whose GPUs stayed healthy; the others "
         "after their GPUs are replaced or cleared.",
-        "reverify.gpu_health": "Run gpu-busy probes on the affected nodes with agents reading "
-        "Xid events; pass when no fatal fault recurs and each faulty node leaves service within "
-        "detectors.gpu_in_service.grace_seconds.",
         "crit.monitoring_lag_bound": "Monitoring lag within bound",
         "crit.no_persistent_unfairness": "No persistent unfairness",
         "crit.interventions_audited": "Manual interventions audited",
@@ -480,10 +477,6 @@ CATALOG: dict[str, dict[str, str]] = {
         "assignments).",
         # scope
         "scope.must_fix": "Blocker: {criterion}.",
-        "scope.where": "{criterion} concerns tenants {tenants}; windows {windows}; nodes "
-        "{nodes} (pools {pools}).",
-        "scope.may_go": "Not named by any blocking or limiting criterion, so where a launch "
-        "can begin: tenants {tenants}; pools {pools}.",
         "scope.queue_explainable": "Tell tenants that some waits cannot yet be explained; "
         "no wait-time promise.",
         "scope.monitoring_linked": "Only nodes and workloads the monitoring covers; no SLO on "
@@ -511,29 +504,68 @@ CATALOG: dict[str, dict[str, str]] = {
         "passed; over {blind_limit_share} of blind time in all, the verdict is not decidable.",
         "scope.alerts_incomplete": "Alert counts are incomplete: Alertmanager could not be read "
         "for {blind_seconds} of the soak, when a missing alert means not seen, not none.",
+        # tiers and subjects
+        "sec.tiers": "Three-tier summary",
+        "tier.must_fix": "Must fix",
+        "tier.limited_launch": "Limited launch",
+        "tier.later_optimisation": "Later optimisation",
+        "tier.item": "{criterion}: {evidence} Concerns {subject}.",
+        "subject.tenants": "tenants {names}",
+        "subject.pools": "pools {names}",
+        "subject.nodes": "nodes {names}",
+        "subject.jobs": "tasks {names}",
+        "subject.pipelines": "pipelines {names}",
+        "subject.windows": "windows {names}",
+        "subject.separator": "; ",
+        "subject.none": "the whole platform",
+        "sec.later": "Later optimisations from the data",
+        "crit.low_utilisation": "GPU utilisation against allocation",
+        "crit.long_quota_holds": "Work held by its quota",
+        "class.low_utilisation.later_optimisation": "GPUs are allocated far more than they are "
+        "used: jobs hold GPUs they barely use; right-size requests or share GPUs.",
+        "class.long_quota_holds.later_optimisation": "Work waits long on its tenant's own quota: "
+        "the quota is smaller than the work; resize it.",
+        "ev.low_utilisation": "Pool {pool}: GPU utilisation averaged {utilisation_share} against "
+        "{allocated_share} of its GPUs allocated (below {limit_share} of the allocation).",
+        "ev.quota_hold": "Tenant {tenant}: work held by its quota for up to {longest_seconds} "
+        "(bound {limit_seconds}).",
+        "scope.where": "{criterion} concerns {subject}.",
+        "scope.may_go": "Not named by any blocking or limiting criterion, so where a launch "
+        "can begin: {subject}.",
         # re-verification
-        "reverify.queue_explainable": "Run probes in every window under load; pass when the "
-        "platform explains nearly every wait (no unexplained_wait beyond the share).",
-        "reverify.monitoring_linked": "Run agents on every GPU node and the gpu-busy probe in "
-        "each window; pass when every node is sampled and no gpu_busy_lag opens.",
-        "reverify.quota_enforced": "Run the quota probe for every tenant with a quota; pass "
-        "when every run is refused or held with the quota named.",
-        "reverify.failure_evidence": "Run fail-exit, fail-command, fail-image and fail-oom in "
-        "every window; pass when each ends the expected way with reason and explanation.",
-        "reverify.no_unreleased_resources": "Run the plan with agents on every node, each "
-        "reading its owner directory (agent.owners: the kubelet or slurmd); pass when no "
-        "unreleased-resource condition opens.",
-        "reverify.no_log_loss": "Run log-canary probes through the production log pipeline, "
-        "across log rotations; pass when no line is lost.",
-        "reverify.monitoring_lag_bound": "Set controller.prometheus_url and run the gpu-busy "
-        "probe; pass when no lag condition outlasts the bound.",
-        "reverify.no_persistent_unfairness": "Run fairness probes in each window for at least "
-        "{k} occurrences under contention; pass when no persistent_unfairness opens.",
-        "reverify.interventions_audited": "Record every manual change with `observer "
-        "intervention add`; pass when every detected intervention has its record.",
-        "reverify.tenant_isolation": "Run the isolation probe for every tenant, with agents "
-        "reading their owner directory on every node; pass when every read of another tenant's "
-        "work is refused and no gpu_not_assigned opens.",
+        "reverify.queue_explainable": "{criterion}: rerun {probes} under load on {subject} for "
+        "{watch_seconds}; pass when the platform explains nearly every wait (findings of "
+        "{detectors} within the share).",
+        "reverify.monitoring_linked": "{criterion}: with agents on every GPU node, rerun {probes} "
+        "on {subject} for {watch_seconds}; pass when every node is sampled and no finding of "
+        "{detectors} (gpu_busy_lag) opens.",
+        "reverify.quota_enforced": "{criterion}: rerun {probes} for every tenant with a quota on "
+        "{subject} for {watch_seconds}; pass when every run is refused or held with the quota "
+        "named.",
+        "reverify.failure_evidence": "{criterion}: rerun {probes} on {subject} for "
+        "{watch_seconds}; pass when each ends the expected way with the platform's reason and "
+        "explanation.",
+        "reverify.no_unreleased_resources": "{criterion}: with agents on every node reading their "
+        "owner directory (agent.owners: the kubelet or slurmd), rerun {probes} on {subject} for "
+        "{watch_seconds}; pass when no finding of {detectors} opens there.",
+        "reverify.no_log_loss": "{criterion}: rerun {probes} through the production log "
+        "pipeline, across log rotations, on {subject} for {watch_seconds}; pass when no finding "
+        "of {detectors} opens there.",
+        "reverify.monitoring_lag_bound": "{criterion}: with controller.prometheus_url set, rerun "
+        "{probes} on {subject} for {watch_seconds}; pass when no finding of {detectors} outlasts "
+        "the bound.",
+        "reverify.no_persistent_unfairness": "{criterion}: rerun {probes} under contention on "
+        "{subject} for {occurrences} occurrences of each window; pass when no finding of "
+        "{detectors} opens.",
+        "reverify.interventions_audited": "{criterion}: record every manual change on {subject} "
+        "with `observer intervention add` for {watch_seconds}; pass when every detected "
+        "intervention has its record.",
+        "reverify.tenant_isolation": "{criterion}: with agents reading their owner directory on "
+        "every node, rerun {probes} for every tenant on {subject} for {watch_seconds}; pass when "
+        "every read of another tenant's work is refused and no finding of {detectors} opens.",
+        "reverify.gpu_health": "{criterion}: with agents reading Xid events, rerun {probes} on "
+        "{subject} for {watch_seconds}; pass when no finding of {detectors} opens there and each "
+        "faulty node leaves service within detectors.gpu_in_service.grace_seconds.",
         "reverify.rerun": "Then soak again for at least {days} days covering every window "
         "({windows}) and build the verdict again.",
     },
@@ -891,9 +923,6 @@ CATALOG: dict[str, dict[str, str]] = {
         "降频 {throttled} 段，"
         "致命故障后仍在服务的节点 {in_service} 个；涉及节点：{nodes}。",
         "scope.gpu_health": "仅开放 GPU 保持健康的资源池和节点；其余待更换或修复 GPU 后再开放。",
-        "reverify.gpu_health": "在受影响节点上运行 gpu-busy 探测，并由节点代理读取 Xid 事件；"
-        "不再出现致命故障、且故障节点在 detectors.gpu_in_service.grace_seconds "
-        "内退出服务即为通过。",
         "crit.monitoring_lag_bound": "监控延迟在限值内",
         "crit.no_persistent_unfairness": "无持续性不公平",
         "crit.interventions_audited": "人工干预可审计",
@@ -975,10 +1004,6 @@ CATALOG: dict[str, dict[str, str]] = {
         "ev.gpu_isolation": "进程在未分配给其 Pod 或作业的 GPU 上运行 {findings} 次"
         "（gpu_not_assigned：节点代理将每个进程与 kubelet 或 slurmd 的分配结果比对）。",
         "scope.must_fix": "阻断项：{criterion}。",
-        "scope.where": "{criterion}涉及租户 {tenants}；时间窗口 {windows}；节点 {nodes}"
-        "（资源池 {pools}）。",
-        "scope.may_go": "未被任何阻断或限制项涉及、可先行上线的范围：租户 {tenants}；"
-        "资源池 {pools}。",
         "scope.queue_explainable": "告知租户部分等待暂时无法解释；不承诺等待时长。",
         "scope.monitoring_linked": "仅限监控覆盖的节点和工作负载；其余不承诺 SLO。",
         "scope.quota_enforced": "告知租户超配额作业可能在无说明的情况下等待。",
@@ -1001,28 +1026,58 @@ CATALOG: dict[str, dict[str, str]] = {
         "结论为无法判定。",
         "scope.alerts_incomplete": "告警次数不完整：测试期间有 {blind_seconds} 无法读取 "
         "Alertmanager，其间没有告警只表示未观测到，而非没有。",
-        "reverify.queue_explainable": "在每个窗口的负载下运行探测；几乎所有等待都能由平台解释"
-        "（unexplained_wait 不超过限值）即为通过。",
-        "reverify.monitoring_linked": "在每个 GPU 节点运行节点代理，并在每个窗口运行 gpu-busy 探测"
-        "；"
-        "所有节点均被采样且无 gpu_busy_lag 即为通过。",
-        "reverify.quota_enforced": "为每个有配额的租户运行 quota 探测；每次都被拒绝或挂起并指明配"
-        "额即为通过。",
-        "reverify.failure_evidence": "在每个窗口运行 fail-exit、fail-command、fail-image 和 fail-o"
-        "om；"
-        "每个都按预期失败并带有原因和说明即为通过。",
-        "reverify.no_unreleased_resources": "在所有节点运行节点代理（每个都能读取其属主目录，"
-        "agent.owners：kubelet 或 slurmd）并执行计划；无未释放资源问题即为通过。",
-        "reverify.no_log_loss": "经生产日志管道、跨越日志轮转运行 log-canary 探测；无丢行即为通过"
-        "。",
-        "reverify.monitoring_lag_bound": "设置 controller.prometheus_url 并运行 gpu-busy 探测；"
-        "无延迟状况超过限值即为通过。",
-        "reverify.no_persistent_unfairness": "在资源争用下每个窗口至少运行 {k} 次公平性探测；"
-        "无 persistent_unfairness 即为通过。",
-        "reverify.interventions_audited": "每次手工变更都用 `observer intervention add` 登记；"
-        "每次自动识别的干预都有登记即为通过。",
-        "reverify.tenant_isolation": "在每个节点的代理读取其属主目录的前提下，"
-        "为每个租户运行隔离探测；所有跨租户读取都被拒绝且没有 gpu_not_assigned 出现即为通过。",
+        "sec.tiers": "三级汇总",
+        "tier.must_fix": "必须修复",
+        "tier.limited_launch": "限制上线",
+        "tier.later_optimisation": "后续优化",
+        "tier.item": "{criterion}：{evidence}涉及{subject}。",
+        "subject.tenants": "租户 {names}",
+        "subject.pools": "资源池 {names}",
+        "subject.nodes": "节点 {names}",
+        "subject.jobs": "任务 {names}",
+        "subject.pipelines": "数据管道 {names}",
+        "subject.windows": "时间窗口 {names}",
+        "subject.separator": "；",
+        "subject.none": "整个平台",
+        "sec.later": "数据显示的后续优化项",
+        "crit.low_utilisation": "GPU 利用率与分配量",
+        "crit.long_quota_holds": "作业因配额被挂起",
+        "class.low_utilisation.later_optimisation": "已分配的 GPU 远多于实际使用："
+        "作业占着 GPU 却很少使用；应调整资源申请或共享 GPU。",
+        "class.long_quota_holds.later_optimisation": "作业因本租户配额长时间等待："
+        "配额小于实际工作量；应调整配额。",
+        "ev.low_utilisation": "资源池 {pool}：GPU 平均利用率 {utilisation_share}，"
+        "已分配 GPU 占 {allocated_share}（低于分配量的 {limit_share}）。",
+        "ev.quota_hold": "租户 {tenant}：作业因配额被挂起最长 {longest_seconds}"
+        "（上限 {limit_seconds}）。",
+        "scope.where": "{criterion}涉及{subject}。",
+        "scope.may_go": "未被任何阻断或限制项涉及、可先行上线的范围：{subject}。",
+        "reverify.queue_explainable": "{criterion}：在负载下于{subject} 重新运行 {probes}，"
+        "持续 {watch_seconds}；几乎所有等待都能由平台解释（{detectors} 不超过限值）即为通过。",
+        "reverify.monitoring_linked": "{criterion}：在每个 GPU 节点运行节点代理，于{subject} 重新"
+        "运行 {probes}，持续 {watch_seconds}；所有节点均被采样且未出现 {detectors}"
+        "（gpu_busy_lag）即为通过。",
+        "reverify.quota_enforced": "{criterion}：为每个有配额的租户于{subject} 重新运行 "
+        "{probes}，持续 {watch_seconds}；每次都被拒绝或挂起并指明配额即为通过。",
+        "reverify.failure_evidence": "{criterion}：于{subject} 重新运行 {probes}，持续 "
+        "{watch_seconds}；每个都按预期失败并带有平台原因和说明即为通过。",
+        "reverify.no_unreleased_resources": "{criterion}：在所有节点运行节点代理（每个都能读取其"
+        "属主目录，agent.owners：kubelet 或 slurmd），于{subject} 重新运行 {probes}，持续 "
+        "{watch_seconds}；其间未出现 {detectors} 即为通过。",
+        "reverify.no_log_loss": "{criterion}：经生产日志管道、跨越日志轮转，于{subject} 重新运行 "
+        "{probes}，持续 {watch_seconds}；其间未出现 {detectors} 即为通过。",
+        "reverify.monitoring_lag_bound": "{criterion}：设置 controller.prometheus_url 后，"
+        "于{subject} 重新运行 {probes}，持续 {watch_seconds}；{detectors} 均未超过限值即为通过。",
+        "reverify.no_persistent_unfairness": "{criterion}：在资源争用下于{subject} 重新运行 "
+        "{probes}，每个窗口 {occurrences} 次；未出现 {detectors} 即为通过。",
+        "reverify.interventions_audited": "{criterion}：{subject} 的每次手工变更都用 `observer "
+        "intervention add` 登记，持续 {watch_seconds}；每次自动识别的干预都有登记即为通过。",
+        "reverify.tenant_isolation": "{criterion}：在每个节点的代理读取其属主目录的前提下，"
+        "为每个租户于{subject} 重新运行 {probes}，持续 {watch_seconds}；所有跨租户读取都被拒绝且"
+        "未出现 {detectors} 即为通过。",
+        "reverify.gpu_health": "{criterion}：在节点代理读取 Xid 事件的前提下，于{subject} 重新运行 "
+        "{probes}，持续 {watch_seconds}；其间未出现 {detectors}，且故障节点在 "
+        "detectors.gpu_in_service.grace_seconds 内退出服务即为通过。",
         "reverify.rerun": "随后至少再进行 {days} 天覆盖所有窗口（{windows}）的浸泡测试，并重新生成"
         "结论。",
     },

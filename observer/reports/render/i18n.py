@@ -4,6 +4,7 @@ language."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from datetime import date, datetime, tzinfo
 from typing import Literal
 
@@ -49,6 +50,8 @@ class Words:
             return self.duration(float(value))
         if (name == "share" or name.endswith("_share")) and isinstance(value, int | float):
             return self.percent(100.0 * value)
+        if name == "subject" and isinstance(value, Mapping):
+            return self.subject(value)
         if name == "criterion" and isinstance(value, str):
             return self(f"crit.{value}")
         if name == "layer" and isinstance(value, str):
@@ -64,6 +67,12 @@ class Words:
         if isinstance(value, float):
             return self.decimal(value)
         return str(value)
+
+    def subject(self, parts: Mapping[str, Sequence[str]]) -> str:
+        """Whom and where, part by part (Subjects.params): only the parts that name
+        something; none: the whole platform."""
+        named = [self(f"subject.{part}", names=", ".join(names)) for part, names in parts.items()]
+        return self("subject.separator").join(named) or self("subject.none")
 
     # -- numbers -------------------------------------------------------------------------
 

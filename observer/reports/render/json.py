@@ -3,7 +3,8 @@
 all_jobs_complete, queue_wait_seconds_avg, gpu_utilization_avg (percent), owner_state_nodes
 and owner_state_known_nodes (null: no node sampled), alerts_total,
 manual_interventions_total, incidents_opened, findings...) at the top, the report's
-dataclass field names below them; the daily summary's `task_records`, one per run, last.
+dataclass field names below them (the verdict's `tiers` by failure class, each item with its
+line of text); the daily summary's `task_records`, one per run, last.
 Nothing depends on when a report is rendered."""
 
 from __future__ import annotations
@@ -16,10 +17,11 @@ from enum import Enum
 from typing import Any
 from zoneinfo import ZoneInfo
 
+from observer.reports.build.criteria import CriterionResult
 from observer.reports.build.daily import DailyReport
 from observer.reports.build.figures import PeriodFigures, TaskRecord
 from observer.reports.build.notes import Note
-from observer.reports.build.verdict import Verdict
+from observer.reports.build.verdict import TierItem, Verdict
 from observer.reports.render.i18n import Language, Words
 
 SCHEMA_VERSION = 1
@@ -124,11 +126,33 @@ def task_record_json(record: TaskRecord, words: Words) -> dict[str, Any]:
     }
 
 
+def tier_text(item: TierItem, w: Words) -> str:
+    """A tier's item as one line: the criterion, its first evidence, whom and where."""
+    return w(
+        "tier.item",
+        criterion=item.criterion,
+        evidence=w.note(item.evidence),
+        subject=item.subjects.params(),
+    )
+
+
 def verdict_json(verdict: Verdict, language: Language) -> dict[str, Any]:
     words = Words(language, ZoneInfo(verdict.timezone))
 
     def note(n: Note) -> dict[str, Any]:
         return {"key": n.key, "params": plain(n.params), "text": words.note(n)}
+
+    def criterion(c: CriterionResult) -> dict[str, Any]:
+        return {
+            "criterion": c.criterion,
+            "title": words(f"crit.{c.criterion}"),
+            "status": c.status.value,
+            "failure_class": c.failure_class.value if c.failure_class else None,
+            "class_reason": note(c.class_reason) if c.class_reason else None,
+            "evidence": [note(n) for n in c.evidence],
+            "findings": plain(c.findings),
+            "subjects": c.subjects.params(),
+        }
 
     return {
         "report": "verdict",
@@ -143,20 +167,22 @@ def verdict_json(verdict: Verdict, language: Language) -> dict[str, Any]:
         "recommendation_text": words(
             f"rec.{verdict.recommendation.value}.text", share=verdict.figures.blind.share
         ),
+        "tiers": {
+            tier.value: [
+                {
+                    "criterion": i.criterion,
+                    "evidence": note(i.evidence),
+                    "subjects": i.subjects.params(),
+                    "text": tier_text(i, words),
+                }
+                for i in items
+            ]
+            for tier, items in verdict.tiers.items()
+        },
         "scope": [note(n) for n in verdict.scope],
         "observation_rule": note(verdict.observation_rule),
-        "criteria": [
-            {
-                "criterion": c.criterion,
-                "title": words(f"crit.{c.criterion}"),
-                "status": c.status.value,
-                "failure_class": c.failure_class.value if c.failure_class else None,
-                "class_reason": note(c.class_reason) if c.class_reason else None,
-                "evidence": [note(n) for n in c.evidence],
-                "findings": plain(c.findings),
-            }
-            for c in verdict.criteria
-        ],
+        "criteria": [criterion(c) for c in verdict.criteria],
+        "later_optimisations": [criterion(c) for c in verdict.later],
         "reverification": [note(n) for n in verdict.reverification],
         "days": plain(verdict.days),
         **_period_json(verdict.figures),

@@ -1,12 +1,14 @@
-"""The go-live verdict's content as blocks: recommendation and scope, each criterion with its
-evidence, the plan to verify again and the soak day by day."""
+"""The go-live verdict's content as blocks: recommendation, its three tiers and scope, each
+criterion with its evidence, the data's later optimisations, the plan to verify again and the
+soak day by day."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from zoneinfo import ZoneInfo
 
-from observer.reports.build.criteria import CriterionResult, Status
-from observer.reports.build.verdict import Verdict
+from observer.reports.build.criteria import CriterionResult, FailureClass, Status
+from observer.reports.build.verdict import TierItem, Verdict
 from observer.reports.render import charts
 from observer.reports.render.blocks import Block, Chart, Heading, List, Rendered, Table, Text
 from observer.reports.render.events import finding_items
@@ -14,7 +16,7 @@ from observer.reports.render.gpu import utilisation_chart
 from observer.reports.render.headline import headline_rows
 from observer.reports.render.html import to_html
 from observer.reports.render.i18n import Language, Words
-from observer.reports.render.json import json_text, verdict_json
+from observer.reports.render.json import json_text, tier_text, verdict_json
 from observer.reports.render.markdown import to_markdown
 
 
@@ -51,6 +53,8 @@ def _verdict_blocks(v: Verdict, w: Words, title: str) -> list[Block]:
         Heading(2, w("sec.recommendation")),
         Text(w(f"rec.{rec}"), f"rec {rec}"),
         Text(w(f"rec.{rec}.text", share=v.figures.blind.share)),
+        Heading(3, w("sec.tiers")),
+        *(block for tier, items in v.tiers.items() for block in _tier_blocks(tier, items, w)),
         Heading(3, w("sec.scope")),
         Text(w.note(v.observation_rule), "note"),
     ]
@@ -74,6 +78,10 @@ def _verdict_blocks(v: Verdict, w: Words, title: str) -> list[Block]:
     ]
     for c in v.criteria:
         blocks += _criterion_blocks(c, w)
+    if v.later:
+        blocks.append(Heading(2, w("sec.later")))
+        for c in v.later:
+            blocks += _criterion_blocks(c, w, later=True)
     blocks += [
         Heading(2, w("sec.reverification")),
         List([w.note(n) for n in v.reverification], ordered=True),
@@ -113,11 +121,24 @@ def _verdict_blocks(v: Verdict, w: Words, title: str) -> list[Block]:
     return blocks
 
 
-def _criterion_blocks(c: CriterionResult, w: Words) -> list[Block]:
-    status = w(f"verdict.status.{c.status.value}")
+def _tier_blocks(tier: FailureClass, items: Sequence[TierItem], w: Words) -> list[Block]:
+    heading = Text(w(f"tier.{tier.value}"), f"tier {tier.value}")
+    if not items:
+        return [heading, List([w("word.none")])]
+    return [heading, List([tier_text(i, w) for i in items])]
+
+
+def _criterion_blocks(c: CriterionResult, w: Words, later: bool = False) -> list[Block]:
+    """`later`: one of the data's later optimisations, named by its class and its reason."""
+    if later and c.failure_class and c.class_reason:
+        status = w(f"class.{c.failure_class.value}")
+        evidence = [w.note(c.class_reason), *(w.note(n) for n in c.evidence)]
+    else:
+        status = w(f"verdict.status.{c.status.value}")
+        evidence = [w.note(n) for n in c.evidence]
     blocks: list[Block] = [
         Heading(3, f"{w(f'crit.{c.criterion}')} — {status}"),
-        List([w.note(n) for n in c.evidence]),
+        List(evidence),
     ]
     if c.findings:
         blocks += finding_items(c.findings, w)
