@@ -7,9 +7,23 @@ from __future__ import annotations
 import json
 from dataclasses import replace
 from datetime import timedelta
+from html import escape
 
-from observer.domain import Expectation, Finding, FindingKind, Outcome, ProbeRun, Severity
-from observer.records import ControllerRun, StoredIntervention, StoredNodeChange
+from observer.domain import (
+    Expectation,
+    Finding,
+    FindingKind,
+    Outcome,
+    ProbeRun,
+    QueueState,
+    Severity,
+)
+from observer.records import (
+    ControllerRun,
+    StoredIntervention,
+    StoredNodeChange,
+    StoredQueueSample,
+)
 from observer.reports.build.criteria import CRITERIA, FailureClass, Status
 from observer.reports.build.data import (
     Allocation,
@@ -377,18 +391,20 @@ def test_the_tiers_list_each_failed_criterion_in_its_class_with_its_subject():
     assert v.recommendation is Recommendation.NO_GO
 
     en = render_verdict(v, "en").markdown
-    [must] = _lines_under(en, "Must fix")
+    [must] = _lines_under(en, "#### Must fix")
     assert must.startswith("- No unreleased resources: Leaks: 1; allocated but idle: 0")
     assert must.endswith("Concerns pools a; nodes n1; windows night.")
-    [later] = _lines_under(en, "Later optimisation")
+    [later] = _lines_under(en, "#### Later optimisation")
     assert later.startswith("- GPU and node health: 0 fatal GPU faults")
     assert later.endswith("Concerns pools a; nodes n2; windows weekday-peak.")
     zh = render_verdict(v, "zh-CN").markdown
-    [limited] = _lines_under(zh, "限制上线")
+    [limited] = _lines_under(zh, "#### 限制上线")
     assert limited.startswith("- 无持续性不公平：有公平性探测的窗口次数")
     assert limited.endswith("涉及租户 prod；时间窗口 weekday-peak。")
-    assert _lines_under(zh, "必须修复") and _lines_under(zh, "后续优化")
+    assert _lines_under(zh, "#### 必须修复") and _lines_under(zh, "#### 后续优化")
 
+    html = render_verdict(v, "en").html
+    assert f"<h4>Must fix</h4>\n<ul><li>{escape(must.removeprefix('- '))}</li></ul>" in html
     data = json.loads(render_verdict(v, "en").json)
     assert [i["criterion"] for i in data["tiers"]["must_fix"]] == ["no_unreleased_resources"]
     assert data["tiers"]["must_fix"][0]["text"] == must.removeprefix("- ")
@@ -402,8 +418,8 @@ def test_an_empty_tier_says_none():
     v = _verdict()
     assert all(items == () for items in v.tiers.values())
     for language, tiers, none in (
-        ("en", ("Must fix", "Limited launch", "Later optimisation"), "- none"),
-        ("zh-CN", ("必须修复", "限制上线", "后续优化"), "- 无"),
+        ("en", ("#### Must fix", "#### Limited launch", "#### Later optimisation"), "- none"),
+        ("zh-CN", ("#### 必须修复", "#### 限制上线", "#### 后续优化"), "- 无"),
     ):
         markdown = render_verdict(v, language).markdown
         assert [_lines_under(markdown, t) for t in tiers] == [[none]] * 3
@@ -438,12 +454,12 @@ def test_utilisation_far_below_allocation_is_a_later_optimisation_naming_the_poo
     )
     assert low.subjects.params() == {"pools": ["a"]}
     assert [i.criterion for i in v.tiers[FailureClass.LATER_OPTIMISATION]] == ["low_utilisation"]
-    [line] = _lines_under(render_verdict(v, "en").markdown, "Later optimisation")
+    [line] = _lines_under(render_verdict(v, "en").markdown, "#### Later optimisation")
     assert line == (
         "- GPU utilisation against allocation: Pool a: GPU utilisation averaged 29.0% against "
         "43.0% of its GPUs allocated (below 75.0% of the allocation). Concerns pools a."
     )
-    [line] = _lines_under(render_verdict(v, "zh-CN").markdown, "后续优化")
+    [line] = _lines_under(render_verdict(v, "zh-CN").markdown, "#### 后续优化")
     assert line == (
         "- GPU 利用率与分配量：资源池 a：GPU 平均利用率 29.0%，已分配 GPU 占 43.0%"
         "（低于分配量的 75.0%）。涉及资源池 a。"
@@ -460,28 +476,40 @@ def test_utilisation_near_its_allocation_is_no_optimisation():
 
 def test_work_held_long_by_its_quota_is_a_later_optimisation_naming_the_tenant():
     held = run(tenant="research", wait_seconds=7200, pending={"QuotaExceeded": 7200.0})
+    short = run(tenant="prod", wait_seconds=600, pending={"QuotaExceeded": 600.0})
     # The quota probe is meant to be held: its hold is no optimisation.
     probe = run(
         "quota",
         "prod",
         wait_seconds=None,
         expectation=Expectation.BLOCKED,
-        pending={"QuotaExceeded": 9000.0},
         reason="QuotaExceeded",
+        pending={"QuotaExceeded": 9000.0},
     )
-    short = run(tenant="prod", wait_seconds=600, pending={"QuotaExceeded": 600.0})
-    v = _verdict(_soak(runs=[*_healthy_runs(), held, probe, short]))
+
+    def waiting(tenant: str, reasons: dict[str, int], longest_seconds: float) -> StoredQueueSample:
+        state = QueueState(tenant, None, 2, 2, 0, 0, longest_seconds, reasons)
+        return StoredQueueSample(at(12), state)
+
+    queues = [
+        waiting("batch", {"AssocGrpGRES": 2}, 5400.0),
+        # Not every pending job waits for its quota: the longest wait may be another's.
+        waiting("prod", {"QuotaExceeded": 1, "Resources": 1}, 9000.0),
+    ]
+    soak = _soak(runs=[*_healthy_runs(), held, short, probe])
+    v = _verdict(replace(soak, queue_samples=[*soak.queue_samples, *queues]))
     assert v.recommendation is Recommendation.GO
     [holds] = v.later
     assert holds.criterion == "long_quota_holds"
-    assert holds.subjects.params() == {"tenants": ["research"]}
-    assert holds.evidence[0].params == {
-        "tenant": "research",
-        "longest_seconds": 7200.0,
-        "limit_seconds": RULES.later_quota_hold_seconds,
-    }
+    assert holds.subjects.params() == {"tenants": ["batch", "research"]}
+    assert [(n.params["tenant"], n.params["longest_seconds"]) for n in holds.evidence] == [
+        ("research", 7200.0),
+        ("batch", 5400.0),
+    ]
     en = render_verdict(v, "en").markdown
-    assert "Tenant research: work held by its quota for up to 2 h (bound 1 h)." in en
+    assert "- Tenant research: work held by its quota for up to 2 h (bound 1 h).\n" in en
+    zh = render_verdict(v, "zh-CN").markdown
+    assert "- 租户 batch：作业因配额被挂起最长 1 小时 30 分钟（上限 1 小时）。\n" in zh
 
 
 def test_a_reverification_step_names_the_node_the_probe_the_window_and_the_watch():

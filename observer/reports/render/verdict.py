@@ -122,7 +122,7 @@ def _verdict_blocks(v: Verdict, w: Words, title: str) -> list[Block]:
 
 
 def _tier_blocks(tier: FailureClass, items: Sequence[TierItem], w: Words) -> list[Block]:
-    heading = Text(w(f"tier.{tier.value}"), f"tier {tier.value}")
+    heading = Heading(4, w(f"tier.{tier.value}"))
     if not items:
         return [heading, List([w("word.none")])]
     return [heading, List([tier_text(i, w) for i in items])]
