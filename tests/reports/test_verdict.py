@@ -9,6 +9,8 @@ from dataclasses import replace
 from datetime import timedelta
 from html import escape
 
+import pytest
+
 from observer.domain import (
     Expectation,
     Finding,
@@ -35,6 +37,7 @@ from observer.reports.build.data import (
 )
 from observer.reports.build.notes import Note
 from observer.reports.build.verdict import Recommendation, Verdict, VerdictInputs, build_verdict
+from observer.reports.render.i18n import Language
 from observer.reports.render.verdict import render_verdict
 from tests.reports.builders import (
     CALENDAR,
@@ -414,15 +417,18 @@ def test_the_tiers_list_each_failed_criterion_in_its_class_with_its_subject():
     }
 
 
-def test_an_empty_tier_says_none():
+@pytest.mark.parametrize(
+    ("language", "tiers", "none"),
+    [
+        ("en", ("Must fix", "Limited launch", "Later optimisation"), "- none"),
+        ("zh-CN", ("必须修复", "限制上线", "后续优化"), "- 无"),
+    ],
+)
+def test_an_empty_tier_says_none(language: Language, tiers: tuple[str, ...], none: str):
     v = _verdict()
     assert all(items == () for items in v.tiers.values())
-    for language, tiers, none in (
-        ("en", ("#### Must fix", "#### Limited launch", "#### Later optimisation"), "- none"),
-        ("zh-CN", ("#### 必须修复", "#### 限制上线", "#### 后续优化"), "- 无"),
-    ):
-        markdown = render_verdict(v, language).markdown
-        assert [_lines_under(markdown, t) for t in tiers] == [[none]] * 3
+    markdown = render_verdict(v, language).markdown
+    assert [_lines_under(markdown, f"#### {t}") for t in tiers] == [[none]] * 3
 
 
 def _allocated(used: dict[str, int], allocated_share: dict[str, float]) -> PeriodData:

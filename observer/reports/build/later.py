@@ -31,14 +31,15 @@ def later_checks(
 
 def _low_utilisation(gpu: GpuFigures, rules: VerdictRules) -> CriterionResult | None:
     """Utilisation averages over every GPU of the pool, allocated or not: a pool whose
-    allocated GPUs all ran flat out would average its allocated share."""
+    allocated GPUs all ran flat out would average its allocated share. The lowest use of
+    its allocation first."""
     limit = rules.later_utilisation_share_of_allocated
-    low = []
+    low: dict[str, tuple[float, float]] = {}
     for pool, use in gpu.by_pool.items():
         used = use.utilization.avg_percent if use.utilization else None
         allocated = use.allocated_share
         if used is not None and allocated and used / 100.0 < limit * allocated:
-            low.append((used / 100.0 / allocated, pool, used / 100.0, allocated))
+            low[pool] = (used / 100.0, allocated)
     if not low:
         return None
     evidence = [
@@ -51,15 +52,15 @@ def _low_utilisation(gpu: GpuFigures, rules: VerdictRules) -> CriterionResult | 
                 "limit_share": limit,
             },
         )
-        for _, pool, used, allocated in sorted(low)
+        for pool, (used, allocated) in sorted(low.items(), key=lambda p: p[1][0] / p[1][1])
     ]
-    return _later(LOW_UTILISATION, evidence, Subjects(pools=tuple(sorted(p for _, p, _, _ in low))))
+    return _later(LOW_UTILISATION, evidence, Subjects(pools=tuple(sorted(low))))
 
 
 def _long_quota_holds(soak: PeriodData, rules: VerdictRules) -> CriterionResult | None:
     """The longest hold by its own quota of each tenant's work: a probe's time pending for a
     quota reason (not the quota probe's, which is meant to be held), and the longest wait of
-    a queue whose every pending job waits for a quota reason."""
+    a queue whose every pending job waits for a quota reason. The longest first."""
     longest: dict[str, float] = {}
 
     def held(tenant: str, seconds: float) -> None:
@@ -73,14 +74,14 @@ def _long_quota_holds(soak: PeriodData, rules: VerdictRules) -> CriterionResult 
         if reasons and all(is_quota_reason(r) for r in reasons):
             held(sample.state.tenant, sample.state.longest_wait_seconds)
     bound = rules.later_quota_hold_seconds
-    long = sorted(((-s, t) for t, s in longest.items() if s > bound))
+    long = {tenant: seconds for tenant, seconds in longest.items() if seconds > bound}
     if not long:
         return None
     evidence = [
-        Note("ev.quota_hold", {"tenant": t, "longest_seconds": -s, "limit_seconds": bound})
-        for s, t in long
+        Note("ev.quota_hold", {"tenant": t, "longest_seconds": s, "limit_seconds": bound})
+        for t, s in sorted(long.items(), key=lambda ts: (-ts[1], ts[0]))
     ]
-    return _later(LONG_QUOTA_HOLDS, evidence, Subjects(tenants=tuple(sorted(t for _, t in long))))
+    return _later(LONG_QUOTA_HOLDS, evidence, Subjects(tenants=tuple(sorted(long))))
 
 
 def _later(name: str, evidence: list[Note], subjects: Subjects) -> CriterionResult:
