@@ -143,14 +143,14 @@ def test_allocated_but_idle_alone_is_a_later_optimisation():
     assert [n.key for n in v.scope] == ["scope.later"]
 
 
-def test_a_quota_that_let_a_job_run_is_a_must_fix():
-    runs = [
-        *_healthy_runs(),
-        run("quota", "prod", outcome=Outcome.FAILED, expectation=Expectation.BLOCKED),
-    ]
-    assert _status(_verdict(_soak(runs=runs)))["quota_enforced"] == (
-        Status.FAIL,
-        FailureClass.MUST_FIX,
+def test_a_quota_that_let_a_job_run_is_a_must_fix_naming_the_tenant_and_the_run():
+    ran = run("quota", "prod", outcome=Outcome.FAILED, expectation=Expectation.BLOCKED)
+    v = _verdict(_soak(runs=[*_healthy_runs(), ran]))
+    assert _status(v)["quota_enforced"] == (Status.FAIL, FailureClass.MUST_FIX)
+    [item] = v.tiers[FailureClass.MUST_FIX]
+    assert (item.criterion, item.subjects.params()) == (
+        "quota_enforced",
+        {"tenants": ["prod"], "jobs": [ran.run_id], "windows": ["weekday-peak"]},
     )
 
 

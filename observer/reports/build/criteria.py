@@ -168,7 +168,9 @@ def _result(
     findings: Iterable[Finding] = (),
     period: Period | None = None,
     calendar: Calendar | None = None,
+    runs: Sequence[ProbeRun] = (),
 ) -> CriterionResult:
+    """`runs`: the probe runs behind a failure, besides its findings."""
     failed = failure if status is Status.FAIL else None
     behind = list(findings)
     shown = sorted(behind, key=lambda f: (f.opened_at, f.detector))[:EXAMPLES]
@@ -180,22 +182,25 @@ def _result(
         class_reason=None if failed is None else Note(f"class.{criterion}.{failed.value}"),
         evidence=tuple(evidence),
         findings=items,
-        subjects=_subjects(behind, calendar) if failed else Subjects(),
+        subjects=_subjects(behind, runs, calendar) if failed else Subjects(),
     )
 
 
-def _subjects(findings: Sequence[Finding], calendar: Calendar | None) -> Subjects:
-    def values(*keys: str) -> tuple[str, ...]:
-        return tuple(sorted({f.subject[k] for f in findings for k in keys if f.subject.get(k)}))
+def _subjects(
+    findings: Sequence[Finding], runs: Sequence[ProbeRun], calendar: Calendar | None
+) -> Subjects:
+    def values(*keys: str, more: Iterable[str | None] = ()) -> tuple[str, ...]:
+        named = {f.subject[k] for f in findings for k in keys if f.subject.get(k)}
+        return tuple(sorted(named | {m for m in more if m}))
 
-    named = {w for f in findings for w in _strings(f.evidence.get("windows"))}
+    in_evidence = [w for f in findings for w in _strings(f.evidence.get("windows"))]
     fell_in = {w for f in findings for w in calendar.windows_at(f.opened_at)} if calendar else set()
     return Subjects(
-        tenants=values("tenant"),
-        nodes=values("node"),
-        jobs=values("run_id", "job_id"),
+        tenants=values("tenant", more=(r.tenant for r in runs)),
+        nodes=values("node", more=(n for r in runs for n in r.node_names)),
+        jobs=values("run_id", "job_id", more=(r.run_id for r in runs)),
         pipelines=values("pipeline"),
-        windows=tuple(sorted(set(values("window")) | named | fell_in)),
+        windows=values("window", more=[*in_evidence, *fell_in, *(r.window for r in runs)]),
     )
 
 
@@ -327,9 +332,9 @@ def _quota_enforced(runs: Sequence[ProbeRun]) -> CriterionResult:
         *_run_examples(ran + unrecorded),
     ]
     if ran:
-        return _result(name, Status.FAIL, evidence, FailureClass.MUST_FIX)
+        return _result(name, Status.FAIL, evidence, FailureClass.MUST_FIX, runs=ran)
     if unrecorded:
-        return _result(name, Status.FAIL, evidence, FailureClass.LIMITED_LAUNCH)
+        return _result(name, Status.FAIL, evidence, FailureClass.LIMITED_LAUNCH, runs=unrecorded)
     if not passed:
         return _result(name, Status.NOT_OBSERVED, evidence)
     return _result(name, Status.PASS, evidence)
@@ -399,7 +404,11 @@ def _failure_evidence(soak: PeriodData, rules: VerdictRules) -> CriterionResult:
             evidence.append(Note(key, {**params, "unexplained_share": share, "limit_share": limit}))
             failed |= share > limit
     return _result(
-        name, Status.FAIL if failed else Status.PASS, evidence, FailureClass.LIMITED_LAUNCH
+        name,
+        Status.FAIL if failed else Status.PASS,
+        evidence,
+        FailureClass.LIMITED_LAUNCH,
+        runs=lost + bare + misreported,
     )
 
 
@@ -628,6 +637,7 @@ def _isolation(soak: PeriodData, context: ReportContext) -> CriterionResult:
             crossed,
             soak.period,
             context.calendar,
+            breaches,
         )
     return _result(name, Status.PASS if tries else Status.NOT_OBSERVED, evidence)
 
