@@ -65,6 +65,15 @@ KUBELET_FINALIZER = "harness.observer/kubelet"
 EXECUTABLES = frozenset({"observer", "/bin/sh", "sh", "sleep", "tail", "timeout"})
 # Namespaces are not among them: kmock's URL parser fails on POST /api/v1/namespaces.
 RESOURCES = ("v1/nodes", "v1/pods", "v1/events", "v1/secrets", "batch/v1/jobs")
+# The queues' custom resources, served only when a test installs Kueue or Volcano
+# (`install_queues`): without their CRDs the API server answers 404, as a real one does.
+KUEUE, VOLCANO = ("kueue.x-k8s.io", "v1beta1"), ("scheduling.volcano.sh", "v1beta1")
+QUEUE_RESOURCES = (
+    "kueue.x-k8s.io/v1beta1/workloads",
+    "kueue.x-k8s.io/v1beta1/localqueues",
+    "scheduling.volcano.sh/v1beta1/podgroups",
+)
+POD_GROUP_ANNOTATION = "scheduling.k8s.io/group-name"  # Volcano's, on each pod of a PodGroup
 SERVICE_ACCOUNT = "tenant"  # each tenant's ServiceAccount, whose token the isolation probe uses
 READ_VERBS = frozenset({"get", "list", "watch"})
 TENANT_READABLE = ("jobs", "pods", "pods/log", "secrets")
@@ -121,12 +130,15 @@ class _ApiServer(kmock.KubernetesEmulator):
         # (user's namespace, other namespace) -> resources RBAC lets it read there
         self.grants: dict[tuple[str, str], frozenset[str]] = {}
         self.tenant_requests: list[tuple[str, str, str, str]] = []  # (user, verb, resource, ns)
+        self.lists: Counter[str] = Counter()  # resource plural -> how many times it was listed
 
     async def _handle(self, request: kmock.Request) -> Any:
         # kmock keeps every request and matches each new one against all before it, which is
         # quadratic over a test; the harness asserts on objects, never on request history.
         del self._requests[:-1]
         self._authorize(request)
+        if request.action == kmock.action.LIST and request.resource is not None:
+            self.lists[request.resource.plural] += 1
         # kmock stores a created object before any reaction runs, so a refusal must come first.
         if request.action == kmock.action.CREATE and isinstance(request.data, dict):
             self._admit(request)
@@ -286,6 +298,8 @@ class KubernetesHarness:
             for tenant in tenants
         }
         self.hung_nodes: set[str] = set()  # kubelets that never finish stopping a pod
+        self._pod_groups: dict[str, str] = {}  # Job uid -> its Volcano PodGroup
+        self._unenqueued: set[tuple[str, str]] = set()  # PodGroups Volcano has not enqueued
         self._overrides = overrides or {}  # KubernetesSettings fields
         self._logs: dict[tuple[str, str], list[str]] = {}
         self._events: dict[tuple[str, str, str, str], tuple[str, int, str]] = {}
@@ -320,6 +334,7 @@ class KubernetesHarness:
         self.api = client.ApiClient(configuration)
         self.core = client.CoreV1Api(self.api)
         self.batch = client.BatchV1Api(self.api)
+        self.custom = client.CustomObjectsApi(self.api)
         self._token_dir = tempfile.TemporaryDirectory(prefix="observer-k8s-tokens-")
         token_files: dict[str, Path] = {}
         for tenant in self.tenants:
@@ -418,6 +433,95 @@ class KubernetesHarness:
             self.core.patch_namespaced_resource_quota(quota.name, namespace, body, field_manager=by)
         else:
             self.core.create_namespaced_resource_quota(namespace, body, field_manager=by)
+
+    def install_queues(self) -> None:
+        """Kueue's and Volcano's CRDs: the API server serves their objects from now on."""
+        for resource in QUEUE_RESOURCES:
+            self.server.resources[resource] = kmock.ResourceInfo(namespaced=True)
+
+    def kueue_holds(
+        self, job_id: str, *, local_queue: str, cluster_queue: str, message: str
+    ) -> None:
+        """Kueue holding a Job it has no quota for, as it does before the job controller sees
+        it: the Job suspended (its webhook), the LocalQueue pointing at `cluster_queue`, the
+        Job's Workload (job-<name>-<5 hex>, labelled with and owned by the Job) whose quota
+        reservation failed with `message` (QuotaReserved False, reason Pending)."""
+        namespace, name = job_id.split("/", 1)
+        job = self.batch.patch_namespaced_job(name, namespace, {"spec": {"suspend": True}})
+        queues = self.custom.list_namespaced_custom_object(*KUEUE, namespace, "localqueues")
+        if local_queue not in {queue["metadata"]["name"] for queue in queues["items"]}:
+            body = {
+                "apiVersion": "kueue.x-k8s.io/v1beta1",
+                "kind": "LocalQueue",
+                "metadata": {"name": local_queue, "namespace": namespace},
+                "spec": {"clusterQueue": cluster_queue},
+            }
+            self.custom.create_namespaced_custom_object(*KUEUE, namespace, "localqueues", body)
+        uid = job.metadata.uid
+        workload = {
+            "apiVersion": "kueue.x-k8s.io/v1beta1",
+            "kind": "Workload",
+            "metadata": {
+                "name": f"job-{name}-{uuid.uuid4().hex[:5]}",
+                "namespace": namespace,
+                "labels": {"kueue.x-k8s.io/job-uid": uid},
+                "ownerReferences": [self._owner("batch/v1", "Job", name, uid)],
+            },
+            "spec": {"queueName": local_queue, "podSets": [{"name": "main", "count": 1}]},
+            "status": {
+                "conditions": [self._condition("QuotaReserved", "False", "Pending", message)]
+            },
+        }
+        self.custom.create_namespaced_custom_object(*KUEUE, namespace, "workloads", workload)
+
+    def kueue_admits(self, job_id: str) -> None:
+        """Kueue reserving the quota and admitting the Job's Workload, then unsuspending it."""
+        namespace, name = job_id.split("/", 1)
+        uid = self.batch.read_namespaced_job(name, namespace).metadata.uid
+        [workload] = [
+            workload
+            for workload in self.custom.list_namespaced_custom_object(
+                *KUEUE, namespace, "workloads"
+            )["items"]
+            if workload["metadata"]["ownerReferences"][0]["uid"] == uid
+        ]
+        conditions = [
+            self._condition("QuotaReserved", "True", "QuotaReserved", "Quota reserved"),
+            self._condition("Admitted", "True", "Admitted", "The workload is admitted"),
+        ]
+        self.custom.patch_namespaced_custom_object(
+            *KUEUE,
+            namespace,
+            "workloads",
+            workload["metadata"]["name"],
+            {"status": {"conditions": conditions}},
+        )
+        self.batch.patch_namespaced_job(name, namespace, {"spec": {"suspend": False}})
+
+    def volcano_holds(self, job_id: str, *, queue: str, reason: str, message: str) -> None:
+        """Volcano's queue not enqueueing a Job's PodGroup: podgroup-<Job uid> (Volcano's name
+        for a Job's) Pending with an Unschedulable condition; the Job's pods, created from now
+        on, carry its annotation, and no scheduler binds them."""
+        namespace, name = job_id.split("/", 1)
+        job = self.batch.read_namespaced_job(name, namespace)
+        group = f"podgroup-{job.metadata.uid}"
+        body = {
+            "apiVersion": "scheduling.volcano.sh/v1beta1",
+            "kind": "PodGroup",
+            "metadata": {
+                "name": group,
+                "namespace": namespace,
+                "ownerReferences": [self._owner("batch/v1", "Job", name, job.metadata.uid)],
+            },
+            "spec": {"minMember": 1, "queue": queue},
+            "status": {
+                "phase": "Pending",
+                "conditions": [self._condition("Unschedulable", "True", reason, message)],
+            },
+        }
+        self.custom.create_namespaced_custom_object(*VOLCANO, namespace, "podgroups", body)
+        self._pod_groups[job.metadata.uid] = group
+        self._unenqueued.add((namespace, group))
 
     def grant_cross_namespace(
         self, tenant: str, other: str, resources: tuple[str, ...] = TENANT_READABLE
@@ -536,11 +640,13 @@ class KubernetesHarness:
         labels.update({"job-name": name, "batch.kubernetes.io/job-name": name})
         labels.update({"controller-uid": uid, "batch.kubernetes.io/controller-uid": uid})
         pod_name = f"{name}-{uuid.uuid4().hex[:5]}"
+        group = self._pod_groups.get(uid)
         body = {
             "metadata": {
                 "name": pod_name,
                 "namespace": job.metadata.namespace,
                 "labels": labels,
+                "annotations": {POD_GROUP_ANNOTATION: group} if group else {},
                 "ownerReferences": [self._owner("batch/v1", "Job", name, uid)],
             },
             "spec": template["spec"],
@@ -605,7 +711,10 @@ class KubernetesHarness:
         waiting = [
             pod
             for pod in pods
-            if not pod.spec.node_name and not _terminal(pod) and not pod.metadata.deletion_timestamp
+            if not pod.spec.node_name
+            and not _terminal(pod)
+            and not pod.metadata.deletion_timestamp
+            and (pod.metadata.namespace, _pod_group(pod)) not in self._unenqueued
         ]
         for pod in sorted(waiting, key=lambda p: (p.metadata.creation_timestamp, p.metadata.name)):
             job = (pod.metadata.labels or {}).get("job-name")
@@ -860,6 +969,10 @@ def _finished_at(job: client.V1Job) -> datetime | None:
     if condition is None:
         return None
     return job.status.completion_time or condition.last_transition_time
+
+
+def _pod_group(pod: client.V1Pod) -> str | None:
+    return (pod.metadata.annotations or {}).get(POD_GROUP_ANNOTATION)
 
 
 def _owner_uid(pod: client.V1Pod) -> str | None:
