@@ -49,6 +49,7 @@ from observer.backends.kubernetes.manifests import (
     ENV_LOG_INTERVAL_SECONDS,
     ENV_LOG_LINES,
     ENV_RUN_ID,
+    QUEUE_LABEL,
 )
 from observer.clock import ManualClock
 from observer.domain import Behaviour
@@ -300,6 +301,7 @@ class KubernetesHarness:
         self.hung_nodes: set[str] = set()  # kubelets that never finish stopping a pod
         self._pod_groups: dict[str, str] = {}  # Job uid -> its Volcano PodGroup
         self._unenqueued: set[tuple[str, str]] = set()  # PodGroups Volcano has not enqueued
+        self._kueue: tuple[str, int] | None = None  # Kueue's ClusterQueue and its GPUs
         self._overrides = overrides or {}  # KubernetesSettings fields
         self._logs: dict[tuple[str, str], list[str]] = {}
         self._events: dict[tuple[str, str, str, str], tuple[str, int, str]] = {}
@@ -406,6 +408,7 @@ class KubernetesHarness:
     def step(self) -> None:
         self.clock.advance(self.tick_seconds)
         self._collect_garbage()
+        self._run_kueue()
         self._create_job_pods()
         self._schedule()
         self._run_kubelets()
@@ -439,17 +442,78 @@ class KubernetesHarness:
         for resource in QUEUE_RESOURCES:
             self.server.resources[resource] = kmock.ResourceInfo(namespaced=True)
 
-    def kueue_holds(
-        self, job_id: str, *, local_queue: str, cluster_queue: str, message: str
-    ) -> None:
-        """Kueue holding a Job it has no quota for, as it does before the job controller sees
-        it: the Job suspended (its webhook), the LocalQueue pointing at `cluster_queue`, the
-        Job's Workload (job-<name>-<5 hex>, labelled with and owned by the Job) whose quota
-        reservation failed with `message` (QuotaReserved False, reason Pending)."""
-        namespace, name = job_id.split("/", 1)
-        job = self.batch.patch_namespaced_job(name, namespace, {"spec": {"suspend": True}})
-        queues = self.custom.list_namespaced_custom_object(*KUEUE, namespace, "localqueues")
-        if local_queue not in {queue["metadata"]["name"] for queue in queues["items"]}:
+    def play_kueue(self, cluster_queue: str, gpus: int) -> None:
+        """Kueue from now on, with one ClusterQueue of `gpus` GPUs (one flavor): a Job with the
+        queue label is suspended and given a Workload, admitted while the quota holds it."""
+        self._kueue = (cluster_queue, gpus)
+
+    def _run_kueue(self) -> None:
+        """Kueue's webhook, job reconciler and scheduler in one: each labelled Job suspended at
+        once and given a Workload (job-<name>-<5 hex>, labelled with and owned by the Job, its
+        LocalQueue made to point at the ClusterQueue), then in creation order admitted (the
+        Job unsuspended) while the ClusterQueue's GPUs hold it, else left without quota in
+        Kueue's words (QuotaReserved False, reason Pending)."""
+        if self._kueue is None:
+            return
+        cluster_queue, quota = self._kueue
+        jobs = {job.metadata.uid: job for job in self.batch.list_job_for_all_namespaces().items}
+        workloads = {
+            workload["metadata"]["ownerReferences"][0]["uid"]: workload
+            for namespace in self.tenants
+            for workload in self._custom_list(namespace, "workloads")
+        }
+        for uid, job in jobs.items():
+            local_queue = (job.metadata.labels or {}).get(QUEUE_LABEL)
+            if local_queue is None or uid in workloads or _final_condition(job):
+                continue
+            self.batch.patch_namespaced_job(
+                job.metadata.name, job.metadata.namespace, {"spec": {"suspend": True}}
+            )
+            workloads[uid] = self._create_workload(job, local_queue, cluster_queue)
+        used = sum(
+            _job_gpus(jobs[uid])
+            for uid, workload in workloads.items()
+            if uid in jobs and _admitted(workload) and not _final_condition(jobs[uid])
+        )
+        waiting = [
+            (uid, workload)
+            for uid, workload in workloads.items()
+            if uid in jobs and not _admitted(workload)
+        ]
+        for uid, workload in sorted(waiting, key=lambda w: w[1]["metadata"]["creationTimestamp"]):
+            job, need = jobs[uid], _job_gpus(jobs[uid])
+            admitted = used + need <= quota
+            if admitted:
+                used += need
+                conditions = [
+                    self._condition("QuotaReserved", "True", "QuotaReserved", "Quota reserved"),
+                    self._condition("Admitted", "True", "Admitted", "The workload is admitted"),
+                ]
+            else:
+                message = (
+                    "couldn't assign flavors to pod set main: insufficient unused quota for "
+                    f"{GPU} in flavor default-flavor, {used + need - quota} more needed"
+                )
+                conditions = [self._condition("QuotaReserved", "False", "Pending", message)]
+            namespace = job.metadata.namespace
+            self.custom.patch_namespaced_custom_object(
+                *KUEUE,
+                namespace,
+                "workloads",
+                workload["metadata"]["name"],
+                {"status": {"conditions": conditions}},
+            )
+            if admitted:
+                patch = {"spec": {"suspend": False}}
+                self.batch.patch_namespaced_job(job.metadata.name, namespace, patch)
+
+    def _create_workload(
+        self, job: client.V1Job, local_queue: str, cluster_queue: str
+    ) -> dict[str, Any]:
+        namespace, name, uid = job.metadata.namespace, job.metadata.name, job.metadata.uid
+        if local_queue not in {
+            q["metadata"]["name"] for q in self._custom_list(namespace, "localqueues")
+        }:
             body = {
                 "apiVersion": "kueue.x-k8s.io/v1beta1",
                 "kind": "LocalQueue",
@@ -457,7 +521,6 @@ class KubernetesHarness:
                 "spec": {"clusterQueue": cluster_queue},
             }
             self.custom.create_namespaced_custom_object(*KUEUE, namespace, "localqueues", body)
-        uid = job.metadata.uid
         workload = {
             "apiVersion": "kueue.x-k8s.io/v1beta1",
             "kind": "Workload",
@@ -466,37 +529,20 @@ class KubernetesHarness:
                 "namespace": namespace,
                 "labels": {"kueue.x-k8s.io/job-uid": uid},
                 "ownerReferences": [self._owner("batch/v1", "Job", name, uid)],
+                "creationTimestamp": timestamp(self.clock.now()),
             },
             "spec": {"queueName": local_queue, "podSets": [{"name": "main", "count": 1}]},
-            "status": {
-                "conditions": [self._condition("QuotaReserved", "False", "Pending", message)]
-            },
+            "status": {},
         }
         self.custom.create_namespaced_custom_object(*KUEUE, namespace, "workloads", workload)
+        return workload
 
-    def kueue_admits(self, job_id: str) -> None:
-        """Kueue reserving the quota and admitting the Job's Workload, then unsuspending it."""
-        namespace, name = job_id.split("/", 1)
-        uid = self.batch.read_namespaced_job(name, namespace).metadata.uid
-        [workload] = [
-            workload
-            for workload in self.custom.list_namespaced_custom_object(
-                *KUEUE, namespace, "workloads"
-            )["items"]
-            if workload["metadata"]["ownerReferences"][0]["uid"] == uid
-        ]
-        conditions = [
-            self._condition("QuotaReserved", "True", "QuotaReserved", "Quota reserved"),
-            self._condition("Admitted", "True", "Admitted", "The workload is admitted"),
-        ]
-        self.custom.patch_namespaced_custom_object(
-            *KUEUE,
-            namespace,
-            "workloads",
-            workload["metadata"]["name"],
-            {"status": {"conditions": conditions}},
-        )
-        self.batch.patch_namespaced_job(name, namespace, {"spec": {"suspend": False}})
+    def _custom_list(self, namespace: str, plural: str) -> list[dict[str, Any]]:
+        group = VOLCANO if plural == "podgroups" else KUEUE
+        items: list[dict[str, Any]] = self.custom.list_namespaced_custom_object(
+            *group, namespace, plural
+        )["items"]
+        return items
 
     def volcano_holds(self, job_id: str, *, queue: str, reason: str, message: str) -> None:
         """Volcano's queue not enqueueing a Job's PodGroup: podgroup-<Job uid> (Volcano's name
@@ -969,6 +1015,17 @@ def _finished_at(job: client.V1Job) -> datetime | None:
     if condition is None:
         return None
     return job.status.completion_time or condition.last_transition_time
+
+
+def _job_gpus(job: client.V1Job) -> int:
+    containers = job.spec.template.spec.containers
+    gpus = sum(int((c.resources.limits or {}).get(GPU, 0)) for c in containers if c.resources)
+    return gpus * (job.spec.parallelism or 1)
+
+
+def _admitted(workload: dict[str, Any]) -> bool:
+    conditions = (workload.get("status") or {}).get("conditions") or []
+    return any(c["type"] == "Admitted" and c["status"] == "True" for c in conditions)
 
 
 def _pod_group(pod: client.V1Pod) -> str | None:

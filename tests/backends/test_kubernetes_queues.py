@@ -17,7 +17,7 @@ from tests.backends.test_kubernetes import request, settle_phase, status
 # Kueue's scheduler's words when the ClusterQueue's quota is spent (pkg/scheduler/flavorassigner).
 NO_FLAVOR = (
     "couldn't assign flavors to pod set main: insufficient unused quota for nvidia.com/gpu "
-    "in flavor default-flavor, 4 more needed"
+    "in flavor default-flavor, {} more needed"
 )
 QUEUE_PLURALS = tuple(resource.rsplit("/", 1)[1] for resource in QUEUE_RESOURCES)
 # Volcano's gang plugin's words for a PodGroup its queue has not enqueued.
@@ -34,8 +34,9 @@ def k8s() -> Iterator[KubernetesHarness]:
 def test_a_job_kueue_holds_for_quota_waits_in_kueues_words_naming_its_queues(
     k8s: KubernetesHarness,
 ) -> None:
-    job_id = k8s.backend.submit(request("run-1", queue="team-a", gpus_per_node=4))
-    k8s.kueue_holds(job_id, local_queue="team-a", cluster_queue="gpu-pool", message=NO_FLAVOR)
+    k8s.play_kueue("gpu-pool", gpus=4)
+    first = k8s.backend.submit(request("run-1", queue="team-a", gpus_per_node=4))
+    job_id = k8s.backend.submit(request("run-2", queue="team-a", gpus_per_node=4))
 
     k8s.step()
 
@@ -45,21 +46,37 @@ def test_a_job_kueue_holds_for_quota_waits_in_kueues_words_naming_its_queues(
         "QuotaReserved=False: Pending",
         "team-a",
     )
-    assert held.message == f"LocalQueue research/team-a (ClusterQueue gpu-pool): {NO_FLAVOR}"
+    words = NO_FLAVOR.format(4)
+    assert held.message == f"LocalQueue research/team-a (ClusterQueue gpu-pool): {words}"
     assert k8s.pods_of(job_id) == []
     assert is_quota_reason(held.reason)
     assert judge(Expectation.BLOCKED, held) is Outcome.PASSED
     [followed] = [s for s in k8s.backend.probe_jobs() if s.job_id == job_id]
     [seen] = [s for s in k8s.backend.snapshot().jobs if s.job_id == job_id]
     assert followed.message == seen.message == held.message
+    assert status(k8s, first).reason is None  # admitted: nothing holds it
+
+
+def test_once_the_quota_is_free_kueue_admits_the_held_job_and_it_runs(
+    k8s: KubernetesHarness,
+) -> None:
+    k8s.play_kueue("gpu-pool", gpus=4)
+    first = k8s.backend.submit(request("run-1", queue="team-a", gpus_per_node=4))
+    job_id = k8s.backend.submit(request("run-2", queue="team-a", gpus_per_node=4))
+    k8s.step()
+    assert status(k8s, job_id).reason == "QuotaReserved=False: Pending"
+
+    settle_phase(k8s, first, JobPhase.SUCCEEDED)
+    done = settle_phase(k8s, job_id, JobPhase.SUCCEEDED)
+
+    assert done.exit_code == 0
 
 
 def test_the_queues_are_read_once_per_namespace_however_many_jobs_they_hold(
     k8s: KubernetesHarness,
 ) -> None:
+    k8s.play_kueue("gpu-pool", gpus=0)
     held = [k8s.backend.submit(request(f"run-{n}", queue="team-a")) for n in range(3)]
-    for job_id in held:
-        k8s.kueue_holds(job_id, local_queue="team-a", cluster_queue="gpu-pool", message=NO_FLAVOR)
     grouped = [k8s.backend.submit(request(f"run-{n}")) for n in range(3, 6)]
     for job_id in grouped:
         k8s.volcano_holds(job_id, queue="q", reason="NotEnoughResources", message=GANG_NOT_READY)
@@ -78,6 +95,7 @@ def test_the_queues_are_read_once_per_namespace_however_many_jobs_they_hold(
 
 
 def test_nothing_of_the_queues_is_read_while_no_job_may_be_held(k8s: KubernetesHarness) -> None:
+    k8s.play_kueue("gpu-pool", gpus=4)
     job_id = k8s.backend.submit(request("run-1", queue="team-a"))
     settle_phase(k8s, job_id, JobPhase.RUNNING)
     k8s.server.lists.clear()
@@ -89,20 +107,10 @@ def test_nothing_of_the_queues_is_read_while_no_job_may_be_held(k8s: KubernetesH
     assert not any(k8s.server.lists[plural] for plural in QUEUE_PLURALS)
 
 
-def test_once_kueue_admits_the_job_it_runs(k8s: KubernetesHarness) -> None:
-    job_id = k8s.backend.submit(request("run-1", queue="team-a"))
-    k8s.kueue_holds(job_id, local_queue="team-a", cluster_queue="gpu-pool", message=NO_FLAVOR)
-    k8s.step()
-
-    k8s.kueue_admits(job_id)
-
-    done = settle_phase(k8s, job_id, JobPhase.SUCCEEDED)
-    assert done.exit_code == 0
-
-
 def test_a_workload_of_an_earlier_namesake_is_not_the_jobs(k8s: KubernetesHarness) -> None:
+    k8s.play_kueue("gpu-pool", gpus=0)
     first = k8s.backend.submit(request("run-1", queue="team-a"))
-    k8s.kueue_holds(first, local_queue="team-a", cluster_queue="gpu-pool", message=NO_FLAVOR)
+    k8s.step()
     k8s.backend.cancel(first)
     again = k8s.backend.submit(request("run-1", queue="team-a"))
     name = again.split("/")[1]
