@@ -544,10 +544,11 @@ class KubernetesHarness:
         )["items"]
         return items
 
-    def volcano_holds(self, job_id: str, *, queue: str, reason: str, message: str) -> None:
-        """Volcano's queue not enqueueing a Job's PodGroup: podgroup-<Job uid> (Volcano's name
-        for a Job's) Pending with an Unschedulable condition; the Job's pods, created from now
-        on, carry its annotation, and no scheduler binds them."""
+    def volcano_holds(self, job_id: str, *, queue: str, reason: str, message: str) -> str:
+        """Volcano's queue not enqueueing a Job's PodGroup, whose name it returns:
+        podgroup-<Job uid> (Volcano's name for a Job's) Pending with an Unschedulable
+        condition; the Job's pods, created from now on, carry its annotation, and no
+        scheduler binds them."""
         namespace, name = job_id.split("/", 1)
         job = self.batch.read_namespaced_job(name, namespace)
         group = f"podgroup-{job.metadata.uid}"
@@ -568,6 +569,7 @@ class KubernetesHarness:
         self.custom.create_namespaced_custom_object(*VOLCANO, namespace, "podgroups", body)
         self._pod_groups[job.metadata.uid] = group
         self._unenqueued.add((namespace, group))
+        return group
 
     def grant_cross_namespace(
         self, tenant: str, other: str, resources: tuple[str, ...] = TENANT_READABLE

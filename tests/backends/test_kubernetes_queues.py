@@ -138,19 +138,19 @@ def test_a_job_volcanos_queue_does_not_enqueue_waits_in_volcanos_words(
     k8s: KubernetesHarness,
 ) -> None:
     job_id = k8s.backend.submit(request("run-1"))
-    k8s.volcano_holds(
+    group = k8s.volcano_holds(
         job_id, queue="research-q", reason="NotEnoughResources", message=GANG_NOT_READY
     )
 
     k8s.step()
 
     held = status(k8s, job_id)
-    uid = k8s.batch.read_namespaced_job(job_id.split("/")[1], "research").metadata.uid
     assert (held.phase, held.reason, held.queue) == (
         JobPhase.PENDING,
         "PodGroup Pending: NotEnoughResources",
         "research-q",
     )
-    assert held.message == f"Queue research-q: PodGroup podgroup-{uid}: {GANG_NOT_READY}"
-    assert [pod.spec.node_name for pod in k8s.pods_of(job_id)] == [None]
+    assert held.message == f"Queue research-q: PodGroup {group}: {GANG_NOT_READY}"
+    [pod] = k8s.pods_of(job_id)
+    assert pod.spec is not None and pod.spec.node_name is None
     assert is_quota_reason(held.reason)

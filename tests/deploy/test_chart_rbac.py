@@ -77,16 +77,15 @@ def custom_grants(tree: ast.Module, method: str) -> tuple[set[Grant], bool]:
     adapter names: list_namespaced_custom_object -> list, namespaced."""
     action, _, rest = method.partition("_")
     assert action in VERBS and rest.endswith("custom_object"), method
-    resources = {
-        (node.args[0].value, node.args[2].value)
+    named = [
+        [arg.value for arg in node.args if isinstance(arg, ast.Constant)]
         for node in ast.walk(tree)
         if isinstance(node, ast.Call)
         and isinstance(node.func, ast.Name)
         and node.func.id == "CustomResource"
-        and all(isinstance(arg, ast.Constant) for arg in node.args)
-    }
-    assert resources, "a custom-object call but no CustomResource named"
-    rules = {(str(group), str(plural), VERBS[action]) for group, plural in resources}
+    ]
+    assert named and all(len(args) == 3 for args in named), named
+    rules = {(str(group), str(plural), VERBS[action]) for group, _, plural in named}
     return rules, rest.startswith("namespaced_")
 
 
