@@ -234,9 +234,11 @@ def volcano_hold(pod_group: CustomObject) -> QueueHold | None:
     spec, status = pod_group.get("spec") or {}, pod_group.get("status") or {}
     if status.get("phase", "Pending") != "Pending":
         return None
-    queue = spec.get("queue") or "default"
+    queue = spec.get("queue") or "default"  # Volcano's queue for a PodGroup that names none
     conditions = status.get("conditions") or []
-    unschedulable = [c for c in conditions if c.get("type") == "Unschedulable"]
+    unschedulable = [
+        c for c in conditions if c.get("type") == "Unschedulable" and c.get("status") == "True"
+    ]
     latest = max(unschedulable, key=lambda c: c.get("lastTransitionTime") or "", default=None)
     name = (pod_group.get("metadata") or {}).get("name")
     if latest is None:
