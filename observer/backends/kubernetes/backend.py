@@ -2,8 +2,9 @@
 
 A probe's job id is "<namespace>/<job name>" (manifests.py says what is created). A job a
 queue may hold (suspended: Kueue; pods in a PodGroup: Volcano) is explained by the queue's own
-objects, listed once per namespace. Kubernetes errors stop here: an API server that cannot be reached or read raises BackendError; a
-submission it refuses (quota, admission, validation, RBAC) raises ProbeError with its words.
+objects, listed once per namespace. Kubernetes errors stop here: an API server that cannot be
+reached or read raises BackendError; a submission it refuses (quota, admission, validation,
+RBAC) raises ProbeError with its words.
 """
 
 from __future__ import annotations
