@@ -20,6 +20,7 @@ from observer.domain import (
     Severity,
     Symptom,
 )
+from observer.probes.outcome import QUEUE_QUOTA_HOLDS
 from observer.settings.detectors import FairnessSettings
 
 UNEXPLAINED_WAIT = "unexplained_wait"
@@ -31,8 +32,10 @@ _NO_REASON = frozenset({"", "none", "unknown"})
 _RESOURCE_REASONS = frozenset({"Resources"})
 _SCHEDULING_REASONS = frozenset({"Unschedulable", "FailedScheduling"})
 _INSUFFICIENT_GPU = re.compile(r"insufficient\s+\S*gpu", re.IGNORECASE)
-# Kueue's / ResourceQuota's words for a spent quota, in a message (the reasons: QUOTA_REASONS).
-_QUOTA_MESSAGE = re.compile(r"(exceeded|insufficient) quota", re.IGNORECASE)
+# Kueue's / ResourceQuota's words for a spent quota, in a message (the reasons: QUOTA_REASONS,
+# and the Kubernetes backend's QUEUE_QUOTA_HOLDS): "exceeded quota", "insufficient quota",
+# Kueue's "insufficient unused quota".
+_QUOTA_MESSAGE = re.compile(r"(exceeded|insufficient(\s+unused)?)\s+quota", re.IGNORECASE)
 _TAINTED = re.compile(r":(NoSchedule|NoExecute)\b")
 
 
@@ -204,7 +207,12 @@ def _claims_gpu_shortage(job: PendingJob) -> bool:
 
 
 def _claims_quota(job: PendingJob) -> bool:
-    return job.reason in QUOTA_REASONS or bool(_QUOTA_MESSAGE.search(job.message or ""))
+    reason = job.reason or ""
+    return (
+        reason in QUOTA_REASONS
+        or reason.startswith(QUEUE_QUOTA_HOLDS)
+        or bool(_QUOTA_MESSAGE.search(job.message or ""))
+    )
 
 
 def _node_evidence(node: SchedulerNode) -> dict[str, JsonValue]:

@@ -6,9 +6,16 @@ from __future__ import annotations
 from observer.domain import Expectation, JobPhase, JobStatus, Outcome
 from observer.errors import NO_GPU_EXIT_CODE
 
+# The Kubernetes backend's reasons for a job its queue holds: Kueue has reserved no quota for
+# its Workload ("QuotaReserved=False: Pending"), Volcano's queue has not enqueued its PodGroup
+# ("PodGroup Pending: NotEnoughResources"). Both are the queue's quota at work.
+KUEUE_QUOTA_HOLD = "QuotaReserved=False"
+VOLCANO_QUEUE_HOLD = "PodGroup Pending"
+QUEUE_QUOTA_HOLDS = (KUEUE_QUOTA_HOLD, VOLCANO_QUEUE_HOLD)
 # The platforms' words for "held back by a quota or limit" (Kueue, ResourceQuota, Slurm QOS
 # and association limits, the simulator).
 QUOTA_REASON_MARKS = (
+    *QUEUE_QUOTA_HOLDS,
     "QuotaExceeded",
     "exceeded quota",
     "Inadmissible",

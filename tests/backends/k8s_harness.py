@@ -49,6 +49,7 @@ from observer.backends.kubernetes.manifests import (
     ENV_LOG_INTERVAL_SECONDS,
     ENV_LOG_LINES,
     ENV_RUN_ID,
+    QUEUE_LABEL,
 )
 from observer.clock import ManualClock
 from observer.domain import Behaviour
@@ -65,6 +66,15 @@ KUBELET_FINALIZER = "harness.observer/kubelet"
 EXECUTABLES = frozenset({"observer", "/bin/sh", "sh", "sleep", "tail", "timeout"})
 # Namespaces are not among them: kmock's URL parser fails on POST /api/v1/namespaces.
 RESOURCES = ("v1/nodes", "v1/pods", "v1/events", "v1/secrets", "batch/v1/jobs")
+# The queues' custom resources, served only when a test installs Kueue or Volcano
+# (`install_queues`): without their CRDs the API server answers 404, as a real one does.
+KUEUE, VOLCANO = ("kueue.x-k8s.io", "v1beta1"), ("scheduling.volcano.sh", "v1beta1")
+QUEUE_RESOURCES = (
+    "kueue.x-k8s.io/v1beta1/workloads",
+    "kueue.x-k8s.io/v1beta1/localqueues",
+    "scheduling.volcano.sh/v1beta1/podgroups",
+)
+POD_GROUP_ANNOTATION = "scheduling.k8s.io/group-name"  # Volcano's, on each pod of a PodGroup
 SERVICE_ACCOUNT = "tenant"  # each tenant's ServiceAccount, whose token the isolation probe uses
 READ_VERBS = frozenset({"get", "list", "watch"})
 TENANT_READABLE = ("jobs", "pods", "pods/log", "secrets")
@@ -121,12 +131,15 @@ class _ApiServer(kmock.KubernetesEmulator):
         # (user's namespace, other namespace) -> resources RBAC lets it read there
         self.grants: dict[tuple[str, str], frozenset[str]] = {}
         self.tenant_requests: list[tuple[str, str, str, str]] = []  # (user, verb, resource, ns)
+        self.lists: Counter[str] = Counter()  # resource plural -> how many times it was listed
 
     async def _handle(self, request: kmock.Request) -> Any:
         # kmock keeps every request and matches each new one against all before it, which is
         # quadratic over a test; the harness asserts on objects, never on request history.
         del self._requests[:-1]
         self._authorize(request)
+        if request.action == kmock.action.LIST and request.resource is not None:
+            self.lists[request.resource.plural] += 1
         # kmock stores a created object before any reaction runs, so a refusal must come first.
         if request.action == kmock.action.CREATE and isinstance(request.data, dict):
             self._admit(request)
@@ -286,6 +299,9 @@ class KubernetesHarness:
             for tenant in tenants
         }
         self.hung_nodes: set[str] = set()  # kubelets that never finish stopping a pod
+        self._pod_groups: dict[str, str] = {}  # Job uid -> its Volcano PodGroup
+        self._unenqueued: set[tuple[str, str]] = set()  # PodGroups Volcano has not enqueued
+        self._kueue: tuple[str, int] | None = None  # Kueue's ClusterQueue and its GPUs
         self._overrides = overrides or {}  # KubernetesSettings fields
         self._logs: dict[tuple[str, str], list[str]] = {}
         self._events: dict[tuple[str, str, str, str], tuple[str, int, str]] = {}
@@ -320,6 +336,7 @@ class KubernetesHarness:
         self.api = client.ApiClient(configuration)
         self.core = client.CoreV1Api(self.api)
         self.batch = client.BatchV1Api(self.api)
+        self.custom = client.CustomObjectsApi(self.api)
         self._token_dir = tempfile.TemporaryDirectory(prefix="observer-k8s-tokens-")
         token_files: dict[str, Path] = {}
         for tenant in self.tenants:
@@ -391,6 +408,7 @@ class KubernetesHarness:
     def step(self) -> None:
         self.clock.advance(self.tick_seconds)
         self._collect_garbage()
+        self._run_kueue()
         self._create_job_pods()
         self._schedule()
         self._run_kubelets()
@@ -418,6 +436,140 @@ class KubernetesHarness:
             self.core.patch_namespaced_resource_quota(quota.name, namespace, body, field_manager=by)
         else:
             self.core.create_namespaced_resource_quota(namespace, body, field_manager=by)
+
+    def install_queues(self) -> None:
+        """Kueue's and Volcano's CRDs: the API server serves their objects from now on."""
+        for resource in QUEUE_RESOURCES:
+            self.server.resources[resource] = kmock.ResourceInfo(namespaced=True)
+
+    def play_kueue(self, cluster_queue: str, gpus: int) -> None:
+        """Kueue from now on, with one ClusterQueue of `gpus` GPUs (one flavor): a Job with the
+        queue label is suspended and given a Workload, admitted while the quota holds it."""
+        self._kueue = (cluster_queue, gpus)
+
+    def _run_kueue(self) -> None:
+        """Kueue's webhook, job reconciler and scheduler in one: each labelled Job suspended at
+        once and given a Workload (job-<name>-<5 hex>, labelled with and owned by the Job, its
+        LocalQueue made to point at the ClusterQueue), then in creation order admitted (the
+        Job unsuspended) while the ClusterQueue's GPUs hold it, else left without quota in
+        Kueue's words (QuotaReserved False, reason Pending)."""
+        if self._kueue is None:
+            return
+        cluster_queue, quota = self._kueue
+        jobs = {job.metadata.uid: job for job in self.batch.list_job_for_all_namespaces().items}
+        workloads = {
+            workload["metadata"]["ownerReferences"][0]["uid"]: workload
+            for namespace in self.tenants
+            for workload in self._custom_list(namespace, "workloads")
+        }
+        for uid, job in jobs.items():
+            local_queue = (job.metadata.labels or {}).get(QUEUE_LABEL)
+            if local_queue is None or uid in workloads or _final_condition(job):
+                continue
+            self.batch.patch_namespaced_job(
+                job.metadata.name, job.metadata.namespace, {"spec": {"suspend": True}}
+            )
+            workloads[uid] = self._create_workload(job, local_queue, cluster_queue)
+        used = sum(
+            _job_gpus(jobs[uid])
+            for uid, workload in workloads.items()
+            if uid in jobs and _admitted(workload) and not _final_condition(jobs[uid])
+        )
+        waiting = [
+            (uid, workload)
+            for uid, workload in workloads.items()
+            if uid in jobs and not _admitted(workload)
+        ]
+        for uid, workload in sorted(waiting, key=lambda w: w[1]["metadata"]["creationTimestamp"]):
+            job, need = jobs[uid], _job_gpus(jobs[uid])
+            admitted = used + need <= quota
+            if admitted:
+                used += need
+                conditions = [
+                    self._condition("QuotaReserved", "True", "QuotaReserved", "Quota reserved"),
+                    self._condition("Admitted", "True", "Admitted", "The workload is admitted"),
+                ]
+            else:
+                message = (
+                    "couldn't assign flavors to pod set main: insufficient unused quota for "
+                    f"{GPU} in flavor default-flavor, {used + need - quota} more needed"
+                )
+                conditions = [self._condition("QuotaReserved", "False", "Pending", message)]
+            namespace = job.metadata.namespace
+            self.custom.patch_namespaced_custom_object(
+                *KUEUE,
+                namespace,
+                "workloads",
+                workload["metadata"]["name"],
+                {"status": {"conditions": conditions}},
+            )
+            if admitted:
+                patch = {"spec": {"suspend": False}}
+                self.batch.patch_namespaced_job(job.metadata.name, namespace, patch)
+
+    def _create_workload(
+        self, job: client.V1Job, local_queue: str, cluster_queue: str
+    ) -> dict[str, Any]:
+        namespace, name, uid = job.metadata.namespace, job.metadata.name, job.metadata.uid
+        if local_queue not in {
+            q["metadata"]["name"] for q in self._custom_list(namespace, "localqueues")
+        }:
+            body = {
+                "apiVersion": "kueue.x-k8s.io/v1beta1",
+                "kind": "LocalQueue",
+                "metadata": {"name": local_queue, "namespace": namespace},
+                "spec": {"clusterQueue": cluster_queue},
+            }
+            self.custom.create_namespaced_custom_object(*KUEUE, namespace, "localqueues", body)
+        workload = {
+            "apiVersion": "kueue.x-k8s.io/v1beta1",
+            "kind": "Workload",
+            "metadata": {
+                "name": f"job-{name}-{uuid.uuid4().hex[:5]}",
+                "namespace": namespace,
+                "labels": {"kueue.x-k8s.io/job-uid": uid},
+                "ownerReferences": [self._owner("batch/v1", "Job", name, uid)],
+                "creationTimestamp": timestamp(self.clock.now()),
+            },
+            "spec": {"queueName": local_queue, "podSets": [{"name": "main", "count": 1}]},
+            "status": {},
+        }
+        self.custom.create_namespaced_custom_object(*KUEUE, namespace, "workloads", workload)
+        return workload
+
+    def _custom_list(self, namespace: str, plural: str) -> list[dict[str, Any]]:
+        group = VOLCANO if plural == "podgroups" else KUEUE
+        items: list[dict[str, Any]] = self.custom.list_namespaced_custom_object(
+            *group, namespace, plural
+        )["items"]
+        return items
+
+    def volcano_holds(self, job_id: str, *, queue: str, reason: str, message: str) -> str:
+        """Volcano's queue not enqueueing a Job's PodGroup, whose name it returns:
+        podgroup-<Job uid> (Volcano's name for a Job's) Pending with an Unschedulable
+        condition; the Job's pods, created from now on, carry its annotation, and no
+        scheduler binds them."""
+        namespace, name = job_id.split("/", 1)
+        job = self.batch.read_namespaced_job(name, namespace)
+        group = f"podgroup-{job.metadata.uid}"
+        body = {
+            "apiVersion": "scheduling.volcano.sh/v1beta1",
+            "kind": "PodGroup",
+            "metadata": {
+                "name": group,
+                "namespace": namespace,
+                "ownerReferences": [self._owner("batch/v1", "Job", name, job.metadata.uid)],
+            },
+            "spec": {"minMember": 1, "queue": queue},
+            "status": {
+                "phase": "Pending",
+                "conditions": [self._condition("Unschedulable", "True", reason, message)],
+            },
+        }
+        self.custom.create_namespaced_custom_object(*VOLCANO, namespace, "podgroups", body)
+        self._pod_groups[job.metadata.uid] = group
+        self._unenqueued.add((namespace, group))
+        return group
 
     def grant_cross_namespace(
         self, tenant: str, other: str, resources: tuple[str, ...] = TENANT_READABLE
@@ -536,11 +688,13 @@ class KubernetesHarness:
         labels.update({"job-name": name, "batch.kubernetes.io/job-name": name})
         labels.update({"controller-uid": uid, "batch.kubernetes.io/controller-uid": uid})
         pod_name = f"{name}-{uuid.uuid4().hex[:5]}"
+        group = self._pod_groups.get(uid)
         body = {
             "metadata": {
                 "name": pod_name,
                 "namespace": job.metadata.namespace,
                 "labels": labels,
+                "annotations": {POD_GROUP_ANNOTATION: group} if group else {},
                 "ownerReferences": [self._owner("batch/v1", "Job", name, uid)],
             },
             "spec": template["spec"],
@@ -605,7 +759,10 @@ class KubernetesHarness:
         waiting = [
             pod
             for pod in pods
-            if not pod.spec.node_name and not _terminal(pod) and not pod.metadata.deletion_timestamp
+            if not pod.spec.node_name
+            and not _terminal(pod)
+            and not pod.metadata.deletion_timestamp
+            and (pod.metadata.namespace, _pod_group(pod)) not in self._unenqueued
         ]
         for pod in sorted(waiting, key=lambda p: (p.metadata.creation_timestamp, p.metadata.name)):
             job = (pod.metadata.labels or {}).get("job-name")
@@ -860,6 +1017,21 @@ def _finished_at(job: client.V1Job) -> datetime | None:
     if condition is None:
         return None
     return job.status.completion_time or condition.last_transition_time
+
+
+def _job_gpus(job: client.V1Job) -> int:
+    containers = job.spec.template.spec.containers
+    gpus = sum(int((c.resources.limits or {}).get(GPU, 0)) for c in containers if c.resources)
+    return gpus * (job.spec.parallelism or 1)
+
+
+def _admitted(workload: dict[str, Any]) -> bool:
+    conditions = (workload.get("status") or {}).get("conditions") or []
+    return any(c["type"] == "Admitted" and c["status"] == "True" for c in conditions)
+
+
+def _pod_group(pod: client.V1Pod) -> str | None:
+    return (pod.metadata.annotations or {}).get(POD_GROUP_ANNOTATION)
 
 
 def _owner_uid(pod: client.V1Pod) -> str | None:

@@ -12,16 +12,20 @@ from typing import Any
 from kubernetes.client import ApiClient, CoreV1Event
 
 from observer.backends.kubernetes.status import (
+    QueueHold,
     controller_of,
     ending_status,
     group_by_job,
     has_gpus,
     job_status,
+    kueue_hold,
     pod_group_id,
     pod_group_status,
     scheduler_node,
+    volcano_hold,
 )
 from observer.domain import JobPhase, JobStatus
+from observer.probes.outcome import is_quota_reason
 
 RECORDED = Path(__file__).parent / "kubernetes_api"
 GPU = "nvidia.com/gpu"
@@ -251,3 +255,84 @@ def test_a_noschedule_taint_is_a_nodes_reason_and_a_prefernoschedule_taint_is_no
     assert scheduler_node(node, 0, GPU, POOL_LABEL).reason == (
         "taint nvidia.com/gpu=present:NoSchedule"
     )
+
+
+# --- Jobs their queue holds (Kueue, Volcano) -----------------------------------------------------
+
+KUEUE_WORDS = (
+    "couldn't assign flavors to pod set main: insufficient unused quota for nvidia.com/gpu in "
+    "flavor default-flavor, 4 more needed"
+)
+GANG_WORDS = "0/0 tasks in gang unschedulable: pod group is not ready, 1 minAvailable"
+
+
+def workload(edit: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
+    document: dict[str, Any] = json.loads((RECORDED / "workload_quota_pending.json").read_text())
+    if edit is not None:
+        edit(document)
+    return document
+
+
+def pod_group(phase: str = "Pending") -> dict[str, Any]:
+    document: dict[str, Any] = json.loads((RECORDED / "podgroup_pending.json").read_text())
+    document["status"]["phase"] = phase
+    return document
+
+
+def suspend(document: dict[str, Any]) -> None:
+    document["spec"]["suspend"] = True
+
+
+def held_job_status(hold: QueueHold | None, *, pods: bool) -> JobStatus:
+    job = recorded("job_pending", "V1Job", suspend if not pods else None)
+    listed = [recorded("pod_pending_unschedulable", "V1Pod")] if pods else []
+    return job_status(job, group_by_job(listed), no_events, GPU, hold)
+
+
+def test_a_job_kueue_has_no_quota_for_waits_in_kueues_words_naming_both_queues() -> None:
+    hold = kueue_hold(workload(), {"research-gpu": "gpu-pool"})
+
+    status = held_job_status(hold, pods=False)
+
+    assert (status.phase, status.reason) == (JobPhase.PENDING, "QuotaReserved=False: Pending")
+    assert (
+        status.message == f"LocalQueue research/research-gpu (ClusterQueue gpu-pool): {KUEUE_WORDS}"
+    )
+    assert is_quota_reason(status.reason)
+
+
+def test_a_workload_waiting_for_its_admission_checks_is_not_a_quota_hold() -> None:
+    def reserved(document: dict[str, Any]) -> None:
+        document["status"]["conditions"] = [
+            {"type": "QuotaReserved", "status": "True", "reason": "QuotaReserved"},
+            {"type": "Admitted", "status": "False", "reason": "Pending", "message": "checks"},
+        ]
+
+    hold = kueue_hold(workload(reserved), {"research-gpu": "gpu-pool"})
+
+    assert hold is not None and hold.reason == "Admitted=False: Pending"
+    assert not is_quota_reason(hold.reason)
+
+
+def test_an_admitted_workload_holds_nothing() -> None:
+    def admitted(document: dict[str, Any]) -> None:
+        document["status"]["conditions"] = [
+            {"type": "QuotaReserved", "status": "True", "reason": "QuotaReserved"},
+            {"type": "Admitted", "status": "True", "reason": "Admitted"},
+        ]
+
+    assert kueue_hold(workload(admitted), {}) is None
+
+
+def test_a_pod_group_volcano_has_not_enqueued_speaks_before_the_pods_scheduler() -> None:
+    status = held_job_status(volcano_hold(pod_group()), pods=True)
+
+    assert status.reason == "PodGroup Pending: NotEnoughResources"
+    name = pod_group()["metadata"]["name"]
+    assert status.message == f"Queue research-q: PodGroup {name}: {GANG_WORDS}"
+    assert is_quota_reason(status.reason)
+
+
+def test_once_enqueued_the_pods_own_conditions_say_why_they_wait() -> None:
+    assert volcano_hold(pod_group("Inqueue")) is None
+    assert held_job_status(None, pods=True).reason == "Unschedulable"

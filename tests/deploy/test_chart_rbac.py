@@ -3,8 +3,10 @@
 Every call the adapter makes on its API objects (`self._core.list_node(...)`) names its verb
 and resource: list_* -> list, read_* -> get, create_* -> create, delete_* -> delete, patch_*
 -> patch; `namespaced` calls are made in the probe namespaces (a Role in each), the others
-(`list_node`, `*_for_all_namespaces`) cluster-wide (the ClusterRole). The isolation probe's
-calls (isolation.py) run with a tenant's own token, not the controller's, and are not here.
+(`list_node`, `*_for_all_namespaces`) cluster-wide (the ClusterRole). A custom-object call
+(`self._custom.list_namespaced_custom_object(...)`) reaches each CustomResource the adapter
+names (Kueue's, Volcano's). The isolation probe's calls (isolation.py) run with a tenant's own
+token, not the controller's, and are not here.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ ADAPTER = KUBERNETES / "backend.py"
 CONNECTION = KUBERNETES / "client.py"
 VERBS = {"list": "list", "read": "get", "create": "create", "delete": "delete", "patch": "patch"}
 SUBRESOURCES = ("log", "status", "scale", "exec", "eviction", "binding")
+CUSTOM_OBJECTS = "CustomObjectsApi"
 
 Grant = tuple[str, str, str]  # (apiGroup, resource, verb)
 
@@ -69,6 +72,23 @@ def self_attribute(node: ast.expr) -> str | None:
     return None
 
 
+def custom_grants(tree: ast.Module, method: str) -> tuple[set[Grant], bool]:
+    """A custom-object method's grant on every CustomResource(group, version, plural) the
+    adapter names: list_namespaced_custom_object -> list, namespaced."""
+    action, _, rest = method.partition("_")
+    assert action in VERBS and rest.endswith("custom_object"), method
+    named = [
+        [arg.value for arg in node.args if isinstance(arg, ast.Constant)]
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Name)
+        and node.func.id == "CustomResource"
+    ]
+    assert named and all(len(args) == 3 for args in named), named
+    rules = {(str(group), str(plural), VERBS[action]) for group, _, plural in named}
+    return rules, rest.startswith("namespaced_")
+
+
 def called_grants() -> tuple[set[Grant], set[Grant]]:
     """(cluster-wide, namespaced) grants of every API call the adapter's source makes."""
     classes = api_attributes()
@@ -92,7 +112,10 @@ def called_grants() -> tuple[set[Grant], set[Grant]]:
     for node in ast.walk(tree):
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
             api_class = aliases.get(self_attribute(node.func.value) or "")
-            if api_class:
+            if api_class == CUSTOM_OBJECTS:
+                rules, in_namespace = custom_grants(tree, node.func.attr)
+                (namespaced if in_namespace else cluster).update(rules)
+            elif api_class:
                 rule, in_namespace = grant(api_class, node.func.attr)
                 (namespaced if in_namespace else cluster).add(rule)
     return cluster, namespaced
@@ -129,6 +152,12 @@ def test_the_adapter_calls_something_in_each_scope():
     assert cluster and namespaced
 
 
+def test_the_queues_objects_are_read_in_the_probe_namespaces():
+    _, namespaced = called_grants()
+    groups = {group for group, _, verb in namespaced if verb == "list"}
+    assert {"kueue.x-k8s.io", "scheduling.volcano.sh"} <= groups
+
+
 def test_cluster_role_grants_exactly_the_cluster_wide_calls(objects):
     cluster, _ = called_grants()
     assert granted(one(objects, "ClusterRole")) == cluster
@@ -154,8 +183,9 @@ def test_every_role_is_bound_to_the_controller_alone(objects):
 
 
 def test_the_removed_switches_are_refused(tmp_path: Path):
-    """Cluster-wide pod read is not optional (the snapshot lists every namespace's pods), and
-    no code reads Kueue or Volcano objects: their values are gone, not silently ignored."""
+    """Cluster-wide pod read is not optional (the snapshot lists every namespace's pods), nor
+    is reading the queues' objects (a Role may name resources a cluster lacks): their values
+    are gone, not silently ignored."""
     for text in ("rbac: {clusterWidePodRead: false}", "rbac: {kueue: always}"):
         values = tmp_path / "values.yaml"
         values.write_text(text + "\n")

@@ -8,6 +8,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from observer.backends.kubernetes.status import QueueHold, kueue_hold, volcano_hold
 from observer.detectors.conditions import ConditionTracker, covers_all
 from observer.detectors.unexplained_wait import (
     PendingJob,
@@ -193,6 +194,68 @@ def test_a_quota_reason_is_checked_against_a_known_quota():
     assert "holds 2 of its 6 GPUs" in symptom.summary
     assert unexplained_waits(waiting, snap, RULES, quotas={"prod": 2}) == []  # spent: explained
     assert unexplained_waits(waiting, snap, RULES) == []  # no quota known: not checked
+
+
+def kueue_quota_hold() -> QueueHold | None:
+    """The Kubernetes backend's words for a Workload Kueue has no quota for."""
+    workload = {
+        "metadata": {"name": "job-observer-hold-1a2b3", "namespace": "prod"},
+        "spec": {"queueName": "prod-q"},
+        "status": {
+            "conditions": [
+                {
+                    "type": "QuotaReserved",
+                    "status": "False",
+                    "reason": "Pending",
+                    "message": "couldn't assign flavors to pod set main: insufficient unused "
+                    "quota for nvidia.com/gpu in flavor default-flavor, 4 more needed",
+                }
+            ]
+        },
+    }
+    return kueue_hold(workload, {"prod-q": "gpu-pool"})
+
+
+def volcano_queue_hold() -> QueueHold | None:
+    """The Kubernetes backend's words for a PodGroup Volcano's queue has not enqueued."""
+    unschedulable = {
+        "type": "Unschedulable",
+        "status": "True",
+        "reason": "NotEnoughResources",
+        "message": "0/0 tasks in gang unschedulable: pod group is not ready, 1 minAvailable",
+    }
+    return volcano_hold(
+        {
+            "metadata": {"name": "podgroup-1", "namespace": "prod"},
+            "spec": {"queue": "prod-q"},
+            "status": {"phase": "Pending", "conditions": [unschedulable]},
+        }
+    )
+
+
+@pytest.mark.parametrize("hold", [kueue_quota_hold(), volcano_queue_hold()])
+def test_a_queue_holding_a_job_for_quota_is_a_quota_hold(hold: QueueHold | None):
+    assert hold is not None
+    queues = (QueueState("prod", "prod-q", 1, 4, 1, 4, 60.0),)
+    snap = snapshot(*FULL, queues=queues)
+    waiting = pending(hold.reason, hold.message, gpus_per_node=4, tenant="prod")
+    assert unexplained_waits(waiting, snap, RULES, quotas={"prod": 4}) == []  # spent: explained
+    [symptom] = unexplained_waits(waiting, snap, RULES, quotas={"prod": 8})
+    assert symptom.evidence["kind"] == "reason_contradicted"
+    assert "waits for its quota" in symptom.summary
+    assert unexplained_waits(waiting, snap, RULES) == []  # no quota known: taken at its word
+
+
+def test_kueues_words_for_a_spent_quota_are_a_quota_claim_whatever_the_reason():
+    queues = (QueueState("prod", "gpu", 0, 0, 0, 0, 60.0),)
+    words = "couldn't assign flavors to pod set main: insufficient unused quota for nvidia.com/gpu"
+    [symptom] = unexplained_waits(
+        pending("Inadmissible", words, tenant="prod"),
+        snapshot(*FULL, queues=queues),
+        RULES,
+        {"prod": 8},
+    )
+    assert "waits for its quota" in symptom.summary
 
 
 @pytest.mark.parametrize(

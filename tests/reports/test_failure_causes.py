@@ -13,6 +13,7 @@ from datetime import timedelta
 
 import pytest
 
+from observer.backends.kubernetes.status import kueue_hold
 from observer.domain import (
     Finding,
     FindingKind,
@@ -250,3 +251,31 @@ def test_the_verdict_fails_failure_evidence_when_too_many_of_all_jobs_failures_a
     assert status is Status.FAIL
     assert jobs.params["unexplained_share"] == 2 / 11
     assert criterion(done) == (Status.PASS, [])
+
+
+def test_a_probe_its_queue_held_until_its_deadline_is_a_quota_hold():
+    workload = {
+        "metadata": {"name": "job-observer-hold-1a2b3", "namespace": "research"},
+        "spec": {"queueName": "team-a"},
+        "status": {
+            "conditions": [
+                {
+                    "type": "QuotaReserved",
+                    "status": "False",
+                    "reason": "Pending",
+                    "message": "couldn't assign flavors to pod set main: insufficient unused "
+                    "quota for nvidia.com/gpu in flavor default-flavor, 4 more needed",
+                }
+            ]
+        },
+    }
+    hold = kueue_hold(workload, {"team-a": "gpu-pool"})
+    assert hold is not None
+    held = run(
+        outcome=Outcome.TIMED_OUT,
+        reason=hold.reason,
+        wait_seconds=None,
+        pending={"Unknown": 5, hold.reason: 600},
+    )
+
+    assert classify(held, [], []) == Classified(Cause.SCHEDULING, (f"quota: {hold.reason}",))

@@ -1,8 +1,10 @@
 """The real SchedulerBackend over the Kubernetes API with the official client: the calls.
 
-A probe's job id is "<namespace>/<job name>" (manifests.py says what is created). Kubernetes
-errors stop here: an API server that cannot be reached or read raises BackendError; a
-submission it refuses (quota, admission, validation, RBAC) raises ProbeError with its words.
+A probe's job id is "<namespace>/<job name>" (manifests.py says what is created). A job a
+queue may hold (suspended: Kueue; pods in a PodGroup: Volcano) is explained by the queue's own
+objects, listed once per namespace. Kubernetes errors stop here: an API server that cannot be
+reached or read raises BackendError; a submission it refuses (quota, admission, validation,
+RBAC) raises ProbeError with its words.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from collections.abc import Collection
 from dataclasses import replace
 from datetime import datetime
 from types import TracebackType
+from typing import NamedTuple
 
 from kubernetes.client import CoreV1Event, V1Job, V1Pod
 
@@ -27,8 +30,12 @@ from observer.backends.kubernetes import isolation
 from observer.backends.kubernetes.client import Apis, ApiStatusError, api, observer_configuration
 from observer.backends.kubernetes.manifests import job_manifest, job_name
 from observer.backends.kubernetes.status import (
+    KUEUE_JOB_UID_LABEL,
     TERMINAL_POD_PHASES,
+    CustomObject,
     EventReader,
+    PodsByJob,
+    QueueHold,
     controller_of,
     creation_then_name,
     ending_status,
@@ -38,17 +45,21 @@ from observer.backends.kubernetes.status import (
     is_deleting,
     is_ours,
     job_status,
+    kueue_hold,
     labels_of,
     namespace_of,
     object_name,
     owned_pods,
+    owner_uid,
     pod_group_id,
+    pod_group_of,
     pod_group_status,
     pod_phase,
     pod_spec_gpus,
     pod_template,
     quota_changes,
     scheduler_node,
+    volcano_hold,
 )
 from observer.clock import Clock
 from observer.domain import AccessAttempt, JobPhase, JobRequest, JobStatus, SchedulerSnapshot
@@ -56,6 +67,18 @@ from observer.errors import BackendError, ProbeError
 from observer.settings.controller import KubernetesSettings
 
 JOB_NAME_LABEL = "job-name"  # the job controller puts it on its pods (every release so far)
+
+
+class CustomResource(NamedTuple):
+    group: str
+    version: str
+    plural: str
+
+
+# The queues' objects the backend reads (the chart's Role grants listing them).
+WORKLOADS = CustomResource("kueue.x-k8s.io", "v1beta1", "workloads")
+LOCAL_QUEUES = CustomResource("kueue.x-k8s.io", "v1beta1", "localqueues")
+POD_GROUPS = CustomResource("scheduling.volcano.sh", "v1beta1", "podgroups")
 _CANCELLED_REMEMBERED = 1024  # a cancelled Job vanishes from the API; its outcome is kept here
 
 
@@ -66,7 +89,7 @@ class KubernetesBackend:
         self._timeout = settings.request_timeout_seconds
         self._gpu = settings.gpu_resource
         self._apis = Apis(observer_configuration(settings))
-        self._core, self._batch = self._apis.core, self._apis.batch
+        self._core, self._batch, self._custom = self._apis.core, self._apis.batch, self._apis.custom
         self._cancelled: OrderedDict[str, JobStatus] = OrderedDict()
 
     def close(self) -> None:
@@ -118,9 +141,7 @@ class KubernetesBackend:
             if jobs:
                 selector = f"{JOB_NAME_LABEL} in ({','.join(sorted(names))})"
                 pods = group_by_job(self._list_pods(namespace, selector))
-                events = self._warning_events(namespace)
-                for job in jobs:
-                    status = job_status(job, pods, events, self._gpu)
+                for status in self._job_statuses(namespace, jobs, pods):
                     found[status.job_id] = status
         return found
 
@@ -187,8 +208,7 @@ class KubernetesBackend:
             jobs = [job for job in listed if is_ours(job.metadata) and not final_condition(job)]
             if jobs:
                 pods = group_by_job(self._list_pods(namespace, managed))
-                events = self._warning_events(namespace)
-                statuses.extend(job_status(job, pods, events, self._gpu) for job in jobs)
+                statuses += self._job_statuses(namespace, jobs, pods)
         return [status for status in statuses if not status.phase.finished]
 
     def finished_jobs(self, since: datetime, until: datetime) -> FinishedJobs:
@@ -282,6 +302,80 @@ class KubernetesBackend:
                 namespace, label_selector=selector, _request_timeout=self._timeout
             ).items
 
+    def _job_statuses(
+        self,
+        namespace: str,
+        jobs: list[V1Job],
+        pods: PodsByJob,
+        events: EventReader | None = None,
+    ) -> list[JobStatus]:
+        holds = self._queue_holds(namespace, jobs, pods)
+        events = events or self._warning_events(namespace)
+        return [
+            job_status(job, pods, events, self._gpu, holds.get(_uid(job) or "")) for job in jobs
+        ]
+
+    def _queue_holds(
+        self, namespace: str, jobs: list[V1Job], pods: PodsByJob
+    ) -> dict[str, QueueHold]:
+        """What the namespace's queues say of the jobs they hold, by Job uid; one list of each
+        kind at most, and only when a job may be held: Kueue keeps a Job it has not admitted
+        suspended, Volcano keeps the pods of a PodGroup it has not enqueued unscheduled."""
+        holds: dict[str, QueueHold] = {}
+        suspended = {uid for job in jobs if job.spec and job.spec.suspend and (uid := _uid(job))}
+        if suspended:
+            selector = f"{KUEUE_JOB_UID_LABEL} in ({','.join(sorted(suspended))})"
+            workloads = [
+                workload
+                for workload in self._list_custom(namespace, WORKLOADS, selector)
+                if owner_uid(workload) in suspended
+            ]
+            if workloads:
+                cluster_queues = {
+                    queue["metadata"]["name"]: queue.get("spec", {}).get("clusterQueue", "")
+                    for queue in self._list_custom(namespace, LOCAL_QUEUES)
+                }
+                for workload in workloads:
+                    if hold := kueue_hold(workload, cluster_queues):
+                        holds[str(owner_uid(workload))] = hold
+        grouped = {
+            uid: group
+            for job in jobs
+            if (uid := _uid(job)) and uid not in holds
+            for pod in owned_pods(job, pods)
+            if pod.spec and not pod.spec.node_name and (group := pod_group_of(pod))
+        }
+        if grouped:
+            pod_groups = {
+                group["metadata"]["name"]: group
+                for group in self._list_custom(namespace, POD_GROUPS)
+            }
+            for uid, name in grouped.items():
+                if name in pod_groups and (hold := volcano_hold(pod_groups[name])):
+                    holds[uid] = hold
+        return holds
+
+    def _list_custom(
+        self, namespace: str, resource: CustomResource, selector: str | None = None
+    ) -> list[CustomObject]:
+        """The namespace's objects of a queue's resource; none where the cluster has no such
+        resource (Kueue or Volcano not installed: 404)."""
+        try:
+            with api(f"list {resource.plural}.{resource.group} in {namespace}"):
+                listed = self._custom.list_namespaced_custom_object(
+                    resource.group,
+                    resource.version,
+                    namespace,
+                    resource.plural,
+                    label_selector=selector,
+                    _request_timeout=self._timeout,
+                )
+        except ApiStatusError as exc:
+            if exc.status == 404:
+                return []
+            raise
+        return list(listed.get("items") or [])
+
     def _warning_events(self, namespace: str) -> EventReader:
         """Read a namespace's Warning events once, and only if a pending job needs them."""
         read: list[list[CoreV1Event]] = []
@@ -311,11 +405,12 @@ class KubernetesBackend:
                 namespace, _request_timeout=self._timeout
             ).items
         events, by_job = self._warning_events(namespace), group_by_job(pods)
-        statuses = [
-            job_status(job, by_job, events, self._gpu)
+        gpu_jobs = [
+            job
             for job in listed
             if not final_condition(job) and pod_spec_gpus(pod_template(job), self._gpu) > 0
         ]
+        statuses = self._job_statuses(namespace, gpu_jobs, by_job, events)
         groups: dict[str, list[V1Pod]] = {}
         ending: dict[str, list[V1Pod]] = {}
         for pod in pods:
@@ -338,6 +433,10 @@ class KubernetesBackend:
             for group_id, members in sorted(ending.items())
             if group_id not in live
         ]
+
+
+def _uid(job: V1Job) -> str | None:
+    return job.metadata.uid if job.metadata else None
 
 
 def _split_job_id(job_id: str) -> tuple[str, str]:

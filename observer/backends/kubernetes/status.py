@@ -4,14 +4,16 @@ A Job's status comes from its conditions, its pods' container states, the schedu
 PodScheduled condition and Warning events; other tenants' work is a group of pods with the id
 "<namespace>/<owner kind>/<owner name>" ("<namespace>/pod/<pod name>" for a bare pod); a node
 is its Ready condition, cordon, taints and GPUs; a ResourceQuota's changes are its managers'
-latest writes of spec.hard (metadata.managedFields).
+latest writes of spec.hard (metadata.managedFields). A job its queue holds (Kueue's Workload
+without quota, Volcano's PodGroup not enqueued) waits for the queue, in the queue's words.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import replace
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
+from typing import Any
 
 from kubernetes import client
 
@@ -19,6 +21,7 @@ from observer.backends.base import MANAGED_BY, MANAGED_BY_LABEL, RUN_ID_LABEL, Q
 from observer.backends.kubernetes.manifests import QUEUE_LABEL
 from observer.domain import JobPhase, JobStatus, SchedulerNode
 from observer.errors import BackendError
+from observer.probes.outcome import KUEUE_QUOTA_HOLD, VOLCANO_QUEUE_HOLD
 
 TERMINAL_POD_PHASES = frozenset({"Succeeded", "Failed"})
 _SUCCEEDED_CONDITIONS = frozenset({"Complete", "SuccessCriteriaMet"})
@@ -28,12 +31,32 @@ _FINAL_CONDITIONS = _SUCCEEDED_CONDITIONS | _FAILED_CONDITIONS
 _STARTING_REASONS = frozenset({"ContainerCreating", "PodInitializing"})
 _NEVER = datetime.min.replace(tzinfo=UTC)
 
+# Volcano's annotation naming a pod's PodGroup (volcano-sh/apis pkg/apis/scheduling/v1beta1
+# labels.go, KubeGroupNameAnnotationKey); its controller puts it on every pod it schedules.
+POD_GROUP_ANNOTATION = "scheduling.k8s.io/group-name"
+# Kueue's label naming the Job a Workload was made for (kueue pkg/controller/constants).
+KUEUE_JOB_UID_LABEL = "kueue.x-k8s.io/job-uid"
+
 EventReader = Callable[[], list[client.CoreV1Event]]
 PodsByJob = dict[str, list[tuple[str, client.V1Pod]]]  # Job name -> (owner uid, pod)
+CustomObject = Mapping[str, Any]  # a Kueue or Volcano object, as the API's JSON
+
+
+@dataclass(frozen=True, slots=True)
+class QueueHold:
+    """Why a job's queue holds it, in the queue's words, and the queue's name."""
+
+    reason: str
+    message: str
+    queue: str | None
 
 
 def job_status(
-    job: client.V1Job, pods_by_job: PodsByJob, events: EventReader, gpu: str
+    job: client.V1Job,
+    pods_by_job: PodsByJob,
+    events: EventReader,
+    gpu: str,
+    hold: QueueHold | None = None,
 ) -> JobStatus:
     meta, spec = job.metadata, job.spec
     namespace, name, labels = namespace_of(job), object_name(meta), labels_of(meta)
@@ -46,7 +69,7 @@ def job_status(
         job_id=f"{namespace}/{name}",
         run_id=labels.get(RUN_ID_LABEL),
         tenant=namespace,
-        queue=labels.get(QUEUE_LABEL),
+        queue=labels.get(QUEUE_LABEL) or (hold.queue if hold else None),
         phase=JobPhase.PENDING,
         gpus=pod_spec_gpus(pod_template(job), gpu) * expected,
         submitted_at=_utc(meta.creation_timestamp if meta else None),
@@ -67,7 +90,7 @@ def job_status(
     if condition is None:
         if status.started_at is not None:
             return replace(status, phase=JobPhase.RUNNING)
-        reason, message = _pending_reason(pods, events, job)
+        reason, message = _pending_reason(pods, events, job, hold)
         return replace(status, reason=reason, message=message)
     status = replace(status, started_at=max(started, default=None))
     ended = [state for pod in pods if (state := _terminated(pod)) is not None]
@@ -113,7 +136,7 @@ def pod_group_status(
     )
     if status.started_at is not None:
         return replace(status, phase=JobPhase.RUNNING)
-    reason, message = _pending_reason(pods, events, None)
+    reason, message = _pending_reason(pods, events, None, None)
     return replace(status, reason=reason, message=message)
 
 
@@ -147,16 +170,22 @@ def ending_status(group_id: str, namespace: str, pods: list[client.V1Pod], gpu: 
 
 
 def _pending_reason(
-    pods: list[client.V1Pod], events: EventReader, job: client.V1Job | None
+    pods: list[client.V1Pod],
+    events: EventReader,
+    job: client.V1Job | None,
+    hold: QueueHold | None,
 ) -> tuple[str | None, str | None]:
     """Why a job waits, the most specific first: a container that cannot start (a bad image
-    waits forever), the scheduler's verdict, then the job controller's (quota, suspension)."""
+    waits forever), its queue's hold (Kueue, Volcano), the scheduler's verdict, then the job
+    controller's (quota, suspension)."""
     waiting = [pod for pod in pods if _started_at(pod) is None and _terminated(pod) is None]
     for pod in waiting:
         for container in (pod.status.container_statuses if pod.status else None) or []:
             state = container.state.waiting if container.state else None
             if state is not None and state.reason and state.reason not in _STARTING_REASONS:
                 return state.reason, state.message
+    if hold is not None:
+        return hold.reason, hold.message
     for pod in waiting:
         for condition in (pod.status.conditions if pod.status else None) or []:
             if condition.type == "PodScheduled" and condition.status == "False":
@@ -176,6 +205,58 @@ def _pending_reason(
         if event is not None:
             return event.reason, event.message
     return None, None
+
+
+def kueue_hold(workload: CustomObject, cluster_queues: Mapping[str, str]) -> QueueHold | None:
+    """What Kueue says of a Workload it has not admitted: no quota reserved in its ClusterQueue
+    (QuotaReserved False: "couldn't assign flavors ... insufficient unused quota ..."), or quota
+    reserved but its admission checks not yet passed (Admitted False). `cluster_queues`: the
+    namespace's LocalQueues' ClusterQueues. Shapes: kueue apis/kueue/v1beta1/workload_types.go
+    (spec.queueName, status.conditions) and localqueue_types.go (spec.clusterQueue)."""
+    meta, spec = workload.get("metadata") or {}, workload.get("spec") or {}
+    conditions = {c.get("type"): c for c in (workload.get("status") or {}).get("conditions") or []}
+    local_queue = spec.get("queueName")
+    where = f"LocalQueue {meta.get('namespace')}/{local_queue}"
+    where += f" (ClusterQueue {cluster_queues.get(local_queue or '') or 'unknown'})"
+    for kind, said in (("QuotaReserved", KUEUE_QUOTA_HOLD), ("Admitted", "Admitted=False")):
+        condition = conditions.get(kind)
+        if condition is not None and condition.get("status") == "False":
+            reason = f"{said}: {condition.get('reason') or 'Pending'}"
+            return QueueHold(reason, f"{where}: {condition.get('message') or ''}", local_queue)
+    return None  # admitted, or not yet looked at: the Job's own state says why it waits
+
+
+def volcano_hold(pod_group: CustomObject) -> QueueHold | None:
+    """What Volcano says of a PodGroup its queue has not enqueued (phase Pending): the
+    Unschedulable condition's reason and words. Enqueued (Inqueue) its pods are scheduled and
+    their own conditions say why they wait. Shape: volcano-sh/apis
+    pkg/apis/scheduling/v1beta1/types.go (spec.queue, status.phase, status.conditions)."""
+    spec, status = pod_group.get("spec") or {}, pod_group.get("status") or {}
+    if status.get("phase", "Pending") != "Pending":
+        return None
+    queue = spec.get("queue") or "default"  # Volcano's queue for a PodGroup that names none
+    conditions = status.get("conditions") or []
+    unschedulable = [
+        c for c in conditions if c.get("type") == "Unschedulable" and c.get("status") == "True"
+    ]
+    latest = max(unschedulable, key=lambda c: c.get("lastTransitionTime") or "", default=None)
+    name = (pod_group.get("metadata") or {}).get("name")
+    if latest is None:
+        return QueueHold(VOLCANO_QUEUE_HOLD, f"Queue {queue}: PodGroup {name} is Pending", queue)
+    reason = f"{VOLCANO_QUEUE_HOLD}: {latest.get('reason') or 'Unschedulable'}"
+    return QueueHold(
+        reason, f"Queue {queue}: PodGroup {name}: {latest.get('message') or ''}", queue
+    )
+
+
+def owner_uid(obj: CustomObject) -> str | None:
+    """The uid of the object's controlling owner (a Workload's Job)."""
+    references = (obj.get("metadata") or {}).get("ownerReferences") or []
+    return next((ref.get("uid") for ref in references if ref.get("controller")), None)
+
+
+def pod_group_of(pod: client.V1Pod) -> str | None:
+    return ((pod.metadata.annotations if pod.metadata else None) or {}).get(POD_GROUP_ANNOTATION)
 
 
 def _latest_event(

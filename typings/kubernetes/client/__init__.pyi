@@ -109,7 +109,23 @@ class BatchV1Api:
         _request_timeout: _Timeout = None,
     ) -> object: ...
     def list_job_for_all_namespaces(self) -> V1JobList: ...
+    def patch_namespaced_job(self, name: str, namespace: str, body: _Body) -> V1Job: ...
     def patch_namespaced_job_status(self, name: str, namespace: str, body: _Body) -> V1Job: ...
+
+class CustomObjectsApi:
+    """Kueue's and Volcano's objects: the API's JSON, unmodelled."""
+
+    def __init__(self, api_client: ApiClient | None = None) -> None: ...
+    def list_namespaced_custom_object(
+        self,
+        group: str,
+        version: str,
+        namespace: str,
+        plural: str,
+        *,
+        label_selector: str | None = None,
+        _request_timeout: _Timeout = None,
+    ) -> dict[str, Any]: ...
 
 # --- objects -----------------------------------------------------------------------------------
 
@@ -131,6 +147,7 @@ class V1ObjectMeta:
     namespace: str | None
     uid: str | None
     labels: dict[str, str] | None
+    annotations: dict[str, str] | None
     creation_timestamp: datetime | None
     deletion_timestamp: datetime | None
     owner_references: list[V1OwnerReference] | None

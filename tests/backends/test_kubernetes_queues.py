@@ -1,0 +1,156 @@
+"""A probe its queue holds waits in the queue's words, naming the queue and the quota: Kueue's
+Workload whose quota reservation failed, Volcano's PodGroup its queue has not enqueued; both
+a quota hold for the outcome and the failure causes. Over the API emulator, the harness
+playing Kueue and Volcano with their objects' shapes."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from observer.domain import Expectation, JobPhase, Outcome
+from observer.probes.outcome import is_quota_reason, judge
+from tests.backends.k8s_harness import QUEUE_RESOURCES, KubernetesHarness
+from tests.backends.test_kubernetes import request, settle_phase, status
+
+# Kueue's scheduler's words when the ClusterQueue's quota is spent (pkg/scheduler/flavorassigner).
+NO_FLAVOR = (
+    "couldn't assign flavors to pod set main: insufficient unused quota for nvidia.com/gpu "
+    "in flavor default-flavor, {} more needed"
+)
+QUEUE_PLURALS = tuple(resource.rsplit("/", 1)[1] for resource in QUEUE_RESOURCES)
+# Volcano's gang plugin's words for a PodGroup its queue has not enqueued.
+GANG_NOT_READY = "0/0 tasks in gang unschedulable: pod group is not ready, 1 minAvailable"
+
+
+@pytest.fixture
+def k8s() -> Iterator[KubernetesHarness]:
+    with KubernetesHarness() as harness:
+        harness.install_queues()
+        yield harness
+
+
+def test_a_job_kueue_holds_for_quota_waits_in_kueues_words_naming_its_queues(
+    k8s: KubernetesHarness,
+) -> None:
+    k8s.play_kueue("gpu-pool", gpus=4)
+    first = k8s.backend.submit(request("run-1", queue="team-a", gpus_per_node=4))
+    job_id = k8s.backend.submit(request("run-2", queue="team-a", gpus_per_node=4))
+
+    k8s.step()
+
+    held = status(k8s, job_id)
+    assert (held.phase, held.reason, held.queue) == (
+        JobPhase.PENDING,
+        "QuotaReserved=False: Pending",
+        "team-a",
+    )
+    words = NO_FLAVOR.format(4)
+    assert held.message == f"LocalQueue research/team-a (ClusterQueue gpu-pool): {words}"
+    assert k8s.pods_of(job_id) == []
+    assert is_quota_reason(held.reason)
+    assert judge(Expectation.BLOCKED, held) is Outcome.PASSED
+    [followed] = [s for s in k8s.backend.probe_jobs() if s.job_id == job_id]
+    [seen] = [s for s in k8s.backend.snapshot().jobs if s.job_id == job_id]
+    assert followed.message == seen.message == held.message
+    assert status(k8s, first).reason is None  # admitted: nothing holds it
+
+
+def test_once_the_quota_is_free_kueue_admits_the_held_job_and_it_runs(
+    k8s: KubernetesHarness,
+) -> None:
+    k8s.play_kueue("gpu-pool", gpus=4)
+    first = k8s.backend.submit(request("run-1", queue="team-a", gpus_per_node=4))
+    job_id = k8s.backend.submit(request("run-2", queue="team-a", gpus_per_node=4))
+    k8s.step()
+    assert status(k8s, job_id).reason == "QuotaReserved=False: Pending"
+
+    settle_phase(k8s, first, JobPhase.SUCCEEDED)
+    done = settle_phase(k8s, job_id, JobPhase.SUCCEEDED)
+
+    assert done.exit_code == 0
+
+
+def test_the_queues_are_read_once_per_namespace_however_many_jobs_they_hold(
+    k8s: KubernetesHarness,
+) -> None:
+    k8s.play_kueue("gpu-pool", gpus=0)
+    held = [k8s.backend.submit(request(f"run-{n}", queue="team-a")) for n in range(3)]
+    grouped = [k8s.backend.submit(request(f"run-{n}")) for n in range(3, 6)]
+    for job_id in grouped:
+        k8s.volcano_holds(job_id, queue="q", reason="NotEnoughResources", message=GANG_NOT_READY)
+    k8s.step()
+    k8s.server.lists.clear()
+
+    statuses = k8s.backend.jobs(held + grouped)
+
+    assert {s.reason for s in statuses.values()} == {
+        "QuotaReserved=False: Pending",
+        "PodGroup Pending: NotEnoughResources",
+    }
+    assert {plural: k8s.server.lists[plural] for plural in QUEUE_PLURALS} == dict.fromkeys(
+        QUEUE_PLURALS, 1
+    )
+
+
+def test_nothing_of_the_queues_is_read_while_no_job_may_be_held(k8s: KubernetesHarness) -> None:
+    k8s.play_kueue("gpu-pool", gpus=4)
+    job_id = k8s.backend.submit(request("run-1", queue="team-a"))
+    settle_phase(k8s, job_id, JobPhase.RUNNING)
+    k8s.server.lists.clear()
+
+    k8s.backend.jobs([job_id])
+    k8s.backend.probe_jobs()
+    k8s.backend.snapshot()
+
+    assert not any(k8s.server.lists[plural] for plural in QUEUE_PLURALS)
+
+
+def test_a_workload_of_an_earlier_namesake_is_not_the_jobs(k8s: KubernetesHarness) -> None:
+    k8s.play_kueue("gpu-pool", gpus=0)
+    first = k8s.backend.submit(request("run-1", queue="team-a"))
+    k8s.step()
+    k8s.backend.cancel(first)
+    again = k8s.backend.submit(request("run-1", queue="team-a"))
+    name = again.split("/")[1]
+    k8s.batch.patch_namespaced_job(name, "research", {"spec": {"suspend": True}})
+
+    held = status(k8s, again)
+
+    assert (held.reason, held.message) == (
+        "Suspended",
+        "spec.suspend is true (waiting for admission)",
+    )
+
+
+def test_without_kueue_installed_a_suspended_job_is_only_suspended() -> None:
+    with KubernetesHarness() as k8s:
+        job_id = k8s.backend.submit(request("run-1", queue="team-a"))
+        k8s.batch.patch_namespaced_job(
+            job_id.split("/")[1], "research", {"spec": {"suspend": True}}
+        )
+
+        assert status(k8s, job_id).reason == "Suspended"
+
+
+def test_a_job_volcanos_queue_does_not_enqueue_waits_in_volcanos_words(
+    k8s: KubernetesHarness,
+) -> None:
+    job_id = k8s.backend.submit(request("run-1"))
+    group = k8s.volcano_holds(
+        job_id, queue="research-q", reason="NotEnoughResources", message=GANG_NOT_READY
+    )
+
+    k8s.step()
+
+    held = status(k8s, job_id)
+    assert (held.phase, held.reason, held.queue) == (
+        JobPhase.PENDING,
+        "PodGroup Pending: NotEnoughResources",
+        "research-q",
+    )
+    assert held.message == f"Queue research-q: PodGroup {group}: {GANG_NOT_READY}"
+    [pod] = k8s.pods_of(job_id)
+    assert pod.spec is not None and pod.spec.node_name is None
+    assert is_quota_reason(held.reason)
