@@ -264,7 +264,7 @@ def test_the_log_evidence_counts_the_canaries_that_lost_lines_and_the_lines_they
     criterion = next(c for c in v.criteria if c.criterion == "no_log_loss")
     [note] = [n for n in criterion.evidence if n.key == "ev.logs"]
     assert (note.params["lost"], note.params["lost_lines"]) == (2, 200)
-    assert "2 lost lines (200 lines in all)" in render_verdict(v, "en").markdown
+    assert "2 lost some of their lines (200 lines in all)" in render_verdict(v, "en").markdown
 
 
 def test_failed_tasks_without_the_platforms_reason_break_the_evidence_chain():

@@ -460,7 +460,8 @@ CATALOG: dict[str, dict[str, str]] = {
         "ev.layer_not_set_up": "The {layer} is not set up: what only it sees was not observed.",
         "ev.layer_blind": "The {layer} was blind {share} of the soak (limit {limit_share}): not "
         "observed.",
-        "ev.logs": "{canaries} log canaries ran: {lost} lost lines ({lost_lines} lines in all), "
+        "ev.logs": "{canaries} log canaries ran: {lost} lost some of their lines ({lost_lines} "
+        "lines in all), "
         "{damaged} had duplicated or reordered lines, {late} were delivered late.",
         "ev.lag": "{conditions} lag or unreachable conditions; {over} lasted beyond "
         "{limit_seconds}; the longest {longest_seconds}.",
