@@ -68,7 +68,7 @@ def test_days_times_numbers_and_notes():
     note = Note("scope.blind", {"share": 0.1234, "limit_share": 0.05})
     assert en.note(note).startswith("The observer was blind 12.3% of the soak (limit 5.0%)")
     assert zh.note(Note("scope.not_observed", {"criterion": "tenant_isolation"})) == (
-        "浸泡测试未能证明，因此不作承诺：租户隔离。"
+        "稳定性观察未能证明，因此不作承诺：租户隔离。"
     )
     unaudited = Note(
         "ev.unaudited",

@@ -585,8 +585,8 @@ CATALOG: dict[str, dict[str, str]] = {
         "title.verdict": "上线评估结论",
         "label.timezone": "平台时区：{timezone}",
         "label.period": "统计区间：{start} 至 {end}",
-        "label.soak_started": "浸泡测试开始：{start}",
-        "label.soak": "浸泡测试：{start} 至 {end}（{length_seconds}）",
+        "label.soak_started": "稳定性观察开始：{start}",
+        "label.soak": "稳定性观察期：{start} 至 {end}（{length_seconds}）",
         "title.verdict_provisional": "上线评估结论（临时）",
         "note.provisional": "临时结论：基于截至 {at} 的观察期数据，最后一天尚未结束。"
         "各评估项与结论建议仍可能变化。",
@@ -900,7 +900,7 @@ CATALOG: dict[str, dict[str, str]] = {
         "rec.no_go.text": "存在必须修复的问题：修复并复验通过前平台不得开放。",
         "rec.not_decidable": "无法判定",
         "rec.not_decidable.text": "无法判定：观测器在 {share} 的测试时间内处于盲区，"
-        "无法据此评估平台；排除致盲原因后重新进行浸泡测试。",
+        "无法据此评估平台；排除致盲原因后重新进行稳定性观察。",
         "verdict.status.pass": "通过",
         "verdict.status.fail": "未通过",
         "verdict.status.not_observed": "未观测",
@@ -1012,8 +1012,8 @@ CATALOG: dict[str, dict[str, str]] = {
         "scope.monitoring_lag_bound": "延迟达标前不依赖告警呼叫值班；值班人员盯看板。",
         "scope.no_persistent_unfairness": "对处于劣势的租户和窗口改用保障配额而非公平份额。",
         "scope.no_log_loss": "租户自行保留重要日志的副本。",
-        "scope.not_observed": "浸泡测试未能证明，因此不作承诺：{criterion}。",
-        "scope.not_exercised": "浸泡测试未覆盖，因此不作承诺：探测 {probe} 从未运行（{why}）。",
+        "scope.not_observed": "稳定性观察未能证明，因此不作承诺：{criterion}。",
+        "scope.not_exercised": "稳定性观察未覆盖，因此不作承诺：探测 {probe} 从未运行（{why}）。",
         "scope.not_together": "未按计划覆盖，因此不作承诺：探测 {probe} 的 {copies} 个副本从未"
         "同时在途（最多 {most} 个）。",
         "scope.partly_exercised": "部分覆盖：探测 {probe} 在到期的 {due} 个副本中运行了 {runs} "
@@ -1079,7 +1079,7 @@ CATALOG: dict[str, dict[str, str]] = {
         "reverify.gpu_health": "{criterion}：在节点代理读取 Xid 事件的前提下，于{subject} 重新运行 "
         "{probes}，持续 {watch_seconds}；其间未出现 {detectors}，且故障节点在 "
         "detectors.gpu_in_service.grace_seconds 内退出服务即为通过。",
-        "reverify.rerun": "随后至少再进行 {days} 天覆盖所有窗口（{windows}）的浸泡测试，并重新生成"
-        "结论。",
+        "reverify.rerun": "随后至少再进行 {days} 天覆盖所有窗口（{windows}）的稳定性观察，"
+        "并重新生成结论。",
     },
 }
