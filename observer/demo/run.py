@@ -10,7 +10,6 @@ while the demo runs."""
 from __future__ import annotations
 
 import json
-import os
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -153,7 +152,7 @@ def run_demo(
     controller.stop()
     now = clock.now()
     written = [path for day in scenario.days for path in write_daily(store, cfg_all, day, now)]
-    written += _as_verdict(write_verdict(store, cfg_all, now))
+    written += write_verdict(store, cfg_all, now)
     result = score(script.injections, store.findings(), _causes(written))
     store.close()
     score_file = out / "score.json"
@@ -193,15 +192,6 @@ def _clear(out: Path) -> None:
     ]:
         stale.unlink()
     out.mkdir(parents=True, exist_ok=True)
-
-
-def _as_verdict(paths: list[Path]) -> list[Path]:
-    named = []
-    for path in paths:
-        target = path.with_name("verdict" + path.suffix)
-        os.replace(path, target)
-        named.append(target)
-    return named
 
 
 def _progress(

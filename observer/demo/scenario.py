@@ -109,6 +109,8 @@ def load_scenario(
     tree = merge(merge(_defaults(spec.platform), spec.settings), _owned(out, language))
     try:
         settings = Settings.model_validate(tree)
+        tree["reports"].update(_soak_end(spec, settings.controller.timezone))
+        settings = Settings.model_validate(tree)
     except ValidationError as exc:
         found += [f"settings.{line}" for line in problems(exc)]
         settings = None
@@ -241,6 +243,13 @@ def _owned(out: Path, language: str) -> dict[str, Any]:
         "storage": {"url": f"sqlite:///{out.resolve() / 'observer.db'}"},
         "reports": {"output_dir": str(out.resolve() / "reports"), "language": language},
     }
+
+
+def _soak_end(spec: ScenarioFile, timezone: str) -> dict[str, str]:
+    """The soak's end in the settings, so that a verdict built later from the written
+    settings covers the simulated days and counts none after them as blind."""
+    start = datetime.combine(spec.start, time(), ZoneInfo(timezone))
+    return {"soak_ended_at": (start + timedelta(days=spec.days)).isoformat()}
 
 
 def describe(scenario: Scenario) -> list[str]:

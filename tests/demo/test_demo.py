@@ -83,7 +83,8 @@ def test_it_shows_progress_and_writes_the_days_summary_and_the_verdict(demo: Dem
     assert len(hours) == 24
     reports = demo.out / "reports"
     expected = [f"daily-{MONDAY}.{s}" for s in ("md", "html", "json")]
-    expected += [f"verdict.{s}" for s in ("md", "html", "json")]
+    # The verdict is named by the soak's last day, as `observer report verdict` names it.
+    expected += [f"verdict-{MONDAY}.{s}" for s in ("md", "html", "json")]
     # Beside the summary, its per-task record: one row per run of the day.
     assert sorted(p.name for p in reports.iterdir()) == sorted([*expected, f"daily-{MONDAY}.csv"])
     with (reports / f"daily-{MONDAY}.csv").open(encoding="utf-8") as records:
@@ -178,6 +179,16 @@ def test_its_config_rebuilds_the_days_summary_byte_for_byte(demo: Demo):
     assert [path.read_bytes() for path in paths] == written
 
 
+def test_its_config_rebuilds_the_verdict_byte_for_byte_days_later(demo: Demo):
+    """The soak's end is in the written settings: a verdict built now, days after the
+    simulated soak, counts none of the days since as blind."""
+    paths = [demo.out / "reports" / f"verdict-{MONDAY}.{s}" for s in ("md", "html", "json")]
+    written = [path.read_bytes() for path in paths]
+    rebuilt = _observer("report", "verdict", "--config", str(demo.out / "observer.yaml"))
+    assert rebuilt.returncode == 0, rebuilt.stderr
+    assert [path.read_bytes() for path in paths] == written
+
+
 def _observer(*args: str) -> subprocess.CompletedProcess[str]:
     environment = {k: v for k, v in os.environ.items() if not k.startswith("OBSERVER_")}
     return subprocess.run(
@@ -216,7 +227,7 @@ def test_the_reports_name_every_finding_the_store_holds(demo: Demo):
 
 
 def test_the_verdict_fails_what_was_injected_and_passes_the_rest(demo: Demo):
-    verdict = _json(demo.out / "reports" / "verdict.json")
+    verdict = _json(demo.out / "reports" / f"verdict-{MONDAY}.json")
     status = {c["criterion"]: c["status"] for c in verdict["criteria"]}
     for failed in (
         "no_unreleased_resources",

@@ -26,10 +26,9 @@ from observer.reports.render.events import (
 from observer.reports.render.gpu import gpu_blocks, utilisation_chart
 from observer.reports.render.headline import all_jobs_text, headline_rows, utilization
 from observer.reports.render.health import health_blocks
-from observer.reports.render.html import to_html
+from observer.reports.render.layout import to_html, to_markdown
 from observer.reports.render.i18n import Language, Words
 from observer.reports.render.json import daily_json, json_text
-from observer.reports.render.markdown import to_markdown
 from observer.reports.render.tasks import run_anchor, short_run_id, task_blocks, tasks_csv
 
 
