@@ -573,3 +573,18 @@ def test_the_scope_names_only_the_parts_a_criterion_concerns():
     zh = render_verdict(v, "zh-CN").markdown
     assert "- 无持续性不公平涉及租户 prod；时间窗口 weekday-peak。\n" in zh
     assert "—" not in "\n".join(line for line in en.splitlines() if "concerns" in line)
+
+
+def test_a_step_whose_probes_the_plan_does_not_run_says_to_add_them():
+    lost = finding("gpu_lost", at(10), at(11), node="n2")
+    planned = replace(context(snapshot_interval_seconds=600), planned_copies={"short": 1})
+    v = build_verdict(VerdictInputs(planned, _soak(findings=[lost]), {}, RULES))
+    keys = [n.key for n in v.reverification]
+    added = v.reverification[keys.index("reverify.gpu_health") + 1]
+    assert added == Note("reverify.add_to_plan", {"probes": "gpu-busy"})
+    plan = _lines_under(render_verdict(v, "en").markdown, "## Re-verification plan")
+    assert "The soak's plan does not run gpu-busy: add them to controller.plan first." in "\n".join(
+        plan
+    )
+    zh = render_verdict(v, "zh-CN").markdown
+    assert "本次稳定性观察的计划未运行 gpu-busy：请先将其加入 controller.plan。" in zh

@@ -72,6 +72,9 @@ def plan(
             **watch,
         }
         steps.append(Note(f"reverify.{c.criterion}", params))
+        unplanned = [p for p in probes if p not in context.planned_copies]
+        if unplanned:
+            steps.append(Note("reverify.add_to_plan", {"probes": ", ".join(unplanned)}))
     windows = ", ".join(w.name for w in context.calendar.windows) or "-"
     days = max(MIN_REVERIFY_DAYS, rules.fairness_persistence_m)
     steps.append(Note("reverify.rerun", {"days": days, "windows": windows}))

@@ -567,6 +567,8 @@ CATALOG: dict[str, dict[str, str]] = {
         "reverify.gpu_health": "{criterion}: with agents reading Xid events, rerun {probes} on "
         "{subject} for {watch_seconds}; pass when no finding of {detectors} opens there and each "
         "faulty node leaves service within detectors.gpu_in_service.grace_seconds.",
+        "reverify.add_to_plan": "The soak's plan does not run {probes}: add them to "
+        "controller.plan first.",
         "reverify.rerun": "Then soak again for at least {days} days covering every window "
         "({windows}) and build the verdict again.",
     },
@@ -1079,6 +1081,7 @@ CATALOG: dict[str, dict[str, str]] = {
         "reverify.gpu_health": "{criterion}：在节点代理读取 Xid 事件的前提下，于{subject} 重新运行 "
         "{probes}，持续 {watch_seconds}；其间未出现 {detectors}，且故障节点在 "
         "detectors.gpu_in_service.grace_seconds 内退出服务即为通过。",
+        "reverify.add_to_plan": "本次稳定性观察的计划未运行 {probes}：请先将其加入 controller.plan。",
         "reverify.rerun": "随后至少再进行 {days} 天覆盖所有窗口（{windows}）的稳定性观察，"
         "并重新生成结论。",
     },
