@@ -14,12 +14,12 @@ day's summary, the last day's (which reduces the whole soak so far, day by day) 
 verdict, on SQLite and, when reachable, PostgreSQL (OBSERVER_BENCH_POSTGRES_URL, default the
 local test server; a schema of its own, dropped after).
 
-`--samples counts` (for 5,000 nodes: 80 M samples a week would take hours to insert here)
-stores no sample rows: the same samples are generated and added to the counts by the store's
-own counting code (`gpu_samples._add_counts`, as the controller adds them), at the newest
-schema. In the platform's timezone (Asia/Shanghai, whole hours from UTC) a day is whole UTC
-hours, which reports read from the counts alone; only a period's part-hours (the soak's first
-submission) would read sample rows, and find none.
+`--samples counts` (for 5,000 nodes: 80 M sample rows a week would take hours to insert
+here) stores no sample rows but the counts the controller keeps of them, as many rows as it
+keeps (one per UTC minute, per node and UTC hour, per tenant and UTC hour), with each GPU's
+utilisation held for the hour so that they are cheap to make; in the platform's timezone
+(Asia/Shanghai, whole hours from UTC) a day is whole UTC hours, which reports read from the
+counts alone (only a period's part-hours, the soak's first submission, read sample rows).
 
 Prints one JSON line.
 
@@ -37,6 +37,7 @@ import tempfile
 import time
 from collections.abc import Iterator
 from datetime import UTC, date, datetime, timedelta
+from functools import partial
 from pathlib import Path
 from typing import Any
 from zoneinfo import ZoneInfo
@@ -59,11 +60,16 @@ from observer.logs import configure_logging
 from observer.records import StoredAlert, StoredIntervention
 from observer.reports.publish import write_daily, write_verdict
 from observer.settings import Settings
-from observer.storage import gpu_samples
 from observer.storage import store as store_module
 from observer.storage.database import upgrade
 from observer.storage.store import Store
-from observer.storage.tables import node_states_table, queue_samples_table
+from observer.storage.tables import (
+    gpu_minutes_table,
+    gpu_node_hours_table,
+    gpu_tenant_hours_table,
+    node_states_table,
+    queue_samples_table,
+)
 
 SHANGHAI = ZoneInfo("Asia/Shanghai")
 MONDAY = date(2026, 11, 30)
@@ -293,25 +299,59 @@ def _migrate(url: str, revision: str) -> None:
     engine.dispose()
 
 
-def _count_only(url: str, rows: Iterator[tuple[Any, ...]]) -> int:
-    """The samples added to the counts as the store adds them, without their rows."""
+def _insert_counts(url: str, nodes: int, start: datetime, end: datetime, every: float) -> int:
+    """The per-minute, per-node-hour and per-tenant-hour counts of every GPU's sample every
+    `every` seconds, each GPU's utilisation constant for the hour; returns the samples
+    counted. Each agent's samples fall on one of the five minutes of every five (its clock's
+    offset)."""
+    tenants = list(TENANTS)
+    offsets = [n % 5 for n in range(nodes)]  # the minute of five each agent samples on
+    per_hour = int(3600 // every)
+    minutes: list[dict[str, Any]] = []
+    node_hours: list[dict[str, Any]] = []
+    tenant_hours: list[dict[str, Any]] = []
+    counted = 0
+    hour = start.astimezone(UTC)
+    while hour < end:
+        by_offset = [[0] * 101 for _ in range(5)]
+        by_tenant = {t: [0] * 101 for t in tenants}
+        for n in range(nodes):
+            tally = [0] * 101
+            for g in range(GPUS_PER_NODE):
+                busy = (n * 7 + g + hour.hour) % 10 < 7
+                percent = (n * 13 + g * 29 + hour.hour * 7) % 101 if busy else 0
+                tally[percent] += per_hour
+                by_offset[offsets[n]][percent] += 1
+                if busy:
+                    by_tenant[tenants[(n + hour.hour) % len(tenants)]][percent] += per_hour
+            unread = 1 if (n + hour.hour) % 97 == 0 else 0  # a rare failed read
+            tally[0] -= unread
+            counted += GPUS_PER_NODE * per_hour
+            node_hours.append(
+                {"hour": hour, "node": f"node-{n:04d}", "unread": unread, **_percents(tally)}
+            )
+        for minute in range(60):
+            tally = by_offset[minute % 5]
+            minutes.append({"minute": hour + timedelta(minutes=minute), **_percents(tally)})
+        tenant_hours += [
+            {"hour": hour, "tenant": t, **_percents(tally)} for t, tally in by_tenant.items()
+        ]
+        hour += timedelta(hours=1)
     engine = sa.create_engine(url)
-    count = 0
-    batch: list[dict[str, Any]] = []
-    try:
-        for row in rows:
-            batch.append(dict(zip(_SAMPLE_COLUMNS, row, strict=True)))
-            if len(batch) == 200_000:
-                with engine.begin() as connection:
-                    gpu_samples._add_counts(connection, batch)
-                count += len(batch)
-                batch = []
-        with engine.begin() as connection:
-            gpu_samples._add_counts(connection, batch)
-        count += len(batch)
-    finally:
-        engine.dispose()
-    return count
+    with engine.begin() as connection:
+        for table, rows in (
+            (gpu_minutes_table, minutes),
+            (gpu_node_hours_table, node_hours),
+            (gpu_tenant_hours_table, tenant_hours),
+        ):
+            for at in range(0, len(rows), 50_000):
+                connection.execute(sa.insert(table), rows[at : at + 50_000])
+    engine.dispose()
+    return counted
+
+
+def _percents(tally: list[int]) -> dict[str, int]:
+    return {f"p{p}": k for p, k in enumerate(tally)}
 
 
 def fill(
@@ -323,17 +363,17 @@ def fill(
     cfg = settings.controller
     start = datetime.combine(MONDAY, datetime.min.time(), tzinfo=SHANGHAI)
     end = start + timedelta(days=days)
-    samples = _samples(nodes, start, end, cfg.gpu_sample_interval_seconds, rng)
+    every = cfg.gpu_sample_interval_seconds
     upgraded = None
     if raw:
         _migrate(url, "0004")
-        stored = _insert_samples(url, samples)
+        stored = _insert_samples(url, _samples(nodes, start, end, every, rng))
         began = time.perf_counter()
         upgrade(url)
         upgraded = round(time.perf_counter() - began, 1)
     else:
         upgrade(url)
-        stored = _count_only(url, samples)
+        stored = _insert_counts(url, nodes, start, end, every)
     queues, changes = _scheduler_rows(nodes, start, end, cfg.snapshot_interval_seconds, rng)
     runs, findings = _runs_and_findings(start, end, rng)
     engine = sa.create_engine(url)
@@ -372,16 +412,21 @@ def measure(url: str, args: argparse.Namespace) -> dict[str, Any]:
         ) + timedelta(hours=1)
         timings: dict[str, float] = {}
         with Store(url) as store:
-            for name, day in (
-                ("daily_first_day_seconds", MONDAY),
-                ("daily_last_day_seconds", MONDAY + timedelta(days=args.days - 1)),
-            ):
-                began = time.perf_counter()
-                write_daily(store, settings, day, now)
-                timings[name] = round(time.perf_counter() - began, 2)
-            began = time.perf_counter()
-            write_verdict(store, settings, now)
-            timings["verdict_seconds"] = round(time.perf_counter() - began, 2)
+            builds = (
+                ("daily_first_day", partial(write_daily, store, settings, MONDAY, now)),
+                (
+                    "daily_last_day",
+                    partial(
+                        write_daily, store, settings, MONDAY + timedelta(days=args.days - 1), now
+                    ),
+                ),
+                ("verdict", partial(write_verdict, store, settings, now)),
+            )
+            for name, build in builds:
+                began, cpu = time.perf_counter(), time.process_time()
+                build()
+                timings[f"{name}_seconds"] = round(time.perf_counter() - began, 2)
+                timings[f"{name}_cpu_seconds"] = round(time.process_time() - cpu, 2)
     return {
         **timings,
         "upgrade_seconds": upgraded,
