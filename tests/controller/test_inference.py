@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from datetime import timedelta
+
 import pytest
 
 from observer.detectors.inference import SCALE_OUT_STALLED, UNAVAILABLE
@@ -79,9 +80,9 @@ def soaked(tmp_path_factory: pytest.TempPathFactory):
             k8s.step()
             pending = k8s.core.list_namespaced_pod("research").items
             waits.update(
-                c.message
+                c.message or ""
                 for pod in pending
-                for c in pod.status.conditions or []
+                for c in (pod.status.conditions if pod.status else None) or []
                 if c.type == "PodScheduled" and c.status == "False"
             )
 
@@ -89,8 +90,12 @@ def soaked(tmp_path_factory: pytest.TempPathFactory):
         k8s.core.delete_namespaced_pod("train-0", "prod")
         freed_at = k8s.clock.now()
         soak.run_for(60, step)
-        stalled_open = [f for f in store.findings(open_only=True) if f.detector == SCALE_OUT_STALLED]
-        soak.composition.inference.stop()  # as the daemon does once its loops have stopped
+        stalled_open = [
+            f for f in store.findings(open_only=True) if f.detector == SCALE_OUT_STALLED
+        ]
+        watch = soak.composition.inference
+        assert watch is not None
+        watch.stop()  # as the daemon does once its loops have stopped
         for _ in range(3):
             k8s.step()
         left = k8s.core.list_namespaced_pod("research").items
