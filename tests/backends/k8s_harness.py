@@ -673,6 +673,14 @@ class KubernetesHarness:
         body = {"metadata": metadata, "spec": spec, "status": {"phase": "Pending"}}
         self.core.create_namespaced_pod(namespace, body)
 
+    def crash_servers(self, namespace: str) -> None:
+        """Every serve program of the namespace's pods dies (the pods stay, their kubelets
+        find /healthz unanswered at the next probe)."""
+        for key in [key for key in self._servers if key[0] == namespace]:
+            server = self._servers.pop(key)
+            server.shutdown()
+            server.server_close()
+
     def owner_ids(self, job_id: str) -> set[str]:
         """The UIDs of the job's pods, which the agents read from their cgroup paths."""
         return {pod.metadata.uid for pod in self.pods_of(job_id)}

@@ -8,7 +8,7 @@ no look unanswered, and the daily summary's section in both languages."""
 from __future__ import annotations
 
 import json
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 import pytest
 
@@ -28,7 +28,7 @@ LATENCY_MS = 20.0
 STALL_SECONDS = 20
 
 
-def _settings() -> Settings:
+def _settings(**inference: object) -> Settings:
     return Settings.model_validate(
         {
             "controller": {
@@ -52,6 +52,7 @@ def _settings() -> Settings:
                     "restart_after_seconds": 10,
                     "unavailable_max_seconds": 6,
                     "scale_out_max_wait_seconds": STALL_SECONDS,
+                    **inference,
                 },
             }
         }
@@ -172,3 +173,24 @@ def test_the_daily_summary_reports_the_service_by_window_and_its_changes(soaked,
     assert data["services"] == ["observer-inference"]
     assert [p["kind"] for p in data["phases"]] == ["start", "scale_out", "restart"]
     assert data["windows"][0]["window"] == "" and data["windows"][0]["availability"] == 1.0
+
+
+def test_a_service_whose_replicas_stop_answering_is_unavailable_beyond_the_bound(tmp_path):
+    url = f"sqlite:///{tmp_path / 'observer.db'}"
+    upgrade(url)
+    with Store(url) as store, KubernetesHarness() as k8s:
+        settings = _settings(scale_out_replicas=1, restart_after_seconds=3600)
+        soak = SimulatedSoak(settings, k8s.clock, store, k8s.backend)
+        soak.run_for(10, k8s.step)
+        assert store.inference_phases(k8s.clock.now() - timedelta(1), k8s.clock.now())
+        k8s.crash_servers("research")
+        crashed_at = k8s.clock.now()
+        soak.run_for(12, k8s.step)
+
+        (finding,) = [f for f in store.findings(open_only=True) if f.detector == UNAVAILABLE]
+        assert finding.subject == {"service": "observer-inference", "tenant": "research"}
+        since = datetime.fromisoformat(str(finding.evidence["condition_since"]))
+        assert 0 <= (since - crashed_at).total_seconds() <= 2  # the first look after it
+        assert (finding.opened_at - since).total_seconds() >= 6  # unavailable_max_seconds
+        late = store.inference_samples(crashed_at + timedelta(seconds=3), k8s.clock.now())
+        assert late and all(s.requests == s.errors for s in late)
