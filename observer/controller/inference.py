@@ -63,6 +63,7 @@ class InferenceWatch:
         self._store = store
         self._clock = clock
         self._request = request
+        self._metrics = metrics
         self._tracker = ConditionTracker()
         self._outbox = FindingsOutbox(store, metrics.findings)
         self._phases: WriteBehind[InferencePhase] = WriteBehind(
@@ -140,6 +141,7 @@ class InferenceWatch:
                     error=answer.error,
                 )
         pending = [r for r in replicas if r.pending_reason is not None]
+        self._count(answers, len(ready), len(pending))
         sample = InferenceSample(
             at=now,
             service=self._spec.name,
@@ -175,6 +177,15 @@ class InferenceWatch:
             self._tracker.update(inference.symptoms(look, self._rules), now, covers_all)
         )
         self._phases.save([])  # a phase the store could not take is written once it can
+
+    def _count(self, answers: Sequence[Answer], ready: int, pending: int) -> None:
+        m, name = self._metrics, self._spec.name
+        for state, count in (("desired", self._desired), ("ready", ready), ("pending", pending)):
+            m.inference_replicas.labels(name, state).set(count)
+        for answer in answers:
+            m.inference_requests_total.labels(name, "ok" if answer.ok else "error").inc()
+            if answer.ok:
+                m.inference_request_seconds.labels(name).observe(answer.seconds)
 
     def _follow_phase(
         self,

@@ -101,12 +101,13 @@ def soaked(tmp_path_factory: pytest.TempPathFactory):
             k8s.step()
         left = k8s.core.list_namespaced_pod("research").items
         now = k8s.clock.now()
-    yield store, settings, now, started, freed_at, waits, stalled_open, left
+        registry = soak.registry
+    yield store, settings, now, started, freed_at, waits, stalled_open, left, registry
     store.close()
 
 
 def test_time_to_ready_latency_and_a_scale_out_that_waited_on_gpus(soaked):
-    store, _, now, started, freed_at, waits, stalled_open, left = soaked
+    store, _, now, started, freed_at, waits, stalled_open, left, registry = soaked
     phases = {p.kind: p for p in store.inference_phases(started, now + timedelta(1))}
     assert set(phases) == {PhaseKind.START, PhaseKind.SCALE_OUT, PhaseKind.RESTART}
 
@@ -135,6 +136,13 @@ def test_time_to_ready_latency_and_a_scale_out_that_waited_on_gpus(soaked):
     assert all(s.errors == 0 for s in samples)
     assert latencies[0] >= LATENCY_MS  # the real program's latency, timed over real HTTP
     assert max(s.ready_replicas for s in samples) == 3 + 1  # the restart's one surge replica
+    labels = {"service": "observer-inference"}
+    ok = registry.get_sample_value("observer_inference_requests_total", {**labels, "result": "ok"})
+    assert ok == len(latencies)
+    timed = registry.get_sample_value("observer_inference_request_seconds_count", labels)
+    assert timed == len(latencies)
+    ready = registry.get_sample_value("observer_inference_replicas", {**labels, "state": "ready"})
+    assert ready == 3
 
     stalled = [f for f in store.findings() if f.detector == SCALE_OUT_STALLED]
     assert len(stalled) == 1 and stalled_open == []  # opened while it waited, closed once ready

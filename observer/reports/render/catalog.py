@@ -821,8 +821,7 @@ CATALOG: dict[str, dict[str, str]] = {
         "{unread} 个样本未能读取利用率。",
         "sec.health": "GPU 与节点健康",
         "sec.inference": "推理服务",
-        "inference.services": "在平台上持续运行：{services}。每次检查向每个就绪副本发送一个"
-        "请求。",
+        "inference.services": "在平台上持续运行：{services}。每次检查向每个就绪副本发送一个请求。",
         "sub.inference_windows": "各时间窗口的可用性与延迟",
         "sub.inference_phases": "启动、扩容与滚动重启",
         "inference.whole_day": "全天",
