@@ -58,6 +58,7 @@ REPORT_BUILD_INTERVAL_SECONDS = 600.0
 NO_PROMETHEUS = "controller.prometheus_url is not set"
 NO_ALERTMANAGER = "reports.alertmanager_url is not set"
 NO_AGENTS = "no agents configured (controller.agent_urls, controller.agent_dns_name)"
+SERVICE_BACKENDS = frozenset({"kubernetes"})  # the backends that are a ServiceBackend
 AGENT_SERIES = "observer_gpu_up"
 
 
@@ -110,6 +111,11 @@ def checks_off(settings: Settings) -> dict[str, str]:
         off["monitoring"] = NO_PROMETHEUS
     if settings.reports.alertmanager_url is None:
         off["alerts"] = NO_ALERTMANAGER
+    if (
+        settings.controller.inference.enabled
+        and settings.controller.backend not in SERVICE_BACKENDS
+    ):
+        off["inference"] = _no_services(settings.controller)
     derived = settings.detectors.monitoring_lag.freshness_series is None
     if derived and not settings.controller.agents_configured:
         off["freshness of agent series"] = NO_AGENTS
@@ -441,7 +447,7 @@ def compose(
             watch.resume()
             tasks.append(Task("inference", cfg.inference.interval_seconds, watch.tick))
         else:
-            left_out["inference"] = f"controller.backend {cfg.backend} runs no services"
+            left_out["inference"] = _no_services(cfg)
     return Composition(
         controller, fleet, lag, alerts, watch, tuple(tasks), MappingProxyType(left_out)
     )
@@ -459,6 +465,10 @@ def inference_spec(cfg: ControllerSettings) -> ServiceSpec:
         warmup_seconds=rules.warmup_seconds,
         ready_period_seconds=rules.ready_period_seconds,
     )
+
+
+def _no_services(cfg: ControllerSettings) -> str:
+    return f"controller.backend {cfg.backend} cannot run the inference probe's service yet"
 
 
 def _job_of(store: Store, run_id: str) -> str | None:
