@@ -89,6 +89,9 @@ class InferenceWatch:
         now = self._clock.now()
         try:
             self._change(now)
+        except (BackendError, ProbeError) as exc:  # still due: tried again at the next look
+            _log.warning("inference service not changed", service=self._spec.name, error=str(exc))
+        try:
             replicas = self._services.service_replicas(self._spec)
         except (BackendError, ProbeError) as exc:
             # Blind: nothing is known of the service, so no condition opens or closes.
