@@ -75,10 +75,6 @@ class InferenceWatch:
         self._next: tuple[PhaseKind, float] | None = None  # the next change and when (monotonic)
         self._last_look: datetime | None = None
 
-    @property
-    def spec(self) -> ServiceSpec:
-        return self._spec
-
     def resume(self) -> None:
         """Take over the service's conditions a previous controller left open."""
         self._tracker.resume(
