@@ -217,6 +217,25 @@ class ControllerMetrics:
             buckets=(1, 10, 30, 60, 120, 300, 600, 1800, 3600, 7200),
             registry=registry,
         )
+        self.inference_replicas = Gauge(
+            "observer_inference_replicas",
+            "The inference probe's replicas at the last look, by state (desired, ready, pending).",
+            ["service", "state"],
+            registry=registry,
+        )
+        self.inference_requests_total = Counter(
+            "observer_inference_requests_total",
+            "Requests sent to the inference probe's replicas, by result (ok, error).",
+            ["service", "result"],
+            registry=registry,
+        )
+        self.inference_request_seconds = Histogram(
+            "observer_inference_request_seconds",
+            "Sending to the last byte of the inference probe's answered requests.",
+            ["service"],
+            buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5),
+            registry=registry,
+        )
         self.scheduler_pending_jobs = Gauge(
             "observer_scheduler_pending_jobs",
             "Jobs pending, per tenant and queue.",

@@ -249,3 +249,43 @@ def controller_restarts(runs: Sequence[ControllerRun]) -> list[ControllerRestart
         )
         for before, after in itertools.pairwise(runs)
     ]
+
+
+@dataclass(frozen=True, slots=True)
+class InferenceSample:
+    """One look at the inference service: the replicas wanted, ready and waiting for a node,
+    and one /infer request to each ready replica (`latencies_ms` of those answered 200;
+    `errors`, those that failed or answered otherwise)."""
+
+    at: datetime
+    service: str
+    desired_replicas: int
+    ready_replicas: int
+    pending_replicas: int
+    requests: int
+    errors: int
+    latencies_ms: tuple[float, ...]
+
+
+class PhaseKind(StrEnum):
+    START = "start"  # deployed until its first replicas were ready
+    SCALE_OUT = "scale_out"  # scaled up until every new replica was ready
+    RESTART = "restart"  # a rolling restart until every replica was a new one, ready
+
+
+@dataclass(frozen=True, slots=True)
+class InferencePhase:
+    """One change of the service carried through: from `started_at` until `ready_at`, when
+    the `replicas_to` replicas were ready; `pending_seconds`, how long some replica of it
+    waited for a node, last for `pending_reason` (the scheduler's words); `unavailable_seconds`,
+    how long no replica answered meanwhile."""
+
+    service: str
+    kind: PhaseKind
+    started_at: datetime
+    ready_at: datetime
+    replicas_from: int
+    replicas_to: int
+    pending_seconds: float
+    pending_reason: str | None
+    unavailable_seconds: float

@@ -96,6 +96,34 @@ def test_rules_across_fields_name_the_field_at_fault(tmp_path: Path):
     ]
 
 
+@pytest.mark.parametrize(
+    ("inference", "problem"),
+    [
+        (
+            "name: Not_A_Label",
+            "controller.inference.name: String should match pattern "
+            "'^[a-z]([-a-z0-9]{0,40}[a-z0-9])?$'",
+        ),
+        (
+            "replicas: 3\n    scale_out_replicas: 2",
+            "controller.inference.scale_out_replicas: must be at least replicas",
+        ),
+        (
+            "tenant: nobody",
+            "controller.inference.tenant: no tenant named 'nobody' (known: prod, research)",
+        ),
+    ],
+)
+def test_the_inference_probes_bad_settings_name_their_field(
+    tmp_path: Path, inference: str, problem: str
+):
+    config = tmp_path / "bad.yaml"
+    config.write_text(f"controller:\n  inference:\n    enabled: true\n    {inference}\n")
+    with pytest.raises(ConfigError) as caught:
+        load_settings(config)
+    assert caught.value.problems == [problem]
+
+
 EXAMPLES = sorted((Path(__file__).parent.parent / "deploy" / "examples").glob("*.yaml"))
 
 

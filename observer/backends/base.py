@@ -11,7 +11,7 @@ from collections import Counter
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from observer.domain import (
     AccessAttempt,
@@ -51,6 +51,59 @@ class QuotaChange:
     actor: str
     subject: Mapping[str, str]
     change: str
+
+
+@dataclass(frozen=True, slots=True)
+class ServiceSpec:
+    """An inference service the observer keeps up: `name` in `tenant`'s namespace (account),
+    each replica running `observer probe serve` on `port` with `gpus_per_replica` GPUs."""
+
+    name: str
+    tenant: str
+    gpus_per_replica: int
+    port: int
+    latency_ms: float
+    warmup_seconds: float
+    ready_period_seconds: float  # how often the platform probes /healthz
+
+
+@dataclass(frozen=True, slots=True)
+class Replica:
+    """One replica as the platform shows it: where it answers (None until it has an
+    address), whether the platform counts it ready, its revision (a rolling restart brings
+    new ones), and, while it waits for a node, the scheduler's words for why."""
+
+    name: str
+    address: str | None
+    ready: bool
+    revision: str
+    created_at: datetime | None
+    pending_reason: str | None = None
+
+
+@runtime_checkable
+class ServiceBackend(Protocol):
+    """A platform that can keep a long-running service up: deployed, scaled, restarted in a
+    rolling way and removed. Failures to reach the platform raise BackendError; a refusal,
+    ProbeError with the platform's words."""
+
+    def deploy_service(self, spec: ServiceSpec, replicas: int) -> None:
+        """Create the service with `replicas` (an existing one of that name is scaled)."""
+        ...
+
+    def scale_service(self, spec: ServiceSpec, replicas: int) -> None: ...
+
+    def restart_service(self, spec: ServiceSpec) -> None:
+        """Replace every replica, a few at a time, as the platform's rolling update does."""
+        ...
+
+    def service_replicas(self, spec: ServiceSpec) -> list[Replica]:
+        """Every live replica (not being deleted), oldest first."""
+        ...
+
+    def delete_service(self, spec: ServiceSpec) -> None:
+        """Remove it; removing one that is gone is not an error."""
+        ...
 
 
 class SchedulerBackend(Protocol):

@@ -16,7 +16,7 @@ from types import MappingProxyType
 from zoneinfo import ZoneInfo
 
 from observer.alerting.base import AlertSource
-from observer.backends.base import SchedulerBackend
+from observer.backends.base import SchedulerBackend, ServiceBackend, ServiceSpec
 from observer.backends.counted import CountedBackend
 from observer.backends.kubernetes import preconditions as kubernetes_preconditions
 from observer.backends.simulated import NodeSpec, Policy, SimulatedCluster, TenantSpec
@@ -24,6 +24,7 @@ from observer.backends.slurm import preconditions as slurm_preconditions
 from observer.clock import Clock
 from observer.controller.alerts import AlertPoller
 from observer.controller.detect import Detection
+from observer.controller.inference import InferenceWatch
 from observer.controller.lag import LagWatch
 from observer.controller.observe import FleetObserver
 from observer.controller.runs import Budget, ProbeRunner, Tenant
@@ -57,6 +58,7 @@ REPORT_BUILD_INTERVAL_SECONDS = 600.0
 NO_PROMETHEUS = "controller.prometheus_url is not set"
 NO_ALERTMANAGER = "reports.alertmanager_url is not set"
 NO_AGENTS = "no agents configured (controller.agent_urls, controller.agent_dns_name)"
+SERVICE_BACKENDS = frozenset({"kubernetes"})  # the backends that are a ServiceBackend
 AGENT_SERIES = "observer_gpu_up"
 
 
@@ -87,6 +89,7 @@ class Composition:
     fleet: FleetObserver
     lag: LagWatch | None
     alerts: AlertPoller | None
+    inference: InferenceWatch | None  # the inference probe's service, removed at stop
     tasks: tuple[Task, ...]  # in the order a step of the simulation runs them
     left_out: Mapping[str, str]  # task name -> why it does not run
 
@@ -108,6 +111,11 @@ def checks_off(settings: Settings) -> dict[str, str]:
         off["monitoring"] = NO_PROMETHEUS
     if settings.reports.alertmanager_url is None:
         off["alerts"] = NO_ALERTMANAGER
+    if (
+        settings.controller.inference.enabled
+        and settings.controller.backend not in SERVICE_BACKENDS
+    ):
+        off["inference"] = _no_services(settings.controller)
     derived = settings.detectors.monitoring_lag.freshness_series is None
     if derived and not settings.controller.agents_configured:
         off["freshness of agent series"] = NO_AGENTS
@@ -430,7 +438,37 @@ def compose(
         tasks.append(Task("alerts", settings.reports.alert_poll_interval_seconds, alerts.poll))
     else:
         left_out["alerts"] = NO_ALERTMANAGER
-    return Composition(controller, fleet, lag, alerts, tuple(tasks), MappingProxyType(left_out))
+    watch = None
+    if cfg.inference.enabled:
+        if isinstance(backend, ServiceBackend):
+            watch = InferenceWatch(
+                backend, inference_spec(cfg), cfg.inference, store, clock, metrics
+            )
+            watch.resume()
+            tasks.append(Task("inference", cfg.inference.interval_seconds, watch.tick))
+        else:
+            left_out["inference"] = _no_services(cfg)
+    return Composition(
+        controller, fleet, lag, alerts, watch, tuple(tasks), MappingProxyType(left_out)
+    )
+
+
+def inference_spec(cfg: ControllerSettings) -> ServiceSpec:
+    """The inference probe's service, in its tenant (default: the first)."""
+    rules = cfg.inference
+    return ServiceSpec(
+        name=rules.name,
+        tenant=rules.tenant or cfg.tenants[0].name,
+        gpus_per_replica=rules.gpus_per_replica,
+        port=rules.port,
+        latency_ms=rules.latency_ms,
+        warmup_seconds=rules.warmup_seconds,
+        ready_period_seconds=rules.ready_period_seconds,
+    )
+
+
+def _no_services(cfg: ControllerSettings) -> str:
+    return f"controller.backend {cfg.backend} cannot run the inference probe's service yet"
 
 
 def _job_of(store: Store, run_id: str) -> str | None:

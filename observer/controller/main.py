@@ -128,6 +128,8 @@ def run_controller(
         for stopped in periodic.values():
             stopped.join(cfg.shutdown_deadline_seconds / len(periodic))
         cancelled = controller.stop()
+        if composition.inference is not None:
+            composition.inference.stop()
         _log.info("controller stopped", cancelled_runs=len(cancelled))
     controller.backend.close()
     store.close()

@@ -47,3 +47,20 @@ def probe_arguments(request: JobRequest, oom_mebibytes: int | None = None) -> li
             return ["probe", "exit", "--code", str(work.exit_code), "--after-seconds", seconds]
         case _:
             return ["probe", "sleep", "--seconds", seconds]
+
+
+def serve_arguments(port: int, latency_ms: float, warmup_seconds: float) -> list[str]:
+    """The inference probe's replica: `observer probe serve` on every address of its host
+    (the pod's, or the node's on Slurm) until stopped."""
+    return [
+        "probe",
+        "serve",
+        "--host",
+        "0.0.0.0",
+        "--port",
+        str(port),
+        "--latency-ms",
+        f"{latency_ms:g}",
+        "--warmup-seconds",
+        f"{warmup_seconds:g}",
+    ]

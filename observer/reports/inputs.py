@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from bisect import bisect_left
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from datetime import date, datetime, time, timedelta
 from typing import TypeVar
 from zoneinfo import ZoneInfo
@@ -196,10 +197,15 @@ def load_daily(
         previous = load_period(
             store, context, before, usage.get(day - timedelta(days=1)), soak_data
         )
+    data = replace(
+        load_period(store, context, this, usage.get(day), soak_data),
+        inference_samples=store.inference_samples(this.start, this.end),
+        inference_phases=store.inference_phases(this.start, this.end),
+    )
     return DailyInputs(
         context=context,
         day=day,
-        data=load_period(store, context, this, usage.get(day), soak_data),
+        data=data,
         previous=previous,
         soak=soak_data,
         intervention_match_seconds=settings.reports.verdict_intervention_match_seconds,

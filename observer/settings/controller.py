@@ -15,6 +15,7 @@ from observer import __version__
 from observer.probes.catalog import ProbeSpec, platform_catalog, with_overrides
 from observer.probes.windows import parse_days
 from observer.settings.base import FieldProblems, Group
+from observer.settings.inference import InferenceSettings
 from observer.settings.logs import LogsSettings
 
 
@@ -357,6 +358,7 @@ class ControllerSettings(Group):
     kubernetes: KubernetesSettings = KubernetesSettings()
     slurm: SlurmSettings = SlurmSettings()
     logs: LogsSettings = LogsSettings()
+    inference: InferenceSettings = InferenceSettings()
 
     @field_validator("timezone")
     @classmethod
@@ -406,6 +408,11 @@ class ControllerSettings(Group):
                 for j, name in enumerate(entry.tenants)
                 if name not in tenants
             ]
+        tenant = self.inference.tenant
+        if tenant is not None and tenant not in tenants:
+            problems.append(("inference.tenant", _unknown("tenant", tenant, tenants)))
+        elif self.inference.enabled and not tenants:
+            problems.append(("inference.tenant", "no tenant to run the service as"))
         if problems:
             raise FieldProblems(problems)
         return self

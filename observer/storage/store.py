@@ -1,6 +1,6 @@
 """The Store: findings, GPU samples, probe runs, scheduler state, alerts, interventions,
-report deliveries, job tallies, the controller's own runs and skipped probe launches in and
-out of SQLite or PostgreSQL, as domain types.
+report deliveries, job tallies, the controller's own runs, skipped probe launches and the
+inference service in and out of SQLite or PostgreSQL, as domain types.
 
 One class made of the per-aggregate repositories as mixins over one shared engine: callers
 keep a single typed object, and no method is written twice as it would be to delegate.
@@ -19,6 +19,7 @@ from observer.storage.database import check_schema, create_engine, display
 from observer.storage.deliveries import DeliveriesRepository
 from observer.storage.findings import FindingsRepository
 from observer.storage.gpu_samples import GpuSamplesRepository
+from observer.storage.inference import InferenceRepository
 from observer.storage.interventions import InterventionsRepository
 from observer.storage.job_tallies import JobTalliesRepository
 from observer.storage.probe_skips import ProbeSkipsRepository
@@ -37,6 +38,7 @@ class Store(
     JobTalliesRepository,
     ControllerRunsRepository,
     ProbeSkipsRepository,
+    InferenceRepository,
 ):
     """Everything the observer keeps, in one database. Opening checks that the database is
     reachable and migrated to the schema this code expects. `clock` times outages."""

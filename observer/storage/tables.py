@@ -301,3 +301,35 @@ probe_skips_table = sa.Table(
     sa.Column("window", sa.String(), nullable=True),
     sa.Column("reason", sa.String(), nullable=False),
 )
+
+# The inference service's looks (each a request to every ready replica) and the changes
+# carried through (start, scale-out, rolling restart), for its availability and latency.
+inference_samples_table = sa.Table(
+    "inference_samples",
+    metadata,
+    sa.Column("id", BigId, primary_key=True),
+    sa.Column("at", UtcDateTime(), nullable=False, index=True),
+    sa.Column("service", sa.String(), nullable=False),
+    sa.Column("desired_replicas", sa.Integer(), nullable=False),
+    sa.Column("ready_replicas", sa.Integer(), nullable=False),
+    sa.Column("pending_replicas", sa.Integer(), nullable=False),
+    sa.Column("requests", sa.Integer(), nullable=False),
+    sa.Column("errors", sa.Integer(), nullable=False),
+    sa.Column("latencies_ms", JsonDocument, nullable=False),
+)
+
+inference_phases_table = sa.Table(
+    "inference_phases",
+    metadata,
+    sa.Column("id", BigId, primary_key=True),
+    sa.Column("service", sa.String(), nullable=False),
+    sa.Column("kind", sa.String(), nullable=False),
+    sa.Column("started_at", UtcDateTime(), nullable=False),
+    sa.Column("ready_at", UtcDateTime(), nullable=False, index=True),
+    sa.Column("replicas_from", sa.Integer(), nullable=False),
+    sa.Column("replicas_to", sa.Integer(), nullable=False),
+    sa.Column("pending_seconds", sa.Float(), nullable=False),
+    sa.Column("pending_reason", sa.String(), nullable=True),
+    sa.Column("unavailable_seconds", sa.Float(), nullable=False),
+    sa.UniqueConstraint("service", "kind", "started_at", name="uq_inference_phases_phase"),
+)

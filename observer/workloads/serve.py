@@ -1,10 +1,12 @@
 """`observer probe serve`: the inference-service stand-in. `/healthz` answers 503 until the
 warm-up is over, then 200 (the readiness endpoint a Deployment's probe or the controller
-polls); `/infer` answers after a fixed latency, as a model of known cost would."""
+polls); `/infer` answers after a fixed latency, as a model of known cost would. `infer` is
+the other end: one request, as the controller's inference watch sends it."""
 
 from __future__ import annotations
 
 import errno
+import http.client
 import json
 import threading
 import time
@@ -21,6 +23,38 @@ class Service:
     latency_seconds: float
     warmup_seconds: float
     seconds: float  # 0: until stopped
+
+
+@dataclass(frozen=True, slots=True)
+class Answer:
+    """One /infer request: the HTTP status (None: no answer, `error` says why) and how long it
+    took, on the caller's own clock."""
+
+    status: int | None
+    seconds: float
+    error: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return self.status == 200
+
+
+def infer(address: str, timeout_seconds: float) -> Answer:
+    """POST /infer to `address` ("host:port") and read the whole answer."""
+    host, _, port = address.rpartition(":")
+    began = time.perf_counter()
+    connection = http.client.HTTPConnection(host, int(port), timeout=timeout_seconds)
+    try:
+        connection.request(
+            "POST", "/infer", body=b"{}", headers={"Content-Type": "application/json"}
+        )
+        response = connection.getresponse()
+        response.read()
+        return Answer(response.status, time.perf_counter() - began)
+    except (OSError, http.client.HTTPException) as exc:
+        return Answer(None, time.perf_counter() - began, f"{type(exc).__name__}: {exc}")
+    finally:
+        connection.close()
 
 
 def start(service: Service) -> ThreadingHTTPServer:

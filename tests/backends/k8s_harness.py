@@ -2,7 +2,14 @@
 real HTTP on 127.0.0.1, and this harness playing the controllers around it, one `step()` at a
 time on a manual clock: the job controller (Job -> pods, Job status), the scheduler (first
 fit on GPUs, the real FailedScheduling words), the kubelets (image pull, start, run for the
-probe's duration, exit as the probe says), the garbage collector and the TTL controller.
+probe's duration, exit as the probe says), the Deployment controller (a revision per pod
+template, a rolling update of one surge and none unavailable), the garbage collector and the
+TTL controller.
+
+A pod with a readiness probe (the inference probe's) runs the real `observer probe serve`,
+its command line read by the real CLI, in process, bound to its own loopback address
+(127.0.0.2, 127.0.0.3, ...), which is its podIP; its kubelet probes the real /healthz every
+periodSeconds of the harness's clock and sets Ready from the answer.
 
     with KubernetesHarness() as harness:
         job_id = harness.backend.submit(request)
@@ -24,6 +31,8 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import hashlib
+import http.client
 import json
 import secrets
 import tempfile
@@ -33,6 +42,7 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from http.server import ThreadingHTTPServer
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -51,9 +61,11 @@ from observer.backends.kubernetes.manifests import (
     ENV_RUN_ID,
     QUEUE_LABEL,
 )
+from observer.cli import _parser
 from observer.clock import ManualClock
 from observer.domain import Behaviour
 from observer.settings.controller import KubernetesSettings
+from observer.workloads import serve
 from tests.backends.pod_security import ENFORCE_LABEL, RESTRICTED, restricted_refusal
 
 GPU = "nvidia.com/gpu"
@@ -65,7 +77,16 @@ KUBELET_FINALIZER = "harness.observer/kubelet"
 # What the probe image can run; anything else fails to start, as runc says.
 EXECUTABLES = frozenset({"observer", "/bin/sh", "sh", "sleep", "tail", "timeout"})
 # Namespaces are not among them: kmock's URL parser fails on POST /api/v1/namespaces.
-RESOURCES = ("v1/nodes", "v1/pods", "v1/events", "v1/secrets", "batch/v1/jobs")
+RESOURCES = (
+    "v1/nodes",
+    "v1/pods",
+    "v1/events",
+    "v1/secrets",
+    "v1/services",
+    "batch/v1/jobs",
+    "apps/v1/deployments",
+)
+REVISION_LABEL = "pod-template-hash"
 # The queues' custom resources, served only when a test installs Kueue or Volcano
 # (`install_queues`): without their CRDs the API server answers 404, as a real one does.
 KUEUE, VOLCANO = ("kueue.x-k8s.io", "v1beta1"), ("scheduling.volcano.sh", "v1beta1")
@@ -305,6 +326,11 @@ class KubernetesHarness:
         self._overrides = overrides or {}  # KubernetesSettings fields
         self._logs: dict[tuple[str, str], list[str]] = {}
         self._events: dict[tuple[str, str, str, str], tuple[str, int, str]] = {}
+        self._replica_sets: dict[str, tuple[str, str]] = {}  # uid -> (namespace, Deployment)
+        # (namespace, pod) -> its serve program; when its kubelet last probed its readiness
+        self._servers: dict[tuple[str, str], ThreadingHTTPServer] = {}
+        self._last_probe: dict[tuple[str, str], datetime] = {}
+        self._next_ip = 2  # 127.0.0.1 is the API server's
         self._stop: asyncio.Event | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
@@ -336,6 +362,7 @@ class KubernetesHarness:
         self.api = client.ApiClient(configuration)
         self.core = client.CoreV1Api(self.api)
         self.batch = client.BatchV1Api(self.api)
+        self.apps = client.AppsV1Api(self.api)
         self.custom = client.CustomObjectsApi(self.api)
         self._token_dir = tempfile.TemporaryDirectory(prefix="observer-k8s-tokens-")
         token_files: dict[str, Path] = {}
@@ -369,6 +396,10 @@ class KubernetesHarness:
         self._shut_down()
 
     def _shut_down(self) -> None:
+        for server in self._servers.values():
+            server.shutdown()
+            server.server_close()
+        self._servers.clear()
         self.api.close()
         self._token_dir.cleanup()
         assert self._loop is not None and self._stop is not None and self._thread is not None
@@ -410,6 +441,7 @@ class KubernetesHarness:
         self._collect_garbage()
         self._run_kueue()
         self._create_job_pods()
+        self._run_deployments()
         self._schedule()
         self._run_kubelets()
         self._update_jobs()
@@ -641,6 +673,14 @@ class KubernetesHarness:
         body = {"metadata": metadata, "spec": spec, "status": {"phase": "Pending"}}
         self.core.create_namespaced_pod(namespace, body)
 
+    def crash_servers(self, namespace: str) -> None:
+        """Every serve program of the namespace's pods dies (the pods stay, their kubelets
+        find /healthz unanswered at the next probe)."""
+        for key in [key for key in self._servers if key[0] == namespace]:
+            server = self._servers.pop(key)
+            server.shutdown()
+            server.server_close()
+
     def owner_ids(self, job_id: str) -> set[str]:
         """The UIDs of the job's pods, which the agents read from their cgroup paths."""
         return {pod.metadata.uid for pod in self.pods_of(job_id)}
@@ -665,9 +705,17 @@ class KubernetesHarness:
                 )
             else:
                 owners.add(job.metadata.uid)
+        deployments = {
+            (d.metadata.namespace, d.metadata.name)
+            for d in self.apps.list_deployment_for_all_namespaces().items
+        }
         for pod in self._pods():
-            refs = [ref for ref in pod.metadata.owner_references or [] if ref.kind == "Job"]
-            if refs and refs[0].uid not in owners and not pod.metadata.deletion_timestamp:
+            if pod.metadata.deletion_timestamp:
+                continue
+            refs = pod.metadata.owner_references or []
+            jobs = [ref for ref in refs if ref.kind == "Job"]
+            sets = [self._replica_sets[ref.uid] for ref in refs if ref.uid in self._replica_sets]
+            if (jobs and jobs[0].uid not in owners) or (sets and sets[0] not in deployments):
                 self.core.delete_namespaced_pod(pod.metadata.name, pod.metadata.namespace)
 
     # --- the job controller ----------------------------------------------------------------
@@ -745,6 +793,76 @@ class KubernetesHarness:
                 job.metadata.name, job.metadata.namespace, {"status": status}
             )
 
+    # --- the Deployment controller ---------------------------------------------------------
+
+    def _run_deployments(self) -> None:
+        """Each Deployment's pods at its template's revision: missing ones created, a rolling
+        update bringing one new pod before an old ready one goes (maxSurge 1, maxUnavailable
+        0), old pods not ready removed at once, a scale-down taking the newest first."""
+        pods = [pod for pod in self._pods() if not pod.metadata.deletion_timestamp]
+        for deployment in self.apps.list_deployment_for_all_namespaces().items:
+            if deployment.metadata.deletion_timestamp:
+                continue
+            namespace, name = deployment.metadata.namespace, deployment.metadata.name
+            template = self.api.sanitize_for_serialization(deployment.spec.template)
+            revision = hashlib.sha256(json.dumps(template, sort_keys=True).encode()).hexdigest()
+            revision = revision[:10]
+            selector = deployment.spec.selector.match_labels
+            owned = [
+                pod
+                for pod in pods
+                if pod.metadata.namespace == namespace
+                and selector.items() <= (pod.metadata.labels or {}).items()
+            ]
+            new = [p for p in owned if p.metadata.labels.get(REVISION_LABEL) == revision]
+            old = [p for p in owned if p not in new]
+            want = deployment.spec.replicas if deployment.spec.replicas is not None else 1
+            for pod in [p for p in old if not _pod_ready(p)]:
+                self.core.delete_namespaced_pod(pod.metadata.name, namespace)
+                old.remove(pod)
+            if len(new) < want and len(new) + len(old) <= want:
+                self._create_replica(deployment, template, revision)
+            elif old and sum(map(_pod_ready, new + old)) > want:
+                self.core.delete_namespaced_pod(old[0].metadata.name, namespace)
+            elif not old and len(new) > want:
+                extra = sorted(new, key=lambda p: (_pod_ready(p), p.metadata.creation_timestamp))
+                for pod in extra[: len(new) - want]:
+                    self.core.delete_namespaced_pod(pod.metadata.name, namespace)
+            status = {"replicas": len(owned), "readyReplicas": sum(map(_pod_ready, owned))}
+            self.apps.patch_namespaced_deployment_status(name, namespace, {"status": status})
+
+    def _create_replica(
+        self, deployment: client.V1Deployment, template: dict[str, Any], revision: str
+    ) -> None:
+        namespace, name = deployment.metadata.namespace, deployment.metadata.name
+        replica_set = f"{name}-{revision}"
+        uid = str(uuid.uuid5(uuid.NAMESPACE_URL, f"{deployment.metadata.uid}/{revision}"))
+        self._replica_sets[uid] = (namespace, name)
+        labels = {**template.get("metadata", {}).get("labels", {}), REVISION_LABEL: revision}
+        body = {
+            "metadata": {
+                "name": f"{replica_set}-{uuid.uuid4().hex[:5]}",
+                "namespace": namespace,
+                "labels": labels,
+                "annotations": template.get("metadata", {}).get("annotations") or {},
+                "ownerReferences": [self._owner("apps/v1", "ReplicaSet", replica_set, uid)],
+            },
+            "spec": template["spec"],
+            "status": {"phase": "Pending"},
+        }
+        try:
+            self.core.create_namespaced_pod(namespace, body)
+        except client.ApiException as exc:  # refused at admission, e.g. by a quota
+            message = f"Error creating: {json.loads(exc.body)['message']}"
+            self._event(
+                deployment,
+                "apps/v1",
+                "Deployment",
+                "FailedCreate",
+                message,
+                "replicaset-controller",
+            )
+
     # --- the scheduler ---------------------------------------------------------------------
 
     def _schedule(self) -> None:
@@ -816,6 +934,11 @@ class KubernetesHarness:
         if pod.metadata.deletion_timestamp:  # stop it; the API server then lets it go
             self.core.patch_namespaced_pod(name, namespace, {"metadata": {"finalizers": None}})
             self._logs.pop((namespace, name), None)
+            self._last_probe.pop((namespace, name), None)
+            server = self._servers.pop((namespace, name), None)
+            if server is not None:
+                server.shutdown()
+                server.server_close()
             return
         if _terminal(pod):
             return
@@ -824,6 +947,8 @@ class KubernetesHarness:
         state = statuses[0].state if statuses else None
         if state is None or state.waiting is not None:
             self._start(pod, container, retry=state is not None)
+        elif state.running is not None and container.readiness_probe is not None:
+            self._probe_readiness(pod, container)
         elif state.running is not None:
             self._run(pod, container, state.running.started_at)
 
@@ -848,9 +973,44 @@ class KubernetesHarness:
             terminated = {"exitCode": 128, "reason": "StartError", "message": message}
             state = {"terminated": {**terminated, "startedAt": EPOCH, "finishedAt": now}}
             self._set_state(pod, container, state, "Failed")
+        elif container.readiness_probe is not None:
+            ip = self._serve(pod, container)
+            self._set_state(pod, container, {"running": {"startedAt": now}}, "Running", False, ip)
         else:
             self._set_state(pod, container, {"running": {"startedAt": now}}, "Running")
             self._logs[(pod.metadata.namespace, pod.metadata.name)] = []
+
+    def _serve(self, pod: client.V1Pod, container: client.V1Container) -> str:
+        """Start the pod's `observer probe serve` on its own loopback address: the command
+        line as the real CLI reads it, the host the pod's network gives it."""
+        args = _parser().parse_args(container.command[1:])
+        ip = f"127.0.0.{self._next_ip}"
+        self._next_ip += 1
+        service = serve.Service(ip, args.port, args.latency_ms / 1000, args.warmup_seconds, 0)
+        self._servers[(pod.metadata.namespace, pod.metadata.name)] = serve.start(service)
+        return ip
+
+    def _probe_readiness(self, pod: client.V1Pod, container: client.V1Container) -> None:
+        """GET /healthz every periodSeconds, as the kubelet does; Ready follows the answer."""
+        key, now = (pod.metadata.namespace, pod.metadata.name), self.clock.now()
+        probe = container.readiness_probe
+        last = self._last_probe.get(key)
+        if last is not None and now < last + timedelta(seconds=probe.period_seconds or 10):
+            return
+        self._last_probe[key] = now
+        port = _probe_port(container)
+        connection = http.client.HTTPConnection(pod.status.pod_ip, port, timeout=2)
+        try:
+            connection.request("GET", probe.http_get.path or "/")
+            ready = connection.getresponse().status == 200
+        except OSError:
+            ready = False
+        finally:
+            connection.close()
+        if ready != _pod_ready(pod):
+            state = pod.status.container_statuses[0].state
+            running = {"running": {"startedAt": timestamp(state.running.started_at)}}
+            self._set_state(pod, container, running, "Running", ready, pod.status.pod_ip)
 
     def _run(self, pod: client.V1Pod, container: client.V1Container, started: datetime) -> None:
         env = {variable.name: variable.value for variable in container.env or []}
@@ -887,10 +1047,17 @@ class KubernetesHarness:
             lines.append(f"observer-canary run={run_id} seq={seq} ts={at.timestamp():.6f}\n")
 
     def _set_state(
-        self, pod: client.V1Pod, container: client.V1Container, state: dict[str, Any], phase: str
+        self,
+        pod: client.V1Pod,
+        container: client.V1Container,
+        state: dict[str, Any],
+        phase: str,
+        ready: bool | None = None,
+        pod_ip: str | None = None,
     ) -> None:
-        running = "running" in state
-        status = {
+        """`ready`: what its readiness probe says (None: none, ready while running)."""
+        running = "running" in state if ready is None else ready
+        status: dict[str, Any] = {
             "phase": phase,
             "startTime": timestamp(pod.status.start_time or self.clock.now()),
             "conditions": [
@@ -905,12 +1072,14 @@ class KubernetesHarness:
                     "image": container.image,
                     "imageID": "",
                     "ready": running,
-                    "started": running,
+                    "started": "running" in state,
                     "restartCount": 0,
                     "state": state,
                 }
             ],
         }
+        if pod_ip is not None:
+            status.update(podIP=pod_ip, podIPs=[{"ip": pod_ip}])
         self.core.patch_namespaced_pod_status(
             pod.metadata.name, pod.metadata.namespace, {"status": status}
         )
@@ -990,6 +1159,18 @@ class KubernetesHarness:
             "controller": True,
             "blockOwnerDeletion": True,
         }
+
+
+def _probe_port(container: client.V1Container) -> int:
+    """The port the readiness probe names, by the container port's name or as a number."""
+    port = container.readiness_probe.http_get.port
+    named = {p.name: p.container_port for p in container.ports or [] if p.name}
+    return int(named.get(port, port))
+
+
+def _pod_ready(pod: client.V1Pod) -> bool:
+    conditions = (pod.status.conditions if pod.status else None) or []
+    return any(c.type == "Ready" and c.status == "True" for c in conditions)
 
 
 def _runtime(env: dict[str, str]) -> float | None:

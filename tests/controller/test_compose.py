@@ -122,3 +122,23 @@ def test_the_freshness_check_watches_the_agents_series_only_when_agents_are_conf
     assert freshness_series(chosen) == ("up",)  # an explicit setting wins
     assert "freshness of agent series" in checks_off(alone)
     assert "freshness of agent series" not in checks_off(fleet)
+
+
+def test_the_inference_probe_on_a_backend_that_runs_no_services_is_left_out_and_said_so(
+    tmp_path: Path,
+):
+    settings = Settings.model_validate({"controller": {"inference": {"enabled": True}}})
+    url = f"sqlite:///{tmp_path / 'observer.db'}"
+    upgrade(url)
+    clock = ManualClock(T0)
+    with Store(url) as store:
+        soak = SimulatedSoak(settings, clock, store, simulated_cluster(settings, clock))
+
+    why = "controller.backend simulated cannot run the inference probe's service yet"
+    assert soak.composition.left_out["inference"] == why
+    assert soak.composition.inference is None
+    assert "inference" not in [t.name for t in soak.composition.tasks]
+    assert checks_off(settings)["inference"] == why
+    kubernetes = {"backend": "kubernetes", "inference": {"enabled": True}}
+    assert "inference" not in checks_off(Settings.model_validate({"controller": kubernetes}))
+    assert "inference" not in checks_off(Settings())  # off by default: nothing to say

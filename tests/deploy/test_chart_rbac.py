@@ -131,9 +131,23 @@ def granted(role: dict[str, Any]) -> set[Grant]:
     }
 
 
+KUBERNETES_VALUES = REPO / "helm" / "observer" / "ci" / "kubernetes-values.yaml"
+SERVICE_RESOURCES = {("apps", "deployments"), ("", "services")}  # the inference probe's
+
+
+def without_service(grants: set[Grant]) -> set[Grant]:
+    return {g for g in grants if (g[0], g[1]) not in SERVICE_RESOURCES}
+
+
 @pytest.fixture(scope="module")
 def objects() -> list[dict[str, Any]]:
-    return render(tool("helm"), REPO / "helm" / "observer" / "ci" / "kubernetes-values.yaml")
+    return render(tool("helm"), KUBERNETES_VALUES)
+
+
+@pytest.fixture(scope="module")
+def with_inference() -> list[dict[str, Any]]:
+    sets = {"settings.controller.inference.enabled": "true"}
+    return render(tool("helm"), KUBERNETES_VALUES, sets=sets)
 
 
 def test_the_call_reader_names_verbs_resources_and_scope():
@@ -169,7 +183,22 @@ def test_each_probe_namespace_role_grants_exactly_the_namespaced_calls(objects):
     namespaces = config_of(objects)["controller"]["kubernetes"]["namespaces"]
     assert sorted(roles) == sorted(namespaces)
     for namespace, rules in roles.items():
-        assert rules == namespaced, namespace
+        assert rules == without_service(namespaced), namespace
+
+
+def test_the_inference_probes_namespace_alone_may_also_run_its_service(with_inference):
+    _, namespaced = called_grants()
+    roles = {r["metadata"]["namespace"]: granted(r) for r in kinds(with_inference, "Role")}
+    assert namespaced - without_service(namespaced) == {
+        ("apps", "deployments", "create"),
+        ("apps", "deployments", "patch"),
+        ("apps", "deployments", "delete"),
+        ("", "services", "create"),
+        ("", "services", "delete"),
+    }
+    assert roles.pop("team-a") == namespaced  # the first tenant: the service's namespace
+    for namespace, rules in roles.items():
+        assert rules == without_service(namespaced), namespace
 
 
 def test_every_role_is_bound_to_the_controller_alone(objects):

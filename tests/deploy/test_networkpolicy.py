@@ -10,7 +10,19 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.deploy.chart import CHART, CI_VALUES, kinds, pod_spec, render, runs_agents, tool
+from observer.backends.kubernetes.manifests import service_labels
+from observer.controller.compose import inference_spec
+from observer.settings import Settings
+from tests.deploy.chart import (
+    CHART,
+    CI_VALUES,
+    config_of,
+    kinds,
+    pod_spec,
+    render,
+    runs_agents,
+    tool,
+)
 
 VALUE_SETS = [
     pytest.param(values, id=values.name.removesuffix("-values.yaml") if values else "defaults")
@@ -196,3 +208,28 @@ def test_no_policy_when_disabled():
     assert not kinds(objects, "NetworkPolicy")
     pods = chart_pods(objects)
     assert reachable([], tenant_pod(), pods["agent"], pods["agent"].ports[0])
+
+
+def test_with_the_inference_probe_on_the_controller_alone_reaches_its_replicas():
+    """In a tenant namespace that denies ingress by default, as shared clusters often do:
+    the replicas the backend creates (their labels from its manifests) let the controller in,
+    on their port only."""
+    sets = {
+        "settings.controller.tenants[0].name": "team-a",
+        "settings.controller.inference.enabled": "true",
+        "settings.controller.inference.port": "8080",
+    }
+    objects = render(tool("helm"), sets=sets)
+    site_deny = {
+        "metadata": {"name": "default-deny", "namespace": "team-a"},
+        "spec": {"podSelector": {}, "policyTypes": ["Ingress"]},
+    }
+    policies, pods = [*kinds(objects, "NetworkPolicy"), site_deny], chart_pods(objects)
+    spec = inference_spec(Settings.model_validate(config_of(objects)).controller)
+    replica = Pod("observer-inference-1", "team-a", service_labels(spec), {METADATA_NAME: "team-a"})
+
+    assert spec.tenant == "team-a" and spec.port == 8080
+    assert reachable(policies, pods["controller"], replica, 8080)
+    assert not reachable(policies, pods["controller"], replica, 8081)
+    assert not reachable(policies, pods["agent"], replica, 8080)
+    assert not reachable(policies, prometheus(default_values()), replica, 8080)

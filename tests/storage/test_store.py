@@ -86,6 +86,8 @@ def test_upgrade_creates_the_tables_and_running_it_again_changes_nothing(
         "job_tallies",
         "controller_runs",
         "probe_skips",
+        "inference_samples",
+        "inference_phases",
     }
     with Store(db_url) as store:
         assert store.findings() == []

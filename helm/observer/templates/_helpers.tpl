@@ -131,6 +131,18 @@ app.kubernetes.io/part-of: gpu-soak-observer
 {{- toJson (uniq $names) -}}
 {{- end -}}
 
+{{- /* The inference probe's namespace: its tenant, else the first; "" when it is off. */ -}}
+{{- define "observer.inferenceNamespace" -}}
+{{- $inference := dig "controller" "inference" dict .Values.settings -}}
+{{- if dig "enabled" false $inference -}}
+{{- $namespace := dig "tenant" "" $inference -}}
+{{- $tenants := dig "controller" "tenants" list .Values.settings -}}
+{{- if and (not $namespace) $tenants -}}{{- $namespace = (index $tenants 0).name -}}{{- end -}}
+{{- if not $namespace -}}{{- fail "settings.controller.inference.tenant: no tenant to run the service as" -}}{{- end -}}
+{{- $namespace -}}
+{{- end -}}
+{{- end -}}
+
 {{- define "observer.usesPostgres" -}}
 {{- if .Values.database.urlSecret.name -}}true{{- end -}}
 {{- end -}}

@@ -10,7 +10,8 @@ RBAC) raises ProbeError with its words.
 from __future__ import annotations
 
 from collections import Counter, OrderedDict
-from collections.abc import Collection
+from collections.abc import Collection, Iterator
+from contextlib import contextmanager
 from dataclasses import replace
 from datetime import datetime
 from types import TracebackType
@@ -24,11 +25,19 @@ from observer.backends.base import (
     RUN_ID_LABEL,
     FinishedJobs,
     QuotaChange,
+    Replica,
+    ServiceSpec,
     queue_states,
 )
 from observer.backends.kubernetes import isolation
 from observer.backends.kubernetes.client import Apis, ApiStatusError, api, observer_configuration
-from observer.backends.kubernetes.manifests import job_manifest, job_name
+from observer.backends.kubernetes.manifests import (
+    SERVICE_LABEL,
+    deployment_manifest,
+    job_manifest,
+    job_name,
+    service_manifest,
+)
 from observer.backends.kubernetes.status import (
     KUEUE_JOB_UID_LABEL,
     TERMINAL_POD_PHASES,
@@ -58,6 +67,7 @@ from observer.backends.kubernetes.status import (
     pod_spec_gpus,
     pod_template,
     quota_changes,
+    replica_of,
     scheduler_node,
     volcano_hold,
 )
@@ -90,6 +100,7 @@ class KubernetesBackend:
         self._gpu = settings.gpu_resource
         self._apis = Apis(observer_configuration(settings))
         self._core, self._batch, self._custom = self._apis.core, self._apis.batch, self._apis.custom
+        self._apps = self._apis.apps
         self._cancelled: OrderedDict[str, JobStatus] = OrderedDict()
 
     def close(self) -> None:
@@ -283,6 +294,75 @@ class KubernetesBackend:
     def probe_isolation(self, as_tenant: str, other_tenant: str) -> list[AccessAttempt]:
         return isolation.probe(self._settings, as_tenant, other_tenant)
 
+    # --- ServiceBackend: the inference probe's Deployment and Service -----------------------
+
+    def deploy_service(self, spec: ServiceSpec, replicas: int) -> None:
+        where = f"{spec.tenant}/{spec.name}"
+        try:
+            with _refused(), api(f"create service {where}"):
+                self._core.create_namespaced_service(
+                    spec.tenant, service_manifest(spec), _request_timeout=self._timeout
+                )
+        except ApiStatusError as exc:
+            if exc.status != 409:  # a Service left by an earlier controller serves as well
+                raise
+        try:
+            with _refused(), api(f"create deployment {where}"):
+                self._apps.create_namespaced_deployment(
+                    spec.tenant,
+                    deployment_manifest(self._settings, spec, replicas),
+                    _request_timeout=self._timeout,
+                )
+        except ApiStatusError as exc:
+            if exc.status != 409:
+                raise
+            self.scale_service(spec, replicas)  # an earlier controller's: taken over
+
+    def scale_service(self, spec: ServiceSpec, replicas: int) -> None:
+        with _refused(), api(f"scale deployment {spec.tenant}/{spec.name}"):
+            self._apps.patch_namespaced_deployment(
+                spec.name,
+                spec.tenant,
+                {"spec": {"replicas": replicas}},
+                _request_timeout=self._timeout,
+            )
+
+    def restart_service(self, spec: ServiceSpec) -> None:
+        # What `kubectl rollout restart` writes: a new template, so a new revision rolls out.
+        at = self._clock.now().isoformat()
+        patch = {"spec": {"template": {"metadata": {"annotations": {RESTARTED_AT: at}}}}}
+        with _refused(), api(f"restart deployment {spec.tenant}/{spec.name}"):
+            self._apps.patch_namespaced_deployment(
+                spec.name, spec.tenant, patch, _request_timeout=self._timeout
+            )
+
+    def service_replicas(self, spec: ServiceSpec) -> list[Replica]:
+        pods = self._list_pods(spec.tenant, f"{SERVICE_LABEL}={spec.name}")
+        live = [pod for pod in pods if not is_deleting(pod.metadata)]
+        return [replica_of(pod, spec.port) for pod in sorted(live, key=creation_then_name)]
+
+    def delete_service(self, spec: ServiceSpec) -> None:
+        where = f"{spec.tenant}/{spec.name}"
+        try:
+            with api(f"delete deployment {where}"):
+                self._apps.delete_namespaced_deployment(
+                    spec.name,
+                    spec.tenant,
+                    propagation_policy="Background",
+                    _request_timeout=self._timeout,
+                )
+        except ApiStatusError as exc:
+            if exc.status != 404:
+                raise
+        try:
+            with api(f"delete service {where}"):
+                self._core.delete_namespaced_service(
+                    spec.name, spec.tenant, _request_timeout=self._timeout
+                )
+        except ApiStatusError as exc:
+            if exc.status != 404:
+                raise
+
     # --- reading ---------------------------------------------------------------------------
 
     def _read_job(self, namespace: str, name: str) -> V1Job | None:
@@ -433,6 +513,21 @@ class KubernetesBackend:
             for group_id, members in sorted(ending.items())
             if group_id not in live
         ]
+
+
+RESTARTED_AT = "kubectl.kubernetes.io/restartedAt"
+
+
+@contextmanager
+def _refused() -> Iterator[None]:
+    """A request the API server refuses (quota, admission, validation, RBAC) is ProbeError
+    in its words; 409 (it exists) and what is not a refusal pass on."""
+    try:
+        yield
+    except ApiStatusError as exc:
+        if 400 <= exc.status < 500 and exc.status not in (409, 429):
+            raise ProbeError(exc.message) from None
+        raise
 
 
 def _uid(job: V1Job) -> str | None:

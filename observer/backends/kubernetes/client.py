@@ -33,13 +33,14 @@ class ApiStatusError(BackendError):
 
 
 class Apis:
-    """One connection to the API server: the two API groups the backend calls, and the custom
+    """One connection to the API server: the API groups the backend calls, and the custom
     objects of the queues it reads (Kueue's, Volcano's)."""
 
     def __init__(self, configuration: client.Configuration) -> None:
         self._client = client.ApiClient(configuration)
         self.core = client.CoreV1Api(self._client)
         self.batch = client.BatchV1Api(self._client)
+        self.apps = client.AppsV1Api(self._client)
         self.custom = client.CustomObjectsApi(self._client)
 
     def close(self) -> None:

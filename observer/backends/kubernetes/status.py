@@ -17,7 +17,13 @@ from typing import Any
 
 from kubernetes import client
 
-from observer.backends.base import MANAGED_BY, MANAGED_BY_LABEL, RUN_ID_LABEL, QuotaChange
+from observer.backends.base import (
+    MANAGED_BY,
+    MANAGED_BY_LABEL,
+    RUN_ID_LABEL,
+    QuotaChange,
+    Replica,
+)
 from observer.backends.kubernetes.manifests import QUEUE_LABEL
 from observer.domain import JobPhase, JobStatus, SchedulerNode
 from observer.errors import BackendError
@@ -451,6 +457,31 @@ def _quantity(value: str | None) -> int:
 
 def _utc(moment: datetime | None) -> datetime | None:
     return moment.astimezone(UTC) if moment is not None else None
+
+
+REVISION_LABEL = "pod-template-hash"  # the Deployment controller's, on each pod of a revision
+
+
+def replica_of(pod: client.V1Pod, port: int) -> Replica:
+    """A Deployment's pod as a replica: its address once it has an IP, ready as its Ready
+    condition says, and while unscheduled the scheduler's words (PodScheduled False)."""
+    status = pod.status
+    conditions = (status.conditions if status else None) or []
+    ready = any(c.type == "Ready" and c.status == "True" for c in conditions)
+    unscheduled = next(
+        (c for c in conditions if c.type == "PodScheduled" and c.status == "False"), None
+    )
+    ip = status.pod_ip if status else None
+    return Replica(
+        name=object_name(pod.metadata),
+        address=f"{ip}:{port}" if ip else None,
+        ready=ready,
+        revision=labels_of(pod.metadata).get(REVISION_LABEL, ""),
+        created_at=_utc(pod.metadata.creation_timestamp if pod.metadata else None),
+        pending_reason=(unscheduled.message or unscheduled.reason or "Unschedulable")
+        if unscheduled is not None and not (pod.spec and pod.spec.node_name)
+        else None,
+    )
 
 
 def quota_changes(quota: client.V1ResourceQuota) -> list[QuotaChange]:

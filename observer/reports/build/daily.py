@@ -9,6 +9,7 @@ from datetime import date, datetime
 
 from observer.reports.build.data import PeriodData, ReportContext
 from observer.reports.build.figures import PeriodFigures, TaskRecord, period_figures, task_records
+from observer.reports.build.inference import InferenceFigures, inference_figures
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,6 +37,7 @@ class DailyReport:
     soak_to_date: PeriodFigures
     tasks: tuple[TaskRecord, ...]  # every run submitted in the day: the per-task appendix
     partial: bool  # the day so far, up to figures.end: its figures will still change
+    inference: InferenceFigures | None = None  # None: the inference probe did not run
 
 
 def build_daily(inputs: DailyInputs) -> DailyReport:
@@ -53,4 +55,9 @@ def build_daily(inputs: DailyInputs) -> DailyReport:
         soak_to_date=figures(inputs.soak),
         tasks=task_records(inputs.data.runs, inputs.data.findings, inputs.data.node_changes),
         partial=inputs.partial,
+        inference=inference_figures(
+            inputs.data.inference_samples,
+            inputs.data.inference_phases,
+            inputs.context.calendar,
+        ),
     )

@@ -14,6 +14,8 @@ from observer.records import (
     UTILIZATION_PERCENTS,
     ControllerRun,
     GpuSampleCounts,
+    InferencePhase,
+    InferenceSample,
     JobSlot,
     ProbeSkip,
     StoredAlert,
@@ -376,12 +378,14 @@ class ReportContext:
 @dataclass(frozen=True, slots=True)
 class PeriodData:
     """Everything stored about one period. `runs`: submitted in it; `findings`: active at
-    some moment of it; `queue_samples`, `node_changes`, `alerts` (started), `interventions`
-    (recorded), `deliveries` (of earlier reports, made in it): within it; `nodes_at_start`:
-    every node as it was at its start; `gpu` and `allocation`: the period's GPU samples and
-    node log, reduced; `job_slots`: every tenant's finished jobs, per listed slot that
-    overlaps it; `controller_runs`: every run of the controller started before its end;
-    `probe_skips`: the probe copies that came due in it and were not submitted."""
+        some moment of it; `queue_samples`, `node_changes`, `alerts` (started), `interventions`
+        (recorded), `deliveries` (of earlier reports, made in it): within it; `nodes_at_start`:
+        every node as it was at its start; `gpu` and `allocation`: the period's GPU samples and
+        node log, reduced; `job_slots`: every tenant's finished jobs, per listed slot that
+        overlaps it; `controller_runs`: every run of the controller started before its end;
+        `probe_skips`: the probe copies that came due in it and were not submitted;
+    `inference_samples` and `inference_phases`: the inference service's looks in it and the
+    changes that became ready in it."""
 
     period: Period
     runs: Sequence[ProbeRun] = ()
@@ -397,3 +401,5 @@ class PeriodData:
     job_slots: Sequence[JobSlot] = ()
     controller_runs: Sequence[ControllerRun] = ()
     probe_skips: Sequence[ProbeSkip] = ()
+    inference_samples: Sequence[InferenceSample] = ()  # read for a daily summary's day only
+    inference_phases: Sequence[InferencePhase] = ()

@@ -1,6 +1,6 @@
 """The daily summary's content as blocks: its headline, tasks, every tenant's jobs and queue
-waits here; GPUs, their health and what happened around the platform from their own
-modules."""
+waits here; GPUs, their health, the inference service and what happened around the platform
+from their own modules."""
 
 from __future__ import annotations
 
@@ -28,6 +28,7 @@ from observer.reports.render.headline import all_jobs_text, headline_rows, utili
 from observer.reports.render.health import health_blocks
 from observer.reports.render.layout import to_html, to_markdown
 from observer.reports.render.i18n import Language, Words
+from observer.reports.render.inference import inference_blocks
 from observer.reports.render.json import daily_json, json_text
 from observer.reports.render.tasks import run_anchor, short_run_id, task_blocks, tasks_csv
 
@@ -74,6 +75,7 @@ def _daily_blocks(report: DailyReport, w: Words, title: str) -> list[Block]:
     blocks += _queue_blocks(day, prev, soak, w)
     blocks += gpu_blocks(day, prev, soak, w)
     blocks += health_blocks(day, w)
+    blocks += inference_blocks(report.inference, w)
     blocks += alert_blocks(day, prev, soak, w)
     blocks += intervention_blocks(day, w)
     blocks += finding_blocks(day, soak, w)

@@ -110,6 +110,22 @@ def daily_json(report: DailyReport, language: Language) -> dict[str, Any]:
         "previous_day": None if report.previous_day is None else beside(report.previous_day),
         "soak_to_date": beside(report.soak_to_date),
         "task_records": [task_record_json(r, words) for r in report.tasks],
+        "inference_service": None if report.inference is None else inference_json(report),
+    }
+
+
+def inference_json(report: DailyReport) -> dict[str, Any]:
+    """Per window (the whole day's key is "", outside every window "-") and per change."""
+    assert report.inference is not None
+    figures = report.inference
+    return {
+        "services": list(figures.services),
+        "windows": [
+            {**plain(row), "availability": _num(row.availability)} for row in figures.windows
+        ],
+        "phases": [
+            {**plain(row.phase), "ready_seconds": _num(row.ready_seconds)} for row in figures.phases
+        ],
     }
 
 

@@ -84,6 +84,33 @@ class CoreV1Api:
     def create_namespaced_secret(self, namespace: str, body: _Body) -> V1Secret: ...
     def create_namespaced_event(self, namespace: str, body: _Body) -> CoreV1Event: ...
     def patch_namespaced_event(self, name: str, namespace: str, body: _Body) -> CoreV1Event: ...
+    def create_namespaced_service(
+        self, namespace: str, body: V1Service | _Body, *, _request_timeout: _Timeout = None
+    ) -> V1Service: ...
+    def delete_namespaced_service(
+        self, name: str, namespace: str, *, _request_timeout: _Timeout = None
+    ) -> object: ...
+
+class AppsV1Api:
+    def __init__(self, api_client: ApiClient | None = None) -> None: ...
+    def create_namespaced_deployment(
+        self, namespace: str, body: V1Deployment | _Body, *, _request_timeout: _Timeout = None
+    ) -> V1Deployment: ...
+    def patch_namespaced_deployment(
+        self, name: str, namespace: str, body: _Body, *, _request_timeout: _Timeout = None
+    ) -> V1Deployment: ...
+    def delete_namespaced_deployment(
+        self,
+        name: str,
+        namespace: str,
+        *,
+        propagation_policy: str | None = None,
+        _request_timeout: _Timeout = None,
+    ) -> object: ...
+    def list_deployment_for_all_namespaces(self) -> V1DeploymentList: ...
+    def patch_namespaced_deployment_status(
+        self, name: str, namespace: str, body: _Body
+    ) -> V1Deployment: ...
 
 class BatchV1Api:
     def __init__(self, api_client: ApiClient | None = None) -> None: ...
@@ -216,11 +243,37 @@ class V1VolumeMount:
     mount_path: str
     def __init__(self, *, name: str, mount_path: str) -> None: ...
 
+class V1ContainerPort:
+    container_port: int
+    name: str | None
+    def __init__(self, *, container_port: int, name: str | None = None) -> None: ...
+
+class V1HTTPGetAction:
+    path: str | None
+    port: int | str
+    def __init__(self, *, path: str | None = None, port: int | str) -> None: ...
+
+class V1Probe:
+    http_get: V1HTTPGetAction | None
+    period_seconds: int | None
+    initial_delay_seconds: int | None
+    failure_threshold: int | None
+    def __init__(
+        self,
+        *,
+        http_get: V1HTTPGetAction | None = None,
+        period_seconds: int | None = None,
+        initial_delay_seconds: int | None = None,
+        failure_threshold: int | None = None,
+    ) -> None: ...
+
 class V1Container:
     name: str
     image: str | None
     command: list[str] | None
     env: list[V1EnvVar] | None
+    ports: list[V1ContainerPort] | None
+    readiness_probe: V1Probe | None
     resources: V1ResourceRequirements | None
     security_context: V1SecurityContext | None
     volume_mounts: list[V1VolumeMount] | None
@@ -231,6 +284,8 @@ class V1Container:
         image: str | None = None,
         command: list[str] | None = None,
         env: list[V1EnvVar] | None = None,
+        ports: list[V1ContainerPort] | None = None,
+        readiness_probe: V1Probe | None = None,
         resources: V1ResourceRequirements | None = None,
         security_context: V1SecurityContext | None = None,
         volume_mounts: list[V1VolumeMount] | None = None,
@@ -336,6 +391,7 @@ class V1PodCondition:
 
 class V1PodStatus:
     phase: str | None
+    pod_ip: str | None
     start_time: datetime | None
     conditions: list[V1PodCondition] | None
     container_statuses: list[V1ContainerStatus] | None
@@ -459,3 +515,62 @@ class V1Secret:
 
 class V1SecretList:
     items: list[V1Secret]
+
+# --- deployments and services (the inference probe) ---------------------------------------------
+
+class V1RollingUpdateDeployment:
+    def __init__(
+        self, *, max_surge: int | str | None = None, max_unavailable: int | str | None = None
+    ) -> None: ...
+
+class V1DeploymentStrategy:
+    def __init__(
+        self, *, type: str | None = None, rolling_update: V1RollingUpdateDeployment | None = None
+    ) -> None: ...
+
+class V1DeploymentSpec:
+    replicas: int | None
+    template: V1PodTemplateSpec
+    def __init__(
+        self,
+        *,
+        replicas: int | None = None,
+        selector: V1LabelSelector,
+        strategy: V1DeploymentStrategy | None = None,
+        template: V1PodTemplateSpec,
+    ) -> None: ...
+
+class V1Deployment:
+    metadata: V1ObjectMeta | None
+    spec: V1DeploymentSpec | None
+    def __init__(
+        self,
+        *,
+        api_version: str | None = None,
+        kind: str | None = None,
+        metadata: V1ObjectMeta | None = None,
+        spec: V1DeploymentSpec | None = None,
+    ) -> None: ...
+
+class V1DeploymentList:
+    items: list[V1Deployment]
+
+class V1ServicePort:
+    def __init__(
+        self, *, name: str | None = None, port: int, target_port: int | str | None = None
+    ) -> None: ...
+
+class V1ServiceSpec:
+    def __init__(
+        self, *, selector: dict[str, str] | None = None, ports: list[V1ServicePort] | None = None
+    ) -> None: ...
+
+class V1Service:
+    def __init__(
+        self,
+        *,
+        api_version: str | None = None,
+        kind: str | None = None,
+        metadata: V1ObjectMeta | None = None,
+        spec: V1ServiceSpec | None = None,
+    ) -> None: ...
