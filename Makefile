@@ -7,7 +7,7 @@ CHART_TOOLS := .tools/bin/.installed
 # The demo's /metrics port for `make run`; PORT=0 takes any free one.
 PORT ?= 9500
 
-.PHONY: setup run run-agent test lint bench chart-tools clean
+.PHONY: setup run run-agent test lint locale bench chart-tools clean
 
 $(BIN)/.installed: pyproject.toml
 	python3 -m venv $(VENV)
@@ -33,10 +33,17 @@ run-agent: setup
 	$(BIN)/observer agent --config deploy/examples/agent-replay.yaml
 
 lint: setup
-	$(BIN)/ruff check observer tests bench deploy/chart-tools
-	$(BIN)/ruff format --check observer tests bench deploy/chart-tools
+	$(BIN)/ruff check observer tests bench deploy/chart-tools deploy/l10n
+	$(BIN)/ruff format --check observer tests bench deploy/chart-tools deploy/l10n
 	$(BIN)/mypy
 	$(BIN)/lint-imports
+
+# After editing a .po: the .pot for translators (.build/locale/observer.pot), the catalogue
+# check, and the committed .mo the reports read (tests/reports/test_catalogues.py checks both).
+locale: setup
+	$(BIN)/python deploy/l10n/messages.py extract
+	$(BIN)/python deploy/l10n/messages.py check
+	$(BIN)/python deploy/l10n/messages.py compile
 
 test: lint $(FAKE_NVML) $(CHART_TOOLS)
 	OBSERVER_TEST_FAKE_NVML_LIB=$(CURDIR)/$(FAKE_NVML) $(BIN)/pytest

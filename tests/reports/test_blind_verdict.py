@@ -48,4 +48,4 @@ def test_a_soak_blind_97_percent_is_not_decidable(store: Store) -> None:
     assert data["recommendation"] == "not_decidable"
     assert data["recommendation_text"].startswith("Not decidable: the observer was blind 97.1%")
     zh = json.loads(render_verdict(verdict, "zh-CN").json)
-    assert zh["recommendation_text"].startswith("无法判定：观测器在 97.1% 的测试时间内处于盲区")
+    assert zh["recommendation_text"].startswith("无法判定：观测器在 97.1% 的观察期内处于盲区")

@@ -211,7 +211,7 @@ def test_a_soak_younger_than_a_day_has_a_provisional_verdict(tmp_path: Path, cap
     assert all(p.stem.endswith("-provisional") for p in paths)
     verdict = json.loads(paths[2].read_text(encoding="utf-8"))
     assert (verdict["provisional"], verdict["title"]) == (True, "上线评估结论（临时）")
-    assert re.search(r"（4[45] 分钟）", paths[0].read_text(encoding="utf-8"))
+    assert re.search(r"（4[45]分钟）", paths[0].read_text(encoding="utf-8"))
 
 
 def test_bad_arguments_are_refused(tmp_path: Path, capsys):

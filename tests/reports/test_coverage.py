@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import replace
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
@@ -16,9 +16,8 @@ from observer.reports.build.data import PeriodData
 from observer.reports.build.figures import ProbeCoverage, coverage_figures
 from observer.reports.build.notes import Note
 from observer.reports.build.verdict import Recommendation, VerdictInputs, build_verdict
-from observer.reports.render.catalog import CATALOG
 from observer.reports.render.daily import render_daily
-from observer.reports.render.i18n import Language
+from observer.reports.render.i18n import Language, Words
 from observer.reports.render.verdict import render_verdict
 from tests.reports.builders import DAY, DAY_START, RULES, at, context, run
 from tests.reports.test_verdict import _healthy_runs, _soak
@@ -77,20 +76,20 @@ def test_the_daily_summary_shows_the_coverage_table_in_each_language(language: L
             layer_blind_max_share=0.1,
         )
     )
-    words = CATALOG[language]
+    words = Words(language, UTC)
 
     rendered = render_daily(report, language)
 
     lines = rendered.markdown.splitlines()
-    table = lines[lines.index(f"### {words['sub.coverage']}") :]
+    table = lines[lines.index(f"### {words('sub.coverage')}") :]
     rows = {line.split(" | ")[0].removeprefix("| "): line.split(" | ") for line in table[3:10]}
     assert rows["burst"][1:3] == ["5", "4"]
-    assert words["coverage.why.budget"] in rows["burst"][3]
+    assert words("coverage.why.budget") in rows["burst"][3]
     assert rows["burst"][4] == "3"
     assert rows["isolation"][1:3] == ["2", "0"]
-    assert words["coverage.why.no_other_tenant"] in rows["isolation"][3]
+    assert words("coverage.why.no_other_tenant") in rows["isolation"][3]
     assert rows["short"][3] == "—"
-    assert words["sub.coverage"] in rendered.html
+    assert words("sub.coverage") in rendered.html
     coverage = json.loads(rendered.json)["probe_coverage"]
     assert coverage["isolation"] == {
         "due": 2,
@@ -146,14 +145,14 @@ def test_a_soak_that_ran_every_planned_probe_as_planned_is_still_a_go():
 
 @pytest.mark.parametrize("language", ["en", "zh-CN"])
 def test_the_verdict_names_each_probe_not_exercised_and_why_in_each_language(language: Language):
-    words = CATALOG[language]
+    words = Words(language, UTC)
 
     scope = render_verdict(_planned_verdict(), language).markdown.splitlines()
 
     multi = [line for line in scope if "multi-gpu" in line]
     long = [line for line in scope if " long " in line]
-    assert len(multi) == 1 and words["coverage.why.budget"] in multi[0]
-    assert len(long) == 1 and words["coverage.why.not_due"] in long[0]
+    assert len(multi) == 1 and words("coverage.why.budget") in multi[0]
+    assert len(long) == 1 and words("coverage.why.not_due") in long[0]
     assert any("burst" in line and "4" in line and "2" in line for line in scope)
 
 

@@ -7,20 +7,26 @@ from __future__ import annotations
 
 import json
 from dataclasses import replace
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
 
 from observer.detectors import gpu_in_service
-from observer.domain import Finding, FindingKind, SchedulerNode, SchedulerSnapshot, Severity
+from observer.domain import (
+    Finding,
+    FindingKind,
+    JsonValue,
+    SchedulerNode,
+    SchedulerSnapshot,
+    Severity,
+)
 from observer.gpu.xid import xid_info
 from observer.records import StoredNodeChange
 from observer.reports.build.daily import DailyInputs, build_daily
 from observer.reports.build.data import PeriodData
-from observer.reports.render.catalog import CATALOG
 from observer.reports.render.daily import render_daily
-from observer.reports.render.i18n import Language
+from observer.reports.render.i18n import Language, Words
 from tests.reports.builders import DAY, at, context, node, sampled
 
 GRACE_SECONDS = 600.0
@@ -127,14 +133,14 @@ def rendered(
         )
     )
     out = render_daily(report, language)
-    heading = f"## {CATALOG[language]['sec.health']}\n"
+    heading = f"## {said(language, 'sec.health')}\n"
     section = out.markdown.split(heading, 1)[1].split("\n## ", 1)[0]
     return section, json.loads(out.json)
 
 
 def table(section: str, language: Language, heading_key: str) -> list[dict[str, str]]:
     """The rows of the Markdown table under a sub-heading, by column header."""
-    part = section.split(f"### {CATALOG[language][heading_key]}\n", 1)[1].split("\n### ", 1)[0]
+    part = section.split(f"### {said(language, heading_key)}\n", 1)[1].split("\n### ", 1)[0]
     lines = [line for line in part.splitlines() if line.startswith("|")]
     headers = [h.strip() for h in lines[0].strip("|").split("|")]
     return [
@@ -143,8 +149,12 @@ def table(section: str, language: Language, heading_key: str) -> list[dict[str, 
     ]
 
 
+def said(language: Language, key: str, **params: JsonValue) -> str:
+    return Words(language, UTC)(key, **params)
+
+
 def col(language: Language, key: str) -> str:
-    return CATALOG[language][key]
+    return said(language, key)
 
 
 # Node-1 GPU 0: a job's own faults (Xid 13 twice), an uncorrected ECC rise, and throttling
@@ -177,13 +187,17 @@ def test_each_faulty_gpu_is_a_row_by_node_with_its_xids_conditions_and_throttled
     ]
     first, second = rows
     xids = first[col(language, "col.xids")]
-    assert "13 ×2" in xids and CATALOG[language]["xid_class.application"] in xids
+    assert "13 ×2" in xids and said(language, "xid_class.application") in xids
     assert "3 → 5" in first[col(language, "col.gpu_conditions")]
     assert first[col(language, "col.throttled_gpu_hours")] == "2.00"
-    assert second[col(language, "col.xids")] == CATALOG[language]["health.xid_cell_fatal"].format(
-        code=79, count=1, xid_class=CATALOG[language]["xid_class.bus"]
+    assert second[col(language, "col.xids")] == said(
+        language,
+        "health.xid_cell_fatal",
+        code=79,
+        count=1,
+        xid_class=said(language, "xid_class.bus"),
     )
-    assert CATALOG[language]["health.cond.gpu_lost"] in second[col(language, "col.gpu_conditions")]
+    assert said(language, "health.cond.gpu_lost") in second[col(language, "col.gpu_conditions")]
     assert second[col(language, "col.throttled_gpu_hours")] == "—"
 
     health = data["gpu_health"]
@@ -208,10 +222,10 @@ def test_the_xid_table_names_each_code_with_its_class_count_and_whether_it_is_fa
     assert list(by_code) == ["79", "13"]  # the fatal first
     bus, application = by_code["79"], by_code["13"]
     assert bus[col(language, "col.meaning")] == xid_info(79).meaning
-    assert bus[col(language, "col.class")] == CATALOG[language]["xid_class.bus"]
-    assert bus[col(language, "col.fatal")] == CATALOG[language]["word.yes"]
+    assert bus[col(language, "col.class")] == said(language, "xid_class.bus")
+    assert bus[col(language, "col.fatal")] == said(language, "word.yes")
     assert bus[col(language, "col.count")] == "1"
-    assert application[col(language, "col.class")] == CATALOG[language]["xid_class.application"]
+    assert application[col(language, "col.class")] == said(language, "xid_class.application")
     assert application[col(language, "col.count")] == "2"
     assert application[col(language, "col.nodes")] == "node-1"
     assert [
@@ -245,9 +259,8 @@ def test_a_node_kept_in_service_after_a_fatal_fault_names_when_and_the_jobs_plac
     assert row[col(language, "col.node")] == "node-3"
     assert row[col(language, "col.fault")] == "Xid 79"
     assert row[col(language, "col.fault_at")].endswith("03:00")  # the platform's timezone
-    assert (
-        row[col(language, "col.out_of_service_after")]
-        == CATALOG[language]["health.not_out_of_service"]
+    assert row[col(language, "col.out_of_service_after")] == said(
+        language, "health.not_out_of_service"
     )
     assert row[col(language, "col.kept_in_service_since")].endswith("03:15")
     jobs = row[col(language, "col.jobs_placed")]
@@ -270,7 +283,7 @@ def test_a_node_the_platform_drained_says_how_soon():
 def test_a_fault_free_day_the_agents_sampled_says_healthy_and_lists_nothing(language: Language):
     section, data = rendered(language=language)
 
-    healthy = CATALOG[language]["note.health_healthy"].format(sampled=2)
+    healthy = said(language, "note.health_healthy", sampled=2)
     assert section.strip() == healthy
     assert data["gpu_health"]["gpus"] == []
     assert data["gpu_health"]["reactions"] == []
@@ -280,14 +293,12 @@ def test_a_fault_free_day_the_agents_sampled_says_healthy_and_lists_nothing(lang
 def test_a_day_without_gpu_samples_never_says_healthy(language: Language):
     section, data = rendered(sampled_nodes=(), language=language)
 
-    assert section.strip() == CATALOG[language]["note.health_not_observed"]
+    assert section.strip() == said(language, "note.health_not_observed")
     assert data["gpu_health"]["observed"] is False
 
 
 def test_nodes_the_agents_did_not_sample_are_named_beside_the_healthy_ones():
     section, data = rendered(nodes=("node-1", "node-2", "node-3"))
 
-    assert section.strip() == CATALOG["en"]["note.health_healthy_but"].format(
-        sampled=2, nodes="node-2"
-    )
+    assert section.strip() == said("en", "note.health_healthy_but", sampled=2, nodes="node-2")
     assert data["gpu_health"]["nodes_not_sampled"] == ["node-2"]

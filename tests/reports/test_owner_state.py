@@ -177,9 +177,8 @@ def test_a_soak_where_some_nodes_knew_counts_and_names_them():
     assert (data["owner_state_nodes"], data["owner_state_known_nodes"]) == (6, 4)
     assert data["owner_state"]["not_known"] == {"gpu-5": 1.0, "gpu-6": 0.214}
     zh_md, _ = _rendered(v, "zh-CN")
-    assert (
-        "- 6 个节点中 4 个的属主状态已知；gpu-5, gpu-6 的属主状态未知（超过测试时间的 10.0%）"
-        in (zh_md)
+    assert "- 6 个节点中 4 个的属主状态已知；gpu-5, gpu-6 的属主状态未知（超过观察期的 10.0%）" in (
+        zh_md
     )
 
 

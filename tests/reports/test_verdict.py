@@ -515,7 +515,7 @@ def test_work_held_long_by_its_quota_is_a_later_optimisation_naming_the_tenant()
     en = render_verdict(v, "en").markdown
     assert "- Tenant research: work held by its quota for up to 2 h (bound 1 h).\n" in en
     zh = render_verdict(v, "zh-CN").markdown
-    assert "- 租户 batch：作业因配额被挂起最长 1 小时 30 分钟（上限 1 小时）。\n" in zh
+    assert "- 租户 batch：作业因配额被挂起最长 1小时30分钟（上限 1小时）。\n" in zh
 
 
 def test_a_reverification_step_names_the_node_the_probe_the_window_and_the_watch():
@@ -535,7 +535,7 @@ def test_a_reverification_step_names_the_node_the_probe_the_window_and_the_watch
     ) in en
     plan = _lines_under(render_verdict(v, "zh-CN").markdown, "## 复验计划")
     [zh] = [line for line in plan if "GPU 与节点健康：" in line]
-    assert "于资源池 a；节点 n2；时间窗口 weekday-peak 重新运行 gpu-busy，持续 1 天" in zh
+    assert "于资源池 a；节点 n2；时间窗口 weekday-peak 重新运行 gpu-busy，持续 1天" in zh
 
 
 def test_unfairness_is_watched_for_the_windows_its_persistence_rule_needs():

@@ -216,7 +216,7 @@ def test_the_summary_in_chinese(played: PlayedWeek):
     )
     report = build_daily(load_daily(played.store, settings, DAYS[4], played.built_at))
     rendered = render_daily(report, "zh-CN")
-    assert "每日运行摘要 — 2026年12月4日（星期五）" in rendered.markdown
+    assert "每日运行摘要：2026年12月4日星期五" in rendered.markdown
     assert "| 失败任务数 |" in rendered.markdown
     assert "平台时区：Asia/Shanghai" in rendered.markdown
     assert '<html lang="zh-CN">' in rendered.html

@@ -102,7 +102,6 @@ CATALOG: dict[str, dict[str, str]] = {
         "sub.all_jobs_by_tenant": "All jobs per tenant (jobs / failed)",
         "sub.all_jobs_failures": "All jobs' failures, by cause and the scheduler's reason",
         "sub.by_pool": "Per node pool: allocated against used",
-        "sub.by_hour": "By hour of day",
         "sub.by_detector": "Per detector",
         "sub.evidence": "Evidence",
         "sub.restarts": "Observer restarts",
@@ -604,8 +603,8 @@ CATALOG: dict[str, dict[str, str]] = {
         "word.yes": "是",
         "word.no": "否",
         "word.not_set_up": "未配置",
-        "title.daily": "每日运行摘要 — {day}",
-        "title.daily_partial": "每日运行摘要 — {day}（截至目前）",
+        "title.daily": "每日运行摘要：{day}",
+        "title.daily_partial": "每日运行摘要：{day}（截至目前）",
         "note.partial": "部分数据：当日截至 {at}。各项数字仍会变化；"
         "当日结束后将生成正式的每日摘要。",
         "title.verdict": "上线评估结论",
@@ -619,7 +618,7 @@ CATALOG: dict[str, dict[str, str]] = {
         "col.figure": "指标",
         "col.day": "当日",
         "col.previous_day": "前一日",
-        "col.soak_to_date": "测试至今",
+        "col.soak_to_date": "观察期至今",
         "fig.tasks_total": "探测任务数",
         "fig.tasks_failed": "失败任务数",
         "fig.tasks_cancelled": "取消任务数",
@@ -641,7 +640,7 @@ CATALOG: dict[str, dict[str, str]] = {
         "fig.interventions_total": "人工干预次数",
         "fig.incidents_opened": "事件数（同一原因的发现合并）",
         "sub.incidents": "事件",
-        "note.incidents": "{incidents} 个事件共 {findings} 个发现：涉及同一流水线、节点、"
+        "note.incidents": "{incidents} 个事件共 {findings} 个发现：涉及同一数据管道、节点、"
         "作业或任务，且在 10 分钟内相继出现的发现合并为一个事件（例如一次 Prometheus "
         "停滞被各项检查同时发现；一次资源泄漏同时在节点、探测和调度器三层被发现）。"
         "包含多个发现的事件：",
@@ -650,7 +649,7 @@ CATALOG: dict[str, dict[str, str]] = {
         "fig.findings_opened": "新发现问题",
         "fig.findings_closed": "已关闭问题",
         "fig.findings_still_open": "仍未关闭问题",
-        "fig.findings_events": "事件数",
+        "fig.findings_events": "单次事件数",
         "fig.blind_time": "观测盲区时长",
         "sec.headline": "关键指标",
         "sec.charts": "图表",
@@ -688,7 +687,6 @@ CATALOG: dict[str, dict[str, str]] = {
         "sub.all_jobs_by_tenant": "按租户的全部作业（作业数 / 失败数）",
         "sub.all_jobs_failures": "全部作业的失败，按失败原因类别和调度器给出的原因分组",
         "sub.by_pool": "按节点池：已分配与实际使用",
-        "sub.by_hour": "按小时",
         "sub.by_detector": "按检测器",
         "sub.evidence": "证据",
         "sub.restarts": "观测器重启",
@@ -773,7 +771,7 @@ CATALOG: dict[str, dict[str, str]] = {
         "col.opened": "新开",
         "col.closed": "关闭",
         "col.still_open": "仍开",
-        "col.events": "事件",
+        "col.events": "单次事件",
         "col.status": "状态",
         "col.summary": "摘要",
         "col.duration": "时长",
@@ -901,7 +899,7 @@ CATALOG: dict[str, dict[str, str]] = {
         "的属主状态未知（超过该时段 {limit_share} 的时间里，节点代理无法判断 GPU 进程所属的 Pod "
         "或作业是否仍在运行）：这些节点上作业结束后遗留的显存无法发现。",
         "note.generated_for": "根据该时段已保存的数据生成；重新生成结果相同。",
-        "status.event": "事件",
+        "status.event": "单次事件",
         "status.opened": "新开，仍未关闭",
         "status.opened_closed": "新开并已关闭",
         "status.closed": "已关闭",
@@ -941,19 +939,19 @@ CATALOG: dict[str, dict[str, str]] = {
         "chart.failed": "失败",
         "chart.no_data": "未观测",
         "rec.go": "可以上线",
-        "rec.limited_go": "有限上线",
+        "rec.limited_go": "限制上线",
         "rec.no_go": "不可上线",
         "rec.go.text": "所有评估项均凭已记录的证据通过。",
         "rec.limited_go.text": "仅可在下列范围内上线；所列评估项须复验通过后才可全面开放。",
         "rec.no_go.text": "存在必须修复的问题：修复并复验通过前平台不得开放。",
         "rec.not_decidable": "无法判定",
-        "rec.not_decidable.text": "无法判定：观测器在 {share} 的测试时间内处于盲区，"
+        "rec.not_decidable.text": "无法判定：观测器在 {share} 的观察期内处于盲区，"
         "无法据此评估平台；排除致盲原因后重新进行稳定性观察。",
         "verdict.status.pass": "通过",
         "verdict.status.fail": "未通过",
         "verdict.status.not_observed": "未观测",
         "class.must_fix": "必须修复",
-        "class.limited_launch": "有限上线",
+        "class.limited_launch": "限制上线",
         "class.later_optimisation": "后续优化",
         "crit.queue_explainable": "排队与优先级行为可解释",
         "crit.monitoring_linked": "监控可关联到任务与租户",
@@ -1029,16 +1027,16 @@ CATALOG: dict[str, dict[str, str]] = {
         "GPU/驱动 {gpu_driver} 个，节点 {node} 个，调度策略 {scheduling} 个，"
         "平台配置 {platform_configuration} 个，原因不明 {unexplained} 个"
         "（{unexplained_share}；上限 {limit_share}）。",
-        "ev.run": "任务 {run_id}（{probe}，{tenant}）：{outcome}，{reason} — {message}",
+        "ev.run": "任务 {run_id}（{probe}，{tenant}）：{outcome}，{reason}——{message}",
         "ev.unreleased": "泄漏：{leaks}；已分配但空闲：{idle}（{detectors}）。",
         "ev.owner_state": "{nodes} 个节点中 {known} 个的属主状态已知。",
         "ev.owner_state_not_known": "{nodes} 个节点中 {known} 个的属主状态已知；{not_known} "
-        "的属主状态未知（超过测试时间的 {limit_share}）：这些节点上作业结束后仍占用的显存未"
+        "的属主状态未知（超过观察期的 {limit_share}）：这些节点上作业结束后仍占用的显存未"
         "观测。",
         "ev.owner_state_not_observed": "没有任何节点的代理知道其 GPU 进程所属的 Pod 或作业是否仍"
         "在运行（共 {nodes} 个节点）：作业结束后仍占用的显存未观测。",
         "ev.layer_not_set_up": "{layer}未配置：只有该层能看到的情况未观测。",
-        "ev.layer_blind": "{layer}在 {share} 的测试时间内处于盲区（限值 {limit_share}）：未观测。",
+        "ev.layer_blind": "{layer}在 {share} 的观察期内处于盲区（限值 {limit_share}）：未观测。",
         "ev.logs": "运行了 {canaries} 个日志金丝雀：{lost} 个丢行（共丢失 {lost_lines} 行），"
         "{damaged} 个有重复或乱序，{late} 个送达延迟。",
         "ev.lag": "{conditions} 个延迟或不可达状况；{over} 个持续超过 {limit_seconds}；最长 "
@@ -1066,14 +1064,14 @@ CATALOG: dict[str, dict[str, str]] = {
         "同时在途（最多 {most} 个）。",
         "scope.partly_exercised": "部分覆盖：探测 {probe} 在到期的 {due} 个副本中运行了 {runs} "
         "个；其余大多被跳过：{why}。",
-        "scope.blind": "观测器在 {share} 的测试时间内处于盲区（限值 {limit_share}）：未观测到的部"
+        "scope.blind": "观测器在 {share} 的观察期内处于盲区（限值 {limit_share}）：未观测到的部"
         "分不能视为健康。",
         "scope.later": "上线后处理：{criterion}。",
         "scope.rule": "评估项只依据已观测到的情况判定：所需的每一层（调度器、节点代理、NVML、"
-        "Prometheus、日志后端）均已配置且盲区时间不超过测试时间的 {layer_limit_share} "
+        "Prometheus、日志后端）均已配置且盲区时间不超过观察期的 {layer_limit_share} "
         "才可通过，否则记为未观测，绝不记为通过；盲区时间合计超过 {blind_limit_share} 时，"
         "结论为无法判定。",
-        "scope.alerts_incomplete": "告警次数不完整：测试期间有 {blind_seconds} 无法读取 "
+        "scope.alerts_incomplete": "告警次数不完整：观察期间有 {blind_seconds} 无法读取 "
         "Alertmanager，其间没有告警只表示未观测到，而非没有。",
         "sec.tiers": "三级汇总",
         "tier.must_fix": "必须修复",
@@ -1083,7 +1081,7 @@ CATALOG: dict[str, dict[str, str]] = {
         "subject.tenants": "租户 {names}",
         "subject.pools": "资源池 {names}",
         "subject.nodes": "节点 {names}",
-        "subject.jobs": "任务 {names}",
+        "subject.jobs": "作业 {names}",
         "subject.pipelines": "数据管道 {names}",
         "subject.windows": "时间窗口 {names}",
         "subject.separator": "；",

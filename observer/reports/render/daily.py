@@ -24,7 +24,12 @@ from observer.reports.render.events import (
     intervention_blocks,
 )
 from observer.reports.render.gpu import gpu_blocks, utilisation_chart
-from observer.reports.render.headline import all_jobs_text, headline_rows, utilization
+from observer.reports.render.headline import (
+    all_jobs_text,
+    daily_title,
+    headline_rows,
+    utilization,
+)
 from observer.reports.render.health import health_blocks
 from observer.reports.render.layout import to_html, to_markdown
 from observer.reports.render.i18n import Language, Words
@@ -45,11 +50,6 @@ def render_daily(report: DailyReport, language: Language) -> Rendered:
     )
 
 
-def daily_title(report: DailyReport, words: Words) -> str:
-    key = "title.daily_partial" if report.partial else "title.daily"
-    return words(key, day=words.day(report.day))
-
-
 def _daily_blocks(report: DailyReport, w: Words, title: str) -> list[Block]:
     day, prev, soak = report.figures, report.previous_day, report.soak_to_date
     columns = [w("col.figure"), w("col.day"), w("col.previous_day"), w("col.soak_to_date")]
@@ -67,7 +67,7 @@ def _daily_blocks(report: DailyReport, w: Words, title: str) -> list[Block]:
         Heading(2, w("sec.headline")),
         Table(columns, [row(key, value) for key, value in headline_rows(w)], "headline"),
         Heading(2, w("sec.charts"), html_only=True),
-        Chart(utilisation_chart(day, w, "chart.util_over_day")),
+        Chart(utilisation_chart("chart.util_over_day", day, w)),
         Chart(_tenant_wait_chart(day, w)),
         Chart(_window_chart(day, w)),
     ]

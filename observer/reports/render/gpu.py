@@ -170,7 +170,7 @@ def _util_row(
     ]
 
 
-def utilisation_chart(f: PeriodFigures, w: Words, title_key: str) -> str:
+def utilisation_chart(title_key: str, f: PeriodFigures, w: Words) -> str:
     util = [utilization(f.gpu.by_hour.get(h), "avg_percent") for h in _HOURS]
     allocated = [
         None if (s := f.gpu.allocated_share_by_hour.get(h)) is None else 100.0 * s for h in _HOURS

@@ -5,8 +5,19 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from observer.reports.build.daily import DailyReport
 from observer.reports.build.figures import AllJobFigures, PeriodFigures, UtilizationStats
+from observer.reports.build.verdict import Verdict
 from observer.reports.render.i18n import Words
+
+
+def daily_title(report: DailyReport, w: Words) -> str:
+    day = w.day(report.day)
+    return w("title.daily_partial", day=day) if report.partial else w("title.daily", day=day)
+
+
+def verdict_title(verdict: Verdict, w: Words) -> str:
+    return w("title.verdict_provisional") if verdict.provisional else w("title.verdict")
 
 
 def headline_rows(w: Words) -> list[tuple[str, Callable[[PeriodFigures], str]]]:

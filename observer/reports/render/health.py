@@ -5,6 +5,7 @@ said only where the agents saw the GPUs."""
 from __future__ import annotations
 
 from observer.detectors.gpu_health import CLOCK_SLOWDOWN
+from observer.domain import JsonValue
 from observer.reports.build.figures import PeriodFigures
 from observer.reports.build.health import (
     GpuCondition,
@@ -12,6 +13,7 @@ from observer.reports.build.health import (
     GpuHealthRow,
     PlacedJob,
     Reaction,
+    XidCount,
     health_note,
 )
 from observer.reports.render.blocks import Block, Heading, Table, Text
@@ -86,15 +88,7 @@ def health_blocks(day: PeriodFigures, w: Words) -> list[Block]:
 
 def _gpu_row(row: GpuHealthRow, h: GpuHealthFigures, w: Words) -> list[str]:
     classes = {str(x.code): x for x in h.xids}
-    xids = [
-        w(
-            "health.xid_cell_fatal" if classes[code].fatal else "health.xid_cell",
-            code=code,
-            count=count,
-            xid_class=_xid_class(classes[code].xid_class, w),
-        )
-        for code, count in row.xids.items()
-    ]
+    xids = [_xid_cell(code, count, classes[code], w) for code, count in row.xids.items()]
     conditions = [
         _condition(detector, held, w)
         for detector, held in row.conditions.items()
@@ -120,6 +114,15 @@ def _condition(detector: str, held: GpuCondition, w: Words) -> str:
 
 def _xid_class(xid_class: str | None, w: Words) -> str:
     return w(f"xid_class.{xid_class}") if xid_class else w("word.unknown")
+
+
+def _xid_cell(code: str, count: int, xid: XidCount, w: Words) -> str:
+    params: dict[str, JsonValue] = {
+        "code": code,
+        "count": count,
+        "xid_class": _xid_class(xid.xid_class, w),
+    }
+    return w("health.xid_cell_fatal", **params) if xid.fatal else w("health.xid_cell", **params)
 
 
 def _reaction_row(r: Reaction, w: Words) -> list[str]:

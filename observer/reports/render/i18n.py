@@ -1,29 +1,52 @@
-"""The reports' words in the chosen language (from catalog), and numbers, durations and times
-written the way each language writes them. Builders speak in Notes; only rendering picks the
-language."""
+"""The reports' words in the chosen language (the gettext catalogues under
+observer/reports/locale), and numbers, durations and times written the way each language writes
+them (Babel, from CLDR). Builders speak in Notes; only rendering picks the language."""
 
 from __future__ import annotations
 
+import gettext
 from collections.abc import Mapping, Sequence
 from datetime import date, datetime, tzinfo
+from functools import cache, lru_cache
+from pathlib import Path
 from typing import Literal
+
+from babel import Locale
+from babel.dates import format_date, format_datetime
+from babel.lists import format_list
+from babel.numbers import format_decimal, format_percent
+from babel.units import format_unit
 
 from observer.domain import JsonValue
 from observer.reports.build.notes import Note
-from observer.reports.render.catalog import CATALOG
 
 Language = Literal["en", "zh-CN"]
 LANGUAGES: tuple[Language, ...] = ("en", "zh-CN")
 
+LOCALE_DIR = Path(__file__).resolve().parents[1] / "locale"
+_DOMAIN = "observer"
+_LOCALES: dict[Language, str] = {"en": "en", "zh-CN": "zh_CN"}
+_LOCALE = {language: Locale.parse(name) for language, name in _LOCALES.items()}
+# A day and an instant: English keeps ISO dates (what operators grep for); Chinese the CLDR
+# full date (2026年12月4日星期五) and long date with the time.
+_DAY = {"en": "EEE yyyy-MM-dd", "zh-CN": "full"}
+_INSTANT = {"en": "yyyy-MM-dd HH:mm", "zh-CN": "y年M月d日 HH:mm"}
+# Durations in CLDR's short units ("6小时23分钟"), but English keeps the SI symbols the
+# detectors' rule texts use ("> 60 s"): CLDR's "2 hr 20 min", "0 sec" read worse beside them.
+_SI_UNITS = {
+    "en": {
+        "duration-day": "{0} d",
+        "duration-hour": "{0} h",
+        "duration-minute": "{0} min",
+        "duration-second": "{0} s",
+    }
+}
 
-_WEEKDAYS = {
-    "en": ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun"),
-    "zh-CN": ("星期一", "星期二", "星期三", "星期四", "星期五", "星期六", "星期日"),
-}
-_UNITS = {
-    "en": {"d": " d", "h": " h", "min": " min", "s": " s"},
-    "zh-CN": {"d": " 天", "h": " 小时", "min": " 分钟", "s": " 秒"},
-}
+
+@cache
+def _messages(language: Language) -> gettext.NullTranslations:
+    """The language's compiled catalogue over the English one, for a key it lacks."""
+    return gettext.translation(_DOMAIN, LOCALE_DIR, languages=[_LOCALES[language], "en"])
 
 
 class Words:
@@ -32,12 +55,10 @@ class Words:
     def __init__(self, language: Language, timezone: tzinfo) -> None:
         self.language = language
         self.timezone = timezone
-        self._catalog = CATALOG[language]
+        self._messages = _messages(language)
 
     def __call__(self, key: str, **params: JsonValue) -> str:
-        template = self._catalog.get(key)
-        if template is None:
-            template = CATALOG["en"].get(key, key)
+        template = self._messages.gettext(key)
         return template.format(**{name: self._param(name, value) for name, value in params.items()})
 
     def note(self, note: Note) -> str:
@@ -77,51 +98,75 @@ class Words:
     # -- numbers -------------------------------------------------------------------------
 
     def integer(self, value: int | None) -> str:
-        return self("word.not_observed") if value is None else f"{value:,}"
+        if value is None:
+            return self("word.not_observed")
+        return _number(value, "#,##0", self.language)
 
     def decimal(self, value: float | None, places: int = 1) -> str:
-        return self("word.not_observed") if value is None else f"{value:,.{places}f}"
+        if value is None:
+            return self("word.not_observed")
+        return _number(value, "#,##0." + "0" * places, self.language)
 
     def percent(self, value: float | None) -> str:
         """`value` in percent (0..100)."""
-        return self("word.not_observed") if value is None else f"{value:.1f}%"
+        return self("word.not_observed") if value is None else _percent(value, self.language)
 
     def share(self, value: float | None) -> str:
         """`value` as a fraction (0..1)."""
         return self.percent(None if value is None else 100.0 * value)
 
     def duration(self, seconds: float | None) -> str:
-        if seconds is None:
-            return self("word.not_observed")
-        units = _UNITS[self.language]
-        if seconds < 60:
-            return f"{seconds:.1f}{units['s']}" if seconds % 1 else f"{seconds:.0f}{units['s']}"
-        total = round(seconds)
-        days, rest = divmod(total, 86400)
-        hours, rest = divmod(rest, 3600)
-        minutes, secs = divmod(rest, 60)
-        parts = [
-            (days, "d"),
-            (hours, "h"),
-            (minutes, "min"),
-            (secs if not days and not hours else 0, "s"),
-        ]
-        shown = [f"{n}{units[u]}" for n, u in parts if n][:2]
-        return " ".join(shown)
+        return self("word.not_observed") if seconds is None else _duration(seconds, self.language)
 
     # -- times ---------------------------------------------------------------------------
 
     def day(self, value: date) -> str:
-        weekday = _WEEKDAYS[self.language][value.weekday()]
-        if self.language == "zh-CN":
-            return f"{value.year}年{value.month}月{value.day}日（{weekday}）"
-        return f"{weekday} {value.isoformat()}"
+        return format_date(value, _DAY[self.language], locale=_LOCALE[self.language])
 
     def instant(self, value: datetime | None) -> str:
         """In the platform's timezone."""
-        if value is None:
-            return "—"
-        local = value.astimezone(self.timezone)
-        if self.language == "zh-CN":
-            return f"{local.year}年{local.month}月{local.day}日 {local:%H:%M}"
-        return f"{local:%Y-%m-%d %H:%M}"
+        return "—" if value is None else _instant(value, self.timezone, self.language)
+
+
+# Babel takes tens of microseconds a number and a report writes the same counts, shares,
+# durations and minutes thousands of times: each text is made once per process.
+
+
+@lru_cache(maxsize=16384)
+def _number(value: float, pattern: str, language: Language) -> str:
+    return format_decimal(value, pattern, locale=_LOCALE[language])
+
+
+@lru_cache(maxsize=16384)
+def _percent(value: float, language: Language) -> str:
+    return format_percent(value / 100.0, "#,##0.0%", locale=_LOCALE[language])
+
+
+@lru_cache(maxsize=16384)
+def _duration(seconds: float, language: Language) -> str:
+    if seconds < 60:
+        return _unit(seconds, "duration-second", language)
+    days, rest = divmod(round(seconds), 86400)
+    hours, rest = divmod(rest, 3600)
+    minutes, secs = divmod(rest, 60)
+    # The two largest units that are not zero; seconds only under an hour.
+    parts = [
+        (days, "duration-day"),
+        (hours, "duration-hour"),
+        (minutes, "duration-minute"),
+        (0 if days or hours else secs, "duration-second"),
+    ]
+    shown = [_unit(n, unit, language) for n, unit in parts if n][:2]
+    return format_list(shown, style="unit-narrow", locale=_LOCALE[language])
+
+
+def _unit(value: float, unit: str, language: Language) -> str:
+    symbols = _SI_UNITS.get(language)
+    if symbols is not None:
+        return symbols[unit].format(_number(value, "#,##0.#", language))
+    return format_unit(value, unit, length="short", format="#,##0.#", locale=_LOCALE[language])
+
+
+@lru_cache(maxsize=16384)
+def _instant(value: datetime, timezone: tzinfo, language: Language) -> str:
+    return format_datetime(value, _INSTANT[language], tzinfo=timezone, locale=_LOCALE[language])

@@ -22,6 +22,7 @@ from observer.reports.build.daily import DailyReport
 from observer.reports.build.figures import PeriodFigures, TaskRecord
 from observer.reports.build.notes import Note
 from observer.reports.build.verdict import TierItem, Verdict
+from observer.reports.render.headline import daily_title, verdict_title
 from observer.reports.render.i18n import Language, Words
 
 SCHEMA_VERSION = 1
@@ -99,9 +100,7 @@ def daily_json(report: DailyReport, language: Language) -> dict[str, Any]:
         "report": "daily",
         "schema_version": SCHEMA_VERSION,
         "language": language,
-        "title": words(
-            "title.daily_partial" if report.partial else "title.daily", day=words.day(report.day)
-        ),
+        "title": daily_title(report, words),
         "date": report.day.isoformat(),
         "partial": report.partial,
         "timezone": report.timezone,
@@ -174,7 +173,7 @@ def verdict_json(verdict: Verdict, language: Language) -> dict[str, Any]:
         "report": "verdict",
         "schema_version": SCHEMA_VERSION,
         "language": language,
-        "title": words("title.verdict_provisional" if verdict.provisional else "title.verdict"),
+        "title": verdict_title(verdict, words),
         "provisional": verdict.provisional,
         "timezone": verdict.timezone,
         "soak_started_at": _iso(verdict.soak_started_at),

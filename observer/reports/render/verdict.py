@@ -13,7 +13,7 @@ from observer.reports.render import charts
 from observer.reports.render.blocks import Block, Chart, Heading, List, Rendered, Table, Text
 from observer.reports.render.events import finding_items
 from observer.reports.render.gpu import utilisation_chart
-from observer.reports.render.headline import headline_rows
+from observer.reports.render.headline import headline_rows, verdict_title
 from observer.reports.render.layout import to_html, to_markdown
 from observer.reports.render.i18n import Language, Words
 from observer.reports.render.json import json_text, tier_text, verdict_json
@@ -21,7 +21,7 @@ from observer.reports.render.json import json_text, tier_text, verdict_json
 
 def render_verdict(verdict: Verdict, language: Language) -> Rendered:
     words = Words(language, ZoneInfo(verdict.timezone))
-    title = words("title.verdict_provisional" if verdict.provisional else "title.verdict")
+    title = verdict_title(verdict, words)
     blocks = _verdict_blocks(verdict, words, title)
     return Rendered(
         markdown=to_markdown(blocks),
@@ -86,7 +86,7 @@ def _verdict_blocks(v: Verdict, w: Words, title: str) -> list[Block]:
         List([w.note(n) for n in v.reverification], ordered=True),
         Heading(2, w("sec.days")),
         Chart(_days_chart(v, w)),
-        Chart(utilisation_chart(v.figures, w, "chart.util_by_hour")),
+        Chart(utilisation_chart("chart.util_by_hour", v.figures, w)),
         Table(
             [
                 w("col.date"),
