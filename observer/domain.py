@@ -424,6 +424,35 @@ class QueueState:
     running_gpus: int
     longest_wait_seconds: float
     pending_reasons: Mapping[str, int] = field(default_factory=dict)
+    # The tenant's guarantee, where its queue system sets one for it alone (a ClusterQueue
+    # only its LocalQueues feed): the entitlement the fairness detector weighs it against.
+    nominal_gpus: int | None = None
+    borrowing_limit_gpus: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class QueueQuota:
+    """A queue system's queue and what it guarantees: a Kueue ClusterQueue (its GPU
+    nominalQuota and borrowingLimit summed over flavors, what its admitted and reserving
+    workloads use) or a Volcano Queue (its weight, its GPU capability, its state). `tenants`
+    are the namespaces whose LocalQueues feed it (Kueue) or whose PodGroups were seen in it.
+    A limit is None where the queue sets none: no nominal quota, borrowing without limit."""
+
+    system: str  # "kueue" | "volcano"
+    name: str
+    resource: str  # the GPUs' resource name its figures count (nvidia.com/gpu)
+    tenants: tuple[str, ...] = ()
+    local_queues: tuple[str, ...] = ()  # "<namespace>/<LocalQueue>" feeding it (Kueue)
+    nominal_gpus: int | None = None
+    borrowing_limit_gpus: int | None = None
+    used_gpus: int = 0  # Kueue: flavorsUsage; Volcano: what its running pods hold
+    reserved_gpus: int = 0  # Kueue: flavorsReservation
+    borrowed_gpus: int = 0
+    pending_workloads: int = 0  # Kueue: pendingWorkloads; Volcano: status.pending PodGroups
+    admitted_workloads: int = 0  # Kueue: admittedWorkloads; Volcano: status.running
+    cohort: str | None = None
+    weight: int | None = None  # Volcano's spec.weight
+    state: str | None = None  # Volcano's status.state (Open, Closed, Closing)
 
 
 @dataclass(frozen=True, slots=True)
@@ -444,6 +473,7 @@ class SchedulerSnapshot:
     # every job not finished, the observer's and everyone else's, and every job that ended
     # but still holds resources (`ending_since` set)
     jobs: tuple[JobStatus, ...]
+    quotas: tuple[QueueQuota, ...] = ()  # the queue systems' queues (Kueue, Volcano)
 
 
 class Expectation(StrEnum):

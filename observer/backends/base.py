@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Collection, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Protocol
 
@@ -18,6 +18,7 @@ from observer.domain import (
     JobPhase,
     JobRequest,
     JobStatus,
+    QueueQuota,
     QueueState,
     SchedulerSnapshot,
 )
@@ -137,3 +138,30 @@ def queue_states(
             )
         )
     return tuple(states)
+
+
+def with_guarantees(
+    states: Iterable[QueueState], quotas: Iterable[QueueQuota]
+) -> tuple[QueueState, ...]:
+    """Each tenant's queue rows with its guarantee: the nominal GPUs (and borrowing limits) of
+    the queues that serve it alone. A queue several tenants share guarantees none of them
+    anything by itself, and a tenant any of whose queues may borrow without limit has none."""
+    nominal: dict[str, int] = {}
+    borrowing: dict[str, int | None] = {}
+    for quota in quotas:
+        if len(quota.tenants) != 1 or quota.nominal_gpus is None:
+            continue
+        [tenant] = quota.tenants
+        nominal[tenant] = nominal.get(tenant, 0) + quota.nominal_gpus
+        limit, before = quota.borrowing_limit_gpus, borrowing.get(tenant, 0)
+        borrowing[tenant] = None if limit is None or before is None else before + limit
+    return tuple(
+        replace(
+            state,
+            nominal_gpus=nominal[state.tenant],
+            borrowing_limit_gpus=borrowing[state.tenant],
+        )
+        if state.tenant in nominal
+        else state
+        for state in states
+    )
