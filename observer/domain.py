@@ -412,6 +412,8 @@ class JobStatus:
     # job COMPLETING, Kubernetes' deletionTimestamp (the deletion's grace included). The phase
     # stays the platform's own (Slurm's COMPLETING is running, a deleted Job is cancelled).
     ending_since: datetime | None = None
+    priority: str | None = None  # Slurm's QOS, a pod's priorityClassName
+    user: str | None = None  # who submitted it, where the platform says (Slurm's user name)
 
 
 @dataclass(frozen=True, slots=True)
@@ -428,6 +430,10 @@ class QueueState:
     # only its LocalQueues feed): the entitlement the fairness detector weighs it against.
     nominal_gpus: int | None = None
     borrowing_limit_gpus: int | None = None
+    # Whose jobs hold the running GPUs: by priority (Slurm QOS, priorityClassName) and by user,
+    # where the platform names them.
+    running_gpus_by_priority: Mapping[str, int] = field(default_factory=dict)
+    running_gpus_by_user: Mapping[str, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)

@@ -124,6 +124,13 @@ def queue_states(
     for (tenant, queue), mine in sorted(groups.items(), key=lambda kv: (kv[0][0], kv[0][1] or "")):
         pending = [j for j in mine if j.phase is JobPhase.PENDING]
         running = [j for j in mine if j.phase is JobPhase.RUNNING]
+        by_priority: Counter[str] = Counter()
+        by_user: Counter[str] = Counter()
+        for job in running:
+            if job.priority:
+                by_priority[job.priority] += job.gpus
+            if job.user:
+                by_user[job.user] += job.gpus
         waits = [(at - j.submitted_at).total_seconds() for j in pending if j.submitted_at]
         states.append(
             QueueState(
@@ -135,6 +142,8 @@ def queue_states(
                 running_gpus=sum(j.gpus for j in running),
                 longest_wait_seconds=max(waits, default=0.0),
                 pending_reasons=dict(Counter(j.reason for j in pending if j.reason)),
+                running_gpus_by_priority=dict(by_priority),
+                running_gpus_by_user=dict(by_user),
             )
         )
     return tuple(states)

@@ -133,6 +133,12 @@ class QueueSampleRow(_Table, table=True):
     pending_reasons: dict[str, int] = Field(sa_column=sa.Column(JsonDocument, nullable=False))
     nominal_gpus: int | None = None
     borrowing_limit_gpus: int | None = None
+    running_gpus_by_priority: dict[str, int] = Field(
+        sa_column=sa.Column(JsonDocument, nullable=False, server_default=sa.text("'{}'"))
+    )
+    running_gpus_by_user: dict[str, int] = Field(
+        sa_column=sa.Column(JsonDocument, nullable=False, server_default=sa.text("'{}'"))
+    )
 
 
 class NodeStateRow(_Table, table=True):

@@ -33,6 +33,8 @@ QUEUES = (
         pending_reasons={"Resources": 2, "QOSMaxGRESPerUser": 1},
         nominal_gpus=32,
         borrowing_limit_gpus=8,
+        running_gpus_by_priority={"high": 32, "normal": 8},
+        running_gpus_by_user={"bob": 32, "carol": 8},
     ),
     QueueState(
         tenant="team-b",

@@ -78,6 +78,7 @@ def job_status(
         started_at=max(started) if len(started) >= expected else None,
         nodes=_nodes(pods),
         owner_ids=_uids(pods),
+        priority=_priority_class(pod_template(job)),
     )
     if is_deleting(meta):
         return replace(
@@ -134,6 +135,7 @@ def pod_group_status(
         started_at=max(started) if len(started) == len(pods) else None,
         nodes=_nodes(pods),
         owner_ids=_uids(pods),
+        priority=_priority_class(pods[0].spec),
     )
     if status.started_at is not None:
         return replace(status, phase=JobPhase.RUNNING)
@@ -534,6 +536,10 @@ def _terminated(pod: client.V1Pod) -> client.V1ContainerStateTerminated | None:
         if container.state is not None and container.state.terminated is not None:
             return container.state.terminated
     return None
+
+
+def _priority_class(spec: client.V1PodSpec | None) -> str | None:
+    return (spec.priority_class_name if spec else None) or None
 
 
 def pod_spec_gpus(spec: client.V1PodSpec | None, gpu: str) -> int:
