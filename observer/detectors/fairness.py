@@ -637,7 +637,11 @@ def _persistence(
             "persistence_m": m,
             "occurrences": [_occurrence_evidence(a, t) for a, t in views],
             "worst_stretch": (
-                {"window": worst[0].occurrence.window, **_stretch_evidence(worst[1])}
+                {
+                    "window": worst[0].occurrence.window,
+                    "entitlement_basis": worst[2],
+                    **_stretch_evidence(worst[1]),
+                }
                 if worst is not None
                 else None
             ),
@@ -649,10 +653,13 @@ def _persistence(
 
 def _worst_stretch(
     tenant: str, bad: Sequence[WindowAssessment]
-) -> tuple[WindowAssessment, Stretch] | None:
-    """The stretch, of all the disadvantaged occurrences', that lost the tenant the most GPUs."""
+) -> tuple[WindowAssessment, Stretch, str] | None:
+    """The stretch, of all the disadvantaged occurrences', that lost the tenant the most GPUs,
+    with the basis of its entitlement there."""
     found = [
-        (a, t.stretch) for a in bad if (t := a.tenant(tenant)) is not None and t.stretch is not None
+        (a, t.stretch, t.basis)
+        for a in bad
+        if (t := a.tenant(tenant)) is not None and t.stretch is not None
     ]
     return max(found, key=lambda f: f[1].short_gpus * f[1].samples, default=None)
 
