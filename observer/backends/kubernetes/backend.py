@@ -377,8 +377,8 @@ class KubernetesBackend:
             }
             queues = reads.volcano_queues({}, self._gpu)
             for uid, name in grouped.items():
-                group = pod_groups.get(name)
-                if group is not None and (hold := volcano_hold(group, queues)):
+                pod_group = pod_groups.get(name)
+                if pod_group is not None and (hold := volcano_hold(pod_group, queues)):
                     holds[uid] = hold
         return holds
 
