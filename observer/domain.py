@@ -437,6 +437,17 @@ class QueueState:
 
 
 @dataclass(frozen=True, slots=True)
+class LocalQueue:
+    """A Kueue LocalQueue: a namespace's door to a ClusterQueue, with its own workloads."""
+
+    namespace: str
+    name: str
+    cluster_queue: str
+    pending_workloads: int = 0
+    admitted_workloads: int = 0
+
+
+@dataclass(frozen=True, slots=True)
 class QueueQuota:
     """A queue system's queue and what it guarantees: a Kueue ClusterQueue (its GPU
     nominalQuota and borrowingLimit summed over flavors, what its admitted and reserving
@@ -448,7 +459,7 @@ class QueueQuota:
     name: str
     resource: str  # the GPUs' resource name its figures count (nvidia.com/gpu)
     tenants: tuple[str, ...] = ()
-    local_queues: tuple[str, ...] = ()  # "<namespace>/<LocalQueue>" feeding it (Kueue)
+    local_queues: tuple[LocalQueue, ...] = ()  # those feeding it (Kueue), by namespace, name
     nominal_gpus: int | None = None
     borrowing_limit_gpus: int | None = None
     used_gpus: int = 0  # Kueue: flavorsUsage; Volcano: what its running pods hold

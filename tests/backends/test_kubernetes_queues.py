@@ -10,7 +10,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from observer.domain import Expectation, JobPhase, Outcome, QueueQuota
+from observer.domain import Expectation, JobPhase, LocalQueue, Outcome, QueueQuota
 from observer.probes.outcome import is_quota_reason, judge
 from tests.backends.k8s_harness import CLUSTER_QUEUE_RESOURCES, QUEUE_RESOURCES, KubernetesHarness
 from tests.backends.test_kubernetes import request, settle_phase, status
@@ -192,7 +192,7 @@ def test_the_snapshot_carries_the_cluster_queue_its_usage_and_the_tenants_guaran
             name="team-a",
             resource="nvidia.com/gpu",
             tenants=("research",),
-            local_queues=("research/team-a",),
+            local_queues=(LocalQueue("research", "team-a", "team-a", 1, 1),),
             nominal_gpus=4,
             borrowing_limit_gpus=2,
             used_gpus=4,
@@ -226,7 +226,7 @@ def test_a_cluster_queue_two_tenants_share_guarantees_neither(k8s: KubernetesHar
     [quota] = snapshot.quotas
     assert (quota.tenants, quota.local_queues) == (
         ("prod", "research"),
-        ("prod/team-b", "research/team-a"),
+        (LocalQueue("prod", "team-b", "shared"), LocalQueue("research", "team-a", "shared")),
     )
     assert all(q.nominal_gpus is None for q in snapshot.queues)
 

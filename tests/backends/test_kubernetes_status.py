@@ -20,6 +20,7 @@ from observer.backends.kubernetes.status import (
     has_gpus,
     job_status,
     kueue_hold,
+    local_queue,
     pod_group_id,
     pod_group_status,
     quota_words,
@@ -27,7 +28,7 @@ from observer.backends.kubernetes.status import (
     volcano_hold,
     volcano_queue_quota,
 )
-from observer.domain import JobPhase, JobStatus, QueueQuota
+from observer.domain import JobPhase, JobStatus, LocalQueue, QueueQuota
 from observer.probes.outcome import is_quota_reason
 
 RECORDED = Path(__file__).parent / "kubernetes_api"
@@ -347,18 +348,17 @@ def document(name: str) -> dict[str, Any]:
 
 
 def test_a_cluster_queue_sums_its_gpu_flavors_quota_and_usage():
-    quota = cluster_queue_quota(
-        document("clusterqueue_team_a"),
-        {"research/team-a": "team-a", "prod/other": "elsewhere"},
-        GPU,
-    )
+    team_a = local_queue(document("localqueue_team_a"))
+    assert team_a == LocalQueue("research", "team-a", "team-a", 3, 4)
+    elsewhere = LocalQueue("prod", "other", "elsewhere")
+    quota = cluster_queue_quota(document("clusterqueue_team_a"), [elsewhere, team_a], GPU)
 
     assert quota == QueueQuota(
         system="kueue",
         name="team-a",
         resource=GPU,
         tenants=("research",),
-        local_queues=("research/team-a",),
+        local_queues=(team_a,),
         nominal_gpus=8,
         borrowing_limit_gpus=2,
         used_gpus=10,

@@ -82,13 +82,16 @@ def custom_grants(tree: ast.Module, method: str) -> tuple[set[Grant], bool]:
     in_namespace = rest.startswith("namespaced_")
     named = []
     for node in ast.walk(tree):
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
-            if node.func.id == "CustomResource":
-                args = [arg.value for arg in node.args if isinstance(arg, ast.Constant)]
-                scope = {k.arg: k.value for k in node.keywords}
-                namespaced = scope.get("namespaced", ast.Constant(True))
-                assert isinstance(namespaced, ast.Constant), ast.unparse(node)
-                named.append((args, namespaced.value))
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Name)
+            and node.func.id == "CustomResource"
+        ):
+            args = [arg.value for arg in node.args if isinstance(arg, ast.Constant)]
+            scope = {k.arg: k.value for k in node.keywords}
+            namespaced = scope.get("namespaced", ast.Constant(True))
+            assert isinstance(namespaced, ast.Constant), ast.unparse(node)
+            named.append((args, namespaced.value))
     assert named and all(len(args) == 3 for args, _ in named), named
     rules = {
         (str(group), str(plural), VERBS[action])

@@ -13,8 +13,8 @@ import sqlalchemy as sa
 from observer.domain import JobPhase, JobStatus, QueueState, SchedulerNode, SchedulerSnapshot
 from observer.records import StoredNodeChange, StoredQueueSample
 from observer.storage.database import upgrade
-from observer.storage.tables import queue_samples_table
 from observer.storage.store import Store
+from observer.storage.tables import queue_samples_table
 from tests.storage.test_store import migrate
 
 T0 = datetime(2025, 3, 1, 8, 0, tzinfo=UTC)

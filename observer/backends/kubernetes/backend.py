@@ -52,6 +52,7 @@ from observer.backends.kubernetes.status import (
     job_status,
     kueue_hold,
     labels_of,
+    local_queue,
     namespace_of,
     object_name,
     owned_pods,
@@ -73,6 +74,7 @@ from observer.domain import (
     JobPhase,
     JobRequest,
     JobStatus,
+    LocalQueue,
     QueueQuota,
     SchedulerSnapshot,
 )
@@ -356,9 +358,7 @@ class KubernetesBackend:
             ]
             if workloads:
                 local_queues = reads.local_queues([namespace])
-                cluster_queues = {
-                    local.split("/", 1)[1]: target for local, target in local_queues.items()
-                }
+                cluster_queues = {queue.name: queue.cluster_queue for queue in local_queues}
                 quotas = reads.cluster_queues(local_queues, self._gpu)
                 for workload in workloads:
                     if hold := kueue_hold(workload, cluster_queues, quotas):
@@ -504,17 +504,16 @@ class _QueueReads:
             self._read[key] = self.list_custom(namespace, resource)
         return self._read[key]
 
-    def local_queues(self, namespaces: Collection[str]) -> dict[str, str]:
-        """ "<namespace>/<LocalQueue>" -> the ClusterQueue it feeds."""
-        return {
-            f"{namespace}/{queue['metadata']['name']}": str(
-                (queue.get("spec") or {}).get("clusterQueue") or ""
-            )
+    def local_queues(self, namespaces: Collection[str]) -> list[LocalQueue]:
+        return [
+            local_queue(queue)
             for namespace in namespaces
             for queue in self.objects(LOCAL_QUEUES, namespace)
-        }
+        ]
 
-    def cluster_queues(self, local_queues: Mapping[str, str], gpu: str) -> dict[str, QueueQuota]:
+    def cluster_queues(
+        self, local_queues: Collection[LocalQueue], gpu: str
+    ) -> dict[str, QueueQuota]:
         quotas = (
             cluster_queue_quota(queue, local_queues, gpu)
             for queue in self.objects(CLUSTER_QUEUES, None)

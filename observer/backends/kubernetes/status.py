@@ -11,7 +11,7 @@ with the quota and usage of the queue that holds it (a ClusterQueue, a Volcano Q
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
@@ -20,7 +20,7 @@ from kubernetes import client
 
 from observer.backends.base import MANAGED_BY, MANAGED_BY_LABEL, RUN_ID_LABEL, QuotaChange
 from observer.backends.kubernetes.manifests import QUEUE_LABEL
-from observer.domain import JobPhase, JobStatus, QueueQuota, SchedulerNode
+from observer.domain import JobPhase, JobStatus, LocalQueue, QueueQuota, SchedulerNode
 from observer.errors import BackendError
 from observer.probes.outcome import KUEUE_QUOTA_HOLD, VOLCANO_QUEUE_HOLD
 
@@ -261,13 +261,27 @@ def volcano_hold(
     return QueueHold(reason, f"{where}: PodGroup {name}: {latest.get('message') or ''}", queue)
 
 
+def local_queue(queue: CustomObject) -> LocalQueue:
+    """A Kueue LocalQueue: its ClusterQueue and its workloads. Shape: kueue
+    apis/kueue/v1beta1/localqueue_types.go (spec.clusterQueue, status.pendingWorkloads,
+    status.admittedWorkloads)."""
+    meta, status = queue.get("metadata") or {}, queue.get("status") or {}
+    return LocalQueue(
+        namespace=str(meta.get("namespace") or ""),
+        name=str(meta.get("name") or ""),
+        cluster_queue=str((queue.get("spec") or {}).get("clusterQueue") or ""),
+        pending_workloads=int(status.get("pendingWorkloads") or 0),
+        admitted_workloads=int(status.get("admittedWorkloads") or 0),
+    )
+
+
 def cluster_queue_quota(
-    cluster_queue: CustomObject, local_queues: Mapping[str, str], gpu: str
+    cluster_queue: CustomObject, local_queues: Iterable[LocalQueue], gpu: str
 ) -> QueueQuota:
     """A Kueue ClusterQueue's GPUs: nominalQuota and borrowingLimit summed over its flavors
     (a flavor without a borrowingLimit may borrow without limit, within a cohort), what its
     workloads use (flavorsUsage) and reserve (flavorsReservation), its pending and admitted
-    workload counts. `local_queues`: "<namespace>/<LocalQueue>" -> the ClusterQueue it feeds.
+    workload counts, and the `local_queues` (of those read) that feed it.
     Shape: kueue apis/kueue/v1beta1/clusterqueue_types.go."""
     spec, status = cluster_queue.get("spec") or {}, cluster_queue.get("status") or {}
     name = str((cluster_queue.get("metadata") or {}).get("name") or "")
@@ -284,12 +298,14 @@ def cluster_queue_quota(
                     None if borrowing is None or limit is None else borrowing + _quantity(limit)
                 )
     cohort = spec.get("cohort") or None
-    feeding = sorted(local for local, target in local_queues.items() if target == name)
+    feeding = sorted(
+        (q for q in local_queues if q.cluster_queue == name), key=lambda q: (q.namespace, q.name)
+    )
     return QueueQuota(
         system="kueue",
         name=name,
         resource=gpu,
-        tenants=tuple(sorted({local.split("/", 1)[0] for local in feeding})),
+        tenants=tuple(sorted({q.namespace for q in feeding})),
         local_queues=tuple(feeding),
         nominal_gpus=nominal,
         # Without a cohort there is nobody to borrow from.

@@ -30,9 +30,7 @@ def upgrade() -> None:
         batch.add_column(sa.Column("nominal_gpus", sa.Integer(), nullable=True))
         batch.add_column(sa.Column("borrowing_limit_gpus", sa.Integer(), nullable=True))
         for name in _BY:
-            batch.add_column(
-                sa.Column(name, _JSON, nullable=False, server_default=sa.text("'{}'"))
-            )
+            batch.add_column(sa.Column(name, _JSON, nullable=False, server_default=sa.text("'{}'")))
 
 
 def downgrade() -> None:
