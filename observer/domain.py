@@ -412,6 +412,8 @@ class JobStatus:
     # job COMPLETING, Kubernetes' deletionTimestamp (the deletion's grace included). The phase
     # stays the platform's own (Slurm's COMPLETING is running, a deleted Job is cancelled).
     ending_since: datetime | None = None
+    priority: str | None = None  # Slurm's QOS, a pod's priorityClassName
+    user: str | None = None  # who submitted it, where the platform says (Slurm's user name)
 
 
 @dataclass(frozen=True, slots=True)
@@ -424,6 +426,50 @@ class QueueState:
     running_gpus: int
     longest_wait_seconds: float
     pending_reasons: Mapping[str, int] = field(default_factory=dict)
+    # The tenant's guarantee, where its queue system sets one for it alone (a ClusterQueue
+    # only its LocalQueues feed): the entitlement the fairness detector weighs it against.
+    nominal_gpus: int | None = None
+    borrowing_limit_gpus: int | None = None
+    # Whose jobs hold the running GPUs: by priority (Slurm QOS, priorityClassName) and by user,
+    # where the platform names them.
+    running_gpus_by_priority: Mapping[str, int] = field(default_factory=dict)
+    running_gpus_by_user: Mapping[str, int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class LocalQueue:
+    """A Kueue LocalQueue: a namespace's door to a ClusterQueue, with its own workloads."""
+
+    namespace: str
+    name: str
+    cluster_queue: str
+    pending_workloads: int = 0
+    admitted_workloads: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class QueueQuota:
+    """A queue system's queue and what it guarantees: a Kueue ClusterQueue (its GPU
+    nominalQuota and borrowingLimit summed over flavors, what its admitted and reserving
+    workloads use) or a Volcano Queue (its weight, its GPU capability, its state). `tenants`
+    are the namespaces whose LocalQueues feed it (Kueue) or whose PodGroups were seen in it.
+    A limit is None where the queue sets none: no nominal quota, borrowing without limit."""
+
+    system: str  # "kueue" | "volcano"
+    name: str
+    resource: str  # the GPUs' resource name its figures count (nvidia.com/gpu)
+    tenants: tuple[str, ...] = ()
+    local_queues: tuple[LocalQueue, ...] = ()  # those feeding it (Kueue), by namespace, name
+    nominal_gpus: int | None = None
+    borrowing_limit_gpus: int | None = None
+    used_gpus: int = 0  # Kueue: flavorsUsage; Volcano: what its running pods hold
+    reserved_gpus: int = 0  # Kueue: flavorsReservation
+    borrowed_gpus: int = 0
+    pending_workloads: int = 0  # Kueue: pendingWorkloads; Volcano: status.pending PodGroups
+    admitted_workloads: int = 0  # Kueue: admittedWorkloads; Volcano: status.running
+    cohort: str | None = None
+    weight: int | None = None  # Volcano's spec.weight
+    state: str | None = None  # Volcano's status.state (Open, Closed, Closing)
 
 
 @dataclass(frozen=True, slots=True)
@@ -444,6 +490,7 @@ class SchedulerSnapshot:
     # every job not finished, the observer's and everyone else's, and every job that ended
     # but still holds resources (`ending_since` set)
     jobs: tuple[JobStatus, ...]
+    quotas: tuple[QueueQuota, ...] = ()  # the queue systems' queues (Kueue, Volcano)
 
 
 class Expectation(StrEnum):

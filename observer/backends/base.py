@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Collection, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Protocol, runtime_checkable
 
@@ -18,6 +18,7 @@ from observer.domain import (
     JobPhase,
     JobRequest,
     JobStatus,
+    QueueQuota,
     QueueState,
     SchedulerSnapshot,
 )
@@ -176,6 +177,13 @@ def queue_states(
     for (tenant, queue), mine in sorted(groups.items(), key=lambda kv: (kv[0][0], kv[0][1] or "")):
         pending = [j for j in mine if j.phase is JobPhase.PENDING]
         running = [j for j in mine if j.phase is JobPhase.RUNNING]
+        by_priority: Counter[str] = Counter()
+        by_user: Counter[str] = Counter()
+        for job in running:
+            if job.priority:
+                by_priority[job.priority] += job.gpus
+            if job.user:
+                by_user[job.user] += job.gpus
         waits = [(at - j.submitted_at).total_seconds() for j in pending if j.submitted_at]
         states.append(
             QueueState(
@@ -187,6 +195,35 @@ def queue_states(
                 running_gpus=sum(j.gpus for j in running),
                 longest_wait_seconds=max(waits, default=0.0),
                 pending_reasons=dict(Counter(j.reason for j in pending if j.reason)),
+                running_gpus_by_priority=dict(by_priority),
+                running_gpus_by_user=dict(by_user),
             )
         )
     return tuple(states)
+
+
+def with_guarantees(
+    states: Iterable[QueueState], quotas: Iterable[QueueQuota]
+) -> tuple[QueueState, ...]:
+    """Each tenant's queue rows with its guarantee: the nominal GPUs (and borrowing limits) of
+    the queues that serve it alone. A queue several tenants share guarantees none of them
+    anything by itself, and a tenant any of whose queues may borrow without limit has none."""
+    nominal: dict[str, int] = {}
+    borrowing: dict[str, int | None] = {}
+    for quota in quotas:
+        if len(quota.tenants) != 1 or quota.nominal_gpus is None:
+            continue
+        [tenant] = quota.tenants
+        nominal[tenant] = nominal.get(tenant, 0) + quota.nominal_gpus
+        limit, before = quota.borrowing_limit_gpus, borrowing.get(tenant, 0)
+        borrowing[tenant] = None if limit is None or before is None else before + limit
+    return tuple(
+        replace(
+            state,
+            nominal_gpus=nominal[state.tenant],
+            borrowing_limit_gpus=borrowing[state.tenant],
+        )
+        if state.tenant in nominal
+        else state
+        for state in states
+    )

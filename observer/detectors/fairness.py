@@ -8,8 +8,13 @@ Per occurrence of a window (Monday's night, Tuesday's night...) and per tenant:
   not yet been through a scheduling cycle: its wait says nothing about the scheduler). The
   entitlement is weighted max-min fair given every tenant's demand (running + pending GPUs)
   and the GPUs in service at that sample: nobody is entitled to more than it asks, and what
-  one tenant does not ask for is shared by the others in proportion to their weights;
-- Jain's fairness index over the tenants' received/entitled ratios.
+  one tenant does not ask for is shared by the others in proportion to their weights. Where
+  the tenant's queue guarantees it GPUs (a Kueue ClusterQueue's nominal quota, a Volcano
+  Queue's deserved GPUs) the entitlement is that guarantee, capped by its demand, plus its
+  weighted share of what the guarantees leave, up to its borrowing limit;
+- Jain's fairness index over the tenants' received/entitled ratios;
+- for a tenant held short: the stretch of samples in which it was (start, end, GPUs short)
+  and who held the GPUs then (the tenants beyond their entitlement, by priority and user).
 
 A tenant is *disadvantaged* in an occurrence when its probes waited longer than the others'
 in most launch batches, or when it received less than its entitlement (within a tolerance)
@@ -26,6 +31,7 @@ from __future__ import annotations
 import math
 import statistics
 from bisect import bisect_right
+from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -52,8 +58,49 @@ PERSISTENT_UNFAIRNESS = "persistent_unfairness"
 # --- entitlement and fairness index -------------------------------------------------------
 
 
+@dataclass(frozen=True, slots=True)
+class Guarantee:
+    """What a tenant's queue guarantees it: nominal GPUs, and how many more it may borrow
+    (None: without limit)."""
+
+    nominal_gpus: int
+    borrowing_limit_gpus: int | None
+
+
 def entitlements(
-    weights: Mapping[str, float], demand_gpus: Mapping[str, int], capacity_gpus: int
+    weights: Mapping[str, float],
+    demand_gpus: Mapping[str, float],
+    capacity_gpus: float,
+    guarantees: Mapping[str, Guarantee] | None = None,
+) -> dict[str, float]:
+    """Each tenant's entitled GPUs. A tenant with a guarantee is entitled to its nominal GPUs
+    up to its demand (scaled down together when the guarantees exceed the capacity); what the
+    guarantees leave (GPUs nobody is guaranteed, guaranteed GPUs their owner leaves idle) is
+    shared by weight, a guaranteed tenant's part up to its borrowing limit."""
+    guarantees = guarantees or {}
+    base = {
+        t: float(min(demand_gpus[t], g.nominal_gpus))
+        for t, g in guarantees.items()
+        if t in demand_gpus
+    }
+    capacity = float(max(capacity_gpus, 0))
+    if sum(base.values()) > capacity:
+        scale = capacity / sum(base.values())
+        base = {t: gpus * scale for t, gpus in base.items()}
+    beyond = {}
+    for tenant, demand in demand_gpus.items():
+        if tenant not in base:
+            beyond[tenant] = demand
+            continue
+        limit = guarantees[tenant].borrowing_limit_gpus
+        wanted = demand - base[tenant]
+        beyond[tenant] = wanted if limit is None else min(wanted, limit)
+    shared = _water_fill(weights, beyond, capacity - sum(base.values()))
+    return {t: base.get(t, 0.0) + shared[t] for t in demand_gpus}
+
+
+def _water_fill(
+    weights: Mapping[str, float], demand_gpus: Mapping[str, float], capacity_gpus: float
 ) -> dict[str, float]:
     """Weighted max-min fair shares (water-filling) of `capacity_gpus` among the tenants of
     `demand_gpus`: no tenant is entitled to more than it asks, and capacity one tenant leaves
@@ -151,6 +198,34 @@ class QueueSample(Protocol):
     def state(self) -> QueueState: ...
 
 
+NOMINAL_QUOTA, WEIGHTED_SHARE = "nominal_quota", "weighted_share"
+
+
+@dataclass(frozen=True, slots=True)
+class Holder:
+    """A tenant that held GPUs beyond its entitlement through a stretch: the mean GPUs beyond,
+    and the mean running GPUs of its jobs by priority (QOS, priorityClassName) and by user."""
+
+    tenant: str
+    beyond_gpus: float
+    by_priority: Mapping[str, float]
+    by_user: Mapping[str, float]
+
+
+@dataclass(frozen=True, slots=True)
+class Stretch:
+    """Consecutive queue samples in which a tenant was held below its entitlement: from the
+    first to the last, the mean GPUs it was short, and who held the GPUs meanwhile."""
+
+    start: datetime
+    end: datetime
+    samples: int
+    short_gpus: float
+    received_gpus: float
+    entitled_gpus: float
+    holders: tuple[Holder, ...]  # most GPUs beyond first
+
+
 @dataclass(frozen=True, slots=True)
 class TenantAssessment:
     """One tenant in one occurrence. Waits are medians over the tenant's fairness probes (a
@@ -174,6 +249,12 @@ class TenantAssessment:
     over_ask: bool
     disadvantaged: bool
     reason: str
+    # "nominal_quota" where its queue guaranteed it GPUs in most of its pending samples,
+    # else "weighted_share"; with the guarantee's mean nominal GPUs and borrowing limit
+    basis: str = WEIGHTED_SHARE
+    nominal_gpus: float | None = None
+    borrowing_limit_gpus: float | None = None
+    stretch: Stretch | None = None  # the longest run of samples it was held short, if any
 
     @property
     def share_ratio(self) -> float | None:
@@ -243,10 +324,14 @@ class _Wait:
 
 @dataclass(frozen=True, slots=True)
 class _Sample:
+    at: datetime
     demand: Mapping[str, int]
     running: Mapping[str, int]
     entitled: Mapping[str, float]
     held: frozenset[str]  # tenants whose jobs had been pending longer than the wait rule
+    guarantees: Mapping[str, Guarantee]
+    by_priority: Mapping[str, Mapping[str, int]]  # tenant -> priority -> running GPUs
+    by_user: Mapping[str, Mapping[str, int]]
 
 
 def _wait(run: ProbeRun, as_of: datetime) -> _Wait | None:
@@ -291,23 +376,35 @@ def _group_samples(
         running: dict[str, int] = {}
         pending: dict[str, int] = {}
         held: set[str] = set()
+        guarantees: dict[str, Guarantee] = {}
+        by_priority: dict[str, Counter[str]] = {}
+        by_user: dict[str, Counter[str]] = {}
         for state in states:
             running[state.tenant] = running.get(state.tenant, 0) + state.running_gpus
             pending[state.tenant] = pending.get(state.tenant, 0) + state.pending_gpus
             if state.pending_gpus and state.longest_wait_seconds > held_seconds:
                 held.add(state.tenant)
+            if state.nominal_gpus is not None:  # the tenant's, the same on each of its rows
+                guarantees[state.tenant] = Guarantee(state.nominal_gpus, state.borrowing_limit_gpus)
+            by_priority.setdefault(state.tenant, Counter()).update(state.running_gpus_by_priority)
+            by_user.setdefault(state.tenant, Counter()).update(state.running_gpus_by_user)
         others = sum(gpus for tenant, gpus in running.items() if tenant not in weights)
         demand = {
             t: min(running[t] + pending[t], quotas.get(t, running[t] + pending[t]))
             for t in running
             if t in weights
         }
+        mine = {t: g for t, g in guarantees.items() if t in demand}
         samples.append(
             _Sample(
+                at=at,
                 demand=demand,
                 running={t: running[t] for t in demand},
-                entitled=entitlements(weights, demand, capacity.at(at) - others),
+                entitled=entitlements(weights, demand, capacity.at(at) - others, mine),
                 held=frozenset(held & demand.keys()),
+                guarantees=mine,
+                by_priority=by_priority,
+                by_user=by_user,
             )
         )
     return samples
@@ -366,6 +463,12 @@ def _assess_tenant(
             f"asked for more than its share: received {received:.1f} of its entitled "
             f"{entitled:.1f} GPUs while asking {demand:.1f}"
         )
+    guaranteed = [s.guarantees[tenant] for s in pending if tenant in s.guarantees]
+    basis = NOMINAL_QUOTA if guaranteed and len(guaranteed) * 2 >= len(pending) else WEIGHTED_SHARE
+    limits = [g.borrowing_limit_gpus for g in guaranteed]
+    stretch = _stretch(tenant, samples, floor) if short else None
+    if stretch is not None:
+        reasons.append(_stretch_words(stretch))
     return TenantAssessment(
         tenant=tenant,
         weight=weight,
@@ -383,7 +486,85 @@ def _assess_tenant(
         over_ask=over_ask,
         disadvantaged=(late or short) and not over_ask,
         reason="; ".join(reasons) or "within its share and waiting no longer than the others",
+        basis=basis,
+        nominal_gpus=_mean(g.nominal_gpus for g in guaranteed) if basis == NOMINAL_QUOTA else None,
+        borrowing_limit_gpus=(
+            _mean(x for x in limits if x is not None)
+            if basis == NOMINAL_QUOTA and None not in limits
+            else None
+        ),
+        stretch=stretch,
     )
+
+
+def _stretch(tenant: str, samples: Sequence[_Sample], floor: float) -> Stretch | None:
+    """The run of consecutive samples of the tenant's in which it was held (pending beyond the
+    wait rule) below its entitlement that lost it the most GPU-samples; a sample in which it
+    was not held short ends a run."""
+    runs: list[list[_Sample]] = [[]]
+    for sample in samples:
+        if tenant not in sample.demand:
+            continue
+        if tenant in sample.held and sample.running[tenant] < sample.entitled[tenant] * floor:
+            runs[-1].append(sample)
+        elif runs[-1]:
+            runs.append([])
+    worst = max(runs, key=lambda run: sum(s.entitled[tenant] - s.running[tenant] for s in run))
+    if not worst:
+        return None
+    n = len(worst)
+    holders = []
+    for other in sorted({t for s in worst for t in s.demand} - {tenant}):
+        beyond = sum(s.running.get(other, 0) - s.entitled.get(other, 0.0) for s in worst) / n
+        if beyond <= 0:
+            continue
+        holders.append(
+            Holder(
+                tenant=other,
+                beyond_gpus=beyond,
+                by_priority=_mean_by(s.by_priority.get(other, {}) for s in worst),
+                by_user=_mean_by(s.by_user.get(other, {}) for s in worst),
+            )
+        )
+    received = sum(s.running[tenant] for s in worst) / n
+    entitled = sum(s.entitled[tenant] for s in worst) / n
+    return Stretch(
+        start=worst[0].at,
+        end=worst[-1].at,
+        samples=n,
+        short_gpus=entitled - received,
+        received_gpus=received,
+        entitled_gpus=entitled,
+        holders=tuple(sorted(holders, key=lambda h: (-h.beyond_gpus, h.tenant))),
+    )
+
+
+def _mean_by(counts: Iterable[Mapping[str, int]]) -> dict[str, float]:
+    """Mean GPUs per name over the stretch's samples (a name absent from a sample held none)."""
+    rows = list(counts)
+    total: Counter[str] = Counter()
+    for row in rows:
+        total.update(row)
+    return {name: gpus / len(rows) for name, gpus in total.most_common()}
+
+
+def _stretch_words(stretch: Stretch) -> str:
+    held = "; ".join(_holder_words(holder) for holder in stretch.holders)
+    return (
+        f"{stretch.short_gpus:.1f} GPUs short from {_utc(stretch.start):%Y-%m-%d %H:%M} to "
+        f"{_utc(stretch.end):%H:%M} UTC ({stretch.samples} samples)"
+        + (f", while {held}" if held else "")
+    )
+
+
+def _holder_words(holder: Holder) -> str:
+    whose = [
+        f"{kind} " + ", ".join(f"{name} {gpus:.1f}" for name, gpus in by.items())
+        for kind, by in (("priority", holder.by_priority), ("user", holder.by_user))
+        if by
+    ]
+    words = f"{holder.tenant} held {holder.beyond_gpus:.1f} GPUs beyond its share"
+    return words + (f" ({'; '.join(whose)})" if whose else "")
 
 
 def _mean(values: Iterable[float]) -> float | None:
@@ -420,17 +601,31 @@ def _persistence(
         return None
     everywhere = len(bad) == m
     windows = sorted({a.occurrence.window for a in bad})
+    worst = _worst_stretch(tenant, bad)
+    favoured = _favoured_with_longer_waits(tenant, bad, rules)
+    summary = (
+        f"tenant {tenant} was disadvantaged in {len(bad)} of the last {len(recent)} "
+        f"windows ({', '.join(windows)})"
+    )
+    if worst is not None:
+        summary += f"; worst stretch: {_stretch_words(worst[1])}"
+    for other in favoured:
+        summary += (
+            f"; {other['tenant']} waited longer but is not disadvantaged: it received "
+            f"{other['received_gpus']:.1f} of its entitled {other['entitled_gpus']:.1f} GPUs, "
+            "more than its share"
+        )
     return Symptom(
         detector=PERSISTENT_UNFAIRNESS,
         subject={"tenant": tenant},
         severity=Severity.CRITICAL if everywhere else Severity.WARNING,
-        summary=f"tenant {tenant} was disadvantaged in {len(bad)} of the last {len(recent)} "
-        f"windows ({', '.join(windows)})",
+        summary=summary,
         rule=f"disadvantaged in at least {k} of the last {m} completed window occurrences: "
         f"its fairness probes waited more than {rules.disadvantage_wait_seconds:g} s "
         f"longer than the other tenants' in most launch batches, or it received less than "
-        f"{1 - rules.disadvantage_share_tolerance:.0%} of its entitled GPUs (weighted max-min "
-        f"fair given every tenant's demand) while its jobs had been pending more than "
+        f"{1 - rules.disadvantage_share_tolerance:.0%} of its entitled GPUs (its queue's "
+        f"nominal quota where one guarantees it GPUs, else weighted max-min fair given every "
+        f"tenant's demand) while its jobs had been pending more than "
         f"{rules.disadvantage_wait_seconds:g} s; never when it received its share and asked "
         "for more",
         evidence={
@@ -441,9 +636,91 @@ def _persistence(
             "persistence_k": k,
             "persistence_m": m,
             "occurrences": [_occurrence_evidence(a, t) for a, t in views],
+            "worst_stretch": (
+                {
+                    "window": worst[0].occurrence.window,
+                    "entitlement_basis": worst[2],
+                    **_stretch_evidence(worst[1]),
+                }
+                if worst is not None
+                else None
+            ),
+            "favoured_with_longer_waits": favoured,
         },
         since=bad[0].occurrence.start,
     )
+
+
+def _worst_stretch(
+    tenant: str, bad: Sequence[WindowAssessment]
+) -> tuple[WindowAssessment, Stretch, str] | None:
+    """The stretch, of all the disadvantaged occurrences', that lost the tenant the most GPUs,
+    with the basis of its entitlement there."""
+    found = [
+        (a, t.stretch, t.basis)
+        for a in bad
+        if (t := a.tenant(tenant)) is not None and t.stretch is not None
+    ]
+    return max(found, key=lambda f: f[1].short_gpus * f[1].samples, default=None)
+
+
+def _favoured_with_longer_waits(
+    tenant: str, bad: Sequence[WindowAssessment], rules: FairnessSettings
+) -> list[dict[str, JsonValue]]:
+    """The other tenants whose probes waited longer than the others' in an occurrence where
+    `tenant` was disadvantaged, yet received at least their entitlement there: why the one
+    with longer waits is not the disadvantaged one. One per tenant, where its waits were
+    longest against the others'."""
+    floor = 1 - rules.disadvantage_share_tolerance
+    best: dict[str, tuple[float, dict[str, JsonValue]]] = {}
+    for assessment in bad:
+        for other in assessment.tenants:
+            if other.tenant == tenant or other.disadvantaged:
+                continue
+            mine, theirs = other.median_wait_seconds, other.others_median_wait_seconds
+            received, entitled = other.received_gpus, other.entitled_gpus
+            if mine is None or theirs is None or mine <= theirs:
+                continue
+            if received is None or not entitled or received < entitled * floor:
+                continue
+            gap = mine - theirs
+            if other.tenant not in best or gap > best[other.tenant][0]:
+                best[other.tenant] = (
+                    gap,
+                    {
+                        "tenant": other.tenant,
+                        "window": assessment.occurrence.window,
+                        "start": assessment.occurrence.start.isoformat(),
+                        "median_wait_seconds": _round(mine),
+                        "others_median_wait_seconds": _round(theirs),
+                        "received_gpus": _round(received),
+                        "entitled_gpus": _round(entitled),
+                        "demand_gpus": _round(other.demand_gpus),
+                        "basis": other.basis,
+                        "over_ask": other.over_ask,
+                    },
+                )
+    return [best[name][1] for name in sorted(best)]
+
+
+def _stretch_evidence(stretch: Stretch) -> dict[str, JsonValue]:
+    return {
+        "start": _utc(stretch.start).isoformat(),
+        "end": _utc(stretch.end).isoformat(),
+        "samples": stretch.samples,
+        "short_gpus": _round(stretch.short_gpus),
+        "received_gpus": _round(stretch.received_gpus),
+        "entitled_gpus": _round(stretch.entitled_gpus),
+        "holders": [
+            {
+                "tenant": h.tenant,
+                "beyond_gpus": _round(h.beyond_gpus),
+                "by_priority": {k: _round(v) for k, v in h.by_priority.items()},
+                "by_user": {k: _round(v) for k, v in h.by_user.items()},
+            }
+            for h in stretch.holders
+        ],
+    }
 
 
 def _occurrence_evidence(
@@ -476,6 +753,10 @@ def _occurrence_evidence(
         "received_gpus": _round(tenant.received_gpus),
         "entitled_gpus": _round(tenant.entitled_gpus),
         "share_ratio": _round(tenant.share_ratio),
+        "entitlement_basis": tenant.basis,
+        "nominal_gpus": _round(tenant.nominal_gpus),
+        "borrowing_limit_gpus": _round(tenant.borrowing_limit_gpus),
+        "stretch": _stretch_evidence(tenant.stretch) if tenant.stretch is not None else None,
     }
 
 

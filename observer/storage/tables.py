@@ -131,6 +131,14 @@ class QueueSampleRow(_Table, table=True):
     running_gpus: int
     longest_wait_seconds: float
     pending_reasons: dict[str, int] = Field(sa_column=sa.Column(JsonDocument, nullable=False))
+    nominal_gpus: int | None = None
+    borrowing_limit_gpus: int | None = None
+    running_gpus_by_priority: dict[str, int] = Field(
+        sa_column=sa.Column(JsonDocument, nullable=False, server_default=sa.text("'{}'"))
+    )
+    running_gpus_by_user: dict[str, int] = Field(
+        sa_column=sa.Column(JsonDocument, nullable=False, server_default=sa.text("'{}'"))
+    )
 
 
 class NodeStateRow(_Table, table=True):

@@ -95,6 +95,12 @@ QUEUE_RESOURCES = (
     "kueue.x-k8s.io/v1beta1/localqueues",
     "scheduling.volcano.sh/v1beta1/podgroups",
 )
+CLUSTER_QUEUE_RESOURCES = (  # cluster-scoped: Kueue's ClusterQueues, Volcano's Queues
+    "kueue.x-k8s.io/v1beta1/clusterqueues",
+    "scheduling.volcano.sh/v1beta1/queues",
+)
+# Example documents of the queues' objects (their CRDs' shapes), which the harness plays.
+RECORDED = Path(__file__).parent / "kubernetes_api"
 POD_GROUP_ANNOTATION = "scheduling.k8s.io/group-name"  # Volcano's, on each pod of a PodGroup
 SERVICE_ACCOUNT = "tenant"  # each tenant's ServiceAccount, whose token the isolation probe uses
 READ_VERBS = frozenset({"get", "list", "watch"})
@@ -473,11 +479,53 @@ class KubernetesHarness:
         """Kueue's and Volcano's CRDs: the API server serves their objects from now on."""
         for resource in QUEUE_RESOURCES:
             self.server.resources[resource] = kmock.ResourceInfo(namespaced=True)
+        for resource in CLUSTER_QUEUE_RESOURCES:
+            self.server.resources[resource] = kmock.ResourceInfo(namespaced=False)
 
-    def play_kueue(self, cluster_queue: str, gpus: int) -> None:
-        """Kueue from now on, with one ClusterQueue of `gpus` GPUs (one flavor): a Job with the
-        queue label is suspended and given a Workload, admitted while the quota holds it."""
+    def play_kueue(
+        self, cluster_queue: str, gpus: int, *, borrowing_limit: int | None = 0, cohort: str = ""
+    ) -> None:
+        """Kueue from now on, with one ClusterQueue of `gpus` GPUs nominal (one flavor,
+        default-flavor; the recorded clusterqueue_team_a.json with its name, quota and cohort
+        set): a Job with the queue label is suspended and given a Workload, admitted while the
+        nominal quota holds it, and the ClusterQueue's and LocalQueues' status counts its
+        usage and pending workloads as Kueue's controllers do."""
+        document = json.loads((RECORDED / "clusterqueue_team_a.json").read_text())
+        document["metadata"] = {"name": cluster_queue}
+        gpu_quota: dict[str, Any] = {"name": GPU, "nominalQuota": str(gpus)}
+        if borrowing_limit is not None:
+            gpu_quota["borrowingLimit"] = str(borrowing_limit)
+        document["spec"]["cohort"] = cohort
+        document["spec"]["resourceGroups"] = [
+            {
+                "coveredResources": [GPU],
+                "flavors": [{"name": "default-flavor", "resources": [gpu_quota]}],
+            }
+        ]
+        document["status"] = {}
+        self.custom.create_cluster_custom_object(*KUEUE, "clusterqueues", document)
         self._kueue = (cluster_queue, gpus)
+
+    def play_volcano_queue(
+        self, name: str, *, weight: int, deserved: int, capability: int, state: str = "Open"
+    ) -> None:
+        """A Volcano Queue (the recorded volcano_queue.json with its name, weight, GPUs and
+        state set), as Volcano's queue controller shows it before any PodGroup runs."""
+        document = json.loads((RECORDED / "volcano_queue.json").read_text())
+        document["metadata"] = {"name": name}
+        document["spec"]["weight"] = weight
+        document["spec"]["deserved"] = {GPU: str(deserved)}
+        document["spec"]["capability"] = {GPU: str(capability)}
+        document["status"] = {"state": state, "pending": 0, "running": 0, "allocated": {}}
+        self.custom.create_cluster_custom_object(*VOLCANO, "queues", document)
+
+    def add_local_queue(self, namespace: str, name: str, cluster_queue: str) -> None:
+        """A LocalQueue (the recorded localqueue_team_a.json, renamed) feeding `cluster_queue`."""
+        document = json.loads((RECORDED / "localqueue_team_a.json").read_text())
+        document["metadata"] = {"name": name, "namespace": namespace}
+        document["spec"]["clusterQueue"] = cluster_queue
+        document["status"] = {}
+        self.custom.create_namespaced_custom_object(*KUEUE, namespace, "localqueues", document)
 
     def _run_kueue(self) -> None:
         """Kueue's webhook, job reconciler and scheduler in one: each labelled Job suspended at
@@ -538,6 +586,58 @@ class KubernetesHarness:
             if admitted:
                 patch = {"spec": {"suspend": False}}
                 self.batch.patch_namespaced_job(job.metadata.name, namespace, patch)
+        self._kueue_status(cluster_queue, jobs)
+
+    def _kueue_status(self, cluster_queue: str, jobs: dict[str, client.V1Job]) -> None:
+        """The ClusterQueue's and each LocalQueue's status as Kueue's controllers write it:
+        the GPUs of admitted, unfinished workloads (flavorsUsage, flavorsReservation) and the
+        workloads pending and admitted."""
+        usage: Counter[str] = Counter()
+        counts: dict[str, Counter[str]] = {}
+        for namespace in self.tenants:
+            for workload in self._custom_list(namespace, "workloads"):
+                job = jobs.get(workload["metadata"]["ownerReferences"][0]["uid"])
+                if job is None or _final_condition(job):
+                    continue
+                local = f"{namespace}/{workload['spec']['queueName']}"
+                state = "admitted" if _admitted(workload) else "pending"
+                counts.setdefault(local, Counter())[state] += 1
+                counts.setdefault("", Counter())[state] += 1
+                if state == "admitted":
+                    usage[local] += _job_gpus(job)
+                    usage[""] += _job_gpus(job)
+
+        def flavors(gpus: int) -> list[dict[str, Any]]:
+            return [
+                {
+                    "name": "default-flavor",
+                    "resources": [{"name": GPU, "total": str(gpus), "borrowed": "0"}],
+                }
+            ]
+
+        def status(key: str) -> dict[str, Any]:
+            return {
+                "flavorsUsage": flavors(usage[key]),
+                "flavorsReservation": flavors(usage[key]),
+                "pendingWorkloads": counts.get(key, Counter())["pending"],
+                "reservingWorkloads": counts.get(key, Counter())["admitted"],
+                "admittedWorkloads": counts.get(key, Counter())["admitted"],
+            }
+
+        self.custom.patch_cluster_custom_object(
+            *KUEUE, "clusterqueues", cluster_queue, {"status": status("")}
+        )
+        for namespace in self.tenants:
+            for queue in self._custom_list(namespace, "localqueues"):
+                local = f"{namespace}/{queue['metadata']['name']}"
+                # A LocalQueue's usage is flavorUsage (localqueue_types.go), a ClusterQueue's
+                # flavorsUsage.
+                mine = status(local)
+                mine["flavorUsage"] = mine.pop("flavorsUsage")
+                body = {"status": mine}
+                self.custom.patch_namespaced_custom_object(
+                    *KUEUE, namespace, "localqueues", queue["metadata"]["name"], body
+                )
 
     def _create_workload(
         self, job: client.V1Job, local_queue: str, cluster_queue: str

@@ -1,7 +1,8 @@
 """A probe its queue holds waits in the queue's words, naming the queue and the quota: Kueue's
 Workload whose quota reservation failed, Volcano's PodGroup its queue has not enqueued; both
-a quota hold for the outcome and the failure causes. Over the API emulator, the harness
-playing Kueue and Volcano with their objects' shapes."""
+a quota hold for the outcome and the failure causes. The snapshot reads the queues themselves
+(ClusterQueues, LocalQueues, Volcano Queues) and gives each tenant its guarantee. Over the API
+emulator, the harness playing Kueue and Volcano with their objects' shapes."""
 
 from __future__ import annotations
 
@@ -9,9 +10,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from observer.domain import Expectation, JobPhase, Outcome
+from observer.domain import Expectation, JobPhase, LocalQueue, Outcome, QueueQuota
 from observer.probes.outcome import is_quota_reason, judge
-from tests.backends.k8s_harness import QUEUE_RESOURCES, KubernetesHarness
+from tests.backends.k8s_harness import CLUSTER_QUEUE_RESOURCES, QUEUE_RESOURCES, KubernetesHarness
 from tests.backends.test_kubernetes import request, settle_phase, status
 
 # Kueue's scheduler's words when the ClusterQueue's quota is spent (pkg/scheduler/flavorassigner).
@@ -20,6 +21,7 @@ NO_FLAVOR = (
     "in flavor default-flavor, {} more needed"
 )
 QUEUE_PLURALS = tuple(resource.rsplit("/", 1)[1] for resource in QUEUE_RESOURCES)
+QUEUES_PLURALS = tuple(resource.rsplit("/", 1)[1] for resource in CLUSTER_QUEUE_RESOURCES)
 # Volcano's gang plugin's words for a PodGroup its queue has not enqueued.
 GANG_NOT_READY = "0/0 tasks in gang unschedulable: pod group is not ready, 1 minAvailable"
 
@@ -47,7 +49,8 @@ def test_a_job_kueue_holds_for_quota_waits_in_kueues_words_naming_its_queues(
         "team-a",
     )
     words = NO_FLAVOR.format(4)
-    assert held.message == f"LocalQueue research/team-a (ClusterQueue gpu-pool): {words}"
+    quota = "4 of 4 nvidia.com/gpu nominal in use, borrowing limit 0, 1 workload pending"
+    assert held.message == f"LocalQueue research/team-a (ClusterQueue gpu-pool: {quota}): {words}"
     assert k8s.pods_of(job_id) == []
     assert is_quota_reason(held.reason)
     assert judge(Expectation.BLOCKED, held) is Outcome.PASSED
@@ -102,9 +105,25 @@ def test_nothing_of_the_queues_is_read_while_no_job_may_be_held(k8s: KubernetesH
 
     k8s.backend.jobs([job_id])
     k8s.backend.probe_jobs()
+
+    assert not any(k8s.server.lists[plural] for plural in QUEUE_PLURALS + QUEUES_PLURALS)
+
+
+def test_the_snapshot_reads_each_queue_once_and_no_job_hold(k8s: KubernetesHarness) -> None:
+    k8s.play_kueue("gpu-pool", gpus=4)
+    job_id = k8s.backend.submit(request("run-1", queue="team-a"))
+    settle_phase(k8s, job_id, JobPhase.RUNNING)
+    k8s.server.lists.clear()
+
     k8s.backend.snapshot()
 
-    assert not any(k8s.server.lists[plural] for plural in QUEUE_PLURALS)
+    assert {plural: k8s.server.lists[plural] for plural in QUEUE_PLURALS + QUEUES_PLURALS} == {
+        "workloads": 0,
+        "podgroups": 0,
+        "localqueues": len(k8s.tenants),  # one list per tenant namespace
+        "clusterqueues": 1,
+        "queues": 1,
+    }
 
 
 def test_a_workload_of_an_earlier_namesake_is_not_the_jobs(k8s: KubernetesHarness) -> None:
@@ -154,3 +173,99 @@ def test_a_job_volcanos_queue_does_not_enqueue_waits_in_volcanos_words(
     [pod] = k8s.pods_of(job_id)
     assert pod.spec is not None and pod.spec.node_name is None
     assert is_quota_reason(held.reason)
+
+
+def test_the_snapshot_carries_the_cluster_queue_its_usage_and_the_tenants_guarantee(
+    k8s: KubernetesHarness,
+) -> None:
+    k8s.play_kueue("team-a", gpus=4, borrowing_limit=2, cohort="gpu-cohort")
+    running = k8s.backend.submit(request("run-1", queue="team-a", gpus_per_node=4))
+    held = k8s.backend.submit(request("run-2", queue="team-a", gpus_per_node=2))
+    settle_phase(k8s, running, JobPhase.RUNNING)
+    k8s.step()
+
+    snapshot = k8s.backend.snapshot()
+
+    assert snapshot.quotas == (
+        QueueQuota(
+            system="kueue",
+            name="team-a",
+            resource="nvidia.com/gpu",
+            tenants=("research",),
+            local_queues=(LocalQueue("research", "team-a", "team-a", 1, 1),),
+            nominal_gpus=4,
+            borrowing_limit_gpus=2,
+            used_gpus=4,
+            reserved_gpus=4,
+            pending_workloads=1,
+            admitted_workloads=1,
+            cohort="gpu-cohort",
+        ),
+    )
+    rows = {(q.tenant, q.queue): q for q in snapshot.queues}
+    mine = rows[("research", "team-a")]
+    assert (mine.running_gpus, mine.pending_gpus) == (4, 2)
+    assert (mine.nominal_gpus, mine.borrowing_limit_gpus) == (4, 2)
+    assert (rows[("prod", None)].nominal_gpus, rows[("prod", None)].borrowing_limit_gpus) == (
+        None,
+        None,
+    )
+    assert status(k8s, held).message == (
+        "LocalQueue research/team-a (ClusterQueue team-a: 4 of 4 nvidia.com/gpu nominal in use, "
+        f"borrowing limit 2, 1 workload pending): {NO_FLAVOR.format(2)}"
+    )
+
+
+def test_a_cluster_queue_two_tenants_share_guarantees_neither(k8s: KubernetesHarness) -> None:
+    k8s.play_kueue("shared", gpus=8)
+    k8s.add_local_queue("research", "team-a", "shared")
+    k8s.add_local_queue("prod", "team-b", "shared")
+
+    snapshot = k8s.backend.snapshot()
+
+    [quota] = snapshot.quotas
+    assert (quota.tenants, quota.local_queues) == (
+        ("prod", "research"),
+        (LocalQueue("prod", "team-b", "shared"), LocalQueue("research", "team-a", "shared")),
+    )
+    assert all(q.nominal_gpus is None for q in snapshot.queues)
+
+
+def test_without_the_queues_installed_the_snapshot_has_no_quotas() -> None:
+    with KubernetesHarness() as k8s:
+        snapshot = k8s.backend.snapshot()
+
+    assert snapshot.quotas == ()
+    assert {q.tenant for q in snapshot.queues} == {"research", "prod"}
+
+
+def test_a_volcano_queue_is_read_and_names_itself_in_the_hold(k8s: KubernetesHarness) -> None:
+    k8s.play_volcano_queue("research-q", weight=2, deserved=4, capability=8)
+    job_id = k8s.backend.submit(request("run-1"))
+    group = k8s.volcano_holds(
+        job_id, queue="research-q", reason="NotEnoughResources", message=GANG_NOT_READY
+    )
+    k8s.step()
+
+    snapshot = k8s.backend.snapshot()
+
+    assert snapshot.quotas == (
+        QueueQuota(
+            system="volcano",
+            name="research-q",
+            resource="nvidia.com/gpu",
+            tenants=("research",),
+            nominal_gpus=4,
+            borrowing_limit_gpus=4,
+            weight=2,
+            state="Open",
+        ),
+    )
+    research = [q for q in snapshot.queues if q.tenant == "research"]
+    assert {(q.queue, q.nominal_gpus, q.borrowing_limit_gpus) for q in research} == {
+        ("research-q", 4, 4)
+    }
+    assert status(k8s, job_id).message == (
+        "Queue research-q (Open, weight 2, 0 of 4 nvidia.com/gpu deserved allocated, "
+        f"capability 8, 0 PodGroups pending, 0 running): PodGroup {group}: {GANG_NOT_READY}"
+    )

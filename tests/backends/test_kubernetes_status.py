@@ -13,18 +13,22 @@ from kubernetes.client import ApiClient, CoreV1Event
 
 from observer.backends.kubernetes.status import (
     QueueHold,
+    cluster_queue_quota,
     controller_of,
     ending_status,
     group_by_job,
     has_gpus,
     job_status,
     kueue_hold,
+    local_queue,
     pod_group_id,
     pod_group_status,
+    quota_words,
     scheduler_node,
     volcano_hold,
+    volcano_queue_quota,
 )
-from observer.domain import JobPhase, JobStatus
+from observer.domain import JobPhase, JobStatus, LocalQueue, QueueQuota
 from observer.probes.outcome import is_quota_reason
 
 RECORDED = Path(__file__).parent / "kubernetes_api"
@@ -336,3 +340,69 @@ def test_a_pod_group_volcano_has_not_enqueued_speaks_before_the_pods_scheduler()
 def test_once_enqueued_the_pods_own_conditions_say_why_they_wait() -> None:
     assert volcano_hold(pod_group("Inqueue")) is None
     assert held_job_status(None, pods=True).reason == "Unschedulable"
+
+
+def document(name: str) -> dict[str, Any]:
+    loaded: dict[str, Any] = json.loads((RECORDED / f"{name}.json").read_text())
+    return loaded
+
+
+def test_a_cluster_queue_sums_its_gpu_flavors_quota_and_usage():
+    team_a = local_queue(document("localqueue_team_a"))
+    assert team_a == LocalQueue("research", "team-a", "team-a", 3, 4)
+    elsewhere = LocalQueue("prod", "other", "elsewhere")
+    quota = cluster_queue_quota(document("clusterqueue_team_a"), [elsewhere, team_a], GPU)
+
+    assert quota == QueueQuota(
+        system="kueue",
+        name="team-a",
+        resource=GPU,
+        tenants=("research",),
+        local_queues=(team_a,),
+        nominal_gpus=8,
+        borrowing_limit_gpus=2,
+        used_gpus=10,
+        reserved_gpus=10,
+        borrowed_gpus=2,
+        pending_workloads=3,
+        admitted_workloads=4,
+        cohort="gpu-cohort",
+    )
+    assert quota_words(quota) == (
+        "10 of 8 nvidia.com/gpu nominal in use, borrowing limit 2, 2 borrowed, 3 workloads pending"
+    )
+
+
+def test_a_flavor_without_a_borrowing_limit_borrows_without_limit_and_no_cohort_none():
+    def edit(cohort: str | None) -> dict[str, Any]:
+        queue = document("clusterqueue_team_a")
+        for flavor in queue["spec"]["resourceGroups"][0]["flavors"]:
+            for resource in flavor["resources"]:
+                resource.pop("borrowingLimit", None)
+        queue["spec"]["cohort"] = cohort
+        return queue
+
+    assert cluster_queue_quota(edit("gpu-cohort"), {}, GPU).borrowing_limit_gpus is None
+    assert cluster_queue_quota(edit(None), {}, GPU).borrowing_limit_gpus == 0
+
+
+def test_a_volcano_queue_reads_its_weight_deserved_capability_state_and_podgroups():
+    quota = volcano_queue_quota(document("volcano_queue"), ("research",), GPU)
+
+    assert quota == QueueQuota(
+        system="volcano",
+        name="research-q",
+        resource=GPU,
+        tenants=("research",),
+        nominal_gpus=4,
+        borrowing_limit_gpus=4,
+        used_gpus=4,
+        pending_workloads=2,
+        admitted_workloads=1,
+        weight=2,
+        state="Open",
+    )
+    assert quota_words(quota) == (
+        "Open, weight 2, 4 of 4 nvidia.com/gpu deserved allocated, capability 8, "
+        "2 PodGroups pending, 1 running"
+    )

@@ -3,6 +3,7 @@ research and prod, QOS low limited to 2 GPUs per job): what it reads is what Slu
 
 from __future__ import annotations
 
+import getpass
 import socket
 import uuid
 from dataclasses import replace
@@ -138,6 +139,7 @@ def test_accounting_tells_the_same_story_as_slurmctld(slurm: SlurmHarness):
     failed = _run_to_end(slurm, Workload(gpus_per_node=2, duration_seconds=1, exit_code=3))
 
     slurm.settle(lambda: slurm.backend.accounting([failed.job_id]) == {failed.job_id: failed}, 10)
+    assert failed.priority and failed.user  # the QOS and the user, the same in both
 
 
 @pytest.mark.parametrize(
@@ -224,6 +226,12 @@ def test_snapshot_shows_each_tenants_queue_and_every_node(slurm: SlurmHarness):
     queues = [(q.tenant, q.queue, q.running_jobs, q.running_gpus) for q in snap.queues]
     assert queues == [("prod", "gpu", 1, 1), ("research", "gpu", 1, 2)]
     assert all(q.pending_jobs == 0 for q in snap.queues)
+    # whose jobs hold the GPUs: Slurm's QOS and user of each (the tests submit as themselves)
+    me = getpass.getuser()
+    assert [(q.running_gpus_by_priority, q.running_gpus_by_user) for q in snap.queues] == [
+        ({"normal": 1}, {me: 1}),
+        ({"normal": 2}, {me: 2}),
+    ]
     assert [(n.name, n.pool, n.gpus_total) for n in snap.nodes] == [
         ("n1", "gpu,debug", 4),
         ("n2", "gpu,debug", 4),

@@ -87,6 +87,7 @@ def test_a_job_slurmctld_has_forgotten_reads_the_same_from_sacct_as_from_squeue(
 
     for job_id in ("983", "984", "987", "988"):
         assert from_sacct[job_id] == from_squeue[job_id]
+    assert (from_squeue["983"].priority, from_squeue["983"].user) == ("normal", "root")
 
 
 def test_sinfo_reads_each_node_with_its_gpus_and_sinfos_state():

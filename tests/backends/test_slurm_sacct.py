@@ -29,26 +29,26 @@ def _at(minute: int, second: int = 0) -> int:
 
 
 # JobIDRaw|Account|Partition|State|ExitCode|Submit|Start|End|Reason|NodeList|AllocTRES|
-# ReqTRES|Comment
+# ReqTRES|QOS|User|Comment
 RECORDED = "\n".join(
     [
         f"101|research|gpu|COMPLETED|0:0|{_at(0)}|{_at(0, 1)}|{_at(1)}|None|n1|"
         "billing=1,cpu=1,gres/gpu=1,mem=1G,node=1|billing=1,cpu=1,gres/gpu=1,node=1|"
-        "observer-run:run-101",
+        "normal|alice|observer-run:run-101",
         f"102|prod|gpu|FAILED|3:0|{_at(0)}|{_at(0, 2)}|{_at(2)}|None|n2|"
-        "billing=2,cpu=2,gres/gpu=2,node=1|billing=2,cpu=2,gres/gpu=2,node=1|",
+        "billing=2,cpu=2,gres/gpu=2,node=1|billing=2,cpu=2,gres/gpu=2,node=1|normal|alice|",
         f"103|prod|gpu|TIMEOUT|0:15|{_at(0)}|{_at(0, 3)}|{_at(3)}|TimeLimit|n[1-2]|"
-        "billing=8,cpu=8,gres/gpu=8,node=2|billing=8,cpu=8,gres/gpu=8,node=2|",
+        "billing=8,cpu=8,gres/gpu=8,node=2|billing=8,cpu=8,gres/gpu=8,node=2|normal|alice|",
         f"104|batch|gpu|OUT_OF_MEMORY|0:125|{_at(0)}|{_at(0, 4)}|{_at(4)}|None|n3|"
-        "cpu=1,gres/gpu=1,node=1|cpu=1,gres/gpu=1,node=1|",
+        "cpu=1,gres/gpu=1,node=1|cpu=1,gres/gpu=1,node=1|normal|alice|",
         # held, then cancelled before it ever started: no start, no nodes, no allocation
         f"105|batch|gpu|CANCELLED by 0|0:0|{_at(0)}|None|{_at(5)}|JobHeldUser|None assigned|"
-        "|billing=4,cpu=4,gres/gpu=4,mem=100M,node=1|",
+        "|billing=4,cpu=4,gres/gpu=4,mem=100M,node=1|normal|alice|",
         f"106|research|gpu|NODE_FAIL|0:0|{_at(0)}|{_at(0, 6)}|{_at(6)}|None|n2|"
-        "cpu=1,gres/gpu=1,node=1|cpu=1,gres/gpu=1,node=1|",
+        "cpu=1,gres/gpu=1,node=1|cpu=1,gres/gpu=1,node=1|normal|alice|",
         # ended at the very end of the period: sacct's -E includes it, the half-open period not
         f"107|research|gpu|COMPLETED|0:0|{_at(0)}|{_at(0, 7)}|{_at(15)}|None|n1|"
-        "cpu=1,gres/gpu=1,node=1|cpu=1,gres/gpu=1,node=1|",
+        "cpu=1,gres/gpu=1,node=1|cpu=1,gres/gpu=1,node=1|normal|alice|",
     ]
 )
 

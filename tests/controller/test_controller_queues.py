@@ -64,5 +64,8 @@ def test_a_probe_kueue_holds_for_quota_waits_in_kueues_words_then_runs(tmp_path:
     assert all(run.state is RunState.DONE and run.outcome is Outcome.PASSED for run in runs)
     assert held_words
     for words in held_words:
-        assert words.startswith(f"LocalQueue research/{QUEUE} (ClusterQueue gpu-pool): ")
+        assert words.startswith(
+            f"LocalQueue research/{QUEUE} (ClusterQueue gpu-pool: 1 of 1 nvidia.com/gpu nominal "
+            "in use, borrowing limit 0, "
+        )
         assert "insufficient unused quota for nvidia.com/gpu" in words

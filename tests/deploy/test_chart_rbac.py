@@ -4,8 +4,9 @@ Every call the adapter makes on its API objects (`self._core.list_node(...)`) na
 and resource: list_* -> list, read_* -> get, create_* -> create, delete_* -> delete, patch_*
 -> patch; `namespaced` calls are made in the probe namespaces (a Role in each), the others
 (`list_node`, `*_for_all_namespaces`) cluster-wide (the ClusterRole). A custom-object call
-(`self._custom.list_namespaced_custom_object(...)`) reaches each CustomResource the adapter
-names (Kueue's, Volcano's). The isolation probe's calls (isolation.py) run with a tenant's own
+(`self._custom.list_namespaced_custom_object(...)`, `list_cluster_custom_object`) reaches
+each CustomResource of its scope the adapter names (Kueue's, Volcano's: `namespaced=False`
+names a cluster-scoped one). The isolation probe's calls (isolation.py) run with a tenant's own
 token, not the controller's, and are not here.
 """
 
@@ -73,20 +74,31 @@ def self_attribute(node: ast.expr) -> str | None:
 
 
 def custom_grants(tree: ast.Module, method: str) -> tuple[set[Grant], bool]:
-    """A custom-object method's grant on every CustomResource(group, version, plural) the
-    adapter names: list_namespaced_custom_object -> list, namespaced."""
+    """A custom-object method's grant on every CustomResource(group, version, plural,
+    namespaced=...) of its scope the adapter names: list_namespaced_custom_object -> list on
+    the namespaced ones, list_cluster_custom_object -> list on the cluster-scoped ones."""
     action, _, rest = method.partition("_")
     assert action in VERBS and rest.endswith("custom_object"), method
-    named = [
-        [arg.value for arg in node.args if isinstance(arg, ast.Constant)]
-        for node in ast.walk(tree)
-        if isinstance(node, ast.Call)
-        and isinstance(node.func, ast.Name)
-        and node.func.id == "CustomResource"
-    ]
-    assert named and all(len(args) == 3 for args in named), named
-    rules = {(str(group), str(plural), VERBS[action]) for group, _, plural in named}
-    return rules, rest.startswith("namespaced_")
+    in_namespace = rest.startswith("namespaced_")
+    named = []
+    for node in ast.walk(tree):
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Name)
+            and node.func.id == "CustomResource"
+        ):
+            args = [arg.value for arg in node.args if isinstance(arg, ast.Constant)]
+            scope = {k.arg: k.value for k in node.keywords}
+            namespaced = scope.get("namespaced", ast.Constant(True))
+            assert isinstance(namespaced, ast.Constant), ast.unparse(node)
+            named.append((args, namespaced.value))
+    assert named and all(len(args) == 3 for args, _ in named), named
+    rules = {
+        (str(group), str(plural), VERBS[action])
+        for (group, _, plural), namespaced in named
+        if namespaced == in_namespace
+    }
+    return rules, in_namespace
 
 
 def called_grants() -> tuple[set[Grant], set[Grant]]:
@@ -170,6 +182,17 @@ def test_the_queues_objects_are_read_in_the_probe_namespaces():
     _, namespaced = called_grants()
     groups = {group for group, _, verb in namespaced if verb == "list"}
     assert {"kueue.x-k8s.io", "scheduling.volcano.sh"} <= groups
+
+
+def test_the_cluster_scoped_queues_are_read_cluster_wide_and_only_they():
+    cluster, namespaced = called_grants()
+    queues = {
+        ("kueue.x-k8s.io", "clusterqueues", "list"),
+        ("scheduling.volcano.sh", "queues", "list"),
+    }
+    assert queues <= cluster
+    assert not queues & namespaced
+    assert ("kueue.x-k8s.io", "workloads", "list") not in cluster
 
 
 def test_cluster_role_grants_exactly_the_cluster_wide_calls(objects):

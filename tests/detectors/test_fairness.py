@@ -1,7 +1,9 @@
 """Queue fairness, per window occurrence and across them: entitlements are weighted max-min
-fair given demand; a tenant is disadvantaged when it waits longer than the others or gets
-less than its entitlement, never when it asked for more than its share; one bad night is not
-a finding, K of the last M are."""
+fair given demand, or a queue's nominal quota where one guarantees it; a tenant is
+disadvantaged when it waits longer than the others or gets less than its entitlement, never
+when it asked for more than its share; one bad night is not a finding, K of the last M are,
+and the finding names the stretch it was held short, who held the GPUs, and why a tenant that
+waited longer is not the disadvantaged one."""
 
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ import pytest
 from observer.detectors.conditions import ConditionTracker
 from observer.detectors.fairness import (
     Capacity,
+    Guarantee,
     TenantAssessment,
     WindowAssessment,
     assess_window,
@@ -487,3 +490,150 @@ def test_the_condition_closes_when_the_pattern_is_gone_from_the_last_m_occurrenc
 def test_k_may_not_exceed_m():
     with pytest.raises(ValueError, match="persistence_k"):
         FairnessSettings(persistence_k=4, persistence_m=3)
+
+
+# --- guarantees, the stretch held short, the favoured tenant that waited longer ------------
+
+
+def test_a_nominal_quota_is_the_entitlement_capped_by_demand():
+    guarantees = {"research": Guarantee(8, 0)}
+    # research is guaranteed 8 and may borrow none: prod is entitled to the rest
+    assert entitlements(WEIGHTS, {"research": 12, "prod": 12}, 12, guarantees) == pytest.approx(
+        {"research": 8.0, "prod": 4.0}
+    )
+    # asking less than its quota it is entitled to what it asks, and prod to what it leaves
+    assert entitlements(WEIGHTS, {"research": 3, "prod": 12}, 12, guarantees) == pytest.approx(
+        {"research": 3.0, "prod": 9.0}
+    )
+
+
+def test_a_guaranteed_tenant_borrows_what_the_others_leave_idle_up_to_its_limit():
+    limited = {"research": Guarantee(4, 2), "prod": Guarantee(8, 0)}
+    # prod asks 1 of its 8: research borrows 2 of the 7 left idle, no more
+    assert entitlements(WEIGHTS, {"research": 12, "prod": 1}, 12, limited) == pytest.approx(
+        {"research": 6.0, "prod": 1.0}
+    )
+    unlimited = {"research": Guarantee(4, None), "prod": Guarantee(8, 0)}
+    assert entitlements(WEIGHTS, {"research": 12, "prod": 1}, 12, unlimited) == pytest.approx(
+        {"research": 11.0, "prod": 1.0}
+    )
+
+
+def test_guarantees_beyond_the_capacity_are_scaled_down_together():
+    guarantees = {"research": Guarantee(8, 0), "prod": Guarantee(8, 0)}
+    assert entitlements(WEIGHTS, {"research": 8, "prod": 8}, 12, guarantees) == pytest.approx(
+        {"research": 6.0, "prod": 6.0}
+    )
+
+
+def guaranteed(queue: list[Sample], tenant: str, nominal: int, limit: int | None) -> list[Sample]:
+    return [
+        replace(s, state=replace(s.state, nominal_gpus=nominal, borrowing_limit_gpus=limit))
+        if s.state.tenant == tenant
+        else s
+        for s in queue
+    ]
+
+
+def test_with_a_nominal_quota_the_tenant_is_weighed_against_it_and_says_so():
+    # research holds 4 and asks 12: short of its weighted 8.4, but its queue guarantees 4
+    queue = samples(*[(4, 8, 8, 4)] * 10)
+    assert tenant(assess([], queue), "research").disadvantaged
+
+    result = assess([], guaranteed(queue, "research", 4, 0))
+
+    research, prod = tenant(result, "research"), tenant(result, "prod")
+    assert not research.disadvantaged
+    assert (research.basis, research.entitled_gpus) == ("nominal_quota", 4.0)
+    assert (research.nominal_gpus, research.borrowing_limit_gpus) == (4.0, 0.0)
+    assert (prod.basis, prod.entitled_gpus, prod.nominal_gpus) == ("weighted_share", 8.0, None)
+
+
+def stretch_night(day: int = 0) -> list[Sample]:
+    """Five fair minutes, eleven in which prod's high-QOS jobs of bob hold 10 GPUs and
+    research 2 of its entitled 8.4, then four fair minutes again; prod always asks for more."""
+    shape = [(8, 4, 4, 2)] * 5 + [(2, 10, 10, 2)] * 11 + [(8, 4, 4, 2)] * 4
+    queue = samples(*shape)
+    taken = {MONDAY_NIGHT.start + timedelta(minutes=m) for m in range(5, 16)}
+    return [
+        replace(
+            s,
+            at=s.at + timedelta(days=day),
+            state=replace(
+                s.state,
+                running_gpus_by_priority={"high": 10} if s.at in taken else {"normal": 4},
+                running_gpus_by_user={"bob": 10} if s.at in taken else {"carol": 4},
+            ),
+        )
+        if s.state.tenant == "prod"
+        else replace(s, at=s.at + timedelta(days=day))
+        for s in queue
+    ]
+
+
+def test_the_stretch_held_short_names_its_time_its_shortfall_and_who_held_the_gpus():
+    research = tenant(assess([], stretch_night()), "research")
+
+    assert research.disadvantaged
+    stretch = research.stretch
+    assert stretch is not None
+    assert (stretch.start, stretch.end, stretch.samples) == (
+        MONDAY_NIGHT.start + timedelta(minutes=5),
+        MONDAY_NIGHT.start + timedelta(minutes=15),
+        11,
+    )
+    assert (stretch.received_gpus, stretch.entitled_gpus) == pytest.approx((2.0, 8.4))
+    assert stretch.short_gpus == pytest.approx(6.4)
+    [holder] = stretch.holders
+    assert holder.tenant == "prod" and holder.beyond_gpus == pytest.approx(6.4)
+    assert (holder.by_priority, holder.by_user) == ({"high": 10.0}, {"bob": 10.0})
+    assert (
+        "6.4 GPUs short from 2026-11-30 14:05 to 14:15 UTC (11 samples), while prod held 6.4 "
+        "GPUs beyond its share (priority high 10.0; user bob 10.0)" in research.reason
+    )
+
+
+def favoured_prod_night(day: int) -> WindowAssessment:
+    """A night of `stretch_night` in which prod's probes wait 1400-1500 s and research's
+    10-20 s: prod waits longer, yet research is the one held short."""
+    start = MONDAY_NIGHT.start + timedelta(days=day)
+    occurrence = Occurrence("night", start, start + timedelta(hours=8))
+    runs = [
+        replace(
+            r,
+            submitted_at=r.submitted_at + timedelta(days=day),
+            started_at=r.started_at + timedelta(days=day),
+        )
+        for r in batches({"research": [10, 20], "prod": [1500, 1400]})
+        if r.submitted_at is not None and r.started_at is not None
+    ]
+    return assess_window(occurrence, runs, stretch_night(day), WEIGHTS, TWELVE_GPUS, RULES)
+
+
+def test_a_tenant_that_waited_longer_but_received_more_than_its_share_is_said_not_to_be_the_one():
+    history = [favoured_prod_night(d) for d in range(3)]
+    assert all(tenant(a, "prod").longer_wait_batches == 2 for a in history)
+
+    [symptom] = evaluate(history, RULES)
+
+    assert symptom.subject == {"tenant": "research"}
+    [favoured] = symptom.evidence["favoured_with_longer_waits"]
+    assert favoured["tenant"] == "prod" and favoured["over_ask"] is True
+    assert (favoured["median_wait_seconds"], favoured["others_median_wait_seconds"]) == (
+        1450.0,
+        15.0,
+    )
+    assert favoured["received_gpus"] > favoured["entitled_gpus"]
+    worst = symptom.evidence["worst_stretch"]
+    assert (worst["short_gpus"], worst["samples"], worst["holders"][0]["by_priority"]) == (
+        6.4,
+        11,
+        {"high": 10.0},
+    )
+    assert symptom.evidence["occurrences"][0]["entitlement_basis"] == "weighted_share"
+    assert (
+        f"; prod waited longer but is not disadvantaged: it received "
+        f"{favoured['received_gpus']:.1f} of its entitled {favoured['entitled_gpus']:.1f} GPUs, "
+        "more than its share" in symptom.summary
+    )
+    assert "worst stretch: 6.4 GPUs short from" in symptom.summary

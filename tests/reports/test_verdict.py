@@ -11,6 +11,8 @@ from html import escape
 
 import pytest
 
+from observer.detectors.conditions import ConditionTracker
+from observer.detectors.fairness import WindowAssessment, assess_window, covers, evaluate
 from observer.domain import (
     Expectation,
     Finding,
@@ -20,6 +22,7 @@ from observer.domain import (
     QueueState,
     Severity,
 )
+from observer.probes.windows import Occurrence
 from observer.records import (
     ControllerRun,
     StoredIntervention,
@@ -39,6 +42,15 @@ from observer.reports.build.notes import Note
 from observer.reports.build.verdict import Recommendation, Verdict, VerdictInputs, build_verdict
 from observer.reports.render.i18n import Language
 from observer.reports.render.verdict import render_verdict
+from tests.detectors.test_fairness import (
+    MONDAY_NIGHT,
+    TWELVE_GPUS,
+    WEIGHTS,
+    favoured_prod_night,
+    guaranteed,
+    stretch_night,
+)
+from tests.detectors.test_fairness import RULES as FAIRNESS_RULES
 from tests.reports.builders import (
     CALENDAR,
     DAY_START,
@@ -588,3 +600,65 @@ def test_a_step_whose_probes_the_plan_does_not_run_says_to_add_them():
     )
     zh = render_verdict(v, "zh-CN").markdown
     assert "本次稳定性观察的计划未运行 gpu-busy：请先将其加入 controller.plan。" in zh
+
+
+def test_the_unfairness_is_explained_its_stretch_who_held_the_gpus_and_who_waited_longer():
+    history = [favoured_prod_night(day) for day in range(3)]
+    [unfair] = ConditionTracker().update(
+        evaluate(history, FAIRNESS_RULES),
+        history[-1].occurrence.end,
+        lambda detector, subject: covers(history, detector, subject),
+    )
+    v = _verdict(_soak(findings=[unfair]))
+
+    en = render_verdict(v, "en").markdown
+    assert (
+        "research got least from 2026-11-30 22:05 to 2026-11-30 22:15 (night): 2.0 GPUs of its "
+        "entitled 8.4 (its weighted fair share), 6.4 short."
+    ) in en
+    assert "Meanwhile prod held 6.4 GPUs beyond its share." in en
+    assert "prod's GPUs by priority (QOS, priority class): high 10.0." in en
+    assert "prod's GPUs by user: bob 10.0." in en
+    assert (
+        "prod's probes waited longer (24 min 10 s against 15 s, night), yet prod is not the "
+        "disadvantaged one: it received 7.3 GPUs of its entitled 3.6, more than its share, and "
+        "its waits are the price of asking for more; research received less."
+    ) in en
+    zh = render_verdict(v, "zh-CN").markdown
+    assert (
+        "research 在 2026年11月30日 22:05 至 2026年11月30日 22:15（night）获得最少："
+        "在应得的 8.4 个 GPU（按权重的公平份额）中只获得 2.0 个，缺少 6.4 个。"
+    ) in zh
+    assert "同期 prod 超出其份额占用了 6.4 个 GPU。" in zh
+    assert (
+        "prod 的探测排队等待更久（24 分钟 10 秒，其他租户为 15 秒，night），"
+        "但处于劣势的并不是 prod：它在应得的 3.6 个 GPU 中获得了 7.3 个，超过其份额，"
+        "更长的等待是它申请超出份额的代价；获得不足的是 research。"
+    ) in zh
+
+
+def test_an_unfairness_weighed_against_a_queues_nominal_quota_says_so():
+    def night(day: int) -> WindowAssessment:
+        start = MONDAY_NIGHT.start + timedelta(days=day)
+        occurrence = Occurrence("night", start, start + timedelta(hours=8))
+        queue = guaranteed(stretch_night(day), "research", nominal=8, limit=0)
+        return assess_window(occurrence, [], queue, WEIGHTS, TWELVE_GPUS, FAIRNESS_RULES)
+
+    history = [night(day) for day in range(3)]
+    [unfair] = ConditionTracker().update(
+        evaluate(history, FAIRNESS_RULES),
+        history[-1].occurrence.end,
+        lambda detector, subject: covers(history, detector, subject),
+    )
+    assert unfair.evidence["worst_stretch"]["entitlement_basis"] == "nominal_quota"
+    assert unfair.evidence["occurrences"][0]["nominal_gpus"] == 8.0
+
+    v = _verdict(_soak(findings=[unfair]))
+
+    assert (
+        "research got least from 2026-11-30 22:05 to 2026-11-30 22:15 (night): 2.0 GPUs of its "
+        "entitled 8.0 (its queue's nominal quota and what it may borrow), 6.0 short."
+    ) in render_verdict(v, "en").markdown
+    assert "（其队列的名义配额及可借用部分）中只获得 2.0 个，缺少 6.0 个。" in (
+        render_verdict(v, "zh-CN").markdown
+    )

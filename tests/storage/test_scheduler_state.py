@@ -12,7 +12,10 @@ import sqlalchemy as sa
 
 from observer.domain import JobPhase, JobStatus, QueueState, SchedulerNode, SchedulerSnapshot
 from observer.records import StoredNodeChange, StoredQueueSample
+from observer.storage.database import upgrade
 from observer.storage.store import Store
+from observer.storage.tables import queue_samples_table
+from tests.storage.test_store import migrate
 
 T0 = datetime(2025, 3, 1, 8, 0, tzinfo=UTC)
 TICK = timedelta(seconds=30)
@@ -28,6 +31,10 @@ QUEUES = (
         running_gpus=40,
         longest_wait_seconds=912.5,
         pending_reasons={"Resources": 2, "QOSMaxGRESPerUser": 1},
+        nominal_gpus=32,
+        borrowing_limit_gpus=8,
+        running_gpus_by_priority={"high": 32, "normal": 8},
+        running_gpus_by_user={"bob": 32, "carol": 8},
     ),
     QueueState(
         tenant="team-b",
@@ -243,3 +250,35 @@ def test_a_snapshot_with_a_naive_time_is_refused_and_stores_nothing(
 
     assert count(inspect_engine, "queue_samples") == len(QUEUES)
     assert store.node_states(T0) == list(NODES)
+
+
+def test_migration_0011_keeps_old_queue_samples_without_a_guarantee_and_reverts_cleanly(
+    db_url: str, inspect_engine: sa.Engine
+) -> None:
+    migrate(db_url, "0010")
+    with inspect_engine.begin() as connection:
+        # A row of the columns 0010 had (QUEUES[1]), written with the table's own types.
+        connection.execute(
+            sa.insert(queue_samples_table).values(
+                at=T0,
+                tenant="team-b",
+                queue=None,
+                pending_jobs=0,
+                pending_gpus=0,
+                running_jobs=1,
+                running_gpus=8,
+                longest_wait_seconds=0.0,
+                pending_reasons={},
+            )
+        )
+
+    upgrade(db_url)
+    with Store(db_url) as store:
+        store.save_scheduler_snapshot(snapshot(T0 + TICK, NODES, QUEUES[:1]))
+        assert store.queue_samples(T0, T0 + 2 * TICK) == [
+            StoredQueueSample(T0, QUEUES[1]),
+            StoredQueueSample(T0 + TICK, QUEUES[0]),
+        ]
+    migrate(db_url, "0010", down=True)
+    columns = {c["name"] for c in sa.inspect(inspect_engine).get_columns("queue_samples")}
+    assert not columns & {"nominal_gpus", "borrowing_limit_gpus"}

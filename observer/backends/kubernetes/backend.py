@@ -2,7 +2,10 @@
 
 A probe's job id is "<namespace>/<job name>" (manifests.py says what is created). A job a
 queue may hold (suspended: Kueue; pods in a PodGroup: Volcano) is explained by the queue's own
-objects, listed once per namespace. Kubernetes errors stop here: an API server that cannot be
+objects, listed once per namespace, and by the quota of the queue that holds it. The snapshot
+reads the queues themselves (Kueue's ClusterQueues and the tenants' LocalQueues, Volcano's
+Queues): their quotas, usage, pending work and each tenant's guarantee. Kubernetes errors stop
+here: an API server that cannot be
 reached or read raises BackendError; a submission it refuses (quota, admission, validation,
 RBAC) raises ProbeError with its words.
 """
@@ -10,9 +13,9 @@ RBAC) raises ProbeError with its words.
 from __future__ import annotations
 
 from collections import Counter, OrderedDict
-from collections.abc import Collection, Iterator
+from collections.abc import Callable, Collection, Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from types import TracebackType
 from typing import NamedTuple
@@ -28,6 +31,7 @@ from observer.backends.base import (
     Replica,
     ServiceSpec,
     queue_states,
+    with_guarantees,
 )
 from observer.backends.kubernetes import isolation
 from observer.backends.kubernetes.client import Apis, ApiStatusError, api, observer_configuration
@@ -45,6 +49,7 @@ from observer.backends.kubernetes.status import (
     EventReader,
     PodsByJob,
     QueueHold,
+    cluster_queue_quota,
     controller_of,
     creation_then_name,
     ending_status,
@@ -56,6 +61,7 @@ from observer.backends.kubernetes.status import (
     job_status,
     kueue_hold,
     labels_of,
+    local_queue,
     namespace_of,
     object_name,
     owned_pods,
@@ -70,9 +76,18 @@ from observer.backends.kubernetes.status import (
     replica_of,
     scheduler_node,
     volcano_hold,
+    volcano_queue_quota,
 )
 from observer.clock import Clock
-from observer.domain import AccessAttempt, JobPhase, JobRequest, JobStatus, SchedulerSnapshot
+from observer.domain import (
+    AccessAttempt,
+    JobPhase,
+    JobRequest,
+    JobStatus,
+    LocalQueue,
+    QueueQuota,
+    SchedulerSnapshot,
+)
 from observer.errors import BackendError, ProbeError
 from observer.settings.controller import KubernetesSettings
 
@@ -83,12 +98,16 @@ class CustomResource(NamedTuple):
     group: str
     version: str
     plural: str
+    namespaced: bool = True
 
 
-# The queues' objects the backend reads (the chart's Role grants listing them).
+# The queues' objects the backend reads: the chart's Role grants listing the namespaced ones,
+# its ClusterRole the cluster-scoped queues.
 WORKLOADS = CustomResource("kueue.x-k8s.io", "v1beta1", "workloads")
 LOCAL_QUEUES = CustomResource("kueue.x-k8s.io", "v1beta1", "localqueues")
+CLUSTER_QUEUES = CustomResource("kueue.x-k8s.io", "v1beta1", "clusterqueues", namespaced=False)
 POD_GROUPS = CustomResource("scheduling.volcano.sh", "v1beta1", "podgroups")
+VOLCANO_QUEUES = CustomResource("scheduling.volcano.sh", "v1beta1", "queues", namespaced=False)
 _CANCELLED_REMEMBERED = 1024  # a cancelled Job vanishes from the API; its outcome is kept here
 
 
@@ -147,12 +166,13 @@ class KubernetesBackend:
             else:
                 namespace, name = _split_job_id(job_id)
                 names_by_namespace.setdefault(namespace, []).append(name)
+        reads = _QueueReads(self._list_custom)
         for namespace, names in names_by_namespace.items():
             jobs = [job for name in names if (job := self._read_job(namespace, name))]
             if jobs:
                 selector = f"{JOB_NAME_LABEL} in ({','.join(sorted(names))})"
                 pods = group_by_job(self._list_pods(namespace, selector))
-                for status in self._job_statuses(namespace, jobs, pods):
+                for status in self._job_statuses(namespace, jobs, pods, reads):
                     found[status.job_id] = status
         return found
 
@@ -211,6 +231,7 @@ class KubernetesBackend:
         # Per namespace: the observer needs no cluster-wide right to read Jobs.
         managed = f"{MANAGED_BY_LABEL}={MANAGED_BY}"
         statuses: list[JobStatus] = []
+        reads = _QueueReads(self._list_custom)
         for namespace in self._settings.namespaces:
             with api(f"list jobs in {namespace}"):
                 listed = self._batch.list_namespaced_job(
@@ -219,7 +240,7 @@ class KubernetesBackend:
             jobs = [job for job in listed if is_ours(job.metadata) and not final_condition(job)]
             if jobs:
                 pods = group_by_job(self._list_pods(namespace, managed))
-                statuses += self._job_statuses(namespace, jobs, pods)
+                statuses += self._job_statuses(namespace, jobs, pods, reads)
         return [status for status in statuses if not status.phase.finished]
 
     def finished_jobs(self, since: datetime, until: datetime) -> FinishedJobs:
@@ -260,11 +281,13 @@ class KubernetesBackend:
             if pod.spec and pod.spec.node_name and pod_phase(pod) not in TERMINAL_POD_PHASES:
                 allocated[pod.spec.node_name] += pod_spec_gpus(pod.spec, self._gpu)
         jobs: list[JobStatus] = []
+        reads = _QueueReads(self._list_custom)
         for namespace in self._settings.namespaces:
-            jobs += self._unfinished_work(namespace, by_namespace.get(namespace, []))
+            jobs += self._unfinished_work(namespace, by_namespace.get(namespace, []), reads)
+        quotas = self._queue_quotas(reads, jobs)
         return SchedulerSnapshot(
             at=now,
-            queues=queue_states(jobs, now, self._settings.namespaces),
+            queues=with_guarantees(queue_states(jobs, now, self._settings.namespaces), quotas),
             nodes=tuple(
                 scheduler_node(
                     node,
@@ -276,6 +299,7 @@ class KubernetesBackend:
                 if has_gpus(node, self._gpu)
             ),
             jobs=tuple(jobs),
+            quotas=quotas,
         )
 
     def quota_changes(self, since: datetime, until: datetime) -> list[QuotaChange]:
@@ -387,20 +411,22 @@ class KubernetesBackend:
         namespace: str,
         jobs: list[V1Job],
         pods: PodsByJob,
+        reads: _QueueReads,
         events: EventReader | None = None,
     ) -> list[JobStatus]:
-        holds = self._queue_holds(namespace, jobs, pods)
+        holds = self._queue_holds(namespace, jobs, pods, reads)
         events = events or self._warning_events(namespace)
         return [
             job_status(job, pods, events, self._gpu, holds.get(_uid(job) or "")) for job in jobs
         ]
 
     def _queue_holds(
-        self, namespace: str, jobs: list[V1Job], pods: PodsByJob
+        self, namespace: str, jobs: list[V1Job], pods: PodsByJob, reads: _QueueReads
     ) -> dict[str, QueueHold]:
-        """What the namespace's queues say of the jobs they hold, by Job uid; one list of each
-        kind at most, and only when a job may be held: Kueue keeps a Job it has not admitted
-        suspended, Volcano keeps the pods of a PodGroup it has not enqueued unscheduled."""
+        """What the namespace's queues say of the jobs they hold, by Job uid, with the quota of
+        the queue holding them; one list of each kind at most, and only when a job may be
+        held: Kueue keeps a Job it has not admitted suspended, Volcano keeps the pods of a
+        PodGroup it has not enqueued unscheduled."""
         holds: dict[str, QueueHold] = {}
         suspended = {uid for job in jobs if job.spec and job.spec.suspend and (uid := _uid(job))}
         if suspended:
@@ -411,12 +437,11 @@ class KubernetesBackend:
                 if owner_uid(workload) in suspended
             ]
             if workloads:
-                cluster_queues = {
-                    queue["metadata"]["name"]: queue.get("spec", {}).get("clusterQueue", "")
-                    for queue in self._list_custom(namespace, LOCAL_QUEUES)
-                }
+                local_queues = reads.local_queues([namespace])
+                cluster_queues = {queue.name: queue.cluster_queue for queue in local_queues}
+                quotas = reads.cluster_queues(local_queues, self._gpu)
                 for workload in workloads:
-                    if hold := kueue_hold(workload, cluster_queues):
+                    if hold := kueue_hold(workload, cluster_queues, quotas):
                         holds[str(owner_uid(workload))] = hold
         grouped = {
             uid: group
@@ -430,26 +455,39 @@ class KubernetesBackend:
                 group["metadata"]["name"]: group
                 for group in self._list_custom(namespace, POD_GROUPS)
             }
+            queues = reads.volcano_queues({}, self._gpu)
             for uid, name in grouped.items():
-                if name in pod_groups and (hold := volcano_hold(pod_groups[name])):
+                pod_group = pod_groups.get(name)
+                if pod_group is not None and (hold := volcano_hold(pod_group, queues)):
                     holds[uid] = hold
         return holds
 
     def _list_custom(
-        self, namespace: str, resource: CustomResource, selector: str | None = None
+        self, namespace: str | None, resource: CustomResource, selector: str | None = None
     ) -> list[CustomObject]:
-        """The namespace's objects of a queue's resource; none where the cluster has no such
-        resource (Kueue or Volcano not installed: 404)."""
+        """The namespace's objects of a queue's resource (a cluster-scoped one's: namespace
+        None); none where the cluster has no such resource (Kueue or Volcano not installed:
+        404)."""
         try:
-            with api(f"list {resource.plural}.{resource.group} in {namespace}"):
-                listed = self._custom.list_namespaced_custom_object(
-                    resource.group,
-                    resource.version,
-                    namespace,
-                    resource.plural,
-                    label_selector=selector,
-                    _request_timeout=self._timeout,
-                )
+            if namespace is None:
+                with api(f"list {resource.plural}.{resource.group}"):
+                    listed = self._custom.list_cluster_custom_object(
+                        resource.group,
+                        resource.version,
+                        resource.plural,
+                        label_selector=selector,
+                        _request_timeout=self._timeout,
+                    )
+            else:
+                with api(f"list {resource.plural}.{resource.group} in {namespace}"):
+                    listed = self._custom.list_namespaced_custom_object(
+                        resource.group,
+                        resource.version,
+                        namespace,
+                        resource.plural,
+                        label_selector=selector,
+                        _request_timeout=self._timeout,
+                    )
         except ApiStatusError as exc:
             if exc.status == 404:
                 return []
@@ -476,7 +514,25 @@ class KubernetesBackend:
         job = self._read_job(namespace, name)
         return job is not None and labels_of(job.metadata).get(RUN_ID_LABEL) == run_id
 
-    def _unfinished_work(self, namespace: str, pods: list[V1Pod]) -> list[JobStatus]:
+    def _queue_quotas(self, reads: _QueueReads, jobs: list[JobStatus]) -> tuple[QueueQuota, ...]:
+        """Every Kueue ClusterQueue and Volcano Queue, with the tenants they serve: a
+        ClusterQueue's, those whose LocalQueues feed it; a Volcano Queue's, those whose jobs
+        were seen in it."""
+        local_queues = reads.local_queues(self._settings.namespaces)
+        seen: dict[str, set[str]] = {}
+        for job in jobs:
+            if job.queue:
+                seen.setdefault(job.queue, set()).add(job.tenant)
+        tenants = {queue: tuple(sorted(names)) for queue, names in seen.items()}
+        kueue = reads.cluster_queues(local_queues, self._gpu)
+        volcano = reads.volcano_queues(tenants, self._gpu)
+        return tuple(kueue[name] for name in sorted(kueue)) + tuple(
+            volcano[name] for name in sorted(volcano)
+        )
+
+    def _unfinished_work(
+        self, namespace: str, pods: list[V1Pod], reads: _QueueReads
+    ) -> list[JobStatus]:
         """Every unfinished Job that asks for GPUs, and every other group of live pods using
         GPUs, grouped by their controller (a ReplicaSet, an MPIJob's launcher, ...); pods being
         deleted that still hold GPUs, outside a live Job, as ending work."""
@@ -490,7 +546,7 @@ class KubernetesBackend:
             for job in listed
             if not final_condition(job) and pod_spec_gpus(pod_template(job), self._gpu) > 0
         ]
-        statuses = self._job_statuses(namespace, gpu_jobs, by_job, events)
+        statuses = self._job_statuses(namespace, gpu_jobs, by_job, reads, events)
         groups: dict[str, list[V1Pod]] = {}
         ending: dict[str, list[V1Pod]] = {}
         for pod in pods:
@@ -528,6 +584,45 @@ def _refused() -> Iterator[None]:
         if 400 <= exc.status < 500 and exc.status not in (409, 429):
             raise ProbeError(exc.message) from None
         raise
+
+
+@dataclass
+class _QueueReads:
+    """The queues' objects one call of the backend reads, each list at most once."""
+
+    list_custom: Callable[[str | None, CustomResource], list[CustomObject]]
+    _read: dict[tuple[str, str | None], list[CustomObject]] = field(default_factory=dict)
+
+    def objects(self, resource: CustomResource, namespace: str | None) -> list[CustomObject]:
+        key = (resource.plural, namespace)
+        if key not in self._read:
+            self._read[key] = self.list_custom(namespace, resource)
+        return self._read[key]
+
+    def local_queues(self, namespaces: Collection[str]) -> list[LocalQueue]:
+        return [
+            local_queue(queue)
+            for namespace in namespaces
+            for queue in self.objects(LOCAL_QUEUES, namespace)
+        ]
+
+    def cluster_queues(
+        self, local_queues: Collection[LocalQueue], gpu: str
+    ) -> dict[str, QueueQuota]:
+        quotas = (
+            cluster_queue_quota(queue, local_queues, gpu)
+            for queue in self.objects(CLUSTER_QUEUES, None)
+        )
+        return {quota.name: quota for quota in quotas}
+
+    def volcano_queues(
+        self, tenants: Mapping[str, tuple[str, ...]], gpu: str
+    ) -> dict[str, QueueQuota]:
+        quotas = (
+            volcano_queue_quota(queue, tenants.get(queue["metadata"]["name"], ()), gpu)
+            for queue in self.objects(VOLCANO_QUEUES, None)
+        )
+        return {quota.name: quota for quota in quotas}
 
 
 def _uid(job: V1Job) -> str | None:

@@ -5,12 +5,13 @@ PodScheduled condition and Warning events; other tenants' work is a group of pod
 "<namespace>/<owner kind>/<owner name>" ("<namespace>/pod/<pod name>" for a bare pod); a node
 is its Ready condition, cordon, taints and GPUs; a ResourceQuota's changes are its managers'
 latest writes of spec.hard (metadata.managedFields). A job its queue holds (Kueue's Workload
-without quota, Volcano's PodGroup not enqueued) waits for the queue, in the queue's words.
+without quota, Volcano's PodGroup not enqueued) waits for the queue, in the queue's words,
+with the quota and usage of the queue that holds it (a ClusterQueue, a Volcano Queue).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
@@ -25,7 +26,7 @@ from observer.backends.base import (
     Replica,
 )
 from observer.backends.kubernetes.manifests import QUEUE_LABEL
-from observer.domain import JobPhase, JobStatus, SchedulerNode
+from observer.domain import JobPhase, JobStatus, LocalQueue, QueueQuota, SchedulerNode
 from observer.errors import BackendError
 from observer.probes.outcome import KUEUE_QUOTA_HOLD, VOLCANO_QUEUE_HOLD
 
@@ -83,6 +84,7 @@ def job_status(
         started_at=max(started) if len(started) >= expected else None,
         nodes=_nodes(pods),
         owner_ids=_uids(pods),
+        priority=_priority_class(pod_template(job)),
     )
     if is_deleting(meta):
         return replace(
@@ -139,6 +141,7 @@ def pod_group_status(
         started_at=max(started) if len(started) == len(pods) else None,
         nodes=_nodes(pods),
         owner_ids=_uids(pods),
+        priority=_priority_class(pods[0].spec),
     )
     if status.started_at is not None:
         return replace(status, phase=JobPhase.RUNNING)
@@ -213,17 +216,24 @@ def _pending_reason(
     return None, None
 
 
-def kueue_hold(workload: CustomObject, cluster_queues: Mapping[str, str]) -> QueueHold | None:
+def kueue_hold(
+    workload: CustomObject,
+    cluster_queues: Mapping[str, str],
+    quotas: Mapping[str, QueueQuota] | None = None,
+) -> QueueHold | None:
     """What Kueue says of a Workload it has not admitted: no quota reserved in its ClusterQueue
     (QuotaReserved False: "couldn't assign flavors ... insufficient unused quota ..."), or quota
-    reserved but its admission checks not yet passed (Admitted False). `cluster_queues`: the
-    namespace's LocalQueues' ClusterQueues. Shapes: kueue apis/kueue/v1beta1/workload_types.go
+    reserved but its admission checks not yet passed (Admitted False), with the ClusterQueue's
+    quota and usage. `cluster_queues`: the namespace's LocalQueues' ClusterQueues; `quotas`:
+    the ClusterQueues read, by name. Shapes: kueue apis/kueue/v1beta1/workload_types.go
     (spec.queueName, status.conditions) and localqueue_types.go (spec.clusterQueue)."""
     meta, spec = workload.get("metadata") or {}, workload.get("spec") or {}
     conditions = {c.get("type"): c for c in (workload.get("status") or {}).get("conditions") or []}
     local_queue = spec.get("queueName")
-    where = f"LocalQueue {meta.get('namespace')}/{local_queue}"
-    where += f" (ClusterQueue {cluster_queues.get(local_queue or '') or 'unknown'})"
+    cluster_queue = cluster_queues.get(local_queue or "") or "unknown"
+    quota = (quotas or {}).get(cluster_queue)
+    said = f": {quota_words(quota)}" if quota is not None else ""
+    where = f"LocalQueue {meta.get('namespace')}/{local_queue} (ClusterQueue {cluster_queue}{said})"
     for kind, said in (("QuotaReserved", KUEUE_QUOTA_HOLD), ("Admitted", "Admitted=False")):
         condition = conditions.get(kind)
         if condition is not None and condition.get("status") == "False":
@@ -232,7 +242,9 @@ def kueue_hold(workload: CustomObject, cluster_queues: Mapping[str, str]) -> Que
     return None  # admitted, or not yet looked at: the Job's own state says why it waits
 
 
-def volcano_hold(pod_group: CustomObject) -> QueueHold | None:
+def volcano_hold(
+    pod_group: CustomObject, quotas: Mapping[str, QueueQuota] | None = None
+) -> QueueHold | None:
     """What Volcano says of a PodGroup its queue has not enqueued (phase Pending): the
     Unschedulable condition's reason and words. Enqueued (Inqueue) its pods are scheduled and
     their own conditions say why they wait. Shape: volcano-sh/apis
@@ -247,11 +259,130 @@ def volcano_hold(pod_group: CustomObject) -> QueueHold | None:
     ]
     latest = max(unschedulable, key=lambda c: c.get("lastTransitionTime") or "", default=None)
     name = (pod_group.get("metadata") or {}).get("name")
+    quota = (quotas or {}).get(queue)
+    where = f"Queue {queue}" + (f" ({quota_words(quota)})" if quota is not None else "")
     if latest is None:
-        return QueueHold(VOLCANO_QUEUE_HOLD, f"Queue {queue}: PodGroup {name} is Pending", queue)
+        return QueueHold(VOLCANO_QUEUE_HOLD, f"{where}: PodGroup {name} is Pending", queue)
     reason = f"{VOLCANO_QUEUE_HOLD}: {latest.get('reason') or 'Unschedulable'}"
-    return QueueHold(
-        reason, f"Queue {queue}: PodGroup {name}: {latest.get('message') or ''}", queue
+    return QueueHold(reason, f"{where}: PodGroup {name}: {latest.get('message') or ''}", queue)
+
+
+def local_queue(queue: CustomObject) -> LocalQueue:
+    """A Kueue LocalQueue: its ClusterQueue and its workloads. Shape: kueue
+    apis/kueue/v1beta1/localqueue_types.go (spec.clusterQueue, status.pendingWorkloads,
+    status.admittedWorkloads)."""
+    meta, status = queue.get("metadata") or {}, queue.get("status") or {}
+    return LocalQueue(
+        namespace=str(meta.get("namespace") or ""),
+        name=str(meta.get("name") or ""),
+        cluster_queue=str((queue.get("spec") or {}).get("clusterQueue") or ""),
+        pending_workloads=int(status.get("pendingWorkloads") or 0),
+        admitted_workloads=int(status.get("admittedWorkloads") or 0),
+    )
+
+
+def cluster_queue_quota(
+    cluster_queue: CustomObject, local_queues: Iterable[LocalQueue], gpu: str
+) -> QueueQuota:
+    """A Kueue ClusterQueue's GPUs: nominalQuota and borrowingLimit summed over its flavors
+    (a flavor without a borrowingLimit may borrow without limit, within a cohort), what its
+    workloads use (flavorsUsage) and reserve (flavorsReservation), its pending and admitted
+    workload counts, and the `local_queues` (of those read) that feed it.
+    Shape: kueue apis/kueue/v1beta1/clusterqueue_types.go."""
+    spec, status = cluster_queue.get("spec") or {}, cluster_queue.get("status") or {}
+    name = str((cluster_queue.get("metadata") or {}).get("name") or "")
+    nominal: int | None = None
+    borrowing: int | None = 0
+    for group in spec.get("resourceGroups") or []:
+        for flavor in group.get("flavors") or []:
+            for resource in flavor.get("resources") or []:
+                if resource.get("name") != gpu:
+                    continue
+                nominal = (nominal or 0) + _quantity(resource.get("nominalQuota"))
+                limit = resource.get("borrowingLimit")
+                borrowing = (
+                    None if borrowing is None or limit is None else borrowing + _quantity(limit)
+                )
+    cohort = spec.get("cohort") or None
+    feeding = sorted(
+        (q for q in local_queues if q.cluster_queue == name), key=lambda q: (q.namespace, q.name)
+    )
+    return QueueQuota(
+        system="kueue",
+        name=name,
+        resource=gpu,
+        tenants=tuple(sorted({q.namespace for q in feeding})),
+        local_queues=tuple(feeding),
+        nominal_gpus=nominal,
+        # Without a cohort there is nobody to borrow from.
+        borrowing_limit_gpus=borrowing if cohort else 0,
+        used_gpus=_flavors_gpus(status.get("flavorsUsage"), gpu, "total"),
+        reserved_gpus=_flavors_gpus(status.get("flavorsReservation"), gpu, "total"),
+        borrowed_gpus=_flavors_gpus(status.get("flavorsUsage"), gpu, "borrowed"),
+        pending_workloads=int(status.get("pendingWorkloads") or 0),
+        admitted_workloads=int(status.get("admittedWorkloads") or 0),
+        cohort=cohort,
+    )
+
+
+def volcano_queue_quota(queue: CustomObject, tenants: tuple[str, ...], gpu: str) -> QueueQuota:
+    """A Volcano Queue: its weight, its deserved GPUs (the capacity plugin's guarantee) as the
+    nominal share and what its capability lets it take beyond them, its state and its PodGroup
+    counts. `tenants`: the namespaces whose jobs were seen in it. Shape: volcano-sh/apis
+    pkg/apis/scheduling/v1beta1/types.go (QueueSpec, QueueStatus)."""
+    spec, status = queue.get("spec") or {}, queue.get("status") or {}
+    deserved = (spec.get("deserved") or {}).get(gpu)
+    capability = (spec.get("capability") or {}).get(gpu)
+    nominal = _quantity(deserved) if deserved is not None else None
+    return QueueQuota(
+        system="volcano",
+        resource=gpu,
+        name=str((queue.get("metadata") or {}).get("name") or ""),
+        tenants=tenants,
+        nominal_gpus=nominal,
+        borrowing_limit_gpus=(
+            None if capability is None else max(_quantity(capability) - (nominal or 0), 0)
+        ),
+        used_gpus=_quantity((status.get("allocated") or {}).get(gpu)),
+        pending_workloads=int(status.get("pending") or 0),
+        admitted_workloads=int(status.get("running") or 0),
+        weight=int(spec["weight"]) if spec.get("weight") is not None else None,
+        state=status.get("state"),
+    )
+
+
+def quota_words(quota: QueueQuota) -> str:
+    """The queue's quota and usage as a person checks it against kubectl: "8 of 8 nvidia.com/gpu
+    nominal in use, borrowing limit 0"."""
+    gpu = quota.resource
+    if quota.system == "volcano":
+        parts = [quota.state or "state unknown", f"weight {quota.weight or 1}"]
+        if quota.nominal_gpus is not None:
+            parts.append(f"{quota.used_gpus} of {quota.nominal_gpus} {gpu} deserved allocated")
+        if quota.borrowing_limit_gpus is not None:
+            parts.append(f"capability {(quota.nominal_gpus or 0) + quota.borrowing_limit_gpus}")
+        parts.append(
+            f"{quota.pending_workloads} PodGroups pending, {quota.admitted_workloads} running"
+        )
+        return ", ".join(parts)
+    if quota.nominal_gpus is None:
+        used = f"no {gpu} quota, {quota.used_gpus} in use"
+    else:
+        used = f"{quota.used_gpus} of {quota.nominal_gpus} {gpu} nominal in use"
+    limit = quota.borrowing_limit_gpus
+    borrowing = "borrowing limit none" if limit is None else f"borrowing limit {limit}"
+    if quota.borrowed_gpus:
+        borrowing += f", {quota.borrowed_gpus} borrowed"
+    pending = quota.pending_workloads
+    return f"{used}, {borrowing}, {pending} workload{'' if pending == 1 else 's'} pending"
+
+
+def _flavors_gpus(flavors: Any, gpu: str, field: str) -> int:
+    return sum(
+        _quantity(resource.get(field))
+        for flavor in flavors or []
+        for resource in flavor.get("resources") or []
+        if resource.get("name") == gpu
     )
 
 
@@ -427,6 +558,10 @@ def _terminated(pod: client.V1Pod) -> client.V1ContainerStateTerminated | None:
         if container.state is not None and container.state.terminated is not None:
             return container.state.terminated
     return None
+
+
+def _priority_class(spec: client.V1PodSpec | None) -> str | None:
+    return (spec.priority_class_name if spec else None) or None
 
 
 def pod_spec_gpus(spec: client.V1PodSpec | None, gpu: str) -> int:

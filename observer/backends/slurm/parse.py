@@ -105,6 +105,8 @@ SACCT_FIELDS = (
     "NodeList",
     "AllocTRES",
     "ReqTRES",
+    "QOS",
+    "User",
     "Comment",  # last: the only field that may contain the separator
 )
 
@@ -307,6 +309,8 @@ def _from_squeue(job: Mapping[str, Any]) -> JobStatus:
         nodes=nodes,
         owner_ids=(str(job["job_id"]),),  # the agents read it from the job's cgroup
         ending_since=_time(job["end_time"]) if state == "COMPLETING" else None,
+        priority=str(job.get("qos") or "") or None,
+        user=str(job.get("user_name") or "") or None,
     )
 
 
@@ -334,6 +338,8 @@ def _from_sacct(line: str) -> JobStatus:
         nodes=nodes,
         owner_ids=(row["JobIDRaw"],),
         ending_since=_time(row["End"]) if state == "COMPLETING" else None,
+        priority=row["QOS"] or None,
+        user=row["User"] or None,
     )
 
 

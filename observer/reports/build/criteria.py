@@ -11,7 +11,7 @@ follow the launch. A criterion the soak never exercised, or whose layers it did 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from enum import StrEnum
@@ -564,6 +564,8 @@ def _no_unfairness(
     if unfair:
         tenants = ", ".join(sorted({str(f.subject.get("tenant")) for f in unfair}))
         evidence.append(Note("ev.unfair", {"tenants": tenants}))
+        for finding in sorted(unfair, key=lambda f: (str(f.subject.get("tenant")), f.opened_at)):
+            evidence += _unfairness_explained(finding)
     return _result(
         name,
         Status.FAIL if unfair else Status.PASS,
@@ -573,6 +575,56 @@ def _no_unfairness(
         soak.period,
         context.calendar,
     )
+
+
+def _unfairness_explained(finding: Finding) -> list[Note]:
+    """What a persistent_unfairness finding's evidence says of why: the stretch in which the
+    tenant got least (when, how many GPUs short, against which entitlement), who held the GPUs
+    then, and each tenant that waited longer yet received more than its share."""
+    tenant = str(finding.subject.get("tenant"))
+    notes: list[Note] = []
+    worst = finding.evidence.get("worst_stretch")
+    if isinstance(worst, Mapping):
+        basis = str(worst.get("entitlement_basis") or fairness.WEIGHTED_SHARE)
+        notes.append(
+            Note(
+                f"ev.unfair_stretch.{basis}",
+                {
+                    "tenant": tenant,
+                    "window": worst.get("window"),
+                    "start_at": worst.get("start"),
+                    "end_at": worst.get("end"),
+                    "short_gpus": worst.get("short_gpus"),
+                    "received_gpus": worst.get("received_gpus"),
+                    "entitled_gpus": worst.get("entitled_gpus"),
+                },
+            )
+        )
+        for holder in worst.get("holders") or []:
+            name = holder.get("tenant")
+            notes.append(
+                Note("ev.unfair_holder", {"holder": name, "beyond_gpus": holder.get("beyond_gpus")})
+            )
+            for kind in ("priority", "user"):
+                if by := holder.get(f"by_{kind}"):
+                    names = ", ".join(f"{who} {gpus:.1f}" for who, gpus in by.items())
+                    notes.append(Note(f"ev.unfair_holder_{kind}", {"holder": name, "names": names}))
+    for other in finding.evidence.get("favoured_with_longer_waits") or []:
+        notes.append(
+            Note(
+                "ev.unfair_favoured",
+                {
+                    "tenant": other.get("tenant"),
+                    "disadvantaged": tenant,
+                    "window": other.get("window"),
+                    "wait_seconds": other.get("median_wait_seconds"),
+                    "others_wait_seconds": other.get("others_median_wait_seconds"),
+                    "received_gpus": other.get("received_gpus"),
+                    "entitled_gpus": other.get("entitled_gpus"),
+                },
+            )
+        )
+    return notes
 
 
 def _interventions_audited(soak: PeriodData, interventions: InterventionFigures) -> CriterionResult:

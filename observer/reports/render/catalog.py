@@ -491,6 +491,19 @@ CATALOG: dict[str, dict[str, str]] = {
         "ev.fairness": "Window occurrences with fairness probes: {occurrences} "
         "(at least {needed} needed, all windows together).",
         "ev.unfair": "Disadvantaged: {tenants}.",
+        "ev.unfair_stretch.weighted_share": "{tenant} got least from {start_at} to {end_at} "
+        "({window}): {received_gpus} GPUs of its entitled {entitled_gpus} (its weighted fair "
+        "share), {short_gpus} short.",
+        "ev.unfair_stretch.nominal_quota": "{tenant} got least from {start_at} to {end_at} "
+        "({window}): {received_gpus} GPUs of its entitled {entitled_gpus} (its queue's nominal "
+        "quota and what it may borrow), {short_gpus} short.",
+        "ev.unfair_holder": "Meanwhile {holder} held {beyond_gpus} GPUs beyond its share.",
+        "ev.unfair_holder_priority": "{holder}'s GPUs by priority (QOS, priority class): {names}.",
+        "ev.unfair_holder_user": "{holder}'s GPUs by user: {names}.",
+        "ev.unfair_favoured": "{tenant}'s probes waited longer ({wait_seconds} against "
+        "{others_wait_seconds}, {window}), yet {tenant} is not the disadvantaged one: it received "
+        "{received_gpus} GPUs of its entitled {entitled_gpus}, more than its share, and its "
+        "waits are the price of asking for more; {disadvantaged} received less.",
         "ev.no_scheduler_data": "No scheduler state and no tasks were stored.",
         "ev.interventions": "{recorded} recorded, {detected} detected, {unaudited} detected "
         "without a record.",
@@ -1043,6 +1056,19 @@ CATALOG: dict[str, dict[str, str]] = {
         "{longest_seconds}。",
         "ev.fairness": "有公平性探测的窗口次数：{occurrences}（各窗口合计至少需要 {needed} 次）。",
         "ev.unfair": "处于劣势：{tenants}。",
+        "ev.unfair_stretch.weighted_share": "{tenant} 在 {start_at} 至 {end_at}（{window}）"
+        "获得最少：在应得的 {entitled_gpus} 个 GPU（按权重的公平份额）中只获得 {received_gpus} 个，"
+        "缺少 {short_gpus} 个。",
+        "ev.unfair_stretch.nominal_quota": "{tenant} 在 {start_at} 至 {end_at}（{window}）"
+        "获得最少：在应得的 {entitled_gpus} 个 GPU（其队列的名义配额及可借用部分）中只获得 "
+        "{received_gpus} 个，缺少 {short_gpus} 个。",
+        "ev.unfair_holder": "同期 {holder} 超出其份额占用了 {beyond_gpus} 个 GPU。",
+        "ev.unfair_holder_priority": "{holder} 按优先级（QOS、优先级类）占用的 GPU：{names}。",
+        "ev.unfair_holder_user": "{holder} 按用户占用的 GPU：{names}。",
+        "ev.unfair_favoured": "{tenant} 的探测排队等待更久（{wait_seconds}，其他租户为 "
+        "{others_wait_seconds}，{window}），但处于劣势的并不是 {tenant}：它在应得的 "
+        "{entitled_gpus} 个 GPU 中获得了 {received_gpus} 个，超过其份额，更长的等待是它申请超出"
+        "份额的代价；获得不足的是 {disadvantaged}。",
         "ev.no_scheduler_data": "未保存调度器状态和任务。",
         "ev.interventions": "人工登记 {recorded} 次，自动识别 {detected} 次，其中 {unaudited} 次无"
         "登记。",

@@ -153,6 +153,15 @@ class CustomObjectsApi:
         label_selector: str | None = None,
         _request_timeout: _Timeout = None,
     ) -> dict[str, Any]: ...
+    def list_cluster_custom_object(
+        self,
+        group: str,
+        version: str,
+        plural: str,
+        *,
+        label_selector: str | None = None,
+        _request_timeout: _Timeout = None,
+    ) -> dict[str, Any]: ...
 
 # --- objects -----------------------------------------------------------------------------------
 
@@ -344,6 +353,7 @@ class V1PodSpec:
     containers: list[V1Container]
     init_containers: list[V1Container] | None
     node_name: str | None
+    priority_class_name: str | None
     affinity: V1Affinity | None
     security_context: V1PodSecurityContext | None
     def __init__(
