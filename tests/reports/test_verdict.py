@@ -631,7 +631,7 @@ def test_the_unfairness_is_explained_its_stretch_who_held_the_gpus_and_who_waite
     ) in zh
     assert "同期 prod 超出其份额占用了 6.4 个 GPU。" in zh
     assert (
-        "prod 的探测排队等待更久（24 分钟 10 秒，其他租户为 15 秒，night），"
+        "prod 的探测排队等待更久（24分钟10秒，其他租户为 15秒，night），"
         "但处于劣势的并不是 prod：它在应得的 3.6 个 GPU 中获得了 7.3 个，超过其份额，"
         "更长的等待是它申请超出份额的代价；获得不足的是 research。"
     ) in zh
