@@ -111,8 +111,8 @@ def _task_blocks(
                     [
                         w(f"cause.{g.cause}"),
                         "; ".join(g.evidence) or "—",
-                        g.outcome,
-                        g.reason or "—",
+                        w(f"outcome.{g.outcome}"),
+                        w("quote.platform", text=g.reason) if g.reason else "—",
                         w.integer(len(e.run_ids)),
                         ", ".join(e.probes),
                         ", ".join(e.tenants),

@@ -9,6 +9,7 @@ from datetime import date, datetime, tzinfo
 from typing import Literal
 
 from observer.domain import JsonValue
+from observer.reports.build.findings import Sentence
 from observer.reports.build.notes import Note
 from observer.reports.render.catalog import CATALOG
 
@@ -43,6 +44,16 @@ class Words:
     def note(self, note: Note) -> str:
         return self(note.key, **dict(note.params))
 
+    def finding(self, sentence: Sentence | None, summary: str) -> str:
+        """A finding's sentence and its details; one an older observer stored without the
+        evidence its sentence needs: its stored English, quoted."""
+        if sentence is None:
+            return self("finding.stored", summary=summary)
+        head, *details = (self.note(n) for n in sentence)
+        if not details:
+            return head
+        return self("finding.details", head=head, details=self("finding.separator").join(details))
+
     def _param(self, name: str, value: JsonValue) -> str:
         if value is None:
             return self("word.not_observed")
@@ -58,6 +69,13 @@ class Words:
             return self(f"src.{value}")
         if name == "why" and isinstance(value, str):
             return self(f"coverage.why.{value}")
+        if (name == "words" or name.endswith("_words")) and isinstance(value, str):
+            # The platform's (or a process's) own words: quoted, never translated.
+            return self._catalog["quote.platform"].format(text=value)
+        if name == "xid_meaning" and isinstance(value, str):
+            return self(f"xid.{value}" if f"xid.{value}" in self._catalog else "xid.unknown")
+        if name == "xid_class_id" and isinstance(value, str):
+            return self(f"xid_class.{value}")
         if (name == "at" or name.endswith("_at")) and isinstance(value, str):
             return self.instant(datetime.fromisoformat(value))
         if isinstance(value, bool):
