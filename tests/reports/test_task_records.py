@@ -77,11 +77,11 @@ def test_failures_are_grouped_with_every_distinct_explanation_and_its_runs():
     english = render_daily(daily(*long, *short), "en").markdown
     assert (
         "Observer: never started within its deadline of 4 h, held by the platform's "
-        "QuotaExceeded for 4 h; cancelled" in english
+        "“QuotaExceeded” for 4 h; cancelled" in english
     )
     assert (
         "Observer: never started within its deadline of 10 min, held by the platform's "
-        "QuotaExceeded for 10 min; cancelled" in english
+        "“QuotaExceeded” for 10 min; cancelled" in english
     )
 
 

@@ -243,11 +243,7 @@ def _in_service(s: Subject, e: Evidence) -> Sentence:
 
 
 def _gpu_unusable(s: Subject, e: Evidence) -> Sentence:
-    return (
-        _note(
-            "gpu_unusable", node=s["node"], probe=str(e["probe"]), job_id=str(e["job_id"])
-        ),
-    )
+    return (_note("gpu_unusable", node=s["node"], probe=str(e["probe"]), job_id=str(e["job_id"])),)
 
 
 def _allocated_without_job(s: Subject, e: Evidence) -> Sentence:

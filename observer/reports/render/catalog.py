@@ -150,11 +150,11 @@ CATALOG: dict[str, dict[str, str]] = {
         "why.none": "No explanation: the platform gave no reason, message or exit code",
         "why.no_gpu": "Observer: the probe's program found no usable GPU on {nodes} "
         "(platform: {words}); a node given GPUs it cannot use is a gpu_unusable finding",
-        "why.observer": "Observer: {reason} — {message}",
+        "why.observer": "Observer: {reason} — {message_words}",
         "why.unexpected": "Observer: expected “{expectation}”, it ended another way; "
         "platform: {words}",
         "why.timed_out_pending": "Observer: never started within its deadline of "
-        "{deadline_seconds}, held by the platform's {reason} for {reason_seconds}; cancelled",
+        "{deadline_seconds}, held by the platform's {reason_words} for {reason_seconds}; cancelled",
         "why.timed_out_silent": "Observer: never started within its deadline of "
         "{deadline_seconds}, and the platform gave no reason; cancelled",
         "why.timed_out_running": "Observer: started but not ended within its deadline of "
@@ -423,7 +423,7 @@ CATALOG: dict[str, dict[str, str]] = {
         "exercised.",
         "ev.waits": "{waited} of {runs} tasks waited; {unexplained} waited without a reason the "
         "platform's state explains ({share}; limit {limit_share}).",
-        "ev.pending_reason": "Pending reason {reason}: {total_seconds} in all.",
+        "ev.pending_reason": "Pending reason {reason_words}: {total_seconds} in all.",
         "ev.no_gpu_samples": "No GPU samples from node agents were stored.",
         "ev.coverage": "{sampled} of {known} scheduler GPU nodes sampled by agents; never "
         "sampled: {missing}.",
@@ -449,7 +449,7 @@ CATALOG: dict[str, dict[str, str]] = {
         "application, {gpu_driver} GPU/driver, {node} node, {scheduling} scheduling policy, "
         "{platform_configuration} platform configuration, {unexplained} unexplained "
         "({unexplained_share}; limit {limit_share}).",
-        "ev.run": "Task {run_id} ({probe}, {tenant}): {outcome}, {reason} — {message}",
+        "ev.run": "Task {run_id} ({probe}, {tenant}): {outcome}, {reason_words} — {message_words}",
         "ev.unreleased": "Leaks: {leaks}; allocated but idle: {idle} ({detectors}).",
         "ev.owner_state": "Owner state known on {known} of {nodes} nodes.",
         "ev.owner_state_not_known": "Owner state known on {known} of {nodes} nodes; not known "
@@ -625,7 +625,7 @@ CATALOG: dict[str, dict[str, str]] = {
         "finding.gpu_clock_slowdown.unowned": "GPU {gpu} on {node} is slowed ({reasons}) while a "
         "process runs on it",
         "finding.gpu_pcie_replay_rate": "GPU {gpu} on {node}: {per_minute} PCIe replays per minute",
-        "finding.gpu_nvlink_errors": "GPU {gpu} on {node}: NVLink errors",
+        "finding.gpu_nvlink_errors": "NVLink errors on GPU {gpu} of {node}",
         "finding.gpu_nvlink_errors.recovery": "{errors} NVLink recovery error(s)",
         "finding.gpu_nvlink_errors.rate": "{per_minute} NVLink replay and CRC errors per minute",
         "finding.gpu_xid": "Xid {xid} on GPU {gpu} ({pci_bus_id}) of {node}: {xid_meaning} "
@@ -736,6 +736,39 @@ CATALOG: dict[str, dict[str, str]] = {
         "xid.149": "NVLink NETIR error",
         "xid.154": "GPU recovery action changed",
         "xid.unknown": "not in the Xid catalogue table",
+        # the demo's console (observer/demo/run.py)
+        "demo.started": "observer demo: {days} simulated day(s) from {start} ({timezone}); "
+        "metrics on {url}",
+        "demo.not_run": "; not run: {left_out}",
+        "demo.settings": "settings that differ from the defaults (in {config}):",
+        "demo.progress": "{hour}  runs {runs}  in flight {in_flight}  open findings {open}",
+        "demo.open_detectors": " ({detectors})",
+        "demo.when": "{weekday} {time}",
+        "demo.reports": "Reports:",
+        "demo.rebuilt": "Rebuilt from the demo's settings:",
+        "demo.score": "Score (per fault and per detector): {file}",
+        "demo.faults": "Injected faults and what reported them:",
+        "demo.not_injected": "NOT INJECTED",
+        "demo.never_on": "it was never switched on",
+        "demo.quiet": "quiet",
+        "demo.confounder": "(a confounder: must produce nothing)",
+        "demo.missed": "MISSED",
+        "demo.found": "found ",
+        "demo.opened": "{detector} {subject} opened {when}",
+        "demo.nothing_reported": "nothing reported {detector} {subject}",
+        "demo.not_subject": " (not {subject})",
+        "demo.miscaused": "run {run}: the report gives cause {reported}, not {cause}",
+        "demo.caused": "run {run}: cause {cause} in the report",
+        "demo.unexpected": "Findings no injected fault explains:",
+        "demo.while_on": " (while {confounders} was on)",
+        "demo.nothing_unexpected": "No finding that was not injected.",
+        "demo.weekday.0": "Mon",
+        "demo.weekday.1": "Tue",
+        "demo.weekday.2": "Wed",
+        "demo.weekday.3": "Thu",
+        "demo.weekday.4": "Fri",
+        "demo.weekday.5": "Sat",
+        "demo.weekday.6": "Sun",
     },
     "zh-CN": {
         "word.not_observed": "未观测",
@@ -874,10 +907,10 @@ CATALOG: dict[str, dict[str, str]] = {
         "why.none": "无说明：平台未给出原因、消息或退出码",
         "why.no_gpu": "观测器：探测程序在 {nodes} 上找不到可用的 GPU（平台：{words}）；"
         "分配了 GPU 却无法使用的节点记为 gpu_unusable 发现",
-        "why.observer": "观测器：{reason}——{message}",
+        "why.observer": "观测器：{reason}——{message_words}",
         "why.unexpected": "观测器：预期为“{expectation}”，实际以其他方式结束；平台：{words}",
         "why.timed_out_pending": "观测器：在时限 {deadline_seconds} 内未开始，"
-        "被平台以 {reason} 挂起 {reason_seconds}；已取消",
+        "被平台以{reason_words}挂起 {reason_seconds}；已取消",
         "why.timed_out_silent": "观测器：在时限 {deadline_seconds} 内未开始，"
         "平台未给出原因；已取消",
         "why.timed_out_running": "观测器：已开始，但在时限 {deadline_seconds} 内未结束"
@@ -1124,7 +1157,7 @@ CATALOG: dict[str, dict[str, str]] = {
         "ev.waits": "{runs} 个任务中 {waited} 个排队；其中 {unexplained} 个的等待原因无法由平台状"
         "态解释"
         "（{share}；限值 {limit_share}）。",
-        "ev.pending_reason": "排队原因 {reason}：累计 {total_seconds}。",
+        "ev.pending_reason": "平台给出的排队原因{reason_words}：累计 {total_seconds}。",
         "ev.no_gpu_samples": "未保存节点代理的 GPU 样本。",
         "ev.coverage": "调度器中 {known} 个 GPU 节点有 {sampled} 个被节点代理采样；从未采样："
         "{missing}。",
@@ -1148,7 +1181,8 @@ CATALOG: dict[str, dict[str, str]] = {
         "GPU/驱动 {gpu_driver} 个，节点 {node} 个，调度策略 {scheduling} 个，"
         "平台配置 {platform_configuration} 个，原因不明 {unexplained} 个"
         "（{unexplained_share}；上限 {limit_share}）。",
-        "ev.run": "任务 {run_id}（{probe}，{tenant}）：{outcome}，{reason} — {message}",
+        "ev.run": "任务 {run_id}（{probe}，{tenant}）：{outcome}，平台原因{reason_words}——"
+        "{message_words}",
         "ev.unreleased": "泄漏：{leaks}；已分配但空闲：{idle}（{detectors}）。",
         "ev.owner_state": "{nodes} 个节点中 {known} 个的属主状态已知。",
         "ev.owner_state_not_known": "{nodes} 个节点中 {known} 个的属主状态已知；{not_known} "
@@ -1269,7 +1303,7 @@ CATALOG: dict[str, dict[str, str]] = {
         "quote.platform": "「{text}」",
         "finding.details": "{head}，{details}",
         "finding.separator": "，",
-        "finding.stored": "英文原文「{summary}」",
+        "finding.stored": "（英文原文）{summary}",
         "finding.nvml_unavailable": "{node} 上 NVML 不可用：该节点的 GPU 均未被观测",
         "finding.gpu_lost": "{node} 的 GPU {gpu} 已丢失（掉出总线）",
         "finding.memory_without_process": "{node} 的 GPU {gpu} 上没有任何进程，显存占用却比基线高出"
@@ -1282,15 +1316,15 @@ CATALOG: dict[str, dict[str, str]] = {
         "空闲",
         "finding.vanished_process": "进程 {pid} 仍列在 GPU {gpu} 上（{memory}），但主机上已没有这个"
         "进程",
-        "finding.orphan_process": "进程 {pid}（程序 {program_words}）占用 GPU {gpu}（{memory}），不"
+        "finding.orphan_process": "进程 {pid}（程序{program_words}）占用 GPU {gpu}（{memory}），不"
         "属于任何 pod 或作业",
-        "finding.orphan_process.unassigned": "进程 {pid}（程序 {program_words}）占用 GPU {gpu}（"
+        "finding.orphan_process.unassigned": "进程 {pid}（程序{program_words}）占用 GPU {gpu}（"
         "{memory}），不属于任何 pod 或作业，且该 GPU 未分配给任何人",
         "finding.unreleased_memory": "属主 {owner} 已结束，进程 {pid} 仍在 GPU {gpu} 上占用 "
         "{memory}：显存未释放",
-        "finding.gpu_not_assigned": "{owner} 在 GPU {gpu} 上运行进程 {pid}（程序 {program_words}）"
+        "finding.gpu_not_assigned": "{owner} 在 GPU {gpu} 上运行进程 {pid}（程序{program_words}）"
         "，但 {source} 并未把该 GPU 分配给它",
-        "finding.gpu_not_assigned.given_other": "{owner} 在 GPU {gpu} 上运行进程 {pid}（程序 "
+        "finding.gpu_not_assigned.given_other": "{owner} 在 GPU {gpu} 上运行进程 {pid}（程序"
         "{program_words}），但 {source} 并未把该 GPU 分配给它，而是分配给了 {holders}",
         "finding.gpu_ecc_uncorrected": "{node} 的 GPU {gpu}：新增 {errors} 个不可纠正的 ECC 错误",
         "finding.gpu_row_remap_pending": "{node} 的 GPU {gpu} 有待完成的行重映射：需要重置 GPU 才能"
@@ -1307,29 +1341,29 @@ CATALOG: dict[str, dict[str, str]] = {
         "：{xid_class_id}）",
         "finding.gpu_xid.fatal": "{node} 的 GPU {gpu}（{pci_bus_id}）发生 Xid {xid}："
         "{xid_meaning}（类别：{xid_class_id}，致命）",
-        "finding.gpu_xid.process": "{owner} 的进程 {pid}（程序 {program_words}）",
-        "finding.gpu_xid.process_unowned": "进程 {pid}（程序 {program_words}），属主未知",
+        "finding.gpu_xid.process": "{owner} 的进程 {pid}（程序{program_words}）",
+        "finding.gpu_xid.process_unowned": "进程 {pid}（程序{program_words}），属主未知",
         "finding.gpu_xid.running": "正在运行 {owners}",
         "finding.unhealthy_gpu_in_service": "{node} 在致命 GPU 故障（{fault}）发生 "
-        "{fault_age_seconds}后仍处于调度器状态 {state_words}，其间调度器又在该节点上放置了 {jobs} "
+        "{fault_age_seconds}后仍处于调度器状态{state_words}，其间调度器又在该节点上放置了 {jobs} "
         "个作业",
         "finding.gpu_unusable": "节点 {node} 为探测任务 {probe}（作业 {job_id}）分配了 GPU，但其程"
         "序找不到可用的 GPU：没有 NVIDIA 驱动或看不到设备",
         "finding.allocated_without_job": "{node}：调度器记为已分配 {allocated} 块 GPU，但该节点上的"
         "作业只占用 {held} 块",
-        "finding.kill_task_failed": "{node} 因作业进程无法结束被移出服务，调度器状态 "
-        "{state_words}，平台原因 {reason_words}",
+        "finding.kill_task_failed": "{node} 因作业进程无法结束被移出服务，调度器状态"
+        "{state_words}，平台原因{reason_words}",
         "finding.stuck_terminating": "租户 {tenant} 的作业 {job_id} 在平台开始结束它 "
         "{grace_seconds}后仍占用 {node} 上的 {gpus} 块 GPU",
         "finding.probe_unreleased": "探测任务 {probe}（租户 {tenant}，作业 {job_id}）已结束，"
         "{grace_seconds}后 {node} 上仍有 {gpus} 块 GPU 未恢复空闲",
         "finding.unexplained_wait.no_reason": "租户 {tenant} 的任务 {job} 在排队等待，平台未给出原"
         "因",
-        "finding.unexplained_wait.gpus_free": "租户 {tenant} 的任务 {job} 以平台原因 "
-        "{reason_words} 排队等待，而 {nodes} 个可调度节点各有 {gpus} 块空闲 GPU",
-        "finding.unexplained_wait.nothing_ahead": "租户 {tenant} 的任务 {job} 以平台原因 "
-        "{reason_words} 排队等待，而没有其他作业在排队",
-        "finding.unexplained_wait.quota_left": "租户 {tenant} 的任务 {job} 以配额为由（平台原因 "
+        "finding.unexplained_wait.gpus_free": "租户 {tenant} 的任务 {job} 以平台原因"
+        "{reason_words}排队等待，而 {nodes} 个可调度节点各有 {gpus} 块空闲 GPU",
+        "finding.unexplained_wait.nothing_ahead": "租户 {tenant} 的任务 {job} 以平台原因"
+        "{reason_words}排队等待，而没有其他作业在排队",
+        "finding.unexplained_wait.quota_left": "租户 {tenant} 的任务 {job} 以配额为由（平台原因"
         "{reason_words}）排队等待，而该租户只占用了配额 {quota} 块 GPU 中的 {held} 块",
         "finding.persistent_unfairness": "租户 {tenant} 在最近 {weighed} 个时间窗口中有 {bad} 个处"
         "于不利地位（{windows}）",
@@ -1412,5 +1446,37 @@ CATALOG: dict[str, dict[str, str]] = {
         "xid.149": "NVLink NETIR 错误",
         "xid.154": "GPU 恢复操作已变更",
         "xid.unknown": "不在 Xid 目录表中",
+        # the demo's console (observer/demo/run.py)
+        "demo.started": "observer demo：从 {start} 起模拟 {days} 天（{timezone}）；指标见 {url}",
+        "demo.not_run": "；未运行：{left_out}",
+        "demo.settings": "与默认值不同的设置（见 {config}）：",
+        "demo.progress": "{hour}  任务 {runs}  进行中 {in_flight}  未关闭的发现 {open}",
+        "demo.open_detectors": "（{detectors}）",
+        "demo.when": "{weekday} {time}",
+        "demo.reports": "报告：",
+        "demo.rebuilt": "用演示的设置重新生成：",
+        "demo.score": "评分（按故障和检测器）：{file}",
+        "demo.faults": "注入的故障及报告它们的发现：",
+        "demo.not_injected": "未注入",
+        "demo.never_on": "从未开启",
+        "demo.quiet": "应无发现",
+        "demo.confounder": "（干扰项：不得产生任何发现）",
+        "demo.missed": "漏报",
+        "demo.found": "已发现",
+        "demo.opened": "{detector} {subject} 于 {when} 开启",
+        "demo.nothing_reported": "没有发现报告 {detector} {subject}",
+        "demo.not_subject": "（而非 {subject}）",
+        "demo.miscaused": "任务 {run}：报告给出的原因是 {reported}，而不是 {cause}",
+        "demo.caused": "任务 {run}：报告给出的原因为 {cause}",
+        "demo.unexpected": "没有注入故障可以解释的发现：",
+        "demo.while_on": "（其间 {confounders} 处于开启状态）",
+        "demo.nothing_unexpected": "没有未注入故障引起的发现。",
+        "demo.weekday.0": "星期一",
+        "demo.weekday.1": "星期二",
+        "demo.weekday.2": "星期三",
+        "demo.weekday.3": "星期四",
+        "demo.weekday.4": "星期五",
+        "demo.weekday.5": "星期六",
+        "demo.weekday.6": "星期日",
     },
 }

@@ -72,6 +72,8 @@ class Words:
         if (name == "words" or name.endswith("_words")) and isinstance(value, str):
             # The platform's (or a process's) own words: quoted, never translated.
             return self._catalog["quote.platform"].format(text=value)
+        if name == "outcome" and isinstance(value, str) and f"outcome.{value}" in self._catalog:
+            return self(f"outcome.{value}")
         if name == "xid_meaning" and isinstance(value, str):
             return self(f"xid.{value}" if f"xid.{value}" in self._catalog else "xid.unknown")
         if name == "xid_class_id" and isinstance(value, str):
