@@ -19,6 +19,9 @@ from zoneinfo import ZoneInfo
 import httpx
 import pytest
 
+from observer.demo.faults import score
+from observer.demo.run import DemoResult, summary
+from observer.demo.scenario import load_scenario
 from observer.reports.build.daily import DailyReport, build_daily
 from observer.reports.build.verdict import Verdict, build_verdict
 from observer.reports.inputs import load_daily, load_verdict
@@ -251,7 +254,7 @@ def _chinese(demo: Demo) -> tuple[DailyReport, Verdict, set[str]]:
     settings = load_settings(demo.out / "observer.yaml", {"reports": {"language": "zh-CN"}})
     monday = date.fromisoformat(MONDAY)
     now = datetime.combine(monday + timedelta(days=1), time(0), ZoneInfo("Asia/Shanghai"))
-    with Store(settings.storage.url) as store:
+    with Store(f"sqlite:///{demo.out / 'observer.db'}") as store:
         daily = build_daily(load_daily(store, settings, monday, now))
         verdict = build_verdict(load_verdict(store, settings, now))
         findings = store.findings()
@@ -289,3 +292,23 @@ def test_one_english_finding_left_in_its_chinese_summary_is_caught(demo: Demo, f
 
     assert left
     assert all(phrase in first.summary for phrase in left), left
+
+
+def test_its_closing_lines_speak_the_language_of_its_reports(demo: Demo, tmp_path: Path):
+    with Store(f"sqlite:///{demo.out / 'observer.db'}") as store:
+        findings = store.findings()
+    names = {f.detector for f in findings} | {v for f in findings for v in f.subject.values()}
+    said = {}
+    for language in ("en", "zh-CN"):
+        scenario = load_scenario(None, tmp_path, language, start=date.fromisoformat(MONDAY))
+        # No fault declared: every finding is one no injected fault explains.
+        result = DemoResult(
+            scenario, [demo.out / "reports" / "verdict.md"], tmp_path, score([], findings), tmp_path
+        )
+        said[language] = summary(result)
+    assert "Findings no injected fault explains:" in said["en"]
+    assert "没有注入故障可以解释的发现：" in said["zh-CN"]
+    assert all(f"{f.detector} " in said["zh-CN"] for f in findings)
+    # The command that rebuilds a report is code, in either language.
+    words = "\n".join(line for line in said["zh-CN"].splitlines() if "observer report" not in line)
+    assert english_left(words, "md", names) == []

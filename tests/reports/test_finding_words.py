@@ -157,13 +157,13 @@ def _agent(tmp_path: Path) -> Iterator[Said]:
 
 def _scheduler_side() -> Iterator[Said]:
     """The controller's rules over the scheduler, the probes and the pipelines."""
-    stuck = scheduler_side.job("slurm-41", gpus=3, ending_since=scheduler_side.at(0))
+    stuck = release.job("slurm-41", gpus=3, ending_since=release.at(0))
     symptoms = scheduler_side.evaluate(300, [stuck], allocated=5)
     killed = SchedulerNode("node-9", "a", 4, 0, "drained", "Kill task failed")
     symptoms += unreleased.evaluate(
-        SchedulerSnapshot(scheduler_side.at(0), (), (killed,), ()),
+        SchedulerSnapshot(release.at(0), (), (killed,), ()),
         {},
-        scheduler_side.at(0),
+        release.at(0),
         grace_seconds=0,
         stuck_grace_seconds=0,
         snapshot_max_age_seconds=60,
@@ -187,10 +187,10 @@ def _scheduler_side() -> Iterator[Said]:
     history = [night(0, True), night(1, False), night(2, True), night(3, False), night(4, True)]
     symptoms += fairness.evaluate(history, FAIRNESS)
     [fault] = gpu_in_service.faults(
-        release.agent(10, findings=[in_service.xid(79, True)], node=in_service.NODE)
+        release.agent(10, findings=[in_service.xid(79, True)], node=release.NODE)
     )
     known = gpu_in_service.remember(
-        {}, [fault], in_service.scheduler(300, started=200), in_service.at(300)
+        {}, [fault], in_service.scheduler(300, started=200), release.at(300)
     )
     symptoms += gpu_in_service.evaluate(
         known, in_service.scheduler(in_service.GRACE + 10), in_service.GRACE

@@ -54,7 +54,7 @@ def test_a_task_the_observer_gave_up_on_is_explained_by_what_held_it_and_its_own
 
     assert explain(four_hours) == Note(
         "why.timed_out_pending",
-        {"deadline_seconds": 4 * HOUR, "reason": "QuotaExceeded", "reason_seconds": 4 * HOUR},
+        {"deadline_seconds": 4 * HOUR, "reason_words": "QuotaExceeded", "reason_seconds": 4 * HOUR},
     )
     # The platform's words are kept on the run: the observer's verdict is the outcome.
     assert (four_hours.reason, four_hours.message) == (

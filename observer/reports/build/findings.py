@@ -186,7 +186,7 @@ def _pcie(s: Subject, e: Evidence) -> Sentence:
             "gpu_pcie_replay_rate",
             gpu=_gpu(e),
             node=s["node"],
-            per_minute=float(e["replays_per_minute"]),  # type: ignore[arg-type]
+            per_minute=float(e["replays_per_minute"]),
         ),
     )
 
@@ -252,7 +252,7 @@ def _allocated_without_job(s: Subject, e: Evidence) -> Sentence:
             "allocated_without_job",
             node=s["node"],
             allocated=e["gpus_allocated"],
-            held=float(e["gpus_of_jobs"]),  # type: ignore[arg-type]
+            held=float(e["gpus_of_jobs"]),
         ),
     )
 
@@ -346,7 +346,7 @@ def _log_loss(s: Subject, e: Evidence) -> Sentence:
         ranges = e["missing_ranges"]
         assert isinstance(ranges, list)
         shown = [_seq(r["first_seq"], r["last_seq"]) for r in ranges[:3] if isinstance(r, dict)]
-        more = int(e["missing_range_count"]) - len(shown)  # type: ignore[call-overload]
+        more = int(e["missing_range_count"]) - len(shown)
         seen.append(
             _note(
                 "log_loss.missing.more" if more > 0 else "log_loss.missing",
@@ -364,7 +364,7 @@ def _log_loss(s: Subject, e: Evidence) -> Sentence:
     seen += [_note(f"log_loss.{form}", lines=n) for form, n in counts if n]
     unexpected = e["unexpected_seq_ranges"]
     if unexpected:
-        seen.append(_note("log_loss.unexpected", seqs=_names([_seq(*r) for r in unexpected])))  # type: ignore[misc]
+        seen.append(_note("log_loss.unexpected", seqs=_names([_seq(*r) for r in unexpected])))
     return (_note("log_loss", run_id=s["run_id"], pipeline=s["pipeline"]), *seen)
 
 
