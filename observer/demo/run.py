@@ -153,7 +153,7 @@ def run_demo(
             file=progress,
         )
         print("  " + w("demo.settings", config=str(config)), file=progress)
-        print("\n".join(f"    {line}" for line in describe(scenario)), file=progress, flush=True)
+        print("\n".join(f"    {line}" for line in describe(scenario, w)), file=progress, flush=True)
         while clock.now() < scenario.end:
             soak.run_for(3600, step)
             _progress(progress, clock.now(), w, store, controller)

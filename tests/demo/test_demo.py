@@ -20,8 +20,8 @@ import httpx
 import pytest
 
 from observer.demo.faults import score
-from observer.demo.run import DemoResult, summary
-from observer.demo.scenario import load_scenario
+from observer.demo.run import DemoResult, summary, words
+from observer.demo.scenario import describe, load_scenario
 from observer.reports.build.daily import DailyReport, build_daily
 from observer.reports.build.verdict import Verdict, build_verdict
 from observer.reports.inputs import load_daily, load_verdict
@@ -294,7 +294,7 @@ def test_one_english_finding_left_in_its_chinese_summary_is_caught(demo: Demo, f
     assert all(phrase in first.summary for phrase in left), left
 
 
-def test_its_closing_lines_speak_the_language_of_its_reports(demo: Demo, tmp_path: Path):
+def test_its_console_speaks_the_language_of_its_reports(demo: Demo, tmp_path: Path):
     with Store(f"sqlite:///{demo.out / 'observer.db'}") as store:
         findings = store.findings()
     names = {f.detector for f in findings} | {v for f in findings for v in f.subject.values()}
@@ -305,10 +305,13 @@ def test_its_closing_lines_speak_the_language_of_its_reports(demo: Demo, tmp_pat
         result = DemoResult(
             scenario, [demo.out / "reports" / "verdict.md"], tmp_path, score([], findings), tmp_path
         )
-        said[language] = summary(result)
+        said[language] = "\n".join([*describe(scenario, words(scenario)), summary(result)])
+        names |= {scenario.spec.name, *(p.probe for p in scenario.settings.controller.plan)}
     assert "Findings no injected fault explains:" in said["en"]
     assert "没有注入故障可以解释的发现：" in said["zh-CN"]
     assert all(f"{f.detector} " in said["zh-CN"] for f in findings)
+    assert "fairness persistence 2 of 3 windows" in said["en"]
+    assert "公平性持续判定：3 个窗口中 2 个" in said["zh-CN"]
     # The command that rebuilds a report is code, in either language.
-    words = "\n".join(line for line in said["zh-CN"].splitlines() if "observer report" not in line)
-    assert english_left(words, "md", names) == []
+    lines = [line for line in said["zh-CN"].splitlines() if "observer report" not in line]
+    assert english_left("\n".join(lines), "md", names) == []

@@ -769,6 +769,16 @@ CATALOG: dict[str, dict[str, str]] = {
         "demo.weekday.4": "Fri",
         "demo.weekday.5": "Sat",
         "demo.weekday.6": "Sun",
+        "demo.scenario": "scenario {name}: {days} day(s) from {start}, seed {seed}, "
+        "{faults} faults",
+        "demo.windows": "timezone {timezone}; windows {windows}",
+        "demo.tenant": "{name} weight {weight}",
+        "demo.tenant_quota": " quota {gpus} GPUs",
+        "demo.tenants": "tenants {tenants}; load {busy}x the GPUs in windows, {quiet}x outside",
+        "demo.plan": "plan {entries} entries of {count} probes ({probes})",
+        "demo.simulated": "simulated {nodes} nodes x {gpus} GPUs in pools {pools}",
+        "demo.fairness": "fairness persistence {k} of {m} windows (default {default_k} of "
+        "{default_m}: a day has two)",
     },
     "zh-CN": {
         "word.not_observed": "未观测",
@@ -1478,5 +1488,15 @@ CATALOG: dict[str, dict[str, str]] = {
         "demo.weekday.4": "星期五",
         "demo.weekday.5": "星期六",
         "demo.weekday.6": "星期日",
+        "demo.scenario": "场景 {name}：从 {start} 起共 {days} 天，随机种子 {seed}，"
+        "故障 {faults} 个",
+        "demo.windows": "时区 {timezone}；时间窗口 {windows}",
+        "demo.tenant": "{name} 权重 {weight}",
+        "demo.tenant_quota": " 配额 {gpus} 块 GPU",
+        "demo.tenants": "租户 {tenants}；负载：窗口内为 GPU 总数的 {busy} 倍，窗口外为 {quiet} 倍",
+        "demo.plan": "计划 {entries} 条，涉及 {count} 种探测（{probes}）",
+        "demo.simulated": "模拟 {nodes} 个节点 × 每节点 {gpus} 块 GPU，资源池 {pools}",
+        "demo.fairness": "公平性持续判定：{m} 个窗口中 {k} 个（默认 {default_m} 个中 {default_k} 个"
+        "：一天有两个窗口）",
     },
 }
