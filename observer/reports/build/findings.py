@@ -247,12 +247,14 @@ def _gpu_unusable(s: Subject, e: Evidence) -> Sentence:
 
 
 def _allocated_without_job(s: Subject, e: Evidence) -> Sentence:
+    held = e["gpus_of_jobs"]  # a job over several nodes holds a share of its GPUs on each
+    whole = isinstance(held, float) and held.is_integer()
     return (
         _note(
             "allocated_without_job",
             node=s["node"],
             allocated=e["gpus_allocated"],
-            held=float(e["gpus_of_jobs"]),
+            held=int(held) if whole else held,
         ),
     )
 
