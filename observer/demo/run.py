@@ -35,6 +35,7 @@ from observer.http import serving
 from observer.metrics import HEARTBEAT_METRIC
 from observer.monitoring.fake import FakePrometheus
 from observer.reports.publish import write_daily, write_verdict
+from observer.reports.render.i18n import Words
 from observer.simulation.soak import SimulatedSoak, simulated_cluster
 from observer.storage.database import upgrade
 from observer.storage.store import Store
@@ -136,19 +137,25 @@ def run_demo(
     def snapshot() -> dict[str, Any]:
         return {"active_runs": [codec.run_to_json(r) for r in controller.runner.active()]}
 
+    w = words(scenario)
     with serving(host, port, soak.registry, health, snapshot) as bound:
         left_out = "; ".join(f"{n}: {why}" for n, why in soak.composition.left_out.items())
         print(
-            f"observer demo: {scenario.spec.days} simulated day(s) from "
-            f"{scenario.spec.start.isoformat()} ({scenario.timezone}); metrics on "
-            f"http://{host}:{bound}/metrics" + (f"; not run: {left_out}" if left_out else ""),
+            w(
+                "demo.started",
+                days=scenario.spec.days,
+                start=scenario.spec.start.isoformat(),
+                timezone=str(scenario.timezone),
+                url=f"http://{host}:{bound}/metrics",
+            )
+            + (w("demo.not_run", left_out=left_out) if left_out else ""),
             file=progress,
         )
-        print(f"  settings that differ from the defaults (in {config}):", file=progress)
-        print("\n".join(f"    {line}" for line in describe(scenario)), file=progress, flush=True)
+        print("  " + w("demo.settings", config=str(config)), file=progress)
+        print("\n".join(f"    {line}" for line in describe(scenario, w)), file=progress, flush=True)
         while clock.now() < scenario.end:
             soak.run_for(3600, step)
-            _progress(progress, clock.now(), scenario, store, controller)
+            _progress(progress, clock.now(), w, store, controller)
     controller.stop()
     now = clock.now()
     written = [path for day in scenario.days for path in write_daily(store, cfg_all, day, now)]
@@ -194,19 +201,35 @@ def _clear(out: Path) -> None:
     out.mkdir(parents=True, exist_ok=True)
 
 
+def words(scenario: Scenario) -> Words:
+    """The console's words, in the language of the scenario's reports."""
+    return Words(scenario.settings.reports.language, scenario.timezone)
+
+
 def _progress(
-    progress: TextIO, now: datetime, scenario: Scenario, store: Store, controller: Controller
+    progress: TextIO, now: datetime, w: Words, store: Store, controller: Controller
 ) -> None:
-    at = now.astimezone(scenario.timezone)
     open_findings = store.findings(open_only=True)
     detectors = sorted({f.detector for f in open_findings})
     print(
-        f"  {at:%a %Y-%m-%d %H:%M}  runs {len(store.runs())}  in flight "
-        f"{len(controller.runner.active())}  open findings {len(open_findings)}"
-        + (f" ({', '.join(detectors)})" if detectors else ""),
+        "  "
+        + w(
+            "demo.progress",
+            hour=f"{w.day(now.astimezone(w.timezone).date())} {now.astimezone(w.timezone):%H:%M}",
+            runs=len(store.runs()),
+            in_flight=len(controller.runner.active()),
+            open=len(open_findings),
+        )
+        + (w("demo.open_detectors", detectors=", ".join(detectors)) if detectors else ""),
         file=progress,
         flush=True,
     )
+
+
+def _when(at: datetime, w: Words, time: str = "%H:%M") -> str:
+    """A moment of the simulated days, as the console writes it: weekday and time."""
+    local = at.astimezone(w.timezone)
+    return w("demo.when", weekday=w(f"demo.weekday.{local.weekday()}"), time=f"{local:{time}}")
 
 
 def _subject(subject: Mapping[str, str]) -> dict[str, str]:
@@ -280,60 +303,72 @@ def summary(result: DemoResult) -> str:
     """What a person reads at the end: where the reports are and how to rebuild them, each
     declared fault with what it hit and the findings that reported it, the confounders that
     had to stay quiet, and anything found that no fault explains."""
-    tz = result.scenario.timezone
+    w = words(result.scenario)
     score = result.score
-    lines = ["", "Reports:"]
+    lines = ["", w("demo.reports")]
     lines += [f"  {path}" for path in result.reports]
     lines += [
-        "Rebuilt from the demo's settings:",
+        w("demo.rebuilt"),
         f"  observer report daily --config {result.config} --date <day>",
-        f"Score (per fault and per detector): {result.score_file}",
+        w("demo.score", file=str(result.score_file)),
         "",
-        "Injected faults and what reported them:",
+        w("demo.faults"),
     ]
     for n, injection in enumerate(score.injections):
         fault = injection.fault
-        when = f"{fault.at:%a %H:%M}" + (f"-{fault.until:%H:%M}" if fault.until else "")
+        when = _when(fault.at, w) + (f"-{fault.until:%H:%M}" if fault.until else "")
         name = f"{fault.describe()} {when}"
         if not injection.injected:
-            lines.append(f"  NOT INJECTED  {name}")
-            lines.append(f"          {fault.trigger or 'it was never switched on'}")
+            lines.append(f"  {w('demo.not_injected')}  {name}")
+            lines.append(f"          {fault.trigger or w('demo.never_on')}")
             continue
         hit = "; ".join(injection.subjects)
         if fault.confounder:
-            lines.append(f"  quiet   {name} (a confounder: must produce nothing)")
+            lines.append(f"  {w('demo.quiet')}   {name} {w('demo.confounder')}")
             continue
         unmet = score.unmet[n]
         wrong = unmet or score.miscaused[n]
-        lines.append(f"  {'MISSED' if wrong else 'found '}  {name}" + (f" ({hit})" if hit else ""))
+        mark = w("demo.missed") if wrong else w("demo.found")
+        lines.append(f"  {mark}  {name}" + (f" ({hit})" if hit else ""))
         lines += [
-            f"          {f.detector} {_subject(f.subject)} opened "
-            f"{f.opened_at.astimezone(tz):%a %H:%M:%S}"
+            "          "
+            + w(
+                "demo.opened",
+                detector=f.detector,
+                subject=str(_subject(f.subject)),
+                when=_when(f.opened_at, w, "%H:%M:%S"),
+            )
             for f in score.found[n]
         ]
         lines += [
-            f"          nothing reported {e.detector} {subject}"
-            + (f" (not {dict(e.not_)})" if e.not_ else "")
+            "          "
+            + w("demo.nothing_reported", detector=e.detector, subject=str(subject))
+            + (w("demo.not_subject", subject=str(dict(e.not_))) if e.not_ else "")
             for e, subject in unmet
         ]
         lines += [
-            f"          run {run}: the report gives cause {reported}, not {cause}"
+            "          " + w("demo.miscaused", run=run, reported=str(reported), cause=cause)
             for run, cause, reported in score.miscaused[n]
         ]
         lines += [
-            f"          run {run}: cause {cause} in the report"
+            "          " + w("demo.caused", run=run, cause=cause)
             for run, cause in injection.expected_causes()
             if (run, cause) not in {(r, c) for r, c, _ in score.miscaused[n]}
         ]
     if score.unexpected:
-        lines += ["", "Findings no injected fault explains:"]
+        lines += ["", w("demo.unexpected")]
         for f in score.unexpected:
             confounders = score.confounders_on(f)
             lines.append(
-                f"  {f.detector} {_subject(f.subject)} opened "
-                f"{f.opened_at.astimezone(tz):%a %H:%M}"
-                + (f" (while {', '.join(confounders)} was on)" if confounders else "")
+                "  "
+                + w(
+                    "demo.opened",
+                    detector=f.detector,
+                    subject=str(_subject(f.subject)),
+                    when=_when(f.opened_at, w),
+                )
+                + (w("demo.while_on", confounders=", ".join(confounders)) if confounders else "")
             )
     else:
-        lines += ["", "No finding that was not injected."]
+        lines += ["", w("demo.nothing_unexpected")]
     return "\n".join(lines)

@@ -19,6 +19,7 @@ from observer.backends.simulated import SimulatedCluster
 from observer.demo.faults import AnyFault, FaultSpec
 from observer.domain import Workload
 from observer.errors import ConfigError
+from observer.reports.render.i18n import Words
 from observer.settings import Settings, merge, problems, read_yaml
 from observer.settings.base import Group
 from observer.settings.detectors import FairnessSettings
@@ -252,8 +253,9 @@ def _soak_end(spec: ScenarioFile, timezone: str) -> dict[str, str]:
     return {"soak_ended_at": (start + timedelta(days=spec.days)).isoformat()}
 
 
-def describe(scenario: Scenario) -> list[str]:
-    """The settings the scenario runs with, in a few lines a person reads at the start."""
+def describe(scenario: Scenario, w: Words) -> list[str]:
+    """The settings the scenario runs with, in a few lines a person reads at the start;
+    settings' names and values as the settings file spells them."""
     tree = scenario.tree
     controller = tree["controller"]
     fairness = tree["detectors"].get("fairness", {})
@@ -262,8 +264,8 @@ def describe(scenario: Scenario) -> list[str]:
         f"{w['name']} {w['days']} {w['start']}-{w['end']}" for w in controller["windows"]
     )
     tenants = ", ".join(
-        f"{t['name']} weight {t['weight']}"
-        + (f" quota {t['quota_gpus']} GPUs" if "quota_gpus" in t else "")
+        w("demo.tenant", name=t["name"], weight=str(t["weight"]))
+        + (w("demo.tenant_quota", gpus=t["quota_gpus"]) if "quota_gpus" in t else "")
         for t in controller["tenants"]
     )
     probes = sorted({entry["probe"] for entry in controller["plan"]})
@@ -275,30 +277,49 @@ def describe(scenario: Scenario) -> list[str]:
     default = FairnessSettings()
     load = scenario.spec.load
     lines = [
-        f"scenario {scenario.spec.name!r}: {scenario.spec.days} day(s) from "
-        f"{scenario.spec.start}, seed {scenario.spec.seed}, {len(scenario.faults)} faults",
-        f"timezone {controller['timezone']}; windows {windows}",
-        f"tenants {tenants}; load {load.busy_factor}x the GPUs in windows, "
-        f"{load.quiet_factor}x outside",
-        f"plan {len(controller['plan'])} entries of {len(probes)} probes ({', '.join(probes)})"
+        w(
+            "demo.scenario",
+            name=repr(scenario.spec.name),
+            days=scenario.spec.days,
+            start=str(scenario.spec.start),
+            seed=str(scenario.spec.seed),
+            faults=len(scenario.faults),
+        ),
+        w("demo.windows", timezone=controller["timezone"], windows=windows),
+        w(
+            "demo.tenants",
+            tenants=tenants,
+            busy=str(load.busy_factor),
+            quiet=str(load.quiet_factor),
+        ),
+        w("demo.plan", entries=len(controller["plan"]), count=len(probes), probes=", ".join(probes))
         + (f"; {tuned}" if tuned else ""),
-        f"simulated {simulation['nodes']} nodes x {simulation['gpus_per_node']} GPUs in pools "
-        f"{', '.join(simulation['pools'])}; gpus_per_node {controller['gpus_per_node']}, "
+        w(
+            "demo.simulated",
+            nodes=simulation["nodes"],
+            gpus=simulation["gpus_per_node"],
+            pools=", ".join(simulation["pools"]),
+        )
+        + f"; gpus_per_node {controller['gpus_per_node']}, "
         f"max_probe_gpus {controller['max_probe_gpus']}, "
         f"max_probe_gpus_per_tenant {controller['max_probe_gpus_per_tenant']}",
         f"controller {intervals}",
     ]
     if fairness:
         lines.append(
-            f"fairness persistence {fairness['persistence_k']} of {fairness['persistence_m']} "
-            f"windows (default {default.persistence_k} of {default.persistence_m}: a day has "
-            "two)"
+            w(
+                "demo.fairness",
+                k=fairness["persistence_k"],
+                m=fairness["persistence_m"],
+                default_k=default.persistence_k,
+                default_m=default.persistence_m,
+            )
         )
     return [
         *lines,
         f"storage.url {tree['storage']['url']}",
         f"reports.output_dir {tree['reports']['output_dir']}, "
-        f"language {tree['reports']['language']}",
+        f"reports.language {tree['reports']['language']}",
     ]
 
 

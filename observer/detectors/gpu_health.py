@@ -258,6 +258,7 @@ def _ecc(
         f"{rules.ecc_window_seconds:g} s",
         evidence={
             **base,
+            "new_errors": added,
             "counters": {
                 counter: {
                     "before": rise.before,
@@ -422,6 +423,8 @@ def _nvlink(
         evidence={
             **base,
             "replay_and_crc_errors_per_minute": round(per_minute, 3),
+            "recovery_errors": recoveries,
+            "replay_and_crc_errors_per_minute_max": rules.nvlink_errors_max_per_minute,
             "nvlink_errors": {
                 counter: {"before": before[counter], "after": after[counter]} for counter in after
             },

@@ -132,6 +132,7 @@ def evaluate(
                     "node_state": node.state,
                     "node_reason": node.reason,
                     "grace_seconds": grace_seconds,
+                    "fault_age_seconds": since,
                     "jobs_placed_since": jobs,
                 },
             )

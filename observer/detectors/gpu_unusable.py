@@ -27,6 +27,7 @@ def evaluate(run: ProbeRun) -> list[Finding]:
             closed_at=at,
             evidence={
                 "job_id": run.job_id,
+                "probe": run.probe,
                 "tenant": run.tenant,
                 "gpus": run.gpus,
                 "exit_code": run.exit_code,

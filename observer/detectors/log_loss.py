@@ -222,6 +222,7 @@ def findings(
                 closed_at=at,
                 evidence={
                     "latency_seconds": latency,
+                    "p95_max_seconds": rules.delivery_p95_max_seconds,
                     "rule": f"p95 of (delivery time - written time) over the run's lines <= "
                     f"{rules.delivery_p95_max_seconds:g} s",
                 },

@@ -291,7 +291,7 @@ def _process_symptoms(
             + (f" but gave {', '.join(a.label for a in holders)}" if holders else ""),
             rule=f"a running owner's process on a GPU not among those the {allocation.source} "
             f"assigned it, for {rules.grace_seconds:g} s",
-            evidence={**evidence, "owner_gpus": given},
+            evidence={**evidence, "owner_gpus": given, "source": allocation.source},
             hold_seconds=rules.grace_seconds,
         )
     if (

@@ -10,14 +10,26 @@ import os
 import re
 import subprocess
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from datetime import date, datetime, time, timedelta
 from pathlib import Path
 from typing import Any
+from zoneinfo import ZoneInfo
 
 import httpx
 import pytest
 
+from observer.demo.faults import score
+from observer.demo.run import DemoResult, summary, words
+from observer.demo.scenario import describe, load_scenario
+from observer.reports.build.daily import DailyReport, build_daily
+from observer.reports.build.verdict import Verdict, build_verdict
+from observer.reports.inputs import load_daily, load_verdict
+from observer.reports.render.daily import render_daily
+from observer.reports.render.verdict import render_verdict
+from observer.settings import load_settings
 from observer.storage.store import Store
+from tests.reports.test_no_english_in_chinese import english_left
 
 MONDAY = "2026-11-23"
 HOUR = re.compile(r"\s+\w{3} \d{4}-")
@@ -245,3 +257,72 @@ def test_the_verdict_fails_what_was_injected_and_passes_the_rest(demo: Demo):
     ):
         assert status[passed] == "pass", passed
     assert verdict["recommendation"] == "no_go"
+
+
+def _chinese(demo: Demo) -> tuple[DailyReport, Verdict, set[str]]:
+    """The demo's day and verdict built again from its store, in Chinese, and the names
+    its reports give (tenants, windows, probes, detectors, what the findings concern)."""
+    settings = load_settings(demo.out / "observer.yaml", {"reports": {"language": "zh-CN"}})
+    monday = date.fromisoformat(MONDAY)
+    now = datetime.combine(monday + timedelta(days=1), time(0), ZoneInfo("Asia/Shanghai"))
+    with Store(f"sqlite:///{demo.out / 'observer.db'}") as store:
+        daily = build_daily(load_daily(store, settings, monday, now))
+        verdict = build_verdict(load_verdict(store, settings, now))
+        findings = store.findings()
+    c = settings.controller
+    names = {t.name for t in c.tenants} | {w.name for w in c.windows} | {p.probe for p in c.plan}
+    names |= {f.detector for f in findings} | {v for f in findings for v in f.subject.values()}
+    return daily, verdict, names
+
+
+@pytest.mark.parametrize("form", ["md", "html"])
+def test_its_reports_in_chinese_say_nothing_in_english(demo: Demo, form: str):
+    daily, verdict, names = _chinese(demo)
+    items = daily.figures.findings.items
+    assert len({i.detector for i in items}) >= 10
+    assert all(i.sentence is not None for i in items), [i.summary for i in items]
+    left = {
+        phrase
+        for r in (render_daily(daily, "zh-CN"), render_verdict(verdict, "zh-CN"))
+        for phrase in english_left(r.markdown if form == "md" else r.html, form, names)
+    }
+    assert not left, sorted(left)
+
+
+@pytest.mark.parametrize("form", ["md", "html"])
+def test_one_english_finding_left_in_its_chinese_summary_is_caught(demo: Demo, form: str):
+    daily, _, names = _chinese(demo)
+    findings = daily.figures.findings
+    first, *rest = findings.items
+    # A finding without a sentence of its own: the summary falls back to its stored English.
+    items = (replace(first, sentence=None), *rest)
+    bad = replace(daily, figures=replace(daily.figures, findings=replace(findings, items=items)))
+
+    rendered = render_daily(bad, "zh-CN")
+    left = english_left(rendered.markdown if form == "md" else rendered.html, form, names)
+
+    assert left
+    assert all(phrase in first.summary for phrase in left), left
+
+
+def test_its_console_speaks_the_language_of_its_reports(demo: Demo, tmp_path: Path):
+    with Store(f"sqlite:///{demo.out / 'observer.db'}") as store:
+        findings = store.findings()
+    names = {f.detector for f in findings} | {v for f in findings for v in f.subject.values()}
+    said = {}
+    for language in ("en", "zh-CN"):
+        scenario = load_scenario(None, tmp_path, language, start=date.fromisoformat(MONDAY))
+        # No fault declared: every finding is one no injected fault explains.
+        result = DemoResult(
+            scenario, [demo.out / "reports" / "verdict.md"], tmp_path, score([], findings), tmp_path
+        )
+        said[language] = "\n".join([*describe(scenario, words(scenario)), summary(result)])
+        names |= {scenario.spec.name, *(p.probe for p in scenario.settings.controller.plan)}
+    assert "Findings no injected fault explains:" in said["en"]
+    assert "没有注入故障可以解释的发现：" in said["zh-CN"]
+    assert all(f"{f.detector} " in said["zh-CN"] for f in findings)
+    assert "fairness persistence 2 of 3 windows" in said["en"]
+    assert "公平性持续判定：3 个窗口中 2 个" in said["zh-CN"]
+    # The command that rebuilds a report is code, in either language.
+    lines = [line for line in said["zh-CN"].splitlines() if "observer report" not in line]
+    assert english_left("\n".join(lines), "md", names) == []

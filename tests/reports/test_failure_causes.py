@@ -197,7 +197,7 @@ def test_the_daily_summary_heads_its_failures_with_the_cause_and_names_the_xid()
 
     [group] = report.figures.tasks.failure_groups
     assert group.cause == "gpu_driver"
-    assert f"| GPU / driver | gpu_xid 79 on {NODE} | failed | Error |" in rendered.markdown
+    assert f"| GPU / driver | gpu_xid 79 on {NODE} | failed | “Error” |" in rendered.markdown
     assert group.evidence == (f"gpu_xid 79 on {NODE}",)
     assert rendered.csv is not None
     [row] = csv.DictReader(io.StringIO(rendered.csv))

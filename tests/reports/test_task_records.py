@@ -54,7 +54,7 @@ def test_a_task_the_observer_gave_up_on_is_explained_by_what_held_it_and_its_own
 
     assert explain(four_hours) == Note(
         "why.timed_out_pending",
-        {"deadline_seconds": 4 * HOUR, "reason": "QuotaExceeded", "reason_seconds": 4 * HOUR},
+        {"deadline_seconds": 4 * HOUR, "reason_words": "QuotaExceeded", "reason_seconds": 4 * HOUR},
     )
     # The platform's words are kept on the run: the observer's verdict is the outcome.
     assert (four_hours.reason, four_hours.message) == (
@@ -77,11 +77,11 @@ def test_failures_are_grouped_with_every_distinct_explanation_and_its_runs():
     english = render_daily(daily(*long, *short), "en").markdown
     assert (
         "Observer: never started within its deadline of 4 h, held by the platform's "
-        "QuotaExceeded for 4 h; cancelled" in english
+        "“QuotaExceeded” for 4 h; cancelled" in english
     )
     assert (
         "Observer: never started within its deadline of 10 min, held by the platform's "
-        "QuotaExceeded for 10 min; cancelled" in english
+        "“QuotaExceeded” for 10 min; cancelled" in english
     )
 
 

@@ -65,7 +65,9 @@ MARGIN = timedelta(minutes=2)
 @dataclass(frozen=True, slots=True)
 class Classified:
     cause: Cause
-    evidence: tuple[str, ...]  # what decided it: findings ("gpu_xid 79 on node-3"), reasons
+    # What decided it, in ids and the platform's words (no sentence: reports of either
+    # language show it as it is): findings ("gpu_xid 79 on node-3"), reasons, exit codes.
+    evidence: tuple[str, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,7 +128,7 @@ def _classify(
     around = _around(task, findings)
     gpu = [f for f in around if _gpu_fault(f)]
     if gpu or task.ended is Outcome.NO_GPU:
-        named = [_name(f) for f in gpu] or [f"no usable GPU (exit {task.exit_code})"]
+        named = [_name(f) for f in gpu] or [f"{Outcome.NO_GPU.value} (exit {task.exit_code})"]
         return Classified(Cause.GPU_DRIVER, tuple(named))
     reason = task.reason
     left = _out_of_service(task, node_changes)
@@ -140,7 +142,7 @@ def _classify(
         pending = task.pending_reasons
         held = max(pending, key=pending.__getitem__, default=reason)
         why = "quota" if is_quota_reason(held) else "pending"
-        return Classified(Cause.SCHEDULING, (f"{why}: {held or 'no reason given'}",))
+        return Classified(Cause.SCHEDULING, (f"{why}: {held or '—'}",))
     app = [_name(f) for f in around if f.detector == GPU_XID and not _gpu_fault(f)]
     oom = any(mark in reason for mark in OOM_MARKS) or task.exit_code == OOM_EXIT_CODE
     ran_out = reason in _DEADLINES  # it started (held ones are above): past its own limit

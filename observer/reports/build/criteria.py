@@ -244,7 +244,7 @@ def _queue_explainable(
             },
         ),
         *(
-            Note("ev.pending_reason", {"reason": reason, "total_seconds": seconds})
+            Note("ev.pending_reason", {"reason_words": reason, "total_seconds": seconds})
             for reason, seconds in sorted(reasons.items(), key=lambda kv: (-kv[1], kv[0]))
         ),
     ]
@@ -763,8 +763,8 @@ def _run_examples(runs: Sequence[ProbeRun]) -> list[Note]:
                 "probe": r.probe,
                 "tenant": r.tenant,
                 "outcome": r.outcome.value if r.outcome else "-",
-                "reason": r.reason or "-",
-                "message": r.message or "-",
+                "reason_words": r.reason or "-",
+                "message_words": r.message or "-",
             },
         )
         for r in runs[:EXAMPLES]

@@ -22,6 +22,7 @@ from observer.records import (
 )
 from observer.reports.build import interventions as detected_interventions
 from observer.reports.build.data import PeriodData, ReportContext
+from observer.reports.build.findings import Sentence, describe
 from observer.reports.build.notes import Note
 
 # Conditions during which the observer could not see a source, by source.
@@ -117,7 +118,8 @@ class FindingItem:
     detector: str
     kind: str
     severity: str
-    summary: str
+    summary: str  # the stored English, as the JSON report and the CLI give it
+    sentence: Sentence | None  # the summary in Notes (findings.describe)
     subject: Mapping[str, str]
     opened_at: datetime
     closed_at: datetime | None
@@ -323,6 +325,7 @@ def finding_figures(findings: Sequence[Finding], start: datetime, end: datetime)
                 kind=finding.kind.value,
                 severity=finding.severity.value,
                 summary=finding.summary,
+                sentence=describe(finding.detector, finding.subject, finding.evidence),
                 subject=dict(finding.subject),
                 opened_at=finding.opened_at,
                 closed_at=finding.closed_at,

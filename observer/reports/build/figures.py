@@ -320,13 +320,13 @@ def explain(run: ProbeRun) -> Note | None:
             held, seconds = max(run.pending_reasons.items(), key=lambda kv: (kv[1], kv[0]))
             return Note(
                 "why.timed_out_pending",
-                {"deadline_seconds": deadline, "reason": held, "reason_seconds": seconds},
+                {"deadline_seconds": deadline, "reason_words": held, "reason_seconds": seconds},
             )
         return Note("why.timed_out_silent", {"deadline_seconds": deadline})
     if run.outcome is Outcome.NO_GPU:
         return Note("why.no_gpu", {"nodes": ", ".join(run.node_names) or "—", **_words(run)})
     if run.reason in OBSERVER_REASONS:
-        return Note("why.observer", {"reason": run.reason, "message": run.message or "—"})
+        return Note("why.observer", {"reason": run.reason, "message_words": run.message or "—"})
     if run.outcome is Outcome.FAILED and run.expectation is not Expectation.SUCCEED:
         return Note("why.unexpected", {"expectation": run.expectation.value, **_words(run)})
     if run.reason is None and run.message is None and run.exit_code is None:

@@ -149,11 +149,11 @@ CATALOG: dict[str, dict[str, str]] = {
         "why.none": "No explanation: the platform gave no reason, message or exit code",
         "why.no_gpu": "Observer: the probe's program found no usable GPU on {nodes} "
         "(platform: {words}); a node given GPUs it cannot use is a gpu_unusable finding",
-        "why.observer": "Observer: {reason} — {message}",
+        "why.observer": "Observer: {reason} — {message_words}",
         "why.unexpected": "Observer: expected “{expectation}”, it ended another way; "
         "platform: {words}",
         "why.timed_out_pending": "Observer: never started within its deadline of "
-        "{deadline_seconds}, held by the platform's {reason} for {reason_seconds}; cancelled",
+        "{deadline_seconds}, held by the platform's {reason_words} for {reason_seconds}; cancelled",
         "why.timed_out_silent": "Observer: never started within its deadline of "
         "{deadline_seconds}, and the platform gave no reason; cancelled",
         "why.timed_out_running": "Observer: started but not ended within its deadline of "
@@ -446,7 +446,7 @@ CATALOG: dict[str, dict[str, str]] = {
         "exercised.",
         "ev.waits": "{waited} of {runs} tasks waited; {unexplained} waited without a reason the "
         "platform's state explains ({share}; limit {limit_share}).",
-        "ev.pending_reason": "Pending reason {reason}: {total_seconds} in all.",
+        "ev.pending_reason": "Pending reason {reason_words}: {total_seconds} in all.",
         "ev.no_gpu_samples": "No GPU samples from node agents were stored.",
         "ev.coverage": "{sampled} of {known} scheduler GPU nodes sampled by agents; never "
         "sampled: {missing}.",
@@ -472,7 +472,7 @@ CATALOG: dict[str, dict[str, str]] = {
         "application, {gpu_driver} GPU/driver, {node} node, {scheduling} scheduling policy, "
         "{platform_configuration} platform configuration, {unexplained} unexplained "
         "({unexplained_share}; limit {limit_share}).",
-        "ev.run": "Task {run_id} ({probe}, {tenant}): {outcome}, {reason} — {message}",
+        "ev.run": "Task {run_id} ({probe}, {tenant}): {outcome}, {reason_words} — {message_words}",
         "ev.unreleased": "Leaks: {leaks}; allocated but idle: {idle} ({detectors}).",
         "ev.owner_state": "Owner state known on {known} of {nodes} nodes.",
         "ev.owner_state_not_known": "Owner state known on {known} of {nodes} nodes; not known "
@@ -607,6 +607,216 @@ CATALOG: dict[str, dict[str, str]] = {
         "controller.plan first.",
         "reverify.rerun": "Then soak again for at least {days} days covering every window "
         "({windows}) and build the verdict again.",
+        # severities, outcomes, the platform's words, findings, Xid meanings (observer/gpu/xid.py)
+        "severity.info": "info",
+        "severity.warning": "warning",
+        "severity.critical": "critical",
+        "outcome.passed": "passed",
+        "outcome.failed": "failed",
+        "outcome.rejected": "rejected",
+        "outcome.timed_out": "timed_out",
+        "outcome.cancelled": "cancelled",
+        "outcome.lost": "lost",
+        "outcome.no_gpu": "no_gpu",
+        "xid_meaning": "{xid_meaning}",
+        "expectation.succeed": "succeed",
+        "expectation.fail": "fail",
+        "expectation.fail_to_start": "fail_to_start",
+        "expectation.oom": "oom",
+        "expectation.blocked": "blocked",
+        "expectation.denied": "denied",
+        "quote.platform": "“{text}”",
+        "finding.details": "{head}: {details}",
+        "finding.separator": ", ",
+        "finding.stored": "{summary}",
+        "finding.nvml_unavailable": "NVML unavailable on {node}: the node's GPUs are not observed",
+        "finding.gpu_lost": "GPU {gpu} on {node} is lost (fell off the bus)",
+        "finding.memory_without_process": "GPU {gpu} on {node} holds {memory} above its baseline "
+        "with no process listed",
+        "finding.owner_state_unknown": "Owner state unknown on {node}: {source} cannot be read, so "
+        "no process's owner is known to run or to have ended",
+        "finding.allocated_idle.assigned": "{owner} was given GPU {gpu} on {node} and runs nothing "
+        "on it",
+        "finding.allocated_idle.process": "{owner} holds {memory} on GPU {gpu} while the GPU does "
+        "nothing",
+        "finding.vanished_process": "pid {pid} is listed on GPU {gpu} ({memory}) but no longer "
+        "exists on the host",
+        "finding.orphan_process": "pid {pid} ({program_words}) uses GPU {gpu} ({memory}) and "
+        "belongs to no pod or job",
+        "finding.orphan_process.unassigned": "pid {pid} ({program_words}) uses GPU {gpu} "
+        "({memory}) and belongs to no pod or job, and the GPU is assigned to nobody",
+        "finding.unreleased_memory": "pid {pid} still holds {memory} on GPU {gpu} after its owner "
+        "{owner} ended",
+        "finding.gpu_not_assigned": "{owner} runs pid {pid} ({program_words}) on GPU {gpu}, which "
+        "the {source} did not give it",
+        "finding.gpu_not_assigned.given_other": "{owner} runs pid {pid} ({program_words}) on GPU "
+        "{gpu}, which the {source} did not give it but gave {holders}",
+        "finding.gpu_ecc_uncorrected": "GPU {gpu} on {node}: {errors} new uncorrected ECC error(s)",
+        "finding.gpu_row_remap_pending": "GPU {gpu} on {node} has a row remap pending: it needs a "
+        "reset before the faulty memory row is replaced",
+        "finding.gpu_row_remap_failed": "GPU {gpu} on {node} failed to remap a memory row: it "
+        "needs service",
+        "finding.gpu_retired_pages_pending": "GPU {gpu} on {node} has a page retirement pending: "
+        "it needs a reset",
+        "finding.gpu_clock_slowdown": "GPU {gpu} on {node} is slowed ({reasons}) while {owners} "
+        "runs on it",
+        "finding.gpu_clock_slowdown.unowned": "GPU {gpu} on {node} is slowed ({reasons}) while a "
+        "process runs on it",
+        "finding.gpu_pcie_replay_rate": "GPU {gpu} on {node}: {per_minute} PCIe replays per minute",
+        "finding.gpu_nvlink_errors": "NVLink errors on GPU {gpu} of {node}",
+        "finding.gpu_nvlink_errors.recovery": "{errors} NVLink recovery error(s)",
+        "finding.gpu_nvlink_errors.rate": "{per_minute} NVLink replay and CRC errors per minute",
+        "finding.gpu_xid": "Xid {xid} on GPU {gpu} ({pci_bus_id}) of {node}: {xid_meaning} "
+        "[{xid_class_id}]",
+        "finding.gpu_xid.fatal": "Xid {xid} on GPU {gpu} ({pci_bus_id}) of {node}: {xid_meaning} "
+        "[{xid_class_id}, fatal]",
+        "finding.gpu_xid.process": "pid {pid} ({program_words}) of {owner}",
+        "finding.gpu_xid.process_unowned": "pid {pid} ({program_words}), owner unknown",
+        "finding.gpu_xid.running": "running {owners}",
+        "finding.unhealthy_gpu_in_service": "{node} is still {state_words} {fault_age_seconds} "
+        "after a fatal GPU fault ({fault}); the scheduler placed {jobs} job(s) there since",
+        "finding.gpu_unusable": "Node {node} was allocated GPUs for probe {probe} ({job_id}) but "
+        "its program found no usable GPU: no NVIDIA driver or no device visible",
+        "finding.allocated_without_job": "{node}: the scheduler counts {allocated} GPUs allocated "
+        "but its jobs hold {held}",
+        "finding.kill_task_failed": "{node} is {state_words}: {reason_words}",
+        "finding.stuck_terminating": "{job_id} of {tenant} still holds {gpus} GPUs on {node} "
+        "{grace_seconds} after the platform began ending it",
+        "finding.probe_unreleased": "Probe {probe} ({tenant}, job {job_id}) ended; {gpus} GPU(s) "
+        "on {node} are not back to idle {grace_seconds} later",
+        "finding.unexplained_wait.no_reason": "{job} of {tenant} is pending and the platform gives "
+        "no reason",
+        "finding.unexplained_wait.gpus_free": "{job} of {tenant} waits for {reason_words} while "
+        "{nodes} schedulable node(s) have {gpus} GPU(s) free",
+        "finding.unexplained_wait.nothing_ahead": "{job} of {tenant} waits for {reason_words} "
+        "while no other job is pending",
+        "finding.unexplained_wait.quota_left": "{job} of {tenant} waits for its quota "
+        "({reason_words}) while the tenant holds {held} of its {quota} GPUs",
+        "finding.persistent_unfairness": "Tenant {tenant} was disadvantaged in {bad} of the last "
+        "{weighed} windows ({windows})",
+        "finding.log_loss": "Log canary {run_id} via {pipeline}",
+        "finding.log_loss.missing": "{lines} of {expected} lines missing: seq {seqs}",
+        "finding.log_loss.missing.more": "{lines} of {expected} lines missing: seq {seqs} and "
+        "{more} more ranges",
+        "finding.log_loss.duplicated": "{lines} duplicate deliveries",
+        "finding.log_loss.out_of_order": "{lines} lines out of order",
+        "finding.log_loss.torn": "{lines} torn lines",
+        "finding.log_loss.unexpected": "sequence numbers the canary never wrote: {seqs}",
+        "finding.log_delivery_latency": "Log canary {run_id} via {pipeline}: p95 delivery latency "
+        "{p95_seconds} (limit {limit_seconds})",
+        "finding.monitoring_lag.heartbeat_absent": "The observer's heartbeat cannot be read back "
+        "through Prometheus: what the observer exports does not reach it",
+        "finding.monitoring_lag.heartbeat_late": "Metrics reach Prometheus {lag_seconds} late: the "
+        "heartbeat read back is that old",
+        "finding.monitoring_lag.no_data": "{series} has no data in Prometheus",
+        "finding.monitoring_lag.stale": "{stale} of {total} {series} series are stale, the oldest "
+        "last sampled {age_seconds} ago",
+        "finding.monitoring_lag.scrape": "Prometheus does not get {job} {instance}",
+        "finding.monitoring_lag.scrape_failed": "its last scrape failed ({error_words})",
+        "finding.monitoring_lag.scrape_failed_silent": "its last scrape failed (no error given)",
+        "finding.monitoring_lag.scrape_old": "it was last scraped {age_seconds} ago",
+        "finding.monitoring_lag.flatline": "{series} is flat at {value} in Prometheus while the "
+        "agent read {values} different values",
+        "finding.monitoring_lag.gpu_busy_late": "GPU {gpu} showed busy in Prometheus {lag_seconds} "
+        "after GPU-busy probe {run_id} started",
+        "finding.monitoring_lag.gpu_busy_missing": "GPU {gpu} is still not busy in Prometheus "
+        "{lag_seconds} after GPU-busy probe {run_id} started",
+        "finding.prometheus_unreachable": "Prometheus could not be read, monitoring lag is "
+        "unknown: {error_words}",
+        "finding.agent_unreachable": "Agent {agent} cannot be read: its node's GPUs are not "
+        "observed ({error_words})",
+        "finding.log_pipeline_unreachable": "Log pipeline {pipeline} could not be read, log loss "
+        "is unknown: {error_words}",
+        "finding.store_unreachable": "The store {store} failed; what the observer saw is kept in "
+        "memory until it is back: {error_words}",
+        "finding.alertmanager_unreachable": "Alertmanager cannot be read: alerts firing now are "
+        "not counted ({error_words})",
+        "xid.8": "GPU stopped processing (channel idle timeout)",
+        "xid.13": "Graphics engine exception",
+        "xid.31": "GPU memory page fault",
+        "xid.32": "Invalid or corrupted push buffer stream",
+        "xid.38": "Driver firmware error",
+        "xid.43": "GPU stopped processing (channel reset after a user application fault)",
+        "xid.44": "Graphics engine fault during context switch",
+        "xid.45": "Preemptive cleanup after earlier errors (the channel's processes were stopped)",
+        "xid.46": "GPU stopped processing",
+        "xid.48": "Double-bit ECC error",
+        "xid.54": "Auxiliary power is not connected",
+        "xid.56": "Display engine error",
+        "xid.57": "Error programming video memory interface",
+        "xid.58": "Unstable video memory interface detected",
+        "xid.61": "Internal micro-controller breakpoint or warning",
+        "xid.62": "Internal micro-controller halt",
+        "xid.63": "ECC page retirement or row remapping recorded",
+        "xid.64": "ECC page retirement or row remapping recording failed",
+        "xid.68": "Video processor exception",
+        "xid.69": "Graphics engine class error",
+        "xid.74": "NVLink error",
+        "xid.79": "GPU has fallen off the bus",
+        "xid.92": "High single-bit ECC error rate",
+        "xid.94": "Contained ECC error (only the application that touched the memory is affected)",
+        "xid.95": "Uncontained ECC error (every application on the GPU is affected)",
+        "xid.109": "Context switch timeout",
+        "xid.110": "Security fault",
+        "xid.119": "GSP RPC timeout",
+        "xid.120": "GSP error",
+        "xid.121": "C2C link corrected error",
+        "xid.122": "SPI PMU RPC read failure",
+        "xid.123": "SPI PMU RPC write failure",
+        "xid.124": "SPI PMU RPC erase failure",
+        "xid.140": "Unrecovered ECC error",
+        "xid.143": "GPU initialisation failure",
+        "xid.144": "NVLink SAW error",
+        "xid.145": "NVLink RLW error",
+        "xid.146": "NVLink TLW error",
+        "xid.147": "NVLink TREX error",
+        "xid.148": "NVLink NVLPW control error",
+        "xid.149": "NVLink NETIR error",
+        "xid.154": "GPU recovery action changed",
+        "xid.unknown": "not in the Xid catalogue table",
+        # the demo's console (observer/demo/run.py)
+        "demo.started": "observer demo: {days} simulated day(s) from {start} ({timezone}); "
+        "metrics on {url}",
+        "demo.not_run": "; not run: {left_out}",
+        "demo.settings": "settings that differ from the defaults (in {config}):",
+        "demo.progress": "{hour}  runs {runs}  in flight {in_flight}  open findings {open}",
+        "demo.open_detectors": " ({detectors})",
+        "demo.when": "{weekday} {time}",
+        "demo.reports": "Reports:",
+        "demo.rebuilt": "Rebuilt from the demo's settings:",
+        "demo.score": "Score (per fault and per detector): {file}",
+        "demo.faults": "Injected faults and what reported them:",
+        "demo.not_injected": "NOT INJECTED",
+        "demo.never_on": "it was never switched on",
+        "demo.quiet": "quiet",
+        "demo.confounder": "(a confounder: must produce nothing)",
+        "demo.missed": "MISSED",
+        "demo.found": "found ",
+        "demo.opened": "{detector} {subject} opened {when}",
+        "demo.nothing_reported": "nothing reported {detector} {subject}",
+        "demo.not_subject": " (not {subject})",
+        "demo.miscaused": "run {run}: the report gives cause {reported}, not {cause}",
+        "demo.caused": "run {run}: cause {cause} in the report",
+        "demo.unexpected": "Findings no injected fault explains:",
+        "demo.while_on": " (while {confounders} was on)",
+        "demo.nothing_unexpected": "No finding that was not injected.",
+        "demo.weekday.0": "Mon",
+        "demo.weekday.1": "Tue",
+        "demo.weekday.2": "Wed",
+        "demo.weekday.3": "Thu",
+        "demo.weekday.4": "Fri",
+        "demo.weekday.5": "Sat",
+        "demo.weekday.6": "Sun",
+        "demo.scenario": "scenario {name}: {days} day(s) from {start}, seed {seed}, "
+        "{faults} faults",
+        "demo.windows": "timezone {timezone}; windows {windows}",
+        "demo.tenant": "{name} weight {weight}",
+        "demo.tenant_quota": " quota {gpus} GPUs",
+        "demo.tenants": "tenants {tenants}; load {busy}x the GPUs in windows, {quiet}x outside",
+        "demo.plan": "plan {entries} entries of {count} probes ({probes})",
+        "demo.simulated": "simulated {nodes} nodes x {gpus} GPUs in pools {pools}",
+        "demo.fairness": "fairness persistence {k} of {m} windows (default {default_k} of "
+        "{default_m}: a day has two)",
     },
     "zh-CN": {
         "word.not_observed": "未观测",
@@ -744,10 +954,10 @@ CATALOG: dict[str, dict[str, str]] = {
         "why.none": "无说明：平台未给出原因、消息或退出码",
         "why.no_gpu": "观测器：探测程序在 {nodes} 上找不到可用的 GPU（平台：{words}）；"
         "分配了 GPU 却无法使用的节点记为 gpu_unusable 发现",
-        "why.observer": "观测器：{reason}——{message}",
+        "why.observer": "观测器：{reason}——{message_words}",
         "why.unexpected": "观测器：预期为“{expectation}”，实际以其他方式结束；平台：{words}",
         "why.timed_out_pending": "观测器：在时限 {deadline_seconds} 内未开始，"
-        "被平台以 {reason} 挂起 {reason_seconds}；已取消",
+        "被平台以{reason_words}挂起 {reason_seconds}；已取消",
         "why.timed_out_silent": "观测器：在时限 {deadline_seconds} 内未开始，"
         "平台未给出原因；已取消",
         "why.timed_out_running": "观测器：已开始，但在时限 {deadline_seconds} 内未结束"
@@ -1016,7 +1226,7 @@ CATALOG: dict[str, dict[str, str]] = {
         "ev.waits": "{runs} 个任务中 {waited} 个排队；其中 {unexplained} 个的等待原因无法由平台状"
         "态解释"
         "（{share}；限值 {limit_share}）。",
-        "ev.pending_reason": "排队原因 {reason}：累计 {total_seconds}。",
+        "ev.pending_reason": "平台给出的排队原因{reason_words}：累计 {total_seconds}。",
         "ev.no_gpu_samples": "未保存节点代理的 GPU 样本。",
         "ev.coverage": "调度器中 {known} 个 GPU 节点有 {sampled} 个被节点代理采样；从未采样："
         "{missing}。",
@@ -1040,7 +1250,8 @@ CATALOG: dict[str, dict[str, str]] = {
         "GPU/驱动 {gpu_driver} 个，节点 {node} 个，调度策略 {scheduling} 个，"
         "平台配置 {platform_configuration} 个，原因不明 {unexplained} 个"
         "（{unexplained_share}；上限 {limit_share}）。",
-        "ev.run": "任务 {run_id}（{probe}，{tenant}）：{outcome}，{reason}——{message}",
+        "ev.run": "任务 {run_id}（{probe}，{tenant}）：{outcome}，平台原因{reason_words}——"
+        "{message_words}",
         "ev.unreleased": "泄漏：{leaks}；已分配但空闲：{idle}（{detectors}）。",
         "ev.owner_state": "{nodes} 个节点中 {known} 个的属主状态已知。",
         "ev.owner_state_not_known": "{nodes} 个节点中 {known} 个的属主状态已知；{not_known} "
@@ -1154,5 +1365,211 @@ CATALOG: dict[str, dict[str, str]] = {
         "reverify.add_to_plan": "本次稳定性观察的计划未运行 {probes}：请先将其加入 controller.plan。",
         "reverify.rerun": "随后至少再进行 {days} 天覆盖所有窗口（{windows}）的稳定性观察，"
         "并重新生成结论。",
+        # severities, outcomes, the platform's words, findings, Xid meanings
+        "severity.info": "提示",
+        "severity.warning": "警告",
+        "severity.critical": "严重",
+        "outcome.passed": "通过",
+        "outcome.failed": "失败",
+        "outcome.rejected": "被拒绝",
+        "outcome.timed_out": "超时",
+        "outcome.cancelled": "已取消",
+        "outcome.lost": "丢失",
+        "outcome.no_gpu": "无可用 GPU",
+        "xid_meaning": "{xid_meaning}",
+        "expectation.succeed": "成功",
+        "expectation.fail": "失败",
+        "expectation.fail_to_start": "无法启动",
+        "expectation.oom": "内存不足（OOM）",
+        "expectation.blocked": "被拦截",
+        "expectation.denied": "被拒绝访问",
+        "quote.platform": "「{text}」",
+        "finding.details": "{head}，{details}",
+        "finding.separator": "，",
+        "finding.stored": "（英文原文）{summary}",
+        "finding.nvml_unavailable": "{node} 上 NVML 不可用：该节点的 GPU 均未被观测",
+        "finding.gpu_lost": "{node} 的 GPU {gpu} 已丢失（掉出总线）",
+        "finding.memory_without_process": "{node} 的 GPU {gpu} 上没有任何进程，显存占用却比基线高出"
+        " {memory}",
+        "finding.owner_state_unknown": "{node} 的属主状态未知：无法读取 {source}，无法判断任何进程"
+        "的属主仍在运行还是已经结束",
+        "finding.allocated_idle.assigned": "{owner} 分配到了 {node} 的 GPU {gpu}，却没有在上面运行"
+        "任何程序",
+        "finding.allocated_idle.process": "{owner} 在 GPU {gpu} 上占用 {memory} 显存，而该 GPU 处于"
+        "空闲",
+        "finding.vanished_process": "进程 {pid} 仍列在 GPU {gpu} 上（{memory}），但主机上已没有这个"
+        "进程",
+        "finding.orphan_process": "进程 {pid}（程序{program_words}）占用 GPU {gpu}（{memory}），不"
+        "属于任何 pod 或作业",
+        "finding.orphan_process.unassigned": "进程 {pid}（程序{program_words}）占用 GPU {gpu}（"
+        "{memory}），不属于任何 pod 或作业，且该 GPU 未分配给任何人",
+        "finding.unreleased_memory": "属主 {owner} 已结束，进程 {pid} 仍在 GPU {gpu} 上占用 "
+        "{memory}：显存未释放",
+        "finding.gpu_not_assigned": "{owner} 在 GPU {gpu} 上运行进程 {pid}（程序{program_words}）"
+        "，但 {source} 并未把该 GPU 分配给它",
+        "finding.gpu_not_assigned.given_other": "{owner} 在 GPU {gpu} 上运行进程 {pid}（程序"
+        "{program_words}），但 {source} 并未把该 GPU 分配给它，而是分配给了 {holders}",
+        "finding.gpu_ecc_uncorrected": "{node} 的 GPU {gpu}：新增 {errors} 个不可纠正的 ECC 错误",
+        "finding.gpu_row_remap_pending": "{node} 的 GPU {gpu} 有待完成的行重映射：需要重置 GPU 才能"
+        "替换故障显存行",
+        "finding.gpu_row_remap_failed": "{node} 的 GPU {gpu} 显存行重映射失败：需要送修",
+        "finding.gpu_retired_pages_pending": "{node} 的 GPU {gpu} 有待退役的显存页：需要重置 GPU",
+        "finding.gpu_clock_slowdown": "{node} 的 GPU {gpu} 在运行 {owners} 时降频（{reasons}）",
+        "finding.gpu_clock_slowdown.unowned": "{node} 的 GPU {gpu} 在有进程运行时降频（{reasons}）",
+        "finding.gpu_pcie_replay_rate": "{node} 的 GPU {gpu}：每分钟 {per_minute} 次 PCIe 重放",
+        "finding.gpu_nvlink_errors": "{node} 的 GPU {gpu} 出现 NVLink 错误",
+        "finding.gpu_nvlink_errors.recovery": "{errors} 次 NVLink 恢复错误",
+        "finding.gpu_nvlink_errors.rate": "每分钟 {per_minute} 次 NVLink 重放与 CRC 错误",
+        "finding.gpu_xid": "{node} 的 GPU {gpu}（{pci_bus_id}）发生 Xid {xid}：{xid_meaning}（类别"
+        "：{xid_class_id}）",
+        "finding.gpu_xid.fatal": "{node} 的 GPU {gpu}（{pci_bus_id}）发生 Xid {xid}："
+        "{xid_meaning}（类别：{xid_class_id}，致命）",
+        "finding.gpu_xid.process": "{owner} 的进程 {pid}（程序{program_words}）",
+        "finding.gpu_xid.process_unowned": "进程 {pid}（程序{program_words}），属主未知",
+        "finding.gpu_xid.running": "正在运行 {owners}",
+        "finding.unhealthy_gpu_in_service": "{node} 在致命 GPU 故障（{fault}）发生 "
+        "{fault_age_seconds}后仍处于调度器状态{state_words}，其间调度器又在该节点上放置了 {jobs} "
+        "个作业",
+        "finding.gpu_unusable": "节点 {node} 为探测任务 {probe}（作业 {job_id}）分配了 GPU，但其程"
+        "序找不到可用的 GPU：没有 NVIDIA 驱动或看不到设备",
+        "finding.allocated_without_job": "{node}：调度器记为已分配 {allocated} 块 GPU，但该节点上的"
+        "作业只占用 {held} 块",
+        "finding.kill_task_failed": "{node} 因作业进程无法结束被移出服务，调度器状态"
+        "{state_words}，平台原因{reason_words}",
+        "finding.stuck_terminating": "租户 {tenant} 的作业 {job_id} 在平台开始结束它 "
+        "{grace_seconds}后仍占用 {node} 上的 {gpus} 块 GPU",
+        "finding.probe_unreleased": "探测任务 {probe}（租户 {tenant}，作业 {job_id}）已结束，"
+        "{grace_seconds}后 {node} 上仍有 {gpus} 块 GPU 未恢复空闲",
+        "finding.unexplained_wait.no_reason": "租户 {tenant} 的任务 {job} 在排队等待，平台未给出原"
+        "因",
+        "finding.unexplained_wait.gpus_free": "租户 {tenant} 的任务 {job} 以平台原因"
+        "{reason_words}排队等待，而 {nodes} 个可调度节点各有 {gpus} 块空闲 GPU",
+        "finding.unexplained_wait.nothing_ahead": "租户 {tenant} 的任务 {job} 以平台原因"
+        "{reason_words}排队等待，而没有其他作业在排队",
+        "finding.unexplained_wait.quota_left": "租户 {tenant} 的任务 {job} 以配额为由（平台原因"
+        "{reason_words}）排队等待，而该租户只占用了配额 {quota} 块 GPU 中的 {held} 块",
+        "finding.persistent_unfairness": "租户 {tenant} 在最近 {weighed} 个时间窗口中有 {bad} 个处"
+        "于不利地位（{windows}）",
+        "finding.log_loss": "经 {pipeline} 的日志金丝雀 {run_id}",
+        "finding.log_loss.missing": "{expected} 行中缺失 {lines} 行（序号 {seqs}）",
+        "finding.log_loss.missing.more": "{expected} 行中缺失 {lines} 行（序号 {seqs}，另有 {more} "
+        "段）",
+        "finding.log_loss.duplicated": "重复投递 {lines} 次",
+        "finding.log_loss.out_of_order": "{lines} 行乱序",
+        "finding.log_loss.torn": "{lines} 行不完整",
+        "finding.log_loss.unexpected": "出现金丝雀从未写出的序号：{seqs}",
+        "finding.log_delivery_latency": "经 {pipeline} 的日志金丝雀 {run_id}：投递延迟 p95 为 "
+        "{p95_seconds}（上限 {limit_seconds}）",
+        "finding.monitoring_lag.heartbeat_absent": "无法通过 Prometheus 读回观测器的心跳：观测器导"
+        "出的指标没有到达 Prometheus",
+        "finding.monitoring_lag.heartbeat_late": "指标到达 Prometheus 延迟 {lag_seconds}：读回的心"
+        "跳已是这么久以前的",
+        "finding.monitoring_lag.no_data": "Prometheus 中没有 {series} 的数据",
+        "finding.monitoring_lag.stale": "{series} 的 {total} 条序列中有 {stale} 条已过期，最旧的一"
+        "条上次采样在 {age_seconds}前",
+        "finding.monitoring_lag.scrape": "Prometheus 未能抓取 {job} {instance}",
+        "finding.monitoring_lag.scrape_failed": "上次抓取失败（{error_words}）",
+        "finding.monitoring_lag.scrape_failed_silent": "上次抓取失败（未给出错误）",
+        "finding.monitoring_lag.scrape_old": "上次抓取在 {age_seconds}前",
+        "finding.monitoring_lag.flatline": "{series} 在 Prometheus 中一直是 {value}，而节点代理读到"
+        "了 {values} 个不同的值",
+        "finding.monitoring_lag.gpu_busy_late": "GPU 繁忙探测任务 {run_id} 开始 {lag_seconds}后，"
+        "GPU {gpu} 才在 Prometheus 中显示为繁忙",
+        "finding.monitoring_lag.gpu_busy_missing": "GPU 繁忙探测任务 {run_id} 开始 {lag_seconds}后"
+        "，GPU {gpu} 在 Prometheus 中仍未显示为繁忙",
+        "finding.prometheus_unreachable": "无法读取 Prometheus，监控延迟未知：{error_words}",
+        "finding.agent_unreachable": "无法读取节点代理 {agent}：其节点的 GPU 未被观测（"
+        "{error_words}）",
+        "finding.log_pipeline_unreachable": "无法读取日志管道 {pipeline}，日志丢失情况未知："
+        "{error_words}",
+        "finding.store_unreachable": "存储 {store} 出错，恢复前观测器所见暂存在内存中："
+        "{error_words}",
+        "finding.alertmanager_unreachable": "无法读取 Alertmanager：当前触发的告警未被计入（"
+        "{error_words}）",
+        "xid.8": "GPU 停止处理（通道空闲超时）",
+        "xid.13": "图形引擎异常",
+        "xid.31": "GPU 显存页错误",
+        "xid.32": "推送缓冲区命令流无效或已损坏",
+        "xid.38": "驱动固件错误",
+        "xid.43": "GPU 停止处理（用户程序出错后通道被重置）",
+        "xid.44": "上下文切换时图形引擎出错",
+        "xid.45": "先前错误后的抢占式清理（该通道的进程已被停止）",
+        "xid.46": "GPU 停止处理",
+        "xid.48": "双比特 ECC 错误",
+        "xid.54": "辅助电源未连接",
+        "xid.56": "显示引擎错误",
+        "xid.57": "显存接口编程出错",
+        "xid.58": "检测到显存接口不稳定",
+        "xid.61": "内部微控制器断点或警告",
+        "xid.62": "内部微控制器停机",
+        "xid.63": "已记录 ECC 页退役或行重映射",
+        "xid.64": "ECC 页退役或行重映射记录失败",
+        "xid.68": "视频处理器异常",
+        "xid.69": "图形引擎类错误",
+        "xid.74": "NVLink 错误",
+        "xid.79": "GPU 已掉出总线",
+        "xid.92": "单比特 ECC 错误率过高",
+        "xid.94": "可隔离的 ECC 错误（只影响访问该显存的程序）",
+        "xid.95": "不可隔离的 ECC 错误（影响该 GPU 上的所有程序）",
+        "xid.109": "上下文切换超时",
+        "xid.110": "安全故障",
+        "xid.119": "GSP RPC 超时",
+        "xid.120": "GSP 错误",
+        "xid.121": "C2C 链路已纠正错误",
+        "xid.122": "SPI PMU RPC 读取失败",
+        "xid.123": "SPI PMU RPC 写入失败",
+        "xid.124": "SPI PMU RPC 擦除失败",
+        "xid.140": "未恢复的 ECC 错误",
+        "xid.143": "GPU 初始化失败",
+        "xid.144": "NVLink SAW 错误",
+        "xid.145": "NVLink RLW 错误",
+        "xid.146": "NVLink TLW 错误",
+        "xid.147": "NVLink TREX 错误",
+        "xid.148": "NVLink NVLPW 控制错误",
+        "xid.149": "NVLink NETIR 错误",
+        "xid.154": "GPU 恢复操作已变更",
+        "xid.unknown": "不在 Xid 目录表中",
+        # the demo's console (observer/demo/run.py)
+        "demo.started": "observer demo：从 {start} 起模拟 {days} 天（{timezone}）；指标见 {url}",
+        "demo.not_run": "；未运行：{left_out}",
+        "demo.settings": "与默认值不同的设置（见 {config}）：",
+        "demo.progress": "{hour}  任务 {runs}  进行中 {in_flight}  未关闭的发现 {open}",
+        "demo.open_detectors": "（{detectors}）",
+        "demo.when": "{weekday} {time}",
+        "demo.reports": "报告：",
+        "demo.rebuilt": "用演示的设置重新生成：",
+        "demo.score": "评分（按故障和检测器）：{file}",
+        "demo.faults": "注入的故障及报告它们的发现：",
+        "demo.not_injected": "未注入",
+        "demo.never_on": "从未开启",
+        "demo.quiet": "应无发现",
+        "demo.confounder": "（干扰项：不得产生任何发现）",
+        "demo.missed": "漏报",
+        "demo.found": "已发现",
+        "demo.opened": "{detector} {subject} 于 {when} 开启",
+        "demo.nothing_reported": "没有发现报告 {detector} {subject}",
+        "demo.not_subject": "（而非 {subject}）",
+        "demo.miscaused": "任务 {run}：报告给出的原因是 {reported}，而不是 {cause}",
+        "demo.caused": "任务 {run}：报告给出的原因为 {cause}",
+        "demo.unexpected": "没有注入故障可以解释的发现：",
+        "demo.while_on": "（其间 {confounders} 处于开启状态）",
+        "demo.nothing_unexpected": "没有未注入故障引起的发现。",
+        "demo.weekday.0": "星期一",
+        "demo.weekday.1": "星期二",
+        "demo.weekday.2": "星期三",
+        "demo.weekday.3": "星期四",
+        "demo.weekday.4": "星期五",
+        "demo.weekday.5": "星期六",
+        "demo.weekday.6": "星期日",
+        "demo.scenario": "场景 {name}：从 {start} 起共 {days} 天，随机种子 {seed}，"
+        "故障 {faults} 个",
+        "demo.windows": "时区 {timezone}；时间窗口 {windows}",
+        "demo.tenant": "{name} 权重 {weight}",
+        "demo.tenant_quota": " 配额 {gpus} 块 GPU",
+        "demo.tenants": "租户 {tenants}；负载：窗口内为 GPU 总数的 {busy} 倍，窗口外为 {quiet} 倍",
+        "demo.plan": "计划 {entries} 条，涉及 {count} 种探测（{probes}）",
+        "demo.simulated": "模拟 {nodes} 个节点 × 每节点 {gpus} 块 GPU，资源池 {pools}",
+        "demo.fairness": "公平性持续判定：{m} 个窗口中 {k} 个（默认 {default_m} 个中 {default_k} 个"
+        "：一天有两个窗口）",
     },
 }

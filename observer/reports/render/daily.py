@@ -31,10 +31,10 @@ from observer.reports.render.headline import (
     utilization,
 )
 from observer.reports.render.health import health_blocks
-from observer.reports.render.layout import to_html, to_markdown
 from observer.reports.render.i18n import Language, Words
 from observer.reports.render.inference import inference_blocks
 from observer.reports.render.json import daily_json, json_text
+from observer.reports.render.layout import to_html, to_markdown
 from observer.reports.render.tasks import run_anchor, short_run_id, task_blocks, tasks_csv
 
 
@@ -112,8 +112,8 @@ def _task_blocks(
                     [
                         w(f"cause.{g.cause}"),
                         "; ".join(g.evidence) or "—",
-                        g.outcome,
-                        g.reason or "—",
+                        w(f"outcome.{g.outcome}"),
+                        w("quote.platform", text=g.reason) if g.reason else "—",
                         w.integer(len(e.run_ids)),
                         ", ".join(e.probes),
                         ", ".join(e.tenants),

@@ -154,7 +154,7 @@ def _incident_blocks(f: FindingFigures, w: Words) -> list[Block]:
                     w.instant(i.opened_at),
                     w.instant(i.closed_at) if i.closed_at else "—",
                     _subject(i.subject),
-                    i.severity,
+                    w(f"severity.{i.severity}"),
                     w.integer(len(i.findings)),
                     ", ".join(i.detectors),
                 ]
@@ -182,10 +182,10 @@ def finding_items(items: Sequence[FindingItem], w: Words) -> list[Block]:
                     w.instant(i.opened_at),
                     w.instant(i.closed_at) if i.closed_at else "—",
                     i.detector,
-                    i.severity,
+                    w(f"severity.{i.severity}"),
                     w(f"status.{i.status}"),
                     _subject(i.subject),
-                    i.summary,
+                    w.finding(i.sentence, i.summary),
                 ]
                 for i in items
             ],

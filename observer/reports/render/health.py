@@ -58,7 +58,7 @@ def health_blocks(day: PeriodFigures, w: Words) -> list[Block]:
                 [
                     [
                         str(x.code),
-                        x.meaning or "—",
+                        w("xid_meaning", xid_meaning=str(x.code)) if x.meaning else "—",
                         _xid_class(x.xid_class, w),
                         w("word.yes") if x.fatal else w("word.no"),
                         w.integer(x.count),

@@ -18,6 +18,7 @@ from babel.numbers import format_decimal, format_percent
 from babel.units import format_unit
 
 from observer.domain import JsonValue
+from observer.reports.build.findings import Sentence
 from observer.reports.build.notes import Note
 
 Language = Literal["en", "zh-CN"]
@@ -64,6 +65,16 @@ class Words:
     def note(self, note: Note) -> str:
         return self(note.key, **dict(note.params))
 
+    def finding(self, sentence: Sentence | None, summary: str) -> str:
+        """A finding's sentence and its details; one an older observer stored without the
+        evidence its sentence needs: its stored English, quoted."""
+        if sentence is None:
+            return self("finding.stored", summary=summary)
+        head, *details = (self.note(n) for n in sentence)
+        if not details:
+            return head
+        return self("finding.details", head=head, details=self("finding.separator").join(details))
+
     def _param(self, name: str, value: JsonValue) -> str:
         if value is None:
             return self("word.not_observed")
@@ -79,6 +90,15 @@ class Words:
             return self(f"src.{value}")
         if name == "why" and isinstance(value, str):
             return self(f"coverage.why.{value}")
+        if (name == "words" or name.endswith("_words")) and isinstance(value, str):
+            # The platform's (or a process's) own words: quoted, never translated.
+            return self._catalog["quote.platform"].format(text=value)
+        if name == "outcome" and isinstance(value, str) and f"outcome.{value}" in self._catalog:
+            return self(f"outcome.{value}")
+        if name == "xid_meaning" and isinstance(value, str):
+            return self(f"xid.{value}" if f"xid.{value}" in self._catalog else "xid.unknown")
+        if name == "xid_class_id" and isinstance(value, str):
+            return self(f"xid_class.{value}")
         if (name == "at" or name.endswith("_at")) and isinstance(value, str):
             return self.instant(datetime.fromisoformat(value))
         if isinstance(value, bool):

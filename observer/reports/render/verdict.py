@@ -14,9 +14,9 @@ from observer.reports.render.blocks import Block, Chart, Heading, List, Rendered
 from observer.reports.render.events import finding_items
 from observer.reports.render.gpu import utilisation_chart
 from observer.reports.render.headline import headline_rows, verdict_title
-from observer.reports.render.layout import to_html, to_markdown
 from observer.reports.render.i18n import Language, Words
 from observer.reports.render.json import json_text, tier_text, verdict_json
+from observer.reports.render.layout import to_html, to_markdown
 
 
 def render_verdict(verdict: Verdict, language: Language) -> Rendered:

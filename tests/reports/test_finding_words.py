@@ -1,0 +1,308 @@
+"""Every sentence a detector can say has its words in both languages: the detectors are run
+on inputs that make each of them speak in each of its forms (the node agent on fake GPUs and
+a fake host, the controller's rules on scheduler snapshots, canary deliveries and Prometheus
+readings), and each finding's sentence (build/findings.py) is written from the catalogue's
+templates with the parameters its evidence gives, in English and in Chinese."""
+
+from __future__ import annotations
+
+import string
+from collections.abc import Iterator, Mapping
+from dataclasses import replace
+from datetime import timedelta
+from pathlib import Path
+from zoneinfo import ZoneInfo
+
+import pytest
+
+from observer.detectors import (
+    fairness,
+    gpu_health,
+    gpu_in_service,
+    gpu_unusable,
+    log_loss,
+    monitoring_lag,
+    node_leaks,
+    unreleased,
+)
+from observer.detectors.gpu_health import DETECTORS as GPU_HEALTH
+from observer.detectors.gpu_health import HealthView
+from observer.detectors.monitoring_lag import (
+    BusyProbeReading,
+    FlatlineReading,
+    LagView,
+    SeriesAge,
+)
+from observer.detectors.node_leaks import NodeView
+from observer.detectors.probe_release import DETECTOR as PROBE_UNRELEASED
+from observer.detectors.unexplained_wait import UNEXPLAINED_WAIT, unexplained_waits
+from observer.domain import (
+    DriverState,
+    DriverStatus,
+    GpuAssignment,
+    JobPhase,
+    JsonValue,
+    NodeAllocation,
+    Owner,
+    OwnerKind,
+    OwnerPhase,
+    OwnerState,
+    QueueState,
+    SchedulerNode,
+    SchedulerSnapshot,
+    TargetState,
+)
+from observer.gpu.fake import GIB
+from observer.gpu.xid import _TABLE as XIDS
+from observer.logs_pipeline.base import DeliveredLine
+from observer.reports.build.findings import describe
+from observer.reports.render.catalog import CATALOG
+from observer.reports.render.i18n import LANGUAGES, Words
+from observer.settings.detectors import LogLossSettings, MonitoringLagSettings, NodeLeakSettings
+from tests.agent.test_gpu_health import HW_SLOWDOWN, POD, Node
+from tests.agent.test_gpu_health import RULES as GPU_RULES
+from tests.detectors import test_gpu_in_service as in_service
+from tests.detectors import test_probe_release as release
+from tests.detectors import test_unexplained_wait as waits
+from tests.detectors import test_unreleased as scheduler_side
+from tests.detectors.test_fairness import RULES as FAIRNESS
+from tests.detectors.test_fairness import night
+from tests.detectors.test_gpu_unusable import RUN as NO_GPU_RUN
+from tests.logs_pipeline.test_log_loss import RUN as CANARY
+from tests.logs_pipeline.test_log_loss import T0 as CANARY_T0
+from tests.logs_pipeline.test_log_loss import line, lines, loss_findings
+from tests.monitoring.test_monitoring_lag import GPU, NOW, ago, beat, target
+
+Said = tuple[str, Mapping[str, str], Mapping[str, JsonValue]]  # detector, subject, evidence
+# The controller's reads of its own sources, in the words of their error (not a rule).
+OWN_SOURCES = {
+    "agent_unreachable",
+    "log_pipeline_unreachable",
+    "store_unreachable",
+    "alertmanager_unreachable",
+}
+ENDED_POD = Owner(OwnerKind.POD, "0a1b2c3d-2222-4b4b-8d8d-0123456789ab")
+OTHER_POD = Owner(OwnerKind.POD, "7e6d5c4b-3333-4c4c-9e9e-0123456789ab")
+
+
+def _agent(tmp_path: Path) -> Iterator[Said]:
+    """The node agent on eight fake GPUs: every GPU health condition, Xid events with and
+    without a process, and each process the node's leak rules name; then its snapshot read
+    with the node allocation layer up, down, and with the driver gone."""
+    node = Node(tmp_path, gpus=8)
+    gpus = node.gpus.gpus
+    node.run_job(0, pid=100)  # a running pod: its GPU slowed, then an Xid under it
+    node.host.spawn(101, ENDED_POD)
+    node.host.owners[ENDED_POD] = OwnerState(OwnerPhase.ENDED, name="team-b/train-1")
+    gpus[1].processes[101] = 20 * GIB  # its pod ended, its memory stays
+    node.host.spawn(102)  # no pod or job
+    gpus[2].processes[102] = 2 * GIB
+    gpus[3].processes[103] = 1 * GIB  # gone from the host
+    gpus[5].memory_used_bytes = 10 * GIB  # no process listed
+    node.tick(11)
+    gpus[0].clock_event_reasons = HW_SLOWDOWN
+    gpus[4].ecc_volatile_uncorrected_errors = 2
+    gpus[4].remapped_rows_pending = True
+    gpus[4].retired_pages_pending = True
+    gpus[6].remapped_rows_failed = True
+    gpus[6].pcie_replay_errors = 50
+    gpus[7].nvlink_recovery_errors = 1
+    gpus[7].nvlink_replay_errors, gpus[7].nvlink_crc_errors = 40, 40
+    node.gpus.xid(0, 79)
+    node.kernel_xid(node.clock.now(), "(PCI:0000:02:00): 43, pid=101, name=python3, Ch 0010")
+    node.kernel_xid(node.clock.now(), "(PCI:0000:03:00): 13, pid=4242, name=python3, Ch 0011")
+    node.tick(40)
+    gpus[7].lost = True
+    node.tick(2)
+    snapshot = node.agent.snapshot()
+    assert snapshot is not None
+    yield from ((f.detector, f.subject, f.evidence) for f in [*node.history, *snapshot.findings])
+
+    rules = NodeLeakSettings(grace_seconds=1, idle_seconds=1, baseline_memory_bytes=600 * 2**20)
+    uuids = [g.identity.uuid for g in snapshot.gpus if g.identity is not None]
+    kubelet = NodeAllocation(
+        "kubelet",
+        True,
+        None,
+        snapshot.at,
+        (GpuAssignment(uuids[0], OTHER_POD, None), GpuAssignment(uuids[5], POD, None)),
+        frozenset(uuids),
+    )
+    views = [
+        NodeView(snapshot.node, snapshot.driver, snapshot.gpus, snapshot.processes, None),
+        NodeView(snapshot.node, snapshot.driver, snapshot.gpus, snapshot.processes, kubelet),
+        NodeView(
+            snapshot.node,
+            snapshot.driver,
+            snapshot.gpus,
+            snapshot.processes,
+            replace(kubelet, up=False, reason="connection refused", assignments=()),
+        ),
+        NodeView(snapshot.node, DriverStatus(DriverState.NOT_LOADED), (), (), None),
+    ]
+    # The running pod's GPU goes quiet while it holds memory, and the one it was not given.
+    idle = [replace(p, owner_state=OwnerState(OwnerPhase.RUNNING)) for p in snapshot.processes]
+    quiet = tuple(
+        replace(g, sample=replace(g.sample, utilization_gpu_percent=0)) if g.sample else g
+        for g in snapshot.gpus
+    )
+    views.append(NodeView(snapshot.node, snapshot.driver, quiet, tuple(idle), kubelet))
+    for view in views:
+        yield from ((s.detector, s.subject, s.evidence) for s in node_leaks.evaluate(view, rules))
+    # A GPU slowed under a process the agent could not yet attribute to anyone.
+    unattributed = HealthView(snapshot.node, snapshot.at, snapshot.gpus, ())
+    slowed, _ = gpu_health.evaluate(unattributed, {}, GPU_RULES)
+    yield from ((s.detector, s.subject, s.evidence) for s in slowed)
+
+
+def _scheduler_side() -> Iterator[Said]:
+    """The controller's rules over the scheduler, the probes and the pipelines."""
+    stuck = release.job("slurm-41", gpus=3, ending_since=release.at(0))
+    symptoms = scheduler_side.evaluate(300, [stuck], allocated=5)
+    killed = SchedulerNode("node-9", "a", 4, 0, "drained", "Kill task failed")
+    symptoms += unreleased.evaluate(
+        SchedulerSnapshot(release.at(0), (), (killed,), ()),
+        {},
+        release.at(0),
+        grace_seconds=0,
+        stuck_grace_seconds=0,
+        snapshot_max_age_seconds=60,
+        memory_tolerance_bytes=0,
+    )
+    left = release.process(2, 4242, release.OURS, used=20 * GIB)
+    symptoms += release.check(100, [release.agent(95, [left])], release.scheduler(95)).symptoms
+    me = waits.job("4242", JobPhase.PENDING, "research")
+    quotas = (QueueState("prod", "gpu", 1, 1, 2, 2, 60.0),)
+    for job, snap, quota in [
+        (waits.pending(None), waits.snapshot(*waits.FULL), None),
+        (waits.pending("Resources"), waits.snapshot(*waits.ONE_FREE), None),
+        (waits.pending("Priority"), waits.snapshot(*waits.FULL, jobs=(me,)), None),
+        (
+            waits.pending("QuotaExceeded", tenant="prod"),
+            waits.snapshot(*waits.FULL, queues=quotas),
+            {"prod": 6},
+        ),
+    ]:
+        symptoms += unexplained_waits(job, snap, waits.RULES, quotas=quota)
+    history = [night(0, True), night(1, False), night(2, True), night(3, False), night(4, True)]
+    symptoms += fairness.evaluate(history, FAIRNESS)
+    [fault] = gpu_in_service.faults(
+        release.agent(10, findings=[in_service.xid(79, True)], node=release.NODE)
+    )
+    known = gpu_in_service.remember(
+        {}, [fault], in_service.scheduler(300, started=200), release.at(300)
+    )
+    symptoms += gpu_in_service.evaluate(
+        known, in_service.scheduler(in_service.GRACE + 10), in_service.GRACE
+    )
+    rules = MonitoringLagSettings()
+    stale = [SeriesAge({"node": "n1"}, 900.0), SeriesAge({"node": "n2"}, 5.0)]
+    views = [
+        LagView(now=NOW, heartbeat=None),
+        LagView(
+            now=NOW,
+            heartbeat=beat(600),
+            freshness={"observer_gpu_up": [], "observer_gpu_utilization_ratio": stale},
+            targets=[
+                target(health=TargetState.DOWN, last_error="connection refused"),
+                target(instance="10.0.3.8:9400", scraped_seconds_ago=900),
+                target(instance="10.0.3.9:9400", health=TargetState.DOWN),
+            ],
+            flatlines=[FlatlineReading("gpu0_util", [0.5] * 5, [0.1, 0.5, 0.9, 0.3, 0.7])],
+            busy_probes=[
+                BusyProbeReading("run-1", GPU, ago(900), ago(10)),
+                BusyProbeReading("run-2", GPU, ago(900), None),
+            ],
+        ),
+        LagView(now=NOW, read_errors={"heartbeat": "connection refused"}),
+    ]
+    for view in views:
+        symptoms += monitoring_lag.evaluate(view, rules)
+    yield from ((s.detector, s.subject, s.evidence) for s in symptoms)
+
+    findings = gpu_unusable.evaluate(NO_GPU_RUN)
+    for seqs in [[*range(0, 3), *range(5, 8), *range(10, 13), *range(15, 18), 19], [*range(10), 3]]:
+        findings += loss_findings(lines(seqs), 20)
+    torn = DeliveredLine(f"observer-canary run={CANARY} seq=5", "collected.log")
+    report = log_loss.analyse(CANARY, 8, [*lines(range(5)), line(7), line(6), line(42), torn])
+    slow = log_loss.analyse(CANARY, 5, lines(range(5), delivered_after=45.0))
+    for canary in (report, slow):
+        findings += log_loss.findings(
+            canary,
+            tenant="research",
+            pipeline="loki",
+            rules=LogLossSettings(delivery_p95_max_seconds=30),
+            at=CANARY_T0 + timedelta(minutes=5),
+        )
+    yield from ((f.detector, f.subject, f.evidence) for f in findings)
+
+
+@pytest.fixture(scope="module")
+def said(tmp_path_factory: pytest.TempPathFactory) -> list[Said]:
+    return [*_agent(tmp_path_factory.mktemp("agent")), *_scheduler_side()]
+
+
+def _fields(template: str) -> set[str]:
+    return {f for _, f, _, _ in string.Formatter().parse(template) if f}
+
+
+def test_every_detector_speaks_and_every_sentence_has_its_words(said: list[Said]):
+    detectors = {d for d, _, _ in said}
+    assert detectors >= node_leaks.DETECTORS | GPU_HEALTH | unreleased.DETECTORS
+    assert detectors >= {
+        PROBE_UNRELEASED,
+        UNEXPLAINED_WAIT,
+        fairness.PERSISTENT_UNFAIRNESS,
+        gpu_in_service.UNHEALTHY_GPU_IN_SERVICE,
+        gpu_unusable.DETECTOR,
+        monitoring_lag.DETECTOR,
+        monitoring_lag.UNREACHABLE,
+        *log_loss.EVENT_DETECTORS,
+    }
+    keys = set()
+    for detector, subject, evidence in said:
+        sentence = describe(detector, subject, evidence)
+        assert sentence is not None, (detector, subject, evidence)
+        for note in sentence:
+            keys.add(note.key)
+            for language in LANGUAGES:
+                template = CATALOG[language].get(note.key)
+                assert template is not None, (language, note.key)
+                assert _fields(template) <= set(note.params), (language, note.key, note.params)
+    # Every finding template of the catalogue is one some detector said here, but the
+    # controller's reads of its own sources.
+    templates = {
+        k
+        for k in CATALOG["en"]
+        if k.startswith("finding.")
+        and k not in {"finding.details", "finding.separator", "finding.stored"}
+        and k.removeprefix("finding.") not in OWN_SOURCES
+    }
+    assert templates == keys
+
+
+def test_each_sentence_reads_in_both_languages(said: list[Said]):
+    zh, en = Words("zh-CN", ZoneInfo("Asia/Shanghai")), Words("en", ZoneInfo("Asia/Shanghai"))
+    for detector, subject, evidence in said:
+        sentence = describe(detector, subject, evidence)
+        chinese, english = zh.finding(sentence, ""), en.finding(sentence, "")
+        assert "{" not in chinese and "{" not in english, detector
+        assert any("\u4e00" <= c <= "\u9fff" for c in chinese), chinese
+
+
+def test_a_finding_stored_without_the_evidence_its_sentence_needs_shows_its_summary():
+    assert describe("unreleased_memory", {"node": "n1"}, {"pid": 4}) is None
+    assert describe("a_detector_from_later", {}, {}) is None
+    zh = Words("zh-CN", ZoneInfo("Asia/Shanghai"))
+    assert zh.finding(None, "pid 4 still holds 1 GiB") == "（英文原文）pid 4 still holds 1 GiB"
+
+
+def test_every_catalogued_xid_has_its_meaning_in_both_languages():
+    for code, (meaning, _, _) in XIDS.items():
+        assert CATALOG["en"][f"xid.{code}"] == meaning
+        assert any("\u4e00" <= c <= "\u9fff" for c in CATALOG["zh-CN"][f"xid.{code}"]), code
+
+
+def test_the_platforms_words_are_quoted_and_never_translated():
+    zh = Words("zh-CN", ZoneInfo("Asia/Shanghai"))
+    assert zh("why.platform", words="Error — exit 1") == "平台：「Error — exit 1」"
