@@ -39,6 +39,7 @@ LOCALES = ("en", "zh_CN")
 # that take a key (row) and utilisation_chart (its title).
 KEYWORDS: dict[str, tuple[int, ...] | None] = {
     "w": None,
+    "_note": None,
     "words": None,
     "self": None,
     "Note": None,

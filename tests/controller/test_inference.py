@@ -8,7 +8,7 @@ no look unanswered, and the daily summary's section in both languages."""
 from __future__ import annotations
 
 import json
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
@@ -16,8 +16,8 @@ from observer.detectors.inference import SCALE_OUT_STALLED, UNAVAILABLE
 from observer.records import PhaseKind
 from observer.reports.build.daily import build_daily
 from observer.reports.inputs import load_daily
-from observer.reports.render.catalog import CATALOG
 from observer.reports.render.daily import render_daily
+from observer.reports.render.i18n import Words
 from observer.settings import Settings
 from observer.simulation.soak import SimulatedSoak
 from observer.storage.database import upgrade
@@ -157,26 +157,26 @@ def test_time_to_ready_latency_and_a_scale_out_that_waited_on_gpus(soaked):
 @pytest.mark.parametrize("language", ["en", "zh-CN"])
 def test_the_daily_summary_reports_the_service_by_window_and_its_changes(soaked, language):
     store, settings, now, *_ = soaked
-    words = CATALOG[language]
+    words = Words(language, UTC)
     day = now.date()  # controller.timezone: UTC
     report = build_daily(load_daily(store, settings, day, now, partial=True))
 
     rendered = render_daily(report, language)
 
     lines = rendered.markdown.splitlines()
-    assert f"## {words['sec.inference']}" in lines
-    windows = lines[lines.index(f"### {words['sub.inference_windows']}") :]
+    assert f"## {words('sec.inference')}" in lines
+    windows = lines[lines.index(f"### {words('sub.inference_windows')}") :]
     rows = {line.split(" | ")[0].removeprefix("| "): line.split(" | ") for line in windows[4:6]}
-    assert set(rows) == {words["inference.whole_day"], "always"}
-    whole = rows[words["inference.whole_day"]]
+    assert set(rows) == {words("inference.whole_day"), "always"}
+    whole = rows[words("inference.whole_day")]
     assert whole[1] == "100.0%" and whole[3] == "0"
     p50 = float(whole[4].split()[0])
     assert p50 >= LATENCY_MS
-    phases = lines[lines.index(f"### {words['sub.inference_phases']}") :]
+    phases = lines[lines.index(f"### {words('sub.inference_phases')}") :]
     kinds = [line.split(" | ")[0].removeprefix("| ") for line in phases[4:7]]
-    assert kinds == [words[f"inference.phase.{k}"] for k in ("start", "scale_out", "restart")]
+    assert kinds == [words(f"inference.phase.{k}") for k in ("start", "scale_out", "restart")]
     assert "Insufficient nvidia.com/gpu" in phases[5]
-    assert words["sec.inference"] in rendered.html
+    assert words("sec.inference") in rendered.html
     data = json.loads(rendered.json)["inference_service"]
     assert data["services"] == ["observer-inference"]
     assert [p["kind"] for p in data["phases"]] == ["start", "scale_out", "restart"]

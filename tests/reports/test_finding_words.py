@@ -14,6 +14,7 @@ from pathlib import Path
 from zoneinfo import ZoneInfo
 
 import pytest
+from babel.messages.pofile import read_po
 
 from observer.detectors import (
     fairness,
@@ -56,8 +57,7 @@ from observer.gpu.fake import GIB
 from observer.gpu.xid import _TABLE as XIDS
 from observer.logs_pipeline.base import DeliveredLine
 from observer.reports.build.findings import describe
-from observer.reports.render.catalog import CATALOG
-from observer.reports.render.i18n import LANGUAGES, Words
+from observer.reports.render.i18n import LANGUAGES, LOCALE_DIR, Words
 from observer.settings.detectors import LogLossSettings, MonitoringLagSettings, NodeLeakSettings
 from tests.agent.test_gpu_health import HW_SLOWDOWN, POD, Node
 from tests.agent.test_gpu_health import RULES as GPU_RULES
@@ -83,6 +83,15 @@ OWN_SOURCES = {
 }
 ENDED_POD = Owner(OwnerKind.POD, "0a1b2c3d-2222-4b4b-8d8d-0123456789ab")
 OTHER_POD = Owner(OwnerKind.POD, "7e6d5c4b-3333-4c4c-9e9e-0123456789ab")
+
+
+def _templates(locale: str) -> dict[str, str]:
+    """A language's catalogue as written: each key's template, placeholders unfilled."""
+    with (LOCALE_DIR / locale / "LC_MESSAGES" / "observer.po").open("rb") as po:
+        return {str(m.id): str(m.string) for m in read_po(po) if m.id}
+
+
+TEMPLATES = {"en": _templates("en"), "zh-CN": _templates("zh_CN")}
 
 
 def _agent(tmp_path: Path) -> Iterator[Said]:
@@ -266,14 +275,14 @@ def test_every_detector_speaks_and_every_sentence_has_its_words(said: list[Said]
         for note in sentence:
             keys.add(note.key)
             for language in LANGUAGES:
-                template = CATALOG[language].get(note.key)
+                template = TEMPLATES[language].get(note.key)
                 assert template is not None, (language, note.key)
                 assert _fields(template) <= set(note.params), (language, note.key, note.params)
     # Every finding template of the catalogue is one some detector said here, but the
     # controller's reads of its own sources.
     templates = {
         k
-        for k in CATALOG["en"]
+        for k in TEMPLATES["en"]
         if k.startswith("finding.")
         and k not in {"finding.details", "finding.separator", "finding.stored"}
         and k.removeprefix("finding.") not in OWN_SOURCES
@@ -299,8 +308,8 @@ def test_a_finding_stored_without_the_evidence_its_sentence_needs_shows_its_summ
 
 def test_every_catalogued_xid_has_its_meaning_in_both_languages():
     for code, (meaning, _, _) in XIDS.items():
-        assert CATALOG["en"][f"xid.{code}"] == meaning
-        assert any("\u4e00" <= c <= "\u9fff" for c in CATALOG["zh-CN"][f"xid.{code}"]), code
+        assert TEMPLATES["en"][f"xid.{code}"] == meaning
+        assert any("\u4e00" <= c <= "\u9fff" for c in TEMPLATES["zh-CN"][f"xid.{code}"]), code
 
 
 def test_the_platforms_words_are_quoted_and_never_translated():

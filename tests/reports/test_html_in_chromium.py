@@ -22,6 +22,10 @@ from observer.reports.render.daily import render_daily
 from tests.reports.conftest import PlayedWeek
 from tests.reports.week import DAYS
 
+# The played week (tests/reports/conftest.py) is set up by whichever test needs it first:
+# seven simulated days, minutes, more on a loaded machine.
+pytestmark = pytest.mark.timeout(600)
+
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 CHARTS = (
     "utilisation",

@@ -19,6 +19,10 @@ from observer.reports.render.verdict import render_verdict
 from tests.reports.conftest import PlayedWeek
 from tests.reports.week import DAYS
 
+# The played week (tests/reports/conftest.py) is set up by whichever test needs it first:
+# seven simulated days, minutes, more on a loaded machine.
+pytestmark = pytest.mark.timeout(600)
+
 # Code, evidence and the platform's quoted words, as each form writes them.
 _MARKDOWN_OUT = [
     re.compile(r"```.*?```", re.S),

@@ -27,6 +27,10 @@ from observer.storage.tables import metadata
 from tests.reports.conftest import PlayedWeek
 from tests.reports.week import DAYS, SHANGHAI, local
 
+# The played week (tests/reports/conftest.py) is set up by whichever test needs it first:
+# seven simulated days, minutes, more on a loaded machine.
+pytestmark = pytest.mark.timeout(600)
+
 FAILED = {Outcome.FAILED, Outcome.REJECTED, Outcome.TIMED_OUT, Outcome.LOST}
 
 

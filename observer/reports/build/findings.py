@@ -38,7 +38,8 @@ def describe(detector: str, subject: Subject, evidence: Evidence) -> Sentence | 
 
 
 def _note(key: str, **params: JsonValue) -> Note:
-    return Note(f"finding.{key}", params)
+    """A finding's Note; `key` is whole (finding.*), so that extraction sees it."""
+    return Note(key, params)
 
 
 def _memory(n: JsonValue) -> str:
@@ -67,17 +68,17 @@ def _gpu(e: Evidence) -> str:
 
 
 def _nvml_unavailable(s: Subject, e: Evidence) -> Sentence:
-    return (_note("nvml_unavailable", node=s["node"]),)
+    return (_note("finding.nvml_unavailable", node=s["node"]),)
 
 
 def _gpu_lost(s: Subject, e: Evidence) -> Sentence:
-    return (_note("gpu_lost", node=s["node"], gpu=s["gpu"]),)
+    return (_note("finding.gpu_lost", node=s["node"], gpu=s["gpu"]),)
 
 
 def _memory_without_process(s: Subject, e: Evidence) -> Sentence:
     return (
         _note(
-            "memory_without_process",
+            "finding.memory_without_process",
             node=s["node"],
             gpu=_gpu(e),
             memory=_memory(e["excess_bytes"]),
@@ -86,17 +87,22 @@ def _memory_without_process(s: Subject, e: Evidence) -> Sentence:
 
 
 def _owner_state_unknown(s: Subject, e: Evidence) -> Sentence:
-    return (_note("owner_state_unknown", node=s["node"], source=str(e["source"])),)
+    return (_note("finding.owner_state_unknown", node=s["node"], source=str(e["source"])),)
 
 
 def _allocated_idle(s: Subject, e: Evidence) -> Sentence:
     if "pid" not in s:
         return (
-            _note("allocated_idle.assigned", owner=str(e["owner"]), gpu=_gpu(e), node=s["node"]),
+            _note(
+                "finding.allocated_idle.assigned",
+                owner=str(e["owner"]),
+                gpu=_gpu(e),
+                node=s["node"],
+            ),
         )
     return (
         _note(
-            "allocated_idle.process",
+            "finding.allocated_idle.process",
             owner=_owner(e),
             memory=_memory(e["used_memory_bytes"]),
             gpu=_gpu(e),
@@ -107,7 +113,7 @@ def _allocated_idle(s: Subject, e: Evidence) -> Sentence:
 def _vanished_process(s: Subject, e: Evidence) -> Sentence:
     return (
         _note(
-            "vanished_process",
+            "finding.vanished_process",
             pid=str(e["pid"]),
             gpu=_gpu(e),
             memory=_memory(e["used_memory_bytes"]),
@@ -117,7 +123,11 @@ def _vanished_process(s: Subject, e: Evidence) -> Sentence:
 
 def _orphan_process(s: Subject, e: Evidence) -> Sentence:
     # The allocation layer knew the GPU and named nobody: assigned to no one.
-    form = "orphan_process.unassigned" if e.get("gpu_assigned_to") == [] else "orphan_process"
+    form = (
+        "finding.orphan_process.unassigned"
+        if e.get("gpu_assigned_to") == []
+        else "finding.orphan_process"
+    )
     return (
         _note(
             form,
@@ -132,7 +142,7 @@ def _orphan_process(s: Subject, e: Evidence) -> Sentence:
 def _unreleased_memory(s: Subject, e: Evidence) -> Sentence:
     return (
         _note(
-            "unreleased_memory",
+            "finding.unreleased_memory",
             pid=str(e["pid"]),
             memory=_memory(e["used_memory_bytes"]),
             gpu=_gpu(e),
@@ -151,8 +161,8 @@ def _gpu_not_assigned(s: Subject, e: Evidence) -> Sentence:
         "source": str(e["source"]),
     }
     if holders:
-        return (_note("gpu_not_assigned.given_other", holders=_names(holders), **params),)
-    return (_note("gpu_not_assigned", **params),)
+        return (_note("finding.gpu_not_assigned.given_other", holders=_names(holders), **params),)
+    return (_note("finding.gpu_not_assigned", **params),)
 
 
 # --- GPU health ---------------------------------------------------------------------------
@@ -160,13 +170,15 @@ def _gpu_not_assigned(s: Subject, e: Evidence) -> Sentence:
 
 def _gpu_health(key: str) -> Callable[[Subject, Evidence], Sentence]:
     def words(s: Subject, e: Evidence) -> Sentence:
-        return (_note(key, gpu=_gpu(e), node=s["node"]),)
+        return (_note(f"finding.{key}", gpu=_gpu(e), node=s["node"]),)
 
     return words
 
 
 def _ecc(s: Subject, e: Evidence) -> Sentence:
-    return (_note("gpu_ecc_uncorrected", gpu=_gpu(e), node=s["node"], errors=e["new_errors"]),)
+    return (
+        _note("finding.gpu_ecc_uncorrected", gpu=_gpu(e), node=s["node"], errors=e["new_errors"]),
+    )
 
 
 def _slowdown(s: Subject, e: Evidence) -> Sentence:
@@ -176,14 +188,14 @@ def _slowdown(s: Subject, e: Evidence) -> Sentence:
         "reasons": _names(e["reasons"]),
     }
     if e["owners"]:
-        return (_note("gpu_clock_slowdown", owners=_names(e["owners"]), **params),)
-    return (_note("gpu_clock_slowdown.unowned", **params),)
+        return (_note("finding.gpu_clock_slowdown", owners=_names(e["owners"]), **params),)
+    return (_note("finding.gpu_clock_slowdown.unowned", **params),)
 
 
 def _pcie(s: Subject, e: Evidence) -> Sentence:
     return (
         _note(
-            "gpu_pcie_replay_rate",
+            "finding.gpu_pcie_replay_rate",
             gpu=_gpu(e),
             node=s["node"],
             per_minute=float(e["replays_per_minute"]),
@@ -194,17 +206,18 @@ def _pcie(s: Subject, e: Evidence) -> Sentence:
 def _nvlink(s: Subject, e: Evidence) -> Sentence:
     seen = []
     if e["recovery_errors"]:
-        seen.append(_note("gpu_nvlink_errors.recovery", errors=e["recovery_errors"]))
+        seen.append(_note("finding.gpu_nvlink_errors.recovery", errors=e["recovery_errors"]))
     rate, limit = e["replay_and_crc_errors_per_minute"], e["replay_and_crc_errors_per_minute_max"]
     if isinstance(rate, int | float) and isinstance(limit, int | float) and rate > limit:
-        seen.append(_note("gpu_nvlink_errors.rate", per_minute=float(rate)))
-    return (_note("gpu_nvlink_errors", gpu=_gpu(e), node=s["node"]), *seen)
+        seen.append(_note("finding.gpu_nvlink_errors.rate", per_minute=float(rate)))
+    return (_note("finding.gpu_nvlink_errors", gpu=_gpu(e), node=s["node"]), *seen)
 
 
 def _xid(s: Subject, e: Evidence) -> Sentence:
     gpu = e.get("gpu_index")
+    form = "finding.gpu_xid.fatal" if e["fatal"] else "finding.gpu_xid"
     head = _note(
-        "gpu_xid.fatal" if e["fatal"] else "gpu_xid",
+        form,
         xid=s["xid"],
         gpu="?" if gpu is None else str(gpu),
         pci_bus_id=s["pci_bus_id"],
@@ -216,10 +229,10 @@ def _xid(s: Subject, e: Evidence) -> Sentence:
         owner = e.get("owner_name") or e.get("owner")
         process = {"pid": str(e["pid"]), "program_words": str(e.get("process_name") or "?")}
         if owner:
-            return (head, _note("gpu_xid.process", owner=str(owner), **process))
-        return (head, _note("gpu_xid.process_unowned", **process))
+            return (head, _note("finding.gpu_xid.process", owner=str(owner), **process))
+        return (head, _note("finding.gpu_xid.process_unowned", **process))
     if e.get("gpu_owners"):
-        return (head, _note("gpu_xid.running", owners=_names(e["gpu_owners"])))
+        return (head, _note("finding.gpu_xid.running", owners=_names(e["gpu_owners"])))
     return (head,)
 
 
@@ -229,7 +242,7 @@ def _in_service(s: Subject, e: Evidence) -> Sentence:
     jobs = e["jobs_placed_since"]
     return (
         _note(
-            "unhealthy_gpu_in_service",
+            "finding.unhealthy_gpu_in_service",
             node=s["node"],
             state_words=str(e["node_state"]),
             fault_age_seconds=e["fault_age_seconds"],
@@ -243,7 +256,11 @@ def _in_service(s: Subject, e: Evidence) -> Sentence:
 
 
 def _gpu_unusable(s: Subject, e: Evidence) -> Sentence:
-    return (_note("gpu_unusable", node=s["node"], probe=str(e["probe"]), job_id=str(e["job_id"])),)
+    return (
+        _note(
+            "finding.gpu_unusable", node=s["node"], probe=str(e["probe"]), job_id=str(e["job_id"])
+        ),
+    )
 
 
 def _allocated_without_job(s: Subject, e: Evidence) -> Sentence:
@@ -251,7 +268,7 @@ def _allocated_without_job(s: Subject, e: Evidence) -> Sentence:
     whole = isinstance(held, float) and held.is_integer()
     return (
         _note(
-            "allocated_without_job",
+            "finding.allocated_without_job",
             node=s["node"],
             allocated=e["gpus_allocated"],
             held=int(held) if whole else held,
@@ -262,7 +279,7 @@ def _allocated_without_job(s: Subject, e: Evidence) -> Sentence:
 def _kill_task_failed(s: Subject, e: Evidence) -> Sentence:
     return (
         _note(
-            "kill_task_failed",
+            "finding.kill_task_failed",
             node=s["node"],
             state_words=str(e["node_state"]),
             reason_words=str(e["reason"]),
@@ -273,7 +290,7 @@ def _kill_task_failed(s: Subject, e: Evidence) -> Sentence:
 def _stuck(s: Subject, e: Evidence) -> Sentence:
     return (
         _note(
-            "stuck_terminating",
+            "finding.stuck_terminating",
             job_id=s["job_id"],
             tenant=s["tenant"],
             gpus=e["gpus"],
@@ -287,7 +304,7 @@ def _probe_unreleased(s: Subject, e: Evidence) -> Sentence:
     gpus = e["gpus"]
     return (
         _note(
-            "probe_unreleased",
+            "finding.probe_unreleased",
             probe=str(e["probe"]),
             tenant=s["tenant"],
             job_id=str(e["job_id"]),
@@ -301,12 +318,12 @@ def _probe_unreleased(s: Subject, e: Evidence) -> Sentence:
 def _unexplained_wait(s: Subject, e: Evidence) -> Sentence:
     who = {"job": s["run_id"], "tenant": s["tenant"]}
     if e["kind"] == "no_reason":
-        return (_note("unexplained_wait.no_reason", **who),)
+        return (_note("finding.unexplained_wait.no_reason", **who),)
     if "free_nodes" in e:
         free = e["free_nodes"]
         return (
             _note(
-                "unexplained_wait.gpus_free",
+                "finding.unexplained_wait.gpus_free",
                 reason_words=str(e["reason"]),
                 nodes=len(free) if isinstance(free, list) else 0,
                 gpus=e["gpus_per_node"],
@@ -316,20 +333,20 @@ def _unexplained_wait(s: Subject, e: Evidence) -> Sentence:
     if "quota_gpus" in e:
         return (
             _note(
-                "unexplained_wait.quota_left",
+                "finding.unexplained_wait.quota_left",
                 reason_words=str(e["reason"]),
                 held=e["tenant_running_gpus"],
                 quota=e["quota_gpus"],
                 **who,
             ),
         )
-    return (_note("unexplained_wait.nothing_ahead", reason_words=str(e["reason"]), **who),)
+    return (_note("finding.unexplained_wait.nothing_ahead", reason_words=str(e["reason"]), **who),)
 
 
 def _unfairness(s: Subject, e: Evidence) -> Sentence:
     return (
         _note(
-            "persistent_unfairness",
+            "finding.persistent_unfairness",
             tenant=s["tenant"],
             bad=e["disadvantaged_occurrences"],
             weighed=e["occurrences_weighed"],
@@ -349,9 +366,10 @@ def _log_loss(s: Subject, e: Evidence) -> Sentence:
         assert isinstance(ranges, list)
         shown = [_seq(r["first_seq"], r["last_seq"]) for r in ranges[:3] if isinstance(r, dict)]
         more = int(e["missing_range_count"]) - len(shown)
+        form = "finding.log_loss.missing.more" if more > 0 else "finding.log_loss.missing"
         seen.append(
             _note(
-                "log_loss.missing.more" if more > 0 else "log_loss.missing",
+                form,
                 lines=e["missing_lines"],
                 expected=e["expected_lines"],
                 seqs=", ".join(shown),
@@ -363,11 +381,13 @@ def _log_loss(s: Subject, e: Evidence) -> Sentence:
         ("out_of_order", e["out_of_order_lines"]),
         ("torn", e["malformed_lines"]),
     )
-    seen += [_note(f"log_loss.{form}", lines=n) for form, n in counts if n]
+    seen += [_note(f"finding.log_loss.{form}", lines=n) for form, n in counts if n]
     unexpected = e["unexpected_seq_ranges"]
     if unexpected:
-        seen.append(_note("log_loss.unexpected", seqs=_names([_seq(*r) for r in unexpected])))
-    return (_note("log_loss", run_id=s["run_id"], pipeline=s["pipeline"]), *seen)
+        seen.append(
+            _note("finding.log_loss.unexpected", seqs=_names([_seq(*r) for r in unexpected]))
+        )
+    return (_note("finding.log_loss", run_id=s["run_id"], pipeline=s["pipeline"]), *seen)
 
 
 def _log_latency(s: Subject, e: Evidence) -> Sentence:
@@ -375,7 +395,7 @@ def _log_latency(s: Subject, e: Evidence) -> Sentence:
     assert isinstance(latency, Mapping)
     return (
         _note(
-            "log_delivery_latency",
+            "finding.log_delivery_latency",
             run_id=s["run_id"],
             pipeline=s["pipeline"],
             p95_seconds=latency["p95"],
@@ -388,16 +408,16 @@ def _monitoring_lag(s: Subject, e: Evidence) -> Sentence:
     check = s["check"]
     if check == monitoring_lag.HEARTBEAT:
         if "lag_seconds" not in e:
-            return (_note("monitoring_lag.heartbeat_absent"),)
-        return (_note("monitoring_lag.heartbeat_late", lag_seconds=e["lag_seconds"]),)
+            return (_note("finding.monitoring_lag.heartbeat_absent"),)
+        return (_note("finding.monitoring_lag.heartbeat_late", lag_seconds=e["lag_seconds"]),)
     if check == monitoring_lag.FRESHNESS:
         if "stale_series" not in e:
-            return (_note("monitoring_lag.no_data", series=s["series"]),)
+            return (_note("finding.monitoring_lag.no_data", series=s["series"]),)
         stalest = e["stalest"]
         assert isinstance(stalest, list) and isinstance(stalest[0], dict)
         return (
             _note(
-                "monitoring_lag.stale",
+                "finding.monitoring_lag.stale",
                 series=s["series"],
                 stale=e["stale_series"],
                 total=e["total_series"],
@@ -409,19 +429,19 @@ def _monitoring_lag(s: Subject, e: Evidence) -> Sentence:
         if e["health"] == "down":
             error = e.get("last_error")
             seen.append(
-                _note("monitoring_lag.scrape_failed", error_words=str(error))
+                _note("finding.monitoring_lag.scrape_failed", error_words=str(error))
                 if error
-                else _note("monitoring_lag.scrape_failed_silent")
+                else _note("finding.monitoring_lag.scrape_failed_silent")
             )
         age = e["last_scrape_age_seconds"]
         limit = e["max_age_seconds"]
         if isinstance(age, int | float) and isinstance(limit, int | float) and age > limit:
-            seen.append(_note("monitoring_lag.scrape_old", age_seconds=age))
-        return (_note("monitoring_lag.scrape", job=s["job"], instance=s["instance"]), *seen)
+            seen.append(_note("finding.monitoring_lag.scrape_old", age_seconds=age))
+        return (_note("finding.monitoring_lag.scrape", job=s["job"], instance=s["instance"]), *seen)
     if check == monitoring_lag.FLATLINE:
         return (
             _note(
-                "monitoring_lag.flatline",
+                "finding.monitoring_lag.flatline",
                 series=s["series"],
                 value=str(e["prometheus_value"]),
                 values=e["agent_distinct_values"],
@@ -430,7 +450,7 @@ def _monitoring_lag(s: Subject, e: Evidence) -> Sentence:
     form = "gpu_busy_late" if e["first_busy_at"] else "gpu_busy_missing"
     return (
         _note(
-            f"monitoring_lag.{form}",
+            f"finding.monitoring_lag.{form}",
             gpu=s["gpu_uuid"],
             run_id=str(e["run_id"]),
             lag_seconds=e["lag_seconds"],
@@ -445,7 +465,7 @@ def _error(key: str, *names: str) -> Callable[[Subject, Evidence], Sentence]:
         errors = e["errors"] if "errors" in e else {"": e["error"]}
         assert isinstance(errors, Mapping)
         first = next(iter(errors.values()))
-        return (_note(key, error_words=str(first), **{n: s[n] for n in names}),)
+        return (_note(f"finding.{key}", error_words=str(first), **{n: s[n] for n in names}),)
 
     return words
 

@@ -75,6 +75,10 @@ class Words:
             return head
         return self("finding.details", head=head, details=self("finding.separator").join(details))
 
+    def _known(self, key: str) -> bool:
+        """Whether the catalogue has `key` (gettext answers an unknown key with itself)."""
+        return self._messages.gettext(key) != key
+
     def _param(self, name: str, value: JsonValue) -> str:
         if value is None:
             return self("word.not_observed")
@@ -92,11 +96,11 @@ class Words:
             return self(f"coverage.why.{value}")
         if (name == "words" or name.endswith("_words")) and isinstance(value, str):
             # The platform's (or a process's) own words: quoted, never translated.
-            return self._catalog["quote.platform"].format(text=value)
-        if name == "outcome" and isinstance(value, str) and f"outcome.{value}" in self._catalog:
+            return self._messages.gettext("quote.platform").format(text=value)
+        if name == "outcome" and isinstance(value, str) and self._known(f"outcome.{value}"):
             return self(f"outcome.{value}")
         if name == "xid_meaning" and isinstance(value, str):
-            return self(f"xid.{value}" if f"xid.{value}" in self._catalog else "xid.unknown")
+            return self(f"xid.{value}" if self._known(f"xid.{value}") else "xid.unknown")
         if name == "xid_class_id" and isinstance(value, str):
             return self(f"xid_class.{value}")
         if (name == "at" or name.endswith("_at")) and isinstance(value, str):
