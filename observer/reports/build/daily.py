@@ -9,6 +9,7 @@ from datetime import date, datetime
 
 from observer.reports.build.data import PeriodData, ReportContext
 from observer.reports.build.figures import PeriodFigures, TaskRecord, period_figures, task_records
+from observer.reports.build.tenants import TenantFigures, tenant_figures
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,6 +36,7 @@ class DailyReport:
     previous_day: PeriodFigures | None
     soak_to_date: PeriodFigures
     tasks: tuple[TaskRecord, ...]  # every run submitted in the day: the per-task appendix
+    tenants: TenantFigures  # the day's tenant, queue and quota record
     partial: bool  # the day so far, up to figures.end: its figures will still change
 
 
@@ -44,13 +46,15 @@ def build_daily(inputs: DailyInputs) -> DailyReport:
             data, inputs.context, inputs.intervention_match_seconds, inputs.layer_blind_max_share
         )
 
+    day = figures(inputs.data)
     return DailyReport(
         day=inputs.day,
         timezone=inputs.context.calendar.timezone.key,
         soak_started_at=inputs.context.soak_started_at,
-        figures=figures(inputs.data),
+        figures=day,
         previous_day=None if inputs.previous is None else figures(inputs.previous),
         soak_to_date=figures(inputs.soak),
         tasks=task_records(inputs.data.runs, inputs.data.findings, inputs.data.node_changes),
+        tenants=tenant_figures(inputs.data, inputs.soak, inputs.context, day),
         partial=inputs.partial,
     )
