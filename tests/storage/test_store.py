@@ -86,6 +86,7 @@ def test_upgrade_creates_the_tables_and_running_it_again_changes_nothing(
         "job_tallies",
         "controller_runs",
         "probe_skips",
+        "job_waits",
     }
     with Store(db_url) as store:
         assert store.findings() == []
