@@ -156,6 +156,7 @@ def run_to_json(run: ProbeRun) -> dict[str, Any]:
         "message": run.message,
         "pending_reasons": dict(run.pending_reasons),
         "node_names": list(run.node_names),
+        "reclaims_run_id": run.reclaims_run_id,
     }
 
 

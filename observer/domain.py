@@ -558,6 +558,8 @@ class ProbeRun:
     message: str | None = None  # the platform's explanation text, as a person sees it
     pending_reasons: Mapping[str, float] = field(default_factory=dict)  # reason -> seconds seen
     node_names: tuple[str, ...] = ()  # where the platform ran it, once it started
+    # A quota-reclaim probe's over-quota run: its wait to start counts from that run's end.
+    reclaims_run_id: str | None = None
 
     @property
     def queue_wait_seconds(self) -> float | None:

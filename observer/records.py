@@ -151,16 +151,28 @@ class JobTally:
 
 
 @dataclass(frozen=True, slots=True)
+class JobWait:
+    """How many of one tenant's jobs that ended in a slot had waited `wait_seconds` (whole
+    seconds, the platform's submission to its start) before they started."""
+
+    tenant: str
+    wait_seconds: int
+    jobs: int
+
+
+@dataclass(frozen=True, slots=True)
 class JobSlot:
     """Every tenant's jobs that ended in [start, start + JOB_SLOT), counted by tenant, phase,
     reason and cause, as listed up to `listed_until`; `complete` False when the platform said its
-    listing may have missed some (`note` says why)."""
+    listing may have missed some (`note` says why). `waits`: those that started, by tenant and
+    wait (none for slots listed before waits were kept)."""
 
     start: datetime
     listed_until: datetime
     complete: bool
     note: str
     tallies: tuple[JobTally, ...]
+    waits: tuple[JobWait, ...] = ()
 
 
 class SkipReason(StrEnum):

@@ -313,7 +313,7 @@ def build_controller(
 ) -> Controller:
     cfg = settings.controller
     backend = CountedBackend(backend, metrics.scheduler_errors_total)
-    tenants = {t.name: Tenant(t.name, t.queue, t.priority) for t in cfg.tenants}
+    tenants = {t.name: Tenant(t.name, t.queue, t.priority, t.quota_gpus) for t in cfg.tenants}
     catalog = cfg.probe_catalog()
     runner = ProbeRunner(
         backend,
@@ -349,6 +349,7 @@ def build_controller(
         log_pipeline=log_pipeline_name(cfg.logs),
         log_settle_seconds=cfg.logs.settle_seconds,
         scheduler_max_age_seconds=STALE_AFTER_INTERVALS * cfg.snapshot_interval_seconds,
+        quota_reclaim_seconds=cfg.quota_reclaim_seconds,
         nodes=nodes,
         scheduler=scheduler,
     )

@@ -25,6 +25,7 @@ from observer.detectors import (
     gpu_unusable,
     log_loss,
     probe_release,
+    quota_reclaim,
     unexplained_wait,
     unreleased,
 )
@@ -88,6 +89,8 @@ class Detection:
     log_settle_seconds: float
     # A scheduler snapshot older than this no longer speaks for the scheduler: it is blind.
     scheduler_max_age_seconds: float
+    # How long a within-quota probe may be held by its quota after an over-quota one ended.
+    quota_reclaim_seconds: float
     # The agents' latest snapshots by node, as the fleet loop publishes them, and the latest
     # scheduler snapshot, as the scheduler loop does: read once per check.
     nodes: Published[Mapping[str, NodeSnapshot]]
@@ -110,6 +113,11 @@ class Detection:
     )
     _canaries: dict[str, _Canary] = field(default_factory=dict)  # by run id
     _in_service: ConditionTracker = field(default_factory=ConditionTracker)
+    _reclaims: ConditionTracker = field(default_factory=ConditionTracker)
+    # When each over-quota run that a reclaim run follows ended (None: not stored), by run id.
+    _over_quota_ends: dict[str, datetime | None] = field(default_factory=dict)
+    # Since when each waiting reclaim run's tenant has had room for it, by run id.
+    _room_since: dict[str, datetime] = field(default_factory=dict)
     _faults: dict[str, gpu_in_service.Fault] = field(default_factory=dict)  # by node
     _pipeline_down: Finding | None = None  # the open log_pipeline_unreachable condition
     _store_down: Finding | None = None  # the open store_unreachable condition
@@ -131,7 +139,8 @@ class Detection:
 
     def resume(self) -> None:
         """After a (re)start: take over every condition a previous controller left open
-        (the release checks of its open probe_unreleased findings queued again), queue the
+        (the release checks of its open probe_unreleased findings queued again, the waits of
+        its open quota_not_reclaimed findings timed on from their start), queue the
         canaries that ended within CANARY_RESUME_LOOKBACK and were never checked, and adopt
         the pipeline's open unreachable condition so that the next successful read closes
         it."""
@@ -142,6 +151,7 @@ class Detection:
             (self._release_tracker, {probe_release.DETECTOR}),
             (self._fairness, {fairness.PERSISTENT_UNFAIRNESS}),
             (self._in_service, gpu_in_service.DETECTORS),
+            (self._reclaims, {quota_reclaim.DETECTOR}),
         ):
             tracker.resume(f for f in left_open if f.detector in detectors)
         for finding in left_open:
@@ -151,6 +161,10 @@ class Detection:
                     self._releases[run.run_id, finding.subject["node"]] = run
             elif finding.detector == STORE_UNREACHABLE:
                 self._store_down = finding
+            elif finding.detector == quota_reclaim.DETECTOR:
+                since = finding.evidence.get("since")
+                if isinstance(since, str):  # the wait it was opened on goes on being timed
+                    self._room_since[finding.subject["run_id"]] = datetime.fromisoformat(since)
         if self.log_reader is None:
             return
         probes = [
@@ -212,6 +226,7 @@ class Detection:
             *events,
             *self._store_reachable(now),
             *self._unexplained(active, now),
+            *self._quota_reclaims(active, now),
             *self._unreleased(nodes, now),
             *self._gpus_in_service(nodes, now),
             *self._probe_release(nodes, now),
@@ -253,6 +268,48 @@ class Detection:
                 )
         # The runs pending now are every wait there is: one no longer listed has ended.
         return self._waits.update(symptoms, now, covers_all, as_of=scheduler.at)
+
+    def _quota_reclaims(self, active: Sequence[ProbeRun], now: datetime) -> list[Finding]:
+        """Within-quota probes still held by the quota after an over-quota one ended and the
+        tenant's own usage left room. The runs' reasons come from following them; a stale
+        scheduler snapshot says the platform cannot be read, so nothing is judged then."""
+        scheduler = self._fresh_scheduler(now)
+        if scheduler is None:
+            self._reclaims.blind()
+            return []
+        reclaims = []
+        for run in active:
+            over = run.reclaims_run_id
+            if over is None:
+                continue
+            if over not in self._over_quota_ends:
+                stored = self.store.run(over)
+                self._over_quota_ends[over] = stored.finished_at if stored else None
+            ended = self._over_quota_ends[over]
+            if ended is None:
+                continue
+            # Room counts from the first snapshot that shows it, and starts over when the
+            # tenant's own work fills the quota again.
+            if scheduler.at >= ended and quota_reclaim.has_room(run, scheduler, self.quotas):
+                self._room_since.setdefault(run.run_id, max(ended, scheduler.at))
+            else:
+                self._room_since.pop(run.run_id, None)
+            reclaims.append(
+                quota_reclaim.Reclaim(run, over, ended, self._room_since.get(run.run_id))
+            )
+        waiting = {r.reclaims_run_id for r in active}
+        self._over_quota_ends = {k: v for k, v in self._over_quota_ends.items() if k in waiting}
+        pending = {r.run_id for r in active}
+        self._room_since = {k: v for k, v in self._room_since.items() if k in pending}
+        symptoms = quota_reclaim.evaluate(
+            reclaims,
+            scheduler,
+            now,
+            reclaim_seconds=self.quota_reclaim_seconds,
+            quotas=self.quotas,
+        )
+        # The active runs are every reclaim still waiting: one no longer listed has ended.
+        return self._reclaims.update(symptoms, now, covers_all, as_of=scheduler.at)
 
     def _unreleased(self, nodes: Mapping[str, NodeSnapshot], now: datetime) -> list[Finding]:
         scheduler = self._fresh_scheduler(now)

@@ -59,6 +59,7 @@ class Tenant:
     name: str
     queue: str | None = None
     priority: str | None = None
+    quota_gpus: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,6 +151,20 @@ class ProbeRunner:
                     launched.append(run)
         self._publish_active()
         return launched
+
+    def reclaim(self, spec: ProbeSpec, over_quota: ProbeRun) -> ProbeRun | None:
+        """After an over-quota run ended as it should (refused, or held and cancelled): a
+        probe within the tenant's quota, whose wait to start counts from that run's end."""
+        tenant = self._tenants[over_quota.tenant]
+        if tenant.quota_gpus is not None and spec.workload.gpus > tenant.quota_gpus:
+            return None  # no probe fits within it
+        if not self._within_budget(tenant.name, spec.workload.gpus):
+            _log.info("probe skipped: over budget", probe=spec.name, tenant=tenant.name)
+            self._skipped(spec, tenant.name, over_quota.window, SkipReason.BUDGET)
+            return None
+        run = self._submit(spec, tenant, over_quota.window, reclaims=over_quota.run_id)
+        self._publish_active()
+        return run
 
     def _skipped(
         self, spec: ProbeSpec, tenant: str, window: str | None, reason: SkipReason
@@ -244,7 +259,9 @@ class ProbeRunner:
         self._publish_active()
         return ended
 
-    def _submit(self, spec: ProbeSpec, tenant: Tenant, window: str | None) -> ProbeRun | None:
+    def _submit(
+        self, spec: ProbeSpec, tenant: Tenant, window: str | None, reclaims: str | None = None
+    ) -> ProbeRun | None:
         now = self._clock.now()
         run = ProbeRun(
             run_id=uuid.uuid4().hex,
@@ -257,6 +274,7 @@ class ProbeRunner:
             nodes=spec.workload.nodes,
             state=RunState.SUBMITTED,
             submitted_at=now,
+            reclaims_run_id=reclaims,
         )
         try:
             # Stored before it is submitted, or not submitted: see the module's docstring.

@@ -17,11 +17,20 @@ from observer.clock import Clock
 from observer.controller.detect import Detection
 from observer.controller.runs import ProbeRunner
 from observer.controller.views import Published
-from observer.domain import Finding, JobPhase, JobStatus, NodeSnapshot, ProbeRun, SchedulerSnapshot
+from observer.domain import (
+    Finding,
+    JobPhase,
+    JobStatus,
+    NodeSnapshot,
+    Outcome,
+    ProbeRun,
+    RunState,
+    SchedulerSnapshot,
+)
 from observer.errors import BackendError, StoreError
 from observer.logs import get_logger
 from observer.metrics import ControllerMetrics
-from observer.probes.catalog import ProbeSpec
+from observer.probes.catalog import QUOTA_PROBE, RECLAIM_PROBE, ProbeSpec
 from observer.probes.windows import Calendar
 from observer.records import (
     JOB_SLOT,
@@ -31,6 +40,7 @@ from observer.records import (
     JobOrigin,
     JobSlot,
     JobTally,
+    JobWait,
     StoredIntervention,
     job_slot,
 )
@@ -118,15 +128,32 @@ class Controller:
         return entry.window in self.calendar.windows_at(self._clock.now())
 
     def _launch(self, entry: PlanEntry) -> list[ProbeRun]:
-        return self.runner.launch(self.catalog[entry.probe], entry.tenants, entry.window)
+        launched = self.runner.launch(self.catalog[entry.probe], entry.tenants, entry.window)
+        return launched + self._reclaim(launched)
 
     def follow(self) -> list[ProbeRun]:
         """Make the launches asked for, then bring every active run up to date."""
         while not self._launches.empty():
             self._launch(self._launches.get())
         changed = self.runner.follow()
+        changed += self._reclaim(changed)
         self.detection.runs_changed(changed)
         return changed
+
+    def _reclaim(self, runs: Sequence[ProbeRun]) -> list[ProbeRun]:
+        """A within-quota probe for each tenant whose over-quota run just ended as it should:
+        the release half of the quota's lifecycle."""
+        spec = self.catalog.get(RECLAIM_PROBE)
+        if spec is None:
+            return []
+        ended = [
+            run
+            for run in runs
+            if run.probe == QUOTA_PROBE
+            and run.state is RunState.DONE
+            and run.outcome is Outcome.PASSED
+        ]
+        return [r for run in ended if (r := self.runner.reclaim(spec, run)) is not None]
 
     def detect(self) -> list[Finding]:
         """The controller-side detectors over what follow and sampling last saw."""
@@ -235,8 +262,8 @@ def tally_slots(
 ) -> list[JobSlot]:
     """A listing that starts on a slot, as the slots it covers: jobs counted by the slot of
     their end, tenant, phase, reason, the cause `classify` gives a failed one and who
-    submitted it (the observer's own probes apart); the last slot listed as far as the
-    listing goes."""
+    submitted it (the observer's own probes apart), and the waits of those that started, by
+    tenant, to the whole second; the last slot listed as far as the listing goes."""
     if job_slot(listing.since) != listing.since:
         raise ValueError(f"a listing from {listing.since} does not start on a slot")
     counts = Counter(
@@ -255,11 +282,26 @@ def tally_slots(
     for (at, tenant, phase, reason, cause, origin), jobs in sorted(counts.items()):
         tally = JobTally(tenant, phase, reason or None, cause or None, jobs, origin)
         by_slot.setdefault(at, []).append(tally)
+    waited = Counter(
+        (
+            job_slot(job.finished_at),
+            job.tenant,
+            round((job.started_at - job.submitted_at).total_seconds()),
+        )
+        for job in listing.jobs
+        if job.finished_at is not None
+        and job.started_at is not None
+        and job.submitted_at is not None
+    )
+    waits_by_slot: dict[datetime, list[JobWait]] = {}
+    for (at, tenant, seconds), jobs in sorted(waited.items()):
+        waits_by_slot.setdefault(at, []).append(JobWait(tenant, max(seconds, 0), jobs))
     slots = []
     start = listing.since
     while start < listing.until:
         end = min(start + JOB_SLOT, listing.until)
         tallies = tuple(by_slot.get(start, ()))
-        slots.append(JobSlot(start, end, listing.complete, listing.note, tallies))
+        waits = tuple(waits_by_slot.get(start, ()))
+        slots.append(JobSlot(start, end, listing.complete, listing.note, tallies, waits))
         start += JOB_SLOT
     return slots

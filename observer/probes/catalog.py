@@ -10,6 +10,8 @@ from typing import Any
 from observer.domain import Behaviour, Expectation, Workload
 
 DEFAULT_DEADLINE_SECONDS = 4 * 3600.0
+QUOTA_PROBE = "quota"
+RECLAIM_PROBE = "quota-reclaim"
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,7 +136,7 @@ def quota_probe(quota_gpus: int, gpus_per_node: int) -> ProbeSpec:
     gpus = quota_gpus + 1
     nodes = -(-gpus // gpus_per_node)
     return ProbeSpec(
-        "quota",
+        QUOTA_PROBE,
         f"asks {gpus} GPUs against a quota of {quota_gpus}",
         Workload(-(-gpus // nodes), nodes=nodes, duration_seconds=60.0),
         Expectation.BLOCKED,
@@ -142,12 +144,25 @@ def quota_probe(quota_gpus: int, gpus_per_node: int) -> ProbeSpec:
     )
 
 
+# One GPU within the quota, submitted as soon as a quota probe was refused or held and
+# cancelled: once the tenant's own usage leaves room, the quota must let it start within
+# controller.quota_reclaim_seconds. It waits as long as any probe, since the tenant's own
+# work may fill its quota for hours.
+QUOTA_RECLAIM = ProbeSpec(
+    RECLAIM_PROBE,
+    "one GPU within the quota, once the over-quota job is gone: the quota must free",
+    Workload(1, duration_seconds=30.0),
+    Expectation.SUCCEED,
+)
+
+
 def platform_catalog(gpus_per_node: int, quotas: Collection[int]) -> dict[str, ProbeSpec]:
-    """The built-in probes, and the quota probe sized to the smallest quota when a tenant
-    has one: every probe a plan can name."""
+    """The built-in probes, and the quota probe sized to the smallest quota and its reclaim
+    probe when a tenant has one: every probe a plan can name."""
     catalog = builtin_catalog(gpus_per_node)
     if quotas:
-        catalog["quota"] = quota_probe(min(quotas), gpus_per_node)
+        catalog[QUOTA_PROBE] = quota_probe(min(quotas), gpus_per_node)
+        catalog[RECLAIM_PROBE] = QUOTA_RECLAIM
     return catalog
 
 

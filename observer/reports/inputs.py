@@ -22,6 +22,7 @@ from observer.reports.build.data import (
     PeriodData,
     ReportContext,
     Sources,
+    TenantTerms,
     allocation,
     counts_are_exact,
     gpu_usage,
@@ -80,6 +81,8 @@ def report_context(settings: Settings, started_at: datetime) -> ReportContext:
         canary_probes=behaving(Behaviour.LOG_CANARY),
         busy_probes=behaving(Behaviour.GPU_BUSY),
         planned_copies={e.probe: catalog[e.probe].copies for e in cfg.plan},
+        tenants={t.name: TenantTerms(t.weight, t.quota_gpus) for t in cfg.tenants},
+        fairness=settings.detectors.fairness,
     )
 
 

@@ -276,6 +276,15 @@ class ControllerSettings(Group):
     )
     max_probe_gpus: int = Field(8, gt=0, description="Probe GPUs in use at once, all tenants.")
     max_probe_gpus_per_tenant: int = Field(4, gt=0, description="Probe GPUs at once per tenant.")
+    quota_reclaim_seconds: float = Field(
+        300.0,
+        gt=0,
+        description="After a quota probe was refused or held and then cancelled, and once "
+        "the tenant's own running jobs leave room, how long a one-GPU probe of the same "
+        "tenant may still be held by its quota before quota_not_reclaimed opens: five of "
+        "Slurm's 60 s scheduling cycles; Kueue and Volcano admit on the next event, within "
+        "seconds.",
+    )
     follow_interval_seconds: float = Field(5.0, gt=0, description="How often runs are followed.")
     alive_interval_seconds: float = Field(
         10.0,

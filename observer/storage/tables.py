@@ -112,6 +112,7 @@ class ProbeRunRow(_Table, table=True):
     node_names: list[str] = Field(
         sa_column=sa.Column(JsonDocument, nullable=False, server_default="[]")
     )
+    reclaims_run_id: str | None = None
     # When the log-loss check read this run's canary lines back (None: not yet, or no canary).
     log_checked_at: datetime | None = Field(default=None, sa_type=UtcDateTime)
 
@@ -282,6 +283,15 @@ job_tallies_table = sa.Table(
     sa.Column("reason", sa.String(), primary_key=True),  # "" when the platform gave none
     sa.Column("cause", sa.String(), primary_key=True),  # "": not failed, or tallied before 0008
     sa.Column("origin", sa.String(), primary_key=True),  # tenant | observer; "": before 0008
+    sa.Column("jobs", sa.Integer(), nullable=False),
+)
+# The waits of the jobs a slot counts that started, in whole seconds, per tenant.
+job_waits_table = sa.Table(
+    "job_waits",
+    metadata,
+    sa.Column("slot", UtcDateTime(), primary_key=True),
+    sa.Column("tenant", sa.String(), primary_key=True),
+    sa.Column("wait_seconds", sa.Integer(), primary_key=True),
     sa.Column("jobs", sa.Integer(), nullable=False),
 )
 

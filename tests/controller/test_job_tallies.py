@@ -350,8 +350,16 @@ def test_the_daily_summary_lists_a_quota_change_with_its_actor_and_time(platform
         {"tenant": "research"},
         "quota_changed",
     )
-    [row] = [line for line in en.markdown.splitlines() if "ops-carol" in line]
+    # once in the tenants' quota record (before -> after), once in the interventions' audit
+    record, row = [line for line in en.markdown.splitlines() if "ops-carol" in line]
+    assert record.split(" | ")[1:] == [
+        "tenant=research",
+        "ops-carol",
+        "not recorded",
+        "quota_gpus=2 |",
+    ]
     assert "quota changed" in row and "02:10" in row and "tenant=research" in row
     assert "detected" in row
-    [row] = [line for line in zh.markdown.splitlines() if "ops-carol" in line]
+    record, row = [line for line in zh.markdown.splitlines() if "ops-carol" in line]
+    assert "02:10" in record and "无记录" in record
     assert "配额变更" in row and "02:10" in row

@@ -10,6 +10,7 @@ from datetime import date, datetime
 from observer.reports.build.data import PeriodData, ReportContext
 from observer.reports.build.figures import PeriodFigures, TaskRecord, period_figures, task_records
 from observer.reports.build.inference import InferenceFigures, inference_figures
+from observer.reports.build.tenants import TenantFigures, tenant_figures
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,6 +37,7 @@ class DailyReport:
     previous_day: PeriodFigures | None
     soak_to_date: PeriodFigures
     tasks: tuple[TaskRecord, ...]  # every run submitted in the day: the per-task appendix
+    tenants: TenantFigures  # the day's tenant, queue and quota record
     partial: bool  # the day so far, up to figures.end: its figures will still change
     inference: InferenceFigures | None = None  # None: the inference probe did not run
 
@@ -46,14 +48,16 @@ def build_daily(inputs: DailyInputs) -> DailyReport:
             data, inputs.context, inputs.intervention_match_seconds, inputs.layer_blind_max_share
         )
 
+    day = figures(inputs.data)
     return DailyReport(
         day=inputs.day,
         timezone=inputs.context.calendar.timezone.key,
         soak_started_at=inputs.context.soak_started_at,
-        figures=figures(inputs.data),
+        figures=day,
         previous_day=None if inputs.previous is None else figures(inputs.previous),
         soak_to_date=figures(inputs.soak),
         tasks=task_records(inputs.data.runs, inputs.data.findings, inputs.data.node_changes),
+        tenants=tenant_figures(inputs.data, inputs.soak, inputs.context, day),
         partial=inputs.partial,
         inference=inference_figures(
             inputs.data.inference_samples,

@@ -25,6 +25,7 @@ from observer.records import (
     StoredNodeChange,
     StoredQueueSample,
 )
+from observer.settings.detectors import FairnessSettings
 
 NO_POOL = "-"  # the pool key of nodes the platform puts in no pool
 _PERCENTS = len(UTILIZATION_PERCENTS)  # NVML reports utilisation in whole percent, 0..100
@@ -351,6 +352,14 @@ class Sources:
 
 
 @dataclass(frozen=True, slots=True)
+class TenantTerms:
+    """What the settings say a tenant is entitled to."""
+
+    weight: float
+    quota_gpus: int | None
+
+
+@dataclass(frozen=True, slots=True)
 class ReportContext:
     """The settings a report needs, already resolved."""
 
@@ -373,6 +382,9 @@ class ReportContext:
     # The probes of the plan, each with the copies a launch submits per tenant: what the
     # soak is to exercise.
     planned_copies: Mapping[str, int] = field(default_factory=dict)
+    # Each configured tenant's weight and quota, and the fairness rule that weighs them.
+    tenants: Mapping[str, TenantTerms] = field(default_factory=dict)
+    fairness: FairnessSettings | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 
 from observer.domain import Expectation, Finding, JobPhase, Outcome, ProbeRun
@@ -58,6 +58,30 @@ class WaitStats:
     p50_seconds: float | None
     p95_seconds: float | None
     max_seconds: float | None
+
+
+def counted_wait_stats(counts: Mapping[int, int]) -> WaitStats:
+    """WaitStats of waits given as {whole seconds: jobs}, exactly as if listed one by one."""
+    n = sum(counts.values())
+    if not n:
+        return WaitStats(0, None, None, None, None)
+    ordered = sorted(counts.items())
+
+    def ranked(q: float) -> float:
+        rank, seen = nearest_rank(q, n), 0
+        for seconds, jobs in ordered:
+            seen += jobs
+            if seen >= rank:
+                return float(seconds)
+        return float(ordered[-1][0])
+
+    return WaitStats(
+        runs=n,
+        avg_seconds=sum(seconds * jobs for seconds, jobs in ordered) / n,
+        p50_seconds=ranked(0.5),
+        p95_seconds=ranked(0.95),
+        max_seconds=float(ordered[-1][0]),
+    )
 
 
 def wait_stats(waits: Iterable[float]) -> WaitStats:
@@ -176,6 +200,9 @@ class AllJobFigures:
     # Of `total` and `failed`, the observer's own probes: their outcomes are judged under the
     # probe runs, against what each expects (a fail-exit probe is meant to fail).
     by_observer: TenantJobs = TenantJobs(0, 0)
+    # The queue waits of every tenant's jobs that started (the observer's among them), from
+    # the platform's submission and start times; slots listed before waits were kept add none.
+    waits_by_tenant: Mapping[str, WaitStats] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -518,7 +545,16 @@ def all_job_figures(slots: Sequence[JobSlot], period: Period) -> AllJobFigures |
             sum(t.jobs for t in tallies if t.origin is JobOrigin.OBSERVER),
             sum(t.jobs for t in failed if t.origin is JobOrigin.OBSERVER),
         ),
+        waits_by_tenant=_tenant_waits(slots),
     )
+
+
+def _tenant_waits(slots: Sequence[JobSlot]) -> dict[str, WaitStats]:
+    counts: dict[str, Counter[int]] = {}
+    for slot in slots:
+        for wait in slot.waits:
+            counts.setdefault(wait.tenant, Counter())[wait.wait_seconds] += wait.jobs
+    return {tenant: counted_wait_stats(counts[tenant]) for tenant in sorted(counts)}
 
 
 def _count(keys: Iterable[str]) -> dict[str, int]:

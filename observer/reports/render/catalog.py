@@ -136,6 +136,47 @@ CATALOG: dict[str, dict[str, str]] = {
         "cell.waited_never_started": "≥ {waited_seconds} (never started)",
         "word.unfinished": "unfinished",
         "sec.task_records": "Every task of the day",
+        # the tenant, queue and quota record
+        "sec.tenants": "Tenants, queues and quotas",
+        "col.weight": "Weight",
+        "col.quota_configured": "Quota (settings, GPUs)",
+        "col.quota_at_start": "Quota at the day's start (the platform's last change)",
+        "col.quota_changes": "Quota changes",
+        "col.over_quota_attempts": "Over-quota attempts",
+        "col.reclaimed_longest": "Quota freed after (longest)",
+        "col.utilisation_avg": "Utilisation of its GPUs (avg)",
+        "col.all_jobs_wait_avg": "All jobs' wait (avg)",
+        "col.all_jobs_wait_p95": "All jobs' wait (p95)",
+        "note.tenant_utilisation": "All jobs' waits are those of every job of the tenant that "
+        "ended this day having started, from submission to start as the platform listed them. "
+        "Utilisation is that of the GPUs each tenant's jobs held "
+        "when the agents sampled them; per pool and per window it is in the GPU section. The "
+        "samples name the tenant, not the task type, so utilisation by task type is not stored.",
+        "sub.quota_changes": "Quota and limit changes of the day",
+        "col.before": "Before",
+        "col.after": "After",
+        "word.not_recorded": "not recorded",
+        "sub.over_quota": "Over-quota attempts and the quota's release",
+        "col.platform_words": "The platform's words",
+        "col.reclaimed_after": "Within-quota probe started after",
+        "note.reclaim": "After each over-quota probe is refused, or held and cancelled, the "
+        "observer submits a one-GPU probe within the tenant's quota; the time runs from the "
+        "over-quota job's end to that probe's start, including any time the tenant's own "
+        "running jobs filled the quota. Still held by the quota "
+        "controller.quota_reclaim_seconds after its own usage left room: a "
+        "quota_not_reclaimed finding.",
+        "sub.received_entitled": "GPUs received against entitled, per window",
+        "col.received_gpus": "Received GPUs (avg)",
+        "col.entitled_gpus": "Entitled GPUs (avg)",
+        "col.received_share": "Received / entitled",
+        "note.received_entitled": "The fairness rule's assessment of each window that ended "
+        "this day: means over the queue samples in which the tenant's jobs had waited past "
+        "detectors.fairness.disadvantage_wait_seconds; a tenant never held so long, not "
+        "observed.",
+        "cell.quota_since": "{change} (since {at}, by {by})",
+        "cell.not_reclaimed": "not freed",
+        "cell.reclaim_waiting": "still waiting ({reason})",
+        "cell.reclaim_never": "never started: {outcome} ({reason})",
         "note.task_records": "One row per probe run submitted in the day, in the order they "
         "were submitted (local time); a task that never started shows its wait so far, a lower "
         "bound. The same rows are in the CSV beside this report and printed by `observer runs "
@@ -943,6 +984,45 @@ CATALOG: dict[str, dict[str, str]] = {
         "cell.waited_never_started": "≥ {waited_seconds}（未开始）",
         "word.unfinished": "未结束",
         "sec.task_records": "当日全部任务",
+        # 租户、队列与配额
+        "sec.tenants": "租户、队列与配额",
+        "col.weight": "权重",
+        "col.quota_configured": "配额（配置，GPU）",
+        "col.quota_at_start": "当日开始时的配额（平台最近一次变更）",
+        "col.quota_changes": "配额变更",
+        "col.over_quota_attempts": "超配额提交",
+        "col.reclaimed_longest": "配额释放用时（最长）",
+        "col.utilisation_avg": "所用 GPU 利用率（平均）",
+        "col.all_jobs_wait_avg": "全部作业排队等待（平均）",
+        "col.all_jobs_wait_p95": "全部作业排队等待（p95）",
+        "note.tenant_utilisation": "全部作业排队等待指该租户当日结束且曾启动的每个作业"
+        "从提交到启动的时长，取自平台的作业列表。"
+        "利用率指各租户作业占用的 GPU 在节点代理采样时的利用率；"
+        "按资源池和时间窗口的数据见 GPU 一节。采样只记录租户，不记录任务类型，"
+        "因此没有按任务类型的利用率。",
+        "sub.quota_changes": "当日配额与限制变更",
+        "col.before": "变更前",
+        "col.after": "变更后",
+        "word.not_recorded": "无记录",
+        "sub.over_quota": "超配额提交与配额释放",
+        "col.platform_words": "平台原话",
+        "col.reclaimed_after": "配额内探测作业启动用时",
+        "note.reclaim": "每次超配额探测作业被拒绝，或被挂起后取消，观察器都会以该租户身份提交一个"
+        "配额内的单卡探测作业；用时从超配额作业结束算起，到该探测作业启动为止，"
+        "包括该租户自身运行中的作业占满配额的时间。租户自身用量已腾出空间后，"
+        "若超过 controller.quota_reclaim_seconds 仍因配额排队等待，即记为 "
+        "quota_not_reclaimed 问题。",
+        "sub.received_entitled": "各窗口实得 GPU 与应得 GPU",
+        "col.received_gpus": "实得 GPU（平均）",
+        "col.entitled_gpus": "应得 GPU（平均）",
+        "col.received_share": "实得 / 应得",
+        "note.received_entitled": "公平性规则对当日结束的每个窗口的评估：取该租户作业排队等待超过 "
+        "detectors.fairness.disadvantage_wait_seconds 的队列采样求平均；从未等待这么久的租户即为"
+        "未观测。",
+        "cell.quota_since": "{change}（自 {at} 起，由 {by} 变更）",
+        "cell.not_reclaimed": "未释放",
+        "cell.reclaim_waiting": "仍在排队等待（{reason}）",
+        "cell.reclaim_never": "始终未启动：{outcome}（{reason}）",
         "note.task_records": "当日提交的每个探测任务一行，按提交顺序排列（本地时间）；"
         "未开始的任务显示其已等待的时长（下限）。相同内容见本报告旁的 CSV 文件，"
         "也可运行 `observer runs --date YYYY-MM-DD` 查看。",
@@ -1362,7 +1442,8 @@ CATALOG: dict[str, dict[str, str]] = {
         "reverify.gpu_health": "{criterion}：在节点代理读取 Xid 事件的前提下，于{subject} 重新运行 "
         "{probes}，持续 {watch_seconds}；其间未出现 {detectors}，且故障节点在 "
         "detectors.gpu_in_service.grace_seconds 内退出服务即为通过。",
-        "reverify.add_to_plan": "本次稳定性观察的计划未运行 {probes}：请先将其加入 controller.plan。",
+        "reverify.add_to_plan": "本次稳定性观察的计划未运行 {probes}："
+        "请先将其加入 controller.plan。",
         "reverify.rerun": "随后至少再进行 {days} 天覆盖所有窗口（{windows}）的稳定性观察，"
         "并重新生成结论。",
         # severities, outcomes, the platform's words, findings, Xid meanings

@@ -36,6 +36,7 @@ from observer.reports.render.inference import inference_blocks
 from observer.reports.render.json import daily_json, json_text
 from observer.reports.render.layout import to_html, to_markdown
 from observer.reports.render.tasks import run_anchor, short_run_id, task_blocks, tasks_csv
+from observer.reports.render.tenants import tenant_blocks
 
 
 def render_daily(report: DailyReport, language: Language) -> Rendered:
@@ -73,6 +74,7 @@ def _daily_blocks(report: DailyReport, w: Words, title: str) -> list[Block]:
     ]
     blocks += _task_blocks(day, prev, soak, w)
     blocks += _queue_blocks(day, prev, soak, w)
+    blocks += tenant_blocks(report.tenants, w)
     blocks += gpu_blocks(day, prev, soak, w)
     blocks += health_blocks(day, w)
     blocks += inference_blocks(report.inference, w)

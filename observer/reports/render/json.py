@@ -108,6 +108,7 @@ def daily_json(report: DailyReport, language: Language) -> dict[str, Any]:
         **day,
         "previous_day": None if report.previous_day is None else beside(report.previous_day),
         "soak_to_date": beside(report.soak_to_date),
+        "tenants": plain(report.tenants),
         "task_records": [task_record_json(r, words) for r in report.tasks],
         "inference_service": None if report.inference is None else inference_json(report),
     }
