@@ -78,7 +78,7 @@ enum call {
     C_CLOCK_EVENT_REASONS, C_PERFORMANCE_STATE, C_ECC_VOLATILE_UNCORRECTED, C_ENERGY,
     C_PCIE_TX, C_PCIE_RX, C_REMAPPED_ROWS, C_RETIRED_PAGES, C_RETIRED_PAGES_PENDING,
     C_ECC_AGGREGATE_UNCORRECTED, C_PCIE_REPLAY, C_NVLINK_ERRORS, C_XID_EVENTS, C_COUNT,
-    C_IDENTITY = -1 /* identity calls cannot be made unsupported */
+    C_ALWAYS = -1 /* identity calls, and those of other NVML clients: never made unsupported */
 };
 static const char *const CALL_NAMES[C_COUNT] = {
     "utilization", "memory", "processes", "power", "temperature", "sm_clock",
@@ -314,7 +314,7 @@ static nvmlReturn_t device_call(const char *symbol, nvmlDevice_t d, int call, gp
     if (rc != NVML_SUCCESS) return rc;
     if (i >= N) return NVML_ERROR_INVALID_ARGUMENT;
     if (G[i].lost || (h >> 8) != GENERATION[i]) return NVML_ERROR_GPU_IS_LOST;
-    if (call != C_IDENTITY && (G[i].unsupported >> call & 1u)) return NVML_ERROR_NOT_SUPPORTED;
+    if (call != C_ALWAYS && (G[i].unsupported >> call & 1u)) return NVML_ERROR_NOT_SUPPORTED;
     *g = &G[i];
     return NVML_SUCCESS;
 }
@@ -350,6 +350,7 @@ const char *nvmlErrorString(nvmlReturn_t r) {
     case NVML_ERROR_DRIVER_NOT_LOADED: return "Driver Not Loaded";
     case NVML_ERROR_GPU_IS_LOST: return "GPU is lost";
     case NVML_ERROR_TIMEOUT: return "Timeout";
+    case NVML_ERROR_NOT_FOUND: return "Not Found";
     default: return "Unknown Error";
     }
 }
@@ -381,19 +382,19 @@ nvmlReturn_t nvmlDeviceGetHandleByIndex_v2(unsigned int index, nvmlDevice_t *dev
 }
 
 nvmlReturn_t nvmlDeviceGetName(nvmlDevice_t d, char *name, unsigned int length) {
-    DEVICE_CALL(d, C_IDENTITY);
+    DEVICE_CALL(d, C_ALWAYS);
     snprintf(name, length, "NVIDIA H200 (fake)");
     return NVML_SUCCESS;
 }
 
 nvmlReturn_t nvmlDeviceGetUUID(nvmlDevice_t d, char *uuid, unsigned int length) {
-    DEVICE_CALL(d, C_IDENTITY);
+    DEVICE_CALL(d, C_ALWAYS);
     snprintf(uuid, length, "GPU-00000000-0000-0000-0000-%012u", device_index(g));
     return NVML_SUCCESS;
 }
 
 nvmlReturn_t nvmlDeviceGetPciInfo_v3(nvmlDevice_t d, nvmlPciInfo_t *pci) {
-    DEVICE_CALL(d, C_IDENTITY);
+    DEVICE_CALL(d, C_ALWAYS);
     memset(pci, 0, sizeof *pci);
     pci->bus = device_index(g) + 1;
     pci->pciDeviceId = 0x233510DE; /* H200 */
@@ -449,11 +450,17 @@ nvmlReturn_t nvmlDeviceGetTemperature(nvmlDevice_t d, nvmlTemperatureSensors_t s
     return NVML_SUCCESS;
 }
 
+/* The graphics clock is the SM clock on an H200; memory and video are fixed, as the recorded
+ * H200 answered them (tests/fixtures/nvml/h200-trace). Only the SM clock can be unsupported. */
 nvmlReturn_t nvmlDeviceGetClockInfo(nvmlDevice_t d, nvmlClockType_t type, unsigned int *mhz) {
-    DEVICE_CALL(d, C_SM_CLOCK);
-    if (type != NVML_CLOCK_SM) return NVML_ERROR_NOT_SUPPORTED;
-    *mhz = (unsigned)g->sm_clock_mhz;
-    return NVML_SUCCESS;
+    DEVICE_CALL(d, type == NVML_CLOCK_SM ? C_SM_CLOCK : C_ALWAYS);
+    switch (type) {
+    case NVML_CLOCK_SM:
+    case NVML_CLOCK_GRAPHICS: *mhz = (unsigned)g->sm_clock_mhz; return NVML_SUCCESS;
+    case NVML_CLOCK_MEM: *mhz = 3201; return NVML_SUCCESS;
+    case NVML_CLOCK_VIDEO: *mhz = 765; return NVML_SUCCESS;
+    default: return NVML_ERROR_INVALID_ARGUMENT;
+    }
 }
 
 /* pynvml calls the EventReasons symbol when it has it, older ones the ThrottleReasons one. */
@@ -534,7 +541,7 @@ nvmlReturn_t nvmlDeviceGetRetiredPages(nvmlDevice_t d, nvmlPageRetirementCause_t
 
 nvmlReturn_t nvmlDeviceGetFieldValues(nvmlDevice_t d, int count, nvmlFieldValue_t *values) {
     int k;
-    DEVICE_CALL(d, C_IDENTITY); /* support is per field, in each value's nvmlReturn */
+    DEVICE_CALL(d, C_ALWAYS); /* support is per field, in each value's nvmlReturn */
     for (k = 0; k < count; k++) {
         nvmlFieldValue_t *v = &values[k];
         v->timestamp = 0;
@@ -546,6 +553,98 @@ nvmlReturn_t nvmlDeviceGetFieldValues(nvmlDevice_t d, int count, nvmlFieldValue_
         v->nvmlReturn = NVML_SUCCESS;
         v->valueType = NVML_VALUE_TYPE_UNSIGNED_INT;
         v->value.uiVal = (unsigned)g->pcie_replay_errors;
+    }
+    return NVML_SUCCESS;
+}
+
+/* Calls the observer never makes, which nvitop-exporter makes every interval (so that
+ * bench/agent_sampling.py measures it on the same library); the answers are an H200's. */
+
+nvmlReturn_t nvmlSystemGetCudaDriverVersion(int *version) {
+    LOCKED;
+    nvmlReturn_t rc = system_call(__func__);
+    if (rc != NVML_SUCCESS) return rc;
+    *version = 13000; /* CUDA 13.0 */
+    return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlSystemGetCudaDriverVersion_v2(int *version) {
+    LOCKED;
+    nvmlReturn_t rc = system_call(__func__);
+    if (rc != NVML_SUCCESS) return rc;
+    *version = 13000;
+    return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlDeviceGetMigMode(nvmlDevice_t d, unsigned int *current, unsigned int *pending) {
+    DEVICE_CALL(d, C_ALWAYS);
+    *current = *pending = NVML_DEVICE_MIG_DISABLE;
+    return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlDeviceGetPowerManagementLimit(nvmlDevice_t d, unsigned int *milliwatts) {
+    DEVICE_CALL(d, C_ALWAYS);
+    *milliwatts = 700000;
+    return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlDeviceGetFanSpeed(nvmlDevice_t d, unsigned int *percent) {
+    DEVICE_CALL(d, C_ALWAYS);
+    (void)g;
+    (void)percent;
+    return NVML_ERROR_NOT_SUPPORTED; /* an SXM module has no fan of its own */
+}
+
+nvmlReturn_t nvmlDeviceGetEncoderUtilization(nvmlDevice_t d, unsigned int *percent,
+                                             unsigned int *sampling_period_us) {
+    DEVICE_CALL(d, C_ALWAYS);
+    (void)g;
+    *percent = 0;
+    *sampling_period_us = 167000;
+    return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlDeviceGetDecoderUtilization(nvmlDevice_t d, unsigned int *percent,
+                                             unsigned int *sampling_period_us) {
+    DEVICE_CALL(d, C_ALWAYS);
+    (void)g;
+    *percent = 0;
+    *sampling_period_us = 167000;
+    return NVML_SUCCESS;
+}
+
+/* A compute node: no graphics processes. */
+nvmlReturn_t nvmlDeviceGetGraphicsRunningProcesses_v3(nvmlDevice_t d, unsigned int *count,
+                                                      nvmlProcessInfo_t *infos) {
+    DEVICE_CALL(d, C_ALWAYS);
+    (void)g;
+    (void)infos;
+    *count = 0;
+    return NVML_SUCCESS;
+}
+
+/* One sample per compute process, stamped now, sharing the device's utilization; NOT_FOUND
+ * without processes. A NULL buffer or a short one answers INSUFFICIENT_SIZE with the count. */
+nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t d, nvmlProcessUtilizationSample_t *samples,
+                                             unsigned int *count, unsigned long long last_seen_us) {
+    struct timespec now;
+    unsigned long long now_us;
+    unsigned k;
+    DEVICE_CALL(d, C_ALWAYS);
+    clock_gettime(CLOCK_REALTIME, &now);
+    now_us = (unsigned long long)now.tv_sec * 1000000ULL + (unsigned long long)now.tv_nsec / 1000;
+    if (!g->nprocs || now_us <= last_seen_us) return NVML_ERROR_NOT_FOUND;
+    if (!samples || *count < g->nprocs) {
+        *count = g->nprocs;
+        return NVML_ERROR_INSUFFICIENT_SIZE;
+    }
+    *count = g->nprocs;
+    for (k = 0; k < g->nprocs; k++) {
+        samples[k].pid = g->pid[k];
+        samples[k].timeStamp = now_us;
+        samples[k].smUtil = (unsigned)(g->utilization_gpu_percent / g->nprocs);
+        samples[k].memUtil = (unsigned)(g->utilization_memory_percent / g->nprocs);
+        samples[k].encUtil = samples[k].decUtil = 0;
     }
     return NVML_SUCCESS;
 }
@@ -582,7 +681,7 @@ nvmlReturn_t nvmlDeviceGetRetiredPagesPendingStatus(nvmlDevice_t d, nvmlEnableSt
 }
 
 nvmlReturn_t nvmlDeviceGetSupportedEventTypes(nvmlDevice_t d, unsigned long long *types) {
-    DEVICE_CALL(d, C_IDENTITY);
+    DEVICE_CALL(d, C_ALWAYS);
     *types = nvmlEventTypeSingleBitEccError | nvmlEventTypeDoubleBitEccError
         | nvmlEventTypePState | nvmlEventTypeClock;
     if (!(g->unsupported >> C_XID_EVENTS & 1u)) *types |= nvmlEventTypeXidCriticalError;
