@@ -83,6 +83,7 @@ from observer.domain import (
     Severity,
 )
 from observer.errors import BackendError, SnapshotError
+from observer.fleet import wire
 from observer.fleet.base import Fleet
 from observer.fleet.http import HttpFleet
 from observer.logs import configure_logging
@@ -324,7 +325,7 @@ class Agents:
         body = json.dumps(codec.snapshot_to_json(snap)).encode()
         self.cpu_seconds += time.process_time() - began
         try:  # decoded as HttpFleet decodes an agent's answer
-            return codec.snapshot_from_bytes(body)
+            return wire.snapshot_from_bytes(body)
         except SnapshotError as exc:
             return BackendError(str(exc))
 

@@ -2,7 +2,7 @@
 
 The body is what a real agent serves with 8 busy GPUs: three processes on each (two of a
 pod, one orphan), attributed, and the orphans' open findings. It is decoded `--reads` times
-by `codec.snapshot_from_bytes` (what HttpFleet does with every answer); the median and p99 per
+by `wire.snapshot_from_bytes` (what HttpFleet does with every answer); the median and p99 per
 snapshot are printed, with the body's size. Run it on two versions of the code to compare
 decoders (PYTHONPATH chooses which `observer` is imported).
 
@@ -19,6 +19,7 @@ import statistics
 import time
 
 from observer import codec
+from observer.fleet import wire
 from observer.logs import configure_logging
 from tests.fleet.test_snapshot_decoding import busy_snapshot
 
@@ -30,11 +31,11 @@ def main() -> None:
     configure_logging("warning")
     snap = busy_snapshot(pod_processes=2)
     body = json.dumps(codec.snapshot_to_json(snap)).encode()
-    assert codec.snapshot_from_bytes(body) == snap
+    assert wire.snapshot_from_bytes(body) == snap
     seconds = []
     for _ in range(args.reads):
         began = time.perf_counter()
-        codec.snapshot_from_bytes(body)
+        wire.snapshot_from_bytes(body)
         seconds.append(time.perf_counter() - began)
     print(
         json.dumps(

@@ -17,9 +17,9 @@ from urllib.parse import SplitResult, urlsplit
 
 import h11
 
-from observer import codec
 from observer.domain import NodeSnapshot
 from observer.errors import BackendError, SnapshotError
+from observer.fleet import wire
 
 _CHUNK_BYTES = 64 * 1024
 
@@ -75,7 +75,7 @@ class HttpFleet:
                 # Cancelling at the deadline interrupts any wait, even inside the headers.
                 async with asyncio.timeout(self._deadline):
                     body = await self._body(agent)
-                return codec.snapshot_from_bytes(body)
+                return wire.snapshot_from_bytes(body)
             except TimeoutError:
                 reason = (
                     f"no whole answer within {self._deadline:g} s "

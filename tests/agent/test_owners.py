@@ -26,6 +26,7 @@ from observer.domain import (
     SchedulerNode,
     SchedulerSnapshot,
 )
+from observer.fleet import wire
 from observer.ownership.base import Undetected
 from observer.ownership.slurmd import SlurmdOwners
 from observer.settings import Settings
@@ -250,7 +251,7 @@ def test_the_snapshot_carries_the_node_allocation_layer(node: Node) -> None:
     ]
     assert data["allocation"]["allocatable"] == [gpu_uuid(0), gpu_uuid(1)]
     assert data["processes"][0]["owner_name"] == "team-a/train-0"
-    assert codec.snapshot_from_bytes(json.dumps(data).encode()) == snap
+    assert wire.snapshot_from_bytes(json.dumps(data).encode()) == snap
     assert (
         node.registry.get_sample_value("observer_agent_owner_directory_up", {"source": "kubelet"})
         == 1
@@ -361,17 +362,17 @@ def test_the_controller_compares_three_layers_with_the_kubelets_assignment_over_
         node.tick()
         snap = node.agent.snapshot()
         assert snap is not None
-        wire = codec.snapshot_from_bytes(json.dumps(codec.snapshot_to_json(snap)).encode())
+        read = wire.snapshot_from_bytes(json.dumps(codec.snapshot_to_json(snap)).encode())
         scheduler = SchedulerSnapshot(
-            wire.at,
+            read.at,
             (),
             (SchedulerNode("gpu-node-0", "a", 2, 1, "mixed", None),),
             (ending,),
         )
         [stuck] = unreleased.evaluate(
             scheduler,
-            {"gpu-node-0": wire},
-            wire.at,
+            {"gpu-node-0": read},
+            read.at,
             grace_seconds=60,
             stuck_grace_seconds=120,
             snapshot_max_age_seconds=60,

@@ -18,6 +18,7 @@ from observer.agent.service import NodeAgent
 from observer.clock import ManualClock
 from observer.domain import NO_OWNER, NodeSnapshot, Owner, OwnerKind
 from observer.errors import SnapshotError
+from observer.fleet import wire
 from observer.gpu.fake import GIB, FakeGpu, FakeGpuBackend
 from observer.metrics import AgentMetrics
 from observer.ownership.fake import FakeHost
@@ -57,7 +58,7 @@ def busy_snapshot(pod_processes: int = 1) -> NodeSnapshot:
 def test_what_an_agent_writes_reads_back_the_same() -> None:
     snap = busy_snapshot()
     assert snap.findings and snap.processes
-    assert codec.snapshot_from_bytes(json.dumps(codec.snapshot_to_json(snap)).encode()) == snap
+    assert wire.snapshot_from_bytes(json.dumps(codec.snapshot_to_json(snap)).encode()) == snap
 
 
 Change = Callable[[dict[str, Any]], object]
@@ -87,7 +88,7 @@ def test_a_snapshot_of_the_wrong_shape_names_the_field(change: Change, problem: 
     data = codec.snapshot_to_json(busy_snapshot())
     change(data)
     with pytest.raises(SnapshotError) as raised:
-        codec.snapshot_from_bytes(json.dumps(data).encode())
+        wire.snapshot_from_bytes(json.dumps(data).encode())
     assert str(raised.value).startswith("snapshot field ")
     assert problem in str(raised.value)
 
@@ -104,5 +105,5 @@ def test_a_snapshot_of_the_wrong_shape_names_the_field(change: Change, problem: 
 )
 def test_a_body_that_is_no_snapshot_says_what_it_is(body: bytes, problem: str) -> None:
     with pytest.raises(SnapshotError) as raised:
-        codec.snapshot_from_bytes(body)
+        wire.snapshot_from_bytes(body)
     assert str(raised.value).startswith(problem)
