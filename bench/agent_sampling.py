@@ -11,15 +11,21 @@ as `observer agent` builds it, measured twice at 1 Hz for `--seconds`:
   holds the stand-in kubelet's serving when it is the owner directory, and apart the commands
   it ran (getrusage of the children that ended: scontrol and squeue on Slurm);
 - running_agent: `observer agent --config <tmp>` started as a subprocess, utime+stime from its
-  /proc/<pid>/stat after its start-up, and apart the commands it ran (cutime+cstime), and the
-  stand-in kubelet's serving in this process meanwhile; its resident set at the end (rss_bytes);
+  /proc/<pid>/stat after its start-up, and apart the commands it ran (cutime+cstime), its Xid
+  event thread (the stand-in's event wait polls; NVML's blocks), and the stand-in kubelet's
+  serving in this process meanwhile; its resident set at the end (rss_bytes);
 and how often the owner directory was read, where it counts its reads (the stand-in
 kubelet counts its List calls; Slurm's are not counted), against the most TrackedOwners
 allows. processes_by_owner_phase is all `running` on an undisturbed run: anything else
 means an owner ended during it (on a shared Slurm, someone's scancel).
 
+With `--nvitop-exporter PATH`, `nvitop_exporter` on each live node: that exporter over the
+same stand-in library (LD_LIBRARY_PATH) and the same live processes, at its 1 s interval,
+measured as the running agent is; processes_seen counts the pids its /metrics listed.
+
     OBSERVER_TEST_FAKE_NVML_LIB=.build/fake-nvml/libnvidia-ml.so.1 PYTHONPATH=. \
-        SLURM_CONF=/tmp/observer-infra/slurm/etc/slurm.conf python bench/agent_sampling.py
+        SLURM_CONF=/tmp/observer-infra/slurm/etc/slurm.conf python bench/agent_sampling.py \
+        [--nvitop-exporter /tmp/nvitop-venv/bin/nvitop-exporter]
 """
 
 from __future__ import annotations
@@ -179,10 +185,36 @@ def _get(url: str) -> Any:
         return json.load(answer)
 
 
-def _running_agent(node: LiveNode, seconds: int, work: Path) -> dict[str, Any]:
-    with socket.socket() as probe:  # a free port for the agent's HTTP surface
+def _get_text(url: str) -> str:
+    with urllib.request.urlopen(url, timeout=5) as answer:
+        return str(answer.read().decode())
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+        return int(probe.getsockname()[1])
+
+
+def _wait_until(
+    ready: Callable[[], bool], proc: subprocess.Popen[bytes], what: str, log: Path
+) -> None:
+    """Until `ready()` (its server answers as started), or RuntimeError when the process ended
+    or a minute passed."""
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            if ready():
+                return
+        except OSError:
+            pass
+        if proc.poll() is not None or time.monotonic() > deadline:
+            raise RuntimeError(f"{what} did not start: see {log}")
+        time.sleep(0.2)
+
+
+def _running_agent(node: LiveNode, seconds: int, work: Path) -> dict[str, Any]:
+    port = _free_port()
     config = work / "agent.yaml"
     config.write_text(
         json.dumps({"agent": {**node.agent, "listen_host": "127.0.0.1", "listen_port": port}})
@@ -194,54 +226,130 @@ def _running_agent(node: LiveNode, seconds: int, work: Path) -> dict[str, Any]:
             [str(observer), "agent", "--config", str(config)], env=env, stdout=log, stderr=log
         )
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                if _get(f"http://127.0.0.1:{port}/healthz")["status"] == "ok":
-                    break
-            except OSError:
-                pass
-            if agent.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"observer agent did not start: see {work / 'agent.log'}")
-            time.sleep(0.2)
+        _wait_until(
+            lambda: _get(f"http://127.0.0.1:{port}/healthz")["status"] == "ok",
+            agent,
+            "observer agent",
+            work / "agent.log",
+        )
         time.sleep(2)  # past its start-up: imports, NVML, the first reads
         reads = node.reads() if node.reads else None
-        own, children = _cpu_seconds(agent.pid)
         bench_cpu = time.process_time()
-        time.sleep(seconds)
-        own_after, children_after = _cpu_seconds(agent.pid)
+        cost = _whole_process(agent.pid, seconds, xid_thread=True)
         bench_cpu = time.process_time() - bench_cpu
-        rss_bytes = _rss_bytes(agent.pid)
         snapshot = _get(f"http://127.0.0.1:{port}/v1/snapshot")
         reads_summary = _owner_reads(node, reads, seconds)
     finally:
         agent.terminate()
         agent.wait(30)
-    result = {
-        "seconds": seconds,
-        "cpu_percent_of_one_core": round((own_after - own) / seconds * 100, 3),
-        "commands_cpu_percent_of_one_core": round((children_after - children) / seconds * 100, 3),
-        "rss_bytes": rss_bytes,
-        "owner_reads": reads_summary,
-        **_snapshot_summary(snapshot),
-    }
+    result = {**cost, "owner_reads": reads_summary, **_snapshot_summary(snapshot)}
     if node.reads is not None:  # the owner directory served from here: what that cost
         result["stand_in_cpu_percent_of_one_core"] = round(bench_cpu / seconds * 100, 3)
     return result
 
 
-def _live(owners: str, lib: Path, seconds: int) -> dict[str, Any]:
+def _whole_process(pid: int, seconds: int, xid_thread: bool = False) -> dict[str, Any]:
+    """A running process over `seconds`: its CPU (utime+stime), apart the commands it ran
+    (cutime+cstime), and its resident set at the end. With `xid_thread` (an agent), also its
+    Xid event thread's CPU: the thread found in nanosleep(2), inside the stand-in's
+    nvmlEventSetWait_v2, which polls its state file every 2 ms where NVML blocks in the
+    driver (the agent's other threads wait on locks); None when none was found."""
+    own, children = _cpu_seconds(pid)
+    threads = _threads_cpu_seconds(pid)
+    time.sleep(seconds)
+    own_after, children_after = _cpu_seconds(pid)
+    result: dict[str, Any] = {
+        "seconds": seconds,
+        "cpu_percent_of_one_core": round((own_after - own) / seconds * 100, 3),
+        "commands_cpu_percent_of_one_core": round((children_after - children) / seconds * 100, 3),
+    }
+    if xid_thread:
+        threads_after = _threads_cpu_seconds(pid)
+        sleeper = _nanosleeping_thread(pid)
+        result["xid_thread_cpu_percent_of_one_core"] = (
+            round((threads_after[sleeper] - threads.get(sleeper, 0.0)) / seconds * 100, 3)
+            if sleeper is not None and sleeper in threads_after
+            else None
+        )
+    return {**result, "rss_bytes": _rss_bytes(pid)}
+
+
+def _threads_cpu_seconds(pid: int) -> dict[str, float]:
+    """utime+stime of each thread of a process, by thread id, in seconds."""
+    tick = os.sysconf("SC_CLK_TCK")
+    cpu = {}
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        fields = (task / "stat").read_text().rpartition(")")[2].split()
+        cpu[task.name] = (int(fields[11]) + int(fields[12])) / tick
+    return cpu
+
+
+_NANOSLEEP_SYSCALLS = {"35", "230"}  # x86-64 nanosleep, clock_nanosleep
+
+
+def _nanosleeping_thread(pid: int) -> str | None:
+    """The thread of a process found in nanosleep(2) most often over 20 looks, 10 ms apart
+    (/proc/<pid>/task/<tid>/syscall: the number of the call it is blocked in)."""
+    seen: Counter[str] = Counter()
+    for _ in range(20):
+        for task in Path(f"/proc/{pid}/task").iterdir():
+            try:
+                call = (task / "syscall").read_text().split()[0]
+            except (OSError, IndexError):
+                continue
+            if call in _NANOSLEEP_SYSCALLS:
+                seen[task.name] += 1
+        time.sleep(0.01)
+    return seen.most_common(1)[0][0] if seen else None
+
+
+def _nvitop_exporter(
+    exporter: Path, node: LiveNode, lib: Path, seconds: int, work: Path
+) -> dict[str, Any]:
+    """nvitop-exporter over the same stand-in library and the same live processes, at its
+    1 s interval, measured as the running agent is. processes_seen: the pids its /metrics
+    listed (every one of the node's, when it read them all)."""
+    port = _free_port()
+    env = {**os.environ, **node.env, "LD_LIBRARY_PATH": str(lib.parent)}
+    argv = [str(exporter), "--bind-address", "127.0.0.1", "--port", str(port), "--interval", "1"]
+    with (work / "nvitop-exporter.log").open("wb") as log:
+        proc = subprocess.Popen(argv, env=env, stdout=log, stderr=log)
+    try:
+        _wait_until(
+            lambda: "gpu_utilization" in _get_text(f"http://127.0.0.1:{port}/metrics"),
+            proc,
+            "nvitop-exporter",
+            work / "nvitop-exporter.log",
+        )
+        time.sleep(2)  # past its start-up, as for the agent
+        cost = _whole_process(proc.pid, seconds)
+        metrics = _get_text(f"http://127.0.0.1:{port}/metrics")
+    finally:
+        proc.terminate()
+        proc.wait(30)
+    pids = {
+        line.partition('pid="')[2].partition('"')[0]
+        for line in metrics.splitlines()
+        if line.startswith("process_gpu_memory_")
+    }
+    return {"argv": argv, **cost, "processes_seen": len(pids)}
+
+
+def _live(owners: str, lib: Path, seconds: int, exporter: Path | None) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         try:
             with live_node(owners, lib, work) as node:
-                return {
+                result = {
                     "owner_directory": node.owner_directory,
                     "gpus": GPUS,
                     "processes": GPUS * PROCESSES_PER_GPU,
                     "in_process": _in_process(node, seconds),
                     "running_agent": _running_agent(node, seconds, work),
                 }
+                if exporter is not None:
+                    result["nvitop_exporter"] = _nvitop_exporter(exporter, node, lib, seconds, work)
+                return result
         except Unavailable as exc:
             return {"unavailable": str(exc)}
 
@@ -250,6 +358,11 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=int, default=60, help="each live run, at 1 Hz")
     parser.add_argument("--owners", default="kubelet,slurm", help="live owner directories")
+    parser.add_argument(
+        "--nvitop-exporter",
+        type=Path,
+        help="an nvitop-exporter executable: measure it on each live node too",
+    )
     args = parser.parse_args()
     lib = Path(
         os.environ.get("OBSERVER_TEST_FAKE_NVML_LIB", REPO / ".build/fake-nvml/libnvidia-ml.so.1")
@@ -298,7 +411,10 @@ def main() -> int:
                 "agent_tick_us": round(tick_us, 1),
                 "cpu_percent_of_one_core_at_1hz": round(tick_us / 1e6 * 100, 3),
                 "library": "stand-in libnvidia-ml.so.1 (state cached; see deploy/local/fake_nvml)",
-                "live": {o: _live(o, lib, args.seconds) for o in args.owners.split(",")},
+                "live": {
+                    o: _live(o, lib, args.seconds, args.nvitop_exporter)
+                    for o in args.owners.split(",")
+                },
             }
         )
     )
