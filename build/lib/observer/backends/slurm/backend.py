@@ -1,0 +1,193 @@
+"""The real SchedulerBackend over Slurm's own command-line tools: the calls.
+
+Every call runs a program (commands.py) and reads its answer (parse.py); script.py says what a
+probe submits, isolation.py how another account's jobs are tried. Facts of Slurm 22.05 this
+relies on:
+
+- slurmctld forgets a job MinJobAge after it ends; slurmdbd keeps every job of every user, so
+  jobs() falls back to sacct and finished_jobs() asks sacct alone.
+- `sacctmgr list transactions Start= End=` lists slurmdbd's changes made in [Start, End),
+  to the second, read in sacctmgr's timezone like sacct's -S/-E.
+- `sacct --state=<final states> -S -E` lists the jobs that ended in the period, bounds
+  included (slurmdbd compares their end time); sacct reads -S/-E in its own timezone, so
+  they are given in UTC with TZ=UTC.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Iterable
+from datetime import UTC, datetime
+
+from observer.backends.base import FinishedJobs, QuotaChange, queue_states
+from observer.backends.slurm.commands import CommandTimeout, SlurmCommands, slurm_words, unreachable
+from observer.backends.slurm.isolation import IsolationProbe
+from observer.backends.slurm.parse import (
+    SACCT_FIELDS,
+    parse_sacct,
+    quota_changes,
+    sbatch_job_id,
+    sinfo_nodes,
+    squeue_jobs,
+)
+from observer.backends.slurm.script import batch_script, output_path, sbatch_args
+from observer.clock import Clock
+from observer.domain import AccessAttempt, JobRequest, JobStatus, SchedulerNode, SchedulerSnapshot
+from observer.errors import BackendError, ProbeError
+from observer.settings.controller import SlurmSettings
+
+# sacct's short names of every final state, for --state
+_FINAL_STATES = "BF,CA,CD,DL,F,NF,OOM,PR,RV,TO"
+
+
+class SlurmBackend:
+    """SchedulerBackend over Slurm's CLIs; see SlurmSettings for what it needs."""
+
+    def __init__(self, settings: SlurmSettings, clock: Clock) -> None:
+        self._settings = settings
+        self._clock = clock
+        self._output_dir = settings.output_dir.absolute()
+        self._commands = SlurmCommands(settings)
+        self._isolation = IsolationProbe(self._commands, settings, clock, self.cancel)
+
+    # --- SchedulerBackend ---------------------------------------------------------------
+
+    def submit(self, request: JobRequest) -> str:
+        args = sbatch_args(request, self._settings, self._output_dir)
+        script = batch_script(request, self._settings)
+        self._output_dir.mkdir(parents=True, exist_ok=True)
+        try:
+            done = self._commands.run("sbatch", args, stdin=script)
+        except CommandTimeout as exc:
+            raise BackendError(
+                f"{exc}; the job may have been submitted: probe_jobs() finds it by its run id"
+            ) from exc
+        if done.returncode != 0:
+            words = slurm_words(done.stderr)
+            if unreachable(words):
+                raise BackendError(f"sbatch could not reach slurmctld: {words}")
+            raise ProbeError(f"Slurm refused the job: {words}")
+        return sbatch_job_id(done.stdout)
+
+    def jobs(self, job_ids: Collection[str]) -> dict[str, JobStatus]:
+        wanted = {job_id for job_id in job_ids if job_id.isdigit()}
+        if not wanted:
+            return {}
+        found = {s.job_id: s for s in self._squeue() if s.job_id in wanted}
+        forgotten = wanted - found.keys()  # slurmctld drops a job MinJobAge after it ends
+        if forgotten:
+            found.update(self.accounting(forgotten))
+        return found
+
+    def cancel(self, job_id: str) -> None:
+        if not job_id.isdigit():
+            return  # not a Slurm job id, so no job of Slurm's
+        # scancel exits 0 for a finished or unknown job id
+        done = self._commands.run("scancel", [job_id])
+        if done.returncode != 0:
+            raise BackendError(f"scancel {job_id} failed: {slurm_words(done.stderr)}")
+
+    def logs(self, job_id: str) -> str:
+        path = output_path(self._output_dir, job_id)
+        try:
+            return path.read_text(errors="replace")
+        except OSError as exc:
+            raise BackendError(f"no output of job {job_id} at {path}: {exc.strerror}") from exc
+
+    def probe_jobs(self) -> list[JobStatus]:
+        return [s for s in self._squeue() if s.run_id is not None and not s.phase.finished]
+
+    def close(self) -> None:
+        return None  # every call is its own process: nothing is held open
+
+    def probe_isolation(self, as_tenant: str, other_tenant: str) -> list[AccessAttempt]:
+        return self._isolation.probe(as_tenant, other_tenant)
+
+    def finished_jobs(self, since: datetime, until: datetime) -> FinishedJobs:
+        # slurmdbd keeps every job of every user: the listing is complete
+        jobs = self._sacct(
+            [
+                "--allusers",
+                f"--state={_FINAL_STATES}",
+                f"--starttime={_sacct_time(since)}",
+                f"--endtime={_sacct_time(until)}",
+            ]
+        )
+        ended = [
+            s
+            for s in jobs.values()
+            if s.phase.finished and s.finished_at is not None and since <= s.finished_at < until
+        ]
+        return FinishedJobs(since, until, tuple(ended), complete=True)
+
+    def quota_changes(self, since: datetime, until: datetime) -> list[QuotaChange]:
+        # whole seconds down on both ends: the next period starts where this one stopped
+        transactions = self._sacctmgr(
+            "transactions",
+            f"Start={_sacct_time(since)}",
+            f"End={_sacct_time(until)}",
+            "format=Time,Action,Actor,Where,Info",
+        )
+        if not any(f"|Modify {kind}|" in transactions for kind in ("Associations", "QOS")):
+            return []
+        return quota_changes(
+            transactions,
+            self._sacctmgr("associations", "withdeleted", "format=ID,Account,User"),
+            self._sacctmgr("qos", "withdeleted", "format=ID,Name"),
+            self._sacctmgr("tres", "withdeleted", "format=ID,Type,Name"),
+        )
+
+    def snapshot(self) -> SchedulerSnapshot:
+        at = self._clock.now()
+        active = [s for s in self._squeue() if not s.phase.finished]
+        return SchedulerSnapshot(
+            at=at, queues=queue_states(active, at), nodes=tuple(self._sinfo()), jobs=tuple(active)
+        )
+
+    # --- beyond the protocol ------------------------------------------------------------
+
+    def accounting(self, job_ids: Iterable[str]) -> dict[str, JobStatus]:
+        """These jobs as slurmdbd recorded them: what jobs() falls back to once slurmctld
+        has forgotten a job. Records lag slurmctld by a moment."""
+        ids = sorted({job_id for job_id in job_ids if job_id.isdigit()}, key=int)
+        if not ids:
+            return {}
+        return self._sacct([f"--jobs={','.join(ids)}"])
+
+    def _sacct(self, selection: list[str]) -> dict[str, JobStatus]:
+        """The job allocations sacct selects, by job id."""
+        done = self._commands.run(
+            "sacct",
+            [
+                "--allocations",
+                "--parsable2",
+                "--noheader",
+                *selection,
+                f"--format={','.join(SACCT_FIELDS)}",
+            ],
+            env={"SLURM_TIME_FORMAT": "%s", "TZ": "UTC"},
+        )
+        if done.returncode != 0:
+            raise BackendError(f"sacct failed: {slurm_words(done.stderr)}")
+        return parse_sacct(done.stdout)
+
+    def _sacctmgr(self, entity: str, *options: str) -> str:
+        """What `sacctmgr list <entity> <options>` printed, parsable, from slurmdbd."""
+        done = self._commands.run(
+            "sacctmgr",
+            ["--parsable2", "--noheader", "list", entity, *options],
+            env={"SLURM_TIME_FORMAT": "%s", "TZ": "UTC"},
+        )
+        if done.returncode != 0:
+            raise BackendError(f"sacctmgr list {entity} failed: {slurm_words(done.stderr)}")
+        return done.stdout
+
+    def _squeue(self) -> list[JobStatus]:
+        return squeue_jobs(self._commands.json("squeue"))
+
+    def _sinfo(self) -> list[SchedulerNode]:
+        return sinfo_nodes(self._commands.json("sinfo"))
+
+
+def _sacct_time(at: datetime) -> str:
+    """An instant as sacct's -S/-E read it under TZ=UTC."""
+    return at.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S")

@@ -1,0 +1,465 @@
+"""Pure reading of Slurm 22.05's answers into the observer's words: `squeue --json` and
+`sinfo --json` (openapi/v0.0.38) into JobStatus and SchedulerNode, `sacct --parsable2` into
+JobStatus, `sbatch --parsable` into a job id, `sacctmgr list transactions` into the limit
+changes people made. A shape or state this reader does not know is a BackendError, not a
+guess; a transaction is the exception: one not read as a limit change is passed over, since
+an error would hold up the job listing read with it, again at every retry.
+
+- `squeue --json` lists every job slurmctld still holds (finished ones for MinJobAge,
+  default 300 s) and ignores `--jobs`/`--states`; its `exit_code` is the raw wait status.
+- `sacctmgr list transactions` keeps slurmdbd's SQL: a limit change's Info is the update it
+  ran (`grp_tres = if (id_assoc=3, '1001=4', grp_tres)`, TRES by id, associations by
+  id_assoc, a QOS list as `,1,2,`), so the ids are read back into names from the listings of
+  associations, QOS and TRES.
+- `sacct --json` reports `{"status": "SUCCESS", "return_code": 0}` for a job that exited 3,
+  so accounting is read from `sacct --parsable2` with `SLURM_TIME_FORMAT=%s` instead.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+from observer.backends.base import QuotaChange
+from observer.backends.slurm.script import RUN_ID_COMMENT_PREFIX
+from observer.domain import JobPhase, JobStatus, SchedulerNode
+from observer.errors import BackendError
+
+_PHASES = {
+    "PENDING": JobPhase.PENDING,
+    "CONFIGURING": JobPhase.PENDING,
+    "REQUEUED": JobPhase.PENDING,
+    "REQUEUE_FED": JobPhase.PENDING,
+    "REQUEUE_HOLD": JobPhase.PENDING,
+    "RESV_DEL_HOLD": JobPhase.PENDING,
+    "RUNNING": JobPhase.RUNNING,
+    # ended, its GPUs not yet released (epilog, unkillable processes): running until
+    # released, with `ending_since` its end
+    "COMPLETING": JobPhase.RUNNING,
+    "SUSPENDED": JobPhase.RUNNING,
+    "STOPPED": JobPhase.RUNNING,
+    "SIGNALING": JobPhase.RUNNING,
+    "STAGE_OUT": JobPhase.RUNNING,
+    "RESIZING": JobPhase.RUNNING,
+    "COMPLETED": JobPhase.SUCCEEDED,
+    "FAILED": JobPhase.FAILED,
+    "OUT_OF_MEMORY": JobPhase.FAILED,
+    "NODE_FAIL": JobPhase.FAILED,
+    "TIMEOUT": JobPhase.FAILED,
+    "BOOT_FAIL": JobPhase.FAILED,
+    "DEADLINE": JobPhase.FAILED,
+    "PREEMPTED": JobPhase.FAILED,
+    "SPECIAL_EXIT": JobPhase.FAILED,
+    "CANCELLED": JobPhase.CANCELLED,
+    "REVOKED": JobPhase.CANCELLED,
+}
+
+# Phases with an exit code of the job's own. A cancelled job has none: squeue shows
+# slurmstepd's SIGTERM, sacct 0:0, and the answer must not change between the two.
+_EXITED = (JobPhase.SUCCEEDED, JobPhase.FAILED)
+
+# squeue shows these reasons on ended jobs; sacct mostly says "None", so they are derived
+_END_REASONS = {
+    "TIMEOUT": "TimeLimit",
+    "OUT_OF_MEMORY": "OutOfMemory",
+    "NODE_FAIL": "NodeDown",
+    "BOOT_FAIL": "BootFail",
+    "DEADLINE": "DeadLine",
+    "PREEMPTED": "Preempted",
+}
+
+# squeue(1) JOB REASON CODES, for the message a person reads
+_REASON_TEXT = {
+    "Resources": "the job is waiting for resources to become available",
+    "Priority": "one or more higher priority jobs exist for this partition",
+    "Dependency": "the job is waiting for a dependent job to complete",
+    "BeginTime": "the job's earliest start time has not yet been reached",
+    "JobHeldUser": "the job is held by the user",
+    "JobHeldAdmin": "the job is held by a system administrator",
+    "PartitionTimeLimit": "the job's time limit exceeds its partition's time limit",
+    "PartitionDown": "the partition required by this job is in a DOWN state",
+    "ReqNodeNotAvail": "some node required by the job is not currently available",
+    "Reservation": "the job is waiting for its advanced reservation to become available",
+    "NonZeroExitCode": "the job terminated with a non-zero exit code",
+    "RaisedSignal": "the job terminated with a signal",
+    "JobLaunchFailure": "the job could not be launched or its batch step was killed",
+    "TimeLimit": "the job exhausted its time limit",
+    "OutOfMemory": "the job ran out of memory",
+    "NodeDown": "a node required by the job is down",
+    "BadConstraints": "the job's constraints can not be satisfied",
+}
+
+# what parse_sacct reads, in this order: sacct is asked for --format=<these>
+SACCT_FIELDS = (
+    "JobIDRaw",
+    "Account",
+    "Partition",
+    "State",
+    "ExitCode",
+    "Submit",
+    "Start",
+    "End",
+    "Reason",
+    "NodeList",
+    "AllocTRES",
+    "ReqTRES",
+    "QOS",
+    "User",
+    "Comment",  # last: the only field that may contain the separator
+)
+
+
+# slurmdbd's columns of an association's or QOS's limits, in sacctmgr's words
+_LIMITS = {
+    "grp_jobs": "GrpJobs",
+    "grp_jobs_accrue": "GrpJobsAccrue",
+    "grp_submit_jobs": "GrpSubmitJobs",
+    "grp_tres": "GrpTRES",
+    "grp_tres_mins": "GrpTRESMins",
+    "grp_tres_run_mins": "GrpTRESRunMins",
+    "grp_wall": "GrpWall",
+    "max_jobs": "MaxJobs",
+    "max_jobs_accrue": "MaxJobsAccrue",
+    "max_submit_jobs": "MaxSubmitJobs",
+    "max_tres_pj": "MaxTRES",
+    "max_tres_pn": "MaxTRESPerNode",
+    "max_tres_mins_pj": "MaxTRESMins",
+    "max_tres_run_mins": "MaxTRESRunMins",
+    "max_wall_pj": "MaxWall",
+    "max_jobs_pa": "MaxJobsPerAccount",
+    "max_jobs_per_user": "MaxJobsPerUser",
+    "max_jobs_accrue_pa": "MaxJobsAccruePerAccount",
+    "max_jobs_accrue_pu": "MaxJobsAccruePerUser",
+    "max_submit_jobs_pa": "MaxSubmitJobsPerAccount",
+    "max_submit_jobs_per_user": "MaxSubmitJobsPerUser",
+    "max_tres_pa": "MaxTRESPerAccount",
+    "max_tres_pu": "MaxTRESPerUser",
+    "max_tres_run_mins_pa": "MaxTRESRunMinsPerAccount",
+    "max_tres_run_mins_pu": "MaxTRESRunMinsPerUser",
+    "min_tres_pj": "MinTRESPerJob",
+    "max_wall_duration_per_job": "MaxWall",
+    "qos": "QOS",
+}
+_LIMIT_ACTIONS = ("Modify Associations", "Modify QOS")
+# a transaction's Where: `(id_assoc=4 || id_assoc=3)`, `(name='high' || name='low')`
+_WHERE = re.compile(r"\((?:id_assoc=\d+|name='[^']*')(?: \|\| (?:id_assoc=\d+|name='[^']*'))*\)")
+_WHERE_ITEM = re.compile(r"(?:id_assoc=(\d+)|name='([^']*)')")
+# a value set for one of them: `if (id_assoc=3, '1001=4', grp_tres)`, `if (id=2, ...)`
+_ONE = re.compile(r"if \((?:id_assoc|id)=(\d+), '([^']*)', \w+\)$")
+_QOS_ADDED = re.compile(r", ',(\d+),'\)")
+_QOS_NAMED = re.compile(r"',(\d+),'")
+
+
+def quota_changes(transactions: str, associations: str, qos: str, tres: str) -> list[QuotaChange]:
+    """The limit changes among `sacctmgr -P -n list transactions
+    format=Time,Action,Actor,Where,Info` (SLURM_TIME_FORMAT=%s), one per association or QOS
+    changed, in order; ids named from `list associations withdeleted format=ID,Account,User`,
+    `list qos withdeleted format=ID,Name` and `list tres withdeleted format=ID,Type,Name`.
+    An association is a tenant (its account) and, for one user's limits, that user."""
+    accounts = {row[0]: row[1:3] for row in _rows(associations, 3)}
+    qos_names = {row[0]: row[1] for row in _rows(qos, 2)}
+    tres_names = {row[0]: "/".join(p for p in row[1:3] if p) for row in _rows(tres, 3)}
+
+    def subject(action: str, key: str) -> dict[str, str]:
+        if action == "Modify QOS":
+            return {"qos": key}
+        if key not in accounts:
+            return {"association": key}
+        account, user = accounts[key]
+        return {"tenant": account, "user": user} if user else {"tenant": account}
+
+    found = []
+    for line in transactions.splitlines():
+        at, action, actor, rest = [*line.split("|", 3), "", "", ""][:4]
+        where = _WHERE.match(rest)
+        if action not in _LIMIT_ACTIONS or where is None:
+            continue
+        keys = [assoc or name for assoc, name in _WHERE_ITEM.findall(where.group())]
+        words: dict[str, list[str]] = {key: [] for key in keys}
+        for column, value in _assignments(rest[where.end() + 1 :]):
+            if column not in _LIMITS:
+                continue
+            one = _ONE.match(value)
+            key = one.group(1) if one else None
+            if key is not None and action == "Modify QOS":
+                key = qos_names.get(key, key)
+            text = _limit_words(column, one.group(2) if one else value, qos_names, tres_names)
+            if text:  # a QOS list only tidied up
+                for k in keys if key is None else [key]:
+                    words.setdefault(k, []).append(text)
+        try:
+            when = datetime.fromtimestamp(int(at), UTC)
+        except ValueError as exc:
+            raise BackendError(f"unexpected sacctmgr transaction time {at!r}") from exc
+        found += [
+            QuotaChange(when, actor, subject(action, key), " ".join(texts))
+            for key, texts in words.items()
+            if texts
+        ]
+    return found
+
+
+def _rows(output: str, width: int) -> list[list[str]]:
+    return [(line.split("|") + [""] * width)[:width] for line in output.splitlines() if line]
+
+
+def _assignments(info: str) -> list[tuple[str, str]]:
+    """`a=1, b = if (x, 'y, z', b)` as [("a", "1"), ("b", "if (x, 'y, z', b)")]."""
+    items, depth, quoted, start = [], 0, False, 0
+    for i, char in enumerate(info + ","):
+        if char == "'":
+            quoted = not quoted
+        elif not quoted and char in "()":
+            depth += 1 if char == "(" else -1
+        elif not quoted and depth == 0 and char == ",":
+            items.append(info[start:i])
+            start = i + 1
+    pairs = [item.split("=", 1) for item in items if "=" in item]
+    return [(column.strip(), value.strip()) for column, value in pairs]
+
+
+def _limit_words(
+    column: str, value: str, qos_names: Mapping[str, str], tres_names: Mapping[str, str]
+) -> str:
+    """One column's new value as sacctmgr is told it; -1 for no limit, "" for no change."""
+    name = _LIMITS[column]
+    if column == "qos" and value.startswith("if ("):
+        added = set(_QOS_ADDED.findall(value))
+        removed = set(_QOS_NAMED.findall(value)) - added
+        return " ".join(
+            f"{name}{sign}={','.join(qos_names.get(q, q) for q in sorted(ids, key=int))}"
+            for sign, ids in (("+", added), ("-", removed))
+            if ids
+        )
+    value = value.strip("'")
+    if value in ("", "NULL"):
+        return f"{name}=-1"
+    if column == "qos":
+        ids = [q for q in value.split(",") if q]
+        return f"{name}={','.join(qos_names.get(q, q) for q in ids)}"
+    if "tres" in column:
+        pairs = [pair.split("=", 1) for pair in value.split(",")]
+        return f"{name}={','.join(f'{tres_names.get(k, k)}={v}' for k, v in pairs)}"
+    return f"{name}={value}"
+
+
+def squeue_jobs(data: Mapping[str, Any]) -> list[JobStatus]:
+    """Every job in `squeue --json`'s answer."""
+    try:
+        return [_from_squeue(job) for job in data["jobs"]]
+    except (KeyError, TypeError, ValueError) as exc:
+        raise BackendError(f"unexpected squeue --json shape ({exc!r}); {_version(data)}") from exc
+
+
+def sinfo_nodes(data: Mapping[str, Any]) -> list[SchedulerNode]:
+    """Every node in `sinfo --json`'s answer."""
+    try:
+        return [_node(node) for node in data["nodes"]]
+    except (KeyError, TypeError, ValueError) as exc:
+        raise BackendError(f"unexpected sinfo --json shape ({exc!r}); {_version(data)}") from exc
+
+
+def parse_sacct(output: str) -> dict[str, JobStatus]:
+    """`sacct --parsable2 --noheader --format=<SACCT_FIELDS>` (SLURM_TIME_FORMAT=%s), by
+    job id; a state or shape this reader does not know is a BackendError, not a guess."""
+    lines = [line for line in output.splitlines() if line.strip()]
+    try:
+        return {s.job_id: s for s in map(_from_sacct, lines)}
+    except ValueError as exc:
+        raise BackendError(f"unexpected sacct output ({exc})") from exc
+
+
+def sbatch_job_id(stdout: str) -> str:
+    """The job id `sbatch --parsable` printed: "<id>" or "<id>;<cluster>"."""
+    job_id = stdout.strip().split(";")[0]
+    if not job_id.isdigit():
+        raise BackendError(f"sbatch --parsable printed {stdout.strip()!r}, not a job id")
+    return job_id
+
+
+def expand_hostlist(expression: str) -> tuple[str, ...]:
+    """Slurm's hostlist syntax: 'n[1-3],gpu[01,05-06]' -> n1 n2 n3 gpu01 gpu05 gpu06."""
+    names: list[str] = []
+    for item in re.findall(r"(?:[^,\[]|\[[^\]]*\])+", expression):
+        names.extend(_expand_item(item))
+    return tuple(names)
+
+
+def _from_squeue(job: Mapping[str, Any]) -> JobStatus:
+    state = str(job["job_state"])
+    phase = _phase(state)
+    exit_status = _wait_status(int(job["exit_code"])) if phase in _EXITED else None
+    nodes = expand_hostlist(str(job["nodes"] or ""))
+    reason = _reason(state, phase, str(job["state_reason"]), exit_status)
+    return JobStatus(
+        job_id=str(job["job_id"]),
+        run_id=_run_id(str(job["comment"] or "")),
+        tenant=str(job["account"]),
+        queue=str(job["partition"]) or None,
+        phase=phase,
+        gpus=_gpus(job["tres_alloc_str"]) or _gpus(job["tres_req_str"]),
+        submitted_at=_time(job["submit_time"]),
+        started_at=_time(job["start_time"]) if _started(phase, nodes) else None,
+        finished_at=_time(job["end_time"]) if phase.finished else None,
+        reason=reason,
+        message=str(job["state_description"] or "") or _message(state, reason, exit_status),
+        exit_code=_exit_code(exit_status),
+        nodes=nodes,
+        owner_ids=(str(job["job_id"]),),  # the agents read it from the job's cgroup
+        ending_since=_time(job["end_time"]) if state == "COMPLETING" else None,
+        priority=str(job.get("qos") or "") or None,
+        user=str(job.get("user_name") or "") or None,
+    )
+
+
+def _from_sacct(line: str) -> JobStatus:
+    row = dict(zip(SACCT_FIELDS, line.split("|", len(SACCT_FIELDS) - 1), strict=True))
+    state = row["State"].split()[0]  # "CANCELLED by 0"
+    phase = _phase(state)
+    code, _, signal = row["ExitCode"].partition(":")
+    exit_status = (int(code), int(signal or 0)) if phase in _EXITED else None
+    nodes = () if row["NodeList"] == "None assigned" else expand_hostlist(row["NodeList"])
+    reason = _reason(state, phase, row["Reason"], exit_status)
+    return JobStatus(
+        job_id=row["JobIDRaw"],
+        run_id=_run_id(row["Comment"]),
+        tenant=row["Account"],
+        queue=row["Partition"] or None,
+        phase=phase,
+        gpus=_gpus(row["AllocTRES"]) or _gpus(row["ReqTRES"]),
+        submitted_at=_time(row["Submit"]),
+        started_at=_time(row["Start"]) if _started(phase, nodes) else None,
+        finished_at=_time(row["End"]) if phase.finished else None,
+        reason=reason,
+        message=_message(state, reason, exit_status),
+        exit_code=_exit_code(exit_status),
+        nodes=nodes,
+        owner_ids=(row["JobIDRaw"],),
+        ending_since=_time(row["End"]) if state == "COMPLETING" else None,
+        priority=row["QOS"] or None,
+        user=row["User"] or None,
+    )
+
+
+def _node(node: Mapping[str, Any]) -> SchedulerNode:
+    flags = {str(flag) for flag in node["state_flags"]}
+    state = str(node["state"]).lower()
+    if "DRAIN" in flags:
+        # sinfo's words: draining while jobs still run on it, drained once empty
+        busy = state in ("mixed", "allocated") or "COMPLETING" in flags
+        state = "draining" if busy else "drained"
+    if "NOT_RESPONDING" in flags:
+        state += "*"  # sinfo marks a node that does not answer slurmctld's pings so
+    partitions = [str(p) for p in node["partitions"]]
+    return SchedulerNode(
+        name=str(node["name"]),
+        pool=",".join(partitions) or None,
+        gpus_total=_gpus(node["tres"]),
+        gpus_allocated=_gpus(node["tres_used"]),
+        state=state,
+        reason=str(node["reason"] or "") or None,
+    )
+
+
+def _expand_item(item: str) -> list[str]:
+    match = re.search(r"\[([^\]]*)\]", item)
+    if match is None:
+        return [item]
+    prefix, rest = item[: match.start()], item[match.end() :]
+    names = []
+    for part in match.group(1).split(","):
+        first, _, last = part.partition("-")
+        width = len(first)
+        for number in range(int(first), int(last or first) + 1):
+            names.extend(_expand_item(f"{prefix}{number:0{width}d}{rest}"))
+    return names
+
+
+def _started(phase: JobPhase, nodes: tuple[str, ...]) -> bool:
+    # a pending job's start time is the backfill estimate; one that ended without nodes
+    # (cancelled while pending, refused) carries start == end == that moment
+    return phase is JobPhase.RUNNING or (phase.finished and bool(nodes))
+
+
+def _phase(state: str) -> JobPhase:
+    try:
+        return _PHASES[state]
+    except KeyError:
+        raise ValueError(f"unknown Slurm job state {state!r}") from None
+
+
+def _reason(
+    state: str, phase: JobPhase, slurm_reason: str, exit_status: tuple[int, int] | None
+) -> str | None:
+    if slurm_reason and slurm_reason != "None":
+        return slurm_reason
+    if state == "FAILED" and exit_status is not None:
+        return "RaisedSignal" if exit_status[1] else "NonZeroExitCode"
+    if phase is JobPhase.FAILED:
+        return _END_REASONS.get(state, state)
+    return None
+
+
+def _message(state: str, reason: str | None, exit_status: tuple[int, int] | None) -> str:
+    text = state
+    if reason:
+        text += f", {reason}"
+        explained = _REASON_TEXT.get(reason) or _limit_text(reason)
+        if explained:
+            text += f": {explained}"
+    if exit_status is not None and exit_status != (0, 0):
+        code, signal = exit_status
+        text += f" (killed by signal {signal})" if signal else f" (exit code {code})"
+    return text
+
+
+def _limit_text(reason: str) -> str | None:
+    # QOSMaxGRESPerJob, AssocGrpGRES...: a limit of the QOS or of the account's association
+    if reason.startswith("QOS"):
+        return f"held by a limit of the job's QOS ({reason[3:]})"
+    if reason.startswith("Assoc"):
+        return f"held by a limit of the job's account ({reason[5:]})"
+    return None
+
+
+def _wait_status(status: int) -> tuple[int, int]:
+    """(return code, signal) from a raw wait status as squeue --json gives it."""
+    return (status >> 8) & 0xFF, status & 0x7F
+
+
+def _exit_code(exit_status: tuple[int, int] | None) -> int | None:
+    """A shell's convention: a signal n reads as 128 + n."""
+    if exit_status is None:
+        return None
+    code, signal = exit_status
+    return 128 + signal if signal else code
+
+
+def _run_id(comment: str) -> str | None:
+    if comment.startswith(RUN_ID_COMMENT_PREFIX):
+        return comment[len(RUN_ID_COMMENT_PREFIX) :] or None
+    return None
+
+
+def _gpus(tres: object) -> int:
+    """The gres/gpu count of a TRES string such as 'cpu=1,node=1,gres/gpu=4'."""
+    for item in str(tres or "").split(","):
+        key, _, value = item.partition("=")
+        if key == "gres/gpu":
+            return int(value)
+    return 0
+
+
+def _time(value: object) -> datetime | None:
+    """Slurm's unix seconds; 0, 'None' and 'Unknown' mean unset."""
+    if isinstance(value, str) and not value.isdigit():
+        return None
+    seconds = int(str(value))
+    return datetime.fromtimestamp(seconds, UTC) if seconds > 0 else None
+
+
+def _version(data: Mapping[str, Any]) -> str:
+    meta = data.get("meta", {})
+    return f"read as Slurm 22.05 openapi/v0.0.38, got {meta.get('plugin', {}).get('type', '?')}"

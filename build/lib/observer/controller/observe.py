@@ -1,0 +1,219 @@
+"""The controller's reading of the fleet: every agent's snapshot, its node-local findings
+stored, its GPUs sampled into the store (each with the tenant whose job held it, where the
+scheduler names the job), and an agent that cannot be read recorded as the observer's own
+blind spot (a condition), never as silence."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import replace
+from datetime import datetime, timedelta
+from functools import partial
+from types import MappingProxyType
+
+from observer.clock import Clock
+from observer.controller.views import Published
+from observer.detectors import gpu_health, node_leaks
+from observer.detectors.conditions import ConditionTracker
+from observer.domain import (
+    Finding,
+    NodeSnapshot,
+    OwnerKind,
+    SchedulerSnapshot,
+    Severity,
+    Subject,
+    Symptom,
+)
+from observer.errors import BackendError, StoreError
+from observer.fleet.base import Fleet
+from observer.logs import get_logger
+from observer.metrics import ControllerMetrics
+from observer.records import StoredGpuSample
+from observer.storage.store import Store
+from observer.storage.write_behind import WriteBehind
+
+_log = get_logger("observer.controller.observe")
+
+AGENT_UNREACHABLE = "agent_unreachable"
+
+
+class FleetObserver:
+    def __init__(
+        self,
+        fleet: Fleet,
+        store: Store,
+        clock: Clock,
+        metrics: ControllerMetrics,
+        unreachable_grace_seconds: float,
+        latest: Published[Mapping[str, NodeSnapshot]] | None = None,
+        scheduler: Callable[[], SchedulerSnapshot | None] = lambda: None,
+        sample_interval_seconds: float = 0.0,
+    ) -> None:
+        """`latest` gets every agent's last snapshot, by node, published after each read for
+        the detectors that compare the scheduler's view with the nodes'. `scheduler` gives the
+        latest scheduler snapshot (None before the first), whose jobs name the tenant of
+        each GPU's processes. A GPU's sample is stored when this many seconds have passed
+        since its last stored one (0: every read)."""
+        self._fleet = fleet
+        self._store = store
+        self._clock = clock
+        self._metrics = metrics
+        self._grace = unreachable_grace_seconds
+        self._tracker = ConditionTracker()
+        self._known: set[tuple[str, datetime]] | None = None
+        # The agents' open findings, and what was last saved of each one reported: in
+        # memory, so that a cycle over a large fleet writes and reads only what changed.
+        self._open: dict[tuple[str, datetime], Finding] = {}
+        self._saved: dict[tuple[str, datetime], Finding] = {}
+        self._unsaved: WriteBehind[Finding] = WriteBehind(
+            store.save_findings, lambda f: (f.key, f.opened_at)
+        )
+        self._latest = latest if latest is not None else Published(MappingProxyType({}))
+        self._scheduler = scheduler
+        self._sample_interval = timedelta(seconds=sample_interval_seconds)
+        self._stored_at: dict[str, datetime] = {}  # GPU uuid -> its last stored sample's at
+
+    def observe(self) -> list[Finding]:
+        """Read every agent once; return the findings that opened or closed."""
+        now = self._clock.now()
+        known = self._known_findings()
+        snapshots: list[NodeSnapshot] = []
+        symptoms: list[Symptom] = []
+        reads = self._fleet.fetch_all(self._fleet.agents())
+        for agent, read in reads.items():
+            if isinstance(read, BackendError):
+                self._metrics.agent_errors_total.labels(agent).inc()
+                symptoms.append(_unreachable(agent, str(read), self._grace))
+            else:
+                snapshots.append(read)
+        # Only the agents read just now are seen: one that dropped out of discovery keeps its
+        # condition (silence is not health).
+        changed = self._tracker.update(symptoms, now, partial(_read_now, set(reads)))
+        if snapshots:
+            latest = {**self._latest.get(), **{snap.node: snap for snap in snapshots}}
+            self._latest.publish(MappingProxyType(latest))
+        reported = [f for snap in snapshots for f in snap.findings]
+        gone = self._no_longer_reported(snapshots, reported, now)
+        new = [f for f in reported if (f.key, f.opened_at) not in known]
+        updated = [f for f in reported if self._saved.get((f.key, f.opened_at)) != f]
+        self._unsaved.save([*updated, *gone, *changed])
+        known.update((f.key, f.opened_at) for f in reported)
+        self._saved = {(f.key, f.opened_at): f for f in reported}
+        for finding in [*reported, *gone]:
+            if finding.is_open:
+                self._open[finding.key, finding.opened_at] = finding
+            else:
+                self._open.pop((finding.key, finding.opened_at), None)
+        try:
+            self._store.add_gpu_samples(
+                [s for s in _samples(snapshots, self._scheduler()) if self._sample_due(s)]
+            )
+        except StoreError as exc:  # not kept: the store's outage is its own blind time
+            _log.warning("GPU samples not stored", error=str(exc))
+        opened_or_closed = [*new, *gone, *changed]
+        self._metrics.findings.record(
+            opened_or_closed, partial(self._store.findings, open_only=True)
+        )
+        for finding in opened_or_closed:
+            _log.info(
+                "finding " + ("opened" if finding.is_open else "closed"),
+                detector=finding.detector,
+                subject=dict(finding.subject),
+            )
+        return opened_or_closed
+
+    def _known_findings(self) -> set[tuple[str, datetime]]:
+        if self._known is None:  # a restarted controller must not count old findings again
+            stored = self._store.findings(open_only=True)
+            self._tracker.resume(f for f in stored if f.detector == AGENT_UNREACHABLE)
+            self._known = {(f.key, f.opened_at) for f in stored}
+            # The agents' own findings only: the controller's (allocated_without_job, ...)
+            # name nodes too, and no agent ever reports them.
+            self._open = {
+                (f.key, f.opened_at): f
+                for f in stored
+                if f.detector in node_leaks.DETECTORS | gpu_health.DETECTORS
+            }
+        return self._known
+
+    def _sample_due(self, sample: StoredGpuSample) -> bool:
+        last = self._stored_at.get(sample.gpu_uuid)
+        if last is not None and sample.at - last < self._sample_interval:
+            return False
+        self._stored_at[sample.gpu_uuid] = sample.at
+        return True
+
+    def _no_longer_reported(
+        self, snapshots: list[NodeSnapshot], reported: list[Finding], now: datetime
+    ) -> list[Finding]:
+        """Open node findings that their agent, read just now, no longer reports at all (it
+        restarted and lost them): closed now, saying why."""
+        nodes = {snap.node for snap in snapshots}
+        current = {(f.key, f.opened_at) for f in reported}
+        return [
+            replace(
+                f,
+                closed_at=now,
+                evidence={**f.evidence, "closed_because": "its agent no longer reports it"},
+            )
+            for f in self._open.values()
+            if f.subject.get("node") in nodes and (f.key, f.opened_at) not in current
+        ]
+
+
+def _read_now(agents: set[str], detector: str, subject: Subject) -> bool:
+    return subject.get("agent") in agents
+
+
+def _unreachable(agent: str, error: str, grace: float) -> Symptom:
+    return Symptom(
+        detector=AGENT_UNREACHABLE,
+        subject={"agent": agent},
+        severity=Severity.CRITICAL,
+        summary=f"agent {agent} cannot be read: its node's GPUs are not observed",
+        rule=f"the agent's /v1/snapshot failed for {grace:g} s",
+        evidence={"error": error},
+        hold_seconds=grace,
+    )
+
+
+def gpu_tenants(snapshot: NodeSnapshot, tenants: Mapping[str, str]) -> dict[str, str]:
+    """GPU uuid -> the tenant whose job owns the GPU's processes, by `tenants` (owner id, as
+    in JobStatus.owner_ids -> tenant). A GPU whose known processes belong to several tenants
+    has none: it is shared."""
+    found: dict[str, set[str]] = {}
+    for process in snapshot.processes:
+        named = process.owner.kind is not OwnerKind.NONE
+        tenant = tenants.get(process.owner.id) if named else None
+        if tenant is not None:
+            found.setdefault(process.gpu_uuid, set()).add(tenant)
+    return {uuid: next(iter(names)) for uuid, names in found.items() if len(names) == 1}
+
+
+def _samples(
+    snapshots: list[NodeSnapshot], scheduler: SchedulerSnapshot | None
+) -> list[StoredGpuSample]:
+    jobs = scheduler.jobs if scheduler else ()
+    tenants = {owner: job.tenant for job in jobs for owner in job.owner_ids}
+    samples = []
+    for snap in snapshots:
+        held = gpu_tenants(snap, tenants)
+        samples += [
+            StoredGpuSample(
+                node=snap.node,
+                gpu_uuid=gpu.identity.uuid,
+                gpu_index=gpu.index,
+                at=gpu.sample.at,
+                utilization_gpu_percent=gpu.sample.utilization_gpu_percent,
+                memory_used_bytes=gpu.sample.memory_used_bytes,
+                memory_total_bytes=gpu.sample.memory_total_bytes,
+                power_milliwatts=gpu.sample.power_milliwatts,
+                process_count=(
+                    len(gpu.sample.processes) if gpu.sample.processes is not None else None
+                ),
+                tenant=held.get(gpu.identity.uuid),
+            )
+            for gpu in snap.gpus
+            if gpu.identity is not None and gpu.sample is not None
+        ]
+    return samples

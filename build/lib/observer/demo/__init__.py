@@ -1,0 +1,1 @@
+"""`observer demo`: the whole product on a simulated cluster, faults injected at known times."""

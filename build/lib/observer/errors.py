@@ -1,0 +1,105 @@
+"""The documented error tree. Vendor errors are converted into these at the boundary."""
+
+
+class ObserverError(Exception):
+    """Root of every error the observer raises on purpose."""
+
+
+class ConfigError(ObserverError):
+    """The configuration is missing, unparsable or invalid; `problems` are 'path: message'."""
+
+    def __init__(self, problems: list[str]) -> None:
+        super().__init__("; ".join(problems))
+        self.problems = problems
+
+
+class GpuError(ObserverError):
+    """A read from the GPU boundary failed as a whole (not one call of one GPU)."""
+
+
+class DriverNotLoadedError(GpuError):
+    """NVML is present but the kernel driver is not loaded: the node is blind."""
+
+
+class LibraryNotFoundError(GpuError):
+    """libnvidia-ml.so.1 cannot be loaded."""
+
+
+class TraceError(GpuError):
+    """A recorded trace is missing or malformed."""
+
+
+class BackendError(ObserverError):
+    """A scheduler backend (Slurm, Kubernetes, simulated) could not be read or acted on."""
+
+
+class StoreError(ObserverError):
+    """The database could not be reached or refused a write."""
+
+
+class SchemaError(StoreError):
+    """The database is missing or not migrated to this code's schema; `problem` says which."""
+
+    def __init__(self, problem: str) -> None:
+        super().__init__(f"{problem}: run `observer db upgrade`")
+        self.problem = problem
+
+
+class PortInUseError(ObserverError):
+    """Another process already listens on the address a server was to bind."""
+
+    def __init__(self, host: str, port: int) -> None:
+        super().__init__(f"port {port} on {host} is already in use")
+        self.host = host
+        self.port = port
+
+
+class ProbeError(ObserverError):
+    """A probe could not be submitted, followed or cancelled."""
+
+
+class GpuLostError(GpuError):
+    """One device fell off the bus (NVML_ERROR_GPU_IS_LOST); its handle cannot be used."""
+
+
+class OwnerSourceError(ObserverError):
+    """The node's scheduler agent (kubelet, slurmd) could not be asked who runs here."""
+
+
+class ReportError(ObserverError):
+    """A report cannot be built for what was asked (a day not over, a soak not started)."""
+
+
+class SnapshotError(ObserverError):
+    """A body read as an agent's snapshot is not one: not UTF-8, not JSON, or a field missing
+    or of the wrong type. The message names what was wrong and where."""
+
+
+# `observer probe gpu-burn` ends with this when the node has no usable GPU (sysexits
+# EX_UNAVAILABLE); probes/outcome.py reads it as "no GPU on the node", not as a failure.
+NO_GPU_EXIT_CODE = 69
+
+
+class WorkloadError(ObserverError):
+    """A probe's own program (`observer probe ...`) cannot do its work; `exit_code` is the
+    documented status it ends with, the message its one line on stderr."""
+
+    exit_code = 1
+
+
+class NoGpuError(WorkloadError):
+    """No usable GPU here: no libcuda.so.1, or the driver sees no device."""
+
+    exit_code = NO_GPU_EXIT_CODE
+
+
+class GpuOutOfMemoryError(WorkloadError):
+    """The GPU could not give the memory asked for (CUDA_ERROR_OUT_OF_MEMORY)."""
+
+    exit_code = 71
+
+
+class CudaCallError(WorkloadError):
+    """Any other CUDA driver call failed; the message names the call and CUDA's error."""
+
+    exit_code = 70

@@ -1,0 +1,98 @@
+"""How a probe ended, judged against what it expected: an expected failure that fails the
+expected way is a pass. Pure: the platform's view of the job in, an outcome out."""
+
+from __future__ import annotations
+
+from observer.domain import Expectation, JobPhase, JobStatus, Outcome
+from observer.errors import NO_GPU_EXIT_CODE
+
+# The Kubernetes backend's reasons for a job its queue holds: Kueue has reserved no quota for
+# its Workload ("QuotaReserved=False: Pending"), Volcano's queue has not enqueued its PodGroup
+# ("PodGroup Pending: NotEnoughResources"). Both are the queue's quota at work.
+KUEUE_QUOTA_HOLD = "QuotaReserved=False"
+VOLCANO_QUEUE_HOLD = "PodGroup Pending"
+QUEUE_QUOTA_HOLDS = (KUEUE_QUOTA_HOLD, VOLCANO_QUEUE_HOLD)
+# The platforms' words for "held back by a quota or limit" (Kueue, ResourceQuota, Slurm QOS
+# and association limits, the simulator).
+QUOTA_REASON_MARKS = (
+    *QUEUE_QUOTA_HOLDS,
+    "QuotaExceeded",
+    "exceeded quota",
+    "Inadmissible",
+    "QOSMax",
+    "QOSGrp",
+    "AssocMax",
+    "AssocGrp",
+)
+START_FAILURE_REASONS = frozenset(
+    {
+        "ImagePullBackOff",
+        "ErrImagePull",
+        "InvalidImageName",
+        "StartError",
+        "ContainerCannotRun",
+        "CreateContainerError",
+    }
+)
+COMMAND_NOT_RUNNABLE_EXIT_CODES = frozenset({126, 127})
+OOM_MARKS = ("OOMKilled", "OUT_OF_MEMORY", "OutOfMemory")
+OOM_EXIT_CODE = 137
+
+
+# The reasons the observer records itself: the message beside one is the observer's reasoning,
+# not the platform's words (a refusal the platform gave keeps the platform's reason).
+PROBE_NOT_RUNNABLE = "ProbeNotRunnable"
+SUBMISSION_FAILED = "SubmissionFailed"
+SUBMISSION_ERROR = "SubmissionError"
+SUBMISSION_NOT_CONFIRMED = "SubmissionNotConfirmed"
+JOB_FORGOTTEN = "JobForgotten"
+CONTROLLER_SHUTDOWN = "ControllerShutdown"
+ISOLATION_BREACH = "IsolationBreach"
+OBSERVER_REASONS = frozenset(
+    {
+        PROBE_NOT_RUNNABLE,
+        SUBMISSION_FAILED,
+        SUBMISSION_ERROR,
+        SUBMISSION_NOT_CONFIRMED,
+        JOB_FORGOTTEN,
+        CONTROLLER_SHUTDOWN,
+        ISOLATION_BREACH,
+    }
+)
+
+
+def is_quota_reason(reason: str | None) -> bool:
+    return reason is not None and any(mark in reason for mark in QUOTA_REASON_MARKS)
+
+
+def judge(expectation: Expectation, status: JobStatus) -> Outcome | None:
+    """The outcome the job's current state settles, or None while it is not settled yet."""
+    phase, reason = status.phase, status.reason or ""
+    if phase is JobPhase.CANCELLED:
+        return Outcome.CANCELLED
+    if expectation is Expectation.SUCCEED:
+        if phase is JobPhase.FAILED and status.exit_code == NO_GPU_EXIT_CODE:
+            return Outcome.NO_GPU
+        return {JobPhase.SUCCEEDED: Outcome.PASSED, JobPhase.FAILED: Outcome.FAILED}.get(phase)
+    if expectation is Expectation.BLOCKED:
+        if phase is JobPhase.PENDING:
+            return Outcome.PASSED if is_quota_reason(reason) else None
+        return Outcome.FAILED  # it ran: the quota was not enforced
+    if phase is JobPhase.SUCCEEDED:
+        return Outcome.FAILED
+    if expectation is Expectation.FAIL_TO_START:
+        if phase is JobPhase.PENDING:
+            return Outcome.PASSED if reason in START_FAILURE_REASONS else None
+        if phase is JobPhase.FAILED:
+            ok = (
+                reason in START_FAILURE_REASONS
+                or status.exit_code in COMMAND_NOT_RUNNABLE_EXIT_CODES
+            )
+            return Outcome.PASSED if ok else Outcome.FAILED
+        return None
+    if phase is not JobPhase.FAILED:
+        return None
+    if expectation is Expectation.OOM:
+        oom = any(mark in reason for mark in OOM_MARKS) or status.exit_code == OOM_EXIT_CODE
+        return Outcome.PASSED if oom else Outcome.FAILED
+    return Outcome.PASSED if status.exit_code not in (0, None) else Outcome.FAILED

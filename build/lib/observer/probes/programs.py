@@ -1,0 +1,66 @@
+"""The command line of each behaviour's program, `observer probe <workload> ...`, as every
+backend runs it (the observer's image on Kubernetes, the node's observer on Slurm). The
+arguments say everything the program does, so `kubectl describe` or `scontrol show job`
+shows what a probe was asked."""
+
+from __future__ import annotations
+
+from observer.domain import Behaviour, JobRequest
+
+
+def probe_arguments(request: JobRequest, oom_mebibytes: int | None = None) -> list[str]:
+    """The arguments after the observer program. `oom_mebibytes`: where the oom probe stops
+    if no limit kills it (None: no bound, for a platform that always sets one). A bad image
+    or command is the backend's to express; their placeholder here is the plain hold."""
+    work = request.workload
+    seconds = f"{work.duration_seconds:g}"
+    match work.behaviour:
+        case Behaviour.GPU_BUSY:
+            return [
+                "probe",
+                "gpu-burn",
+                "--seconds",
+                seconds,
+                "--memory-gib",
+                f"{work.gpu_memory_gib:g}",
+                "--utilization",
+                f"{work.gpu_utilization_percent:g}",
+            ]
+        case Behaviour.LOG_CANARY:
+            burst = work.log_line_bytes > 0 and not work.log_interval_seconds
+            return [
+                "probe",
+                "log-burst" if burst else "log-canary",
+                "--run-id",
+                request.run_id,
+                "--lines",
+                str(work.log_lines),
+                "--interval-seconds",
+                f"{work.log_interval_seconds:g}",
+                "--line-bytes",
+                str(work.log_line_bytes),
+            ]
+        case Behaviour.OOM:
+            bound = ["--mib", str(oom_mebibytes)] if oom_mebibytes is not None else []
+            return ["probe", "oom", *bound, "--hold-seconds", seconds]
+        case _ if work.exit_code:
+            return ["probe", "exit", "--code", str(work.exit_code), "--after-seconds", seconds]
+        case _:
+            return ["probe", "sleep", "--seconds", seconds]
+
+
+def serve_arguments(port: int, latency_ms: float, warmup_seconds: float) -> list[str]:
+    """The inference probe's replica: `observer probe serve` on every address of its host
+    (the pod's, or the node's on Slurm) until stopped."""
+    return [
+        "probe",
+        "serve",
+        "--host",
+        "0.0.0.0",
+        "--port",
+        str(port),
+        "--latency-ms",
+        f"{latency_ms:g}",
+        "--warmup-seconds",
+        f"{warmup_seconds:g}",
+    ]

@@ -1,0 +1,303 @@
+"""What the store keeps beside the domain's own types: GPU samples as the controller keeps
+them and their counts, queue samples, node changes, alerts, interventions, report deliveries,
+finished-job tallies, the controller's own runs and the probe launches it skipped. Pure
+value types, so that the report builders and the controller read them without loading the
+database layer."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from enum import StrEnum
+
+from observer.domain import JobPhase, JsonValue, QueueState, SchedulerNode
+
+# NVML reports utilisation in whole percent; the rollups count samples per percent.
+UTILIZATION_PERCENTS = range(101)
+
+
+@dataclass(frozen=True, slots=True)
+class StoredGpuSample:
+    """One GPU's lean sample as the controller keeps it (a subset of GpuSample, per node)."""
+
+    node: str
+    gpu_uuid: str
+    gpu_index: int
+    at: datetime
+    utilization_gpu_percent: int | None = None
+    memory_used_bytes: int | None = None
+    memory_total_bytes: int | None = None
+    power_milliwatts: int | None = None
+    process_count: int | None = None
+    tenant: str | None = None  # whose job held the GPU, where the owner is known
+
+
+# Samples per utilisation percent, indexed by percent (readings outside 0..100 at the ends).
+Histogram = tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class GpuSampleCounts:
+    """A period's GPU samples counted in the database rather than read one by one: by UTC
+    minute, by node (with how many could not be read) and by tenant. A key may come more
+    than once (a period is counted in parts); its counts add up."""
+
+    by_minute: tuple[tuple[datetime, Histogram], ...] = ()
+    by_node: tuple[tuple[str, Histogram, int], ...] = ()
+    by_tenant: tuple[tuple[str, Histogram], ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class StoredQueueSample:
+    """One tenant's queue as a stored scheduler snapshot saw it."""
+
+    at: datetime
+    state: QueueState
+
+
+@dataclass(frozen=True, slots=True)
+class StoredNodeChange:
+    """A node appeared or changed at `at`; or, `removed`, it left the snapshots and `node`
+    is its last-known state."""
+
+    at: datetime
+    node: SchedulerNode
+    removed: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class StoredAlert:
+    """One firing of an alert: `starts_at` as Alertmanager reports it, `ends_at` the end it
+    reported when last seen (for an alert still firing, when it would resolve unless
+    refreshed), `last_seen_at` when it was last polled while firing."""
+
+    fingerprint: str
+    name: str
+    severity: str | None
+    starts_at: datetime
+    ends_at: datetime | None
+    last_seen_at: datetime
+    labels: Mapping[str, str]
+    summary: str | None = None
+
+
+class InterventionSource(StrEnum):
+    RECORDED = "recorded"  # told by a person: `observer intervention add`
+    DETECTED = "detected"  # seen in the platform's own state
+
+
+@dataclass(frozen=True, slots=True)
+class StoredIntervention:
+    """A manual intervention: when, by whom, why, on what (e.g. {"node": "gpu-07"}). A
+    detected one says what was done in detail["action"]."""
+
+    at: datetime
+    by: str
+    reason: str
+    subject: Mapping[str, str]
+    source: InterventionSource = InterventionSource.RECORDED
+    detail: Mapping[str, JsonValue] = field(default_factory=dict)
+
+
+# detail["action"] of a quota change the platform recorded, stored as it is read
+QUOTA_CHANGED = "quota_changed"
+
+DELIVERY_FAILED = "failed"
+
+
+@dataclass(frozen=True, slots=True)
+class StoredDelivery:
+    """One report handed to one channel: `report` names it ("daily-2026-11-30", "verdict"),
+    `outcome` is what the channel took ("full", "summary", "attachment") or DELIVERY_FAILED,
+    `detail` its answer (secrets masked)."""
+
+    at: datetime
+    report: str
+    channel: str
+    outcome: str
+    attempts: int
+    detail: str | None = None
+
+
+# Finished jobs are counted per quarter hour of their end (UTC): every timezone's offset is
+# whole quarter hours, so a local day is whole slots.
+JOB_SLOT = timedelta(minutes=15)
+
+
+def job_slot(at: datetime) -> datetime:
+    """The start of the slot holding `at`."""
+    size = JOB_SLOT.total_seconds()
+    return datetime.fromtimestamp(at.timestamp() // size * size, UTC)
+
+
+class JobOrigin(StrEnum):
+    """Who submitted a listed job: a tenant, or the observer itself (a probe: it has a run
+    id), whose outcome the probe runs judge against what the probe expects."""
+
+    TENANT = "tenant"
+    OBSERVER = "observer"
+
+
+@dataclass(frozen=True, slots=True)
+class JobTally:
+    tenant: str
+    phase: JobPhase
+    reason: str | None  # the platform's
+    cause: str | None  # a failed job's (reports' causes.Cause); None for any other
+    jobs: int
+    origin: JobOrigin | None = JobOrigin.TENANT  # None: tallied before origins were kept
+
+
+@dataclass(frozen=True, slots=True)
+class JobWait:
+    """How many of one tenant's jobs that ended in a slot had waited `wait_seconds` (whole
+    seconds, the platform's submission to its start) before they started."""
+
+    tenant: str
+    wait_seconds: int
+    jobs: int
+
+
+@dataclass(frozen=True, slots=True)
+class JobSlot:
+    """Every tenant's jobs that ended in [start, start + JOB_SLOT), counted by tenant, phase,
+    reason and cause, as listed up to `listed_until`; `complete` False when the platform said its
+    listing may have missed some (`note` says why). `waits`: those that started, by tenant and
+    wait (none for slots listed before waits were kept)."""
+
+    start: datetime
+    listed_until: datetime
+    complete: bool
+    note: str
+    tallies: tuple[JobTally, ...]
+    waits: tuple[JobWait, ...] = ()
+
+
+class SkipReason(StrEnum):
+    """Why a probe launch that came due submitted nothing."""
+
+    BUDGET = "budget"  # over controller.max_probe_gpus or max_probe_gpus_per_tenant
+    NO_OTHER_TENANT = "no_other_tenant"  # an isolation probe with a single tenant
+    BACKEND_ERROR = "backend_error"  # the platform could not be asked
+
+
+@dataclass(frozen=True, slots=True)
+class ProbeSkip:
+    """One copy of a probe that came due for `tenant` at `at` in `window` and was not run."""
+
+    at: datetime
+    probe: str
+    tenant: str
+    window: str | None
+    reason: SkipReason
+
+
+class RestartCause(StrEnum):
+    STOPPED = "stopped"  # the previous run recorded a clean stop
+    KILLED = "killed_or_crashed"  # it stopped being alive without a word
+
+
+@dataclass(frozen=True, slots=True)
+class ControllerRun:
+    """One controller process: started, last recorded alive, and stopped when it stopped
+    cleanly (None: killed, crashed, or still running)."""
+
+    id: int
+    started_at: datetime
+    last_alive_at: datetime
+    host: str
+    pid: int
+    stopped_at: datetime | None = None
+
+    @property
+    def ended_at(self) -> datetime:
+        """The last instant it is known to have run."""
+        return self.stopped_at or self.last_alive_at
+
+
+@dataclass(frozen=True, slots=True)
+class ControllerRestart:
+    """The controller was not running from `down_from` to `up_at`."""
+
+    down_from: datetime
+    up_at: datetime
+    cause: RestartCause
+
+
+def controller_not_running(
+    runs: Sequence[ControllerRun], end: datetime, grace_seconds: float
+) -> list[ControllerRestart]:
+    """Every stretch before `end` with no controller running: between its runs, and after
+    the last one when that one has not been alive for `grace_seconds` (it stopped, or was
+    killed and never started again; its `up_at` is then `end`)."""
+    down = controller_restarts(runs)
+    if runs:
+        last = runs[-1]
+        if last.ended_at + timedelta(seconds=grace_seconds) < end:
+            cause = RestartCause.KILLED if last.stopped_at is None else RestartCause.STOPPED
+            down.append(ControllerRestart(last.ended_at, end, cause))
+    return down
+
+
+def overlap_seconds(
+    start: datetime, end: datetime, stretches: Sequence[ControllerRestart]
+) -> float:
+    """How much of [start, end) falls in `stretches`."""
+    return sum(
+        max(0.0, (min(end, s.up_at) - max(start, s.down_from)).total_seconds()) for s in stretches
+    )
+
+
+def controller_restarts(runs: Sequence[ControllerRun]) -> list[ControllerRestart]:
+    """The downtime between consecutive runs (in start order): a run that recorded no stop
+    ended at its last sign of life, killed or crashed."""
+    return [
+        ControllerRestart(
+            before.ended_at,
+            after.started_at,
+            RestartCause.KILLED if before.stopped_at is None else RestartCause.STOPPED,
+        )
+        for before, after in itertools.pairwise(runs)
+    ]
+
+
+@dataclass(frozen=True, slots=True)
+class InferenceSample:
+    """One look at the inference service: the replicas wanted, ready and waiting for a node,
+    and one /infer request to each ready replica (`latencies_ms` of those answered 200;
+    `errors`, those that failed or answered otherwise)."""
+
+    at: datetime
+    service: str
+    desired_replicas: int
+    ready_replicas: int
+    pending_replicas: int
+    requests: int
+    errors: int
+    latencies_ms: tuple[float, ...]
+
+
+class PhaseKind(StrEnum):
+    START = "start"  # deployed until its first replicas were ready
+    SCALE_OUT = "scale_out"  # scaled up until every new replica was ready
+    RESTART = "restart"  # a rolling restart until every replica was a new one, ready
+
+
+@dataclass(frozen=True, slots=True)
+class InferencePhase:
+    """One change of the service carried through: from `started_at` until `ready_at`, when
+    the `replicas_to` replicas were ready; `pending_seconds`, how long some replica of it
+    waited for a node, last for `pending_reason` (the scheduler's words); `unavailable_seconds`,
+    how long no replica answered meanwhile."""
+
+    service: str
+    kind: PhaseKind
+    started_at: datetime
+    ready_at: datetime
+    replicas_from: int
+    replicas_to: int
+    pending_seconds: float
+    pending_reason: str | None
+    unavailable_seconds: float

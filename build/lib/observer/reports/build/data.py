@@ -1,0 +1,417 @@
+"""What a report is built from: one period's stored data, and the aggregates of the data too
+large to hold for a whole soak (GPU samples, reduced a day at a time). Pure."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from observer.domain import STALE_AFTER_INTERVALS, Finding, ProbeRun, SchedulerNode
+from observer.probes.windows import Calendar
+from observer.records import (
+    UTILIZATION_PERCENTS,
+    ControllerRun,
+    GpuSampleCounts,
+    InferencePhase,
+    InferenceSample,
+    JobSlot,
+    ProbeSkip,
+    StoredAlert,
+    StoredDelivery,
+    StoredGpuSample,
+    StoredIntervention,
+    StoredNodeChange,
+    StoredQueueSample,
+)
+from observer.settings.detectors import FairnessSettings
+
+NO_POOL = "-"  # the pool key of nodes the platform puts in no pool
+_PERCENTS = len(UTILIZATION_PERCENTS)  # NVML reports utilisation in whole percent, 0..100
+
+
+@dataclass(frozen=True, slots=True)
+class Period:
+    """[start, end), aware."""
+
+    start: datetime
+    end: datetime
+
+    @property
+    def seconds(self) -> float:
+        return max((self.end - self.start).total_seconds(), 0.0)
+
+    def clip(self, start: datetime, end: datetime | None) -> float:
+        """Seconds of [start, end) (end None: still going) that fall in this period."""
+        lo = max(start, self.start)
+        hi = self.end if end is None else min(end, self.end)
+        return max((hi - lo).total_seconds(), 0.0)
+
+
+@dataclass(frozen=True, slots=True)
+class UtilizationHistogram:
+    """How many samples read each whole percent: exact mean and percentiles, and two days'
+    histograms add up to the histogram of both."""
+
+    counts: tuple[int, ...] = (0,) * _PERCENTS
+
+    @classmethod
+    def of(cls, percents: Iterable[int]) -> UtilizationHistogram:
+        counts = [0] * _PERCENTS
+        for percent in percents:
+            counts[min(max(percent, 0), 100)] += 1
+        return cls(tuple(counts))
+
+    def plus(self, other: UtilizationHistogram) -> UtilizationHistogram:
+        return UtilizationHistogram(
+            tuple(a + b for a, b in zip(self.counts, other.counts, strict=True))
+        )
+
+    @property
+    def samples(self) -> int:
+        return sum(self.counts)
+
+    def mean(self) -> float | None:
+        n = self.samples
+        return sum(p * c for p, c in enumerate(self.counts)) / n if n else None
+
+    def percentile(self, q: float) -> float | None:
+        """The nearest-rank percentile (q in 0..1)."""
+        n = self.samples
+        if not n:
+            return None
+        rank = nearest_rank(q, n)
+        seen = 0
+        for percent, count in enumerate(self.counts):
+            seen += count
+            if seen >= rank:
+                return float(percent)
+        return 100.0
+
+    def busy_share(self) -> float | None:
+        """Share of samples that found the GPU doing any work."""
+        n = self.samples
+        return (n - self.counts[0]) / n if n else None
+
+    def deciles(self) -> tuple[int, ...]:
+        """Samples per tenth: 0-9 %, 10-19 %, ... 90-100 %."""
+        tenths = [sum(self.counts[i * 10 : i * 10 + 10]) for i in range(10)]
+        tenths[9] += self.counts[100]
+        return tuple(tenths)
+
+
+def nearest_rank(q: float, n: int) -> int:
+    """The 1-based rank of the q-th (0..1) percentile of n values: ceil(q * n), at least 1;
+    rounded first so that 0.95 * 20 is 19, not 19.000000000000004."""
+    return max(1, math.ceil(round(q * n, 9)))
+
+
+def _plus_all(
+    a: Mapping[str, UtilizationHistogram], b: Mapping[str, UtilizationHistogram]
+) -> dict[str, UtilizationHistogram]:
+    return {
+        key: a.get(key, UtilizationHistogram()).plus(b.get(key, UtilizationHistogram()))
+        for key in sorted(a.keys() | b.keys())
+    }
+
+
+@dataclass(frozen=True, slots=True)
+class GpuUsage:
+    """Agents' GPU samples of a period, reduced: utilisation overall, per pool, per window,
+    per local hour of day and per tenant whose job held the GPU (samples attributed to one);
+    which nodes were sampled; samples whose utilisation could not be read."""
+
+    overall: UtilizationHistogram = UtilizationHistogram()
+    by_pool: Mapping[str, UtilizationHistogram] = field(default_factory=dict)
+    by_window: Mapping[str, UtilizationHistogram] = field(default_factory=dict)
+    by_hour: Mapping[str, UtilizationHistogram] = field(default_factory=dict)  # "00".."23"
+    by_tenant: Mapping[str, UtilizationHistogram] = field(default_factory=dict)
+    nodes: frozenset[str] = frozenset()
+    unread_samples: int = 0
+
+    def plus(self, other: GpuUsage) -> GpuUsage:
+        return GpuUsage(
+            overall=self.overall.plus(other.overall),
+            by_pool=_plus_all(self.by_pool, other.by_pool),
+            by_window=_plus_all(self.by_window, other.by_window),
+            by_hour=_plus_all(self.by_hour, other.by_hour),
+            by_tenant=_plus_all(self.by_tenant, other.by_tenant),
+            nodes=self.nodes | other.nodes,
+            unread_samples=self.unread_samples + other.unread_samples,
+        )
+
+
+def gpu_usage(
+    samples: Iterable[StoredGpuSample], pools: Mapping[str, str | None], calendar: Calendar
+) -> GpuUsage:
+    """Reduce samples; `pools` maps node to pool (nodes the scheduler does not know are in
+    NO_POOL). Windows and hours are the platform's (calendar.timezone)."""
+    overall: list[int] = []
+    by_pool: dict[str, list[int]] = {}
+    by_window: dict[str, list[int]] = {}
+    by_hour: dict[str, list[int]] = {}
+    by_tenant: dict[str, list[int]] = {}
+    nodes: set[str] = set()
+    unread = 0
+    windows: dict[datetime, list[str]] = {}
+    for sample in samples:
+        nodes.add(sample.node)
+        percent = sample.utilization_gpu_percent
+        if percent is None:
+            unread += 1
+            continue
+        overall.append(percent)
+        by_pool.setdefault(pools.get(sample.node) or NO_POOL, []).append(percent)
+        # Every GPU of a node is sampled at the same instant: look its windows up once.
+        names = windows.get(sample.at)
+        if names is None:
+            names = windows[sample.at] = calendar.windows_at(sample.at)
+        for name in names:
+            by_window.setdefault(name, []).append(percent)
+        hour = f"{sample.at.astimezone(calendar.timezone).hour:02d}"
+        by_hour.setdefault(hour, []).append(percent)
+        if sample.tenant is not None:
+            by_tenant.setdefault(sample.tenant, []).append(percent)
+
+    def reduce(groups: dict[str, list[int]]) -> dict[str, UtilizationHistogram]:
+        return {key: UtilizationHistogram.of(groups[key]) for key in sorted(groups)}
+
+    return GpuUsage(
+        overall=UtilizationHistogram.of(overall),
+        by_pool=reduce(by_pool),
+        by_window=reduce(by_window),
+        by_hour=reduce(by_hour),
+        by_tenant=reduce(by_tenant),
+        nodes=frozenset(nodes),
+        unread_samples=unread,
+    )
+
+
+def counts_are_exact(calendar: Calendar) -> bool:
+    """Whether samples counted per UTC minute reduce exactly as the samples themselves: the
+    windows begin and end on whole minutes (and every zone in use today is offset from UTC
+    by whole minutes), so a minute's windows and local hour are those of its every instant."""
+    return all(
+        t.second == 0 and t.microsecond == 0 for w in calendar.windows for t in (w.start, w.end)
+    )
+
+
+def gpu_usage_of_counts(
+    counts: GpuSampleCounts, pools: Mapping[str, str | None], calendar: Calendar
+) -> GpuUsage:
+    """gpu_usage over samples counted by the database (see counts_are_exact)."""
+    overall = [0] * _PERCENTS
+    by_pool: dict[str, list[int]] = {}
+    by_window: dict[str, list[int]] = {}
+    by_hour: dict[str, list[int]] = {}
+    by_tenant: dict[str, list[int]] = {}
+    nodes: set[str] = set()
+    unread = 0
+
+    def add(groups: dict[str, list[int]], key: str, counts: Sequence[int]) -> None:
+        tally = groups.get(key)
+        if tally is None:
+            groups[key] = list(counts)
+        else:
+            groups[key] = [a + b for a, b in zip(tally, counts, strict=True)]
+
+    for node, histogram, node_unread in counts.by_node:
+        nodes.add(node)
+        unread += node_unread
+        if any(histogram):
+            add(by_pool, pools.get(node) or NO_POOL, histogram)
+    for minute, histogram in counts.by_minute:
+        overall = [a + b for a, b in zip(overall, histogram, strict=True)]
+        for name in calendar.windows_at(minute):
+            add(by_window, name, histogram)
+        add(by_hour, f"{minute.astimezone(calendar.timezone).hour:02d}", histogram)
+    for tenant, histogram in counts.by_tenant:
+        add(by_tenant, tenant, histogram)
+
+    def reduce(groups: dict[str, list[int]]) -> dict[str, UtilizationHistogram]:
+        return {key: UtilizationHistogram(tuple(groups[key])) for key in sorted(groups)}
+
+    return GpuUsage(
+        overall=UtilizationHistogram(tuple(overall)),
+        by_pool=reduce(by_pool),
+        by_window=reduce(by_window),
+        by_hour=reduce(by_hour),
+        by_tenant=reduce(by_tenant),
+        nodes=frozenset(nodes),
+        unread_samples=unread,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Allocation:
+    """GPU-seconds the scheduler had and allocated over a period, per pool and per local hour
+    of day, integrated over the node change log (a node's state holds until its next
+    change)."""
+
+    total_gpu_seconds: Mapping[str, float] = field(default_factory=dict)
+    allocated_gpu_seconds: Mapping[str, float] = field(default_factory=dict)
+    total_by_hour: Mapping[str, float] = field(default_factory=dict)
+    allocated_by_hour: Mapping[str, float] = field(default_factory=dict)
+
+
+def allocation(
+    period: Period,
+    at_start: Sequence[SchedulerNode],
+    changes: Sequence[StoredNodeChange],
+    calendar: Calendar,
+) -> Allocation:
+    """`at_start`: every node as it was at the period's start; `changes`: the log within the
+    period, in order. Integrated per pool, not per node: between two instants of the log a
+    pool's GPUs do not change, so each change costs a few additions (a week of a large fleet
+    is a million changes); in whole GPU-microseconds, so that sums are exact."""
+    held: dict[str, SchedulerNode] = {}
+    pools: dict[str, list[int]] = {}  # pool -> [nodes, GPUs, allocated GPUs] held now
+    by_pool: dict[str, list[int]] = {}  # pool -> [GPU-microseconds, allocated]
+    by_hour: dict[str, list[int]] = {}  # local hour -> [GPU-microseconds, allocated]
+
+    def take(node: SchedulerNode, sign: int) -> None:
+        now = pools.setdefault(node.pool or NO_POOL, [0, 0, 0])
+        now[0] += sign
+        now[1] += sign * node.gpus_total
+        now[2] += sign * node.gpus_allocated
+
+    def hold(start: datetime, end: datetime) -> None:
+        if end <= start or not any(nodes for nodes, _, _ in pools.values()):
+            return
+        span = (end - start) // _MICROSECOND
+        gpus = allocated = 0
+        for pool, (nodes, total, used) in pools.items():
+            if nodes:
+                sums = by_pool.setdefault(pool, [0, 0])
+                sums[0] += total * span
+                sums[1] += used * span
+                gpus += total
+                allocated += used
+        for hour, part in _hours(start, end, calendar):
+            sums = by_hour.setdefault(hour, [0, 0])
+            sums[0] += gpus * part
+            sums[1] += allocated * part
+
+    for node in at_start:
+        held[node.name] = node
+        take(node, 1)
+    since = period.start
+    for change in changes:
+        if change.at > since:
+            hold(since, change.at)
+            since = change.at
+        node = change.node
+        before = held.pop(node.name, None)
+        if change.removed:
+            if before is not None:
+                take(before, -1)
+        elif before is not None and before.pool == node.pool:
+            # Most changes are a node's allocation moving within its pool: one update.
+            held[node.name] = node
+            now = pools[node.pool or NO_POOL]
+            now[1] += node.gpus_total - before.gpus_total
+            now[2] += node.gpus_allocated - before.gpus_allocated
+        else:
+            if before is not None:
+                take(before, -1)
+            held[node.name] = node
+            take(node, 1)
+    hold(since, period.end)
+
+    def seconds(sums: dict[str, list[int]], which: int) -> dict[str, float]:
+        return {key: sums[key][which] / 1_000_000 for key in sorted(sums)}
+
+    return Allocation(
+        seconds(by_pool, 0), seconds(by_pool, 1), seconds(by_hour, 0), seconds(by_hour, 1)
+    )
+
+
+_MICROSECOND = timedelta(microseconds=1)
+
+
+def _hours(start: datetime, end: datetime, calendar: Calendar) -> Iterable[tuple[str, int]]:
+    """[start, end) cut at local hour boundaries: (hour "00".."23", microseconds in it)."""
+    at = start
+    while at < end:
+        local = at.astimezone(calendar.timezone)
+        next_hour = local.replace(minute=0, second=0, microsecond=0) + timedelta(hours=1)
+        cut = min(end, next_hour)
+        yield f"{local.hour:02d}", (cut - at) // _MICROSECOND
+        at = cut
+
+
+@dataclass(frozen=True, slots=True)
+class Sources:
+    """What the observer was set up to watch; a source not set up is never reported healthy."""
+
+    agents: bool  # controller.agent_urls or agent_dns_name
+    prometheus: bool  # controller.prometheus_url
+    alertmanager: bool  # reports.alertmanager_url
+    logs: bool  # controller.logs.reader is not "none"
+
+
+@dataclass(frozen=True, slots=True)
+class TenantTerms:
+    """What the settings say a tenant is entitled to."""
+
+    weight: float
+    quota_gpus: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class ReportContext:
+    """The settings a report needs, already resolved."""
+
+    calendar: Calendar
+    sources: Sources
+    snapshot_interval_seconds: float
+    soak_started_at: datetime
+    alive_interval_seconds: float = 60.0  # how often a running controller says so
+
+    @property
+    def controller_gone_after_seconds(self) -> float:
+        """A controller not alive for this long is not running (the staleness rule)."""
+        return STALE_AFTER_INTERVALS * self.alive_interval_seconds
+
+    ignored_alerts: frozenset[str] = frozenset()
+    delivery_channels: tuple[str, ...] = ()  # where reports go besides the directory
+    canary_probes: frozenset[str] = frozenset({"log-canary"})
+    busy_probes: frozenset[str] = frozenset({"gpu-busy"})
+    fairness_probes: frozenset[str] = frozenset({"fairness"})
+    # The probes of the plan, each with the copies a launch submits per tenant: what the
+    # soak is to exercise.
+    planned_copies: Mapping[str, int] = field(default_factory=dict)
+    # Each configured tenant's weight and quota, and the fairness rule that weighs them.
+    tenants: Mapping[str, TenantTerms] = field(default_factory=dict)
+    fairness: FairnessSettings | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class PeriodData:
+    """Everything stored about one period. `runs`: submitted in it; `findings`: active at
+        some moment of it; `queue_samples`, `node_changes`, `alerts` (started), `interventions`
+        (recorded), `deliveries` (of earlier reports, made in it): within it; `nodes_at_start`:
+        every node as it was at its start; `gpu` and `allocation`: the period's GPU samples and
+        node log, reduced; `job_slots`: every tenant's finished jobs, per listed slot that
+        overlaps it; `controller_runs`: every run of the controller started before its end;
+        `probe_skips`: the probe copies that came due in it and were not submitted;
+    `inference_samples` and `inference_phases`: the inference service's looks in it and the
+    changes that became ready in it."""
+
+    period: Period
+    runs: Sequence[ProbeRun] = ()
+    findings: Sequence[Finding] = ()
+    queue_samples: Sequence[StoredQueueSample] = ()
+    nodes_at_start: Sequence[SchedulerNode] = ()
+    node_changes: Sequence[StoredNodeChange] = ()
+    gpu: GpuUsage = GpuUsage()
+    allocation: Allocation = Allocation()
+    alerts: Sequence[StoredAlert] = ()
+    interventions: Sequence[StoredIntervention] = ()
+    deliveries: Sequence[StoredDelivery] = ()
+    job_slots: Sequence[JobSlot] = ()
+    controller_runs: Sequence[ControllerRun] = ()
+    probe_skips: Sequence[ProbeSkip] = ()
+    inference_samples: Sequence[InferenceSample] = ()  # read for a daily summary's day only
+    inference_phases: Sequence[InferencePhase] = ()

@@ -1,0 +1,81 @@
+"""The plan to verify again: for each criterion the soak did not pass, what to rerun, where
+(the subjects and windows its findings named; none: the whole platform), for how long, and
+the criterion's rule that passes it; then a whole soak again. Pure."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from observer.detectors import fairness, gpu_health, gpu_in_service, node_leaks, unexplained_wait
+from observer.reports.build import health
+from observer.reports.build.criteria import (
+    IDLE_DETECTORS,
+    LEAK_DETECTORS,
+    CriterionResult,
+    Status,
+    VerdictRules,
+)
+from observer.reports.build.data import ReportContext
+from observer.reports.build.notes import Note
+
+MIN_REVERIFY_DAYS = 7  # a working week and a weekend: every window occurs
+WATCH_SECONDS = 86400.0  # a day: each daily window occurs once while the rerun is watched
+
+# Per criterion: the probes to rerun and the detectors whose findings fail it (none: its rule
+# counts runs, not findings; see reverify.<criterion>).
+RERUN: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
+    "queue_explainable": (("short", "fairness"), (unexplained_wait.UNEXPLAINED_WAIT,)),
+    "monitoring_linked": (("gpu-busy",), ("monitoring_lag",)),
+    "quota_enforced": (("quota",), ()),
+    "failure_evidence": (("fail-exit", "fail-command", "fail-image", "fail-oom"), ()),
+    "no_unreleased_resources": (
+        ("gpu-busy", "short"),
+        tuple(sorted(LEAK_DETECTORS | IDLE_DETECTORS)),
+    ),
+    "no_log_loss": (("log-canary",), ("log_loss", "log_delivery_latency")),
+    "monitoring_lag_bound": (("gpu-busy",), ("monitoring_lag", "prometheus_unreachable")),
+    "no_persistent_unfairness": (("fairness",), (fairness.PERSISTENT_UNFAIRNESS,)),
+    "interventions_audited": ((), ()),
+    "tenant_isolation": (("isolation",), (node_leaks.GPU_NOT_ASSIGNED,)),
+    "gpu_health": (
+        ("gpu-busy",),
+        tuple(
+            sorted(
+                {gpu_health.GPU_XID, gpu_in_service.UNHEALTHY_GPU_IN_SERVICE, *health.CONDITIONS}
+            )
+        ),
+    ),
+}
+
+
+def plan(
+    criteria: Sequence[CriterionResult], context: ReportContext, rules: VerdictRules
+) -> tuple[Note, ...]:
+    """`reverify.<criterion>` steps: `subject` the parts the findings named (windows among
+    them), `probes`, `detectors`, and the watch: `watch_seconds`, or for fairness the
+    `occurrences` of each window its persistence rule needs."""
+    steps = []
+    for c in criteria:
+        if c.status is Status.PASS:
+            continue
+        probes, detectors = RERUN[c.criterion]
+        watch: dict[str, float | int] = (
+            {"occurrences": rules.fairness_persistence_m}
+            if c.criterion == "no_persistent_unfairness"
+            else {"watch_seconds": WATCH_SECONDS}
+        )
+        params = {
+            "criterion": c.criterion,
+            "subject": c.subjects.params(),
+            "probes": ", ".join(probes),
+            "detectors": ", ".join(detectors),
+            **watch,
+        }
+        steps.append(Note(f"reverify.{c.criterion}", params))
+        unplanned = [p for p in probes if p not in context.planned_copies]
+        if unplanned:
+            steps.append(Note("reverify.add_to_plan", {"probes": ", ".join(unplanned)}))
+    windows = ", ".join(w.name for w in context.calendar.windows) or "-"
+    days = max(MIN_REVERIFY_DAYS, rules.fairness_persistence_m)
+    steps.append(Note("reverify.rerun", {"days": days, "windows": windows}))
+    return tuple(steps)

@@ -1,0 +1,285 @@
+"""The go-live verdict over the whole soak: the criteria as judged (see criteria), a
+recommendation with its scope, the three tiers of what to fix (must fix, limited launch,
+later optimisation, the data's later optimisations among them: see later), the plan to verify
+again (see plan), and the soak day by day. Pure.
+
+A criterion not observed, or a probe of the plan the soak did not exercise (never run, or a
+burst whose copies were never in flight together), keeps a plain go out of reach; over the
+blind limit nothing is decided: a verdict is never positive while the observer was blind."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from datetime import date, datetime, timedelta
+from enum import StrEnum
+
+from observer.reports.build.criteria import (
+    CriterionResult,
+    FailureClass,
+    Status,
+    Subjects,
+    VerdictRules,
+    judge,
+)
+from observer.reports.build.data import GpuUsage, Period, PeriodData, ReportContext
+from observer.reports.build.events import blind_figures, finding_figures
+from observer.reports.build.figures import (
+    PeriodFigures,
+    ProbeCoverage,
+    period_figures,
+    task_figures,
+    wait_stats,
+)
+from observer.reports.build.later import later_checks
+from observer.reports.build.layers import observed
+from observer.reports.build.notes import Note
+from observer.reports.build.plan import plan
+
+
+class Recommendation(StrEnum):
+    GO = "go"
+    LIMITED_GO = "limited_go"
+    NO_GO = "no_go"
+    NOT_DECIDABLE = "not_decidable"  # the observer was blind too long to judge
+
+
+@dataclass(frozen=True, slots=True)
+class VerdictInputs:
+    """`soak`: the whole soak; `gpu_by_day`: its GPU samples reduced per local day."""
+
+    context: ReportContext
+    soak: PeriodData
+    gpu_by_day: Mapping[date, GpuUsage]
+    rules: VerdictRules
+    provisional: bool = False  # over the soak so far, its last day not over
+
+
+@dataclass(frozen=True, slots=True)
+class DayLine:
+    day: date
+    tasks_total: int
+    tasks_failed: int
+    queue_wait_seconds_avg: float | None
+    gpu_utilization_avg: float | None
+    findings_new: int  # conditions opened and events raised
+    blind_seconds: float
+
+
+@dataclass(frozen=True, slots=True)
+class TierItem:
+    """A failed criterion, or a later optimisation of the data, in its tier: its first
+    evidence and whom and where it concerns."""
+
+    criterion: str
+    evidence: Note
+    subjects: Subjects
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    soak_started_at: datetime
+    soak_ended_at: datetime
+    timezone: str
+    figures: PeriodFigures
+    days: tuple[DayLine, ...]
+    criteria: tuple[CriterionResult, ...]
+    recommendation: Recommendation
+    tiers: Mapping[FailureClass, tuple[TierItem, ...]]  # every class, in FailureClass order
+    later: tuple[CriterionResult, ...]  # the data's later optimisations (see later)
+    scope: tuple[Note, ...]
+    observation_rule: Note  # when a criterion counts as observed, stated in the report
+    reverification: tuple[Note, ...]
+    provisional: bool  # built over the soak so far: it may still change
+
+
+def build_verdict(inputs: VerdictInputs) -> Verdict:
+    context, soak, rules = inputs.context, inputs.soak, inputs.rules
+    figures = period_figures(
+        soak, context, rules.intervention_match_seconds, rules.layer_blind_max_share
+    )
+    pool_of = {n.name: n.pool for n in soak.nodes_at_start if n.pool}
+    criteria = tuple(
+        _with_pools(c, pool_of)
+        for c in observed(
+            judge(soak, context, rules, figures.interventions, figures.owners),
+            figures.blind,
+            figures.owners,
+            soak.period.seconds,
+            rules.layer_blind_max_share,
+        )
+    )
+    later = later_checks(figures.gpu, soak, rules)
+
+    recommendation, scope = _recommend(criteria, figures, rules, soak, context.planned_copies)
+    return Verdict(
+        soak_started_at=soak.period.start,
+        soak_ended_at=soak.period.end,
+        timezone=context.calendar.timezone.key,
+        figures=figures,
+        days=tuple(_days(inputs)),
+        criteria=criteria,
+        recommendation=recommendation,
+        tiers=_tiers([*criteria, *later]),
+        later=later,
+        scope=scope,
+        observation_rule=Note(
+            "scope.rule",
+            {
+                "layer_limit_share": rules.layer_blind_max_share,
+                "blind_limit_share": rules.blind_max_share,
+            },
+        ),
+        reverification=plan(criteria, context, rules),
+        provisional=inputs.provisional,
+    )
+
+
+# --- recommendation and tiers ------------------------------------------------------------
+
+
+def _with_pools(c: CriterionResult, pool_of: Mapping[str, str | None]) -> CriterionResult:
+    pools = tuple(sorted({p for n in c.subjects.nodes if (p := pool_of.get(n))}))
+    return replace(c, subjects=replace(c.subjects, pools=pools)) if pools else c
+
+
+def _tiers(failed: Sequence[CriterionResult]) -> dict[FailureClass, tuple[TierItem, ...]]:
+    return {
+        tier: tuple(
+            TierItem(c.criterion, c.evidence[0], c.subjects)
+            for c in failed
+            if c.status is Status.FAIL and c.failure_class is tier and c.evidence
+        )
+        for tier in FailureClass
+    }
+
+
+def _recommend(
+    criteria: Sequence[CriterionResult],
+    figures: PeriodFigures,
+    rules: VerdictRules,
+    soak: PeriodData,
+    planned_copies: Mapping[str, int],
+) -> tuple[Recommendation, tuple[Note, ...]]:
+    failed = [c for c in criteria if c.status is Status.FAIL]
+    must = [c for c in failed if c.failure_class is FailureClass.MUST_FIX]
+    limited = [c for c in failed if c.failure_class is FailureClass.LIMITED_LAUNCH]
+    later = [c for c in failed if c.failure_class is FailureClass.LATER_OPTIMISATION]
+    unseen = [c for c in criteria if c.status is Status.NOT_OBSERVED]
+    blind = figures.blind.share or 0.0
+    scope = [Note(f"scope.{c.criterion}") for c in limited]
+    scope += [Note("scope.not_observed", {"criterion": c.criterion}) for c in unseen]
+    not_exercised, partly = _coverage(planned_copies, figures.coverage)
+    scope += not_exercised + partly
+    if blind > rules.blind_max_share:
+        scope.append(Note("scope.blind", {"share": blind, "limit_share": rules.blind_max_share}))
+    alerts_blind = figures.blind.by_source.get("alerts")
+    if alerts_blind:
+        scope.append(Note("scope.alerts_incomplete", {"blind_seconds": alerts_blind}))
+    scope += [Note("scope.later", {"criterion": c.criterion}) for c in later]
+    blockers = [Note("scope.must_fix", {"criterion": c.criterion}) for c in must]
+    where, may_go = _who_and_where(must + limited, soak)
+    scope = where + scope + may_go
+    if blind > rules.blind_max_share:
+        return Recommendation.NOT_DECIDABLE, tuple(blockers + scope)
+    if must:
+        return Recommendation.NO_GO, tuple(blockers + scope)
+    if limited or unseen or not_exercised:
+        return Recommendation.LIMITED_GO, tuple(scope)
+    return Recommendation.GO, tuple(scope)
+
+
+def _coverage(
+    planned_copies: Mapping[str, int], coverage: Mapping[str, ProbeCoverage]
+) -> tuple[list[Note], list[Note]]:
+    """The probes of the plan the soak did not exercise, each with why (the skips' commonest
+    reason; never due: its windows never opened), and those it ran less than half as often
+    as they came due."""
+    not_exercised, partly = [], []
+    for probe, copies in sorted(planned_copies.items()):
+        c = coverage.get(probe, ProbeCoverage(0, 0, {}, 0))
+        # Ties go to the reason listed first: skipped is in SkipReason's order.
+        why = max(c.skipped, key=lambda reason: c.skipped[reason]) if c.skipped else "not_due"
+        if c.run == 0:
+            not_exercised.append(Note("scope.not_exercised", {"probe": probe, "why": why}))
+        elif c.most_together < copies:
+            not_exercised.append(
+                Note(
+                    "scope.not_together",
+                    {"probe": probe, "copies": copies, "most": c.most_together},
+                )
+            )
+        elif 2 * c.run < c.due:
+            partly.append(
+                Note(
+                    "scope.partly_exercised",
+                    {"probe": probe, "runs": c.run, "due": c.due, "why": why},
+                )
+            )
+    return not_exercised, partly
+
+
+def _who_and_where(
+    failed: Sequence[CriterionResult], soak: PeriodData
+) -> tuple[list[Note], list[Note]]:
+    """The tenants, windows, nodes and pools each blocking or limiting criterion concerns,
+    and those no such criterion names: where a launch may begin (one team, one pool first)."""
+    where = [
+        Note("scope.where", {"criterion": c.criterion, "subject": c.subjects.params()})
+        for c in failed
+        if c.subjects
+    ]
+    tenants = {r.tenant for r in soak.runs} - {t for c in failed for t in c.subjects.tenants}
+    pools = {n.pool for n in soak.nodes_at_start if n.pool} - {
+        p for c in failed for p in c.subjects.pools
+    }
+    left = Subjects(tenants=tuple(sorted(tenants)), pools=tuple(sorted(pools)))
+    if not where or not left:
+        return where, []
+    return where, [Note("scope.may_go", {"subject": left.params()})]
+
+
+# --- per day -----------------------------------------------------------------------------
+
+
+def _days(inputs: VerdictInputs) -> list[DayLine]:
+    soak, context = inputs.soak, inputs.context
+    tz = context.calendar.timezone
+    first = soak.period.start.astimezone(tz).date()
+    last = (soak.period.end - timedelta(microseconds=1)).astimezone(tz).date()
+    lines = []
+    day = first
+    while day <= last:
+        start = max(datetime.combine(day, datetime.min.time(), tzinfo=tz), soak.period.start)
+        end = min(
+            datetime.combine(day + timedelta(days=1), datetime.min.time(), tzinfo=tz),
+            soak.period.end,
+        )
+        runs = [
+            r for r in soak.runs if r.submitted_at is not None and start <= r.submitted_at < end
+        ]
+        tasks = task_figures(runs, soak.findings, soak.node_changes)
+        usage = inputs.gpu_by_day.get(day, GpuUsage())
+        sliced = replace(
+            soak,
+            period=Period(start, end),
+            runs=runs,
+            queue_samples=[s for s in soak.queue_samples if start <= s.at < end],
+            gpu=usage,
+        )
+        found = finding_figures(soak.findings, start, end)
+        lines.append(
+            DayLine(
+                day=day,
+                tasks_total=tasks.total,
+                tasks_failed=tasks.failed,
+                queue_wait_seconds_avg=wait_stats(
+                    w for r in runs if (w := r.queue_wait_seconds) is not None
+                ).avg_seconds,
+                gpu_utilization_avg=usage.overall.mean(),
+                findings_new=found.opened + found.events,
+                blind_seconds=blind_figures(sliced, context).total_seconds,
+            )
+        )
+        day += timedelta(days=1)
+    return lines

@@ -1,0 +1,265 @@
+"""Reads what a report needs from the Store: the only I/O of report building. Days are the
+platform's (controller.timezone), half-open, from local midnight to local midnight."""
+
+from __future__ import annotations
+
+from bisect import bisect_left
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+from datetime import date, datetime, time, timedelta
+from typing import TypeVar
+from zoneinfo import ZoneInfo
+
+from observer.domain import Behaviour
+from observer.errors import ReportError
+from observer.probes.windows import Calendar, Window, parse_days
+from observer.records import StoredNodeChange, StoredQueueSample, job_slot
+from observer.reports.build.criteria import VerdictRules
+from observer.reports.build.daily import DailyInputs
+from observer.reports.build.data import (
+    GpuUsage,
+    Period,
+    PeriodData,
+    ReportContext,
+    Sources,
+    TenantTerms,
+    allocation,
+    counts_are_exact,
+    gpu_usage,
+    gpu_usage_of_counts,
+)
+from observer.reports.build.verdict import VerdictInputs
+from observer.reports.deliver import configured_channels
+from observer.settings import Settings
+from observer.storage.store import Store
+
+
+def calendar_of(settings: Settings) -> Calendar:
+    cfg = settings.controller
+    return Calendar(
+        ZoneInfo(cfg.timezone),
+        [Window(w.name, parse_days(w.days), w.start, w.end) for w in cfg.windows],
+    )
+
+
+def day_period(day: date, timezone: ZoneInfo) -> Period:
+    """The local day [midnight, next midnight), 23 or 25 hours long across a DST change."""
+    return Period(
+        datetime.combine(day, time(0), tzinfo=timezone),
+        datetime.combine(day + timedelta(days=1), time(0), tzinfo=timezone),
+    )
+
+
+def soak_started_at(store: Store, settings: Settings) -> datetime | None:
+    """The configured start, else the first stored probe run's submission."""
+    if settings.reports.soak_started_at is not None:
+        return settings.reports.soak_started_at
+    first = next(iter(store.runs()), None)
+    return None if first is None else first.submitted_at
+
+
+def report_context(settings: Settings, started_at: datetime) -> ReportContext:
+    cfg = settings.controller
+    catalog = cfg.probe_catalog()
+
+    def behaving(behaviour: Behaviour) -> frozenset[str]:
+        return frozenset(n for n, s in catalog.items() if s.workload.behaviour is behaviour)
+
+    return ReportContext(
+        calendar=calendar_of(settings),
+        sources=Sources(
+            agents=cfg.agents_configured,
+            prometheus=cfg.prometheus_url is not None,
+            alertmanager=settings.reports.alertmanager_url is not None,
+            logs=cfg.logs.reader != "none",
+        ),
+        snapshot_interval_seconds=cfg.snapshot_interval_seconds,
+        alive_interval_seconds=cfg.alive_interval_seconds,
+        soak_started_at=started_at,
+        ignored_alerts=frozenset(settings.reports.ignored_alerts),
+        delivery_channels=configured_channels(settings.reports.delivery),
+        canary_probes=behaving(Behaviour.LOG_CANARY),
+        busy_probes=behaving(Behaviour.GPU_BUSY),
+        planned_copies={e.probe: catalog[e.probe].copies for e in cfg.plan},
+        tenants={t.name: TenantTerms(t.weight, t.quota_gpus) for t in cfg.tenants},
+        fairness=settings.detectors.fairness,
+    )
+
+
+def load_period(
+    store: Store,
+    context: ReportContext,
+    period: Period,
+    gpu: GpuUsage | None = None,
+    within: PeriodData | None = None,
+) -> PeriodData:
+    """Everything stored about `period`; `gpu` when its samples are already reduced;
+    `within`, a loaded period that holds this one, whose node log and queue samples (the
+    bulk of a large fleet's) are cut rather than read again."""
+    start, end = period.start, period.end
+    nodes = store.node_states(start)
+    changes: Sequence[StoredNodeChange]
+    queues: Sequence[StoredQueueSample]
+    if within is None:
+        changes = store.node_changes(start, end)
+        queues = store.queue_samples(start, end)
+    else:
+        changes = _cut(within.node_changes, period)
+        queues = _cut(within.queue_samples, period)
+    if gpu is None:
+        gpu = _gpu(store, context, period)
+    return PeriodData(
+        period=period,
+        runs=store.runs(since=start, until=end),
+        findings=[f for f in store.findings(since=start) if f.opened_at < end],
+        queue_samples=queues,
+        nodes_at_start=nodes,
+        node_changes=changes,
+        gpu=gpu,
+        allocation=allocation(period, nodes, changes, context.calendar),
+        alerts=store.alerts(start, end),
+        interventions=store.interventions(start, end),
+        deliveries=store.deliveries(since=start, until=end),
+        job_slots=store.job_slots(job_slot(start), end),
+        controller_runs=store.controller_runs(until=end),
+        probe_skips=store.probe_skips(start, end),
+    )
+
+
+_Entry = TypeVar("_Entry", StoredNodeChange, StoredQueueSample)
+
+
+def _cut(log: Sequence[_Entry], period: Period) -> Sequence[_Entry]:
+    """The part of a log in time order that falls in `period`."""
+    return log[bisect_left(log, period.start, key=_at) : bisect_left(log, period.end, key=_at)]
+
+
+def _at(entry: StoredNodeChange | StoredQueueSample) -> datetime:
+    return entry.at
+
+
+def _gpu(store: Store, context: ReportContext, period: Period) -> GpuUsage:
+    pools = {
+        **store.first_pools(period.start, period.end),
+        **{n.name: n.pool for n in store.node_states(period.end)},
+    }
+    if counts_are_exact(context.calendar):
+        counts = store.gpu_sample_counts(period.start, period.end)
+        return gpu_usage_of_counts(counts, pools, context.calendar)
+    samples = store.gpu_samples(None, period.start, period.end)
+    return gpu_usage(samples, pools, context.calendar)
+
+
+def gpu_by_day(store: Store, context: ReportContext, soak: Period) -> dict[date, GpuUsage]:
+    """The soak's GPU samples reduced one local day at a time: a day of a large fleet is
+    read at once, never the whole soak."""
+    tz = context.calendar.timezone
+    day = soak.start.astimezone(tz).date()
+    usage = {}
+    while (bounds := day_period(day, tz)).start < soak.end:
+        clipped = Period(max(bounds.start, soak.start), min(bounds.end, soak.end))
+        usage[day] = _gpu(store, context, clipped)
+        day += timedelta(days=1)
+    return usage
+
+
+def _sum(usages: Mapping[date, GpuUsage], last: date = date.max) -> GpuUsage:
+    total = GpuUsage()
+    for day, usage in sorted(usages.items()):
+        if day <= last:
+            total = total.plus(usage)
+    return total
+
+
+def load_daily(
+    store: Store, settings: Settings, day: date, now: datetime, *, partial: bool = False
+) -> DailyInputs:
+    """The inputs of `day`'s summary. Refused for a day not over at `now` or before the
+    soak: a summary of a whole day only, so that it never changes once built; `partial`:
+    the day so far, up to `now` (marked so, never filed as the day's summary)."""
+    started = soak_started_at(store, settings)
+    if started is None:
+        raise ReportError("nothing stored yet: no probe run and no reports.soak_started_at")
+    context = report_context(settings, started)
+    tz = context.calendar.timezone
+    bounds = day_period(day, tz)
+    if partial and bounds.start < now < bounds.end:
+        bounds = Period(bounds.start, now)
+    if bounds.end > now:
+        raise ReportError(f"{day.isoformat()} is not over yet in {tz.key}")
+    if bounds.end <= started:
+        raise ReportError(f"{day.isoformat()} is before the soak started ({started.isoformat()})")
+    soak = Period(started, bounds.end)
+    usage = gpu_by_day(store, context, soak)
+    soak_data = load_period(store, context, soak, _sum(usage, day))
+    this = Period(max(bounds.start, started), bounds.end)
+    previous = None
+    if bounds.start > started:
+        before = day_period(day - timedelta(days=1), tz)
+        before = Period(max(before.start, started), before.end)
+        previous = load_period(
+            store, context, before, usage.get(day - timedelta(days=1)), soak_data
+        )
+    data = replace(
+        load_period(store, context, this, usage.get(day), soak_data),
+        inference_samples=store.inference_samples(this.start, this.end),
+        inference_phases=store.inference_phases(this.start, this.end),
+    )
+    return DailyInputs(
+        context=context,
+        day=day,
+        data=data,
+        previous=previous,
+        soak=soak_data,
+        intervention_match_seconds=settings.reports.verdict_intervention_match_seconds,
+        layer_blind_max_share=settings.reports.verdict_layer_blind_max_share,
+        partial=bounds.end < day_period(day, tz).end,
+    )
+
+
+def soak_ended_at(settings: Settings, now: datetime) -> datetime:
+    """The configured end, else the start of today in the platform's timezone."""
+    if settings.reports.soak_ended_at is not None:
+        return settings.reports.soak_ended_at
+    tz = ZoneInfo(settings.controller.timezone)
+    return day_period(now.astimezone(tz).date(), tz).start
+
+
+def load_verdict(
+    store: Store, settings: Settings, now: datetime, *, provisional: bool = False
+) -> VerdictInputs:
+    """The inputs of the verdict over the soak: up to its end (whole days unless
+    reports.soak_ended_at says otherwise), or `provisional`: up to `now`."""
+    started = soak_started_at(store, settings)
+    if started is None:
+        raise ReportError("nothing stored yet: no probe run and no reports.soak_started_at")
+    ended = now if provisional else min(soak_ended_at(settings, now), now)
+    if ended <= started:
+        raise ReportError(
+            f"the soak has no whole day yet: it started {started.isoformat()}, the verdict "
+            f"covers up to {ended.isoformat()}"
+        )
+    context = report_context(settings, started)
+    soak = Period(started, ended)
+    usage = gpu_by_day(store, context, soak)
+    soak_data = load_period(store, context, soak, _sum(usage))
+    fair = settings.detectors.fairness
+    rules = settings.reports
+    return VerdictInputs(
+        context=context,
+        soak=soak_data,
+        gpu_by_day=usage,
+        rules=VerdictRules(
+            monitoring_lag_max_seconds=rules.verdict_monitoring_lag_max_seconds,
+            unexplained_wait_max_share=rules.verdict_unexplained_wait_max_share,
+            unexplained_failure_max_share=rules.verdict_unexplained_failure_max_share,
+            blind_max_share=rules.verdict_blind_max_share,
+            layer_blind_max_share=rules.verdict_layer_blind_max_share,
+            intervention_match_seconds=rules.verdict_intervention_match_seconds,
+            fairness_persistence_k=fair.persistence_k,
+            fairness_persistence_m=fair.persistence_m,
+            later_utilisation_share_of_allocated=rules.later_utilisation_share_of_allocated,
+            later_quota_hold_seconds=rules.later_quota_hold_seconds,
+        ),
+        provisional=provisional,
+    )

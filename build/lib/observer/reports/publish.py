@@ -1,0 +1,142 @@
+"""Writes reports into reports.output_dir (Markdown, HTML, JSON) and says which days are due:
+`observer report ...` on demand, and the controller once a day, catching up every day it
+missed (a day whose files exist is not built again)."""
+
+from __future__ import annotations
+
+from datetime import date, datetime, timedelta
+from pathlib import Path
+from zoneinfo import ZoneInfo
+
+from observer.delivery.directory import write_atomically
+from observer.errors import ReportError
+from observer.metrics import ReportMetrics
+from observer.reports.build.daily import build_daily
+from observer.reports.build.verdict import build_verdict
+from observer.reports.inputs import (
+    day_period,
+    load_daily,
+    load_verdict,
+    soak_ended_at,
+    soak_started_at,
+)
+from observer.reports.render.blocks import Rendered
+from observer.reports.render.daily import render_daily
+from observer.reports.render.verdict import render_verdict
+from observer.settings import Settings
+from observer.storage.store import Store
+
+SUFFIXES = ("md", "html", "json")
+
+
+def daily_paths(settings: Settings, day: date, *, partial: bool = False) -> list[Path]:
+    """The day's summary files; the day so far is filed apart, so that the day's own summary
+    is still built once the day is over."""
+    stem = f"daily-{day.isoformat()}{'-so-far' if partial else ''}"
+    return [settings.reports.output_dir / f"{stem}.{s}" for s in SUFFIXES]
+
+
+def write_daily(
+    store: Store,
+    settings: Settings,
+    day: date,
+    now: datetime,
+    metrics: ReportMetrics | None = None,
+    *,
+    partial: bool = False,
+) -> list[Path]:
+    """Build `day`'s summary (`partial`: the day so far) and write its files; returns the
+    paths of its three forms."""
+    try:
+        report = build_daily(load_daily(store, settings, day, now, partial=partial))
+        paths = daily_paths(settings, day, partial=report.partial)
+        _write(render_daily(report, settings.reports.language), paths)
+    except Exception:
+        if metrics is not None:
+            metrics.report_errors_total.labels("daily").inc()
+        raise
+    if metrics is not None:
+        metrics.reports_built_total.labels("daily").inc()
+        metrics.report_last_day_timestamp_seconds.set(report.figures.end.timestamp())
+    return paths
+
+
+def write_verdict(
+    store: Store,
+    settings: Settings,
+    now: datetime,
+    metrics: ReportMetrics | None = None,
+    *,
+    provisional: bool = False,
+) -> list[Path]:
+    """Build the verdict over the soak so far (whole days; `provisional`: up to `now`) and
+    write its three files, named after the soak's last day."""
+    try:
+        verdict = build_verdict(load_verdict(store, settings, now, provisional=provisional))
+        tz = ZoneInfo(verdict.timezone)
+        last = (verdict.soak_ended_at - timedelta(microseconds=1)).astimezone(tz).date()
+        stem = f"verdict-{last.isoformat()}{'-provisional' if provisional else ''}"
+        paths = [settings.reports.output_dir / f"{stem}.{s}" for s in SUFFIXES]
+        written = _write(render_verdict(verdict, settings.reports.language), paths)
+    except Exception:
+        if metrics is not None:
+            metrics.report_errors_total.labels("verdict").inc()
+        raise
+    if metrics is not None:
+        metrics.reports_built_total.labels("verdict").inc()
+    return written
+
+
+def yesterday(settings: Settings, now: datetime) -> date:
+    return now.astimezone(ZoneInfo(settings.controller.timezone)).date() - timedelta(days=1)
+
+
+def due_days(store: Store, settings: Settings, now: datetime) -> list[date]:
+    """Days whose summary should exist by `now` and does not: every day of the soak up to
+    yesterday, yesterday itself only once the local build time has passed."""
+    started = soak_started_at(store, settings)
+    if started is None:
+        return []
+    tz = ZoneInfo(settings.controller.timezone)
+    local = now.astimezone(tz)
+    last = local.date() - timedelta(days=1)
+    if local.time() < settings.reports.daily_build_time:
+        last -= timedelta(days=1)
+    if settings.reports.soak_ended_at is not None:
+        last = min(
+            last, (soak_ended_at(settings, now) - timedelta(microseconds=1)).astimezone(tz).date()
+        )
+    day = started.astimezone(tz).date()
+    due = []
+    while day <= last:
+        if day_period(day, tz).end > started and not all(
+            p.exists() for p in daily_paths(settings, day)
+        ):
+            due.append(day)
+        day += timedelta(days=1)
+    return due
+
+
+def build_due(
+    store: Store, settings: Settings, now: datetime, metrics: ReportMetrics | None = None
+) -> list[Path]:
+    """Write every due summary, oldest first: what the controller's daily loop calls."""
+    written: list[Path] = []
+    for day in due_days(store, settings, now):
+        written += write_daily(store, settings, day, now, metrics)
+    return written
+
+
+def _write(rendered: Rendered, paths: list[Path]) -> list[Path]:
+    """Each file replaced whole (a reader, or delivery, never sees half a report); the
+    per-task CSV beside the JSON, written last, is not delivered."""
+    files = list(zip(paths, (rendered.markdown, rendered.html, rendered.json), strict=True))
+    if rendered.csv is not None:
+        files.append((paths[-1].with_suffix(".csv"), rendered.csv))
+    for path, text in files:
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            write_atomically(path, text)
+        except OSError as exc:
+            raise ReportError(f"cannot write {path}: {exc.strerror}") from exc
+    return paths

@@ -1,0 +1,76 @@
+"""The headline figures as a report's table rows show them, shared by the daily summary and
+the verdict."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from observer.reports.build.daily import DailyReport
+from observer.reports.build.figures import AllJobFigures, PeriodFigures, UtilizationStats
+from observer.reports.build.verdict import Verdict
+from observer.reports.render.i18n import Words
+
+
+def daily_title(report: DailyReport, w: Words) -> str:
+    day = w.day(report.day)
+    return w("title.daily_partial", day=day) if report.partial else w("title.daily", day=day)
+
+
+def verdict_title(verdict: Verdict, w: Words) -> str:
+    return w("title.verdict_provisional") if verdict.provisional else w("title.verdict")
+
+
+def headline_rows(w: Words) -> list[tuple[str, Callable[[PeriodFigures], str]]]:
+    return [
+        ("fig.tasks_total", lambda f: w.integer(f.tasks.total)),
+        ("fig.tasks_failed", lambda f: w.integer(f.tasks.failed)),
+        ("fig.tasks_cancelled", lambda f: w.integer(f.tasks.cancelled)),
+        ("fig.tasks_unfinished", lambda f: w.integer(f.tasks.unfinished)),
+        ("fig.all_jobs_total", lambda f: all_jobs_text(f.all_jobs, w, lambda a: a.total)),
+        ("fig.all_jobs_failed", lambda f: all_jobs_text(f.all_jobs, w, lambda a: a.failed)),
+        (
+            "fig.all_jobs_observer_failed",
+            lambda f: all_jobs_text(f.all_jobs, w, lambda a: a.by_observer.failed),
+        ),
+        ("fig.queue_wait_avg", lambda f: w.duration(f.queue.overall.avg_seconds)),
+        ("fig.queue_wait_p50", lambda f: w.duration(f.queue.overall.p50_seconds)),
+        ("fig.queue_wait_p95", lambda f: w.duration(f.queue.overall.p95_seconds)),
+        ("fig.gpu_util_avg", lambda f: w.percent(utilization(f.gpu.overall, "avg_percent"))),
+        ("fig.gpu_allocated_share", lambda f: w.share(f.gpu.allocated_share)),
+        ("fig.gpu_busy_share", lambda f: w.share(utilization(f.gpu.overall, "busy_share"))),
+        ("fig.owner_state_known", lambda f: owner_state_text(f, w)),
+        ("fig.alerts_total", lambda f: w.integer(f.alerts.total)),
+        ("fig.interventions_total", lambda f: w.integer(f.interventions.total)),
+        ("fig.incidents_opened", lambda f: w.integer(f.findings.incidents_opened)),
+        ("fig.findings_opened", lambda f: w.integer(f.findings.opened)),
+        ("fig.findings_closed", lambda f: w.integer(f.findings.closed)),
+        ("fig.findings_still_open", lambda f: w.integer(f.findings.still_open)),
+        ("fig.findings_events", lambda f: w.integer(f.findings.events)),
+        ("fig.blind_time", lambda f: blind_text(f, w)),
+    ]
+
+
+def utilization(stats: UtilizationStats | None, name: str) -> float | None:
+    value = getattr(stats, name) if stats is not None else None
+    return None if value is None else float(value)
+
+
+def owner_state_text(f: PeriodFigures, w: Words) -> str:
+    known = f.owners.known
+    if known is None:
+        return w("word.not_observed")
+    return w("value.owner_state_known", known=known, nodes=f.owners.nodes)
+
+
+def blind_text(f: PeriodFigures, w: Words) -> str:
+    return f"{w.duration(f.blind.total_seconds)} ({w.share(f.blind.share)})"
+
+
+def all_jobs_text(
+    figures: AllJobFigures | None, w: Words, value: Callable[[AllJobFigures], int]
+) -> str:
+    """A count of every tenant's jobs: not observed, or marked when it is a lower bound."""
+    if figures is None:
+        return w("word.not_observed")
+    text = w.integer(value(figures))
+    return text if figures.complete else f"{text} ({w('word.incomplete')})"

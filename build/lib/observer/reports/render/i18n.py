@@ -1,0 +1,196 @@
+"""The reports' words in the chosen language (the gettext catalogues under
+observer/reports/locale), and numbers, durations and times written the way each language writes
+them (Babel, from CLDR). Builders speak in Notes; only rendering picks the language."""
+
+from __future__ import annotations
+
+import gettext
+from collections.abc import Mapping, Sequence
+from datetime import date, datetime, tzinfo
+from functools import cache, lru_cache
+from pathlib import Path
+from typing import Literal
+
+from babel import Locale
+from babel.dates import format_date, format_datetime
+from babel.lists import format_list
+from babel.numbers import format_decimal, format_percent
+from babel.units import format_unit
+
+from observer.domain import JsonValue
+from observer.reports.build.findings import Sentence
+from observer.reports.build.notes import Note
+
+Language = Literal["en", "zh-CN"]
+LANGUAGES: tuple[Language, ...] = ("en", "zh-CN")
+
+LOCALE_DIR = Path(__file__).resolve().parents[1] / "locale"
+_DOMAIN = "observer"
+_LOCALES: dict[Language, str] = {"en": "en", "zh-CN": "zh_CN"}
+_LOCALE = {language: Locale.parse(name) for language, name in _LOCALES.items()}
+# A day and an instant: English keeps ISO dates (what operators grep for); Chinese the CLDR
+# full date (2026年12月4日星期五) and long date with the time.
+_DAY = {"en": "EEE yyyy-MM-dd", "zh-CN": "full"}
+_INSTANT = {"en": "yyyy-MM-dd HH:mm", "zh-CN": "y年M月d日 HH:mm"}
+# Durations in CLDR's short units ("6小时23分钟"), but English keeps the SI symbols the
+# detectors' rule texts use ("> 60 s"): CLDR's "2 hr 20 min", "0 sec" read worse beside them.
+_SI_UNITS = {
+    "en": {
+        "duration-day": "{0} d",
+        "duration-hour": "{0} h",
+        "duration-minute": "{0} min",
+        "duration-second": "{0} s",
+    }
+}
+
+
+@cache
+def _messages(language: Language) -> gettext.NullTranslations:
+    """The language's compiled catalogue over the English one, for a key it lacks."""
+    return gettext.translation(_DOMAIN, LOCALE_DIR, languages=[_LOCALES[language], "en"])
+
+
+class Words:
+    """Everything language-dependent a renderer needs."""
+
+    def __init__(self, language: Language, timezone: tzinfo) -> None:
+        self.language = language
+        self.timezone = timezone
+        self._messages = _messages(language)
+
+    def __call__(self, key: str, **params: JsonValue) -> str:
+        template = self._messages.gettext(key)
+        return template.format(**{name: self._param(name, value) for name, value in params.items()})
+
+    def note(self, note: Note) -> str:
+        return self(note.key, **dict(note.params))
+
+    def finding(self, sentence: Sentence | None, summary: str) -> str:
+        """A finding's sentence and its details; one an older observer stored without the
+        evidence its sentence needs: its stored English, quoted."""
+        if sentence is None:
+            return self("finding.stored", summary=summary)
+        head, *details = (self.note(n) for n in sentence)
+        if not details:
+            return head
+        return self("finding.details", head=head, details=self("finding.separator").join(details))
+
+    def _known(self, key: str) -> bool:
+        """Whether the catalogue has `key` (gettext answers an unknown key with itself)."""
+        return self._messages.gettext(key) != key
+
+    def _param(self, name: str, value: JsonValue) -> str:
+        if value is None:
+            return self("word.not_observed")
+        if name.endswith("_seconds") and isinstance(value, int | float):
+            return self.duration(float(value))
+        if (name == "share" or name.endswith("_share")) and isinstance(value, int | float):
+            return self.percent(100.0 * value)
+        if name == "subject" and isinstance(value, Mapping):
+            return self.subject(value)
+        if name == "criterion" and isinstance(value, str):
+            return self(f"crit.{value}")
+        if name == "layer" and isinstance(value, str):
+            return self(f"src.{value}")
+        if name == "why" and isinstance(value, str):
+            return self(f"coverage.why.{value}")
+        if (name == "words" or name.endswith("_words")) and isinstance(value, str):
+            # The platform's (or a process's) own words: quoted, never translated.
+            return self._messages.gettext("quote.platform").format(text=value)
+        if name == "outcome" and isinstance(value, str) and self._known(f"outcome.{value}"):
+            return self(f"outcome.{value}")
+        if name == "xid_meaning" and isinstance(value, str):
+            return self(f"xid.{value}" if self._known(f"xid.{value}") else "xid.unknown")
+        if name == "xid_class_id" and isinstance(value, str):
+            return self(f"xid_class.{value}")
+        if (name == "at" or name.endswith("_at")) and isinstance(value, str):
+            return self.instant(datetime.fromisoformat(value))
+        if isinstance(value, bool):
+            return str(value).lower()
+        if isinstance(value, int):
+            return self.integer(value)
+        if isinstance(value, float):
+            return self.decimal(value)
+        return str(value)
+
+    def subject(self, parts: Mapping[str, Sequence[str]]) -> str:
+        """Whom and where, part by part (Subjects.params): only the parts that name
+        something; none: the whole platform."""
+        named = [self(f"subject.{part}", names=", ".join(names)) for part, names in parts.items()]
+        return self("subject.separator").join(named) or self("subject.none")
+
+    # -- numbers -------------------------------------------------------------------------
+
+    def integer(self, value: int | None) -> str:
+        if value is None:
+            return self("word.not_observed")
+        return _number(value, "#,##0", self.language)
+
+    def decimal(self, value: float | None, places: int = 1) -> str:
+        if value is None:
+            return self("word.not_observed")
+        return _number(value, "#,##0." + "0" * places, self.language)
+
+    def percent(self, value: float | None) -> str:
+        """`value` in percent (0..100)."""
+        return self("word.not_observed") if value is None else _percent(value, self.language)
+
+    def share(self, value: float | None) -> str:
+        """`value` as a fraction (0..1)."""
+        return self.percent(None if value is None else 100.0 * value)
+
+    def duration(self, seconds: float | None) -> str:
+        return self("word.not_observed") if seconds is None else _duration(seconds, self.language)
+
+    # -- times ---------------------------------------------------------------------------
+
+    def day(self, value: date) -> str:
+        return format_date(value, _DAY[self.language], locale=_LOCALE[self.language])
+
+    def instant(self, value: datetime | None) -> str:
+        """In the platform's timezone."""
+        return "—" if value is None else _instant(value, self.timezone, self.language)
+
+
+# Babel takes tens of microseconds a number and a report writes the same counts, shares,
+# durations and minutes thousands of times: each text is made once per process.
+
+
+@lru_cache(maxsize=16384)
+def _number(value: float, pattern: str, language: Language) -> str:
+    return format_decimal(value, pattern, locale=_LOCALE[language])
+
+
+@lru_cache(maxsize=16384)
+def _percent(value: float, language: Language) -> str:
+    return format_percent(value / 100.0, "#,##0.0%", locale=_LOCALE[language])
+
+
+@lru_cache(maxsize=16384)
+def _duration(seconds: float, language: Language) -> str:
+    if seconds < 60:
+        return _unit(seconds, "duration-second", language)
+    days, rest = divmod(round(seconds), 86400)
+    hours, rest = divmod(rest, 3600)
+    minutes, secs = divmod(rest, 60)
+    # The two largest units that are not zero; seconds only under an hour.
+    parts = [
+        (days, "duration-day"),
+        (hours, "duration-hour"),
+        (minutes, "duration-minute"),
+        (0 if days or hours else secs, "duration-second"),
+    ]
+    shown = [_unit(n, unit, language) for n, unit in parts if n][:2]
+    return format_list(shown, style="unit-narrow", locale=_LOCALE[language])
+
+
+def _unit(value: float, unit: str, language: Language) -> str:
+    symbols = _SI_UNITS.get(language)
+    if symbols is not None:
+        return symbols[unit].format(_number(value, "#,##0.#", language))
+    return format_unit(value, unit, length="short", format="#,##0.#", locale=_LOCALE[language])
+
+
+@lru_cache(maxsize=16384)
+def _instant(value: datetime, timezone: tzinfo, language: Language) -> str:
+    return format_datetime(value, _INSTANT[language], tzinfo=timezone, locale=_LOCALE[language])

@@ -1,0 +1,236 @@
+"""Reports as JSON. Keys are English and stable whatever the language: the headline keys
+(tasks_total, tasks_failed, all_jobs_total, all_jobs_failed (null: not observed),
+all_jobs_complete, queue_wait_seconds_avg, gpu_utilization_avg (percent), owner_state_nodes
+and owner_state_known_nodes (null: no node sampled), alerts_total,
+manual_interventions_total, incidents_opened, findings...) at the top, the report's
+dataclass field names below them (the verdict's `tiers` by failure class, each item with its
+line of text); the daily summary's `task_records`, one per run, last.
+Nothing depends on when a report is rendered."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Mapping
+from datetime import date, datetime
+from enum import Enum
+from typing import Any
+from zoneinfo import ZoneInfo
+
+from observer.reports.build.criteria import CriterionResult
+from observer.reports.build.daily import DailyReport
+from observer.reports.build.figures import PeriodFigures, TaskRecord
+from observer.reports.build.notes import Note
+from observer.reports.build.verdict import TierItem, Verdict
+from observer.reports.render.headline import daily_title, verdict_title
+from observer.reports.render.i18n import Language, Words
+
+SCHEMA_VERSION = 1
+
+
+def headline(f: PeriodFigures) -> dict[str, Any]:
+    """The stable top-level figures of a period."""
+    util = f.gpu.overall
+    return {
+        "tasks_total": f.tasks.total,
+        "tasks_failed": f.tasks.failed,
+        "tasks_cancelled": f.tasks.cancelled,
+        "tasks_unfinished": f.tasks.unfinished,
+        "all_jobs_total": f.all_jobs.total if f.all_jobs else None,
+        "all_jobs_failed": f.all_jobs.failed if f.all_jobs else None,
+        "all_jobs_complete": f.all_jobs.complete if f.all_jobs else None,
+        "queue_wait_seconds_avg": _num(f.queue.overall.avg_seconds),
+        "queue_wait_seconds_p50": _num(f.queue.overall.p50_seconds),
+        "queue_wait_seconds_p95": _num(f.queue.overall.p95_seconds),
+        "gpu_utilization_avg": _num(util.avg_percent if util else None),
+        "gpu_utilization_p50": _num(util.p50_percent if util else None),
+        "gpu_utilization_p95": _num(util.p95_percent if util else None),
+        "gpu_allocated_share": _num(f.gpu.allocated_share),
+        "owner_state_nodes": f.owners.nodes,
+        "owner_state_known_nodes": f.owners.known,
+        "alerts_total": f.alerts.total,
+        "manual_interventions_total": f.interventions.total,
+        "incidents_opened": f.findings.incidents_opened,
+        "findings_opened": f.findings.opened,
+        "findings_closed": f.findings.closed,
+        "findings_still_open": f.findings.still_open,
+        "findings_events": f.findings.events,
+        "blind_seconds": _num(f.blind.total_seconds),
+        "report_deliveries_failed": f.deliveries.failed,
+    }
+
+
+def _period_json(f: PeriodFigures) -> dict[str, Any]:
+    return {
+        "period": {"start": _iso(f.start), "end": _iso(f.end)},
+        **headline(f),
+        "tasks": plain(f.tasks),
+        "probe_coverage": plain(f.coverage),
+        "all_jobs": plain(f.all_jobs),
+        "queue_wait": plain(f.queue),
+        "gpu": plain(f.gpu),
+        "gpu_health": plain(f.health),
+        "owner_state": plain(f.owners),
+        "alerts": plain(f.alerts),
+        "manual_interventions": plain(f.interventions),
+        "findings": plain(f.findings),
+        "blind_time": plain(f.blind),
+        "report_deliveries": plain(f.deliveries),
+    }
+
+
+def daily_json(report: DailyReport, language: Language) -> dict[str, Any]:
+    words = Words(language, ZoneInfo(report.timezone))
+    day = _period_json(report.figures)
+
+    def beside(f: PeriodFigures) -> dict[str, Any]:
+        # Beside the day: its figures without the item lists (in the day's own report).
+        data = _period_json(f)
+        data["findings"] = {k: v for k, v in data["findings"].items() if k != "items"}
+        data["manual_interventions"] = {
+            k: v for k, v in data["manual_interventions"].items() if k != "items"
+        }
+        data["blind_time"] = {k: v for k, v in data["blind_time"].items() if k != "periods"}
+        data["report_deliveries"] = {
+            k: v for k, v in data["report_deliveries"].items() if k != "failures"
+        }
+        return data
+
+    return {
+        "report": "daily",
+        "schema_version": SCHEMA_VERSION,
+        "language": language,
+        "title": daily_title(report, words),
+        "date": report.day.isoformat(),
+        "partial": report.partial,
+        "timezone": report.timezone,
+        "soak_started_at": _iso(report.soak_started_at),
+        **day,
+        "previous_day": None if report.previous_day is None else beside(report.previous_day),
+        "soak_to_date": beside(report.soak_to_date),
+        "tenants": plain(report.tenants),
+        "task_records": [task_record_json(r, words) for r in report.tasks],
+        "inference_service": None if report.inference is None else inference_json(report),
+    }
+
+
+def inference_json(report: DailyReport) -> dict[str, Any]:
+    """Per window (the whole day's key is "", outside every window "-") and per change."""
+    assert report.inference is not None
+    figures = report.inference
+    return {
+        "services": list(figures.services),
+        "windows": [
+            {**plain(row), "availability": _num(row.availability)} for row in figures.windows
+        ],
+        "phases": [
+            {**plain(row.phase), "ready_seconds": _num(row.ready_seconds)} for row in figures.phases
+        ],
+    }
+
+
+def task_record_json(record: TaskRecord, words: Words) -> dict[str, Any]:
+    """One run of the per-task record: its stored fields, its waits, its explanation."""
+    run = record.run
+    return {
+        **plain(run),
+        "queue_wait_seconds": _num(run.queue_wait_seconds),
+        "run_seconds": _num(run.run_seconds),
+        "explanation": None if record.explanation is None else words.note(record.explanation),
+        "cause": None if record.cause is None else record.cause.cause.value,
+        "cause_evidence": [] if record.cause is None else list(record.cause.evidence),
+    }
+
+
+def tier_text(item: TierItem, w: Words) -> str:
+    """A tier's item as one line: the criterion, its first evidence, whom and where."""
+    return w(
+        "tier.item",
+        criterion=item.criterion,
+        evidence=w.note(item.evidence),
+        subject=item.subjects.params(),
+    )
+
+
+def verdict_json(verdict: Verdict, language: Language) -> dict[str, Any]:
+    words = Words(language, ZoneInfo(verdict.timezone))
+
+    def note(n: Note) -> dict[str, Any]:
+        return {"key": n.key, "params": plain(n.params), "text": words.note(n)}
+
+    def criterion(c: CriterionResult) -> dict[str, Any]:
+        return {
+            "criterion": c.criterion,
+            "title": words(f"crit.{c.criterion}"),
+            "status": c.status.value,
+            "failure_class": c.failure_class.value if c.failure_class else None,
+            "class_reason": note(c.class_reason) if c.class_reason else None,
+            "evidence": [note(n) for n in c.evidence],
+            "findings": plain(c.findings),
+            "subjects": c.subjects.params(),
+        }
+
+    return {
+        "report": "verdict",
+        "schema_version": SCHEMA_VERSION,
+        "language": language,
+        "title": verdict_title(verdict, words),
+        "provisional": verdict.provisional,
+        "timezone": verdict.timezone,
+        "soak_started_at": _iso(verdict.soak_started_at),
+        "soak_ended_at": _iso(verdict.soak_ended_at),
+        "recommendation": verdict.recommendation.value,
+        "recommendation_text": words(
+            f"rec.{verdict.recommendation.value}.text", share=verdict.figures.blind.share
+        ),
+        "tiers": {
+            tier.value: [
+                {
+                    "criterion": i.criterion,
+                    "evidence": note(i.evidence),
+                    "subjects": i.subjects.params(),
+                    "text": tier_text(i, words),
+                }
+                for i in items
+            ]
+            for tier, items in verdict.tiers.items()
+        },
+        "scope": [note(n) for n in verdict.scope],
+        "observation_rule": note(verdict.observation_rule),
+        "criteria": [criterion(c) for c in verdict.criteria],
+        "later_optimisations": [criterion(c) for c in verdict.later],
+        "reverification": [note(n) for n in verdict.reverification],
+        "days": plain(verdict.days),
+        **_period_json(verdict.figures),
+    }
+
+
+def _iso(at: datetime | None) -> str | None:
+    return None if at is None else at.isoformat()
+
+
+def _num(value: float | None) -> float | None:
+    # Rounded so that sums taken in another order (another database) print the same.
+    return None if value is None else round(value, 3)
+
+
+def plain(value: Any) -> Any:
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, Enum):
+        return value.value
+    if isinstance(value, datetime | date):
+        return value.isoformat()
+    if isinstance(value, Mapping):
+        # Sorted: PostgreSQL's JSONB gives evidence back in its own key order.
+        return {str(k): plain(value[k]) for k in sorted(value, key=str)}
+    if isinstance(value, list | tuple | frozenset | set):
+        items = [plain(v) for v in value]
+        return sorted(items) if isinstance(value, frozenset | set) else items
+    if isinstance(value, float):
+        return _num(value)
+    return value
+
+
+def json_text(data: Mapping[str, Any]) -> str:
+    return json.dumps(data, ensure_ascii=False, indent=2)

@@ -1,0 +1,158 @@
+"""The per-task record: every probe run with what it asked, what it expected, when it was
+submitted, started and ended (local time), how long it waited and ran, how it ended and why.
+The daily summary's appendix (HTML with a filter box, Markdown), its CSV beside the JSON, and
+`observer runs` print the same rows."""
+
+from __future__ import annotations
+
+import csv
+import io
+from collections.abc import Sequence
+
+from observer.reports.build.figures import TaskRecord
+from observer.reports.render.blocks import Block, Cell, Heading, Table, Text
+from observer.reports.render.i18n import Words
+
+# Enough of a run id to tell a day's runs apart on a page; the CSV, JSON and `observer runs
+# --json` carry it whole.
+SHORT_RUN_ID = 8
+CSV_COLUMNS = (
+    "run_id",
+    "probe",
+    "tenant",
+    "queue",
+    "window",
+    "expectation",
+    "gpus",
+    "nodes",
+    "submitted_at",
+    "started_at",
+    "finished_at",
+    "queue_wait_seconds",
+    "run_seconds",
+    "outcome",
+    "reason",
+    "message",
+    "exit_code",
+    "explanation",
+    "cause",
+    "cause_evidence",
+    "node_names",
+)
+
+
+def short_run_id(run_id: str) -> str:
+    return run_id[:SHORT_RUN_ID]
+
+
+def run_anchor(run_id: str) -> str:
+    return f"run-{run_id}"
+
+
+def task_headers(w: Words) -> list[str]:
+    return [
+        w("col.run"),
+        w("col.probe"),
+        w("col.tenant"),
+        w("col.queue"),
+        w("col.asked"),
+        w("col.expected"),
+        w("col.submitted"),
+        w("col.started"),
+        w("col.ended"),
+        w("col.queue_wait"),
+        w("col.run_time"),
+        w("col.outcome"),
+        w("col.failure_cause"),
+        w("col.explanation"),
+        w("col.nodes"),
+    ]
+
+
+def task_row(record: TaskRecord, w: Words, run_id: str) -> list[Cell]:
+    run = record.run
+    if run.started_at is not None:
+        waited = w.duration(run.queue_wait_seconds)
+    elif run.submitted_at is not None and run.finished_at is not None:
+        # Never started: its wait so far, a lower bound (censored), said as such.
+        seconds = (run.finished_at - run.submitted_at).total_seconds()
+        waited = w("cell.waited_never_started", waited_seconds=seconds)
+    else:
+        waited = "—"
+    return [
+        run_id,
+        run.probe,
+        run.tenant,
+        run.queue or "—",
+        w("cell.asked", gpus=run.gpus, nodes=run.nodes),
+        w(f"expectation.{run.expectation.value}"),
+        w.instant(run.submitted_at),
+        w.instant(run.started_at),
+        w.instant(run.finished_at),
+        waited,
+        w.duration(run.run_seconds) if run.run_seconds is not None else "—",
+        w(f"outcome.{run.outcome.value}") if run.outcome else w("word.unfinished"),
+        _cause(record, w),
+        w.note(record.explanation) if record.explanation else "—",
+        ", ".join(run.node_names) or "—",
+    ]
+
+
+def task_blocks(records: Sequence[TaskRecord], w: Words) -> list[Block]:
+    blocks: list[Block] = [Heading(2, w("sec.task_records")), Text(w("note.task_records"), "note")]
+    if not records:
+        return [*blocks, Text(w("note.no_items"))]
+    return [
+        *blocks,
+        Table(
+            task_headers(w),
+            [task_row(r, w, short_run_id(r.run.run_id)) for r in records],
+            row_ids=[run_anchor(r.run.run_id) for r in records],
+            filter_label=w("label.filter_tasks"),
+        ),
+    ]
+
+
+def tasks_csv(records: Sequence[TaskRecord], w: Words) -> str:
+    """One row per run, stable English column names; times in ISO 8601 with their offset."""
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(CSV_COLUMNS)
+    for record in records:
+        run = record.run
+        writer.writerow(
+            [
+                run.run_id,
+                run.probe,
+                run.tenant,
+                run.queue or "",
+                run.window or "",
+                run.expectation.value,
+                run.gpus,
+                run.nodes,
+                *(t.isoformat() if t else "" for t in (run.submitted_at, run.started_at)),
+                run.finished_at.isoformat() if run.finished_at else "",
+                _number(run.queue_wait_seconds),
+                _number(run.run_seconds),
+                run.outcome.value if run.outcome else "",
+                run.reason or "",
+                run.message or "",
+                "" if run.exit_code is None else run.exit_code,
+                w.note(record.explanation) if record.explanation else "",
+                record.cause.cause.value if record.cause else "",
+                "; ".join(record.cause.evidence) if record.cause else "",
+                " ".join(run.node_names),
+            ]
+        )
+    return out.getvalue()
+
+
+def _cause(record: TaskRecord, w: Words) -> str:
+    if record.cause is None:
+        return "—"
+    cause = w(f"cause.{record.cause.cause.value}")
+    return f"{cause}: {'; '.join(record.cause.evidence)}" if record.cause.evidence else cause
+
+
+def _number(value: float | None) -> str:
+    return "" if value is None else f"{value:g}"

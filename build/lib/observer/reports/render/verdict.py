@@ -1,0 +1,158 @@
+"""The go-live verdict's content as blocks: recommendation, its three tiers and scope, each
+criterion with its evidence, the data's later optimisations, the plan to verify again and the
+soak day by day."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from zoneinfo import ZoneInfo
+
+from observer.reports.build.criteria import CriterionResult, FailureClass, Status
+from observer.reports.build.verdict import TierItem, Verdict
+from observer.reports.render import charts
+from observer.reports.render.blocks import Block, Chart, Heading, List, Rendered, Table, Text
+from observer.reports.render.events import finding_items
+from observer.reports.render.gpu import utilisation_chart
+from observer.reports.render.headline import headline_rows, verdict_title
+from observer.reports.render.i18n import Language, Words
+from observer.reports.render.json import json_text, tier_text, verdict_json
+from observer.reports.render.layout import to_html, to_markdown
+
+
+def render_verdict(verdict: Verdict, language: Language) -> Rendered:
+    words = Words(language, ZoneInfo(verdict.timezone))
+    title = verdict_title(verdict, words)
+    blocks = _verdict_blocks(verdict, words, title)
+    return Rendered(
+        markdown=to_markdown(blocks),
+        html=to_html(title, language, blocks),
+        json=json_text(verdict_json(verdict, language)) + "\n",
+    )
+
+
+def _verdict_blocks(v: Verdict, w: Words, title: str) -> list[Block]:
+    rec = v.recommendation.value
+    blocks: list[Block] = [
+        Heading(1, title),
+        Text(
+            w(
+                "label.soak",
+                start=w.instant(v.soak_started_at),
+                end=w.instant(v.soak_ended_at),
+                length_seconds=(v.soak_ended_at - v.soak_started_at).total_seconds(),
+            ),
+            "meta",
+        ),
+        *(
+            [Text(w("note.provisional", at=v.soak_ended_at.isoformat()), "note")]
+            if v.provisional
+            else []
+        ),
+        Text(w("label.timezone", timezone=v.timezone), "meta"),
+        Heading(2, w("sec.recommendation")),
+        Text(w(f"rec.{rec}"), f"rec {rec}"),
+        Text(w(f"rec.{rec}.text", share=v.figures.blind.share)),
+        Heading(3, w("sec.tiers")),
+        *(block for tier, items in v.tiers.items() for block in _tier_blocks(tier, items, w)),
+        Heading(3, w("sec.scope")),
+        Text(w.note(v.observation_rule), "note"),
+    ]
+    if v.scope:
+        blocks.append(List([w.note(n) for n in v.scope]))
+    blocks += [
+        Heading(2, w("sec.criteria")),
+        Table(
+            [w("col.criterion"), w("col.status"), w("col.class"), w("col.reason")],
+            [
+                [
+                    w(f"crit.{c.criterion}"),
+                    w(f"verdict.status.{c.status.value}"),
+                    w(f"class.{c.failure_class.value}") if c.failure_class else "—",
+                    w.note(c.class_reason) if c.class_reason else "—",
+                ]
+                for c in v.criteria
+            ],
+            cell_css={w(f"verdict.status.{s.value}"): s.value for s in Status},
+        ),
+    ]
+    for c in v.criteria:
+        blocks += _criterion_blocks(c, w)
+    if v.later:
+        blocks.append(Heading(2, w("sec.later")))
+        for c in v.later:
+            blocks += _criterion_blocks(c, w, later=True)
+    blocks += [
+        Heading(2, w("sec.reverification")),
+        List([w.note(n) for n in v.reverification], ordered=True),
+        Heading(2, w("sec.days")),
+        Chart(_days_chart(v, w)),
+        Chart(utilisation_chart("chart.util_by_hour", v.figures, w)),
+        Table(
+            [
+                w("col.date"),
+                w("fig.tasks_total"),
+                w("fig.tasks_failed"),
+                w("fig.queue_wait_avg"),
+                w("fig.gpu_util_avg"),
+                w("col.findings_new"),
+                w("col.blind"),
+            ],
+            [
+                [
+                    d.day.isoformat(),
+                    w.integer(d.tasks_total),
+                    w.integer(d.tasks_failed),
+                    w.duration(d.queue_wait_seconds_avg),
+                    w.percent(d.gpu_utilization_avg),
+                    w.integer(d.findings_new),
+                    w.duration(d.blind_seconds),
+                ]
+                for d in v.days
+            ],
+        ),
+        Heading(2, w("sec.headline")),
+        Table(
+            [w("col.figure"), w("col.soak_to_date")],
+            [[w(key), value(v.figures)] for key, value in headline_rows(w)],
+            "headline",
+        ),
+    ]
+    return blocks
+
+
+def _tier_blocks(tier: FailureClass, items: Sequence[TierItem], w: Words) -> list[Block]:
+    heading = Heading(4, w(f"tier.{tier.value}"))
+    if not items:
+        return [heading, List([w("word.none")])]
+    return [heading, List([tier_text(i, w) for i in items])]
+
+
+def _criterion_blocks(c: CriterionResult, w: Words, later: bool = False) -> list[Block]:
+    """`later`: one of the data's later optimisations, named by its class and its reason."""
+    if later and c.failure_class and c.class_reason:
+        status = w(f"class.{c.failure_class.value}")
+        evidence = [w.note(c.class_reason), *(w.note(n) for n in c.evidence)]
+    else:
+        status = w(f"verdict.status.{c.status.value}")
+        evidence = [w.note(n) for n in c.evidence]
+    blocks: list[Block] = [
+        Heading(3, f"{w(f'crit.{c.criterion}')} — {status}"),
+        List(evidence),
+    ]
+    if c.findings:
+        blocks += finding_items(c.findings, w)
+    return blocks
+
+
+def _days_chart(v: Verdict, w: Words) -> str:
+    return charts.bars(
+        "tasks-per-day",
+        w("chart.tasks_per_day"),
+        [d.day.isoformat() for d in v.days],
+        [
+            charts.Series(w("chart.tasks"), [float(d.tasks_total) for d in v.days]),
+            charts.Series(w("chart.failed"), [float(d.tasks_failed) for d in v.days]),
+        ],
+        lambda x: w.integer(None if x is None else round(x)),
+        w("chart.no_data"),
+    )

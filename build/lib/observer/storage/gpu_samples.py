@@ -1,0 +1,224 @@
+"""GPU samples and their rollups: each batch of samples is stored and added, in the same
+transaction, to per-minute, per-node-hour and per-tenant-hour counts, which reports read
+instead of a day of samples."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import sqlalchemy as sa
+
+from observer.records import UTILIZATION_PERCENTS, GpuSampleCounts, StoredGpuSample
+from observer.storage.database import Repository, upsert
+from observer.storage.mapping import RowMapping, instant
+from observer.storage.tables import (
+    gpu_minutes_table,
+    gpu_node_hours_table,
+    gpu_samples_table,
+    gpu_tenant_hours_table,
+)
+
+_SAMPLE = RowMapping(StoredGpuSample, gpu_samples_table)
+_PERCENTS = tuple(f"p{p}" for p in UTILIZATION_PERCENTS)
+
+
+class GpuSamplesRepository(Repository):
+    def add_gpu_samples(self, samples: Iterable[StoredGpuSample]) -> int:
+        """Insert samples, and add them to the counts reports read, in one transaction;
+        returns how many."""
+        rows = [_SAMPLE.row(s) for s in samples]
+        if rows:
+            with self._errors("saving GPU samples"), self._engine.begin() as connection:
+                connection.execute(sa.insert(gpu_samples_table), rows)
+                _add_counts(connection, rows)
+        return len(rows)
+
+    def gpu_samples(
+        self, node: str | None, since: datetime, until: datetime
+    ) -> list[StoredGpuSample]:
+        """Samples taken in [since, until), of one node or all (None), ordered by node, GPU
+        and time."""
+        t = gpu_samples_table
+        query = (
+            _SAMPLE.select()
+            .where(t.c.at >= since, t.c.at < until)
+            .order_by(t.c.node, t.c.gpu_uuid, t.c.at, t.c.id)
+        )
+        if node is not None:
+            query = query.where(t.c.node == node)
+        with self._errors("reading GPU samples"), self._engine.connect() as connection:
+            return [_SAMPLE.value(row) for row in connection.execute(query)]
+
+    def gpu_sample_counts(self, since: datetime, until: datetime) -> GpuSampleCounts:
+        """Samples taken in [since, until), counted: a day of a large fleet is millions of
+        samples, and a report needs only how many read each utilisation, where and when.
+        The whole UTC hours of the period come from the counts kept as samples are stored,
+        the rest (less than an hour at either end) is counted from the samples."""
+        first, last = _hour_after(since), _hour_of(until)
+        with self._errors("counting GPU samples"), self._engine.connect() as connection:
+            if first >= last:
+                return _count_samples(connection, since, until)
+            parts = (
+                _count_samples(connection, since, first),
+                _read_counts(connection, first, last),
+                _count_samples(connection, last, until),
+            )
+        return GpuSampleCounts(
+            tuple(m for part in parts for m in part.by_minute),
+            tuple(n for part in parts for n in part.by_node),
+            tuple(t for part in parts for t in part.by_tenant),
+        )
+
+
+def _hour_of(at: datetime) -> datetime:
+    return at.astimezone(UTC).replace(minute=0, second=0, microsecond=0)
+
+
+def _hour_after(at: datetime) -> datetime:
+    """The first whole UTC hour at or after `at`."""
+    hour = _hour_of(at)
+    return hour if hour == at else hour + timedelta(hours=1)
+
+
+def _tally() -> list[int]:
+    return [0] * len(UTILIZATION_PERCENTS)
+
+
+def _at_percent(percent: int) -> int:
+    return min(max(percent, UTILIZATION_PERCENTS[0]), UTILIZATION_PERCENTS[-1])
+
+
+def _add_counts(connection: sa.Connection, rows: Sequence[Mapping[str, Any]]) -> None:
+    """Add sample rows to the per-minute, per-node-hour and per-tenant-hour counts."""
+    minutes: dict[datetime, list[int]] = {}
+    nodes: dict[tuple[datetime, str], list[int]] = {}  # [unread, p0, ..., p100]
+    tenants: dict[tuple[datetime, str], list[int]] = {}
+    starts: dict[datetime, datetime] = {}  # a node's GPUs share their instant
+    for row in rows:
+        at = row["at"]
+        minute = starts.get(at)
+        if minute is None:
+            minute = starts[at] = at.astimezone(UTC).replace(second=0, microsecond=0)
+        hour = minute.replace(minute=0)
+        node = nodes.get((hour, row["node"]))
+        if node is None:
+            node = nodes[hour, row["node"]] = [0, *_tally()]
+        if row["utilization_gpu_percent"] is None:
+            node[0] += 1
+            continue
+        percent = _at_percent(row["utilization_gpu_percent"])
+        node[1 + percent] += 1
+        tally = minutes.get(minute)
+        if tally is None:
+            tally = minutes[minute] = _tally()
+        tally[percent] += 1
+        if row["tenant"] is not None:
+            tally = tenants.get((hour, row["tenant"]))
+            if tally is None:
+                tally = tenants[hour, row["tenant"]] = _tally()
+            tally[percent] += 1
+    _add_to(
+        connection,
+        gpu_minutes_table,
+        [{"minute": m, **dict(zip(_PERCENTS, t, strict=True))} for m, t in minutes.items()],
+    )
+    _add_to(
+        connection,
+        gpu_node_hours_table,
+        [
+            {"hour": h, "node": n, "unread": t[0], **dict(zip(_PERCENTS, t[1:], strict=True))}
+            for (h, n), t in nodes.items()
+        ],
+    )
+    _add_to(
+        connection,
+        gpu_tenant_hours_table,
+        [
+            {"hour": h, "tenant": n, **dict(zip(_PERCENTS, t, strict=True))}
+            for (h, n), t in tenants.items()
+        ],
+    )
+
+
+def _add_to(connection: sa.Connection, table: sa.Table, rows: list[dict[str, Any]]) -> None:
+    """Insert count rows, adding to the counts of rows already there (same key)."""
+    if rows:
+        keys = tuple(c.name for c in table.c if c.primary_key)
+        counts = tuple(c.name for c in table.c if not c.primary_key)
+        connection.execute(upsert(connection.dialect.name, table, keys, add=counts), rows)
+
+
+def _read_counts(connection: sa.Connection, since: datetime, until: datetime) -> GpuSampleCounts:
+    """The counts kept as samples were stored, of the whole UTC hours [since, until)."""
+    m, n, t = gpu_minutes_table, gpu_node_hours_table, gpu_tenant_hours_table
+
+    def sums(table: sa.Table) -> list[sa.ColumnElement[Any]]:
+        return [sa.func.sum(table.c[p]) for p in _PERCENTS]
+
+    minutes = connection.execute(
+        sa.select(m).where(m.c.minute >= since, m.c.minute < until).order_by(m.c.minute)
+    )
+    nodes = connection.execute(
+        sa.select(n.c.node, sa.func.sum(n.c.unread), *sums(n))
+        .where(n.c.hour >= since, n.c.hour < until)
+        .group_by(n.c.node)
+        .order_by(n.c.node)
+    )
+    tenants = connection.execute(
+        sa.select(t.c.tenant, *sums(t))
+        .where(t.c.hour >= since, t.c.hour < until)
+        .group_by(t.c.tenant)
+        .order_by(t.c.tenant)
+    )
+    return GpuSampleCounts(
+        tuple((row[0], tuple(row[1:])) for row in minutes),
+        tuple((row[0], tuple(row[2:]), row[1]) for row in nodes),
+        tuple((row[0], tuple(row[1:])) for row in tenants),
+    )
+
+
+def _count_samples(connection: sa.Connection, since: datetime, until: datetime) -> GpuSampleCounts:
+    """Samples taken in [since, until) counted from the samples themselves."""
+    t = gpu_samples_table
+    percent = t.c.utilization_gpu_percent
+    period = (t.c.at >= since, t.c.at < until)
+    count = sa.func.count()
+    minute = _minute(connection, t.c.at)
+    minutes: dict[datetime | str, list[int]] = {}  # up to 101 rows share a minute
+    for m, p, k in connection.execute(
+        sa.select(minute, percent, count)
+        .where(*period, percent.is_not(None))
+        .group_by(minute, percent)
+    ):
+        tally = minutes.get(m)
+        if tally is None:
+            tally = minutes[m] = _tally()
+        tally[_at_percent(p)] += k
+    nodes: dict[str, list[int]] = {}  # [unread, p0, ..., p100]
+    for node, p, k in connection.execute(
+        sa.select(t.c.node, percent, count).where(*period).group_by(t.c.node, percent)
+    ):
+        tally = nodes.setdefault(node, [0, *_tally()])
+        tally[0 if p is None else 1 + _at_percent(p)] += k
+    tenants: dict[str, list[int]] = {}
+    for tenant, p, k in connection.execute(
+        sa.select(t.c.tenant, percent, count)
+        .where(*period, percent.is_not(None), t.c.tenant.is_not(None))
+        .group_by(t.c.tenant, percent)
+    ):
+        tenants.setdefault(tenant, _tally())[_at_percent(p)] += k
+    return GpuSampleCounts(
+        tuple((instant(m), tuple(c)) for m, c in minutes.items()),
+        tuple((node, tuple(c[1:]), c[0]) for node, c in nodes.items()),
+        tuple((tenant, tuple(c)) for tenant, c in tenants.items()),
+    )
+
+
+def _minute(connection: sa.Connection, at: sa.ColumnElement[Any]) -> sa.ColumnElement[Any]:
+    """The UTC minute an instant falls in. SQLite keeps instants as UTC text
+    ('YYYY-MM-DD HH:MM:SS.ffffff'), so the minute is its first 16 characters."""
+    if connection.dialect.name == "postgresql":
+        return sa.func.date_trunc("minute", at)
+    return sa.func.substr(at, 1, 16)

@@ -1,0 +1,160 @@
+"""Scheduler snapshots as the store keeps them: queue samples, and the nodes as a change log
+(a row when a node appears, changes or leaves) from which any instant's nodes are read."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+import sqlalchemy as sa
+
+from observer.domain import QueueState, SchedulerNode, SchedulerSnapshot
+from observer.records import StoredNodeChange, StoredQueueSample
+from observer.storage.database import Repository
+from observer.storage.mapping import RowMapping, instant
+from observer.storage.tables import node_states_table, queue_samples_table
+
+# The stored records nest these domain types: their rows are the nested type's columns
+# with the record's own (at, removed) beside them.
+_QUEUE = RowMapping(QueueState, queue_samples_table)
+_NODE = RowMapping(SchedulerNode, node_states_table, columns={"name": "node"})
+
+
+class SchedulerStateRepository(Repository):
+    # Each node's last stored state, so unchanged nodes are not written again; read from
+    # the database on the first snapshot (None until then).
+    _last_nodes: dict[str, SchedulerNode] | None = None
+
+    def save_scheduler_snapshot(self, snapshot: SchedulerSnapshot) -> None:
+        """Store the snapshot's queues, and its nodes as changes: a row for each node that
+        is new or differs from its last stored state, and one for each node that is no
+        longer in the snapshot. Jobs are not stored (probe runs are). One transaction."""
+        current = {node.name: node for node in snapshot.nodes}
+        with self._errors("saving a scheduler snapshot"), self._engine.begin() as connection:
+            last = self._last_nodes
+            if last is None:
+                # A restarted controller continues the log instead of rewriting every node.
+                last = {node.name: node for node in _latest_nodes(connection, at=None)}
+            changes = [
+                StoredNodeChange(snapshot.at, node)
+                for name, node in current.items()
+                if last.get(name) != node
+            ] + [
+                StoredNodeChange(snapshot.at, last[name], removed=True)
+                for name in sorted(last.keys() - current.keys())
+            ]
+            if snapshot.queues:
+                queue_rows = [{"at": snapshot.at, **_QUEUE.row(queue)} for queue in snapshot.queues]
+                connection.execute(sa.insert(queue_samples_table), queue_rows)
+            if changes:
+                node_rows = [
+                    {"at": change.at, "removed": change.removed, **_NODE.row(change.node)}
+                    for change in changes
+                ]
+                connection.execute(sa.insert(node_states_table), node_rows)
+        # Only once committed: a failed write is written again with the next snapshot.
+        self._last_nodes = current
+
+    def queue_samples(
+        self, since: datetime, until: datetime, tenant: str | None = None
+    ) -> list[StoredQueueSample]:
+        """Queue samples taken in [since, until), of one tenant or all, in the order they
+        were stored."""
+        t = queue_samples_table
+        query = _QUEUE.select(t.c.at).where(t.c.at >= since, t.c.at < until)
+        query = query.order_by(t.c.at, t.c.id)
+        if tenant is not None:
+            query = query.where(t.c.tenant == tenant)
+        with self._errors("reading queue samples"), self._engine.connect() as connection:
+            return [
+                StoredQueueSample(row.at, _QUEUE.value(row)) for row in connection.execute(query)
+            ]
+
+    def node_states(self, at: datetime) -> list[SchedulerNode]:
+        """Every node known at `at` as it was then (its last change at or before `at`),
+        ordered by name; nodes that had left the snapshots by then are left out."""
+        with self._errors("reading node states"), self._engine.connect() as connection:
+            return _latest_nodes(connection, at)
+
+    def first_pools(self, since: datetime, until: datetime) -> dict[str, str | None]:
+        """Each node's pool in its first change in [since, until): the pool of a node that
+        left during a period, without reading the period's whole change log."""
+        # As _latest_nodes: one index probe per node, not a sort of the period's changes.
+        t = node_states_table
+        names = _node_names()
+        change = t.alias("change")
+        first_change = (
+            sa.select(change.c.id)
+            .where(change.c.node == names.c.node, change.c.at >= since, change.c.at < until)
+            .order_by(change.c.at, change.c.id)
+            .limit(1)
+        )
+        first_ids = sa.select(first_change.scalar_subquery()).select_from(names)
+        query = sa.select(t.c.node, t.c.pool).where(t.c.id.in_(first_ids))
+        with self._errors("reading node pools"), self._engine.connect() as connection:
+            return {node: pool for node, pool in connection.execute(query)}
+
+    def node_changes(
+        self, since: datetime, until: datetime, node: str | None = None
+    ) -> list[StoredNodeChange]:
+        """Node changes in [since, until), of one node or all, in the order they happened."""
+        t = node_states_table
+        # Plain tuples, unpacked in place: a week of a busy 1,000-node cluster is a million
+        # changes, and named-row access cost more than the query. Instants come as the
+        # driver gives them and are converted once each: a snapshot's changes share one.
+        query = _NODE.select(t.c.removed, sa.type_coerce(t.c.at, sa.types.NullType()))
+        query = query.where(t.c.at >= since, t.c.at < until).order_by(t.c.at, t.c.id)
+        if node is not None:
+            query = query.where(t.c.node == node)
+        instants: dict[datetime | str, datetime] = {}
+        # A node goes back and forth between a few states: each is built once.
+        states: dict[tuple[Any, ...], SchedulerNode] = {}
+        with self._errors("reading node changes"), self._engine.connect() as connection:
+            return [
+                StoredNodeChange(
+                    instants.get(row[-1]) or instants.setdefault(row[-1], instant(row[-1])),
+                    states.get(state := row[:-2]) or states.setdefault(state, _NODE.value(state)),
+                    row[-2],
+                )
+                # All at once: row by row, the driver's fetch cost more than the query.
+                for row in connection.execute(query).fetchall()
+            ]
+
+
+def _node_names() -> sa.CTE:
+    """Every node name in the change log, hopping from one to the next on the (node, at, id)
+    index."""
+    t = node_states_table
+    later = t.alias("later")
+    names = sa.select(sa.func.min(t.c.node).label("node")).cte("names", recursive=True)
+    return names.union_all(
+        sa.select(
+            sa.select(sa.func.min(later.c.node))
+            .where(later.c.node > names.c.node)
+            .scalar_subquery()
+        ).where(names.c.node.is_not(None))
+    )
+
+
+def _latest_nodes(connection: sa.Connection, at: datetime | None) -> list[SchedulerNode]:
+    """Each node's last change at or before `at` (None: the last of all), leaving out nodes
+    whose last change is their removal.
+
+    One query whose cost grows with the number of nodes, not with weeks of history: a
+    recursive CTE hops through the distinct node names on the (node, at, id) index (a
+    loose index scan, which neither database does by itself), then one index probe per
+    node finds its last change. DISTINCT ON or a window function would sort every row."""
+    t = node_states_table
+    names = _node_names()
+    change = t.alias("change")
+    last_change = (
+        sa.select(change.c.id)
+        .where(change.c.node == names.c.node)
+        .order_by(change.c.at.desc(), change.c.id.desc())
+        .limit(1)
+    )
+    if at is not None:
+        last_change = last_change.where(change.c.at <= at)
+    last_ids = sa.select(last_change.scalar_subquery()).select_from(names)
+    query = _NODE.select().where(t.c.id.in_(last_ids), sa.not_(t.c.removed)).order_by(t.c.node)
+    return [_NODE.value(row) for row in connection.execute(query)]
