@@ -1,2 +1,0 @@
-"""The Slurm backend: the scheduler boundary over Slurm's own command-line tools; the only
-package that runs them."""

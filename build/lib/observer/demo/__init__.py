@@ -1,1 +1,0 @@
-"""`observer demo`: the whole product on a simulated cluster, faults injected at known times."""
