@@ -174,7 +174,7 @@ def test_the_tenants_record_in_english():
     assert attempts_header.startswith(
         "| Submitted | Tenant | Asked | Outcome | The platform's words |"
     )
-    words = "AssocGrpGRES: held by a limit of the job's account (GrpGRES)"
+    words = "“AssocGrpGRES: held by a limit of the job's account (GrpGRES)”"  # quoted: theirs
     assert first.split(" | ")[:6] == [
         "| 2026-12-01 10:00",
         "research",
@@ -203,7 +203,7 @@ def test_the_tenants_record_in_chinese_and_json():
     )
     assert rows[2].split(" | ")[6] == "未释放"
     [second] = [r for r in rows if "始终未启动" in r]
-    assert "始终未启动：timed_out（AssocGrpGRES）" in second
+    assert "始终未启动：超时（AssocGrpGRES）" in second
     assert (
         "| 2026年12月1日 11:30 | tenant=research | ops-carol | GrpTRES=gres/gpu=8 |" in zh.markdown
     )

@@ -90,8 +90,8 @@ def tenant_blocks(figures: TenantFigures, w: Words) -> list[Block]:
                         w.instant(a.submitted_at),
                         a.tenant,
                         w("cell.asked", gpus=a.gpus, nodes=a.nodes),
-                        a.outcome or w("word.unfinished"),
-                        _words(a.reason, a.message),
+                        w(f"outcome.{a.outcome}") if a.outcome else w("word.unfinished"),
+                        _words(a.reason, a.message, w),
                         _reclaimed(a, w),
                         (Link(short_run_id(a.run_id), run_anchor(a.run_id)),),
                     ]
@@ -160,8 +160,10 @@ def _reclaimed(a: OverQuotaAttempt, w: Words) -> str:
     return w("cell.reclaim_never", outcome=a.reclaim_outcome, reason=a.reclaim_reason or "—")
 
 
-def _words(reason: str | None, message: str | None) -> str:
-    return ": ".join(p for p in (reason, message) if p) or "—"
+def _words(reason: str | None, message: str | None, w: Words) -> str:
+    """The platform's own words, quoted as such."""
+    said = ": ".join(p for p in (reason, message) if p)
+    return w("quote.platform", text=said) if said else "—"
 
 
 def _subject(subject: Mapping[str, str]) -> str:
