@@ -6,17 +6,26 @@ to free, the GPUs it received against its entitlement in each window that ended 
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from typing import TypeVar
 
 from observer.detectors import fairness, quota_reclaim
 from observer.domain import ProbeRun, SchedulerNode
 from observer.probes.catalog import QUOTA_PROBE, RECLAIM_PROBE
 from observer.probes.windows import occurrences
-from observer.records import QUOTA_CHANGED, StoredIntervention, StoredNodeChange
+from observer.records import (
+    QUOTA_CHANGED,
+    StoredIntervention,
+    StoredNodeChange,
+    StoredQueueSample,
+)
 from observer.reports.build.data import PeriodData, ReportContext
 from observer.reports.build.figures import PeriodFigures, UtilizationStats, WaitStats
+
+_Logged = TypeVar("_Logged", StoredQueueSample, StoredNodeChange)
 
 
 @dataclass(frozen=True, slots=True)
@@ -178,7 +187,7 @@ def _window_shares(
         ):
             if occurrence.end < day.period.start:
                 continue
-            inside = [s for s in soak.queue_samples if occurrence.start <= s.at < occurrence.end]
+            inside = _during(soak.queue_samples, occurrence.start, occurrence.end)
             runs = [
                 r
                 for r in soak.runs
@@ -189,7 +198,7 @@ def _window_shares(
             ]
             capacity = fairness.capacity_over(
                 _nodes_at(soak.nodes_at_start, soak.node_changes, occurrence.start),
-                [c for c in soak.node_changes if occurrence.start <= c.at < occurrence.end],
+                _during(soak.node_changes, occurrence.start, occurrence.end),
             )
             assessment = fairness.assess_window(
                 occurrence,
@@ -218,6 +227,16 @@ def _window_shares(
                 for t in assessment.tenants
             ]
     return sorted(found, key=lambda pair: (pair[0], pair[1].start, pair[1].window))
+
+
+def _during(log: Sequence[_Logged], start: datetime, end: datetime) -> Sequence[_Logged]:
+    """The entries of a time-ordered log taken in [start, end): each window's stretch of
+    the soak's log, not a scan of the whole soak per window."""
+    return log[bisect_left(log, start, key=_at) : bisect_left(log, end, key=_at)]
+
+
+def _at(entry: StoredQueueSample | StoredNodeChange) -> datetime:
+    return entry.at
 
 
 def _nodes_at(
