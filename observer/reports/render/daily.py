@@ -115,7 +115,7 @@ def _task_blocks(
                         w(f"cause.{g.cause}"),
                         "; ".join(g.evidence) or "—",
                         w(f"outcome.{g.outcome}"),
-                        w("quote.platform", text=g.reason) if g.reason else "—",
+                        w.quoted(g.reason) if g.reason else "—",
                         w.integer(len(e.run_ids)),
                         ", ".join(e.probes),
                         ", ".join(e.tenants),

@@ -75,6 +75,10 @@ class Words:
             return head
         return self("finding.details", head=head, details=self("finding.separator").join(details))
 
+    def quoted(self, words: str) -> str:
+        """The platform's (or a process's) own words, quoted as the language quotes."""
+        return self("quote.platform", text=words)
+
     def _known(self, key: str) -> bool:
         """Whether the catalogue has `key` (gettext answers an unknown key with itself)."""
         return self._messages.gettext(key) != key
@@ -96,7 +100,7 @@ class Words:
             return self(f"coverage.why.{value}")
         if (name == "words" or name.endswith("_words")) and isinstance(value, str):
             # The platform's (or a process's) own words: quoted, never translated.
-            return self._messages.gettext("quote.platform").format(text=value)
+            return self.quoted(value)
         if name == "outcome" and isinstance(value, str) and self._known(f"outcome.{value}"):
             return self(f"outcome.{value}")
         if name == "xid_meaning" and isinstance(value, str):

@@ -163,7 +163,7 @@ def _reclaimed(a: OverQuotaAttempt, w: Words) -> str:
 def _words(reason: str | None, message: str | None, w: Words) -> str:
     """The platform's own words, quoted as such."""
     said = ": ".join(p for p in (reason, message) if p)
-    return w("quote.platform", text=said) if said else "—"
+    return w.quoted(said) if said else "—"
 
 
 def _subject(subject: Mapping[str, str]) -> str:
