@@ -46,12 +46,15 @@ class FinishedJobs:
 class QuotaChange:
     """Someone changed a tenant's or a queue's limits: when, who (the platform's account of
     the person), on what ({"tenant": ...}, with "user" for one user's limits within it, or
-    {"qos": ...}), and the change in the platform's own words ("GrpTRES=gres/gpu=4")."""
+    {"qos": ...}), and the change in the platform's own words, one `limit=value` per limit
+    set, separated by spaces ("GrpTRES=gres/gpu=4 MaxJobs=2"). `manager`: the program that
+    wrote it, where the actor is a person another record names (Kubernetes' audit log)."""
 
     at: datetime
     actor: str
     subject: Mapping[str, str]
     change: str
+    manager: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

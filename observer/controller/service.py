@@ -253,7 +253,8 @@ def quota_intervention(change: QuotaChange) -> StoredIntervention:
         reason=change.change,
         subject=dict(change.subject),
         source=InterventionSource.DETECTED,
-        detail={"action": QUOTA_CHANGED, "change": change.change},
+        detail={"action": QUOTA_CHANGED, "change": change.change}
+        | ({"manager": change.manager} if change.manager else {}),
     )
 
 

@@ -188,6 +188,14 @@ class KubernetesSettings(Group):
     image_pull_secrets: tuple[str, ...] = Field(
         (), description="Secrets, in each tenant namespace, to pull the probe images with."
     )
+    audit_log_path: Path | None = Field(
+        None,
+        description="The API server's audit log (its --audit-log-path, JSON lines) as the "
+        "controller can read it, e.g. mounted from the control-plane node: who changed a "
+        "ResourceQuota or ClusterQueue is the user it names, the field manager kept beside. "
+        "Read on from where the last read stopped, from the start after a rotation. Unset, or "
+        "while unreadable (one warning): the field managers (metadata.managedFields).",
+    )
 
 
 class SlurmSettings(Group):

@@ -83,6 +83,7 @@ RESOURCES = (
     "v1/events",
     "v1/secrets",
     "v1/services",
+    "v1/resourcequotas",
     "batch/v1/jobs",
     "apps/v1/deployments",
 )
@@ -123,6 +124,31 @@ def timestamp(moment: datetime) -> str:
     return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+def micro_timestamp(moment: datetime) -> str:
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")  # metav1.MicroTime
+
+
+# The spec fields whose managers the server records, by plural, as paths below f:spec: each of
+# a ResourceQuota's spec.hard limits is a field of its own; a ClusterQueue's resourceGroups is
+# an atomic list (+listType=atomic), one field whoever writes any of it.
+MANAGED_FIELDS: dict[str, Callable[[dict[str, Any]], frozenset[tuple[str, ...]]]] = {
+    "resourcequotas": lambda spec: frozenset(("f:hard", f"f:{k}") for k in spec.get("hard") or {}),
+    "clusterqueues": lambda spec: frozenset(
+        [("f:resourceGroups",)] if "resourceGroups" in spec else []
+    ),
+}
+ADMIN = "kubernetes-admin"  # who a request without a token is (kubeadm's administrator)
+
+
+def _fields_v1(owned: frozenset[tuple[str, ...]]) -> dict[str, Any]:
+    tree: dict[str, Any] = {}
+    for path in sorted(owned):
+        node = tree
+        for key in path:
+            node = node.setdefault(key, {})
+    return {"f:spec": tree}
+
+
 @dataclass(frozen=True)
 class Quota:
     """A ResourceQuota the emulated API server enforces at admission."""
@@ -130,6 +156,19 @@ class Quota:
     name: str
     gpus: int | None = None  # requests.nvidia.com/gpu of live pods
     jobs: int | None = None  # count/jobs.batch
+
+
+def _resource_groups(gpus: int, borrowing_limit: int | None) -> list[dict[str, Any]]:
+    """One resource group of the GPUs alone, in one flavor, default-flavor."""
+    gpu_quota: dict[str, Any] = {"name": GPU, "nominalQuota": str(gpus)}
+    if borrowing_limit is not None:
+        gpu_quota["borrowingLimit"] = str(borrowing_limit)
+    return [
+        {
+            "coveredResources": [GPU],
+            "flavors": [{"name": "default-flavor", "resources": [gpu_quota]}],
+        }
+    ]
 
 
 def _pod_gpus(spec: dict[str, Any]) -> int:
@@ -141,16 +180,21 @@ def _pod_gpus(spec: dict[str, Any]) -> int:
 
 class _ApiServer(kmock.KubernetesEmulator):
     """kmock's emulator, plus what a real API server does by itself: uid, creationTimestamp
-    and namespace on create, a ResourceQuota's managedFields (each manager's latest Update of
-    spec.hard and the limits it owns), ResourceQuota admission (403 "exceeded quota") and
-    Pod Security admission (403 "violates PodSecurity")."""
+    and namespace on create, the managedFields of a ResourceQuota's spec.hard and of a
+    ClusterQueue's spec.resourceGroups (each manager's latest Update and the fields it owns),
+    an audit log of their writes (`audit_log`, at level RequestResponse), ResourceQuota
+    admission (403 "exceeded quota") and Pod Security admission (403 "violates
+    PodSecurity")."""
 
     def __init__(self, clock: ManualClock) -> None:
         super().__init__()
         self.clock = clock
         self.quotas: dict[str, Quota] = {}
-        # (namespace, name) -> a ResourceQuota object's managedFields, as the server keeps them
-        self.quota_managers: dict[tuple[str, str], list[dict[str, Any]]] = {}
+        # (plural, namespace, name) -> (manager, time, spec fields it owns), as the server
+        # keeps an object's managedFields
+        self.field_managers: dict[tuple[str, str, str], list[tuple[str, str, frozenset]]] = {}
+        self.audit_log: Path | None = None  # where the audit backend writes, once set
+        self.users: dict[str, str] = {}  # an administrator's bearer token -> its user name
         # namespace -> its labels (kmock cannot hold Namespace objects)
         self.namespace_labels: dict[str, dict[str, str]] = {}
         # bearer token -> the tenant namespace it belongs to; None: an administrator's token
@@ -164,7 +208,8 @@ class _ApiServer(kmock.KubernetesEmulator):
         # kmock keeps every request and matches each new one against all before it, which is
         # quadratic over a test; the harness asserts on objects, never on request history.
         del self._requests[:-1]
-        self._authorize(request)
+        user = self._authorize(request)
+        received = self.clock.now()
         if request.action == kmock.action.LIST and request.resource is not None:
             self.lists[request.resource.plural] += 1
         # kmock stores a created object before any reaction runs, so a refusal must come first.
@@ -175,68 +220,127 @@ class _ApiServer(kmock.KubernetesEmulator):
             meta.setdefault("creationTimestamp", timestamp(self.clock.now()))
             if request.namespace:
                 meta.setdefault("namespace", request.namespace)
-        if request.resource is not None and request.resource.plural == "resourcequotas":
-            self._manage_fields(request)
-        return await super()._handle(request)
+        written = self._written(request)
+        if written is not None:
+            self._manage_fields(request, *written)
+        response = await super()._handle(request)
+        if written is not None:
+            self._audit(request, user, received, *written)
+        return response
 
-    def _manage_fields(self, request: kmock.Request) -> None:
-        """The writer of spec.hard limits owns them from now on (an Update takes them over
-        from any other manager); its entry's time is this write's."""
+    @staticmethod
+    def _written(request: kmock.Request) -> tuple[str, str, str, dict[str, Any]] | None:
+        """A create or update of a quota object: its plural, namespace, name and body."""
+        plural = request.resource.plural if request.resource else None
+        if plural not in MANAGED_FIELDS or not isinstance(request.data, dict):
+            return None
         if request.action not in (kmock.action.CREATE, kmock.action.UPDATE):
-            return
-        if not isinstance(request.data, dict):
-            return
-        meta = request.data.setdefault("metadata", {})
-        key = (request.namespace or meta.get("namespace", ""), request.name or meta.get("name"))
-        written = {f"f:{k}": {} for k in ((request.data.get("spec") or {}).get("hard") or {})}
+            return None
+        meta = request.data.get("metadata") or {}
+        namespace = request.namespace or meta.get("namespace") or ""
+        return str(plural), namespace, str(request.name or meta.get("name")), request.data
+
+    def _manage_fields(self, request: kmock.Request, plural: str, *key: str) -> None:
+        """The writer of spec fields owns them from now on (an Update takes them over from any
+        other manager); its entry's time is this write's."""
+        namespace, name, body = key
+        written = MANAGED_FIELDS[plural](body.get("spec") or {})
+        if not written:
+            return  # a write of the status: the spec's managers stay as they were
         agent = next((v for k, v in request.headers.items() if k.lower() == "user-agent"), "")
         manager = request.params.get("fieldManager") or agent.split("/")[0]
         entries = []
-        for entry in self.quota_managers.get(key, []):
-            hard = entry["fieldsV1"]["f:spec"]["f:hard"]
-            owned = {k: v for k, v in hard.items() if k not in written}
-            if entry["manager"] == manager:
-                written = {**owned, **written}
-            elif owned:
-                entries.append({**entry, "fieldsV1": {"f:spec": {"f:hard": owned}}})
-        entries.append(
+        for other, time, owned in self.field_managers.get((plural, namespace, name), []):
+            if other == manager:
+                written |= owned
+            elif owned - written:
+                entries.append((other, time, owned - written))
+        entries.append((manager, timestamp(self.clock.now()), written))
+        self.field_managers[plural, namespace, name] = entries
+        version = "/".join(p for p in (request.resource.group, request.resource.version) if p)
+        body.setdefault("metadata", {})["managedFields"] = [
             {
                 "manager": manager,
                 "operation": "Update",
-                "apiVersion": "v1",
-                "time": timestamp(self.clock.now()),
+                "apiVersion": version,
+                "time": time,
                 "fieldsType": "FieldsV1",
-                "fieldsV1": {"f:spec": {"f:hard": written}},
+                "fieldsV1": _fields_v1(owned),
             }
-        )
-        self.quota_managers[key] = entries
-        meta["managedFields"] = entries
+            for manager, time, owned in entries
+        ]
 
-    def _authorize(self, request: kmock.Request) -> None:
-        """Authentication, then RBAC, before anything is looked up: what the real one does."""
+    def _audit(
+        self,
+        request: kmock.Request,
+        user: str,
+        received: datetime,
+        plural: str,
+        namespace: str,
+        name: str,
+        body: dict[str, Any],
+    ) -> None:
+        """The write's audit Event at ResponseComplete, as the API server's log backend
+        writes it at level RequestResponse (audit.k8s.io/v1 Event, one JSON line)."""
+        if self.audit_log is None or request.resource is None:
+            return
+        stored = next(
+            obj.raw
+            for (resource, ns, n), obj in self.objects.items()
+            if resource.plural == plural and (ns or "") == namespace and n == name
+        )
+        group, version = request.resource.group or "", request.resource.version
+        reference = {"resource": plural, "namespace": namespace, "name": name, "apiGroup": group}
+        if set(body) <= {"status", "metadata"}:
+            # Kueue's controllers write a ClusterQueue's status through its subresource.
+            reference["subresource"] = "status"
+        created = request.action == kmock.action.CREATE
+        event = {
+            "kind": "Event",
+            "apiVersion": "audit.k8s.io/v1",
+            "level": "RequestResponse",
+            "auditID": str(uuid.uuid4()),
+            "stage": "ResponseComplete",
+            "requestURI": request.url.path_qs,
+            "verb": "create" if created else "patch",
+            "user": {"username": user, "groups": ["system:authenticated"]},
+            "sourceIPs": ["127.0.0.1"],
+            "objectRef": {k: v for k, v in reference.items() if v} | {"apiVersion": version},
+            "responseStatus": {"metadata": {}, "code": 201 if created else 200},
+            "requestObject": body,
+            "responseObject": stored,
+            "requestReceivedTimestamp": micro_timestamp(received),
+            "stageTimestamp": micro_timestamp(self.clock.now()),
+        }
+        with self.audit_log.open("a") as log:
+            log.write(json.dumps(event) + "\n")
+
+    def _authorize(self, request: kmock.Request) -> str:
+        """Authentication, then RBAC, before anything is looked up: what the real one does.
+        The user the request is authenticated as."""
         header = next((v for k, v in request.headers.items() if k.lower() == "authorization"), None)
         if header is None:
-            return  # the cluster's administrator
+            return ADMIN  # the cluster's administrator
         token = header.removeprefix("Bearer ").strip()
         if token not in self.tokens:
             raise kmock.KubernetesError(status=401, reason="Unauthorized", message="Unauthorized")
         own = self.tokens[token]
         if own is None:
-            return  # an administrator's token
+            return self.users.get(token, ADMIN)  # an administrator's token
         user = f"system:serviceaccount:{own}:{SERVICE_ACCOUNT}"
         verb = _VERBS.get(request.action) if request.action else None
         resource = request.resource.plural if request.resource else None
         if verb is None or resource is None:
-            return  # discovery: /api, /apis, /version are open to every authenticated user
+            return user  # discovery: /api, /apis, /version are open to every authenticated user
         if request.subresource:
             resource = f"{resource}/{request.subresource}"
         namespace = request.namespace
         self.tenant_requests.append((user, verb, resource, namespace or ""))
         if namespace == own:
-            return  # the tenant's Role in its own namespace
+            return user  # the tenant's Role in its own namespace
         granted = self.grants.get((own, namespace or ""), frozenset())
         if namespace is not None and verb in READ_VERBS and resource in granted:
-            return
+            return user
         group = request.resource.group if request.resource else ""
         kind = resource.split("/")[0] + (f".{group}" if group else "")
         subject = f'{kind} "{request.name}"' if request.name else kind
@@ -459,8 +563,10 @@ class KubernetesHarness:
         gpus: int | None = None,
         jobs: int | None = None,
         by: str = "kubectl-edit",
+        user: str | None = None,
     ) -> None:
-        """`by` (its field manager) creates or changes the namespace's ResourceQuota."""
+        """`by` (its field manager) creates or changes the namespace's ResourceQuota, as
+        `user` where named (with an administrator's token of that user's)."""
         quota = Quota(f"{namespace}-quota", gpus=gpus, jobs=jobs)
         exists = namespace in self.server.quotas
         self.server.quotas[namespace] = quota
@@ -470,10 +576,12 @@ class KubernetesHarness:
             if value is not None
         }
         body = {"metadata": {"name": quota.name}, "spec": {"hard": hard}}
-        if exists:
-            self.core.patch_namespaced_resource_quota(quota.name, namespace, body, field_manager=by)
-        else:
-            self.core.create_namespaced_resource_quota(namespace, body, field_manager=by)
+        with client.ApiClient(self._configuration(user)) as api:
+            core = client.CoreV1Api(api)
+            if exists:
+                core.patch_namespaced_resource_quota(quota.name, namespace, body, field_manager=by)
+            else:
+                core.create_namespaced_resource_quota(namespace, body, field_manager=by)
 
     def install_queues(self) -> None:
         """Kueue's and Volcano's CRDs: the API server serves their objects from now on."""
@@ -483,28 +591,62 @@ class KubernetesHarness:
             self.server.resources[resource] = kmock.ResourceInfo(namespaced=False)
 
     def play_kueue(
-        self, cluster_queue: str, gpus: int, *, borrowing_limit: int | None = 0, cohort: str = ""
+        self,
+        cluster_queue: str,
+        gpus: int,
+        *,
+        borrowing_limit: int | None = 0,
+        cohort: str = "",
+        by: str = "kubectl-create",
     ) -> None:
         """Kueue from now on, with one ClusterQueue of `gpus` GPUs nominal (one flavor,
         default-flavor; the recorded clusterqueue_team_a.json with its name, quota and cohort
-        set): a Job with the queue label is suspended and given a Workload, admitted while the
-        nominal quota holds it, and the ClusterQueue's and LocalQueues' status counts its
-        usage and pending workloads as Kueue's controllers do."""
+        set, created by the field manager `by`): a Job with the queue label is suspended and
+        given a Workload, admitted while the nominal quota holds it, and the ClusterQueue's
+        and LocalQueues' status counts its usage and pending workloads as Kueue's
+        controllers do."""
         document = json.loads((RECORDED / "clusterqueue_team_a.json").read_text())
         document["metadata"] = {"name": cluster_queue}
-        gpu_quota: dict[str, Any] = {"name": GPU, "nominalQuota": str(gpus)}
-        if borrowing_limit is not None:
-            gpu_quota["borrowingLimit"] = str(borrowing_limit)
         document["spec"]["cohort"] = cohort
-        document["spec"]["resourceGroups"] = [
-            {
-                "coveredResources": [GPU],
-                "flavors": [{"name": "default-flavor", "resources": [gpu_quota]}],
-            }
-        ]
+        document["spec"]["resourceGroups"] = _resource_groups(gpus, borrowing_limit)
         document["status"] = {}
-        self.custom.create_cluster_custom_object(*KUEUE, "clusterqueues", document)
+        self.custom.create_cluster_custom_object(
+            *KUEUE, "clusterqueues", document, field_manager=by
+        )
         self._kueue = (cluster_queue, gpus)
+
+    def set_cluster_queue_quota(
+        self,
+        cluster_queue: str,
+        gpus: int,
+        *,
+        borrowing_limit: int | None = None,
+        by: str = "kubectl-edit",
+        user: str | None = None,
+    ) -> None:
+        """`by` (its field manager) rewrites the ClusterQueue's resourceGroups to `gpus` GPUs
+        nominal, as `user` where named (with an administrator's token of that user's, else
+        without a token), and Kueue admits by the new quota from now on."""
+        with client.ApiClient(self._configuration(user)) as api:
+            client.CustomObjectsApi(api).patch_cluster_custom_object(
+                *KUEUE,
+                "clusterqueues",
+                cluster_queue,
+                {"spec": {"resourceGroups": _resource_groups(gpus, borrowing_limit)}},
+                field_manager=by,
+            )
+        if self._kueue is not None and self._kueue[0] == cluster_queue:
+            self._kueue = (cluster_queue, gpus)
+
+    def _configuration(self, user: str | None) -> client.Configuration:
+        configuration = client.Configuration()
+        configuration.host = self.url
+        if user is not None:
+            token = secrets.token_urlsafe(24)
+            self.server.tokens[token], self.server.users[token] = None, user
+            configuration.api_key = {"authorization": token}
+            configuration.api_key_prefix = {"authorization": "Bearer"}
+        return configuration
 
     def play_volcano_queue(
         self, name: str, *, weight: int, deserved: int, capability: int, state: str = "Open"

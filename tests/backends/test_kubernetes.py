@@ -571,3 +571,19 @@ def test_who_last_changed_a_tenants_quota_reads_from_its_managed_fields(
         (lowered.replace(microsecond=0), "ops-carol", subject, "requests.nvidia.com/gpu=4"),
     ]
     assert k8s.backend.quota_changes(before, lowered) == changes[:1]
+
+
+def test_a_write_read_again_after_another_manager_took_some_of_its_limits_is_one_change(
+    k8s: KubernetesHarness,
+) -> None:
+    before = k8s.clock.now()
+    k8s.set_quota("research", gpus=8, jobs=10, by="kubectl-create")
+    [created] = k8s.backend.quota_changes(before, before + timedelta(seconds=1))
+    k8s.clock.advance(60)
+    k8s.set_quota("research", gpus=4, by="ops-carol")
+
+    again, lowered = k8s.backend.quota_changes(before, k8s.clock.now() + timedelta(seconds=1))
+
+    assert created.change == "count/jobs.batch=10 requests.nvidia.com/gpu=8"  # spaces: as Slurm's
+    assert again == created  # its managedFields entry owns count/jobs.batch alone by now
+    assert (lowered.actor, lowered.change) == ("ops-carol", "requests.nvidia.com/gpu=4")

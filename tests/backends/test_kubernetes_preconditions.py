@@ -1,5 +1,6 @@
 """What the Kubernetes backend needs to reach its API server is refused in one line naming the
-setting and the path: a kubeconfig (and its context), else the pod's service-account token."""
+setting and the path: a kubeconfig (and its context), else the pod's service-account token;
+and the API server's audit log where one is set."""
 
 from __future__ import annotations
 
@@ -49,3 +50,19 @@ def test_in_cluster_needs_the_service_account_token(tmp_path: Path) -> None:
     token.write_text("t")
     assert preconditions(KubernetesSettings(), in_pod, token) == []
     assert preconditions(KubernetesSettings(host="http://127.0.0.1:8001"), {}, token) == []
+
+
+def test_an_audit_log_set_must_be_readable_at_start(tmp_path: Path) -> None:
+    log = tmp_path / "audit.log"
+    settings = KubernetesSettings(host="http://127.0.0.1:8001", audit_log_path=log)
+
+    assert preconditions(settings) == [
+        f"controller.kubernetes.audit_log_path: no such file ({log})"
+    ]
+    log.mkdir()
+    assert preconditions(settings) == [
+        f"controller.kubernetes.audit_log_path: cannot be read, Is a directory ({log})"
+    ]
+    log.rmdir()
+    log.write_text("")
+    assert preconditions(settings) == []

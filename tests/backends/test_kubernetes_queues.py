@@ -7,6 +7,8 @@ emulator, the harness playing Kueue and Volcano with their objects' shapes."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from datetime import timedelta
+from pathlib import Path
 
 import pytest
 
@@ -269,3 +271,95 @@ def test_a_volcano_queue_is_read_and_names_itself_in_the_hold(k8s: KubernetesHar
         "Queue research-q (Open, weight 2, 0 of 4 nvidia.com/gpu deserved allocated, "
         f"capability 8, 0 PodGroups pending, 0 running): PodGroup {group}: {GANG_NOT_READY}"
     )
+
+
+# --- who changed a ClusterQueue's quota --------------------------------------------------------
+
+
+def test_each_tenant_a_cluster_queue_serves_sees_who_last_set_its_gpu_quota_and_when(
+    k8s: KubernetesHarness,
+) -> None:
+    created = k8s.clock.now()
+    k8s.play_kueue("shared", gpus=8, borrowing_limit=2, cohort="gpus", by="kubectl-create")
+    k8s.add_local_queue("research", "team-a", "shared")
+    k8s.add_local_queue("prod", "team-b", "shared")
+    k8s.play_kueue("unserved", gpus=4, by="kubectl-create")  # no tenant's LocalQueue feeds it
+    k8s.clock.advance(60)
+    raised = k8s.clock.now()
+    k8s.set_cluster_queue_quota("shared", 12, borrowing_limit=4, by="ops-carol")
+    k8s.step()  # Kueue writes the ClusterQueue's status: its quota's manager stays
+    until = k8s.clock.now() + timedelta(seconds=1)
+
+    changes = k8s.backend.quota_changes(created, until)
+
+    words = (
+        "nominalQuota[default-flavor/nvidia.com/gpu]=12 "
+        "borrowingLimit[default-flavor/nvidia.com/gpu]=4"
+    )
+    assert [(c.at, c.actor, dict(c.subject), c.change, c.manager) for c in changes] == [
+        (raised, "ops-carol", {"tenant": "prod", "queue": "shared"}, words, None),
+        (raised, "ops-carol", {"tenant": "research", "queue": "shared"}, words, None),
+    ]
+    assert k8s.backend.quota_changes(created, raised) == []  # kubectl-create's is taken over
+
+
+def test_a_cluster_queue_created_in_the_period_is_a_change_by_its_creator(
+    k8s: KubernetesHarness,
+) -> None:
+    created = k8s.clock.now()
+    k8s.play_kueue("team-a", gpus=8, borrowing_limit=None, by="kubectl-create")
+    k8s.add_local_queue("research", "team-a", "team-a")
+
+    [change] = k8s.backend.quota_changes(created, created + timedelta(seconds=1))
+
+    assert (change.actor, change.change) == (
+        "kubectl-create",
+        "nominalQuota[default-flavor/nvidia.com/gpu]=8",
+    )
+
+
+def test_without_kueue_installed_no_cluster_queue_changes_and_resource_quotas_still_read() -> None:
+    with KubernetesHarness() as k8s:
+        since = k8s.clock.now()
+        k8s.set_quota("research", gpus=8, jobs=10, by="kubectl-create")
+
+        changes = k8s.backend.quota_changes(since, since + timedelta(seconds=1))
+
+    assert [c.change for c in changes] == ["count/jobs.batch=10 requests.nvidia.com/gpu=8"]
+
+
+def test_with_the_audit_log_read_a_change_is_the_audit_users_with_its_manager_beside(
+    tmp_path: Path,
+) -> None:
+    log = tmp_path / "audit.log"
+    log.touch()
+    with KubernetesHarness(overrides={"audit_log_path": log}) as k8s:
+        k8s.server.audit_log = log
+        k8s.install_queues()
+        since = k8s.clock.now()
+        k8s.play_kueue("team-a", gpus=8, by="kubectl-create")
+        k8s.add_local_queue("research", "team-a", "team-a")
+        k8s.clock.advance(30)
+        raised = k8s.clock.now()
+        k8s.set_cluster_queue_quota("team-a", 12, by="kubectl-edit", user="carol@example.com")
+        k8s.set_quota("research", gpus=4, by="kubectl-patch", user="dave@example.com")
+        k8s.step()
+
+        changes = k8s.backend.quota_changes(since, k8s.clock.now())
+
+    assert [(c.at, c.actor, c.manager, dict(c.subject), c.change) for c in changes] == [
+        (
+            raised,
+            "dave@example.com",
+            "kubectl-patch",
+            {"tenant": "research", "quota": "research-quota"},
+            "requests.nvidia.com/gpu=4",
+        ),
+        (
+            raised,
+            "carol@example.com",
+            "kubectl-edit",
+            {"tenant": "research", "queue": "team-a"},
+            "nominalQuota[default-flavor/nvidia.com/gpu]=12",
+        ),
+    ]

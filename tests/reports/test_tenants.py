@@ -219,3 +219,62 @@ def test_the_tenants_record_in_chinese_and_json():
     assert [c["subject"] for c in data["other_changes"]] == [{"qos": "low"}]
     # the same inputs render the same bytes
     assert render_daily(build_daily(inputs), "zh-CN") == zh
+
+
+def test_each_limit_of_a_change_of_several_has_its_own_value_before():
+    quota = {"tenant": "research", "quota": "research-quota"}
+    queue = {"tenant": "research", "queue": "team-a"}
+    created = _change(
+        at(9), "kubectl-create", "count/jobs.batch=10 requests.nvidia.com/gpu=8", **quota
+    )
+    lowered = _change(at(11), "ops-carol", "requests.nvidia.com/gpu=4", **quota)
+    raised = _change(at(12), "ops-carol", "count/jobs.batch=20 requests.nvidia.com/gpu=6", **quota)
+    queued = _change(at(9), "kubectl-create", "nominalQuota[h200/nvidia.com/gpu]=8", **queue)
+    borrowing = replace(
+        _change(
+            at(13),
+            "alice@example.com",
+            "nominalQuota[h200/nvidia.com/gpu]=12 borrowingLimit[h200/nvidia.com/gpu]=4",
+            **queue,
+        ),
+        detail={
+            "action": QUOTA_CHANGED,
+            "change": "nominalQuota[h200/nvidia.com/gpu]=12 borrowingLimit[h200/nvidia.com/gpu]=4",
+            "manager": "kubectl-edit",
+        },
+    )
+    changes = [created, queued, lowered, raised, borrowing]
+    inputs = _inputs()
+    inputs = replace(
+        inputs,
+        data=replace(inputs.data, interventions=changes),
+        soak=replace(inputs.soak, interventions=changes),
+    )
+
+    report = build_daily(inputs)
+
+    data = json.loads(render_daily(report, "en").json)["tenants"]
+    research = next(t for t in data["tenants"] if t["tenant"] == "research")
+    assert [(c["by"], c["manager"], c["before"], c["after"]) for c in research["changes"]] == [
+        ("kubectl-create", None, None, "count/jobs.batch=10 requests.nvidia.com/gpu=8"),
+        ("kubectl-create", None, None, "nominalQuota[h200/nvidia.com/gpu]=8"),
+        ("ops-carol", None, "requests.nvidia.com/gpu=8", "requests.nvidia.com/gpu=4"),
+        (
+            "ops-carol",
+            None,
+            "count/jobs.batch=10 requests.nvidia.com/gpu=4",
+            "count/jobs.batch=20 requests.nvidia.com/gpu=6",
+        ),
+        (
+            "alice@example.com",
+            "kubectl-edit",
+            "nominalQuota[h200/nvidia.com/gpu]=8",
+            "nominalQuota[h200/nvidia.com/gpu]=12 borrowingLimit[h200/nvidia.com/gpu]=4",
+        ),
+    ]
+    en, zh = render_daily(report, "en").markdown, render_daily(report, "zh-CN").markdown
+    assert (
+        "| 2026-12-01 13:00 | queue=team-a, tenant=research | alice@example.com (with kubectl-edit)"
+        " | nominalQuota[h200/nvidia.com/gpu]=8 |"
+    ) in en
+    assert "| alice@example.com（通过 kubectl-edit） | nominalQuota[h200/nvidia.com/gpu]=8 |" in zh

@@ -34,6 +34,7 @@ from observer.backends.base import (
     with_guarantees,
 )
 from observer.backends.kubernetes import isolation
+from observer.backends.kubernetes.audit import AuditLog, AuditWrite
 from observer.backends.kubernetes.client import Apis, ApiStatusError, api, observer_configuration
 from observer.backends.kubernetes.manifests import (
     SERVICE_LABEL,
@@ -49,6 +50,7 @@ from observer.backends.kubernetes.status import (
     EventReader,
     PodsByJob,
     QueueHold,
+    cluster_queue_changes,
     cluster_queue_quota,
     controller_of,
     creation_then_name,
@@ -121,6 +123,12 @@ class KubernetesBackend:
         self._core, self._batch, self._custom = self._apis.core, self._apis.batch, self._apis.custom
         self._apps = self._apis.apps
         self._cancelled: OrderedDict[str, JobStatus] = OrderedDict()
+        # (subject, manager, time) -> the change as first read
+        self._read_changes: dict[
+            tuple[tuple[tuple[str, str], ...], str, datetime], QuotaChange
+        ] = {}
+        path = settings.audit_log_path
+        self._audit = AuditLog(path) if path is not None else None
 
     def close(self) -> None:
         self._apis.close()
@@ -303,17 +311,49 @@ class KubernetesBackend:
         )
 
     def quota_changes(self, since: datetime, until: datetime) -> list[QuotaChange]:
-        # Each manager's latest write of each tenant namespace's ResourceQuotas: the API
-        # server keeps no history, so a manager that changed one twice in a period shows
-        # its last change.
+        # Each manager's latest write of each tenant namespace's ResourceQuotas and of the
+        # ClusterQueues their LocalQueues feed: the API server keeps no history, so a manager
+        # that changed one twice in a period shows its last change. The audit log, where it
+        # is read, names the user behind each write.
+        writes = self._audit.writes(since) if self._audit else None
+
+        def of(resource: str, namespace: str, name: str) -> list[AuditWrite]:
+            return [
+                w
+                for w in writes or ()
+                if (w.resource, w.namespace, w.name) == (resource, namespace, name)
+            ]
+
         changes: list[QuotaChange] = []
         for namespace in self._settings.namespaces:
             with api(f"list resource quotas in {namespace}"):
                 quotas = self._core.list_namespaced_resource_quota(
                     namespace, _request_timeout=self._timeout
                 ).items
-            changes += [c for q in quotas for c in quota_changes(q) if since <= c.at < until]
-        return sorted(changes, key=lambda c: c.at)
+            for quota in quotas:
+                mine = of("resourcequotas", namespace, object_name(quota.metadata))
+                changes += quota_changes(quota, mine)
+        reads = _QueueReads(self._list_custom)
+        local_queues = reads.local_queues(self._settings.namespaces)
+        for queue in reads.objects(CLUSTER_QUEUES, None):
+            name = str(queue["metadata"]["name"])
+            tenants = sorted({q.namespace for q in local_queues if q.cluster_queue == name})
+            mine = of("clusterqueues", "", name)
+            changes += cluster_queue_changes(queue, tenants, self._gpu, mine)
+        return self._as_first_read([c for c in changes if since <= c.at < until], since)
+
+    def _as_first_read(self, changes: list[QuotaChange], since: datetime) -> list[QuotaChange]:
+        """Each write as it was first read: read again, a manager's entry shows only the limits
+        it still owns (another may have taken some over since), yet it is the same change;
+        those before `since` are forgotten."""
+        self._read_changes = {k: c for k, c in self._read_changes.items() if c.at >= since}
+        first = [
+            self._read_changes.setdefault(
+                (tuple(sorted(c.subject.items())), c.manager or c.actor, c.at), c
+            )
+            for c in changes
+        ]
+        return sorted(first, key=lambda c: c.at)
 
     def probe_isolation(self, as_tenant: str, other_tenant: str) -> list[AccessAttempt]:
         return isolation.probe(self._settings, as_tenant, other_tenant)

@@ -31,13 +31,15 @@ _Logged = TypeVar("_Logged", StoredQueueSample, StoredNodeChange)
 @dataclass(frozen=True, slots=True)
 class QuotaChangeItem:
     """One limit change the platform recorded; `before`: the previous value of each limit it
-    sets, for the same subject, in the soak (None: none recorded since the soak began)."""
+    sets, for the same subject, in the soak (None: none recorded since the soak began);
+    `manager`: the program `by` made it with, where the platform names both."""
 
     at: datetime
     by: str
     subject: Mapping[str, str]
     before: str | None
     after: str
+    manager: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,7 +140,9 @@ def tenant_figures(
 
 def _with_before(changes: Sequence[StoredIntervention]) -> list[QuotaChangeItem]:
     """Each change with the previous value of each limit it sets, for the same subject, in
-    the platform's words ("GrpTRES=gres/gpu=3" before "GrpTRES=gres/gpu=2")."""
+    the platform's words ("GrpTRES=gres/gpu=3" before "GrpTRES=gres/gpu=2"): a change is
+    `limit=value` words separated by spaces (QuotaChange), the limit named before the first
+    "=" (a Slurm QOS list's `QOS+=` and `QOS-=` as `QOS`)."""
     last: dict[tuple[tuple[tuple[str, str], ...], str], str] = {}
     items = []
     for change in changes:
@@ -146,8 +150,16 @@ def _with_before(changes: Sequence[StoredIntervention]) -> list[QuotaChangeItem]
         after = str(change.detail.get("change", change.reason))
         limits = [(part.split("=", 1)[0].rstrip("+-"), part) for part in after.split()]
         before = [last[key, name] for name, _ in limits if (key, name) in last]
+        manager = change.detail.get("manager")
         items.append(
-            QuotaChangeItem(change.at, change.by, change.subject, " ".join(before) or None, after)
+            QuotaChangeItem(
+                change.at,
+                change.by,
+                change.subject,
+                " ".join(before) or None,
+                after,
+                str(manager) if manager else None,
+            )
         )
         last.update(((key, name), part) for name, part in limits)
     return items

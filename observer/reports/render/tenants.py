@@ -61,7 +61,7 @@ def tenant_blocks(figures: TenantFigures, w: Words) -> list[Block]:
                     [
                         w.instant(c.at),
                         _subject(c.subject),
-                        c.by or w("word.unknown"),
+                        _by(c, w),
                         c.before or w("word.not_recorded"),
                         c.after,
                     ]
@@ -141,6 +141,14 @@ def _quota_at_start(change: QuotaChangeItem | None, w: Words) -> str:
     if change is None:
         return w("word.not_recorded")
     return w("cell.quota_since", change=change.after, at=change.at.isoformat(), by=change.by)
+
+
+def _by(change: QuotaChangeItem, w: Words) -> str:
+    if not change.by:
+        return w("word.unknown")
+    if change.manager is None:
+        return change.by
+    return w("cell.changed_by_with", actor=change.by, manager=change.manager)
 
 
 def _longest(attempts: tuple[OverQuotaAttempt, ...], w: Words) -> str:
