@@ -278,3 +278,30 @@ def test_each_limit_of_a_change_of_several_has_its_own_value_before():
         " | nominalQuota[h200/nvidia.com/gpu]=8 |"
     ) in en
     assert "| alice@example.com（通过 kubectl-edit） | nominalQuota[h200/nvidia.com/gpu]=8 |" in zh
+
+
+def test_the_quota_as_the_day_began_is_each_of_the_tenants_quotas_and_queues_last_change():
+    quota = {"tenant": "research", "quota": "research-quota"}
+    queue = {"tenant": "research", "queue": "team-a"}
+    night = YESTERDAY.start + timedelta(hours=15)
+    changes = [
+        _change(night, "kubectl-create", "requests.nvidia.com/gpu=8", **quota),
+        _change(night + timedelta(hours=1), "ops-carol", "requests.nvidia.com/gpu=6", **quota),
+        _change(night, "kueue-admin", "nominalQuota[h200/nvidia.com/gpu]=4", **queue),
+        _change(night, "root", "MaxTRES=gres/gpu=1", tenant="research", user="alice"),
+    ]
+    inputs = _inputs()
+    inputs = replace(inputs, data=replace(inputs.data, interventions=[]))
+    inputs = replace(inputs, soak=replace(inputs.soak, interventions=changes))
+
+    report = render_daily(build_daily(inputs), "en")
+
+    research = next(
+        row
+        for row in _section(report.markdown, "## Tenants, queues and quotas")
+        if "research" in row
+    )
+    assert research.split(" | ")[3] == (
+        "nominalQuota[h200/nvidia.com/gpu]=4 (since 2026-11-30 15:00, by kueue-admin); "
+        "requests.nvidia.com/gpu=6 (since 2026-11-30 16:00, by ops-carol)"
+    )

@@ -79,7 +79,8 @@ class TenantRecord:
     tenant: str
     weight: float | None  # None: a tenant the settings do not name
     quota_gpus: int | None  # as configured
-    quota_at_start: QuotaChangeItem | None  # the last change recorded before the day
+    # per limit holder (a quota, a queue) of the tenant's own, its last change before the day
+    quota_at_start: tuple[QuotaChangeItem, ...]
     changes: tuple[QuotaChangeItem, ...]
     attempts: tuple[OverQuotaAttempt, ...]
     windows: tuple[WindowShare, ...]
@@ -115,15 +116,18 @@ def tenant_figures(
     records = []
     for name in names:
         terms = context.tenants.get(name)
-        mine = [c for c in items if c.subject == {"tenant": name}]
-        before = [c for c in mine if c.at < start]
+        before = {
+            tuple(sorted(c.subject.items())): c
+            for c in items
+            if c.at < start and c.subject.get("tenant") == name and "user" not in c.subject
+        }
         waits = figures.all_jobs.waits_by_tenant if figures.all_jobs else {}
         records.append(
             TenantRecord(
                 tenant=name,
                 weight=terms.weight if terms else None,
                 quota_gpus=terms.quota_gpus if terms else None,
-                quota_at_start=before[-1] if before else None,
+                quota_at_start=tuple(before[key] for key in sorted(before)),
                 changes=tuple(c for c in todays if c.subject.get("tenant") == name),
                 attempts=tuple(a for a in attempts if a.tenant == name),
                 windows=tuple(s for tenant, s in windows if tenant == name),

@@ -137,10 +137,12 @@ def tenant_blocks(figures: TenantFigures, w: Words) -> list[Block]:
     ]
 
 
-def _quota_at_start(change: QuotaChangeItem | None, w: Words) -> str:
-    if change is None:
+def _quota_at_start(changes: tuple[QuotaChangeItem, ...], w: Words) -> str:
+    if not changes:
         return w("word.not_recorded")
-    return w("cell.quota_since", change=change.after, at=change.at.isoformat(), by=change.by)
+    return w("subject.separator").join(
+        w("cell.quota_since", change=c.after, at=c.at.isoformat(), by=_by(c, w)) for c in changes
+    )
 
 
 def _by(change: QuotaChangeItem, w: Words) -> str:
