@@ -1,7 +1,7 @@
 """The controller's reading of the fleet: every agent's snapshot, its node-local findings
 stored, its GPUs sampled into the store (each with the tenant whose job held it and what
-kind of task that was, where the scheduler names the job), and an agent that cannot be read recorded as the observer's own
-blind spot (a condition), never as silence."""
+kind of task that was, where the scheduler names the job), and an agent that cannot be read
+recorded as the observer's own blind spot (a condition), never as silence."""
 
 from __future__ import annotations
 
