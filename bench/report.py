@@ -57,7 +57,7 @@ from observer.domain import (
     Severity,
 )
 from observer.logs import configure_logging
-from observer.records import StoredAlert, StoredIntervention
+from observer.records import TENANT_JOB, StoredAlert, StoredIntervention
 from observer.reports.publish import write_daily, write_verdict
 from observer.settings import Settings
 from observer.storage import store as store_module
@@ -66,7 +66,7 @@ from observer.storage.store import Store
 from observer.storage.tables import (
     gpu_minutes_table,
     gpu_node_hours_table,
-    gpu_tenant_hours_table,
+    gpu_task_hours_table,
     node_states_table,
     queue_samples_table,
 )
@@ -82,6 +82,8 @@ PROBES = (  # probe, expectation, how it ends
     ("log-canary", Expectation.SUCCEED, None),
     ("multi-gpu", Expectation.SUCCEED, None),
 )
+# What held a busy GPU: mostly tenants' own jobs, now and then one of the observer's probes.
+TASKS = (TENANT_JOB, TENANT_JOB, TENANT_JOB, "gpu-busy")
 _SAMPLE_COLUMNS = (
     "node",
     "gpu_uuid",
@@ -93,6 +95,7 @@ _SAMPLE_COLUMNS = (
     "power_milliwatts",
     "process_count",
     "tenant",
+    "task",
 )
 
 
@@ -139,6 +142,7 @@ def _samples(
                     650_000 if busy else 90_000,
                     1 if busy else 0,
                     tenants[(n + at.hour) % len(tenants)] if busy else None,
+                    TASKS[(n + g + at.hour) % len(TASKS)] if busy else None,
                 )
         tick += step
 
@@ -300,21 +304,21 @@ def _migrate(url: str, revision: str) -> None:
 
 
 def _insert_counts(url: str, nodes: int, start: datetime, end: datetime, every: float) -> int:
-    """The per-minute, per-node-hour and per-tenant-hour counts of every GPU's sample every
-    `every` seconds, each GPU's utilisation constant for the hour; returns the samples
-    counted. Each agent's samples fall on one of the five minutes of every five (its clock's
-    offset)."""
+    """The per-minute, per-node-hour and per-tenant-and-task-hour counts of every GPU's
+    sample every `every` seconds, each GPU's utilisation constant for the hour; returns the
+    samples counted. Each agent's samples fall on one of the five minutes of every five (its
+    clock's offset)."""
     tenants = list(TENANTS)
     offsets = [n % 5 for n in range(nodes)]  # the minute of five each agent samples on
     per_hour = int(3600 // every)
     minutes: list[dict[str, Any]] = []
     node_hours: list[dict[str, Any]] = []
-    tenant_hours: list[dict[str, Any]] = []
+    task_hours: list[dict[str, Any]] = []
     counted = 0
     hour = start.astimezone(UTC)
     while hour < end:
         by_offset = [[0] * 101 for _ in range(5)]
-        by_tenant = {t: [0] * 101 for t in tenants}
+        by_task: dict[tuple[str, str], list[int]] = {}
         for n in range(nodes):
             tally = [0] * 101
             for g in range(GPUS_PER_NODE):
@@ -322,8 +326,10 @@ def _insert_counts(url: str, nodes: int, start: datetime, end: datetime, every: 
                 percent = (n * 13 + g * 29 + hour.hour * 7) % 101 if busy else 0
                 tally[percent] += per_hour
                 by_offset[offsets[n]][percent] += 1
-                if busy:
-                    by_tenant[tenants[(n + hour.hour) % len(tenants)]][percent] += per_hour
+                if busy:  # a tenant's own job, or now and then one of the observer's probes
+                    tenant = tenants[(n + hour.hour) % len(tenants)]
+                    task = TASKS[(n + g + hour.hour) % len(TASKS)]
+                    by_task.setdefault((tenant, task), [0] * 101)[percent] += per_hour
             unread = 1 if (n + hour.hour) % 97 == 0 else 0  # a rare failed read
             tally[0] -= unread
             counted += GPUS_PER_NODE * per_hour
@@ -333,8 +339,9 @@ def _insert_counts(url: str, nodes: int, start: datetime, end: datetime, every: 
         for minute in range(60):
             tally = by_offset[minute % 5]
             minutes.append({"minute": hour + timedelta(minutes=minute), **_percents(tally)})
-        tenant_hours += [
-            {"hour": hour, "tenant": t, **_percents(tally)} for t, tally in by_tenant.items()
+        task_hours += [
+            {"hour": hour, "tenant": t, "task": k, **_percents(tally)}
+            for (t, k), tally in by_task.items()
         ]
         hour += timedelta(hours=1)
     engine = sa.create_engine(url)
@@ -342,7 +349,7 @@ def _insert_counts(url: str, nodes: int, start: datetime, end: datetime, every: 
         for table, rows in (
             (gpu_minutes_table, minutes),
             (gpu_node_hours_table, node_hours),
-            (gpu_tenant_hours_table, tenant_hours),
+            (gpu_task_hours_table, task_hours),
         ):
             for at in range(0, len(rows), 50_000):
                 connection.execute(sa.insert(table), rows[at : at + 50_000])

@@ -17,6 +17,10 @@ from observer.domain import JobPhase, JsonValue, QueueState, SchedulerNode
 # NVML reports utilisation in whole percent; the rollups count samples per percent.
 UTILIZATION_PERCENTS = range(101)
 
+# What kind of task held a GPU, beside the probe names of the observer's own runs.
+TENANT_JOB = "job"  # a tenant's own job, not one of the observer's probes
+TASK_NOT_KNOWN = ""  # in the counts: held by a known tenant, but by which task is not known
+
 
 @dataclass(frozen=True, slots=True)
 class StoredGpuSample:
@@ -32,21 +36,27 @@ class StoredGpuSample:
     power_milliwatts: int | None = None
     process_count: int | None = None
     tenant: str | None = None  # whose job held the GPU, where the owner is known
+    # The probe's name for an observer's run, TENANT_JOB for a tenant's own; None when not
+    # known (nothing held it, the owner unknown, jobs of several tasks, stored before 0013).
+    task: str | None = None
 
 
 # Samples per utilisation percent, indexed by percent (readings outside 0..100 at the ends).
 Histogram = tuple[int, ...]
+# (tenant, task, samples per percent), for the samples attributed to a tenant.
+TenantTaskCounts = tuple[tuple[str, str, Histogram], ...]
 
 
 @dataclass(frozen=True, slots=True)
 class GpuSampleCounts:
     """A period's GPU samples counted in the database rather than read one by one: by UTC
-    minute, by node (with how many could not be read) and by tenant. A key may come more
-    than once (a period is counted in parts); its counts add up."""
+    minute, by node (with how many could not be read) and by tenant and task (TASK_NOT_KNOWN
+    where not known). A key may come more than once (a period is counted in parts); its
+    counts add up."""
 
     by_minute: tuple[tuple[datetime, Histogram], ...] = ()
     by_node: tuple[tuple[str, Histogram, int], ...] = ()
-    by_tenant: tuple[tuple[str, Histogram], ...] = ()
+    by_tenant_task: TenantTaskCounts = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -381,6 +381,7 @@ def compose(
         controller.nodes,
         controller.scheduler.get,
         cfg.gpu_sample_interval_seconds,
+        controller.runner.active,
     )
     lag = None
     if sources.prometheus is not None:

@@ -1,11 +1,11 @@
 """The controller's reading of the fleet: every agent's snapshot, its node-local findings
-stored, its GPUs sampled into the store (each with the tenant whose job held it, where the
-scheduler names the job), and an agent that cannot be read recorded as the observer's own
-blind spot (a condition), never as silence."""
+stored, its GPUs sampled into the store (each with the tenant whose job held it and what
+kind of task that was, where the scheduler names the job), and an agent that cannot be read
+recorded as the observer's own blind spot (a condition), never as silence."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime, timedelta
 from functools import partial
@@ -19,6 +19,7 @@ from observer.domain import (
     Finding,
     NodeSnapshot,
     OwnerKind,
+    ProbeRun,
     SchedulerSnapshot,
     Severity,
     Subject,
@@ -28,7 +29,7 @@ from observer.errors import BackendError, StoreError
 from observer.fleet.base import Fleet
 from observer.logs import get_logger
 from observer.metrics import ControllerMetrics
-from observer.records import StoredGpuSample
+from observer.records import TENANT_JOB, StoredGpuSample
 from observer.storage.store import Store
 from observer.storage.write_behind import WriteBehind
 
@@ -48,12 +49,14 @@ class FleetObserver:
         latest: Published[Mapping[str, NodeSnapshot]] | None = None,
         scheduler: Callable[[], SchedulerSnapshot | None] = lambda: None,
         sample_interval_seconds: float = 0.0,
+        runs: Callable[[], Sequence[ProbeRun]] = tuple,
     ) -> None:
         """`latest` gets every agent's last snapshot, by node, published after each read for
         the detectors that compare the scheduler's view with the nodes'. `scheduler` gives the
         latest scheduler snapshot (None before the first), whose jobs name the tenant of
         each GPU's processes. A GPU's sample is stored when this many seconds have passed
-        since its last stored one (0: every read)."""
+        since its last stored one (0: every read). `runs` gives the observer's active probe
+        runs, which name the probe of a job that carries their run id."""
         self._fleet = fleet
         self._store = store
         self._clock = clock
@@ -72,6 +75,11 @@ class FleetObserver:
         self._scheduler = scheduler
         self._sample_interval = timedelta(seconds=sample_interval_seconds)
         self._stored_at: dict[str, datetime] = {}  # GPU uuid -> its last stored sample's at
+        self._runs = runs
+        # Run id -> probe, kept while the scheduler shows the job: a run ends when its job
+        # does, and the job may hold its GPUs a while longer (Slurm's COMPLETING, a pod's
+        # grace period).
+        self._probes: dict[str, str] = {}
 
     def observe(self) -> list[Finding]:
         """Read every agent once; return the findings that opened or closed."""
@@ -104,9 +112,14 @@ class FleetObserver:
                 self._open[finding.key, finding.opened_at] = finding
             else:
                 self._open.pop((finding.key, finding.opened_at), None)
+        scheduler = self._scheduler()
         try:
             self._store.add_gpu_samples(
-                [s for s in _samples(snapshots, self._scheduler()) if self._sample_due(s)]
+                [
+                    s
+                    for s in _samples(snapshots, scheduler, self._known_probes(scheduler))
+                    if self._sample_due(s)
+                ]
             )
         except StoreError as exc:  # not kept: the store's outage is its own blind time
             _log.warning("GPU samples not stored", error=str(exc))
@@ -135,6 +148,12 @@ class FleetObserver:
                 if f.detector in node_leaks.DETECTORS | gpu_health.DETECTORS
             }
         return self._known
+
+    def _known_probes(self, scheduler: SchedulerSnapshot | None) -> Mapping[str, str]:
+        probes = {**self._probes, **{r.run_id: r.probe for r in self._runs()}}
+        jobs = {job.run_id for job in scheduler.jobs} if scheduler else set()
+        self._probes = {run: probe for run, probe in probes.items() if run in jobs}
+        return probes
 
     def _sample_due(self, sample: StoredGpuSample) -> bool:
         last = self._stored_at.get(sample.gpu_uuid)
@@ -177,43 +196,62 @@ def _unreachable(agent: str, error: str, grace: float) -> Symptom:
     )
 
 
-def gpu_tenants(snapshot: NodeSnapshot, tenants: Mapping[str, str]) -> dict[str, str]:
-    """GPU uuid -> the tenant whose job owns the GPU's processes, by `tenants` (owner id, as
-    in JobStatus.owner_ids -> tenant). A GPU whose known processes belong to several tenants
-    has none: it is shared."""
-    found: dict[str, set[str]] = {}
+def gpu_holders(
+    snapshot: NodeSnapshot, holders: Mapping[str, tuple[str, str | None]]
+) -> dict[str, tuple[str, str | None]]:
+    """GPU uuid -> (tenant, task) of the job that owns the GPU's processes, by `holders`
+    (owner id, as in JobStatus.owner_ids -> its job's tenant and task). A GPU whose known
+    processes belong to several tenants has none: it is shared; to one tenant's jobs of
+    several tasks, no task."""
+    found: dict[str, set[tuple[str, str | None]]] = {}
     for process in snapshot.processes:
         named = process.owner.kind is not OwnerKind.NONE
-        tenant = tenants.get(process.owner.id) if named else None
-        if tenant is not None:
-            found.setdefault(process.gpu_uuid, set()).add(tenant)
-    return {uuid: next(iter(names)) for uuid, names in found.items() if len(names) == 1}
+        holder = holders.get(process.owner.id) if named else None
+        if holder is not None:
+            found.setdefault(process.gpu_uuid, set()).add(holder)
+    held = {}
+    for uuid, pairs in found.items():
+        tenants = {tenant for tenant, _ in pairs}
+        if len(tenants) == 1:
+            tasks = {task for _, task in pairs}
+            held[uuid] = (tenants.pop(), tasks.pop() if len(tasks) == 1 else None)
+    return held
+
+
+def _task(run_id: str | None, probes: Mapping[str, str]) -> str | None:
+    """A probe's name for one of the observer's runs (None when the controller no longer
+    knows the run: it ended before a restart), TENANT_JOB for a tenant's own job."""
+    return TENANT_JOB if run_id is None else probes.get(run_id)
 
 
 def _samples(
-    snapshots: list[NodeSnapshot], scheduler: SchedulerSnapshot | None
+    snapshots: list[NodeSnapshot], scheduler: SchedulerSnapshot | None, probes: Mapping[str, str]
 ) -> list[StoredGpuSample]:
     jobs = scheduler.jobs if scheduler else ()
-    tenants = {owner: job.tenant for job in jobs for owner in job.owner_ids}
+    holders = {
+        owner: (job.tenant, _task(job.run_id, probes)) for job in jobs for owner in job.owner_ids
+    }
     samples = []
     for snap in snapshots:
-        held = gpu_tenants(snap, tenants)
-        samples += [
-            StoredGpuSample(
-                node=snap.node,
-                gpu_uuid=gpu.identity.uuid,
-                gpu_index=gpu.index,
-                at=gpu.sample.at,
-                utilization_gpu_percent=gpu.sample.utilization_gpu_percent,
-                memory_used_bytes=gpu.sample.memory_used_bytes,
-                memory_total_bytes=gpu.sample.memory_total_bytes,
-                power_milliwatts=gpu.sample.power_milliwatts,
-                process_count=(
-                    len(gpu.sample.processes) if gpu.sample.processes is not None else None
-                ),
-                tenant=held.get(gpu.identity.uuid),
+        held = gpu_holders(snap, holders)
+        for gpu in snap.gpus:
+            if gpu.identity is None or gpu.sample is None:
+                continue
+            tenant, task = held.get(gpu.identity.uuid, (None, None))
+            processes = gpu.sample.processes
+            samples.append(
+                StoredGpuSample(
+                    node=snap.node,
+                    gpu_uuid=gpu.identity.uuid,
+                    gpu_index=gpu.index,
+                    at=gpu.sample.at,
+                    utilization_gpu_percent=gpu.sample.utilization_gpu_percent,
+                    memory_used_bytes=gpu.sample.memory_used_bytes,
+                    memory_total_bytes=gpu.sample.memory_total_bytes,
+                    power_milliwatts=gpu.sample.power_milliwatts,
+                    process_count=len(processes) if processes is not None else None,
+                    tenant=tenant,
+                    task=task,
+                )
             )
-            for gpu in snap.gpus
-            if gpu.identity is not None and gpu.sample is not None
-        ]
     return samples

@@ -106,6 +106,27 @@ def occurrences(
     return found
 
 
+def parts_in(
+    calendar: Calendar, window_name: str, since: datetime, until: datetime
+) -> list[Occurrence]:
+    """The named window's occurrences that overlap [since, until), each cut to it, oldest
+    first: together they hold every instant of the period the window contains."""
+    window = _window(calendar, window_name)
+    tz = calendar.timezone
+    day = since.astimezone(tz).date() - timedelta(days=1)  # one run past midnight into it
+    last = until.astimezone(tz).date()
+    parts = []
+    while day <= last:
+        occurrence = _on(calendar, window, day)
+        if occurrence is not None:
+            start = max(_utc(occurrence.start), _utc(since))
+            end = min(_utc(occurrence.end), _utc(until))
+            if start < end:
+                parts.append(Occurrence(window.name, start.astimezone(tz), end.astimezone(tz)))
+        day += timedelta(days=1)
+    return parts
+
+
 def _window(calendar: Calendar, name: str) -> Window:
     for window in calendar.windows:
         if window.name == name:

@@ -12,8 +12,8 @@ from zoneinfo import ZoneInfo
 
 from observer.domain import Behaviour
 from observer.errors import ReportError
-from observer.probes.windows import Calendar, Window, parse_days
-from observer.records import StoredNodeChange, StoredQueueSample, job_slot
+from observer.probes.windows import Calendar, Window, parse_days, parts_in
+from observer.records import StoredNodeChange, StoredQueueSample, TenantTaskCounts, job_slot
 from observer.reports.build.criteria import VerdictRules
 from observer.reports.build.daily import DailyInputs
 from observer.reports.build.data import (
@@ -143,11 +143,29 @@ def _gpu(store: Store, context: ReportContext, period: Period) -> GpuUsage:
         **store.first_pools(period.start, period.end),
         **{n.name: n.pool for n in store.node_states(period.end)},
     }
-    if counts_are_exact(context.calendar):
+    calendar = context.calendar
+    if counts_are_exact(calendar):
         counts = store.gpu_sample_counts(period.start, period.end)
-        return gpu_usage_of_counts(counts, pools, context.calendar)
+        windows = window_task_counts(store, calendar, period)
+        return gpu_usage_of_counts(counts, pools, calendar, windows)
     samples = store.gpu_samples(None, period.start, period.end)
-    return gpu_usage(samples, pools, context.calendar)
+    return gpu_usage(samples, pools, calendar)
+
+
+def window_task_counts(
+    store: Store, calendar: Calendar, period: Period
+) -> dict[str, TenantTaskCounts]:
+    """Each window's samples in `period` by tenant and task. A window may begin inside a UTC
+    hour (09:30, or a zone half an hour off UTC), so each of its parts is counted on its own:
+    whole hours from the counts, the minutes at its ends from the samples."""
+    return {
+        w.name: tuple(
+            counted
+            for part in parts_in(calendar, w.name, period.start, period.end)
+            for counted in store.gpu_task_counts(part.start, part.end)
+        )
+        for w in calendar.windows
+    }
 
 
 def gpu_by_day(store: Store, context: ReportContext, soak: Period) -> dict[date, GpuUsage]:

@@ -1,6 +1,6 @@
 """GPU samples and their rollups: each batch of samples is stored and added, in the same
-transaction, to per-minute, per-node-hour and per-tenant-hour counts, which reports read
-instead of a day of samples."""
+transaction, to per-minute, per-node-hour and per-tenant-and-task-hour counts, which reports
+read instead of a day of samples."""
 
 from __future__ import annotations
 
@@ -10,14 +10,20 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from observer.records import UTILIZATION_PERCENTS, GpuSampleCounts, StoredGpuSample
+from observer.records import (
+    TASK_NOT_KNOWN,
+    UTILIZATION_PERCENTS,
+    GpuSampleCounts,
+    StoredGpuSample,
+    TenantTaskCounts,
+)
 from observer.storage.database import Repository, upsert
 from observer.storage.mapping import RowMapping, instant
 from observer.storage.tables import (
     gpu_minutes_table,
     gpu_node_hours_table,
     gpu_samples_table,
-    gpu_tenant_hours_table,
+    gpu_task_hours_table,
 )
 
 _SAMPLE = RowMapping(StoredGpuSample, gpu_samples_table)
@@ -68,8 +74,22 @@ class GpuSamplesRepository(Repository):
         return GpuSampleCounts(
             tuple(m for part in parts for m in part.by_minute),
             tuple(n for part in parts for n in part.by_node),
-            tuple(t for part in parts for t in part.by_tenant),
+            tuple(t for part in parts for t in part.by_tenant_task),
         )
+
+    def gpu_task_counts(self, since: datetime, until: datetime) -> TenantTaskCounts:
+        """The samples of [since, until) attributed to a tenant, counted by tenant and task
+        as gpu_sample_counts counts them (whole UTC hours from the counts, the ends from the
+        samples): a window's, which may begin and end inside an hour."""
+        first, last = _hour_after(since), _hour_of(until)
+        with self._errors("counting GPU samples"), self._engine.connect() as connection:
+            if first >= last:
+                return _count_tasks(connection, since, until)
+            return (
+                _count_tasks(connection, since, first)
+                + _read_tasks(connection, first, last)
+                + _count_tasks(connection, last, until)
+            )
 
 
 def _hour_of(at: datetime) -> datetime:
@@ -91,10 +111,10 @@ def _at_percent(percent: int) -> int:
 
 
 def _add_counts(connection: sa.Connection, rows: Sequence[Mapping[str, Any]]) -> None:
-    """Add sample rows to the per-minute, per-node-hour and per-tenant-hour counts."""
+    """Add sample rows to the per-minute, per-node-hour and per-tenant-and-task-hour counts."""
     minutes: dict[datetime, list[int]] = {}
     nodes: dict[tuple[datetime, str], list[int]] = {}  # [unread, p0, ..., p100]
-    tenants: dict[tuple[datetime, str], list[int]] = {}
+    tasks: dict[tuple[datetime, str, str], list[int]] = {}
     starts: dict[datetime, datetime] = {}  # a node's GPUs share their instant
     for row in rows:
         at = row["at"]
@@ -115,9 +135,10 @@ def _add_counts(connection: sa.Connection, rows: Sequence[Mapping[str, Any]]) ->
             tally = minutes[minute] = _tally()
         tally[percent] += 1
         if row["tenant"] is not None:
-            tally = tenants.get((hour, row["tenant"]))
+            key = (hour, row["tenant"], row["task"] or TASK_NOT_KNOWN)
+            tally = tasks.get(key)
             if tally is None:
-                tally = tenants[hour, row["tenant"]] = _tally()
+                tally = tasks[key] = _tally()
             tally[percent] += 1
     _add_to(
         connection,
@@ -134,10 +155,10 @@ def _add_counts(connection: sa.Connection, rows: Sequence[Mapping[str, Any]]) ->
     )
     _add_to(
         connection,
-        gpu_tenant_hours_table,
+        gpu_task_hours_table,
         [
-            {"hour": h, "tenant": n, **dict(zip(_PERCENTS, t, strict=True))}
-            for (h, n), t in tenants.items()
+            {"hour": h, "tenant": n, "task": k, **dict(zip(_PERCENTS, t, strict=True))}
+            for (h, n, k), t in tasks.items()
         ],
     )
 
@@ -152,31 +173,39 @@ def _add_to(connection: sa.Connection, table: sa.Table, rows: list[dict[str, Any
 
 def _read_counts(connection: sa.Connection, since: datetime, until: datetime) -> GpuSampleCounts:
     """The counts kept as samples were stored, of the whole UTC hours [since, until)."""
-    m, n, t = gpu_minutes_table, gpu_node_hours_table, gpu_tenant_hours_table
-
-    def sums(table: sa.Table) -> list[sa.ColumnElement[Any]]:
-        return [sa.func.sum(table.c[p]) for p in _PERCENTS]
+    m, n = gpu_minutes_table, gpu_node_hours_table
 
     minutes = connection.execute(
         sa.select(m).where(m.c.minute >= since, m.c.minute < until).order_by(m.c.minute)
     )
     nodes = connection.execute(
-        sa.select(n.c.node, sa.func.sum(n.c.unread), *sums(n))
+        sa.select(n.c.node, sa.func.sum(n.c.unread), *_sums(n))
         .where(n.c.hour >= since, n.c.hour < until)
         .group_by(n.c.node)
         .order_by(n.c.node)
     )
-    tenants = connection.execute(
-        sa.select(t.c.tenant, *sums(t))
-        .where(t.c.hour >= since, t.c.hour < until)
-        .group_by(t.c.tenant)
-        .order_by(t.c.tenant)
-    )
     return GpuSampleCounts(
         tuple((row[0], tuple(row[1:])) for row in minutes),
         tuple((row[0], tuple(row[2:]), row[1]) for row in nodes),
-        tuple((row[0], tuple(row[1:])) for row in tenants),
+        _read_tasks(connection, since, until),
     )
+
+
+def _read_tasks(connection: sa.Connection, since: datetime, until: datetime) -> TenantTaskCounts:
+    """The per-tenant-and-task counts kept as samples were stored, of the whole UTC hours
+    [since, until)."""
+    t = gpu_task_hours_table
+    rows = connection.execute(
+        sa.select(t.c.tenant, t.c.task, *_sums(t))
+        .where(t.c.hour >= since, t.c.hour < until)
+        .group_by(t.c.tenant, t.c.task)
+        .order_by(t.c.tenant, t.c.task)
+    )
+    return tuple((row[0], row[1], tuple(row[2:])) for row in rows)
+
+
+def _sums(table: sa.Table) -> list[sa.ColumnElement[Any]]:
+    return [sa.func.sum(table.c[p]) for p in _PERCENTS]
 
 
 def _count_samples(connection: sa.Connection, since: datetime, until: datetime) -> GpuSampleCounts:
@@ -202,18 +231,27 @@ def _count_samples(connection: sa.Connection, since: datetime, until: datetime) 
     ):
         tally = nodes.setdefault(node, [0, *_tally()])
         tally[0 if p is None else 1 + _at_percent(p)] += k
-    tenants: dict[str, list[int]] = {}
-    for tenant, p, k in connection.execute(
-        sa.select(t.c.tenant, percent, count)
-        .where(*period, percent.is_not(None), t.c.tenant.is_not(None))
-        .group_by(t.c.tenant, percent)
-    ):
-        tenants.setdefault(tenant, _tally())[_at_percent(p)] += k
     return GpuSampleCounts(
         tuple((instant(m), tuple(c)) for m, c in minutes.items()),
         tuple((node, tuple(c[1:]), c[0]) for node, c in nodes.items()),
-        tuple((tenant, tuple(c)) for tenant, c in tenants.items()),
+        _count_tasks(connection, since, until),
     )
+
+
+def _count_tasks(connection: sa.Connection, since: datetime, until: datetime) -> TenantTaskCounts:
+    """Samples taken in [since, until) attributed to a tenant, counted by tenant and task
+    from the samples themselves."""
+    t = gpu_samples_table
+    percent = t.c.utilization_gpu_percent
+    task = sa.func.coalesce(t.c.task, TASK_NOT_KNOWN)
+    tasks: dict[tuple[str, str], list[int]] = {}
+    for tenant, k, p, n in connection.execute(
+        sa.select(t.c.tenant, task, percent, sa.func.count())
+        .where(t.c.at >= since, t.c.at < until, percent.is_not(None), t.c.tenant.is_not(None))
+        .group_by(t.c.tenant, task, percent)
+    ):
+        tasks.setdefault((tenant, k), _tally())[_at_percent(p)] += n
+    return tuple((tenant, k, tuple(c)) for (tenant, k), c in tasks.items())
 
 
 def _minute(connection: sa.Connection, at: sa.ColumnElement[Any]) -> sa.ColumnElement[Any]:

@@ -86,6 +86,7 @@ class GpuSampleRow(_Table, table=True):
     power_milliwatts: int | None = Field(default=None, sa_type=sa.BigInteger)
     process_count: int | None = None
     tenant: str | None = None  # whose job held the GPU, where the owner is known
+    task: str | None = None  # a probe's name, "job" (a tenant's own): records.StoredGpuSample
 
 
 class ProbeRunRow(_Table, table=True):
@@ -252,12 +253,14 @@ gpu_node_hours_table = sa.Table(
     sa.Column("unread", sa.Integer(), nullable=False),
     *_percent_columns(),
 )
-# Per tenant whose job held the GPU and UTC hour (samples attributed and read).
-gpu_tenant_hours_table = sa.Table(
-    "gpu_tenant_hours",
+# Per tenant whose job held the GPU, the kind of task it was and UTC hour (samples
+# attributed and read); task "": not known (several tasks, or counted before 0013).
+gpu_task_hours_table = sa.Table(
+    "gpu_task_hours",
     metadata,
     sa.Column("hour", UtcDateTime(), primary_key=True),
     sa.Column("tenant", sa.String(), primary_key=True),
+    sa.Column("task", sa.String(), primary_key=True),
     *_percent_columns(),
 )
 

@@ -7,7 +7,8 @@ import json
 import subprocess
 import sys
 import threading
-from datetime import UTC, datetime
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from prometheus_client import CollectorRegistry
@@ -20,10 +21,13 @@ from observer.clock import ManualClock
 from observer.controller.observe import FleetObserver
 from observer.domain import (
     NO_OWNER,
+    Expectation,
     JobPhase,
     JobStatus,
     Owner,
     OwnerKind,
+    ProbeRun,
+    RunState,
     SchedulerSnapshot,
 )
 from observer.fleet.http import HttpFleet
@@ -152,6 +156,64 @@ def test_each_gpu_sample_carries_the_tenant_of_the_job_holding_it(tmp_path: Path
         "GPU-n2-0": "prod",
         "GPU-n2-1": None,
     }
+
+
+def _probe_run(run_id: str, probe: str) -> ProbeRun:
+    return ProbeRun(
+        run_id, probe, "research", None, None, Expectation.SUCCEED, 1, 1, RunState.RUNNING
+    )
+
+
+def test_each_gpu_sample_says_which_probe_or_whether_a_tenants_own_job_held_it(tmp_path: Path):
+    clock = ManualClock(START)
+    node = Node("n1", clock)
+    node.host.spawn(701, Owner(OwnerKind.SLURM_JOB, "4242"))
+    node.gpus.gpus[0].processes[701] = GIB
+    node.host.spawn(702, Owner(OwnerKind.SLURM_JOB, "4243"))
+    node.gpus.gpus[1].processes[702] = GIB
+    probe_job = replace(_job("4242", "research", "n1"), run_id="run-1")
+    jobs = (probe_job, _job("4243", "research", "n1"))
+    active = [_probe_run("run-1", "gpu-busy")]
+    fleet = LocalFleet({"n1": node.agent.snapshot})
+    store = _store(tmp_path)
+    observer = FleetObserver(
+        fleet,
+        store,
+        clock,
+        ControllerMetrics(CollectorRegistry()),
+        30,
+        scheduler=lambda: SchedulerSnapshot(clock.now(), (), (), jobs),
+        runs=lambda: tuple(active),
+    )
+
+    def tasks() -> dict[str, tuple[str | None, str | None]]:
+        node.agent.tick()
+        observer.observe()
+        at = clock.now()
+        clock.advance(1)
+        return {s.gpu_uuid: (s.tenant, s.task) for s in store.gpu_samples(None, at, clock.now())}
+
+    assert tasks() == {"GPU-n1-0": ("research", "gpu-busy"), "GPU-n1-1": ("research", "job")}
+    # The run ended, its job still holds the GPU (Slurm's COMPLETING): still the probe's.
+    active.clear()
+    assert tasks()["GPU-n1-0"] == ("research", "gpu-busy")
+    # A run the controller never knew (it ended before a restart): a probe, which one not known.
+    restarted = FleetObserver(
+        fleet,
+        store,
+        clock,
+        ControllerMetrics(CollectorRegistry()),
+        30,
+        scheduler=lambda: SchedulerSnapshot(clock.now(), (), (), jobs),
+    )
+    node.agent.tick()
+    restarted.observe()
+    [sample] = [
+        s
+        for s in store.gpu_samples(None, clock.now(), clock.now() + timedelta(seconds=1))
+        if s.gpu_index == 0
+    ]
+    assert (sample.tenant, sample.task) == ("research", None)
 
 
 def test_an_unreadable_agent_is_a_blind_spot_that_opens_after_grace_and_closes(tmp_path: Path):

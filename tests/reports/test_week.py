@@ -119,6 +119,48 @@ def test_gpu_utilisation_per_tenant_agrees_with_the_stored_samples(played: Playe
     assert evidence["ev.gpus_attributed"]["attributed"] == attributed > 0
 
 
+def _stats(percents: list[int]) -> tuple[int, float]:
+    return len(percents), round(sum(percents) / len(percents), 3)
+
+
+def test_gpu_utilisation_per_task_type_and_per_tenant_in_each_window_agrees_with_the_samples(
+    played: PlayedWeek,
+):
+    calendar = played.week.controller.calendar
+    tasks_seen: set[str] = set()
+    for day in DAYS:
+        report = _json(played.daily[day.isoformat()][2])
+        bounds = day_period(day, SHANGHAI)
+        samples = played.store.gpu_samples(None, bounds.start, bounds.end)
+        read = [
+            s for s in samples if s.tenant is not None and s.utilization_gpu_percent is not None
+        ]
+        by_task: dict[str, list[int]] = {}
+        by_window_tenant: dict[str, dict[str, list[int]]] = {}
+        for s in read:
+            percent = s.utilization_gpu_percent or 0
+            by_task.setdefault(s.task or "", []).append(percent)
+            for window in calendar.windows_at(s.at):
+                by_window_tenant.setdefault(window, {}).setdefault(str(s.tenant), []).append(
+                    percent
+                )
+        gpu = report["gpu"]
+        assert {t: (v["samples"], v["avg_percent"]) for t, v in gpu["by_task"].items()} == {
+            t: _stats(p) for t, p in by_task.items()
+        }
+        assert {
+            w: {t: (v["samples"], v["avg_percent"]) for t, v in tenants.items()}
+            for w, tenants in gpu["by_window_tenant"].items()
+        } == {w: {t: _stats(p) for t, p in ts.items()} for w, ts in by_window_tenant.items()}
+        tasks_seen |= set(by_task)
+        markdown = played.daily[day.isoformat()][0].read_text(encoding="utf-8")
+        assert "### Per task type" in markdown
+        assert "### Per window and tenant" in markdown
+    # Every job of the week is one of the observer's probes, named as the plan names them.
+    assert {"short", "multi-gpu", "long", "fairness"} <= tasks_seen
+    assert "job" not in tasks_seen
+
+
 def test_the_weeks_incidents_are_in_the_days_they_happened(played: PlayedWeek):
     tue, wed, thu, fri, sat = (_json(played.daily[d.isoformat()][2]) for d in DAYS[1:6])
 
@@ -225,12 +267,17 @@ def test_the_summary_in_chinese(played: PlayedWeek):
     assert "平台时区：Asia/Shanghai" in rendered.markdown
     assert '<html lang="zh-CN">' in rendered.html
     assert "各租户作业在采样时占用的 GPU 的利用率" in rendered.markdown
+    assert "### 按任务类型" in rendered.markdown
+    assert "### 按时间窗口和租户" in rendered.markdown
+    assert "| 任务类型 |" in rendered.markdown
     english = _json(played.daily[DAYS[4].isoformat()][2])
     chinese = json.loads(rendered.json)
     # Keys and figures do not depend on the language; only the words do.
     assert chinese["language"] == "zh-CN"
     for key in ("tasks_total", "tasks_failed", "queue_wait_seconds_avg", "findings"):
         assert chinese[key] == english[key]
+    assert chinese["gpu"]["by_task"] == english["gpu"]["by_task"]
+    assert chinese["gpu"]["by_window_tenant"] == english["gpu"]["by_window_tenant"]
 
 
 @pytest.mark.postgres

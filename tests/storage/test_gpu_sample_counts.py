@@ -1,5 +1,6 @@
 """A report's GPU utilisation from samples counted in the database is the one it would get
-from reading every sample: overall, per pool, window, local hour and tenant, the nodes seen
+from reading every sample: overall, per pool, window, local hour, tenant, kind of task and
+tenant within each window (windows that begin inside a UTC hour), the nodes seen
 and the reads that failed, on SQLite and PostgreSQL alike, however the samples were stored
 (at once, a few at a time, or before the counts existed); and the pools of nodes that left
 are read without the period's whole change log."""
@@ -18,7 +19,13 @@ import sqlalchemy as sa
 from observer.domain import SchedulerNode, SchedulerSnapshot
 from observer.probes.windows import Calendar, Window
 from observer.records import StoredGpuSample
-from observer.reports.build.data import counts_are_exact, gpu_usage, gpu_usage_of_counts
+from observer.reports.build.data import (
+    Period,
+    counts_are_exact,
+    gpu_usage,
+    gpu_usage_of_counts,
+)
+from observer.reports.inputs import window_task_counts
 from observer.storage.database import upgrade
 from observer.storage.store import Store
 from observer.storage.tables import gpu_samples_table
@@ -44,6 +51,7 @@ def _samples(rng: random.Random) -> list[StoredGpuSample]:
         at = START + timedelta(seconds=rng.uniform(0, 60))
         while at < START + timedelta(days=2):
             for gpu in range(2):
+                tenant = rng.choice((None, "research", "prod"))
                 samples.append(
                     StoredGpuSample(
                         node=node,
@@ -53,7 +61,8 @@ def _samples(rng: random.Random) -> list[StoredGpuSample]:
                         utilization_gpu_percent=(
                             None if rng.random() < 0.05 else rng.choice((0, 0, 37, 99, 100, 101))
                         ),
-                        tenant=rng.choice((None, "research", "prod")),
+                        tenant=tenant,
+                        task=rng.choice((None, "job", "gpu-busy")) if tenant else None,
                     )
                 )
             at += timedelta(seconds=rng.uniform(200, 400))
@@ -77,7 +86,10 @@ def _store_before_the_counts_existed(url: str, samples: list[StoredGpuSample]) -
     migrate(url, "0004")
     engine = sa.create_engine(url)
     with engine.begin() as connection:
-        connection.execute(sa.insert(gpu_samples_table), [asdict(s) for s in samples])
+        connection.execute(  # samples had no task then
+            sa.insert(gpu_samples_table),
+            [{k: v for k, v in asdict(s).items() if k != "task"} for s in samples],
+        )
     engine.dispose()
     upgrade(url)
 
@@ -91,6 +103,7 @@ def test_counted_utilisation_equals_sample_by_sample(
     db_url: str, store_samples: Callable[[str, list[StoredGpuSample]], None]
 ):
     store_samples(db_url, _samples(random.Random(3)))
+    before_0013 = store_samples is _store_before_the_counts_existed
     with Store(db_url) as store:
         # A whole local day, and a stretch that starts and ends inside minutes.
         for since, until in (
@@ -100,13 +113,22 @@ def test_counted_utilisation_equals_sample_by_sample(
                 START + timedelta(hours=22, minutes=30, seconds=17),
             ),
         ):
-            counted = gpu_usage_of_counts(store.gpu_sample_counts(since, until), POOLS, CALENDAR)
+            counted = gpu_usage_of_counts(
+                store.gpu_sample_counts(since, until),
+                POOLS,
+                CALENDAR,
+                window_task_counts(store, CALENDAR, Period(since, until)),
+            )
             read = gpu_usage(store.gpu_samples(None, since, until), POOLS, CALENDAR)
             assert counted == read
             assert counted.overall.samples > 0
             assert counted.unread_samples > 0
             assert set(counted.by_window) == {"peak", "night"}
             assert set(counted.by_pool) == {"pool-a", "pool-b", "-"}
+            assert set(counted.by_window_tenant) == {"peak", "night"}
+            assert set(counted.by_window_tenant["peak"]) == {"research", "prod"}
+            tasks = set(counted.by_task)
+            assert tasks == ({""} if before_0013 else {"", "job", "gpu-busy"})
 
 
 def test_counts_stand_for_samples_only_when_windows_change_on_whole_minutes():
@@ -131,3 +153,52 @@ def test_a_nodes_pool_in_a_period_is_the_one_of_its_first_change_there(db_url: s
         later = START + timedelta(minutes=5)
         assert store.first_pools(later, START + timedelta(hours=1)) == {"a": "p1", "b": "p2"}
         assert store.first_pools(START, later) == {"a": "p1", "b": "p1"}
+
+
+def _tenant_hours(url: str, table: str) -> dict[tuple[str, str], int]:
+    """(UTC hour, tenant) -> samples counted, over every task."""
+    engine = sa.create_engine(url)
+    with engine.connect() as connection:
+        rows = connection.execute(sa.text(f"SELECT * FROM {table}")).mappings().all()
+    engine.dispose()
+    counted: dict[tuple[str, str], int] = {}
+    for row in rows:
+        hour = str(row["hour"])[:13]
+        key = (hour, row["tenant"])
+        counted[key] = counted.get(key, 0) + sum(row[f"p{p}"] for p in range(101))
+    return counted
+
+
+def test_migration_0013_keeps_the_tenant_counts_with_no_task_and_reverts_adding_tasks_up(
+    db_url: str,
+):
+    old, new = _samples(random.Random(5))[:400], _samples(random.Random(6))[400:800]
+    _store_before_the_counts_existed(db_url, old)  # counted by 0005, kept by 0013 as task ""
+    migrate(db_url, "0012", down=True)
+    before = _tenant_hours(db_url, "gpu_tenant_hours")
+    assert before
+
+    upgrade(db_url)
+    with Store(db_url) as store:
+        assert {task for _, task, _ in store.gpu_task_counts(START, START + timedelta(days=2))} == {
+            ""
+        }
+        store.add_gpu_samples(new)
+        assert {task for _, task, _ in store.gpu_task_counts(START, START + timedelta(days=2))} == {
+            "",
+            "job",
+            "gpu-busy",
+        }
+    after = _tenant_hours(db_url, "gpu_task_hours")
+
+    migrate(db_url, "0012", down=True)
+    assert _tenant_hours(db_url, "gpu_tenant_hours") == after
+    assert after != before
+    engine = sa.create_engine(db_url)
+    assert "task" not in {c["name"] for c in sa.inspect(engine).get_columns("gpu_samples")}
+    engine.dispose()
+    upgrade(db_url)
+    with Store(db_url) as store:
+        assert {task for _, task, _ in store.gpu_task_counts(START, START + timedelta(days=2))} == {
+            ""
+        }

@@ -75,7 +75,7 @@ def test_upgrade_creates_the_tables_and_running_it_again_changes_nothing(
         "gpu_samples",
         "gpu_minutes",
         "gpu_node_hours",
-        "gpu_tenant_hours",
+        "gpu_task_hours",
         "probe_runs",
         "queue_samples",
         "report_deliveries",

@@ -11,6 +11,7 @@ from datetime import datetime, timedelta
 from observer.domain import STALE_AFTER_INTERVALS, Finding, ProbeRun, SchedulerNode
 from observer.probes.windows import Calendar
 from observer.records import (
+    TASK_NOT_KNOWN,
     UTILIZATION_PERCENTS,
     ControllerRun,
     GpuSampleCounts,
@@ -24,6 +25,7 @@ from observer.records import (
     StoredIntervention,
     StoredNodeChange,
     StoredQueueSample,
+    TenantTaskCounts,
 )
 from observer.settings.detectors import FairnessSettings
 
@@ -116,17 +118,29 @@ def _plus_all(
     }
 
 
+def _plus_nested(
+    a: Mapping[str, Mapping[str, UtilizationHistogram]],
+    b: Mapping[str, Mapping[str, UtilizationHistogram]],
+) -> dict[str, dict[str, UtilizationHistogram]]:
+    return {key: _plus_all(a.get(key, {}), b.get(key, {})) for key in sorted(a.keys() | b.keys())}
+
+
 @dataclass(frozen=True, slots=True)
 class GpuUsage:
     """Agents' GPU samples of a period, reduced: utilisation overall, per pool, per window,
-    per local hour of day and per tenant whose job held the GPU (samples attributed to one);
-    which nodes were sampled; samples whose utilisation could not be read."""
+    per local hour of day, and of the samples attributed to a tenant's job: per tenant, per
+    kind of task (a probe's name, TENANT_JOB, TASK_NOT_KNOWN) and per tenant within each
+    window; which nodes were sampled; samples whose utilisation could not be read."""
 
     overall: UtilizationHistogram = UtilizationHistogram()
     by_pool: Mapping[str, UtilizationHistogram] = field(default_factory=dict)
     by_window: Mapping[str, UtilizationHistogram] = field(default_factory=dict)
     by_hour: Mapping[str, UtilizationHistogram] = field(default_factory=dict)  # "00".."23"
     by_tenant: Mapping[str, UtilizationHistogram] = field(default_factory=dict)
+    by_task: Mapping[str, UtilizationHistogram] = field(default_factory=dict)
+    by_window_tenant: Mapping[str, Mapping[str, UtilizationHistogram]] = field(
+        default_factory=dict
+    )
     nodes: frozenset[str] = frozenset()
     unread_samples: int = 0
 
@@ -137,6 +151,8 @@ class GpuUsage:
             by_window=_plus_all(self.by_window, other.by_window),
             by_hour=_plus_all(self.by_hour, other.by_hour),
             by_tenant=_plus_all(self.by_tenant, other.by_tenant),
+            by_task=_plus_all(self.by_task, other.by_task),
+            by_window_tenant=_plus_nested(self.by_window_tenant, other.by_window_tenant),
             nodes=self.nodes | other.nodes,
             unread_samples=self.unread_samples + other.unread_samples,
         )
@@ -152,6 +168,8 @@ def gpu_usage(
     by_window: dict[str, list[int]] = {}
     by_hour: dict[str, list[int]] = {}
     by_tenant: dict[str, list[int]] = {}
+    by_task: dict[str, list[int]] = {}
+    by_window_tenant: dict[str, dict[str, list[int]]] = {}
     nodes: set[str] = set()
     unread = 0
     windows: dict[datetime, list[str]] = {}
@@ -173,6 +191,9 @@ def gpu_usage(
         by_hour.setdefault(hour, []).append(percent)
         if sample.tenant is not None:
             by_tenant.setdefault(sample.tenant, []).append(percent)
+            by_task.setdefault(sample.task or TASK_NOT_KNOWN, []).append(percent)
+            for name in names:
+                by_window_tenant.setdefault(name, {}).setdefault(sample.tenant, []).append(percent)
 
     def reduce(groups: dict[str, list[int]]) -> dict[str, UtilizationHistogram]:
         return {key: UtilizationHistogram.of(groups[key]) for key in sorted(groups)}
@@ -183,6 +204,8 @@ def gpu_usage(
         by_window=reduce(by_window),
         by_hour=reduce(by_hour),
         by_tenant=reduce(by_tenant),
+        by_task=reduce(by_task),
+        by_window_tenant={k: reduce(by_window_tenant[k]) for k in sorted(by_window_tenant)},
         nodes=frozenset(nodes),
         unread_samples=unread,
     )
@@ -198,14 +221,20 @@ def counts_are_exact(calendar: Calendar) -> bool:
 
 
 def gpu_usage_of_counts(
-    counts: GpuSampleCounts, pools: Mapping[str, str | None], calendar: Calendar
+    counts: GpuSampleCounts,
+    pools: Mapping[str, str | None],
+    calendar: Calendar,
+    windows: Mapping[str, TenantTaskCounts],
 ) -> GpuUsage:
-    """gpu_usage over samples counted by the database (see counts_are_exact)."""
+    """gpu_usage over samples counted by the database (see counts_are_exact); `windows`: each
+    window's samples by tenant and task, counted over its occurrences in the period."""
     overall = [0] * _PERCENTS
     by_pool: dict[str, list[int]] = {}
     by_window: dict[str, list[int]] = {}
     by_hour: dict[str, list[int]] = {}
     by_tenant: dict[str, list[int]] = {}
+    by_task: dict[str, list[int]] = {}
+    by_window_tenant: dict[str, dict[str, list[int]]] = {}
     nodes: set[str] = set()
     unread = 0
 
@@ -226,8 +255,12 @@ def gpu_usage_of_counts(
         for name in calendar.windows_at(minute):
             add(by_window, name, histogram)
         add(by_hour, f"{minute.astimezone(calendar.timezone).hour:02d}", histogram)
-    for tenant, histogram in counts.by_tenant:
+    for tenant, task, histogram in counts.by_tenant_task:
         add(by_tenant, tenant, histogram)
+        add(by_task, task, histogram)
+    for name, window in windows.items():
+        for tenant, _, histogram in window:
+            add(by_window_tenant.setdefault(name, {}), tenant, histogram)
 
     def reduce(groups: dict[str, list[int]]) -> dict[str, UtilizationHistogram]:
         return {key: UtilizationHistogram(tuple(groups[key])) for key in sorted(groups)}
@@ -238,6 +271,8 @@ def gpu_usage_of_counts(
         by_window=reduce(by_window),
         by_hour=reduce(by_hour),
         by_tenant=reduce(by_tenant),
+        by_task=reduce(by_task),
+        by_window_tenant={k: reduce(by_window_tenant[k]) for k in sorted(by_window_tenant)},
         nodes=frozenset(nodes),
         unread_samples=unread,
     )

@@ -262,7 +262,9 @@ class GpuFigures:
     """`observed`: the agents' samples exist for the period. Per tenant: `by_tenant`, the
     utilisation of the GPUs its jobs held when sampled (`tenant_samples` of the samples
     could be attributed: not on Kubernetes, whose agents know pods only by UID), beside
-    `tenant_running_gpus_avg`, the GPUs allocated to it by the scheduler's queues."""
+    `tenant_running_gpus_avg`, the GPUs allocated to it by the scheduler's queues; and of
+    the same samples, `by_task` (a probe's name, "job" for the tenants' own, "" not known)
+    and `by_window_tenant` (window -> tenant)."""
 
     observed: bool
     overall: UtilizationStats | None
@@ -273,6 +275,8 @@ class GpuFigures:
     allocated_share_by_hour: Mapping[str, float]
     tenant_running_gpus_avg: Mapping[str, float]
     by_tenant: Mapping[str, UtilizationStats]
+    by_task: Mapping[str, UtilizationStats]
+    by_window_tenant: Mapping[str, Mapping[str, UtilizationStats]]
     tenant_samples: int
     nodes_sampled: int
     nodes_known: int
@@ -643,6 +647,11 @@ def gpu_figures(data: PeriodData, context: ReportContext) -> GpuFigures:
         allocated_share_by_hour=_hourly_shares(alloc),
         tenant_running_gpus_avg={t: q.running_gpus_avg for t, q in queues.items()},
         by_tenant={k: utilization_stats(v) for k, v in usage.by_tenant.items()},
+        by_task={k: utilization_stats(v) for k, v in usage.by_task.items()},
+        by_window_tenant={
+            window: {k: utilization_stats(v) for k, v in tenants.items()}
+            for window, tenants in usage.by_window_tenant.items()
+        },
         tenant_samples=sum(h.samples for h in usage.by_tenant.values()),
         nodes_sampled=len(usage.nodes),
         nodes_known=len(known),

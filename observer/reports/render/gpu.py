@@ -3,6 +3,7 @@ shows too."""
 
 from __future__ import annotations
 
+from observer.records import TASK_NOT_KNOWN, TENANT_JOB
 from observer.reports.build.events import owner_state_note
 from observer.reports.build.figures import PeriodFigures, UtilizationStats
 from observer.reports.render import charts
@@ -52,19 +53,10 @@ def gpu_blocks(
         blocks += [
             Heading(3, w("sub.by_window")),
             Table(
-                [
-                    w("col.window"),
-                    w("col.samples"),
-                    w("col.avg"),
-                    w("col.p50"),
-                    w("col.p95"),
-                    w("col.distribution"),
-                    f"{w('col.previous_day')} ({w('col.avg')})",
-                    f"{w('col.soak_to_date')} ({w('col.avg')})",
-                ],
+                _util_header(w, w("col.window")),
                 [
                     _util_row(
-                        key,
+                        [key],
                         g.by_window.get(key),
                         prev.gpu.by_window.get(key) if prev else None,
                         soak.gpu.by_window.get(key),
@@ -74,7 +66,7 @@ def gpu_blocks(
                 ]
                 + [
                     _util_row(
-                        "*", g.overall, prev.gpu.overall if prev else None, soak.gpu.overall, w
+                        ["*"], g.overall, prev.gpu.overall if prev else None, soak.gpu.overall, w
                     )
                 ],
             ),
@@ -88,6 +80,7 @@ def gpu_blocks(
             "note",
         ),
         _tenant_gpu_table(day, prev, soak, w),
+        *_task_blocks(day, prev, soak, w),
         Text(
             w(
                 "note.gpu_coverage",
@@ -139,6 +132,78 @@ def _tenant_gpu_table(
     )
 
 
+def _util_header(w: Words, *keys: str) -> list[str]:
+    return [
+        *keys,
+        w("col.samples"),
+        w("col.avg"),
+        w("col.p50"),
+        w("col.p95"),
+        w("col.distribution"),
+        f"{w('col.previous_day')} ({w('col.avg')})",
+        f"{w('col.soak_to_date')} ({w('col.avg')})",
+    ]
+
+
+def _task_blocks(
+    day: PeriodFigures, prev: PeriodFigures | None, soak: PeriodFigures, w: Words
+) -> list[Block]:
+    """The attributed samples by kind of task, then by tenant within each window."""
+    g, p = day.gpu, prev.gpu if prev else None
+    tasks = sorted(g.by_task.keys() | soak.gpu.by_task.keys())
+    if not tasks:
+        return []
+    blocks: list[Block] = [
+        Heading(3, w("sub.by_task")),
+        Table(
+            _util_header(w, w("col.task")),
+            [
+                _util_row(
+                    [_task_name(t, w)],
+                    g.by_task.get(t),
+                    p.by_task.get(t) if p else None,
+                    soak.gpu.by_task.get(t),
+                    w,
+                )
+                for t in tasks
+            ],
+        ),
+        Text(w("note.task_util"), "note"),
+    ]
+    windows = sorted(g.by_window_tenant.keys() | soak.gpu.by_window_tenant.keys())
+    if windows:
+        blocks += [
+            Heading(3, w("sub.by_window_tenant")),
+            Table(
+                _util_header(w, w("col.window"), w("col.tenant")),
+                [
+                    _util_row(
+                        [window, tenant],
+                        g.by_window_tenant.get(window, {}).get(tenant),
+                        p.by_window_tenant.get(window, {}).get(tenant) if p else None,
+                        soak.gpu.by_window_tenant.get(window, {}).get(tenant),
+                        w,
+                    )
+                    for window in windows
+                    for tenant in sorted(
+                        g.by_window_tenant.get(window, {}).keys()
+                        | soak.gpu.by_window_tenant.get(window, {}).keys()
+                    )
+                ],
+            ),
+        ]
+    return blocks
+
+
+def _task_name(task: str, w: Words) -> str:
+    """A probe's name as the catalog gives it; the two kinds that are no probe, in words."""
+    if task == TENANT_JOB:
+        return w("word.tenant_job")
+    if task == TASK_NOT_KNOWN:
+        return w("word.unknown")
+    return task
+
+
 def _tenant_pair(figures: PeriodFigures, tenant: str, w: Words) -> str:
     allocated = w.decimal(figures.gpu.tenant_running_gpus_avg.get(tenant))
     used = w.percent(utilization(figures.gpu.by_tenant.get(tenant), "avg_percent"))
@@ -152,14 +217,14 @@ def _pool_util(figures: PeriodFigures | None, pool: str) -> float | None:
 
 
 def _util_row(
-    key: str,
+    keys: list[str],
     day: UtilizationStats | None,
     prev: UtilizationStats | None,
     soak: UtilizationStats | None,
     w: Words,
 ) -> list[str]:
     return [
-        key,
+        *keys,
         w.integer(day.samples if day else 0),
         w.percent(utilization(day, "avg_percent")),
         w.percent(utilization(day, "p50_percent")),
