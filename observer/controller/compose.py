@@ -443,7 +443,13 @@ def compose(
     if cfg.inference.enabled:
         if isinstance(backend, ServiceBackend):
             watch = InferenceWatch(
-                backend, inference_spec(cfg), cfg.inference, store, clock, metrics
+                backend,
+                inference_spec(cfg),
+                cfg.inference,
+                store,
+                clock,
+                controller.calendar,
+                metrics,
             )
             watch.resume()
             tasks.append(Task("inference", cfg.inference.interval_seconds, watch.tick))
