@@ -69,6 +69,7 @@ class ServiceSpec:
     latency_ms: float
     warmup_seconds: float
     ready_period_seconds: float  # how often the platform probes /healthz
+    queue: str | None = None  # Slurm: the tenant's partition; a Deployment has none
 
 
 @dataclass(frozen=True, slots=True)

@@ -58,7 +58,7 @@ REPORT_BUILD_INTERVAL_SECONDS = 600.0
 NO_PROMETHEUS = "controller.prometheus_url is not set"
 NO_ALERTMANAGER = "reports.alertmanager_url is not set"
 NO_AGENTS = "no agents configured (controller.agent_urls, controller.agent_dns_name)"
-SERVICE_BACKENDS = frozenset({"kubernetes"})  # the backends that are a ServiceBackend
+SERVICE_BACKENDS = frozenset({"kubernetes", "slurm"})  # the backends that are a ServiceBackend
 AGENT_SERIES = "observer_gpu_up"
 
 
@@ -444,7 +444,13 @@ def compose(
     if cfg.inference.enabled:
         if isinstance(backend, ServiceBackend):
             watch = InferenceWatch(
-                backend, inference_spec(cfg), cfg.inference, store, clock, metrics
+                backend,
+                inference_spec(cfg),
+                cfg.inference,
+                store,
+                clock,
+                controller.calendar,
+                metrics,
             )
             watch.resume()
             tasks.append(Task("inference", cfg.inference.interval_seconds, watch.tick))
@@ -456,16 +462,19 @@ def compose(
 
 
 def inference_spec(cfg: ControllerSettings) -> ServiceSpec:
-    """The inference probe's service, in its tenant (default: the first)."""
+    """The inference probe's service, in its tenant (default: the first) and that tenant's
+    queue."""
     rules = cfg.inference
+    tenant = rules.tenant or cfg.tenants[0].name
     return ServiceSpec(
         name=rules.name,
-        tenant=rules.tenant or cfg.tenants[0].name,
+        tenant=tenant,
         gpus_per_replica=rules.gpus_per_replica,
         port=rules.port,
         latency_ms=rules.latency_ms,
         warmup_seconds=rules.warmup_seconds,
         ready_period_seconds=rules.ready_period_seconds,
+        queue=next((t.queue for t in cfg.tenants if t.name == tenant), None),
     )
 
 

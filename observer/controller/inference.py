@@ -1,8 +1,9 @@
 """The inference probe on the controller's loop: a service kept up on the platform, looked at
 every few seconds (its replicas as the platform shows them, one real /infer request to each
-ready one), carried through its changes (start, one scale-out, one rolling restart), each
-timed to ready with how long its replicas waited for a node; the looks and phases stored,
-its two conditions tracked (detectors/inference.py).
+ready one), carried through its changes (start; then in each plan window it runs through,
+scaled back in, one scale-out and one rolling restart), each timed to ready with how long its
+replicas waited for a node; the looks and phases stored, its two conditions tracked
+(detectors/inference.py).
 
 Owned by its loop's thread; nothing is shared but the store."""
 
@@ -20,6 +21,7 @@ from observer.detectors.conditions import ConditionTracker, covers_all
 from observer.errors import BackendError, ProbeError, StoreError
 from observer.logs import get_logger
 from observer.metrics import ControllerMetrics
+from observer.probes.windows import Calendar, occurrence_of
 from observer.records import InferencePhase, InferenceSample, PhaseKind
 from observer.settings.inference import InferenceSettings
 from observer.storage.store import Store
@@ -52,16 +54,19 @@ class InferenceWatch:
         rules: InferenceSettings,
         store: Store,
         clock: Clock,
+        calendar: Calendar,
         metrics: ControllerMetrics,
         request: Request = infer,
     ) -> None:
-        """`request` sends one /infer to an address and times it on its own clock: latency is
-        the real request's, whatever clock the controller runs on."""
+        """`calendar`: the plan's windows, each of whose occurrences gets its own scale-out and
+        restart. `request` sends one /infer to an address and times it on its own clock:
+        latency is the real request's, whatever clock the controller runs on."""
         self._services = services
         self._spec = spec
         self._rules = rules
         self._store = store
         self._clock = clock
+        self._calendar = calendar
         self._request = request
         self._metrics = metrics
         self._tracker = ConditionTracker()
@@ -74,6 +79,8 @@ class InferenceWatch:
         self._phase: _Phase | None = None
         self._next: tuple[PhaseKind, float] | None = None  # the next change and when (monotonic)
         self._last_look: datetime | None = None
+        self._windows: frozenset[tuple[str, datetime]] = frozenset()  # occurrences now
+        self._cycle_due = False  # a window began: scale in, then its scale-out and restart
 
     def resume(self) -> None:
         """Take over the service's conditions a previous controller left open."""
@@ -105,12 +112,27 @@ class InferenceWatch:
                 _log.warning("inference service left", service=self._spec.name, error=str(exc))
 
     def _change(self, now: datetime) -> None:
-        """Deploy, or make the change that is due (the platform's refusal leaves it due)."""
+        """Deploy, or make the change that is due (the platform's refusal leaves it due). A
+        window's cycle waits for a change under way, so that none is cut short."""
         rules = self._rules
+        windows = frozenset(
+            (name, occurrence.start)
+            for name in self._calendar.windows_at(now)
+            if (occurrence := occurrence_of(self._calendar, name, now)) is not None
+        )
+        self._cycle_due |= bool(windows - self._windows) and self._started
+        self._windows = windows
         if not self._desired:
             self._services.deploy_service(self._spec, rules.replicas)
             self._desired = rules.replicas
             self._phase = _Phase(PhaseKind.START, now, 0, rules.replicas)
+            return
+        if self._cycle_due and self._phase is None:
+            if self._desired != rules.replicas:
+                self._services.scale_service(self._spec, rules.replicas)
+                self._desired = rules.replicas
+            self._cycle_due = False
+            self._plan_cycle()
             return
         if self._next is None or self._clock.monotonic() < self._next[1]:
             return
@@ -170,7 +192,10 @@ class InferenceWatch:
             if phase is not None and phase.kind is PhaseKind.SCALE_OUT
             else None,
             scale_out_to=phase.replicas_to if phase is not None else 0,
-            pending_reason=next((r.pending_reason for r in pending), None),
+            # a replica that waited and now starts keeps its wait's words in the evidence
+            pending_reason=next(
+                (r.pending_reason for r in pending), phase.pending_reason if phase else None
+            ),
         )
         self._outbox.put(
             self._tracker.update(inference.symptoms(look, self._rules), now, covers_all)
@@ -235,8 +260,18 @@ class InferenceWatch:
         self._phases.save([done])
         self._phase = None
         self._started = True
+        if phase.kind is PhaseKind.START:
+            self._plan_cycle()
+        elif phase.kind is PhaseKind.SCALE_OUT:
+            self._next = (
+                PhaseKind.RESTART,
+                self._clock.monotonic() + self._rules.restart_after_seconds,
+            )
+
+    def _plan_cycle(self) -> None:
+        """The scale-out (when it scales out at all), then the restart."""
         rules, at = self._rules, self._clock.monotonic()
-        if phase.kind is PhaseKind.START and rules.scale_out_replicas > rules.replicas:
+        if rules.scale_out_replicas > rules.replicas:
             self._next = (PhaseKind.SCALE_OUT, at + rules.scale_out_after_seconds)
-        elif phase.kind is not PhaseKind.RESTART:
+        else:
             self._next = (PhaseKind.RESTART, at + rules.restart_after_seconds)

@@ -1,5 +1,6 @@
 """The inference probe (`controller.inference`): a service the controller keeps up on the
-platform, requests every few seconds, scales out once and restarts once; opt-in."""
+platform, requests every few seconds, and in each plan window scales out once and restarts
+once; opt-in."""
 
 from __future__ import annotations
 
@@ -10,28 +11,44 @@ from observer.settings.base import FieldProblems, Group
 
 class InferenceSettings(Group):
     enabled: bool = Field(
-        False, description="Run the inference probe (Kubernetes: a Deployment and a Service)."
+        False,
+        description="Run the inference probe (Kubernetes: a Deployment and a Service; Slurm: "
+        "a job per replica).",
     )
     name: str = Field(
         "observer-inference",
         pattern=r"^[a-z]([-a-z0-9]{0,40}[a-z0-9])?$",
-        description="The service's name: a DNS label, also the Deployment's and the Service's.",
+        description="The service's name: a DNS label, also the Deployment's and the Service's "
+        "(Slurm: in its jobs' names and comments).",
     )
     tenant: str | None = Field(
-        None, description="The tenant (namespace) it runs as; unset: the first tenant."
+        None,
+        description="The tenant (namespace; Slurm: account, in its queue) it runs as; unset: "
+        "the first tenant.",
     )
-    replicas: int = Field(1, ge=1, description="Replicas it starts with.")
+    replicas: int = Field(
+        1, ge=1, description="Replicas it starts with, and is scaled back in to as a window begins."
+    )
     scale_out_replicas: int = Field(
-        2, ge=1, description="Replicas it is scaled out to once started (at least `replicas`)."
+        2, ge=1, description="Replicas it is scaled out to in each window (at least `replicas`)."
     )
     gpus_per_replica: int = Field(1, ge=1, description="GPUs each replica requests.")
-    port: int = Field(8000, ge=1, le=65535, description="Port each replica serves on.")
+    port: int = Field(
+        8000,
+        ge=1,
+        le=65535,
+        description="Port each replica serves on (Slurm, where replicas share nodes: this plus "
+        "the replica's ordinal).",
+    )
     latency_ms: float = Field(20.0, ge=0, description="Latency of the stand-in's /infer.")
     warmup_seconds: float = Field(
         5.0, ge=0, description="The stand-in's warm-up: /healthz answers 503 until it is over."
     )
     ready_period_seconds: float = Field(
-        2.0, gt=0, description="How often the platform probes each replica's /healthz."
+        2.0,
+        gt=0,
+        description="How often the platform probes each replica's /healthz (Slurm has no "
+        "probe: the controller asks at each look).",
     )
     interval_seconds: float = Field(
         5.0, gt=0, description="How often each ready replica is sent one /infer request."
@@ -40,7 +57,9 @@ class InferenceSettings(Group):
         2.0, gt=0, description="A request not answered in this is an error."
     )
     scale_out_after_seconds: float = Field(
-        300.0, ge=0, description="After the start is ready, the service is scaled out."
+        300.0,
+        ge=0,
+        description="After the start is ready, or a window began, the service is scaled out.",
     )
     restart_after_seconds: float = Field(
         300.0, ge=0, description="After the scale-out is ready, a rolling restart."

@@ -139,6 +139,7 @@ def test_the_inference_probe_on_a_backend_that_runs_no_services_is_left_out_and_
     assert soak.composition.inference is None
     assert "inference" not in [t.name for t in soak.composition.tasks]
     assert checks_off(settings)["inference"] == why
-    kubernetes = {"backend": "kubernetes", "inference": {"enabled": True}}
-    assert "inference" not in checks_off(Settings.model_validate({"controller": kubernetes}))
+    for platform in ("kubernetes", "slurm"):
+        running = {"backend": platform, "inference": {"enabled": True}}
+        assert "inference" not in checks_off(Settings.model_validate({"controller": running}))
     assert "inference" not in checks_off(Settings())  # off by default: nothing to say

@@ -28,12 +28,15 @@ LATENCY_MS = 20.0
 STALL_SECONDS = 20
 
 
-def _settings(**inference: object) -> Settings:
+ALWAYS = [{"name": "always", "days": "*", "start": "00:00", "end": "00:00"}]
+
+
+def _settings(windows: list[dict[str, str]] = ALWAYS, **inference: object) -> Settings:
     return Settings.model_validate(
         {
             "controller": {
                 "backend": "kubernetes",
-                "windows": [{"name": "always", "days": "*", "start": "00:00", "end": "00:00"}],
+                "windows": windows,
                 "tenants": [{"name": "research"}, {"name": "prod"}],
                 "plan": [],
                 "follow_interval_seconds": 1,
@@ -202,3 +205,56 @@ def test_a_service_whose_replicas_stop_answering_is_unavailable_beyond_the_bound
         assert (finding.opened_at - since).total_seconds() >= 6  # unavailable_max_seconds
         late = store.inference_samples(crashed_at + timedelta(seconds=3), k8s.clock.now())
         assert late and all(s.requests == s.errors for s in late)
+
+
+def test_each_window_gets_its_own_scale_out_and_restart_after_scaling_back_in(tmp_path):
+    """Two windows of a minute each: the service starts late in the first and is carried through
+    its scale-out and restart there; when the second begins it is scaled back in, and the
+    second has a scale-out and a restart of its own, each phase under its window."""
+    url = f"sqlite:///{tmp_path / 'observer.db'}"
+    upgrade(url)
+    windows = [
+        {"name": "early", "days": "*", "start": "10:00", "end": "10:01"},
+        {"name": "late", "days": "*", "start": "10:01", "end": "10:02"},
+    ]
+    settings = _settings(
+        windows,
+        scale_out_replicas=2,
+        gpus_per_replica=1,
+        scale_out_after_seconds=3,
+        restart_after_seconds=3,
+    )
+    with Store(url) as store, KubernetesHarness() as k8s:
+        tomorrow = k8s.clock.now().date() + timedelta(days=1)
+        second = datetime.combine(tomorrow, datetime.min.time(), UTC).replace(hour=10, minute=1)
+        begun = second - timedelta(seconds=25)  # the last 25 s of the first window
+        k8s.clock.set(begun)
+        reports = settings.reports.model_copy(update={"soak_started_at": begun})
+        settings = settings.model_copy(update={"reports": reports})
+        soak = SimulatedSoak(settings, k8s.clock, store, k8s.backend)
+        soak.run_for(50, k8s.step)
+        phases = store.inference_phases(begun, k8s.clock.now())
+        samples = store.inference_samples(begun, k8s.clock.now())
+        report = build_daily(load_daily(store, settings, tomorrow, k8s.clock.now(), partial=True))
+
+    cycle = [(p.kind, p.started_at < second) for p in phases]
+    assert cycle == [
+        (PhaseKind.START, True),
+        (PhaseKind.SCALE_OUT, True),
+        (PhaseKind.RESTART, True),
+        (PhaseKind.SCALE_OUT, False),
+        (PhaseKind.RESTART, False),
+    ]
+    late_scale_out = phases[3]
+    assert (late_scale_out.replicas_from, late_scale_out.replicas_to) == (1, 2)
+    after = (late_scale_out.started_at - second).total_seconds()
+    assert 3 <= after <= 3 + 2 * 2  # scale_out_after_seconds once back in, to within a look
+    in_second = [s for s in samples if second <= s.at < late_scale_out.started_at]
+    assert in_second and all(s.desired_replicas == 1 for s in in_second)  # scaled back in
+    assert report.inference is not None
+    assert [p.windows for p in report.inference.phases] == [("early",)] * 3 + [("late",)] * 2
+    rendered = render_daily(report, "en")
+    assert json.loads(rendered.json)["inference_service"]["phases"][3]["windows"] == ["late"]
+    table = rendered.markdown.splitlines()
+    rows = [line for line in table if line.startswith("| Scale-out |")]
+    assert [row.split(" | ")[1] for row in rows] == ["early", "late"]

@@ -1,7 +1,8 @@
 """The real SchedulerBackend over Slurm's own command-line tools: the calls.
 
 Every call runs a program (commands.py) and reads its answer (parse.py); script.py says what a
-probe submits, isolation.py how another account's jobs are tried. Facts of Slurm 22.05 this
+probe submits, isolation.py how another account's jobs are tried, service.py how the
+inference probe's service is kept up (the ServiceBackend calls). Facts of Slurm 22.05 this
 relies on:
 
 - slurmctld forgets a job MinJobAge after it ends; slurmdbd keeps every job of every user, so
@@ -18,7 +19,13 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable
 from datetime import UTC, datetime
 
-from observer.backends.base import FinishedJobs, QuotaChange, queue_states
+from observer.backends.base import (
+    FinishedJobs,
+    QuotaChange,
+    Replica,
+    ServiceSpec,
+    queue_states,
+)
 from observer.backends.slurm.commands import CommandTimeout, SlurmCommands, slurm_words, unreachable
 from observer.backends.slurm.isolation import IsolationProbe
 from observer.backends.slurm.parse import (
@@ -30,6 +37,7 @@ from observer.backends.slurm.parse import (
     squeue_jobs,
 )
 from observer.backends.slurm.script import batch_script, output_path, sbatch_args
+from observer.backends.slurm.service import SlurmServices
 from observer.clock import Clock
 from observer.domain import AccessAttempt, JobRequest, JobStatus, SchedulerNode, SchedulerSnapshot
 from observer.errors import BackendError, ProbeError
@@ -40,7 +48,8 @@ _FINAL_STATES = "BF,CA,CD,DL,F,NF,OOM,PR,RV,TO"
 
 
 class SlurmBackend:
-    """SchedulerBackend over Slurm's CLIs; see SlurmSettings for what it needs."""
+    """SchedulerBackend and ServiceBackend over Slurm's CLIs; see SlurmSettings for what it
+    needs."""
 
     def __init__(self, settings: SlurmSettings, clock: Clock) -> None:
         self._settings = settings
@@ -48,6 +57,7 @@ class SlurmBackend:
         self._output_dir = settings.output_dir.absolute()
         self._commands = SlurmCommands(settings)
         self._isolation = IsolationProbe(self._commands, settings, clock, self.cancel)
+        self._services = SlurmServices(self._commands, settings, self._output_dir)
 
     # --- SchedulerBackend ---------------------------------------------------------------
 
@@ -142,6 +152,23 @@ class SlurmBackend:
         return SchedulerSnapshot(
             at=at, queues=queue_states(active, at), nodes=tuple(self._sinfo()), jobs=tuple(active)
         )
+
+    # --- ServiceBackend: the inference probe's replicas, one job each ---------------------
+
+    def deploy_service(self, spec: ServiceSpec, replicas: int) -> None:
+        self._services.deploy_service(spec, replicas)
+
+    def scale_service(self, spec: ServiceSpec, replicas: int) -> None:
+        self._services.scale_service(spec, replicas)
+
+    def restart_service(self, spec: ServiceSpec) -> None:
+        self._services.restart_service(spec)
+
+    def service_replicas(self, spec: ServiceSpec) -> list[Replica]:
+        return self._services.service_replicas(spec)
+
+    def delete_service(self, spec: ServiceSpec) -> None:
+        self._services.delete_service(spec)
 
     # --- beyond the protocol ------------------------------------------------------------
 

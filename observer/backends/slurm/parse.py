@@ -1,5 +1,6 @@
 """Pure reading of Slurm 22.05's answers into the observer's words: `squeue --json` and
-`sinfo --json` (openapi/v0.0.38) into JobStatus and SchedulerNode, `sacct --parsable2` into
+`sinfo --json` (openapi/v0.0.38) into JobStatus and SchedulerNode (and, for the inference
+probe, into its replicas' jobs and the nodes' addresses), `sacct --parsable2` into
 JobStatus, `sbatch --parsable` into a job id, `sacctmgr list transactions` into the limit
 changes people made. A shape or state this reader does not know is a BackendError, not a
 guess; a transaction is the exception: one not read as a limit change is passed over, since
@@ -19,11 +20,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
 from observer.backends.base import QuotaChange
-from observer.backends.slurm.script import RUN_ID_COMMENT_PREFIX
+from observer.backends.slurm.script import RUN_ID_COMMENT_PREFIX, SERVICE_COMMENT_PREFIX
 from observer.domain import JobPhase, JobStatus, SchedulerNode
 from observer.errors import BackendError
 
@@ -251,6 +253,43 @@ def squeue_jobs(data: Mapping[str, Any]) -> list[JobStatus]:
         return [_from_squeue(job) for job in data["jobs"]]
     except (KeyError, TypeError, ValueError) as exc:
         raise BackendError(f"unexpected squeue --json shape ({exc!r}); {_version(data)}") from exc
+
+
+@dataclass(frozen=True, slots=True)
+class ReplicaJob:
+    """A job of an inference service's replica: its status and what its comment says."""
+
+    status: JobStatus
+    service: str
+    revision: int
+    ordinal: int
+
+
+def replica_jobs(data: Mapping[str, Any]) -> list[ReplicaJob]:
+    """Every job in `squeue --json`'s answer that is a service's replica, oldest first."""
+    found = []
+    try:
+        for job in data["jobs"]:
+            comment = str(job["comment"] or "")
+            if not comment.startswith(SERVICE_COMMENT_PREFIX):
+                continue
+            service, revision, ordinal = comment[len(SERVICE_COMMENT_PREFIX) :].split("/")
+            found.append(ReplicaJob(_from_squeue(job), service, int(revision), int(ordinal)))
+    except (KeyError, TypeError, ValueError) as exc:
+        raise BackendError(f"unexpected squeue --json shape ({exc!r}); {_version(data)}") from exc
+    return sorted(found, key=lambda r: int(r.status.job_id))
+
+
+def node_addresses(data: Mapping[str, Any]) -> dict[str, str]:
+    """Each node's address in `sinfo --json`'s answer (NodeAddr, else NodeHostname, else
+    its name): where a job on it is reached."""
+    try:
+        return {
+            str(node["name"]): str(node.get("address") or node.get("hostname") or node["name"])
+            for node in data["nodes"]
+        }
+    except (KeyError, TypeError) as exc:
+        raise BackendError(f"unexpected sinfo --json shape ({exc!r}); {_version(data)}") from exc
 
 
 def sinfo_nodes(data: Mapping[str, Any]) -> list[SchedulerNode]:

@@ -1,7 +1,8 @@
 """What the backend submits: a probe is a batch job in its tenant's account, named after the
 probe, with its run id in `--comment` (sacct keeps comments only with
 `AccountingStoreFlags=job_comment`), whose script runs the probe's own program with the
-node's observer (`observer probe ...`)."""
+node's observer (`observer probe ...`). An inference service's replica is a batch job named
+after the service, its comment saying which service, revision and ordinal it is."""
 
 from __future__ import annotations
 
@@ -10,11 +11,13 @@ import shlex
 import sys
 from pathlib import Path
 
+from observer.backends.base import ServiceSpec
 from observer.domain import Behaviour, JobRequest, Workload
-from observer.probes.programs import probe_arguments
+from observer.probes.programs import probe_arguments, serve_arguments
 from observer.settings.controller import SlurmSettings
 
 RUN_ID_COMMENT_PREFIX = "observer-run:"
+SERVICE_COMMENT_PREFIX = "observer-service:"  # then <service>/<revision>/<ordinal>
 JOB_NAME_PREFIX = "observer-"
 
 
@@ -41,6 +44,42 @@ def sbatch_args(request: JobRequest, settings: SlurmSettings, output_dir: Path) 
         args.append(f"--mem={settings.oom_memory_mebibytes}M")
     args.extend(settings.sbatch_extra_args)
     return args
+
+
+def replica_args(
+    spec: ServiceSpec, revision: int, ordinal: int, settings: SlurmSettings, output_dir: Path
+) -> list[str]:
+    """sbatch's options for one replica of a service. No --time: a service runs until it is
+    cancelled, so it takes its partition's default limit."""
+    args = [
+        "--parsable",
+        f"--job-name={JOB_NAME_PREFIX}{spec.name}",
+        f"--comment={SERVICE_COMMENT_PREFIX}{spec.name}/{revision}/{ordinal}",
+        f"--account={spec.tenant}",
+        "--nodes=1",
+        f"--gres=gpu:{spec.gpus_per_replica}",
+        f"--output={output_dir}/{JOB_NAME_PREFIX}%j.out",
+        f"--chdir={output_dir}",
+    ]
+    if spec.queue:
+        args.append(f"--partition={spec.queue}")
+    args.extend(settings.sbatch_extra_args)
+    return args
+
+
+def replica_port(spec: ServiceSpec, ordinal: int) -> int:
+    """Where a replica serves. Replicas share nodes (Slurm gives a job GPUs, not a network
+    namespace), so each one serves on a port of its own: the service's port plus its ordinal,
+    which no other live replica of the service holds."""
+    return spec.port + ordinal
+
+
+def replica_script(spec: ServiceSpec, ordinal: int, settings: SlurmSettings) -> str:
+    """The batch script of a replica: `exec` of the node's `observer probe serve`, until the
+    job is cancelled."""
+    arguments = serve_arguments(replica_port(spec, ordinal), spec.latency_ms, spec.warmup_seconds)
+    program = [observer_program(settings.observer_program), *arguments]
+    return f"#!/bin/bash\nexec {shlex.join(program)}\n"
 
 
 def output_path(output_dir: Path, job_id: str) -> Path:

@@ -1,6 +1,7 @@
 """The inference service's day: per window (and the whole day) how often it answered and how
-fast, and each change it carried through (start, scale-out, rolling restart) with its time to
-ready and how long its replicas waited for a node. Pure."""
+fast, and each change it carried through (start, and in each window a scale-out and a rolling
+restart) with the windows it started in, its time to ready and how long its replicas waited
+for a node. Pure."""
 
 from __future__ import annotations
 
@@ -39,6 +40,7 @@ class ServiceWindow:
 class ServicePhase:
     kind: PhaseKind
     phase: InferencePhase
+    windows: tuple[str, ...]  # those it started in (OUTSIDE_WINDOWS: none): each has its own
 
     @property
     def ready_seconds(self) -> float:
@@ -69,7 +71,10 @@ def inference_figures(
     return InferenceFigures(
         services=tuple(sorted({s.service for s in samples} | {p.service for p in phases})),
         windows=tuple(_window(name, looks) for name, looks in groups.items() if looks),
-        phases=tuple(ServicePhase(p.kind, p) for p in phases),
+        phases=tuple(
+            ServicePhase(p.kind, p, tuple(calendar.windows_at(p.started_at)) or (OUTSIDE_WINDOWS,))
+            for p in phases
+        ),
     )
 
 

@@ -58,6 +58,7 @@ def inference_blocks(figures: InferenceFigures | None, w: Words) -> list[Block]:
         Table(
             [
                 w("col.phase"),
+                w("col.window"),
                 w("col.started"),
                 w("col.replicas"),
                 w("col.time_to_ready"),
@@ -67,6 +68,7 @@ def inference_blocks(figures: InferenceFigures | None, w: Words) -> list[Block]:
             [
                 [
                     w(f"inference.phase.{row.kind.value}"),
+                    ", ".join(window(name) for name in row.windows),
                     w.instant(row.phase.started_at),
                     w(
                         "inference.replicas",

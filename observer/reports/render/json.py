@@ -124,7 +124,12 @@ def inference_json(report: DailyReport) -> dict[str, Any]:
             {**plain(row), "availability": _num(row.availability)} for row in figures.windows
         ],
         "phases": [
-            {**plain(row.phase), "ready_seconds": _num(row.ready_seconds)} for row in figures.phases
+            {
+                **plain(row.phase),
+                "windows": list(row.windows),
+                "ready_seconds": _num(row.ready_seconds),
+            }
+            for row in figures.phases
         ],
     }
 
