@@ -777,8 +777,8 @@ def _run_examples(runs: Sequence[ProbeRun]) -> list[Note]:
     ]
 
 
-def _detectors(findings: Iterable[Finding]) -> str:
+def _detectors(findings: Iterable[Finding]) -> list[JsonValue]:
     counts: dict[str, int] = {}
     for f in findings:
         counts[f.detector] = counts.get(f.detector, 0) + 1
-    return ", ".join(f"{d} {n}" for d, n in sorted(counts.items())) or "-"
+    return [f"{d} {n}" for d, n in sorted(counts.items())]

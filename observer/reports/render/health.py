@@ -97,8 +97,8 @@ def _gpu_row(row: GpuHealthRow, h: GpuHealthFigures, w: Words) -> list[str]:
     return [
         row.node,
         row.gpu,
-        "; ".join(xids) or "—",
-        "; ".join(conditions) or "—",
+        w.lines(xids) or "—",
+        w.lines(conditions) or "—",
         w.decimal(row.throttled_gpu_hours, 2) if row.throttled_gpu_hours else "—",
     ]
 

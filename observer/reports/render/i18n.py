@@ -5,7 +5,7 @@ them (Babel, from CLDR). Builders speak in Notes; only rendering picks the langu
 from __future__ import annotations
 
 import gettext
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import date, datetime, tzinfo
 from functools import cache, lru_cache
 from pathlib import Path
@@ -90,9 +90,12 @@ class Words:
         listed = self("names.separator").join(names) or "—"
         return self("names.more", names=listed, more=more) if more else listed
 
+    def lines(self, texts: Iterable[str]) -> str:
+        """Several items in one table cell."""
+        return self("cell.separator").join(texts)
+
     def evidence(self, notes: Sequence[Note]) -> str:
-        """Lines of evidence in one cell."""
-        return self("evidence.separator").join(self.note(n) for n in notes)
+        return self.lines(self.note(n) for n in notes)
 
     def severity(self, severity: str) -> str:
         """A severity in the catalogue's words; one the catalogue does not know (an
