@@ -12,17 +12,22 @@ from observer.reports.build.daily import DailyInputs, build_daily
 from observer.reports.build.data import PeriodData
 from observer.reports.build.notes import Note, named
 from observer.reports.build.verdict import VerdictInputs, build_verdict
+from observer.reports.render.blocks import Rendered
 from observer.reports.render.daily import render_daily
-from observer.reports.render.i18n import Words
+from observer.reports.render.i18n import Language, Words
 from observer.reports.render.verdict import render_verdict
 from tests.reports.builders import DAY, RULES, TZ, at, context, node, run
 
 EN, ZH = Words("en", TZ), Words("zh-CN", TZ)
 
 
-def _daily(data: PeriodData, language: str) -> str:
+def _rendered(data: PeriodData, language: Language) -> Rendered:
     report = build_daily(DailyInputs(context(), DAY.start.date(), data, None, data, 900.0, 0.1))
-    return render_daily(report, language).markdown  # type: ignore[arg-type]
+    return render_daily(report, language)
+
+
+def _daily(data: PeriodData, language: Language) -> str:
+    return _rendered(data, language).markdown
 
 
 def test_an_aside_is_in_full_width_parentheses_in_chinese_only():
@@ -34,6 +39,8 @@ def test_an_aside_is_in_full_width_parentheses_in_chinese_only():
     assert "| 前一日（平均） | 观察期至今（平均） |" in zh
     assert "| Observer blind time | 1 d (100.0%) |" in en
     assert "| Previous day (Average) | Soak to date (Average) |" in en
+    # Still a figure, right-aligned, in the HTML page.
+    assert '<td class="num">1天（100.0%）</td>' in _rendered(PeriodData(DAY), "zh-CN").html
 
 
 def test_names_are_listed_with_the_chinese_enumeration_comma():
