@@ -220,7 +220,7 @@ def _progress(
             in_flight=len(controller.runner.active()),
             open=len(open_findings),
         )
-        + (w("demo.open_detectors", detectors=", ".join(detectors)) if detectors else ""),
+        + (w("demo.open_detectors", detectors=w.names(detectors)) if detectors else ""),
         file=progress,
         flush=True,
     )
@@ -329,7 +329,7 @@ def summary(result: DemoResult) -> str:
         unmet = score.unmet[n]
         wrong = unmet or score.miscaused[n]
         mark = w("demo.missed") if wrong else w("demo.found")
-        lines.append(f"  {mark}  {name}" + (f" ({hit})" if hit else ""))
+        lines.append(f"  {mark}  " + (w.aside(name, hit) if hit else name))
         lines += [
             "          "
             + w(
@@ -367,7 +367,7 @@ def summary(result: DemoResult) -> str:
                     subject=str(_subject(f.subject)),
                     when=_when(f.opened_at, w),
                 )
-                + (w("demo.while_on", confounders=", ".join(confounders)) if confounders else "")
+                + (w("demo.while_on", confounders=w.names(confounders)) if confounders else "")
             )
     else:
         lines += ["", w("demo.nothing_unexpected")]

@@ -260,13 +260,15 @@ def describe(scenario: Scenario, w: Words) -> list[str]:
     controller = tree["controller"]
     fairness = tree["detectors"].get("fairness", {})
     simulation = controller["simulation"]
-    windows = ", ".join(
-        f"{w['name']} {w['days']} {w['start']}-{w['end']}" for w in controller["windows"]
+    windows = w.names(
+        [f"{w['name']} {w['days']} {w['start']}-{w['end']}" for w in controller["windows"]]
     )
-    tenants = ", ".join(
-        w("demo.tenant", name=t["name"], weight=str(t["weight"]))
-        + (w("demo.tenant_quota", gpus=t["quota_gpus"]) if "quota_gpus" in t else "")
-        for t in controller["tenants"]
+    tenants = w.names(
+        [
+            w("demo.tenant", name=t["name"], weight=str(t["weight"]))
+            + (w("demo.tenant_quota", gpus=t["quota_gpus"]) if "quota_gpus" in t else "")
+            for t in controller["tenants"]
+        ]
     )
     probes = sorted({entry["probe"] for entry in controller["plan"]})
     tuned = "; ".join(

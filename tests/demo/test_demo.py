@@ -146,7 +146,7 @@ def test_every_injected_fault_is_found_and_nothing_else(demo: Demo):
         "failed",
         "gpu_driver",
     )
-    assert f"gpu_xid 79 on {hit['node']}" in record["cause_evidence"]
+    assert f"Xid 79 on {hit['node']} (GPU has fallen off the bus)" in record["cause_evidence"]
     assert off_bus["miscaused"] == []
 
 

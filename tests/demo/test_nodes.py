@@ -16,6 +16,7 @@ from observer.demo.nodes import DemoNodes
 from observer.domain import Behaviour, Finding, JobPhase, NodeSnapshot, Workload
 from observer.fleet.local import LocalFleet
 from observer.reports.build.causes import Cause, classify
+from observer.reports.build.notes import Note
 from observer.settings import Settings
 from observer.simulation.soak import SimulatedSoak, simulated_cluster
 from observer.storage.database import upgrade
@@ -176,7 +177,9 @@ def test_the_failed_probe_is_classed_a_gpu_driver_fault_with_the_xid_as_evidence
 
     assert classified is not None
     assert classified.cause is Cause.GPU_DRIVER
-    assert f"gpu_xid 79 on {NODE}" in classified.evidence
+    assert Note("cause.ev.xid", {"xid": "79", "node": NODE, "xid_meaning": "79"}) in (
+        classified.evidence
+    )
 
 
 def test_a_node_kept_in_service_past_the_grace_after_its_gpu_fell_off_is_found(

@@ -122,15 +122,15 @@ def test_the_summary_shows_all_jobs_beside_the_probes_in_every_format():
         "by_tenant": {"research": 2},
         "by_observer": 0,
     }
-    assert "| application (code or data) | OOMKilled | 4 | prod 3, research 1 |" in en.markdown
-    assert "| GPU / driver | NonZeroExitCode | 2 | research 2 |" in en.markdown
-    assert "| — | Error | 1 | research 1 |" in en.markdown
+    assert "| application (code or data) | “OOMKilled” | 4 | prod 3, research 1 |" in en.markdown
+    assert "| GPU / driver | “NonZeroExitCode” | 2 | research 2 |" in en.markdown
+    assert "| — | “Error” | 1 | research 1 |" in en.markdown
     assert "<td>GPU / driver</td>" in en.html
     assert "| prod | 13 | 3 | — | 13 / 3 |" in en.markdown
     assert '<td class="not_observed">not observed</td>' in en.html
     zh = render_daily(report, "zh-CN")
-    assert "| 全部作业失败数 | 8 | 未观测 | 8 (不完整) |" in zh.markdown
-    assert "| GPU / 驱动 | NonZeroExitCode | 2 | research 2 |" in zh.markdown
+    assert "| 全部作业失败数 | 8 | 未观测 | 8（不完整） |" in zh.markdown
+    assert "| GPU / 驱动 | 「NonZeroExitCode」 | 2 | research 2 |" in zh.markdown
     assert json.loads(zh.json)["all_jobs_failed"] == 8
 
 
@@ -175,6 +175,6 @@ def test_the_observers_own_probes_are_counted_apart_among_every_tenants_jobs():
     en = render_daily(report, "en").markdown
     assert "| of which the observer's own probes | 10 |" in en
     assert "| of which the observer's probes (expected failures too) | 4 |" in en
-    assert "| application (code or data) | NonZeroExitCode | 5 | prod 4, research 1 | 4 |" in en
+    assert "| application (code or data) | “NonZeroExitCode” | 5 | prod 4, research 1 | 4 |" in en
     zh = render_daily(report, "zh-CN").markdown
     assert "| 其中观测器自身的探测任务 | 10 |" in zh

@@ -32,7 +32,8 @@ from observer.reports.build.data import PeriodData
 from observer.reports.build.notes import Note
 from observer.reports.build.verdict import VerdictInputs, build_verdict
 from observer.reports.render.daily import render_daily
-from tests.reports.builders import DAY, RULES, at, context, queue, run
+from observer.reports.render.i18n import Language, Words
+from tests.reports.builders import DAY, RULES, TZ, at, context, queue, run
 
 NODE = "node-3"
 
@@ -140,48 +141,76 @@ def training(
 DRAINED = StoredNodeChange(at(9), SchedulerNode(NODE, "a", 8, 8, "drained", "ECC storm"))
 
 
+def evidence(classified: Classified | None, language: Language = "en") -> list[str]:
+    """What decided a cause, as a report in `language` writes it."""
+    assert classified is not None
+    words = Words(language, TZ)
+    return [words.note(n) for n in classified.evidence]
+
+
 @pytest.mark.parametrize(
-    ("job", "findings", "changes", "classified"),
+    ("job", "findings", "changes", "cause", "english", "chinese"),
     [
         (
             training(),
             [xid(79, "bus")],
             [],
-            Classified(Cause.GPU_DRIVER, (f"gpu_xid 79 on {NODE}",)),
+            Cause.GPU_DRIVER,
+            [f"Xid 79 on {NODE} (GPU has fallen off the bus)"],
+            [f"{NODE} 上的 Xid 79（GPU 已掉出总线）"],
         ),
-        (training(), [], [DRAINED], Classified(Cause.NODE, (f"{NODE} drained (ECC storm)",))),
-        (training("OOMKilled", 137), [], [], Classified(Cause.APPLICATION, ("OOM",))),
-        (training("NodeDown", 0), [], [], Classified(Cause.NODE, ("NodeDown",))),
-        (training("TimeLimit", 0), [], [], Classified(Cause.APPLICATION, ("TimeLimit",))),
+        (
+            training(),
+            [],
+            [DRAINED],
+            Cause.NODE,
+            [f"{NODE} drained (“ECC storm”)"],
+            [f"{NODE} 变为 drained（「ECC storm」）"],
+        ),
+        (training("OOMKilled", 137), [], [], Cause.APPLICATION, ["OOM"], ["内存不足（OOM）"]),
+        (training("NodeDown", 0), [], [], Cause.NODE, ["“NodeDown”"], ["「NodeDown」"]),
+        (training("TimeLimit", 0), [], [], Cause.APPLICATION, ["“TimeLimit”"], ["「TimeLimit」"]),
         (
             training("DeadLine", None, started=False),
             [],
             [],
-            Classified(Cause.SCHEDULING, ("pending: DeadLine",)),
+            Cause.SCHEDULING,
+            ["pending: “DeadLine”"],
+            ["排队等待：「DeadLine」"],
         ),
         (
             training("ErrImagePull", None, started=False),
             [],
             [],
-            Classified(Cause.PLATFORM_CONFIGURATION, ("ErrImagePull",)),
+            Cause.PLATFORM_CONFIGURATION,
+            ["“ErrImagePull”"],
+            ["「ErrImagePull」"],
         ),
         # The platform named no node: the Xid on the node it ran on cannot be tied to it.
         (
             training("NonZeroExitCode", 2, nodes=()),
             [xid(79, "bus")],
             [DRAINED],
-            Classified(Cause.APPLICATION, ("exit 2",)),
+            Cause.APPLICATION,
+            ["exit 2"],
+            ["退出码 2"],
         ),
-        (training(None, None), [], [], Classified(Cause.UNEXPLAINED, ())),
+        (training(None, None), [], [], Cause.UNEXPLAINED, [], []),
     ],
 )
 def test_each_failed_job_of_the_listing_is_classed_by_the_same_evidence(
     job: JobStatus,
     findings: list[Finding],
     changes: list[StoredNodeChange],
-    classified: Classified,
+    cause: Cause,
+    english: list[str],
+    chinese: list[str],
 ) -> None:
-    assert classify_job(job, findings, changes) == classified
+    classified = classify_job(job, findings, changes)
+
+    assert classified is not None and classified.cause is cause
+    assert evidence(classified) == english
+    assert evidence(classified, "zh-CN") == chinese
 
 
 def test_a_job_that_did_not_fail_has_no_cause():
@@ -197,12 +226,13 @@ def test_the_daily_summary_heads_its_failures_with_the_cause_and_names_the_xid()
 
     [group] = report.figures.tasks.failure_groups
     assert group.cause == "gpu_driver"
-    assert f"| GPU / driver | gpu_xid 79 on {NODE} | failed | “Error” |" in rendered.markdown
-    assert group.evidence == (f"gpu_xid 79 on {NODE}",)
+    xid_79 = f"Xid 79 on {NODE} (GPU has fallen off the bus)"
+    assert f"| GPU / driver | {xid_79} | failed | “Error” |" in rendered.markdown
     assert rendered.csv is not None
     [row] = csv.DictReader(io.StringIO(rendered.csv))
-    assert (row["cause"], row["cause_evidence"]) == ("gpu_driver", f"gpu_xid 79 on {NODE}")
-    assert "GPU / 驱动" in render_daily(report, "zh-CN").markdown
+    assert (row["cause"], row["cause_evidence"]) == ("gpu_driver", xid_79)
+    chinese = render_daily(report, "zh-CN").markdown
+    assert f"| GPU / 驱动 | {NODE} 上的 Xid 79（GPU 已掉出总线） | 失败 |" in chinese
 
 
 def test_the_verdict_fails_failure_evidence_when_too_many_causes_are_unknown():
@@ -278,4 +308,7 @@ def test_a_probe_its_queue_held_until_its_deadline_is_a_quota_hold():
         pending={"Unknown": 5, hold.reason: 600},
     )
 
-    assert classify(held, [], []) == Classified(Cause.SCHEDULING, (f"quota: {hold.reason}",))
+    classified = classify(held, [], [])
+
+    assert classified is not None and classified.cause is Cause.SCHEDULING
+    assert evidence(classified) == [f"quota: “{hold.reason}”"]

@@ -54,7 +54,7 @@ def test_one_fatal_fault_limits_the_launch_and_names_the_node():
 
     assert judged(result) == (Status.FAIL, FailureClass.LIMITED_LAUNCH)
     [note] = [n for n in result.evidence if n.key == "ev.gpu_health"]
-    assert (note.params["fatal"], note.params["nodes"]) == (1, "node-3")
+    assert (note.params["fatal"], note.params["nodes"]) == (1, ["node-3"])
 
 
 def test_fatal_faults_recurring_on_a_node_or_a_node_kept_in_service_must_be_fixed():
@@ -77,7 +77,7 @@ def test_throttling_alone_is_a_later_optimisation():
 
     assert judged(result) == (Status.FAIL, FailureClass.LATER_OPTIMISATION)
     [note] = [n for n in result.evidence if n.key == "ev.gpu_health"]
-    assert note.params["nodes"] == "node-1"
+    assert note.params["nodes"] == ["node-1"]
 
 
 def test_the_criterion_reads_in_both_languages():

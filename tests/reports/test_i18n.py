@@ -53,7 +53,12 @@ def test_days_times_numbers_and_notes():
         "稳定性观察未能证明，因此不作承诺：租户隔离。"
     )
     unaudited = Note(
-        "ev.unaudited",
-        {"at": instant.isoformat(), "action": "drain", "subject": "node=n1", "reason": "maint"},
+        "ev.unaudited.said",
+        {
+            "at": instant.isoformat(),
+            "action": "drain",
+            "subject": "node=n1",
+            "reason_words": "maint",
+        },
     )
-    assert en.note(unaudited) == "Not recorded: drain on node=n1 at 2026-12-04 10:05 (maint)."
+    assert en.note(unaudited) == "Not recorded: drain on node=n1 at 2026-12-04 10:05 (“maint”)."

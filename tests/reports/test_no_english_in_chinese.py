@@ -40,16 +40,28 @@ _URL = re.compile(r"https?://\S+")
 # an equals sign or an @ in it (node-3, run ids, gpu_xid, job/sim-1, 10:00, 8.0, a=b).
 _ID = re.compile(r"[^\s,;()（）、，；：。|]*[0-9_\-./:=@][^\s,;()（）、，；：。|]*")
 _SENTENCE = re.compile(r"[A-Za-z][A-Za-z']*(?:[ ,'()]+[A-Za-z][A-Za-z']*){2,}")
+# Half-width punctuation touching Chinese text ("2小时 (1.5%)", "原因: ...").
+_HALF_WIDTH = re.compile(r"[\u4e00-\u9fff（）「」，。：；、] ?[(,;:]|[(,;:] ?[\u4e00-\u9fff]")
+
+
+def prose(text: str, form: str) -> str:
+    """A report's text without its code, evidence, links and the platform's quoted words."""
+    for pattern in _MARKDOWN_OUT if form == "md" else _HTML_OUT:
+        text = pattern.sub(" | ", text)
+    if form == "html":
+        text = html.unescape(text)
+    return _URL.sub(" | ", _QUOTED.sub(" | ", text))
+
+
+def half_width_left(text: str, form: str) -> list[str]:
+    """Half-width parentheses, commas, colons and semicolons against Chinese text."""
+    return [line.strip() for line in prose(text, form).splitlines() if _HALF_WIDTH.search(line)]
 
 
 def english_left(text: str, form: str, names: set[str]) -> list[str]:
     """Runs of three or more Latin words left in a report once code, ids, names and the
     platform's quoted words are taken out."""
-    for pattern in _MARKDOWN_OUT if form == "md" else _HTML_OUT:
-        text = pattern.sub(" | ", text)
-    if form == "html":
-        text = html.unescape(text)
-    text = _URL.sub(" | ", _QUOTED.sub(" | ", text))
+    text = prose(text, form)
     text = _ID.sub(" | ", text)
     words = re.compile(r"\b(?:" + "|".join(map(re.escape, sorted(names, key=len)[::-1])) + r")\b")
     text = words.sub(" | ", text)
@@ -95,6 +107,19 @@ def test_no_english_sentence_is_left_in_the_chinese_reports(played: PlayedWeek, 
         phrase
         for r in rendered
         for phrase in english_left(r.markdown if form == "md" else r.html, form, names)
+    }
+    assert not left, sorted(left)
+
+
+@pytest.mark.parametrize("form", ["md", "html"])
+def test_the_chinese_reports_punctuate_chinese_text_in_full_width(chinese, form):
+    daily, verdict = chinese
+    rendered = [render_daily(report, "zh-CN") for report in daily.values()]
+    rendered.append(render_verdict(verdict, "zh-CN"))
+    left = {
+        line
+        for r in rendered
+        for line in half_width_left(r.markdown if form == "md" else r.html, form)
     }
     assert not left, sorted(left)
 

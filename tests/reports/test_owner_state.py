@@ -134,7 +134,7 @@ def test_a_soak_where_no_node_knew_its_owners_has_not_observed_node_leaks():
         "- 没有任何节点的代理知道其 GPU 进程所属的 Pod 或作业是否仍在运行（共 6 个节点）："
         "作业结束后仍占用的显存未观测。" in zh_md
     )
-    assert "6 个节点中 0 个的属主状态已知；gpu-1, gpu-2, gpu-3, gpu-4, gpu-5, gpu-6 " in zh_md
+    assert "6 个节点中 0 个的属主状态已知；gpu-1、gpu-2、gpu-3、gpu-4、gpu-5、gpu-6 " in zh_md
 
 
 def test_a_leak_seen_while_no_node_knew_its_owners_still_fails():
@@ -167,7 +167,7 @@ def test_a_soak_where_some_nodes_knew_counts_and_names_them():
     assert (
         Note(
             "ev.owner_state_not_known",
-            {"known": 4, "nodes": 6, "not_known": "gpu-5, gpu-6", "limit_share": 0.1},
+            {"known": 4, "nodes": 6, "not_known": ["gpu-5", "gpu-6"], "limit_share": 0.1},
         )
         in criterion.evidence
     )
@@ -177,7 +177,7 @@ def test_a_soak_where_some_nodes_knew_counts_and_names_them():
     assert (data["owner_state_nodes"], data["owner_state_known_nodes"]) == (6, 4)
     assert data["owner_state"]["not_known"] == {"gpu-5": 1.0, "gpu-6": 0.214}
     zh_md, _ = _rendered(v, "zh-CN")
-    assert "- 6 个节点中 4 个的属主状态已知；gpu-5, gpu-6 的属主状态未知（超过观察期的 10.0%）" in (
+    assert "- 6 个节点中 4 个的属主状态已知；gpu-5、gpu-6 的属主状态未知（超过观察期的 10.0%）" in (
         zh_md
     )
 

@@ -321,7 +321,7 @@ def test_monitoring_that_misses_a_scheduler_node_is_not_linked():
     v = _verdict(_soak(gpu=GpuUsage(overall=UtilizationHistogram.of([1]), nodes=frozenset({"n1"}))))
     assert _status(v)["monitoring_linked"] == (Status.FAIL, FailureClass.LIMITED_LAUNCH)
     coverage = next(c for c in v.criteria if c.criterion == "monitoring_linked").evidence[0]
-    assert coverage.params == {"sampled": 1, "known": 2, "missing": "n2"}
+    assert coverage.params == {"sampled": 1, "known": 2, "missing": ["n2"]}
 
 
 def test_gpu_samples_reach_the_verdict_per_day():

@@ -16,7 +16,7 @@ from enum import StrEnum
 
 from observer.detectors.gpu_health import ECC_UNCORRECTED, GPU_XID, ROW_REMAP_FAILED
 from observer.detectors.scheduler_terms import in_service
-from observer.domain import Finding, JobPhase, JobStatus, Outcome, ProbeRun
+from observer.domain import Finding, JobPhase, JobStatus, Outcome, ProbeRun, SchedulerNode
 from observer.probes.outcome import (
     OOM_EXIT_CODE,
     OOM_MARKS,
@@ -24,6 +24,7 @@ from observer.probes.outcome import (
     is_quota_reason,
 )
 from observer.records import StoredNodeChange
+from observer.reports.build.notes import Note
 
 
 class Cause(StrEnum):
@@ -65,9 +66,9 @@ MARGIN = timedelta(minutes=2)
 @dataclass(frozen=True, slots=True)
 class Classified:
     cause: Cause
-    # What decided it, in ids and the platform's words (no sentence: reports of either
-    # language show it as it is): findings ("gpu_xid 79 on node-3"), reasons, exit codes.
-    evidence: tuple[str, ...]
+    # What decided it, with its ids, codes and the platform's words as they are: findings
+    # ("Xid 79 on node-3"), nodes gone out of service, reasons, exit codes.
+    evidence: tuple[Note, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,32 +129,40 @@ def _classify(
     around = _around(task, findings)
     gpu = [f for f in around if _gpu_fault(f)]
     if gpu or task.ended is Outcome.NO_GPU:
-        named = [_name(f) for f in gpu] or [f"{Outcome.NO_GPU.value} (exit {task.exit_code})"]
+        named = [_name(f) for f in gpu] or [
+            Note("cause.ev.no_gpu", {"outcome": Outcome.NO_GPU.value, "exit_code": task.exit_code})
+        ]
         return Classified(Cause.GPU_DRIVER, tuple(named))
     reason = task.reason
     left = _out_of_service(task, node_changes)
     if left or any(mark in reason for mark in _NODE_REASONS):
-        return Classified(Cause.NODE, tuple(left) or (reason,))
+        return Classified(Cause.NODE, tuple(left) or (_said(reason),))
     if reason in _CONFIG_REASONS or task.ended is Outcome.REJECTED:
-        return Classified(Cause.PLATFORM_CONFIGURATION, (reason or task.ended.value,))
+        said = _said(reason) if reason else Note("cause.ev.outcome", {"outcome": task.ended.value})
+        return Classified(Cause.PLATFORM_CONFIGURATION, (said,))
     if any(mark in reason for mark in _PREEMPTION):
-        return Classified(Cause.SCHEDULING, (reason,))
+        return Classified(Cause.SCHEDULING, (_said(reason),))
     if task.started_at is None and (task.ended is Outcome.TIMED_OUT or reason in _DEADLINES):
         pending = task.pending_reasons
         held = max(pending, key=pending.__getitem__, default=reason)
-        why = "quota" if is_quota_reason(held) else "pending"
-        return Classified(Cause.SCHEDULING, (f"{why}: {held or '—'}",))
+        words = {"reason_words": held or None}
+        why = Note("cause.ev.quota", words) if is_quota_reason(held) else Note("cause.ev.pending", words)
+        return Classified(Cause.SCHEDULING, (why,))
     app = [_name(f) for f in around if f.detector == GPU_XID and not _gpu_fault(f)]
     oom = any(mark in reason for mark in OOM_MARKS) or task.exit_code == OOM_EXIT_CODE
     ran_out = reason in _DEADLINES  # it started (held ones are above): past its own limit
     if task.ended is Outcome.FAILED and (oom or ran_out or app or task.exit_code not in (0, None)):
-        said = "OOM" if oom else reason if ran_out else _exit(task.exit_code)
-        return Classified(Cause.APPLICATION, tuple(w for w in (said, *app) if w))
+        decided = [Note("cause.ev.oom")] if oom else [_said(reason)] if ran_out else _exit(task)
+        return Classified(Cause.APPLICATION, (*decided, *app))
     return Classified(Cause.UNEXPLAINED, ())
 
 
-def _exit(code: int | None) -> str:
-    return "" if code is None else f"exit {code}"
+def _said(reason: str) -> Note:
+    return Note("cause.ev.said", {"words": reason})
+
+
+def _exit(task: _Task) -> list[Note]:
+    return [] if task.exit_code is None else [Note("cause.ev.exit", {"exit_code": task.exit_code})]
 
 
 def _around(task: _Task, findings: Sequence[Finding]) -> list[Finding]:
@@ -178,24 +187,32 @@ def _gpu_fault(finding: Finding) -> bool:
     return finding.detector in _GPU_FAULTS
 
 
-def _name(finding: Finding) -> str:
-    xid = finding.subject.get("xid")
-    what = f"{finding.detector} {xid}" if xid else finding.detector
-    return f"{what} on {finding.subject.get('node', '?')}"
+def _name(finding: Finding) -> Note:
+    node = finding.subject.get("node", "?")
+    if xid := finding.subject.get("xid"):
+        return Note("cause.ev.xid", {"xid": xid, "node": node, "xid_meaning": xid})
+    return Note("cause.ev.finding", {"detector": finding.detector, "node": node})
 
 
-def _out_of_service(task: _Task, changes: Sequence[StoredNodeChange]) -> list[str]:
-    """Its nodes' changes to out of service while it ran, as "node-3 drained (reason)";
+def _out_of_service(task: _Task, changes: Sequence[StoredNodeChange]) -> list[Note]:
+    """Its nodes' changes to out of service while it ran ("node-3 drained (reason)");
     `changes` in time order (a week of a large fleet's: only the run's stretch is read)."""
     if task.started_at is None:
         return []
     end = (task.finished_at or task.started_at) + MARGIN
     first = bisect_left(changes, task.started_at, key=_at)
     return [
-        f"{c.node.name} {c.node.state}" + (f" ({c.node.reason})" if c.node.reason else "")
+        _left(c.node)
         for c in changes[first : bisect_right(changes, end, key=_at)]
         if c.node.name in task.nodes and not in_service(c.node)
     ]
+
+
+def _left(node: SchedulerNode) -> Note:
+    params = {"node": node.name, "state": node.state}
+    if node.reason:
+        return Note("cause.ev.node_left.said", {**params, "reason_words": node.reason})
+    return Note("cause.ev.node_left", params)
 
 
 def _at(change: StoredNodeChange) -> datetime:

@@ -21,6 +21,7 @@ from observer.domain import (
     Expectation,
     Finding,
     FindingKind,
+    JsonValue,
     Outcome,
     ProbeRun,
     Severity,
@@ -31,13 +32,15 @@ from observer.reports.build import health
 from observer.reports.build.causes import Cause, classify
 from observer.reports.build.data import Period, PeriodData, ReportContext
 from observer.reports.build.events import (
+    NODE_NAMES,
     FindingItem,
     InterventionFigures,
+    InterventionItem,
     OwnerStateFigures,
     finding_figures,
     owner_state_note,
 )
-from observer.reports.build.notes import Note
+from observer.reports.build.notes import Note, named
 
 LEAK_DETECTORS = frozenset(
     {
@@ -284,7 +287,7 @@ def _monitoring_linked(soak: PeriodData, context: ReportContext) -> CriterionRes
             {
                 "sampled": len(known & sampled),
                 "known": len(known),
-                "missing": ", ".join(missing[:10]) or "-",
+                "missing": named(missing, NODE_NAMES),
             },
         ),
         Note("ev.runs_attributed", {"attributed": attributed, "runs": len(soak.runs)}),
@@ -317,7 +320,7 @@ def _quota_enforced(runs: Sequence[ProbeRun]) -> CriterionResult:
     ran = [r for r in quota if r.outcome is Outcome.FAILED]
     unrecorded = [r for r in quota if r.outcome is Outcome.TIMED_OUT]
     passed = [r for r in quota if r.outcome is Outcome.PASSED]
-    reasons = ", ".join(sorted({r.reason or "-" for r in passed})) or "-"
+    reasons = sorted({r.reason or "-" for r in passed})
     evidence = [
         Note(
             "ev.quota",
@@ -471,7 +474,7 @@ def _no_log_loss(soak: PeriodData, context: ReportContext) -> CriterionResult:
         return _result(
             name,
             Status.NOT_OBSERVED,
-            [Note("ev.no_probe_runs", {"probe": ", ".join(sorted(context.canary_probes))})],
+            [Note("ev.no_probe_runs", {"probe": sorted(context.canary_probes)})],
         )
     lost = _of(soak.findings, ["log_loss"])
     missing = [f for f in lost if f.severity is Severity.CRITICAL]
@@ -554,7 +557,7 @@ def _no_unfairness(
         occurrence = occurrence_of(calendar, run.window, run.submitted_at)
         if occurrence is not None:
             seen.setdefault(run.window, set()).add(occurrence.start)
-    per_window = ", ".join(f"{w} {len(s)}" for w, s in sorted(seen.items())) or "-"
+    per_window = [f"{w} {len(s)}" for w, s in sorted(seen.items())]
     evidence = [
         Note("ev.fairness", {"occurrences": per_window, "needed": rules.fairness_persistence_k})
     ]
@@ -562,7 +565,7 @@ def _no_unfairness(
     if not unfair and sum(len(s) for s in seen.values()) < rules.fairness_persistence_k:
         return _result(name, Status.NOT_OBSERVED, evidence)
     if unfair:
-        tenants = ", ".join(sorted({str(f.subject.get("tenant")) for f in unfair}))
+        tenants = sorted({str(f.subject.get("tenant")) for f in unfair})
         evidence.append(Note("ev.unfair", {"tenants": tenants}))
         for finding in sorted(unfair, key=lambda f: (str(f.subject.get("tenant")), f.opened_at)):
             evidence += _unfairness_explained(finding)
@@ -607,7 +610,7 @@ def _unfairness_explained(finding: Finding) -> list[Note]:
             )
             for kind in ("priority", "user"):
                 if by := holder.get(f"by_{kind}"):
-                    names = ", ".join(f"{who} {gpus:.1f}" for who, gpus in by.items())
+                    names = [f"{who} {gpus:.1f}" for who, gpus in by.items()]
                     notes.append(Note(f"ev.unfair_holder_{kind}", {"holder": name, "names": names}))
     for other in finding.evidence.get("favoured_with_longer_waits") or []:
         notes.append(
@@ -644,16 +647,7 @@ def _interventions_audited(soak: PeriodData, interventions: InterventionFigures)
             },
         ),
         *(
-            Note(
-                "ev.unaudited",
-                {
-                    "at": i.at.isoformat(),
-                    "action": i.action,
-                    "subject": ", ".join(f"{k}={v}" for k, v in sorted(i.subject.items())),
-                    "reason": i.reason or "-",
-                },
-            )
-            for i in unaudited[:EXAMPLES]
+            _unaudited(i) for i in unaudited[:EXAMPLES]
         ),
     ]
     return _result(
@@ -662,6 +656,18 @@ def _interventions_audited(soak: PeriodData, interventions: InterventionFigures)
         evidence,
         FailureClass.LATER_OPTIMISATION,
     )
+
+
+def _unaudited(i: InterventionItem) -> Note:
+    params: dict[str, JsonValue] = {
+        "at": i.at.isoformat(),
+        "action": i.action,
+        "subject": ", ".join(f"{k}={v}" for k, v in sorted(i.subject.items())),
+    }
+    if i.reason:
+        # The operator's or the platform's own words: quoted, never translated.
+        return Note("ev.unaudited.said", {**params, "reason_words": i.reason})
+    return Note("ev.unaudited", params)
 
 
 def _isolation(soak: PeriodData, context: ReportContext) -> CriterionResult:
@@ -713,7 +719,7 @@ def _gpu_health(soak: PeriodData, context: ReportContext) -> CriterionResult:
                 "errors": len(errors),
                 "throttled": len(throttled),
                 "in_service": len(in_service),
-                "nodes": ", ".join(affected) or "—",
+                "nodes": affected,
             },
         )
     ]
@@ -771,8 +777,8 @@ def _run_examples(runs: Sequence[ProbeRun]) -> list[Note]:
     ]
 
 
-def _detectors(findings: Iterable[Finding]) -> str:
+def _detectors(findings: Iterable[Finding]) -> list[JsonValue]:
     counts: dict[str, int] = {}
     for f in findings:
         counts[f.detector] = counts.get(f.detector, 0) + 1
-    return ", ".join(f"{d} {n}" for d, n in sorted(counts.items())) or "-"
+    return [f"{d} {n}" for d, n in sorted(counts.items())]

@@ -23,7 +23,7 @@ from observer.records import (
 from observer.reports.build import interventions as detected_interventions
 from observer.reports.build.data import PeriodData, ReportContext
 from observer.reports.build.findings import Sentence, describe
-from observer.reports.build.notes import Note
+from observer.reports.build.notes import Note, named
 
 # Conditions during which the observer could not see a source, by source.
 BLIND_DETECTORS = {
@@ -460,11 +460,10 @@ def owner_state_note(prefix: str, owners: OwnerStateFigures) -> Note:
     params: dict[str, JsonValue] = {"known": owners.known, "nodes": owners.nodes}
     if not owners.not_known:
         return Note(f"{prefix}.owner_state", params)
-    names = list(owners.not_known)
-    shown = ", ".join(names[:NODE_NAMES])
-    if len(names) > NODE_NAMES:
-        shown += f" (+{len(names) - NODE_NAMES})"
-    params |= {"not_known": shown, "limit_share": owners.limit_share}
+    params |= {
+        "not_known": named(list(owners.not_known), NODE_NAMES),
+        "limit_share": owners.limit_share,
+    }
     return Note(f"{prefix}.owner_state_not_known", params)
 
 

@@ -120,7 +120,7 @@ class FailureGroup:
     probes: tuple[str, ...]
     tenants: tuple[str, ...]
     explanations: tuple[Explained, ...]
-    evidence: tuple[str, ...]  # what decided the cause, each distinct line once
+    evidence: tuple[Note, ...]  # what decided the cause, each distinct line once
 
 
 @dataclass(frozen=True, slots=True)
@@ -401,16 +401,16 @@ def task_figures(
     """`findings` and `node_changes`: the period's, from which each failure's cause is read."""
     failed = [r for r in runs if is_failed(r)]
     groups: dict[tuple[str, str, str | None], list[ProbeRun]] = {}
-    evidence: dict[tuple[str, str, str | None], dict[str, None]] = {}
+    evidence: dict[tuple[str, str, str | None], list[Note]] = {}
     for run in failed:
         assert run.outcome is not None
         classified = classify(run, findings, node_changes)
         cause = classified.cause if classified else Cause.UNEXPLAINED
         key = (cause.value, run.outcome.value, run.reason)
         groups.setdefault(key, []).append(run)
-        evidence.setdefault(key, {}).update(
-            dict.fromkeys(classified.evidence if classified else ())
-        )
+        lines = evidence.setdefault(key, [])
+        # Notes hold their parameters in a dict: kept distinct by equality, not by hash.
+        lines += [n for n in (classified.evidence if classified else ()) if n not in lines]
     order = [c.value for c in Cause]
     failure_groups = tuple(
         FailureGroup(

@@ -48,8 +48,9 @@ def _memory(n: JsonValue) -> str:
     return f"{n / 2**30:.1f} GiB" if n >= 2**30 else f"{n / 2**20:.0f} MiB"
 
 
-def _names(values: JsonValue) -> str:
-    return ", ".join(str(v) for v in values) if isinstance(values, list) else str(values)
+def _names(values: JsonValue) -> JsonValue:
+    """A list of the evidence's as names (rendering lists them); anything else as it is."""
+    return [str(v) for v in values] if isinstance(values, list) else str(values)
 
 
 def _owner(e: Evidence) -> str:

@@ -15,7 +15,7 @@ from observer.domain import Finding, JsonValue, SchedulerNode
 from observer.records import StoredNodeChange
 from observer.reports.build.data import Period, PeriodData
 from observer.reports.build.events import NODE_NAMES
-from observer.reports.build.notes import Note
+from observer.reports.build.notes import Note, named
 
 # The agents' GPU conditions, in the order the section lists them: a new condition detector is
 # one more entry here, with its words in the catalog (`health.cond.<detector>`); the verdict
@@ -141,16 +141,13 @@ def gpu_health_figures(data: PeriodData) -> GpuHealthFigures:
 def health_note(h: GpuHealthFigures) -> Note | None:
     """The sentence over the section: healthy only where the agents saw the GPUs, naming the
     nodes they did not; None when there are faults to list."""
-    missing = list(h.nodes_not_sampled)
-    shown = ", ".join(missing[:NODE_NAMES])
-    if len(missing) > NODE_NAMES:
-        shown += f" (+{len(missing) - NODE_NAMES})"
+    missing = named(h.nodes_not_sampled, NODE_NAMES)
     if not h.observed:
         return Note("note.health_not_observed")
     if h.faulty:
-        return Note("note.health_not_sampled", {"nodes": shown}) if missing else None
+        return Note("note.health_not_sampled", {"nodes": missing}) if missing else None
     if missing:
-        return Note("note.health_healthy_but", {"sampled": h.nodes_sampled, "nodes": shown})
+        return Note("note.health_healthy_but", {"sampled": h.nodes_sampled, "nodes": missing})
     return Note("note.health_healthy", {"sampled": h.nodes_sampled})
 
 

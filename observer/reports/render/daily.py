@@ -113,12 +113,12 @@ def _task_blocks(
                 [
                     [
                         w(f"cause.{g.cause}"),
-                        "; ".join(g.evidence) or "—",
+                        w.evidence(g.evidence) or "—",
                         w(f"outcome.{g.outcome}"),
                         w.quoted(g.reason) if g.reason else "—",
                         w.integer(len(e.run_ids)),
-                        ", ".join(e.probes),
-                        ", ".join(e.tenants),
+                        w.names(e.probes),
+                        w.names(e.tenants),
                         w.note(e.explanation),
                         tuple(Link(short_run_id(r), run_anchor(r)) for r in e.run_ids),
                     ]
@@ -173,7 +173,7 @@ def _coverage_blocks(day: PeriodFigures, soak: PeriodFigures, w: Words) -> list[
 
     def skipped(c: ProbeCoverage) -> str:
         reasons = [w("cell.skipped", count=n, why=reason) for reason, n in c.skipped.items()]
-        return "; ".join(reasons) or "—"
+        return w.lines(reasons) or "—"
 
     rows = []
     for p in probes:
@@ -227,7 +227,7 @@ def _all_job_blocks(
         return [*blocks, Text(w("note.all_jobs_not_observed"), "note")]
     if not jobs.complete:
         listed = w.share(jobs.listed_seconds / ((day.end - day.start).total_seconds() or 1))
-        notes = "; ".join(jobs.notes) or "—"
+        notes = w.lines(jobs.notes) or "—"
         blocks.append(Text(w("note.all_jobs_incomplete", listed=listed, notes=notes), "note"))
 
     def pair(f: PeriodFigures | None, tenant: str) -> str:
@@ -276,9 +276,9 @@ def _all_job_blocks(
             [
                 [
                     w(f"cause.{g.cause}") if g.cause else "—",
-                    g.reason or "—",
+                    w.quoted(g.reason) if g.reason else "—",
                     w.integer(g.count),
-                    ", ".join(f"{t} {w.integer(n)}" for t, n in g.by_tenant.items()),
+                    w.names([f"{t} {w.integer(n)}" for t, n in g.by_tenant.items()]),
                     w.integer(g.by_observer),
                 ]
                 for g in jobs.failure_groups
@@ -308,8 +308,8 @@ def _wait_table(
             w("col.p50"),
             w("col.p95"),
             w("col.max"),
-            f"{w('col.previous_day')} ({w('col.avg')})",
-            f"{w('col.soak_to_date')} ({w('col.avg')})",
+            w.aside(w("col.previous_day"), w("col.avg")),
+            w.aside(w("col.soak_to_date"), w("col.avg")),
         ],
         [
             [

@@ -44,7 +44,7 @@ def alert_blocks(
             [
                 [
                     name,
-                    severity or "—",
+                    w.severity(severity) if severity else "—",
                     w.integer(today.get((name, severity), 0)),
                     w.integer(before.get((name, severity), 0)) if prev else "—",
                     w.integer(overall.get((name, severity), 0)),
@@ -106,7 +106,7 @@ def finding_blocks(day: PeriodFigures, soak: PeriodFigures, w: Words) -> list[Bl
                 w("col.closed"),
                 w("col.still_open"),
                 w("col.events"),
-                f"{w('col.soak_to_date')} ({w('col.opened')} + {w('col.events')})",
+                w.aside(w("col.soak_to_date"), f"{w('col.opened')} + {w('col.events')}"),
             ],
             [
                 [
@@ -156,7 +156,7 @@ def _incident_blocks(f: FindingFigures, w: Words) -> list[Block]:
                     _subject(i.subject),
                     w(f"severity.{i.severity}"),
                     w.integer(len(i.findings)),
-                    ", ".join(i.detectors),
+                    w.names(i.detectors),
                 ]
                 for i in shown
             ],
@@ -287,7 +287,7 @@ def blind_blocks(
     notes = [w("note.scheduler_gaps", limit_seconds=b.scheduler_gap_seconds)]
     if b.not_set_up:
         notes.append(
-            w("note.blind_not_set_up", sources=", ".join(w(f"src.{s}") for s in b.not_set_up))
+            w("note.blind_not_set_up", sources=w.names([w(f"src.{s}") for s in b.not_set_up]))
         )
     return blocks + [Text(n, "note") for n in notes]
 

@@ -31,8 +31,8 @@ def gpu_blocks(
                 w("col.allocated"),
                 w("col.used"),
                 w("col.utilization"),
-                f"{w('col.previous_day')} ({w('col.utilization')})",
-                f"{w('col.soak_to_date')} ({w('col.utilization')})",
+                w.aside(w("col.previous_day"), w("col.utilization")),
+                w.aside(w("col.soak_to_date"), w("col.utilization")),
             ],
             [
                 [
@@ -114,8 +114,8 @@ def _tenant_gpu_table(
             w("col.samples"),
             w("col.utilization"),
             w("col.busy_share"),
-            f"{w('col.previous_day')} ({w('col.allocated')} / {w('col.utilization')})",
-            f"{w('col.soak_to_date')} ({w('col.allocated')} / {w('col.utilization')})",
+            w.aside(w("col.previous_day"), f"{w('col.allocated')} / {w('col.utilization')}"),
+            w.aside(w("col.soak_to_date"), f"{w('col.allocated')} / {w('col.utilization')}"),
         ],
         [
             [
@@ -140,8 +140,8 @@ def _util_header(w: Words, *keys: str) -> list[str]:
         w("col.p50"),
         w("col.p95"),
         w("col.distribution"),
-        f"{w('col.previous_day')} ({w('col.avg')})",
-        f"{w('col.soak_to_date')} ({w('col.avg')})",
+        w.aside(w("col.previous_day"), w("col.avg")),
+        w.aside(w("col.soak_to_date"), w("col.avg")),
     ]
 
 

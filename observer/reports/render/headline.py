@@ -63,7 +63,7 @@ def owner_state_text(f: PeriodFigures, w: Words) -> str:
 
 
 def blind_text(f: PeriodFigures, w: Words) -> str:
-    return f"{w.duration(f.blind.total_seconds)} ({w.share(f.blind.share)})"
+    return w.aside(w.duration(f.blind.total_seconds), w.share(f.blind.share))
 
 
 def all_jobs_text(
@@ -73,4 +73,4 @@ def all_jobs_text(
     if figures is None:
         return w("word.not_observed")
     text = w.integer(value(figures))
-    return text if figures.complete else f"{text} ({w('word.incomplete')})"
+    return text if figures.complete else w.aside(text, w("word.incomplete"))

@@ -62,7 +62,7 @@ def health_blocks(day: PeriodFigures, w: Words) -> list[Block]:
                         _xid_class(x.xid_class, w),
                         w("word.yes") if x.fatal else w("word.no"),
                         w.integer(x.count),
-                        ", ".join(x.nodes),
+                        w.names(x.nodes),
                     ]
                     for x in h.xids
                 ],
@@ -97,8 +97,8 @@ def _gpu_row(row: GpuHealthRow, h: GpuHealthFigures, w: Words) -> list[str]:
     return [
         row.node,
         row.gpu,
-        "; ".join(xids) or "—",
-        "; ".join(conditions) or "—",
+        w.lines(xids) or "—",
+        w.lines(conditions) or "—",
         w.decimal(row.throttled_gpu_hours, 2) if row.throttled_gpu_hours else "—",
     ]
 
@@ -141,7 +141,7 @@ def _reaction_row(r: Reaction, w: Words) -> list[str]:
 def _jobs(jobs: tuple[PlacedJob, ...], w: Words) -> str:
     if not jobs:
         return "—"
-    named = ", ".join(
+    named = [
         w(
             "health.job",
             job_id=j.job_id,
@@ -149,6 +149,5 @@ def _jobs(jobs: tuple[PlacedJob, ...], w: Words) -> str:
             started_at=j.started_at.isoformat() if j.started_at else None,
         )
         for j in jobs[:JOBS_NAMED]
-    )
-    more = f" (+{len(jobs) - JOBS_NAMED})" if len(jobs) > JOBS_NAMED else ""
-    return w("health.jobs", count=len(jobs), jobs=named + more)
+    ]
+    return w("health.jobs", count=len(jobs), jobs=w.names(named, max(len(jobs) - JOBS_NAMED, 0)))

@@ -5,7 +5,7 @@ them (Babel, from CLDR). Builders speak in Notes; only rendering picks the langu
 from __future__ import annotations
 
 import gettext
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import date, datetime, tzinfo
 from functools import cache, lru_cache
 from pathlib import Path
@@ -79,6 +79,30 @@ class Words:
         """The platform's (or a process's) own words, quoted as the language quotes."""
         return self("quote.platform", text=words)
 
+    def aside(self, text: str, aside: str) -> str:
+        """`text` with `aside` in parentheses, as the language writes them (full-width in
+        Chinese, with no space before)."""
+        return self("word.aside", text=text, aside=aside)
+
+    def names(self, names: Sequence[str], more: int = 0) -> str:
+        """Names (tenants, pools, nodes, probes) listed as the language lists them, and how
+        many more a list cut short leaves out."""
+        listed = self("names.separator").join(names) or "—"
+        return self("names.more", names=listed, more=more) if more else listed
+
+    def lines(self, texts: Iterable[str]) -> str:
+        """Several items in one table cell."""
+        return self("cell.separator").join(texts)
+
+    def evidence(self, notes: Sequence[Note]) -> str:
+        return self.lines(self.note(n) for n in notes)
+
+    def severity(self, severity: str) -> str:
+        """A severity in the catalogue's words; one the catalogue does not know (an
+        Alertmanager label is whatever the platform's rules say) in the platform's words."""
+        key = f"severity.{severity}"
+        return self(key) if self._known(key) else self.quoted(severity)
+
     def _known(self, key: str) -> bool:
         """Whether the catalogue has `key` (gettext answers an unknown key with itself)."""
         return self._messages.gettext(key) != key
@@ -109,6 +133,9 @@ class Words:
             return self(f"xid_class.{value}")
         if (name == "at" or name.endswith("_at")) and isinstance(value, str):
             return self.instant(datetime.fromisoformat(value))
+        if isinstance(value, list | tuple):
+            shown, more = (value[:-1], value[-1]) if value and _is_count(value[-1]) else (value, 0)
+            return self.names([str(v) for v in shown], more)
         if isinstance(value, bool):
             return str(value).lower()
         if isinstance(value, int):
@@ -120,7 +147,7 @@ class Words:
     def subject(self, parts: Mapping[str, Sequence[str]]) -> str:
         """Whom and where, part by part (Subjects.params): only the parts that name
         something; none: the whole platform."""
-        named = [self(f"subject.{part}", names=", ".join(names)) for part, names in parts.items()]
+        named = [self(f"subject.{part}", names=self.names(names)) for part, names in parts.items()]
         return self("subject.separator").join(named) or self("subject.none")
 
     # -- numbers -------------------------------------------------------------------------
@@ -154,6 +181,10 @@ class Words:
     def instant(self, value: datetime | None) -> str:
         """In the platform's timezone."""
         return "—" if value is None else _instant(value, self.timezone, self.language)
+
+
+def _is_count(value: JsonValue) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 # Babel takes tens of microseconds a number and a report writes the same counts, shares,

@@ -22,7 +22,7 @@ def inference_blocks(figures: InferenceFigures | None, w: Words) -> list[Block]:
 
     blocks: list[Block] = [
         Heading(2, w("sec.inference")),
-        Text(w("inference.services", services=", ".join(figures.services))),
+        Text(w("inference.services", services=w.names(figures.services))),
         Heading(3, w("sub.inference_windows")),
         Table(
             [
@@ -76,8 +76,11 @@ def inference_blocks(figures: InferenceFigures | None, w: Words) -> list[Block]:
                         after=row.phase.replicas_to,
                     ),
                     w.duration(row.ready_seconds),
-                    w.duration(row.phase.pending_seconds)
-                    + (f" ({row.phase.pending_reason})" if row.phase.pending_reason else ""),
+                    w.aside(
+                        w.duration(row.phase.pending_seconds), w.quoted(row.phase.pending_reason)
+                    )
+                    if row.phase.pending_reason
+                    else w.duration(row.phase.pending_seconds),
                     w.duration(row.phase.unavailable_seconds),
                 ]
                 for row in figures.phases

@@ -143,7 +143,9 @@ def task_record_json(record: TaskRecord, words: Words) -> dict[str, Any]:
         "run_seconds": _num(run.run_seconds),
         "explanation": None if record.explanation is None else words.note(record.explanation),
         "cause": None if record.cause is None else record.cause.cause.value,
-        "cause_evidence": [] if record.cause is None else list(record.cause.evidence),
+        "cause_evidence": []
+        if record.cause is None
+        else [words.note(n) for n in record.cause.evidence],
     }
 
 

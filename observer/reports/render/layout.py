@@ -40,8 +40,11 @@ def _md_cell(cell: Cell) -> str:
     return " ".join(text.replace("|", "\\|").split())
 
 
-# A figure: a number with its unit or percentage, right-aligned; not a day or a time.
-_NUMBER = re.compile(r"^-?[\d.,]+(%|\s?[^\d\s]{1,3})?(\s[\d.,]+\s?[^\d\s]{1,3})?(\s\([\d.,]+%\))?$")
+# A figure: a number with its unit or percentage (and a share aside, full-width in Chinese),
+# right-aligned; not a day or a time.
+_NUMBER = re.compile(
+    r"^-?[\d.,]+(%|\s?[^\d\s]{1,3})?(\s[\d.,]+\s?[^\d\s]{1,3})?(\s?[(\uff08][\d.,]+%[)\uff09])?$"
+)
 
 
 def _environment(*, html: bool) -> jinja2.Environment:

@@ -94,7 +94,7 @@ def task_row(record: TaskRecord, w: Words, run_id: str) -> list[Cell]:
         w(f"outcome.{run.outcome.value}") if run.outcome else w("word.unfinished"),
         _cause(record, w),
         w.note(record.explanation) if record.explanation else "—",
-        ", ".join(run.node_names) or "—",
+        w.names(run.node_names),
     ]
 
 
@@ -140,7 +140,7 @@ def tasks_csv(records: Sequence[TaskRecord], w: Words) -> str:
                 "" if run.exit_code is None else run.exit_code,
                 w.note(record.explanation) if record.explanation else "",
                 record.cause.cause.value if record.cause else "",
-                "; ".join(record.cause.evidence) if record.cause else "",
+                w.evidence(record.cause.evidence) if record.cause else "",
                 " ".join(run.node_names),
             ]
         )
@@ -151,7 +151,10 @@ def _cause(record: TaskRecord, w: Words) -> str:
     if record.cause is None:
         return "—"
     cause = w(f"cause.{record.cause.cause.value}")
-    return f"{cause}: {'; '.join(record.cause.evidence)}" if record.cause.evidence else cause
+    evidence = record.cause.evidence
+    return (
+        w("cell.cause_evidence", cause=cause, evidence=w.evidence(evidence)) if evidence else cause
+    )
 
 
 def _number(value: float | None) -> str:

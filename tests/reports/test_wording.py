@@ -1,0 +1,90 @@
+"""The words around names, numbers and the platform's own words, as each language writes them:
+an aside in parentheses (full-width in Chinese), a list of names (「、」 in Chinese), an
+Alertmanager severity (the catalogue's word, or the platform's quoted), an unaudited
+intervention's reason (the operator's words, quoted), a failure's evidence (a sentence of the
+report's language around its codes and names)."""
+
+from __future__ import annotations
+
+from observer.domain import Outcome
+from observer.records import StoredAlert, StoredNodeChange
+from observer.reports.build.daily import DailyInputs, build_daily
+from observer.reports.build.data import PeriodData
+from observer.reports.build.notes import Note, named
+from observer.reports.build.verdict import VerdictInputs, build_verdict
+from observer.reports.render.blocks import Rendered
+from observer.reports.render.daily import render_daily
+from observer.reports.render.i18n import Language, Words
+from observer.reports.render.verdict import render_verdict
+from tests.reports.builders import DAY, RULES, TZ, at, context, node, run
+
+EN, ZH = Words("en", TZ), Words("zh-CN", TZ)
+
+
+def _rendered(data: PeriodData, language: Language) -> Rendered:
+    report = build_daily(DailyInputs(context(), DAY.start.date(), data, None, data, 900.0, 0.1))
+    return render_daily(report, language)
+
+
+def _daily(data: PeriodData, language: Language) -> str:
+    return _rendered(data, language).markdown
+
+
+def test_an_aside_is_in_full_width_parentheses_in_chinese_only():
+    assert EN.aside("2 h", "1.5%") == "2 h (1.5%)"
+    assert ZH.aside("2小时", "1.5%") == "2小时（1.5%）"
+
+    zh, en = _daily(PeriodData(DAY), "zh-CN"), _daily(PeriodData(DAY), "en")
+    assert "| 观测盲区时长 | 1天（100.0%） |" in zh
+    assert "| 前一日（平均） | 观察期至今（平均） |" in zh
+    assert "| Observer blind time | 1 d (100.0%) |" in en
+    assert "| Previous day (Average) | Soak to date (Average) |" in en
+    # Still a figure, right-aligned, in the HTML page.
+    assert '<td class="num">1天（100.0%）</td>' in _rendered(PeriodData(DAY), "zh-CN").html
+
+
+def test_names_are_listed_with_the_chinese_enumeration_comma():
+    assert EN.names(["team-a", "team-b", "team-c"]) == "team-a, team-b, team-c"
+    assert ZH.names(["team-a", "team-b", "team-c"]) == "team-a、team-b、team-c"
+    assert ZH.subject({"tenants": ["team-a", "team-b"], "nodes": ["n1"]}) == (
+        "租户 team-a、team-b；节点 n1"
+    )
+    # A large fleet's nodes are named up to a limit, the rest counted.
+    cut = Note("note.health_not_sampled", {"nodes": named(["n1", "n2", "n3"], 2)})
+    assert EN.note(cut).endswith(": n1, n2 (+1).")
+    assert ZH.note(cut).endswith("：n1、n2（另有 1 个）。")
+
+    failed = [
+        run(tenant=tenant, submitted=at(10), outcome=Outcome.FAILED, reason="Error", exit_code=1)
+        for tenant in ("team-a", "team-b")
+    ]
+    assert "| team-a、team-b |" in _daily(PeriodData(DAY, runs=failed), "zh-CN")
+
+
+def test_alertmanager_severities_in_the_catalogues_words_or_the_platforms_quoted():
+    def alert(name: str, severity: str) -> StoredAlert:
+        return StoredAlert(f"f-{name}", name, severity, at(10), None, at(10, 30), {})
+
+    data = PeriodData(DAY, alerts=[alert("GPUDown", "critical"), alert("QueueSlow", "P2")])
+
+    zh, en = _daily(data, "zh-CN"), _daily(data, "en")
+    assert "| GPUDown | 严重 | 1 |" in zh and "| QueueSlow | 「P2」 | 1 |" in zh
+    assert "| GPUDown | critical | 1 |" in en and "| QueueSlow | “P2” | 1 |" in en
+
+
+def test_an_unaudited_interventions_reason_is_the_operators_words_quoted():
+    drained = StoredNodeChange(at(10), node("n1", "a", 8, 0, "drained", "replace NIC"))
+    resumed = StoredNodeChange(at(12), node("n1", "a", 8, 0, "idle"))
+    soak = PeriodData(
+        DAY,
+        runs=[run(submitted=at(9))],
+        nodes_at_start=[node("n1", "a", 8, 0, "idle")],
+        node_changes=[drained, resumed],
+    )
+    verdict = build_verdict(VerdictInputs(context(), soak, {}, RULES))
+
+    zh = render_verdict(verdict, "zh-CN").markdown
+    en = render_verdict(verdict, "en").markdown
+    assert "未登记：2026年12月1日 10:00 对 node=n1 的 drain（「replace NIC」）。" in zh
+    assert "Not recorded: drain on node=n1 at 2026-12-01 10:00 (“replace NIC”)." in en
+    assert "未登记：2026年12月1日 12:00 对 node=n1 的 resume（「replace NIC」）。" in zh
