@@ -398,7 +398,7 @@ def _quota_released(
                     "limit_seconds": f.evidence.get("reclaim_seconds"),
                     "reason_words": f.evidence.get("pending_reason") or "-",
                     "message_words": f.evidence.get("pending_message") or "-",
-                }
+                },
             )
             for f in sorted(held, key=lambda f: f.opened_at)[:EXAMPLES]
         ),
@@ -858,7 +858,7 @@ def _inference_available(soak: PeriodData, context: ReportContext) -> CriterionR
                     "replicas_to": p.phase.replicas_to,
                     "ready_seconds": p.ready_seconds,
                     "pending_seconds": p.phase.pending_seconds,
-                }
+                },
             )
             for p in (figures.phases if figures else ())
             if p.kind is PhaseKind.SCALE_OUT
