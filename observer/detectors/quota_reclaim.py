@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from observer.domain import JobPhase, ProbeRun, RunState, SchedulerSnapshot, Severity, Symptom
-from observer.probes.outcome import is_quota_reason
+from observer.probes.outcome import is_quota_hold
 
 DETECTOR = "quota_not_reclaimed"
 
@@ -65,13 +65,17 @@ def evaluate(
     reclaim_seconds: float,
     quotas: Mapping[str, int],
 ) -> list[Symptom]:
-    """A symptom for each reclaim run still held by a quota reason more than
-    `reclaim_seconds` after both its over-quota run ended and its tenant's own usage left
-    room for it."""
+    """A symptom for each reclaim run still held by a quota (its reason or, for a Kubernetes
+    ResourceQuota, its message says so) more than `reclaim_seconds` after both its over-quota
+    run ended and its tenant's own usage left room for it."""
     symptoms = []
     for reclaim in reclaims:
         run, since = reclaim.run, reclaim.room_since
-        if since is None or run.state is not RunState.PENDING or not is_quota_reason(run.reason):
+        if (
+            since is None
+            or run.state is not RunState.PENDING
+            or not is_quota_hold(run.reason, run.message)
+        ):
             continue
         waited = (now - since).total_seconds()
         if waited <= reclaim_seconds:

@@ -61,8 +61,18 @@ OBSERVER_REASONS = frozenset(
 )
 
 
+# A ResourceQuota refuses a Job's pods at admission: the Job's reason is FailedCreate, and only
+# the API server's message names the quota ('pods "..." is forbidden: exceeded quota: ...').
+RESOURCE_QUOTA_REFUSAL = "exceeded quota"
+
+
 def is_quota_reason(reason: str | None) -> bool:
     return reason is not None and any(mark in reason for mark in QUOTA_REASON_MARKS)
+
+
+def is_quota_hold(reason: str | None, message: str | None) -> bool:
+    """Whether a pending job is held by a quota: its reason says so, or its message does."""
+    return is_quota_reason(reason) or (message is not None and RESOURCE_QUOTA_REFUSAL in message)
 
 
 def judge(expectation: Expectation, status: JobStatus) -> Outcome | None:
@@ -76,7 +86,7 @@ def judge(expectation: Expectation, status: JobStatus) -> Outcome | None:
         return {JobPhase.SUCCEEDED: Outcome.PASSED, JobPhase.FAILED: Outcome.FAILED}.get(phase)
     if expectation is Expectation.BLOCKED:
         if phase is JobPhase.PENDING:
-            return Outcome.PASSED if is_quota_reason(reason) else None
+            return Outcome.PASSED if is_quota_hold(reason, status.message) else None
         return Outcome.FAILED  # it ran: the quota was not enforced
     if phase is JobPhase.SUCCEEDED:
         return Outcome.FAILED

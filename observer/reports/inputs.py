@@ -260,7 +260,12 @@ def load_verdict(
     context = report_context(settings, started)
     soak = Period(started, ended)
     usage = gpu_by_day(store, context, soak)
-    soak_data = load_period(store, context, soak, _sum(usage))
+    soak_data = replace(
+        load_period(store, context, soak, _sum(usage)),
+        # One service looked at every few seconds: a week of it is read at once.
+        inference_samples=store.inference_samples(soak.start, soak.end),
+        inference_phases=store.inference_phases(soak.start, soak.end),
+    )
     fair = settings.detectors.fairness
     rules = settings.reports
     return VerdictInputs(
@@ -278,6 +283,7 @@ def load_verdict(
             fairness_persistence_m=fair.persistence_m,
             later_utilisation_share_of_allocated=rules.later_utilisation_share_of_allocated,
             later_quota_hold_seconds=rules.later_quota_hold_seconds,
+            quota_reclaim_seconds=settings.controller.quota_reclaim_seconds,
         ),
         provisional=provisional,
     )

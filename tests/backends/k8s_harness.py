@@ -190,6 +190,9 @@ class _ApiServer(kmock.KubernetesEmulator):
         super().__init__()
         self.clock = clock
         self.quotas: dict[str, Quota] = {}
+        # namespace -> the requests.nvidia.com/gpu its ResourceQuota's status.used holds while
+        # the quota controller no longer recounts it (KubernetesHarness.stall_quota_controller)
+        self.stale_gpus_used: dict[str, int] = {}
         # (plural, namespace, name) -> (manager, time, spec fields it owns), as the server
         # keeps an object's managedFields
         self.field_managers: dict[tuple[str, str, str], list[tuple[str, str, frozenset]]] = {}
@@ -369,14 +372,25 @@ class _ApiServer(kmock.KubernetesEmulator):
         if request.resource.plural == "jobs" and quota.jobs is not None:
             self._check(quota, f'jobs.batch "{name}"', "count/jobs.batch", 1, len(live), quota.jobs)
         if request.resource.plural == "pods" and quota.gpus is not None:
-            used = sum(
-                _pod_gpus(obj.get("spec", {}))
-                for obj in live
-                if obj.get("status", {}).get("phase") not in ("Succeeded", "Failed")
-            )
+            namespace = request.namespace or ""
+            used = self.stale_gpus_used.get(namespace, self.gpus_used(namespace))
             wanted = _pod_gpus(request.data.get("spec", {}))
             resource = f"requests.{GPU}"
             self._check(quota, f'pods "{name}"', resource, wanted, used, quota.gpus)
+            if namespace in self.stale_gpus_used:  # admission adds what it admits to status.used
+                self.stale_gpus_used[namespace] = used + wanted
+
+    def gpus_used(self, namespace: str) -> int:
+        """requests.nvidia.com/gpu of the namespace's pods that have not ended, as the quota
+        controller counts them."""
+        return sum(
+            _pod_gpus(obj.get("spec", {}))
+            for (resource, at, _), obj in self.objects.items()
+            if resource.plural == "pods"
+            and at == namespace
+            and not obj.deleted
+            and obj.get("status", {}).get("phase") not in ("Succeeded", "Failed")
+        )
 
     def _admit_pod_security(self, request: kmock.Request) -> None:
         labels = self.namespace_labels.get(request.namespace or "", {})
@@ -582,6 +596,12 @@ class KubernetesHarness:
                 core.patch_namespaced_resource_quota(quota.name, namespace, body, field_manager=by)
             else:
                 core.create_namespaced_resource_quota(namespace, body, field_manager=by)
+
+    def stall_quota_controller(self, namespace: str) -> None:
+        """The resource quota controller stops recounting the namespace (kube-controller-manager
+        down, its quota sync stuck): its ResourceQuota's status.used, which admission checks,
+        keeps what it counted now plus each pod admitted since, pods that ended included."""
+        self.server.stale_gpus_used[namespace] = self.server.gpus_used(namespace)
 
     def install_queues(self) -> None:
         """Kueue's and Volcano's CRDs: the API server serves their objects from now on."""

@@ -9,8 +9,24 @@ from observer.probes.outcome import judge
 E, P = Expectation, JobPhase
 
 
-def _status(phase: JobPhase, exit_code: int | None = None, reason: str | None = None) -> JobStatus:
-    return JobStatus("j1", "r1", "t", None, phase, 1, exit_code=exit_code, reason=reason)
+def _status(
+    phase: JobPhase,
+    exit_code: int | None = None,
+    reason: str | None = None,
+    message: str | None = None,
+) -> JobStatus:
+    return JobStatus(
+        "j1", "r1", "t", None, phase, 1, exit_code=exit_code, reason=reason, message=message
+    )
+
+
+# The Job controller's event when a ResourceQuota refuses the Job's pod: the quota is named in
+# the API server's message only.
+QUOTA_REFUSAL = (
+    'Error creating: pods "observer-quota-1-x" is forbidden: exceeded quota: research-quota, '
+    "requested: requests.nvidia.com/gpu=3, used: requests.nvidia.com/gpu=0, "
+    "limited: requests.nvidia.com/gpu=2"
+)
 
 
 @pytest.mark.parametrize(
@@ -41,6 +57,12 @@ def _status(phase: JobPhase, exit_code: int | None = None, reason: str | None = 
         (E.BLOCKED, _status(P.PENDING, reason="QOSMaxGRESPerJob"), Outcome.PASSED),
         (E.BLOCKED, _status(P.PENDING, reason="QuotaExceeded"), Outcome.PASSED),
         (E.BLOCKED, _status(P.PENDING, reason="Resources"), None),
+        (
+            E.BLOCKED,
+            _status(P.PENDING, reason="FailedCreate", message=QUOTA_REFUSAL),
+            Outcome.PASSED,
+        ),
+        (E.BLOCKED, _status(P.PENDING, reason="FailedCreate", message="no such node"), None),
         (E.BLOCKED, _status(P.RUNNING), Outcome.FAILED),  # the quota was not enforced
     ],
 )

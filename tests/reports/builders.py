@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime, time, timedelta
 from zoneinfo import ZoneInfo
 
@@ -9,6 +10,7 @@ from observer.domain import (
     Expectation,
     Finding,
     FindingKind,
+    JsonValue,
     Outcome,
     ProbeRun,
     QueueState,
@@ -17,7 +19,13 @@ from observer.domain import (
     Severity,
 )
 from observer.probes.windows import Calendar, Window, parse_days
-from observer.records import StoredGpuSample, StoredQueueSample
+from observer.records import (
+    InferencePhase,
+    InferenceSample,
+    PhaseKind,
+    StoredGpuSample,
+    StoredQueueSample,
+)
 from observer.reports.build.criteria import VerdictRules
 from observer.reports.build.data import (
     GpuUsage,
@@ -103,6 +111,51 @@ def run(
     )
 
 
+def reclaim(
+    quota: ProbeRun,
+    wait_seconds: float | None = 40.0,
+    *,
+    outcome: Outcome | None = Outcome.PASSED,
+    reason: str | None = None,
+) -> ProbeRun:
+    """The within-quota probe the controller submits once `quota` (the over-quota probe)
+    ended as it should; it starts `wait_seconds` after (None: it did not)."""
+    within = run(
+        "quota-reclaim",
+        quota.tenant,
+        submitted=quota.finished_at,
+        wait_seconds=wait_seconds,
+        window=quota.window,
+        outcome=outcome,
+        reason=reason,
+    )
+    return replace(within, reclaims_run_id=quota.run_id)
+
+
+def serving(
+    start: datetime,
+    end: datetime,
+    every: timedelta = timedelta(hours=1),
+    latencies_ms: tuple[float, ...] = (20.0, 24.0),
+    requests: int = 2,
+) -> list[InferenceSample]:
+    """Looks at the inference service `svc` of two ready replicas, one every `every` from
+    `start` to `end`, each answering `latencies_ms` of its `requests`."""
+    looks, when = [], start
+    while when < end:
+        errors = requests - len(latencies_ms)
+        looks.append(InferenceSample(when, "svc", 2, 2, 0, requests, errors, latencies_ms))
+        when += every
+    return looks
+
+
+def started(at_: datetime, ready_seconds: float = 120.0) -> InferencePhase:
+    """The inference service `svc` deployed at `at_`, its two replicas ready `ready_seconds`
+    later."""
+    ready = at_ + timedelta(seconds=ready_seconds)
+    return InferencePhase("svc", PhaseKind.START, at_, ready, 0, 2, 0.0, None, 0.0)
+
+
 def finding(
     detector: str,
     opened: datetime,
@@ -110,6 +163,7 @@ def finding(
     *,
     kind: FindingKind = FindingKind.CONDITION,
     severity: Severity = Severity.WARNING,
+    evidence: dict[str, JsonValue] | None = None,
     **subject: str,
 ) -> Finding:
     return Finding(
@@ -120,7 +174,7 @@ def finding(
         summary=f"{detector} on {subject}",
         opened_at=opened,
         closed_at=closed,
-        evidence={"rule": "a rule", "seen": [1, 2]},
+        evidence=evidence or {"rule": "a rule", "seen": [1, 2]},
     )
 
 
@@ -182,4 +236,5 @@ RULES = VerdictRules(
     fairness_persistence_m=5,
     later_utilisation_share_of_allocated=0.75,
     later_quota_hold_seconds=3600,
+    quota_reclaim_seconds=300,
 )

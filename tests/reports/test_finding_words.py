@@ -21,9 +21,11 @@ from observer.detectors import (
     gpu_health,
     gpu_in_service,
     gpu_unusable,
+    inference,
     log_loss,
     monitoring_lag,
     node_leaks,
+    quota_reclaim,
     unreleased,
 )
 from observer.detectors.gpu_health import DETECTORS as GPU_HEALTH
@@ -40,6 +42,7 @@ from observer.detectors.unexplained_wait import UNEXPLAINED_WAIT, unexplained_wa
 from observer.domain import (
     DriverState,
     DriverStatus,
+    Expectation,
     GpuAssignment,
     JobPhase,
     JsonValue,
@@ -48,7 +51,9 @@ from observer.domain import (
     OwnerKind,
     OwnerPhase,
     OwnerState,
+    ProbeRun,
     QueueState,
+    RunState,
     SchedulerNode,
     SchedulerSnapshot,
     TargetState,
@@ -59,6 +64,7 @@ from observer.logs_pipeline.base import DeliveredLine
 from observer.reports.build.findings import describe
 from observer.reports.render.i18n import LANGUAGES, LOCALE_DIR, Words
 from observer.settings.detectors import LogLossSettings, MonitoringLagSettings, NodeLeakSettings
+from observer.settings.inference import InferenceSettings
 from tests.agent.test_gpu_health import HW_SLOWDOWN, POD, Node
 from tests.agent.test_gpu_health import RULES as GPU_RULES
 from tests.detectors import test_gpu_in_service as in_service
@@ -227,6 +233,19 @@ def _scheduler_side() -> Iterator[Said]:
     ]
     for view in views:
         symptoms += monitoring_lag.evaluate(view, rules)
+    within = ProbeRun(
+        "reclaim-1", "quota-reclaim", "batch", None, "night", Expectation.SUCCEED, 1, 1,
+        RunState.PENDING, "71", NOW - timedelta(minutes=10), reason="AssocGrpGRES",
+        reclaims_run_id="over-1",
+    )  # fmt: skip
+    held = quota_reclaim.Reclaim(within, "over-1", NOW - timedelta(minutes=10), within.submitted_at)
+    symptoms += quota_reclaim.evaluate(
+        [held], SchedulerSnapshot(NOW, (), (), ()), NOW, reclaim_seconds=300, quotas={"batch": 4}
+    )
+    # Unavailable while a scale-out waits for a node, and a scale-out waiting without a word.
+    look = inference.ServiceLook("svc", "prod", NOW, True, 1, 1, 1, NOW, 3, "Unschedulable")
+    for seen in (look, replace(look, errors=0, pending_reason=None)):
+        symptoms += inference.symptoms(seen, InferenceSettings())
     yield from ((s.detector, s.subject, s.evidence) for s in symptoms)
 
     findings = gpu_unusable.evaluate(NO_GPU_RUN)
@@ -267,6 +286,8 @@ def test_every_detector_speaks_and_every_sentence_has_its_words(said: list[Said]
         monitoring_lag.DETECTOR,
         monitoring_lag.UNREACHABLE,
         *log_loss.EVENT_DETECTORS,
+        quota_reclaim.DETECTOR,
+        *inference.DETECTORS,
     }
     keys = set()
     for detector, subject, evidence in said:

@@ -61,7 +61,10 @@ from tests.reports.builders import (
     gpu,
     node,
     queue,
+    reclaim,
     run,
+    serving,
+    started,
 )
 
 WEEK = Period(DAY_START, DAY_START + timedelta(days=7))
@@ -73,19 +76,21 @@ def _healthy_runs() -> list[ProbeRun]:
     runs = []
     for day in range(7):
         peak = DAY_START + timedelta(days=day, hours=10)
+        quota = run(
+            "quota",
+            "prod",
+            submitted=peak,
+            wait_seconds=None,
+            reason="QuotaExceeded",
+            message="quota of 6 GPUs",
+            expectation=Expectation.BLOCKED,
+        )
         runs += [
             run(submitted=peak, wait_seconds=30, pending={"Resources": 30.0}),
             run("fairness", submitted=peak),
             run("fairness", "prod", submitted=peak),
-            run(
-                "quota",
-                "prod",
-                submitted=peak,
-                wait_seconds=None,
-                reason="QuotaExceeded",
-                message="quota of 6 GPUs",
-                expectation=Expectation.BLOCKED,
-            ),
+            quota,
+            reclaim(quota),
             run(
                 "fail-exit",
                 submitted=peak,
@@ -108,6 +113,8 @@ def _soak(**changes: object) -> PeriodData:
         "queue_samples": [queue(s, "research") for s in snapshots],
         "nodes_at_start": NODES,
         "gpu": GpuUsage(overall=UtilizationHistogram.of([50] * 7), nodes=frozenset({"n1", "n2"})),
+        "inference_samples": serving(WEEK.start + timedelta(minutes=2), WEEK.end),
+        "inference_phases": [started(WEEK.start)],
     }
     data.update(changes)
     return PeriodData(**data)  # type: ignore[arg-type]
@@ -205,10 +212,13 @@ def test_persistent_unfairness_and_unexplained_waits_limit_the_launch():
 
 def test_what_the_soak_never_exercised_is_not_observed_and_no_plain_go():
     runs = [r for r in _healthy_runs() if r.probe in ("short",)]
-    v = _verdict(_soak(runs=runs, gpu=GpuUsage()), prometheus=False)
+    soak = _soak(runs=runs, gpu=GpuUsage(), inference_samples=[], inference_phases=[])
+    v = _verdict(soak, prometheus=False)
     status = _status(v)
     for criterion in (
         "quota_enforced",
+        "quota_released",
+        "inference_available",
         "failure_evidence",
         "no_log_loss",
         "monitoring_lag_bound",

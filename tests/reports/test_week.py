@@ -231,6 +231,8 @@ def test_the_verdict_agrees_with_the_days_and_the_stored_runs(played: PlayedWeek
         "queue_explainable": ("pass", None),
         "monitoring_linked": ("pass", None),
         "quota_enforced": ("pass", None),
+        # Each refused quota probe's within-quota probe started once prod's own work allowed.
+        "quota_released": ("pass", None),
         "failure_evidence": ("pass", None),
         "no_unreleased_resources": ("fail", "must_fix"),
         "no_log_loss": ("pass", None),
@@ -240,6 +242,7 @@ def test_the_verdict_agrees_with_the_days_and_the_stored_runs(played: PlayedWeek
         "interventions_audited": ("fail", "later_optimisation"),
         "tenant_isolation": ("pass", None),
         "gpu_health": ("pass", None),
+        "inference_available": ("not_observed", None),  # the week runs no inference service
     }
     assert verdict["recommendation"] == "no_go"
     unaudited = next(c for c in verdict["criteria"] if c["criterion"] == "interventions_audited")

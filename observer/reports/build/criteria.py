@@ -16,7 +16,15 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from enum import StrEnum
 
-from observer.detectors import fairness, gpu_health, gpu_in_service, node_leaks, unexplained_wait
+from observer.detectors import (
+    fairness,
+    gpu_health,
+    gpu_in_service,
+    inference,
+    node_leaks,
+    quota_reclaim,
+    unexplained_wait,
+)
 from observer.domain import (
     Expectation,
     Finding,
@@ -26,8 +34,9 @@ from observer.domain import (
     ProbeRun,
     Severity,
 )
+from observer.probes.catalog import QUOTA_PROBE, RECLAIM_PROBE
 from observer.probes.windows import Calendar, occurrence_of
-from observer.records import controller_not_running, overlap_seconds
+from observer.records import PhaseKind, controller_not_running, overlap_seconds
 from observer.reports.build import health
 from observer.reports.build.causes import Cause, classify
 from observer.reports.build.data import Period, PeriodData, ReportContext
@@ -40,6 +49,7 @@ from observer.reports.build.events import (
     finding_figures,
     owner_state_note,
 )
+from observer.reports.build.inference import WHOLE_DAY, inference_figures
 from observer.reports.build.notes import Note, named
 
 LEAK_DETECTORS = frozenset(
@@ -81,6 +91,7 @@ CRITERIA = (
     "queue_explainable",
     "monitoring_linked",
     "quota_enforced",
+    "quota_released",
     "failure_evidence",
     "no_unreleased_resources",
     "no_log_loss",
@@ -89,6 +100,7 @@ CRITERIA = (
     "interventions_audited",
     "tenant_isolation",
     "gpu_health",
+    "inference_available",
 )
 
 
@@ -104,6 +116,7 @@ class VerdictRules:
     fairness_persistence_m: int
     later_utilisation_share_of_allocated: float
     later_quota_hold_seconds: float
+    quota_reclaim_seconds: float  # controller.quota_reclaim_seconds: quota_not_reclaimed's bound
 
 
 @dataclass(frozen=True, slots=True)
@@ -152,6 +165,7 @@ def judge(
         _queue_explainable(soak, context, rules),
         _monitoring_linked(soak, context),
         _quota_enforced(soak.runs),
+        _quota_released(soak, context, rules),
         _failure_evidence(soak, rules),
         _no_unreleased(soak, context, owners),
         _no_log_loss(soak, context),
@@ -160,6 +174,7 @@ def judge(
         _interventions_audited(soak, interventions),
         _isolation(soak, context),
         _gpu_health(soak, context),
+        _inference_available(soak, context),
     )
 
 
@@ -341,6 +356,61 @@ def _quota_enforced(runs: Sequence[ProbeRun]) -> CriterionResult:
     if not passed:
         return _result(name, Status.NOT_OBSERVED, evidence)
     return _result(name, Status.PASS, evidence)
+
+
+def _quota_released(
+    soak: PeriodData, context: ReportContext, rules: VerdictRules
+) -> CriterionResult:
+    """The release half of the quota: a within-quota probe after each over-quota one starts
+    once its tenant's own usage leaves room. One still held by the quota past the bound
+    (quota_not_reclaimed) is a quota enforced but never given back: the tenant cannot use
+    what it pays for. Apart from quota_enforced, since the two promises fail apart, are
+    shown by different probes and verified again by different rules."""
+    name = "quota_released"
+    reclaims = [r for r in soak.runs if r.probe == RECLAIM_PROBE]
+    held = _of(soak.findings, [quota_reclaim.DETECTOR])
+    if not reclaims and not held:
+        return _result(
+            name, Status.NOT_OBSERVED, [Note("ev.no_probe_runs", {"probe": RECLAIM_PROBE})]
+        )
+    ended = {r.run_id: r.finished_at for r in soak.runs if r.probe == QUOTA_PROBE}
+    waits = [
+        seconds
+        for r in reclaims
+        if (end := ended.get(r.reclaims_run_id or "")) is not None
+        and (seconds := quota_reclaim.reclaimed_seconds(r, end)) is not None
+    ]
+    evidence = [
+        Note(
+            "ev.quota_release",
+            {
+                "runs": len(reclaims),
+                "started": len(waits),
+                "not_reclaimed": len(held),
+                "longest_seconds": max(waits, default=None),
+                "limit_seconds": rules.quota_reclaim_seconds,
+            },
+        ),
+        *(
+            Note(
+                "ev.quota_not_reclaimed",
+                {
+                    "tenant": f.subject.get("tenant"),
+                    "run_id": f.subject.get("run_id"),
+                    "waited_seconds": f.evidence.get("waited_seconds"),
+                    "limit_seconds": f.evidence.get("reclaim_seconds"),
+                    "reason_words": f.evidence.get("pending_reason") or "-",
+                    "message_words": f.evidence.get("pending_message") or "-",
+                },
+            )
+            for f in sorted(held, key=lambda f: f.opened_at)[:EXAMPLES]
+        ),
+    ]
+    if held:
+        return _result(
+            name, Status.FAIL, evidence, FailureClass.MUST_FIX, held, soak.period, context.calendar
+        )
+    return _result(name, Status.PASS if waits else Status.NOT_OBSERVED, evidence)
 
 
 _EXPECTED_FAILURES = frozenset({Expectation.FAIL, Expectation.FAIL_TO_START, Expectation.OOM})
@@ -751,6 +821,63 @@ def _gpu_health(soak: PeriodData, context: ReportContext) -> CriterionResult:
     if not soak.gpu.nodes:
         return _result(name, Status.NOT_OBSERVED, [*evidence, Note("ev.no_gpu_samples")])
     return _result(name, Status.PASS, evidence)
+
+
+def _inference_available(soak: PeriodData, context: ReportContext) -> CriterionResult:
+    """The inference service, when one ran (it is opt-in: none ran is not observed, and the
+    scope says online inference was not shown). Unavailable, or never answering, limits the
+    launch: online inference waits, batch work may go. A scale-out that stalled while the
+    service still answered (else it was unavailable too) is a later optimisation: it serves
+    at the replicas it started with; what it lacked is headroom, which reserved capacity
+    gives until the platform places scale-outs in time."""
+    name = "inference_available"
+    unavailable = _of(soak.findings, [inference.UNAVAILABLE])
+    stalled = _of(soak.findings, [inference.SCALE_OUT_STALLED])
+    figures = inference_figures(soak.inference_samples, soak.inference_phases, context.calendar)
+    if figures is None and not unavailable and not stalled:
+        return _result(name, Status.NOT_OBSERVED, [Note("ev.no_inference")])
+    whole = next((w for w in figures.windows if w.window == WHOLE_DAY), None) if figures else None
+    services = ", ".join(figures.services) if figures else "-"
+    evidence = [
+        Note(
+            "ev.inference",
+            {
+                "services": services,
+                "looks": whole.looks,
+                "availability_share": whole.availability,
+                "requests": whole.requests,
+                "errors": whole.errors,
+                "p95_ms": whole.p95_ms,
+                "p99_ms": whole.p99_ms,
+            },
+        )
+        if whole is not None and whole.p95_ms is not None
+        else Note(
+            "ev.inference_unanswered",
+            {"services": services, "looks": whole.looks if whole else 0},
+        ),
+        *(
+            Note(
+                "ev.inference_scale_out",
+                {
+                    "replicas_from": p.phase.replicas_from,
+                    "replicas_to": p.phase.replicas_to,
+                    "ready_seconds": p.ready_seconds,
+                    "pending_seconds": p.phase.pending_seconds,
+                },
+            )
+            for p in (figures.phases if figures else ())
+            if p.kind is PhaseKind.SCALE_OUT
+        ),
+    ]
+    where = (soak.period, context.calendar)
+    if unavailable or (whole is not None and whole.available == 0):
+        failed = FailureClass.LIMITED_LAUNCH
+        return _result(name, Status.FAIL, evidence, failed, unavailable + stalled, *where)
+    if stalled:
+        failed = FailureClass.LATER_OPTIMISATION
+        return _result(name, Status.FAIL, evidence, failed, stalled, *where)
+    return _result(name, Status.PASS if whole else Status.NOT_OBSERVED, evidence)
 
 
 def _recurring(fatal: Iterable[Finding]) -> bool:

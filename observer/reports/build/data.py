@@ -448,5 +448,5 @@ class PeriodData:
     job_slots: Sequence[JobSlot] = ()
     controller_runs: Sequence[ControllerRun] = ()
     probe_skips: Sequence[ProbeSkip] = ()
-    inference_samples: Sequence[InferenceSample] = ()  # read for a daily summary's day only
+    inference_samples: Sequence[InferenceSample] = ()  # read for a day's summary and the verdict
     inference_phases: Sequence[InferencePhase] = ()

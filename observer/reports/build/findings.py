@@ -13,9 +13,11 @@ from observer.detectors import (
     gpu_health,
     gpu_in_service,
     gpu_unusable,
+    inference,
     monitoring_lag,
     node_leaks,
     probe_release,
+    quota_reclaim,
     unexplained_wait,
     unreleased,
 )
@@ -344,6 +346,47 @@ def _unexplained_wait(s: Subject, e: Evidence) -> Sentence:
     return (_note("finding.unexplained_wait.nothing_ahead", reason_words=str(e["reason"]), **who),)
 
 
+def _quota_not_reclaimed(s: Subject, e: Evidence) -> Sentence:
+    return (
+        _note(
+            "finding.quota_not_reclaimed",
+            tenant=s["tenant"],
+            job=s["run_id"],
+            reason_words=str(e["pending_reason"]),
+            waited_seconds=e["waited_seconds"],
+            usage=e["tenant_usage_gpus"],
+            quota=e["quota_gpus"],
+        ),
+    )
+
+
+def _inference_unavailable(s: Subject, e: Evidence) -> Sentence:
+    return (
+        _note(
+            "finding.inference_unavailable",
+            service=s["service"],
+            tenant=s["tenant"],
+            ready=e["ready_replicas"],
+            errors=e["errors"],
+            requests=e["requests"],
+        ),
+    )
+
+
+def _scale_out_stalled(s: Subject, e: Evidence) -> Sentence:
+    head = _note(
+        "finding.inference_scale_out_stalled",
+        service=s["service"],
+        tenant=s["tenant"],
+        replicas=e["scale_out_to"],
+        ready=e["ready_replicas"],
+    )
+    reason = e["pending_reason"]
+    if reason is None:
+        return (head,)
+    return (head, _note("finding.inference_pending", reason_words=str(reason)))
+
+
 def _unfairness(s: Subject, e: Evidence) -> Sentence:
     return (
         _note(
@@ -497,6 +540,9 @@ _BY_DETECTOR: dict[str, Callable[[Subject, Evidence], Sentence]] = {
     probe_release.DETECTOR: _probe_unreleased,
     unexplained_wait.UNEXPLAINED_WAIT: _unexplained_wait,
     fairness.PERSISTENT_UNFAIRNESS: _unfairness,
+    quota_reclaim.DETECTOR: _quota_not_reclaimed,
+    inference.UNAVAILABLE: _inference_unavailable,
+    inference.SCALE_OUT_STALLED: _scale_out_stalled,
     "log_loss": _log_loss,
     "log_delivery_latency": _log_latency,
     monitoring_lag.DETECTOR: _monitoring_lag,

@@ -22,6 +22,7 @@ NEEDS: Mapping[str, tuple[str, ...]] = {
     "queue_explainable": _SCHEDULER,
     "monitoring_linked": _NODES,
     "quota_enforced": _SCHEDULER,
+    "quota_released": _SCHEDULER,
     "failure_evidence": _SCHEDULER,
     "no_unreleased_resources": (*_NODES, "owners"),
     "no_log_loss": ("scheduler", "logs"),
@@ -30,6 +31,8 @@ NEEDS: Mapping[str, tuple[str, ...]] = {
     "interventions_audited": _SCHEDULER,
     "tenant_isolation": _SCHEDULER,
     "gpu_health": _NODES,
+    # The service's replicas as the platform shows them; its requests go to them directly.
+    "inference_available": _SCHEDULER,
 }
 
 

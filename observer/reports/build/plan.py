@@ -6,7 +6,15 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from observer.detectors import fairness, gpu_health, gpu_in_service, node_leaks, unexplained_wait
+from observer.detectors import (
+    fairness,
+    gpu_health,
+    gpu_in_service,
+    inference,
+    node_leaks,
+    quota_reclaim,
+    unexplained_wait,
+)
 from observer.reports.build import health
 from observer.reports.build.criteria import (
     IDLE_DETECTORS,
@@ -27,6 +35,8 @@ RERUN: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "queue_explainable": (("short", "fairness"), (unexplained_wait.UNEXPLAINED_WAIT,)),
     "monitoring_linked": (("gpu-busy",), ("monitoring_lag",)),
     "quota_enforced": (("quota",), ()),
+    # Each refused quota probe is followed by its quota-reclaim probe: not one of the plan's.
+    "quota_released": (("quota",), (quota_reclaim.DETECTOR,)),
     "failure_evidence": (("fail-exit", "fail-command", "fail-image", "fail-oom"), ()),
     "no_unreleased_resources": (
         ("gpu-busy", "short"),
@@ -45,6 +55,8 @@ RERUN: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
             )
         ),
     ),
+    # The service is controller.inference's, not a probe of the plan.
+    "inference_available": ((), inference.DETECTORS),
 }
 
 
@@ -53,7 +65,8 @@ def plan(
 ) -> tuple[Note, ...]:
     """`reverify.<criterion>` steps: `subject` the parts the findings named (windows among
     them), `probes`, `detectors`, and the watch: `watch_seconds`, or for fairness the
-    `occurrences` of each window its persistence rule needs."""
+    `occurrences` of each window its persistence rule needs; the quota's release, its bound
+    `reclaim_seconds`."""
     steps = []
     for c in criteria:
         if c.status is Status.PASS:
@@ -71,6 +84,8 @@ def plan(
             "detectors": ", ".join(detectors),
             **watch,
         }
+        if c.criterion == "quota_released":
+            params["reclaim_seconds"] = rules.quota_reclaim_seconds
         steps.append(Note(f"reverify.{c.criterion}", params))
         unplanned = [p for p in probes if p not in context.planned_copies]
         if unplanned:
