@@ -414,6 +414,8 @@ class JobStatus:
     ending_since: datetime | None = None
     priority: str | None = None  # Slurm's QOS, a pod's priorityClassName
     user: str | None = None  # who submitted it, where the platform says (Slurm's user name)
+    # The observer's inference service it is a replica of: the observer's own, as a probe's.
+    service: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

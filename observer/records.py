@@ -19,6 +19,7 @@ UTILIZATION_PERCENTS = range(101)
 
 # What kind of task held a GPU, beside the probe names of the observer's own runs.
 TENANT_JOB = "job"  # a tenant's own job, not one of the observer's probes
+SERVICE_TASK = "inference"  # a replica of the observer's inference service
 TASK_NOT_KNOWN = ""  # in the counts: held by a known tenant, but by which task is not known
 
 

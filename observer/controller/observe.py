@@ -17,6 +17,7 @@ from observer.detectors import gpu_health, node_leaks
 from observer.detectors.conditions import ConditionTracker
 from observer.domain import (
     Finding,
+    JobStatus,
     NodeSnapshot,
     OwnerKind,
     ProbeRun,
@@ -29,7 +30,7 @@ from observer.errors import BackendError, StoreError
 from observer.fleet.base import Fleet
 from observer.logs import get_logger
 from observer.metrics import ControllerMetrics
-from observer.records import TENANT_JOB, StoredGpuSample
+from observer.records import SERVICE_TASK, TENANT_JOB, StoredGpuSample
 from observer.storage.store import Store
 from observer.storage.write_behind import WriteBehind
 
@@ -218,19 +219,20 @@ def gpu_holders(
     return held
 
 
-def _task(run_id: str | None, probes: Mapping[str, str]) -> str | None:
+def _task(job: JobStatus, probes: Mapping[str, str]) -> str | None:
     """A probe's name for one of the observer's runs (None when the controller no longer
-    knows the run: it ended before a restart), TENANT_JOB for a tenant's own job."""
-    return TENANT_JOB if run_id is None else probes.get(run_id)
+    knows the run: it ended before a restart), SERVICE_TASK for a replica of its inference
+    service, TENANT_JOB for a tenant's own job."""
+    if job.service is not None:
+        return SERVICE_TASK
+    return TENANT_JOB if job.run_id is None else probes.get(job.run_id)
 
 
 def _samples(
     snapshots: list[NodeSnapshot], scheduler: SchedulerSnapshot | None, probes: Mapping[str, str]
 ) -> list[StoredGpuSample]:
     jobs = scheduler.jobs if scheduler else ()
-    holders = {
-        owner: (job.tenant, _task(job.run_id, probes)) for job in jobs for owner in job.owner_ids
-    }
+    holders = {owner: (job.tenant, _task(job, probes)) for job in jobs for owner in job.owner_ids}
     samples = []
     for snap in snapshots:
         held = gpu_holders(snap, holders)

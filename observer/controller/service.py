@@ -274,7 +274,7 @@ def tally_slots(
             job.phase,
             job.reason or "",
             classified.cause.value if (classified := classify(job)) else "",
-            JobOrigin.TENANT if job.run_id is None else JobOrigin.OBSERVER,
+            JobOrigin.TENANT if job.run_id is None and job.service is None else JobOrigin.OBSERVER,
         )
         for job in listing.jobs
         if job.finished_at is not None

@@ -7,6 +7,7 @@ intervention, with who changed it."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -363,3 +364,17 @@ def test_the_daily_summary_lists_a_quota_change_with_its_actor_and_time(platform
     record, row = [line for line in zh.markdown.splitlines() if "ops-carol" in line]
     assert "02:10" in record and "无记录" in record
     assert "配额变更" in row and "02:10" in row
+
+
+def test_a_replica_of_the_observers_inference_service_is_the_observers_not_the_tenants():
+    replaced = replace(
+        _ended("7", "prod", JobPhase.CANCELLED, T0 + timedelta(minutes=1)),
+        service="observer-inference",
+    )
+    listing = FinishedJobs(T0, T0 + QUARTER, (replaced,), complete=True)
+
+    [slot] = tally_slots(listing, lambda job: None)
+
+    assert [(t.tenant, t.phase, t.origin) for t in slot.tallies] == [
+        ("prod", JobPhase.CANCELLED, JobOrigin.OBSERVER)
+    ]

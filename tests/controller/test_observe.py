@@ -44,8 +44,8 @@ START = datetime(2026, 11, 30, 9, 0, tzinfo=UTC)
 
 
 class Node:
-    def __init__(self, name: str, clock: ManualClock) -> None:
-        self.gpus = FakeGpuBackend([FakeGpu(f"GPU-{name}-{i}") for i in range(2)], clock)
+    def __init__(self, name: str, clock: ManualClock, gpus: int = 2) -> None:
+        self.gpus = FakeGpuBackend([FakeGpu(f"GPU-{name}-{i}") for i in range(gpus)], clock)
         self.host = FakeHost()
         metrics = AgentMetrics(CollectorRegistry())
         self.agent = NodeAgent(
@@ -166,13 +166,16 @@ def _probe_run(run_id: str, probe: str) -> ProbeRun:
 
 def test_each_gpu_sample_says_which_probe_or_whether_a_tenants_own_job_held_it(tmp_path: Path):
     clock = ManualClock(START)
-    node = Node("n1", clock)
+    node = Node("n1", clock, gpus=3)
     node.host.spawn(701, Owner(OwnerKind.SLURM_JOB, "4242"))
     node.gpus.gpus[0].processes[701] = GIB
     node.host.spawn(702, Owner(OwnerKind.SLURM_JOB, "4243"))
     node.gpus.gpus[1].processes[702] = GIB
+    node.host.spawn(703, Owner(OwnerKind.SLURM_JOB, "4244"))
+    node.gpus.gpus[2].processes[703] = GIB
     probe_job = replace(_job("4242", "research", "n1"), run_id="run-1")
-    jobs = (probe_job, _job("4243", "research", "n1"))
+    replica = replace(_job("4244", "research", "n1"), service="observer-inference")
+    jobs = (probe_job, _job("4243", "research", "n1"), replica)
     active = [_probe_run("run-1", "gpu-busy")]
     fleet = LocalFleet({"n1": node.agent.snapshot})
     store = _store(tmp_path)
@@ -193,7 +196,11 @@ def test_each_gpu_sample_says_which_probe_or_whether_a_tenants_own_job_held_it(t
         clock.advance(1)
         return {s.gpu_uuid: (s.tenant, s.task) for s in store.gpu_samples(None, at, clock.now())}
 
-    assert tasks() == {"GPU-n1-0": ("research", "gpu-busy"), "GPU-n1-1": ("research", "job")}
+    assert tasks() == {
+        "GPU-n1-0": ("research", "gpu-busy"),
+        "GPU-n1-1": ("research", "job"),
+        "GPU-n1-2": ("research", "inference"),  # a replica of the observer's own service
+    }
     # The run ended, its job still holds the GPU (Slurm's COMPLETING): still the probe's.
     active.clear()
     assert tasks()["GPU-n1-0"] == ("research", "gpu-busy")

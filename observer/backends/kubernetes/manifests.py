@@ -21,11 +21,11 @@ from observer.backends.base import (
 )
 from observer.domain import Behaviour, JobRequest
 from observer.probes.programs import probe_arguments, serve_arguments
+from observer.records import SERVICE_TASK
 from observer.settings.controller import KubernetesSettings, TolerationSettings
 
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"  # Kueue's LocalQueue of a Job
 SERVICE_LABEL = "soak.observer/service"  # the inference probe's pods, selected by it
-INFERENCE_PROBE = "inference"
 SERVE_PORT_NAME = "serve"
 CONTAINER_NAME = "probe"
 BAD_COMMAND = "observer-no-such-command"
@@ -154,7 +154,7 @@ def service_manifest(spec: ServiceSpec) -> client.V1Service:
 
 
 def service_labels(spec: ServiceSpec) -> dict[str, str]:
-    return {SERVICE_LABEL: spec.name, PROBE_LABEL: INFERENCE_PROBE, MANAGED_BY_LABEL: MANAGED_BY}
+    return {SERVICE_LABEL: spec.name, PROBE_LABEL: SERVICE_TASK, MANAGED_BY_LABEL: MANAGED_BY}
 
 
 def probe_env(request: JobRequest) -> dict[str, str]:

@@ -29,7 +29,7 @@ from observer.backends.base import (
     Replica,
 )
 from observer.backends.kubernetes.audit import AuditWrite
-from observer.backends.kubernetes.manifests import QUEUE_LABEL
+from observer.backends.kubernetes.manifests import QUEUE_LABEL, SERVICE_LABEL
 from observer.domain import JobPhase, JobStatus, LocalQueue, QueueQuota, SchedulerNode
 from observer.errors import BackendError
 from observer.probes.outcome import KUEUE_QUOTA_HOLD, VOLCANO_QUEUE_HOLD
@@ -137,6 +137,7 @@ def pod_group_status(
     status = JobStatus(
         job_id=group_id,
         run_id=labels.get(RUN_ID_LABEL),
+        service=labels.get(SERVICE_LABEL),
         tenant=namespace,
         queue=labels.get(QUEUE_LABEL),
         phase=JobPhase.PENDING,
@@ -166,6 +167,7 @@ def ending_status(group_id: str, namespace: str, pods: list[client.V1Pod], gpu: 
     return JobStatus(
         job_id=group_id,
         run_id=labels_of(pods[0].metadata).get(RUN_ID_LABEL),
+        service=labels_of(pods[0].metadata).get(SERVICE_LABEL),
         tenant=namespace,
         queue=labels_of(pods[0].metadata).get(QUEUE_LABEL),
         phase=JobPhase.CANCELLED,

@@ -335,6 +335,7 @@ def _from_squeue(job: Mapping[str, Any]) -> JobStatus:
     return JobStatus(
         job_id=str(job["job_id"]),
         run_id=_run_id(str(job["comment"] or "")),
+        service=_service(str(job["comment"] or "")),
         tenant=str(job["account"]),
         queue=str(job["partition"]) or None,
         phase=phase,
@@ -364,6 +365,7 @@ def _from_sacct(line: str) -> JobStatus:
     return JobStatus(
         job_id=row["JobIDRaw"],
         run_id=_run_id(row["Comment"]),
+        service=_service(row["Comment"]),
         tenant=row["Account"],
         queue=row["Partition"] or None,
         phase=phase,
@@ -479,6 +481,12 @@ def _exit_code(exit_status: tuple[int, int] | None) -> int | None:
 def _run_id(comment: str) -> str | None:
     if comment.startswith(RUN_ID_COMMENT_PREFIX):
         return comment[len(RUN_ID_COMMENT_PREFIX) :] or None
+    return None
+
+
+def _service(comment: str) -> str | None:
+    if comment.startswith(SERVICE_COMMENT_PREFIX):
+        return comment[len(SERVICE_COMMENT_PREFIX) :].partition("/")[0] or None
     return None
 
 
