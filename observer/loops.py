@@ -41,6 +41,7 @@ class PeriodicLoop:
         self._failures = 0
         self._last_success: float | None = None
         self._thread: threading.Thread | None = None
+        self._ticks = metrics.ticks_total.labels(loop=name)
 
     def last_success_age_seconds(self) -> float | None:
         """Seconds since the last tick that completed; None before the first one."""
@@ -50,7 +51,7 @@ class PeriodicLoop:
 
     def run_once(self) -> bool:
         """One tick with its error captured and counted; True when it succeeded."""
-        self._metrics.ticks_total.labels(loop=self.name).inc()
+        self._ticks.inc()
         try:
             self._tick()
         except Exception as exc:

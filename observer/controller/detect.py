@@ -45,7 +45,7 @@ from observer.logs import get_logger
 from observer.logs_pipeline.base import LogReader
 from observer.metrics import ControllerMetrics
 from observer.probes.catalog import ProbeSpec
-from observer.probes.windows import Calendar, Occurrence, occurrences
+from observer.probes.windows import Calendar, Occurrence, next_completion, occurrences
 from observer.settings.detectors import DetectorSettings
 from observer.storage.store import Store
 
@@ -108,6 +108,7 @@ class Detection:
     _release_tracker: ConditionTracker = field(default_factory=ConditionTracker)
     _fairness: ConditionTracker = field(default_factory=ConditionTracker)
     _assessed_until: datetime | None = None
+    _next_completion: datetime | None = None  # nothing new to weigh before it
     _assessments: dict[tuple[str, datetime], fairness.WindowAssessment] = field(
         default_factory=dict
     )
@@ -378,6 +379,9 @@ class Detection:
     def _persistent(self, now: datetime) -> list[Finding]:
         """Re-weigh the last M completed window occurrences, of every window, each time one
         more completes."""
+        if self._next_completion is not None and now < self._next_completion:
+            return []
+        self._next_completion = next_completion(self.calendar, now)
         m = self.rules.fairness.persistence_m
         lookback = now - timedelta(days=8 * m)
         completed = sorted(

@@ -181,7 +181,7 @@ def _advance_ecc(
     past: GpuHistory, gpu: GpuReading, at: datetime, ecc_window_seconds: float
 ) -> GpuHistory:
     counts = _ecc_counts(gpu)
-    if all(past.ecc_counts.get(counter) == value for counter, value in counts.items()):
+    if counts.items() <= past.ecc_counts.items():
         return past
     rises = dict(past.ecc_rises)
     for counter, value in counts.items():
@@ -279,11 +279,6 @@ def _memory_repair(
     counters = gpu.counters
     if counters is None:
         return
-    rows = {
-        "remapped_rows_correctable": counters.remapped_rows_correctable,
-        "remapped_rows_uncorrectable": counters.remapped_rows_uncorrectable,
-        "counters_read_at": counters.at.isoformat(),
-    }
     if counters.remapped_rows_pending:
         yield Symptom(
             detector=ROW_REMAP_PENDING,
@@ -292,7 +287,7 @@ def _memory_repair(
             summary=f"GPU {gpu.index} on {node} has a row remap pending: it needs a reset "
             "before the faulty memory row is replaced",
             rule="NVML remapped rows: pending",
-            evidence={**base, **rows},
+            evidence={**base, **_remapped_rows(counters)},
         )
     if counters.remapped_rows_failed:
         yield Symptom(
@@ -301,7 +296,7 @@ def _memory_repair(
             severity=Severity.CRITICAL,
             summary=f"GPU {gpu.index} on {node} failed to remap a memory row: it needs service",
             rule="NVML remapped rows: failure",
-            evidence={**base, **rows},
+            evidence={**base, **_remapped_rows(counters)},
         )
     if counters.retired_pages_pending:
         yield Symptom(
@@ -317,6 +312,14 @@ def _memory_repair(
                 "counters_read_at": counters.at.isoformat(),
             },
         )
+
+
+def _remapped_rows(counters: GpuCounters) -> dict[str, object]:
+    return {
+        "remapped_rows_correctable": counters.remapped_rows_correctable,
+        "remapped_rows_uncorrectable": counters.remapped_rows_uncorrectable,
+        "counters_read_at": counters.at.isoformat(),
+    }
 
 
 def _slowdown(
@@ -399,7 +402,7 @@ def _nvlink(
         return
     before, after, start, end = past.nvlink_delta
     seconds = (end - start).total_seconds()
-    if seconds <= 0:
+    if seconds <= 0 or after == before:  # no error between the reads: the healthy case
         return
     # A count that fell (the driver reloaded, a link went down) is no error.
     added = {counter: max(after[counter] - before[counter], 0) for counter in after}

@@ -16,6 +16,7 @@ import os
 import re
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from functools import cache
 from pathlib import Path
 
 from observer.domain import XidEvent, XidSource
@@ -34,6 +35,7 @@ _RECORD = re.compile(r"^(?P<prio>\d+),(?P<seq>\d+),(?P<usec>\d+),[^;]*;(?P<messa
 _READ_BYTES = 65536
 
 
+@cache  # a node has a handful of addresses, asked for on every tick
 def pci_key(bus_id: str) -> str:
     """One spelling of a PCI address for NVML's `00000000:3B:00.0` and the kernel's
     `0000:3b:00` (domain, bus, device; the function is not in the kernel's line)."""

@@ -187,9 +187,10 @@ class FakePrometheus:
             points = self._series.setdefault(labels, [])
             while points and points[0].at < oldest:
                 del points[0]
-            kept = next((p.value for p in reversed(points) if p.value is not None), None)
-            frozen = kept is not None and any(f <= labels for f in self._frozen)
-            points.append(_Point(at, visible, kept if frozen else exported))
+            value = exported
+            if any(f <= labels for f in self._frozen):  # the last value it had, if any
+                value = next((p.value for p in reversed(points) if p.value is not None), value)
+            points.append(_Point(at, visible, value))
 
     def _matching(self, wanted: Labels) -> list[tuple[Labels, list[_Point]]]:
         return [(labels, points) for labels, points in self._series.items() if wanted <= labels]

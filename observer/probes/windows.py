@@ -106,6 +106,20 @@ def occurrences(
     return found
 
 
+def next_completion(calendar: Calendar, after: datetime) -> datetime | None:
+    """The first instant after `after` at which an occurrence of any window completes, in
+    UTC; None without windows. A window occurs at least once a week, running into the next
+    day at most."""
+    day = after.astimezone(calendar.timezone).date() - timedelta(days=1)
+    ends = (
+        _utc(occurrence.end)
+        for window in calendar.windows
+        for offset in range(9)
+        if (occurrence := _on(calendar, window, day + timedelta(days=offset))) is not None
+    )
+    return min((end for end in ends if end > _utc(after)), default=None)
+
+
 def parts_in(
     calendar: Calendar, window_name: str, since: datetime, until: datetime
 ) -> list[Occurrence]:

@@ -5,7 +5,7 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from observer.probes.windows import Calendar, Window, parse_days
+from observer.probes.windows import Calendar, Window, next_completion, parse_days
 
 SHANGHAI = ZoneInfo("Asia/Shanghai")
 PEAK = Window("weekday-peak", parse_days("mon-fri"), time(9), time(18))
@@ -60,3 +60,26 @@ def test_a_night_window_on_some_days_only_belongs_to_the_day_it_starts():
     sunday_3am = datetime(2026, 12, 6, 3, 0, tzinfo=SHANGHAI)
     assert calendar.windows_at(saturday_3am) == ["friday-night"]
     assert calendar.windows_at(sunday_3am) == []
+
+
+@pytest.mark.parametrize(
+    ("local", "completes"),
+    [
+        (datetime(2026, 11, 30, 12, 0), datetime(2026, 11, 30, 18, 0)),  # Monday: the peak
+        (datetime(2026, 11, 30, 18, 0), datetime(2026, 12, 1, 6, 0)),  # then the night
+        (datetime(2026, 12, 4, 18, 0), datetime(2026, 12, 5, 6, 0)),  # Friday night
+        (datetime(2026, 12, 5, 6, 0), datetime(2026, 12, 6, 0, 0)),  # Saturday, all day
+    ],
+)
+def test_the_next_completion_is_the_first_end_of_any_window_after_the_instant(
+    local: datetime, completes: datetime
+):
+    at = local.replace(tzinfo=SHANGHAI)
+    assert next_completion(CALENDAR, at) == completes.replace(tzinfo=SHANGHAI).astimezone(UTC)
+
+
+def test_the_next_completion_of_a_weekly_window_is_days_ahead():
+    wednesday = Calendar(SHANGHAI, [Window("wed", parse_days("wed"), time(9), time(10))])
+    thursday = datetime(2026, 12, 3, 12, 0, tzinfo=SHANGHAI)
+    assert next_completion(wednesday, thursday) == datetime(2026, 12, 9, 2, 0, tzinfo=UTC)
+    assert next_completion(Calendar(SHANGHAI, []), thursday) is None
