@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import itertools
 import json
 import multiprocessing
@@ -59,6 +60,7 @@ import sqlalchemy as sa
 from observer import codec
 from observer.backends.base import queue_states
 from observer.backends.simulated import NodeSpec, SimulatedCluster, TenantSpec
+from observer.cli import GC_FIRST_GENERATION_THRESHOLD
 from observer.clock import Clock, ManualClock
 from observer.controller.compose import Sources, Task
 from observer.domain import (
@@ -637,6 +639,7 @@ def main() -> int:
     parser.add_argument("--no-postgres", action="store_true")
     args = parser.parse_args()
     configure_logging("warning")  # failed ticks still show, on stderr
+    gc.set_threshold(GC_FIRST_GENERATION_THRESHOLD)  # as `observer controller` runs
     # One socket per agent in the workers, one per read in flight here: the soft limit is
     # raised to the hard one, which must leave room for them.
     _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
