@@ -162,7 +162,7 @@ class Capacity:
     initial_gpus: int
     # The GPUs from each instant of changed_at on (UTC, oldest first): kept apart so that
     # each sample's lookup bisects the instants, not a list of them made again per sample
-    # (an occurrence of a large fleet's window has some 100,000 changes and samples).
+    # (an occurrence of a large fleet's window: some 200,000 changes, thousands of samples).
     changed_at: tuple[datetime, ...] = ()
     gpus: tuple[int, ...] = ()
 
