@@ -21,9 +21,15 @@ utilisation held for the hour so that they are cheap to make; in the platform's 
 (Asia/Shanghai, whole hours from UTC) a day is whole UTC hours, which reports read from the
 counts alone (only a period's part-hours, the soak's first submission, read sample rows).
 
+`--keep DIR` keeps the filled stores (DIR/<fill>.db, a PostgreSQL schema named after the
+fill) and the reports built (DIR/<fill>-<store>/), and a later run with the same fill
+arguments builds on those stores without filling them again: to compare reports before and
+after a change (`diff -r`), or to profile a build without waiting for a fill.
+
 Prints one JSON line.
 
     .venv/bin/python bench/report.py [--nodes 1000] [--days 7] [--samples raw|counts]
+        [--keep DIR]
 """
 
 from __future__ import annotations
@@ -35,7 +41,7 @@ import random
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import UTC, date, datetime, timedelta
 from functools import partial
 from pathlib import Path
@@ -407,39 +413,56 @@ def fill(
     }
 
 
-def measure(url: str, args: argparse.Namespace) -> dict[str, Any]:
-    with tempfile.TemporaryDirectory() as out:
-        settings = settings_for(url, Path(out), args.nodes)
+def measure(url: str, args: argparse.Namespace, out: Path, kept: Path) -> dict[str, Any]:
+    """Fill the store at `url`, unless `kept` (the record of its fill, written once the fill
+    is complete) exists, and time the reports, written into `out`."""
+    settings = settings_for(url, out, args.nodes)
+    if kept.exists():
+        filled = json.loads(kept.read_text())
+    else:
         began = time.perf_counter()
         rows = fill(url, args.nodes, args.days, settings, args.seed, args.samples == "raw")
-        filled = time.perf_counter() - began
-        upgraded = rows.pop("upgrade_seconds")
-        now = datetime.combine(
-            MONDAY + timedelta(days=args.days), datetime.min.time(), tzinfo=SHANGHAI
-        ) + timedelta(hours=1)
-        timings: dict[str, float] = {}
-        with Store(url) as store:
-            builds = (
-                ("daily_first_day", partial(write_daily, store, settings, MONDAY, now)),
-                (
-                    "daily_last_day",
-                    partial(
-                        write_daily, store, settings, MONDAY + timedelta(days=args.days - 1), now
-                    ),
-                ),
-                ("verdict", partial(write_verdict, store, settings, now)),
-            )
-            for name, build in builds:
-                began, cpu = time.perf_counter(), time.process_time()
-                build()
-                timings[f"{name}_seconds"] = round(time.perf_counter() - began, 2)
-                timings[f"{name}_cpu_seconds"] = round(time.process_time() - cpu, 2)
-    return {
-        **timings,
-        "upgrade_seconds": upgraded,
-        "rows": rows,
-        "fill_seconds": round(filled, 1),
-    }
+        filled = {
+            "upgrade_seconds": rows.pop("upgrade_seconds"),
+            "rows": rows,
+            "fill_seconds": round(time.perf_counter() - began, 1),
+        }
+        kept.write_text(json.dumps(filled))
+    now = datetime.combine(
+        MONDAY + timedelta(days=args.days), datetime.min.time(), tzinfo=SHANGHAI
+    ) + timedelta(hours=1)
+    timings: dict[str, float] = {}
+    with Store(url) as store:
+        builds = (
+            ("daily_first_day", partial(write_daily, store, settings, MONDAY, now)),
+            (
+                "daily_last_day",
+                partial(write_daily, store, settings, MONDAY + timedelta(days=args.days - 1), now),
+            ),
+            ("verdict", partial(write_verdict, store, settings, now)),
+        )
+        for name, build in builds:
+            began, cpu = time.perf_counter(), time.process_time()
+            build()
+            timings[f"{name}_seconds"] = round(time.perf_counter() - began, 2)
+            timings[f"{name}_cpu_seconds"] = round(time.process_time() - cpu, 2)
+    return {**timings, **filled}
+
+
+def kept_schema(url: str, name: str, fresh: bool) -> tuple[str, Callable[[], None]] | None:
+    """As postgres_schema, but the schema is `name` (`fresh`: emptied first) and stays."""
+    admin = sa.create_engine(url, isolation_level="AUTOCOMMIT")
+    try:
+        with admin.connect() as connection:
+            if fresh:
+                connection.exec_driver_sql(f"DROP SCHEMA IF EXISTS {name} CASCADE")
+            connection.exec_driver_sql(f"CREATE SCHEMA IF NOT EXISTS {name}")
+    except sa.exc.OperationalError:
+        return None
+    finally:
+        admin.dispose()
+    scoped = sa.make_url(url).update_query_dict({"options": f"-csearch_path={name}"})
+    return scoped.render_as_string(hide_password=False), lambda: None
 
 
 def main() -> int:
@@ -450,26 +473,42 @@ def main() -> int:
     parser.add_argument("--no-postgres", action="store_true")
     parser.add_argument("--no-sqlite", action="store_true")
     parser.add_argument("--samples", choices=("raw", "counts"), default="raw")
+    parser.add_argument("--keep", type=Path, help="keep the stores and reports here, reuse them")
     args = parser.parse_args()
     configure_logging("warning")
     result: dict[str, Any] = {"nodes": args.nodes, "gpus": args.nodes * GPUS_PER_NODE}
     result["days"] = args.days
     result["samples"] = args.samples
-    if not args.no_sqlite:
-        with tempfile.TemporaryDirectory() as tmp:
-            path = Path(tmp) / "observer.db"
-            result["sqlite"] = measure(f"sqlite:///{path}", args)
-    postgres = (
-        None
-        if args.no_postgres
-        else postgres_schema(os.environ.get("OBSERVER_BENCH_POSTGRES_URL", DEFAULT_POSTGRES_URL))
-    )
-    if postgres is not None:
-        url, drop = postgres
-        try:
-            result["postgresql"] = measure(url, args)
-        finally:
-            drop()
+    server = os.environ.get("OBSERVER_BENCH_POSTGRES_URL", DEFAULT_POSTGRES_URL)
+    name = f"report_{args.nodes}n_{args.days}d_{args.samples}_seed{args.seed}"
+    with tempfile.TemporaryDirectory() as tmp:
+        where: Path = args.keep or Path(tmp)
+        where.mkdir(parents=True, exist_ok=True)
+
+        def kept(store: str) -> Path:
+            return where / f"{name}-{store}.json"
+
+        if not args.no_sqlite:
+            path = where / f"{name}.db"
+            if not kept("sqlite").exists():  # none, or an unfinished fill
+                path.unlink(missing_ok=True)
+            url = f"sqlite:///{path.resolve()}"
+            result["sqlite"] = measure(url, args, where / f"{name}-sqlite", kept("sqlite"))
+        postgres = (
+            None
+            if args.no_postgres
+            else postgres_schema(server)
+            if args.keep is None
+            else kept_schema(server, name, fresh=not kept("postgresql").exists())
+        )
+        if postgres is not None:
+            url, drop = postgres
+            try:
+                result["postgresql"] = measure(
+                    url, args, where / f"{name}-postgresql", kept("postgresql")
+                )
+            finally:
+                drop()
     print(json.dumps(result))
     return 0
 

@@ -160,11 +160,15 @@ class Capacity:
     change it, so each queue sample is judged against the capacity of its own moment."""
 
     initial_gpus: int
-    steps: tuple[tuple[datetime, int], ...] = ()  # (from when, GPUs), oldest first, in UTC
+    # The GPUs from each instant of changed_at on (UTC, oldest first): kept apart so that
+    # each sample's lookup bisects the instants, not a list of them made again per sample
+    # (an occurrence of a large fleet's window: some 200,000 changes, thousands of samples).
+    changed_at: tuple[datetime, ...] = ()
+    gpus: tuple[int, ...] = ()
 
     def at(self, when: datetime) -> int:
-        i = bisect_right([at for at, _ in self.steps], _utc(when))
-        return self.steps[i - 1][1] if i else self.initial_gpus
+        i = bisect_right(self.changed_at, _utc(when))
+        return self.gpus[i - 1] if i else self.initial_gpus
 
 
 def capacity_over(
@@ -174,7 +178,7 @@ def capacity_over(
     during it, oldest first."""
     nodes = {node.name: node for node in nodes_at_start}
     gpus = initial = schedulable_gpus(nodes.values())
-    steps = []
+    changed_at, steps = [], []
     for change in changes:
         before = nodes.pop(change.node.name, None)
         if before is not None:
@@ -182,8 +186,9 @@ def capacity_over(
         if not change.removed:
             nodes[change.node.name] = change.node
             gpus += _in_service_gpus(change.node)
-        steps.append((_utc(change.at), gpus))
-    return Capacity(initial, tuple(steps))
+        changed_at.append(_utc(change.at))
+        steps.append(gpus)
+    return Capacity(initial, tuple(changed_at), tuple(steps))
 
 
 # --- one occurrence ---------------------------------------------------------------------------
