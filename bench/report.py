@@ -35,6 +35,7 @@ Prints one JSON line.
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
 import random
@@ -53,6 +54,7 @@ from alembic import command
 from alembic.config import Config
 from controller_scale import DEFAULT_POSTGRES_URL, GPUS_PER_NODE, TENANTS, postgres_schema
 
+from observer.cli import GC_FIRST_GENERATION_THRESHOLD
 from observer.domain import (
     Expectation,
     Finding,
@@ -476,6 +478,7 @@ def main() -> int:
     parser.add_argument("--keep", type=Path, help="keep the stores and reports here, reuse them")
     args = parser.parse_args()
     configure_logging("warning")
+    gc.set_threshold(GC_FIRST_GENERATION_THRESHOLD)  # as the controller and `observer report` run
     result: dict[str, Any] = {"nodes": args.nodes, "gpus": args.nodes * GPUS_PER_NODE}
     result["days"] = args.days
     result["samples"] = args.samples
