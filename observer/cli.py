@@ -256,8 +256,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     # its own), so it is set once here, for every command that serves metrics.
     disable_created_metrics()  # type: ignore[no-untyped-call]  # unannotated in the library
     # The loops allocate many short-lived objects (readings, rows, findings) and few that
-    # live long: the default first-generation threshold (700) spent ~15 % of the demo's CPU
-    # in collections, this one ~2 %, for no measurable memory.
+    # live long: at the default first-generation threshold (700) the demo's day took ~15 %
+    # more CPU, the 1,000-node fleet read ~12 % more, for no measurable memory saved.
     gc.set_threshold(GC_FIRST_GENERATION_THRESHOLD)
     args = _parser().parse_args(argv)
     try:

@@ -107,7 +107,6 @@ class Detection:
     _changed: SimpleQueue[ProbeRun] = field(default_factory=SimpleQueue)
     _release_tracker: ConditionTracker = field(default_factory=ConditionTracker)
     _fairness: ConditionTracker = field(default_factory=ConditionTracker)
-    _assessed_until: datetime | None = None
     _next_completion: datetime | None = None  # nothing new to weigh before it
     _assessments: dict[tuple[str, datetime], fairness.WindowAssessment] = field(
         default_factory=dict
@@ -393,9 +392,8 @@ class Detection:
             key=lambda o: o.end,
         )
         recent = completed[-m:]
-        if not recent or self._assessed_until == recent[-1].end:
+        if not recent:
             return []
-        self._assessed_until = recent[-1].end
         # A completed occurrence's assessment does not change: each is made once.
         self._assessments = {
             (o.window, o.start): self._assessments.get((o.window, o.start)) or self._assess(o)
