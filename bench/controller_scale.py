@@ -607,20 +607,26 @@ def _p99(values: Sequence[float]) -> float:
     return statistics.quantiles(values, n=100, method="inclusive")[98]
 
 
-def postgres_schema(url: str) -> tuple[str, Callable[[], None]] | None:
-    """A schema of its own on the server, and how to drop it; None when unreachable."""
+def postgres_schema(
+    url: str, kept: str | None = None, *, empty: bool = True
+) -> tuple[str, Callable[[], None]] | None:
+    """A schema of its own on the server, and how to drop it; None when unreachable. `kept`:
+    the schema of that name, emptied first unless not `empty`, and left in place."""
     admin = sa.create_engine(url, isolation_level="AUTOCOMMIT")
-    schema = f"bench_{uuid.uuid4().hex[:8]}"
+    schema = kept or f"bench_{uuid.uuid4().hex[:8]}"
     try:
         with admin.connect() as connection:
-            connection.exec_driver_sql(f"CREATE SCHEMA {schema}")
+            if kept and empty:
+                connection.exec_driver_sql(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
+            connection.exec_driver_sql(f"CREATE SCHEMA IF NOT EXISTS {schema}")
     except sa.exc.OperationalError:
         admin.dispose()
         return None
 
     def drop() -> None:
-        with admin.connect() as connection:
-            connection.exec_driver_sql(f"DROP SCHEMA {schema} CASCADE")
+        if kept is None:
+            with admin.connect() as connection:
+                connection.exec_driver_sql(f"DROP SCHEMA {schema} CASCADE")
         admin.dispose()
 
     scoped = sa.make_url(url).update_query_dict({"options": f"-csearch_path={schema}"})

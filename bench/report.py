@@ -42,7 +42,7 @@ import random
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from datetime import UTC, date, datetime, timedelta
 from functools import partial
 from pathlib import Path
@@ -451,22 +451,6 @@ def measure(url: str, args: argparse.Namespace, out: Path, kept: Path) -> dict[s
     return {**timings, **filled}
 
 
-def kept_schema(url: str, name: str, fresh: bool) -> tuple[str, Callable[[], None]] | None:
-    """As postgres_schema, but the schema is `name` (`fresh`: emptied first) and stays."""
-    admin = sa.create_engine(url, isolation_level="AUTOCOMMIT")
-    try:
-        with admin.connect() as connection:
-            if fresh:
-                connection.exec_driver_sql(f"DROP SCHEMA IF EXISTS {name} CASCADE")
-            connection.exec_driver_sql(f"CREATE SCHEMA IF NOT EXISTS {name}")
-    except sa.exc.OperationalError:
-        return None
-    finally:
-        admin.dispose()
-    scoped = sa.make_url(url).update_query_dict({"options": f"-csearch_path={name}"})
-    return scoped.render_as_string(hide_password=False), lambda: None
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--nodes", type=int, default=1000)
@@ -500,9 +484,9 @@ def main() -> int:
         postgres = (
             None
             if args.no_postgres
-            else postgres_schema(server)
-            if args.keep is None
-            else kept_schema(server, name, fresh=not kept("postgresql").exists())
+            else postgres_schema(
+                server, name if args.keep else None, empty=not kept("postgresql").exists()
+            )
         )
         if postgres is not None:
             url, drop = postgres
