@@ -33,8 +33,8 @@ run-agent: setup
 	$(BIN)/observer agent --config deploy/examples/agent-replay.yaml
 
 lint: setup
-	$(BIN)/ruff check observer tests bench deploy/chart-tools deploy/l10n
-	$(BIN)/ruff format --check observer tests bench deploy/chart-tools deploy/l10n
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 

@@ -30,7 +30,7 @@ from prometheus_client import CollectorRegistry
 from observer import codec
 from observer.agent.attribution import Attributor
 from observer.agent.sampler import Sampler
-from observer.agent.service import NodeAgent
+from observer.agent.tick import NodeAgent
 from observer.clock import SystemClock
 from observer.domain import NodeSnapshot
 from observer.fleet.http import HttpFleet

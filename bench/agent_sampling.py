@@ -54,7 +54,7 @@ from observer import codec
 from observer.agent.attribution import Attributor
 from observer.agent.main import build_agent
 from observer.agent.sampler import Sampler
-from observer.agent.service import NodeAgent
+from observer.agent.tick import NodeAgent
 from observer.clock import SystemClock
 from observer.gpu.nvml import NvmlGpuBackend
 from observer.metrics import AgentMetrics

@@ -88,7 +88,7 @@ from observer.errors import BackendError, SnapshotError
 from observer.fleet import wire
 from observer.fleet.base import Fleet
 from observer.fleet.http import HttpFleet
-from observer.logs import configure_logging
+from observer.logging_setup import configure_logging
 from observer.settings import Settings
 from observer.simulation.soak import SimulatedSoak
 from observer.storage.database import upgrade

@@ -38,7 +38,7 @@ from prometheus_client import CollectorRegistry
 
 from observer.agent.attribution import Attributor
 from observer.agent.sampler import Sampler
-from observer.agent.service import NodeAgent
+from observer.agent.tick import NodeAgent
 from observer.backends.simulated import SimulatedCluster
 from observer.clock import ManualClock
 from observer.controller.compose import Sources, Task
@@ -60,7 +60,7 @@ from observer.domain import (
 )
 from observer.fleet.local import LocalFleet
 from observer.gpu.fake import GIB, FakeGpu, FakeGpuBackend
-from observer.logs import configure_logging
+from observer.logging_setup import configure_logging
 from observer.metrics import HEARTBEAT_METRIC, AgentMetrics
 from observer.monitoring.fake import Exposition, FakePrometheus, FakeTarget
 from observer.ownership.fake import FakeHost

@@ -64,7 +64,7 @@ from observer.domain import (
     RunState,
     Severity,
 )
-from observer.logs import configure_logging
+from observer.logging_setup import configure_logging
 from observer.records import TENANT_JOB, StoredAlert, StoredIntervention
 from observer.reports.publish import write_daily, write_verdict
 from observer.settings import Settings

@@ -25,7 +25,7 @@ from typing import Any
 
 from observer.demo.run import run_demo, score_json
 from observer.demo.scenario import load_scenario
-from observer.logs import configure_logging
+from observer.logging_setup import configure_logging
 
 HERE = Path(__file__).with_name("scenarios")
 

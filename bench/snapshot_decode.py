@@ -20,7 +20,7 @@ import time
 
 from observer import codec
 from observer.fleet import wire
-from observer.logs import configure_logging
+from observer.logging_setup import configure_logging
 from tests.fleet.test_snapshot_decoding import busy_snapshot
 
 

@@ -27,7 +27,7 @@ from observer.errors import (
     SchemaError,
     WorkloadError,
 )
-from observer.logs import configure_logging
+from observer.logging_setup import configure_logging
 from observer.records import StoredDelivery, StoredIntervention
 from observer.settings import Settings, load_settings
 from observer.signals import stop_on_signals
@@ -568,7 +568,7 @@ def _findings(args: argparse.Namespace, settings: Settings) -> int:
 def _runs(args: argparse.Namespace, settings: Settings) -> int:
     from zoneinfo import ZoneInfo  # noqa: PLC0415
 
-    from observer.reports.build.figures import is_failed, task_records  # noqa: PLC0415
+    from observer.reports.compute.figures import is_failed, task_records  # noqa: PLC0415
     from observer.reports.inputs import day_period  # noqa: PLC0415
     from observer.reports.render.i18n import Words  # noqa: PLC0415
     from observer.reports.render.json import task_record_json  # noqa: PLC0415

@@ -9,7 +9,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import TypeVar
 
 from observer.clock import Clock
-from observer.logs import get_logger
+from observer.logging_setup import get_logger
 from observer.metrics import LoopMetrics
 
 T = TypeVar("T")

@@ -57,7 +57,7 @@ def test_a_package_with_declared_inner_layers_has_every_module_in_them():
 
 
 def _unit(module: str) -> str:
-    """The package a module belongs to, at the depth packages nest (observer.reports.build),
+    """The package a module belongs to, at the depth packages nest (observer.reports.compute),
     or the root module itself (observer.settings)."""
     parts = module.split(".")
     while len(parts) > 2 and not (ROOT.parent.joinpath(*parts) / "__init__.py").exists():

@@ -19,7 +19,7 @@ from prometheus_client import CollectorRegistry
 from observer import codec
 from observer.agent.attribution import Attributor
 from observer.agent.sampler import Sampler
-from observer.agent.service import NodeAgent
+from observer.agent.tick import NodeAgent
 from observer.agent.xids import XidWatch
 from observer.clock import Clock, ManualClock, SystemClock, TraceTimeline
 from observer.domain import DriverState, Finding
@@ -27,7 +27,7 @@ from observer.gpu.backend import GpuBackend, XidEventSource
 from observer.gpu.kernel_log import KernelLog
 from observer.gpu.replay import ReplayGpuBackend, Trace
 from observer.http import serving
-from observer.logs import get_logger
+from observer.logging_setup import get_logger
 from observer.loops import PeriodicLoop
 from observer.metrics import AgentMetrics, GpuCollector
 from observer.ownership.base import (

@@ -24,7 +24,7 @@ from observer.domain import (
 )
 from observer.errors import DriverNotLoadedError, GpuError, GpuLostError, LibraryNotFoundError
 from observer.gpu.backend import GpuBackend
-from observer.logs import get_logger
+from observer.logging_setup import get_logger
 from observer.metrics import AgentMetrics
 
 _R = TypeVar("_R", GpuSample, GpuCounters)

@@ -40,7 +40,7 @@ from observer.errors import GpuError
 from observer.gpu.backend import XidEventSource
 from observer.gpu.kernel_log import KernelLog, pci_key
 from observer.gpu.xid import xid_info
-from observer.logs import get_logger
+from observer.logging_setup import get_logger
 
 _log = get_logger("observer.agent.xids")
 

@@ -28,17 +28,17 @@ from observer.controller.inference import InferenceWatch
 from observer.controller.lag import LagWatch
 from observer.controller.observe import FleetObserver
 from observer.controller.runs import Budget, ProbeRunner, Tenant
-from observer.controller.service import Controller, PlanEntry
 from observer.controller.views import Published
+from observer.controller.work import Controller, PlanEntry
 from observer.detectors import gpu_unusable, log_loss
 from observer.domain import STALE_AFTER_INTERVALS, NodeSnapshot, SchedulerSnapshot
 from observer.errors import ConfigError
 from observer.fleet.base import Fleet
-from observer.logs_pipeline.base import LogReader
-from observer.logs_pipeline.elasticsearch import ElasticsearchReader
-from observer.logs_pipeline.files import FileLogReader
-from observer.logs_pipeline.loki import LokiReader
-from observer.logs_pipeline.pod_logs import PodLogReader
+from observer.log_readers.base import LogReader
+from observer.log_readers.elasticsearch import ElasticsearchReader
+from observer.log_readers.files import FileLogReader
+from observer.log_readers.loki import LokiReader
+from observer.log_readers.pod_logs import PodLogReader
 from observer.metrics import HEARTBEAT_METRIC, ControllerMetrics, ReportMetrics
 from observer.monitoring.base import PrometheusApi, selector
 from observer.monitoring.checker import MonitoringChecker
@@ -47,7 +47,7 @@ from observer.reports.deliver import deliver_written
 from observer.reports.publish import SUFFIXES, build_due
 from observer.settings import Settings
 from observer.settings.controller import ControllerSettings
-from observer.settings.logs import AuthSettings, LogsSettings, SecretRef
+from observer.settings.log_readers import AuthSettings, LogsSettings, SecretRef
 from observer.storage.store import Store
 
 # Due daily summaries are looked for this often; each day is built once, when it is over and

@@ -41,8 +41,8 @@ from observer.domain import (
     Severity,
 )
 from observer.errors import BackendError
-from observer.logs import get_logger
-from observer.logs_pipeline.base import LogReader
+from observer.log_readers.base import LogReader
+from observer.logging_setup import get_logger
 from observer.metrics import ControllerMetrics
 from observer.probes.catalog import ProbeSpec
 from observer.probes.windows import Calendar, Occurrence, next_completion, occurrences

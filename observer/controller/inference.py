@@ -19,7 +19,7 @@ from observer.controller.outbox import FindingsOutbox
 from observer.detectors import inference
 from observer.detectors.conditions import ConditionTracker, covers_all
 from observer.errors import BackendError, ProbeError, StoreError
-from observer.logs import get_logger
+from observer.logging_setup import get_logger
 from observer.metrics import ControllerMetrics
 from observer.probes.windows import Calendar, occurrence_of
 from observer.records import InferencePhase, InferenceSample, PhaseKind

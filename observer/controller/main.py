@@ -23,7 +23,7 @@ from observer.controller.schedule import start_plan
 from observer.errors import ConfigError
 from observer.fleet.http import HttpFleet
 from observer.http import serving
-from observer.logs import get_logger
+from observer.logging_setup import get_logger
 from observer.loops import PeriodicLoop
 from observer.metrics import ControllerMetrics, Heartbeat, ReportMetrics
 from observer.monitoring.prometheus import PrometheusHttp

@@ -28,7 +28,7 @@ from observer.domain import (
 )
 from observer.errors import BackendError, StoreError
 from observer.fleet.base import Fleet
-from observer.logs import get_logger
+from observer.logging_setup import get_logger
 from observer.metrics import ControllerMetrics
 from observer.records import SERVICE_TASK, TENANT_JOB, StoredGpuSample
 from observer.storage.store import Store

@@ -33,7 +33,7 @@ from observer.domain import (
     RunState,
 )
 from observer.errors import BackendError, ProbeError, StoreError
-from observer.logs import get_logger
+from observer.logging_setup import get_logger
 from observer.metrics import ControllerMetrics
 from observer.probes.catalog import DEFAULT_DEADLINE_SECONDS, ProbeSpec
 from observer.probes.outcome import (

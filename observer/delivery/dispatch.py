@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 from observer.delivery.base import Channel, DeliveryResult, RenderedReport
 from observer.delivery.directory import DirectoryChannel
-from observer.logs import get_logger
+from observer.logging_setup import get_logger
 
 _log = get_logger("observer.delivery")
 

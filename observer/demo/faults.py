@@ -35,7 +35,7 @@ from observer.detectors.monitoring_lag import FRESHNESS, HEARTBEAT, PIPELINE, SC
 from observer.detectors.probe_release import DETECTOR as PROBE_UNRELEASED
 from observer.detectors.unreleased import ALLOCATED_WITHOUT_JOB, STUCK_TERMINATING
 from observer.domain import Finding
-from observer.reports.build.causes import Cause
+from observer.reports.compute.causes import Cause
 from observer.settings.base import Group
 
 # Time to see a fault through: the node rule's grace, a snapshot, a detection cycle.
@@ -67,7 +67,7 @@ class FaultSpec(Group):
 
     confounder: ClassVar[bool] = False
     needs_until: ClassVar[bool] = False
-    # The cause the reports must give a probe run it failed (Cause in reports/build/causes.py).
+    # The cause the reports must give a probe run it failed (Cause in reports/compute/causes.py).
     cause: ClassVar[str | None] = None
     # What must happen while it is on for it to be injected, said when it did not.
     trigger: ClassVar[str] = ""

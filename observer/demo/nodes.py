@@ -24,7 +24,7 @@ from prometheus_client import CollectorRegistry
 
 from observer.agent.attribution import Attributor
 from observer.agent.sampler import Sampler
-from observer.agent.service import NodeAgent
+from observer.agent.tick import NodeAgent
 from observer.agent.xids import XidWatch
 from observer.backends.simulated import SimulatedCluster
 from observer.clock import Clock

@@ -24,7 +24,7 @@ import yaml
 from observer import codec
 from observer.clock import ManualClock
 from observer.controller.compose import Sources, Task
-from observer.controller.service import Controller
+from observer.controller.work import Controller
 from observer.demo.faults import Score, score
 from observer.demo.nodes import DemoNodes
 from observer.demo.scenario import Load, Scenario, describe

@@ -35,7 +35,7 @@ MAX_EVIDENCE_RANGES = 50
 
 
 class Delivered(Protocol):
-    """A delivered line as the log boundary returns it (logs_pipeline.base.DeliveredLine)."""
+    """A delivered line as the log boundary returns it (log_readers.base.DeliveredLine)."""
 
     @property
     def text(self) -> str: ...

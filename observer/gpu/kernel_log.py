@@ -21,7 +21,7 @@ from pathlib import Path
 
 from observer.domain import XidEvent, XidSource
 from observer.errors import GpuError
-from observer.logs import get_logger
+from observer.logging_setup import get_logger
 
 _log = get_logger("observer.gpu.kernel_log")
 

@@ -21,7 +21,7 @@ from observer.domain import (
     OwnerState,
 )
 from observer.errors import OwnerSourceError
-from observer.logs import get_logger
+from observer.logging_setup import get_logger
 from observer.ownership.base import NodeOwners, OwnerSource
 
 _log = get_logger("observer.ownership")

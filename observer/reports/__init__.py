@@ -1,2 +1,2 @@
-"""Daily summaries and the go-live verdict: pure builders (build), rendering (render), and the
+"""Daily summaries and the go-live verdict: pure builders (compute), rendering (render), and the
 I/O shell that reads the store and writes the files (inputs, publish)."""

@@ -14,9 +14,9 @@ from observer.domain import Behaviour
 from observer.errors import ReportError
 from observer.probes.windows import Calendar, Window, parse_days, parts_in
 from observer.records import StoredNodeChange, StoredQueueSample, TenantTaskCounts, job_slot
-from observer.reports.build.criteria import VerdictRules
-from observer.reports.build.daily import DailyInputs
-from observer.reports.build.data import (
+from observer.reports.compute.criteria import VerdictRules
+from observer.reports.compute.daily import DailyInputs
+from observer.reports.compute.data import (
     GpuUsage,
     Period,
     PeriodData,
@@ -28,7 +28,7 @@ from observer.reports.build.data import (
     gpu_usage,
     gpu_usage_of_counts,
 )
-from observer.reports.build.verdict import VerdictInputs
+from observer.reports.compute.verdict import VerdictInputs
 from observer.reports.deliver import configured_channels
 from observer.settings import Settings
 from observer.storage.store import Store

@@ -11,8 +11,8 @@ from zoneinfo import ZoneInfo
 from observer.delivery.directory import write_atomically
 from observer.errors import ReportError
 from observer.metrics import ReportMetrics
-from observer.reports.build.daily import build_daily
-from observer.reports.build.verdict import build_verdict
+from observer.reports.compute.daily import build_daily
+from observer.reports.compute.verdict import build_verdict
 from observer.reports.inputs import (
     day_period,
     load_daily,

@@ -17,7 +17,7 @@ from observer.settings.agent import AgentSettings
 from observer.settings.base import FieldProblems
 from observer.settings.controller import ControllerSettings
 from observer.settings.detectors import DetectorSettings
-from observer.settings.logging import LoggingSettings
+from observer.settings.logging_setup import LoggingSettings
 from observer.settings.reports import ReportSettings
 from observer.settings.storage import StorageSettings
 

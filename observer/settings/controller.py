@@ -16,7 +16,7 @@ from observer.probes.catalog import ProbeSpec, platform_catalog, with_overrides
 from observer.probes.windows import parse_days
 from observer.settings.base import FieldProblems, Group
 from observer.settings.inference import InferenceSettings
-from observer.settings.logs import LogsSettings
+from observer.settings.log_readers import LogsSettings
 
 
 class WindowSettings(Group):

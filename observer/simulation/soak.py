@@ -14,7 +14,7 @@ from observer.backends.base import SchedulerBackend
 from observer.backends.simulated import SimulatedCluster
 from observer.clock import Clock, ManualClock
 from observer.controller.compose import Composition, Sources, Task, build_backend, compose
-from observer.controller.service import Controller
+from observer.controller.work import Controller
 from observer.fleet.local import LocalFleet
 from observer.metrics import ControllerMetrics, Heartbeat, ReportMetrics
 from observer.settings import Settings

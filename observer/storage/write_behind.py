@@ -7,7 +7,7 @@ from collections.abc import Callable, Hashable, Iterable
 from typing import Generic, TypeVar
 
 from observer.errors import StoreError
-from observer.logs import get_logger
+from observer.logging_setup import get_logger
 
 _log = get_logger("observer.storage")
 

@@ -8,7 +8,7 @@ from prometheus_client import CollectorRegistry
 
 from observer.agent.attribution import Attributor
 from observer.agent.sampler import Sampler
-from observer.agent.service import NodeAgent
+from observer.agent.tick import NodeAgent
 from observer.clock import ManualClock
 from observer.domain import DriverState, Finding, Owner, OwnerKind, OwnerPhase, OwnerState
 from observer.gpu.fake import GIB, FakeGpu, FakeGpuBackend

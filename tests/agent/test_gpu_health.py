@@ -13,7 +13,7 @@ from prometheus_client import CollectorRegistry
 
 from observer.agent.attribution import Attributor
 from observer.agent.sampler import Sampler
-from observer.agent.service import NodeAgent
+from observer.agent.tick import NodeAgent
 from observer.agent.xids import XidWatch
 from observer.clock import ManualClock
 from observer.controller.observe import FleetObserver

@@ -17,7 +17,7 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from observer.agent.main import build_agent
-from observer.agent.service import NodeAgent
+from observer.agent.tick import NodeAgent
 from observer.clock import SystemClock
 from observer.domain import Finding
 from observer.settings import Settings

@@ -14,7 +14,7 @@ from observer.backends.slurm.backend import SlurmBackend
 from observer.clock import SystemClock
 from observer.controller.compose import build_controller
 from observer.controller.runs import isolation_message
-from observer.controller.service import Controller
+from observer.controller.work import Controller
 from observer.domain import AccessAttempt, Expectation, Outcome, ProbeRun, RunState
 from observer.metrics import ControllerMetrics
 from observer.records import SkipReason

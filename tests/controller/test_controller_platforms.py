@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from observer.clock import Clock, SystemClock
-from observer.controller.service import Controller
+from observer.controller.work import Controller
 from observer.domain import Outcome, ProbeRun, RunState
 from observer.settings import Settings
 from observer.simulation.soak import SimulatedSoak

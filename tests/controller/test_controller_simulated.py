@@ -11,7 +11,7 @@ import pytest
 import sqlalchemy as sa
 
 from observer.clock import ManualClock
-from observer.controller.service import Controller
+from observer.controller.work import Controller
 from observer.domain import JobRequest, Outcome, ProbeRun, RunState, Workload
 from observer.errors import BackendError
 from observer.records import SkipReason

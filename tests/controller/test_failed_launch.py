@@ -13,7 +13,7 @@ from prometheus_client import CollectorRegistry
 from observer.backends.base import FinishedJobs, QuotaChange, SchedulerBackend
 from observer.clock import ManualClock
 from observer.controller.compose import build_backend, build_controller
-from observer.controller.service import Controller, PlanEntry
+from observer.controller.work import Controller, PlanEntry
 from observer.domain import (
     AccessAttempt,
     JobRequest,

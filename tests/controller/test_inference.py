@@ -14,7 +14,7 @@ import pytest
 
 from observer.detectors.inference import SCALE_OUT_STALLED, UNAVAILABLE
 from observer.records import PhaseKind
-from observer.reports.build.daily import build_daily
+from observer.reports.compute.daily import build_daily
 from observer.reports.inputs import load_daily
 from observer.reports.render.daily import render_daily
 from observer.reports.render.i18n import Words

@@ -18,7 +18,7 @@ from observer.backends.base import FinishedJobs
 from observer.backends.simulated import SimulatedCluster
 from observer.clock import ManualClock
 from observer.controller.compose import build_backend, build_controller
-from observer.controller.service import Controller, tally_slots
+from observer.controller.work import Controller, tally_slots
 from observer.domain import (
     Finding,
     FindingKind,
@@ -31,8 +31,8 @@ from observer.domain import (
 from observer.errors import BackendError
 from observer.metrics import ControllerMetrics
 from observer.records import InterventionSource, JobOrigin, JobSlot, JobTally
-from observer.reports.build.causes import classify_job
-from observer.reports.build.daily import build_daily
+from observer.reports.compute.causes import classify_job
+from observer.reports.compute.daily import build_daily
 from observer.reports.inputs import load_daily
 from observer.reports.render.daily import render_daily
 from observer.settings import Settings

@@ -16,7 +16,7 @@ from prometheus_client import CollectorRegistry
 from observer.agent.attribution import Attributor
 from observer.agent.main import run_agent
 from observer.agent.sampler import Sampler
-from observer.agent.service import NodeAgent
+from observer.agent.tick import NodeAgent
 from observer.clock import ManualClock
 from observer.controller.observe import FleetObserver
 from observer.domain import (

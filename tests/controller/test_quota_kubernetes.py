@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from observer.reports.build.daily import build_daily
+from observer.reports.compute.daily import build_daily
 from observer.reports.inputs import load_daily
 from observer.reports.render.daily import render_daily
 from observer.settings import Settings

@@ -21,7 +21,7 @@ from observer.clock import SystemClock
 from observer.detectors.quota_reclaim import DETECTOR
 from observer.domain import Outcome
 from observer.probes.catalog import QUOTA_PROBE
-from observer.reports.build.daily import build_daily
+from observer.reports.compute.daily import build_daily
 from observer.reports.inputs import load_daily
 from observer.reports.render.daily import render_daily
 from observer.settings import Settings

@@ -18,7 +18,7 @@ from observer.fleet.local import LocalFleet
 from observer.metrics import HEARTBEAT_METRIC
 from observer.monitoring.fake import FakePrometheus
 from observer.records import RestartCause
-from observer.reports.build.daily import build_daily
+from observer.reports.compute.daily import build_daily
 from observer.reports.inputs import load_daily
 from observer.reports.publish import write_daily
 from observer.settings import Settings

@@ -22,8 +22,8 @@ import pytest
 from observer.demo.faults import score
 from observer.demo.run import DemoResult, summary, words
 from observer.demo.scenario import describe, load_scenario
-from observer.reports.build.daily import DailyReport, build_daily
-from observer.reports.build.verdict import Verdict, build_verdict
+from observer.reports.compute.daily import DailyReport, build_daily
+from observer.reports.compute.verdict import Verdict, build_verdict
 from observer.reports.inputs import load_daily, load_verdict
 from observer.reports.render.daily import render_daily
 from observer.reports.render.verdict import render_verdict

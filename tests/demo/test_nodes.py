@@ -15,8 +15,8 @@ from observer.controller.compose import Sources, Task
 from observer.demo.nodes import DemoNodes
 from observer.domain import Behaviour, Finding, JobPhase, NodeSnapshot, Workload
 from observer.fleet.local import LocalFleet
-from observer.reports.build.causes import Cause, classify
-from observer.reports.build.notes import Note
+from observer.reports.compute.causes import Cause, classify
+from observer.reports.compute.notes import Note
 from observer.settings import Settings
 from observer.simulation.soak import SimulatedSoak, simulated_cluster
 from observer.storage.database import upgrade

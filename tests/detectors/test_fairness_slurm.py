@@ -34,7 +34,7 @@ from prometheus_client import CollectorRegistry
 
 from observer.clock import SystemClock
 from observer.controller.compose import build_controller
-from observer.controller.service import Controller
+from observer.controller.work import Controller
 from observer.detectors.conditions import ConditionTracker, covers_all
 from observer.detectors.fairness import WindowAssessment, assess_window, capacity_over, evaluate
 from observer.detectors.unexplained_wait import pending_probe, slurm_partition, unexplained_waits

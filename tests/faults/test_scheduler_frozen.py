@@ -18,8 +18,8 @@ from urllib.parse import urlsplit
 import pytest
 
 from observer.domain import Outcome
-from observer.reports.build.data import Period
-from observer.reports.build.events import BLIND_DETECTORS, blind_figures
+from observer.reports.compute.data import Period
+from observer.reports.compute.events import BLIND_DETECTORS, blind_figures
 from observer.reports.inputs import load_period, report_context, soak_started_at
 from observer.settings import load_settings
 from observer.storage.store import Store

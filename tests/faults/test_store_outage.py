@@ -18,8 +18,8 @@ from typing import Any
 import pytest
 
 from observer.domain import RunState
-from observer.reports.build.data import Period
-from observer.reports.build.events import blind_figures
+from observer.reports.compute.data import Period
+from observer.reports.compute.events import blind_figures
 from observer.reports.inputs import load_period, report_context, soak_started_at
 from observer.settings import load_settings
 from observer.storage.database import upgrade

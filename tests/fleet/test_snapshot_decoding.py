@@ -14,7 +14,7 @@ from prometheus_client import CollectorRegistry
 from observer import codec
 from observer.agent.attribution import Attributor
 from observer.agent.sampler import Sampler
-from observer.agent.service import NodeAgent
+from observer.agent.tick import NodeAgent
 from observer.clock import ManualClock
 from observer.domain import NO_OWNER, NodeSnapshot, Owner, OwnerKind
 from observer.errors import SnapshotError

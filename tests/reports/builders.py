@@ -26,8 +26,8 @@ from observer.records import (
     StoredGpuSample,
     StoredQueueSample,
 )
-from observer.reports.build.criteria import VerdictRules
-from observer.reports.build.data import (
+from observer.reports.compute.criteria import VerdictRules
+from observer.reports.compute.data import (
     GpuUsage,
     Period,
     ReportContext,

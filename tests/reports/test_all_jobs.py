@@ -10,9 +10,9 @@ from datetime import timedelta
 
 from observer.domain import JobPhase
 from observer.records import JOB_SLOT, JobOrigin, JobSlot, JobTally
-from observer.reports.build.daily import DailyInputs, build_daily
-from observer.reports.build.data import Period, PeriodData
-from observer.reports.build.figures import (
+from observer.reports.compute.daily import DailyInputs, build_daily
+from observer.reports.compute.data import Period, PeriodData
+from observer.reports.compute.figures import (
     AllJobFigures,
     JobFailureGroup,
     TenantJobs,

@@ -13,7 +13,7 @@ from zoneinfo import ZoneInfo
 from observer.domain import SchedulerNode
 from observer.probes.windows import Calendar
 from observer.records import StoredNodeChange
-from observer.reports.build.data import NO_POOL, Period, allocation
+from observer.reports.compute.data import NO_POOL, Period, allocation
 
 # Half an hour off UTC: a local hour is not a UTC hour.
 CALENDAR = Calendar(ZoneInfo("Asia/Kolkata"), [])

@@ -7,9 +7,9 @@ import json
 from datetime import timedelta
 
 from observer.domain import SchedulerSnapshot
-from observer.reports.build.criteria import Status
-from observer.reports.build.layers import NEEDS
-from observer.reports.build.verdict import Recommendation, build_verdict
+from observer.reports.compute.criteria import Status
+from observer.reports.compute.layers import NEEDS
+from observer.reports.compute.verdict import Recommendation, build_verdict
 from observer.reports.inputs import load_verdict
 from observer.reports.render.verdict import render_verdict
 from observer.settings import Settings

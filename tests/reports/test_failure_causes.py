@@ -25,12 +25,12 @@ from observer.domain import (
     Severity,
 )
 from observer.records import JOB_SLOT, JobSlot, JobTally, StoredNodeChange
-from observer.reports.build.causes import Cause, Classified, classify, classify_job
-from observer.reports.build.criteria import Status
-from observer.reports.build.daily import DailyInputs, build_daily
-from observer.reports.build.data import PeriodData
-from observer.reports.build.notes import Note
-from observer.reports.build.verdict import VerdictInputs, build_verdict
+from observer.reports.compute.causes import Cause, Classified, classify, classify_job
+from observer.reports.compute.criteria import Status
+from observer.reports.compute.daily import DailyInputs, build_daily
+from observer.reports.compute.data import PeriodData
+from observer.reports.compute.notes import Note
+from observer.reports.compute.verdict import VerdictInputs, build_verdict
 from observer.reports.render.daily import render_daily
 from observer.reports.render.i18n import Language, Words
 from tests.reports.builders import DAY, RULES, TZ, at, context, queue, run

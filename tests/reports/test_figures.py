@@ -16,17 +16,17 @@ from observer.records import (
     StoredIntervention,
     StoredNodeChange,
 )
-from observer.reports.build.daily import DailyInputs, build_daily
-from observer.reports.build.data import (
+from observer.reports.compute.daily import DailyInputs, build_daily
+from observer.reports.compute.data import (
     Period,
     PeriodData,
     UtilizationHistogram,
     allocation,
     gpu_usage,
 )
-from observer.reports.build.events import scheduler_gaps
-from observer.reports.build.figures import period_figures, wait_stats
-from observer.reports.build.notes import Note
+from observer.reports.compute.events import scheduler_gaps
+from observer.reports.compute.figures import period_figures, wait_stats
+from observer.reports.compute.notes import Note
 from observer.reports.render.daily import render_daily
 from tests.reports.builders import CALENDAR, DAY, at, context, finding, gpu, node, queue, run
 

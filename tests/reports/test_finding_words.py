@@ -1,7 +1,7 @@
 """Every sentence a detector can say has its words in both languages: the detectors are run
 on inputs that make each of them speak in each of its forms (the node agent on fake GPUs and
 a fake host, the controller's rules on scheduler snapshots, canary deliveries and Prometheus
-readings), and each finding's sentence (build/findings.py) is written from the catalogue's
+readings), and each finding's sentence (compute/findings.py) is written from the catalogue's
 templates with the parameters its evidence gives, in English and in Chinese."""
 
 from __future__ import annotations
@@ -60,8 +60,8 @@ from observer.domain import (
 )
 from observer.gpu.fake import GIB
 from observer.gpu.xid import _TABLE as XIDS
-from observer.logs_pipeline.base import DeliveredLine
-from observer.reports.build.findings import describe
+from observer.log_readers.base import DeliveredLine
+from observer.reports.compute.findings import describe
 from observer.reports.render.i18n import LANGUAGES, LOCALE_DIR, Words
 from observer.settings.detectors import LogLossSettings, MonitoringLagSettings, NodeLeakSettings
 from observer.settings.inference import InferenceSettings
@@ -74,9 +74,9 @@ from tests.detectors import test_unreleased as scheduler_side
 from tests.detectors.test_fairness import RULES as FAIRNESS
 from tests.detectors.test_fairness import night
 from tests.detectors.test_gpu_unusable import RUN as NO_GPU_RUN
-from tests.logs_pipeline.test_log_loss import RUN as CANARY
-from tests.logs_pipeline.test_log_loss import T0 as CANARY_T0
-from tests.logs_pipeline.test_log_loss import line, lines, loss_findings
+from tests.log_readers.test_log_loss import RUN as CANARY
+from tests.log_readers.test_log_loss import T0 as CANARY_T0
+from tests.log_readers.test_log_loss import line, lines, loss_findings
 from tests.monitoring.test_monitoring_lag import GPU, NOW, ago, beat, target
 
 Said = tuple[str, Mapping[str, str], Mapping[str, JsonValue]]  # detector, subject, evidence

@@ -23,8 +23,8 @@ from observer.domain import (
 )
 from observer.gpu.xid import xid_info
 from observer.records import StoredNodeChange
-from observer.reports.build.daily import DailyInputs, build_daily
-from observer.reports.build.data import PeriodData
+from observer.reports.compute.daily import DailyInputs, build_daily
+from observer.reports.compute.data import PeriodData
 from observer.reports.render.daily import render_daily
 from observer.reports.render.i18n import Language, Words
 from tests.reports.builders import DAY, at, context, node, sampled

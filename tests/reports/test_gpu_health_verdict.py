@@ -7,9 +7,9 @@ from __future__ import annotations
 from datetime import timedelta
 
 from observer.domain import Finding, FindingKind, Severity
-from observer.reports.build.criteria import CriterionResult, FailureClass, Status
-from observer.reports.build.data import PeriodData
-from observer.reports.build.verdict import VerdictInputs, build_verdict
+from observer.reports.compute.criteria import CriterionResult, FailureClass, Status
+from observer.reports.compute.data import PeriodData
+from observer.reports.compute.verdict import VerdictInputs, build_verdict
 from observer.reports.render.verdict import render_verdict
 from tests.reports.builders import DAY, RULES, at, context, finding, queue, sampled
 

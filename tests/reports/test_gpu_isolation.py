@@ -7,10 +7,10 @@ from __future__ import annotations
 from datetime import timedelta
 
 from observer.domain import Expectation, Finding, Outcome, ProbeRun, Severity
-from observer.reports.build.criteria import CriterionResult, FailureClass, Status
-from observer.reports.build.data import Period, PeriodData
-from observer.reports.build.notes import Note
-from observer.reports.build.verdict import Verdict, VerdictInputs, build_verdict
+from observer.reports.compute.criteria import CriterionResult, FailureClass, Status
+from observer.reports.compute.data import Period, PeriodData
+from observer.reports.compute.notes import Note
+from observer.reports.compute.verdict import Verdict, VerdictInputs, build_verdict
 from observer.reports.render.verdict import render_verdict
 from tests.reports.builders import DAY_START, RULES, at, context, finding, queue, run, sampled
 

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from observer.reports.build.daily import build_daily
+from observer.reports.compute.daily import build_daily
 from observer.reports.inputs import load_daily
 from observer.reports.render.daily import render_daily
 from tests.reports.conftest import PlayedWeek

@@ -8,7 +8,7 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from observer.reports.build.notes import Note
+from observer.reports.compute.notes import Note
 from observer.reports.render.i18n import Words
 
 SHANGHAI = ZoneInfo("Asia/Shanghai")

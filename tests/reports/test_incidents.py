@@ -5,9 +5,9 @@ first, findings second."""
 from __future__ import annotations
 
 from observer.domain import FindingKind, Severity
-from observer.reports.build.daily import DailyInputs, build_daily
-from observer.reports.build.data import PeriodData
-from observer.reports.build.events import finding_figures
+from observer.reports.compute.daily import DailyInputs, build_daily
+from observer.reports.compute.data import PeriodData
+from observer.reports.compute.events import finding_figures
 from observer.reports.render.daily import render_daily
 from tests.reports.builders import DAY, at, context, finding
 

@@ -5,7 +5,7 @@ while it started left out of its availability, nothing at all when the probe did
 from __future__ import annotations
 
 from observer.records import InferencePhase, InferenceSample, PhaseKind
-from observer.reports.build.inference import (
+from observer.reports.compute.inference import (
     OUTSIDE_WINDOWS,
     WHOLE_DAY,
     inference_figures,

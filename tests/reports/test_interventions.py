@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from observer.domain import Outcome
 from observer.records import StoredIntervention, StoredNodeChange
-from observer.reports.build.interventions import audit, detect
+from observer.reports.compute.interventions import audit, detect
 from tests.reports.builders import at, node, run
 
 

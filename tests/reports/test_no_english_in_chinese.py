@@ -11,8 +11,8 @@ from dataclasses import replace
 
 import pytest
 
-from observer.reports.build.daily import build_daily
-from observer.reports.build.verdict import build_verdict
+from observer.reports.compute.daily import build_daily
+from observer.reports.compute.verdict import build_verdict
 from observer.reports.inputs import load_daily, load_verdict
 from observer.reports.render.daily import render_daily
 from observer.reports.render.verdict import render_verdict

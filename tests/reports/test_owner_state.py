@@ -12,11 +12,11 @@ import pytest
 
 from observer.domain import Finding, SchedulerSnapshot
 from observer.records import StoredGpuSample
-from observer.reports.build.criteria import CriterionResult, FailureClass, Status
-from observer.reports.build.daily import DailyInputs, DailyReport, build_daily
-from observer.reports.build.data import Period, PeriodData
-from observer.reports.build.notes import Note
-from observer.reports.build.verdict import Recommendation, Verdict, VerdictInputs, build_verdict
+from observer.reports.compute.criteria import CriterionResult, FailureClass, Status
+from observer.reports.compute.daily import DailyInputs, DailyReport, build_daily
+from observer.reports.compute.data import Period, PeriodData
+from observer.reports.compute.notes import Note
+from observer.reports.compute.verdict import Recommendation, Verdict, VerdictInputs, build_verdict
 from observer.reports.inputs import load_daily
 from observer.reports.render.blocks import Rendered
 from observer.reports.render.daily import render_daily

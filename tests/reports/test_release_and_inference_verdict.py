@@ -11,10 +11,10 @@ from datetime import timedelta
 
 from observer.domain import Expectation, Finding, ProbeRun, Severity
 from observer.records import InferenceSample
-from observer.reports.build.criteria import CriterionResult, FailureClass, Status
-from observer.reports.build.data import PeriodData
-from observer.reports.build.notes import Note
-from observer.reports.build.verdict import Verdict, VerdictInputs, build_verdict
+from observer.reports.compute.criteria import CriterionResult, FailureClass, Status
+from observer.reports.compute.data import PeriodData
+from observer.reports.compute.notes import Note
+from observer.reports.compute.verdict import Verdict, VerdictInputs, build_verdict
 from observer.reports.render.verdict import render_verdict
 from tests.reports.builders import (
     DAY,

@@ -8,8 +8,8 @@ import json
 from dataclasses import replace
 
 from observer.records import StoredDelivery
-from observer.reports.build.daily import DailyInputs, DailyReport, build_daily
-from observer.reports.build.data import PeriodData, ReportContext
+from observer.reports.compute.daily import DailyInputs, DailyReport, build_daily
+from observer.reports.compute.data import PeriodData, ReportContext
 from observer.reports.render.daily import render_daily
 from tests.reports.builders import DAY, at, context
 

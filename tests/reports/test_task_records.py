@@ -16,10 +16,10 @@ from pathlib import Path
 import pytest
 
 from observer.domain import Expectation, Outcome, ProbeRun
-from observer.reports.build.daily import DailyInputs, DailyReport, build_daily
-from observer.reports.build.data import PeriodData
-from observer.reports.build.figures import explain
-from observer.reports.build.notes import Note
+from observer.reports.compute.daily import DailyInputs, DailyReport, build_daily
+from observer.reports.compute.data import PeriodData
+from observer.reports.compute.figures import explain
+from observer.reports.compute.notes import Note
 from observer.reports.render.daily import render_daily
 from observer.storage.database import upgrade
 from observer.storage.store import Store

@@ -19,8 +19,8 @@ from observer.records import (
     StoredIntervention,
     StoredQueueSample,
 )
-from observer.reports.build.daily import DailyInputs, build_daily
-from observer.reports.build.data import Period, PeriodData, TenantTerms
+from observer.reports.compute.daily import DailyInputs, build_daily
+from observer.reports.compute.data import Period, PeriodData, TenantTerms
 from observer.reports.render.daily import render_daily
 from observer.settings.detectors import FairnessSettings
 from tests.reports.builders import DAY, at, context, node, run

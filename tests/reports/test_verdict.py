@@ -29,8 +29,8 @@ from observer.records import (
     StoredNodeChange,
     StoredQueueSample,
 )
-from observer.reports.build.criteria import CRITERIA, FailureClass, Status
-from observer.reports.build.data import (
+from observer.reports.compute.criteria import CRITERIA, FailureClass, Status
+from observer.reports.compute.data import (
     Allocation,
     GpuUsage,
     Period,
@@ -38,8 +38,8 @@ from observer.reports.build.data import (
     UtilizationHistogram,
     gpu_usage,
 )
-from observer.reports.build.notes import Note
-from observer.reports.build.verdict import Recommendation, Verdict, VerdictInputs, build_verdict
+from observer.reports.compute.notes import Note
+from observer.reports.compute.verdict import Recommendation, Verdict, VerdictInputs, build_verdict
 from observer.reports.render.i18n import Language
 from observer.reports.render.verdict import render_verdict
 from tests.detectors.test_fairness import (

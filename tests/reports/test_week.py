@@ -15,8 +15,8 @@ import pytest
 import sqlalchemy as sa
 
 from observer.domain import JobPhase, Outcome, ProbeRun
-from observer.reports.build.daily import build_daily
-from observer.reports.build.verdict import build_verdict
+from observer.reports.compute.daily import build_daily
+from observer.reports.compute.verdict import build_verdict
 from observer.reports.inputs import day_period, load_daily, load_verdict
 from observer.reports.publish import write_daily
 from observer.reports.render.daily import render_daily

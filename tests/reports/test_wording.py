@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from observer.domain import Outcome
 from observer.records import StoredAlert, StoredNodeChange
-from observer.reports.build.daily import DailyInputs, build_daily
-from observer.reports.build.data import PeriodData
-from observer.reports.build.notes import Note, named
-from observer.reports.build.verdict import VerdictInputs, build_verdict
+from observer.reports.compute.daily import DailyInputs, build_daily
+from observer.reports.compute.data import PeriodData
+from observer.reports.compute.notes import Note, named
+from observer.reports.compute.verdict import VerdictInputs, build_verdict
 from observer.reports.render.blocks import Rendered
 from observer.reports.render.daily import render_daily
 from observer.reports.render.i18n import Language, Words

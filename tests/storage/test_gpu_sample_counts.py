@@ -19,7 +19,7 @@ import sqlalchemy as sa
 from observer.domain import SchedulerNode, SchedulerSnapshot
 from observer.probes.windows import Calendar, Window
 from observer.records import StoredGpuSample
-from observer.reports.build.data import (
+from observer.reports.compute.data import (
     Period,
     counts_are_exact,
     gpu_usage,

@@ -15,7 +15,7 @@ import urllib.request
 import pytest
 
 from observer.detectors.log_loss import analyse
-from observer.logs_pipeline.base import DeliveredLine
+from observer.log_readers.base import DeliveredLine
 
 RUN = "0f1e2d3c4b5a69788796a5b4c3d2e1f0"
 

@@ -15,7 +15,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from observer.logs import get_logger
+from observer.logging_setup import get_logger
 
 _log = get_logger("observer.backends.kubernetes")
 

@@ -1,7 +1,7 @@
 """The real SchedulerBackend over Slurm's own command-line tools: the calls.
 
 Every call runs a program (commands.py) and reads its answer (parse.py); script.py says what a
-probe submits, isolation.py how another account's jobs are tried, service.py how the
+probe submits, isolation.py how another account's jobs are tried, inference_service.py how the
 inference probe's service is kept up (the ServiceBackend calls). Facts of Slurm 22.05 this
 relies on:
 
@@ -27,6 +27,7 @@ from observer.backends.base import (
     queue_states,
 )
 from observer.backends.slurm.commands import CommandTimeout, SlurmCommands, slurm_words, unreachable
+from observer.backends.slurm.inference_service import SlurmServices
 from observer.backends.slurm.isolation import IsolationProbe
 from observer.backends.slurm.parse import (
     SACCT_FIELDS,
@@ -37,7 +38,6 @@ from observer.backends.slurm.parse import (
     squeue_jobs,
 )
 from observer.backends.slurm.script import batch_script, output_path, sbatch_args
-from observer.backends.slurm.service import SlurmServices
 from observer.clock import Clock
 from observer.domain import AccessAttempt, JobRequest, JobStatus, SchedulerNode, SchedulerSnapshot
 from observer.errors import BackendError, ProbeError

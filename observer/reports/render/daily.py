@@ -7,8 +7,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from zoneinfo import ZoneInfo
 
-from observer.reports.build.daily import DailyReport
-from observer.reports.build.figures import (
+from observer.reports.compute.daily import DailyReport
+from observer.reports.compute.figures import (
     AllJobFigures,
     PeriodFigures,
     ProbeCoverage,

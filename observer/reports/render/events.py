@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from observer.reports.build.events import BLIND_SOURCES, FindingFigures, FindingItem
-from observer.reports.build.figures import PeriodFigures
+from observer.reports.compute.events import BLIND_SOURCES, FindingFigures, FindingItem
+from observer.reports.compute.figures import PeriodFigures
 from observer.reports.render.blocks import Block, Evidence, Heading, Table, Text
 from observer.reports.render.headline import blind_text
 from observer.reports.render.i18n import Words

@@ -4,8 +4,8 @@ shows too."""
 from __future__ import annotations
 
 from observer.records import TASK_NOT_KNOWN, TENANT_JOB
-from observer.reports.build.events import owner_state_note
-from observer.reports.build.figures import PeriodFigures, UtilizationStats
+from observer.reports.compute.events import owner_state_note
+from observer.reports.compute.figures import PeriodFigures, UtilizationStats
 from observer.reports.render import charts
 from observer.reports.render.blocks import Block, Heading, Table, Text
 from observer.reports.render.headline import utilization

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from observer.reports.build.daily import DailyReport
-from observer.reports.build.figures import AllJobFigures, PeriodFigures, UtilizationStats
-from observer.reports.build.verdict import Verdict
+from observer.reports.compute.daily import DailyReport
+from observer.reports.compute.figures import AllJobFigures, PeriodFigures, UtilizationStats
+from observer.reports.compute.verdict import Verdict
 from observer.reports.render.i18n import Words
 
 

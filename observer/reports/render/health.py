@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from observer.detectors.gpu_health import CLOCK_SLOWDOWN
 from observer.domain import JsonValue
-from observer.reports.build.figures import PeriodFigures
-from observer.reports.build.health import (
+from observer.reports.compute.figures import PeriodFigures
+from observer.reports.compute.health import (
     GpuCondition,
     GpuHealthFigures,
     GpuHealthRow,

@@ -18,8 +18,8 @@ from babel.numbers import format_decimal, format_percent
 from babel.units import format_unit
 
 from observer.domain import JsonValue
-from observer.reports.build.findings import Sentence
-from observer.reports.build.notes import Note
+from observer.reports.compute.findings import Sentence
+from observer.reports.compute.notes import Note
 
 Language = Literal["en", "zh-CN"]
 LANGUAGES: tuple[Language, ...] = ("en", "zh-CN")

@@ -3,7 +3,7 @@ each change the service carried through."""
 
 from __future__ import annotations
 
-from observer.reports.build.inference import OUTSIDE_WINDOWS, WHOLE_DAY, InferenceFigures
+from observer.reports.compute.inference import OUTSIDE_WINDOWS, WHOLE_DAY, InferenceFigures
 from observer.reports.render.blocks import Block, Heading, Table, Text
 from observer.reports.render.i18n import Words
 

@@ -17,11 +17,11 @@ from enum import Enum
 from typing import Any
 from zoneinfo import ZoneInfo
 
-from observer.reports.build.criteria import CriterionResult
-from observer.reports.build.daily import DailyReport
-from observer.reports.build.figures import PeriodFigures, TaskRecord
-from observer.reports.build.notes import Note
-from observer.reports.build.verdict import TierItem, Verdict
+from observer.reports.compute.criteria import CriterionResult
+from observer.reports.compute.daily import DailyReport
+from observer.reports.compute.figures import PeriodFigures, TaskRecord
+from observer.reports.compute.notes import Note
+from observer.reports.compute.verdict import TierItem, Verdict
 from observer.reports.render.headline import daily_title, verdict_title
 from observer.reports.render.i18n import Language, Words
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from observer.reports.build.tenants import OverQuotaAttempt, QuotaChangeItem, TenantFigures
+from observer.reports.compute.tenants import OverQuotaAttempt, QuotaChangeItem, TenantFigures
 from observer.reports.render.blocks import Block, Heading, Link, Table, Text
 from observer.reports.render.i18n import Words
 from observer.reports.render.tasks import run_anchor, short_run_id

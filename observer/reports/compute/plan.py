@@ -15,16 +15,16 @@ from observer.detectors import (
     quota_reclaim,
     unexplained_wait,
 )
-from observer.reports.build import health
-from observer.reports.build.criteria import (
+from observer.reports.compute import health
+from observer.reports.compute.criteria import (
     IDLE_DETECTORS,
     LEAK_DETECTORS,
     CriterionResult,
     Status,
     VerdictRules,
 )
-from observer.reports.build.data import ReportContext
-from observer.reports.build.notes import Note
+from observer.reports.compute.data import ReportContext
+from observer.reports.compute.notes import Note
 
 MIN_REVERIFY_DAYS = 7  # a working week and a weekend: every window occurs
 WATCH_SECONDS = 86400.0  # a day: each daily window occurs once while the rerun is watched

@@ -17,8 +17,8 @@ from observer.detectors.log_loss import (
     parse_canary,
 )
 from observer.domain import Finding, FindingKind, JobRequest, Severity
-from observer.logs_pipeline.base import DeliveredLine
-from observer.logs_pipeline.pod_logs import PodLogReader
+from observer.log_readers.base import DeliveredLine
+from observer.log_readers.pod_logs import PodLogReader
 from observer.probes.catalog import builtin_catalog
 from observer.settings.detectors import LogLossSettings
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass, replace
 from datetime import date, datetime, timedelta
 from enum import StrEnum
 
-from observer.reports.build.criteria import (
+from observer.reports.compute.criteria import (
     CriterionResult,
     FailureClass,
     Status,
@@ -22,19 +22,19 @@ from observer.reports.build.criteria import (
     VerdictRules,
     judge,
 )
-from observer.reports.build.data import GpuUsage, Period, PeriodData, ReportContext
-from observer.reports.build.events import blind_figures, finding_figures
-from observer.reports.build.figures import (
+from observer.reports.compute.data import GpuUsage, Period, PeriodData, ReportContext
+from observer.reports.compute.events import blind_figures, finding_figures
+from observer.reports.compute.figures import (
     PeriodFigures,
     ProbeCoverage,
     period_figures,
     task_figures,
     wait_stats,
 )
-from observer.reports.build.later import later_checks
-from observer.reports.build.layers import observed
-from observer.reports.build.notes import Note
-from observer.reports.build.plan import plan
+from observer.reports.compute.later import later_checks
+from observer.reports.compute.layers import observed
+from observer.reports.compute.notes import Note
+from observer.reports.compute.plan import plan
 
 
 class Recommendation(StrEnum):

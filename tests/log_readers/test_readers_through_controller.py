@@ -30,9 +30,9 @@ from observer.settings import Settings
 from observer.simulation.soak import SimulatedSoak
 from observer.storage.database import upgrade
 from observer.storage.store import Store
-from tests.logs_pipeline.conftest import Serve
-from tests.logs_pipeline.rsyslog import Pipeline
-from tests.logs_pipeline.stand_ins import FakeLoki, FakeSearch, iso, ns
+from tests.log_readers.conftest import Serve
+from tests.log_readers.rsyslog import Pipeline
+from tests.log_readers.stand_ins import FakeLoki, FakeSearch, iso, ns
 
 START = datetime(2026, 11, 30, 9, 0, tzinfo=UTC)
 LAUNCH = START + timedelta(seconds=600)  # the plan entry's first firing

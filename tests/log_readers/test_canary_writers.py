@@ -22,7 +22,7 @@ from observer.backends.slurm.script import batch_script
 from observer.clock import ManualClock
 from observer.detectors.log_loss import analyse
 from observer.domain import JobRequest, Workload
-from observer.logs_pipeline.base import DeliveredLine
+from observer.log_readers.base import DeliveredLine
 from observer.probes.catalog import builtin_catalog
 from observer.settings.controller import KubernetesSettings, SlurmSettings
 

@@ -20,10 +20,10 @@ from observer.records import (
     controller_not_running,
     controller_restarts,
 )
-from observer.reports.build import interventions as detected_interventions
-from observer.reports.build.data import PeriodData, ReportContext
-from observer.reports.build.findings import Sentence, describe
-from observer.reports.build.notes import Note, named
+from observer.reports.compute import interventions as detected_interventions
+from observer.reports.compute.data import PeriodData, ReportContext
+from observer.reports.compute.findings import Sentence, describe
+from observer.reports.compute.notes import Note, named
 
 # Conditions during which the observer could not see a source, by source.
 BLIND_DETECTORS = {

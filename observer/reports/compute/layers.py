@@ -11,9 +11,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
-from observer.reports.build.criteria import CriterionResult, Status
-from observer.reports.build.events import BlindFigures, OwnerStateFigures
-from observer.reports.build.notes import Note
+from observer.reports.compute.criteria import CriterionResult, Status
+from observer.reports.compute.events import BlindFigures, OwnerStateFigures
+from observer.reports.compute.notes import Note
 
 # By blind source (events.BLIND_SOURCES): the node agents' view is theirs and NVML's.
 _SCHEDULER = ("scheduler",)

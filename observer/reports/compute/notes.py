@@ -24,4 +24,4 @@ def named(names: Sequence[str], limit: int) -> list[JsonValue]:
     """The first `limit` of `names` as a Note's list parameter, then how many more there are:
     a large fleet's nodes are counted, not named."""
     shown: list[JsonValue] = list(names[:limit])
-    return shown + [len(names) - limit] if len(names) > limit else shown
+    return [*shown, len(names) - limit] if len(names) > limit else shown

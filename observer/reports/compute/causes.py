@@ -24,7 +24,7 @@ from observer.probes.outcome import (
     is_quota_reason,
 )
 from observer.records import StoredNodeChange
-from observer.reports.build.notes import Note
+from observer.reports.compute.notes import Note
 
 
 class Cause(StrEnum):
@@ -146,7 +146,11 @@ def _classify(
         pending = task.pending_reasons
         held = max(pending, key=pending.__getitem__, default=reason)
         words = {"reason_words": held or None}
-        why = Note("cause.ev.quota", words) if is_quota_reason(held) else Note("cause.ev.pending", words)
+        why = (
+            Note("cause.ev.quota", words)
+            if is_quota_reason(held)
+            else Note("cause.ev.pending", words)
+        )
         return Classified(Cause.SCHEDULING, (why,))
     app = [_name(f) for f in around if f.detector == GPU_XID and not _gpu_fault(f)]
     oom = any(mark in reason for mark in OOM_MARKS) or task.exit_code == OOM_EXIT_CODE

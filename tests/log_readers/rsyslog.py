@@ -17,8 +17,8 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from observer.domain import Workload, canary_padding
-from observer.logs_pipeline.base import DeliveredLine
-from observer.logs_pipeline.files import FileLogReader
+from observer.log_readers.base import DeliveredLine
+from observer.log_readers.files import FileLogReader
 
 REPO = Path(__file__).resolve().parents[2]
 LOGS_UP = REPO / "deploy" / "local" / "infra" / "logs-up.sh"

@@ -13,9 +13,9 @@ from observer.detectors import gpu_health, gpu_in_service
 from observer.detectors.scheduler_terms import in_service
 from observer.domain import Finding, JsonValue, SchedulerNode
 from observer.records import StoredNodeChange
-from observer.reports.build.data import Period, PeriodData
-from observer.reports.build.events import NODE_NAMES
-from observer.reports.build.notes import Note, named
+from observer.reports.compute.data import Period, PeriodData
+from observer.reports.compute.events import NODE_NAMES
+from observer.reports.compute.notes import Note, named
 
 # The agents' GPU conditions, in the order the section lists them: a new condition detector is
 # one more entry here, with its words in the catalog (`health.cond.<detector>`); the verdict

@@ -22,7 +22,7 @@ from observer.detectors import (
     unreleased,
 )
 from observer.domain import JsonValue
-from observer.reports.build.notes import Note
+from observer.reports.compute.notes import Note
 
 Evidence = Mapping[str, JsonValue]
 Subject = Mapping[str, str]

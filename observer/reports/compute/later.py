@@ -7,16 +7,16 @@ from __future__ import annotations
 
 from observer.domain import Expectation
 from observer.probes.outcome import is_quota_reason
-from observer.reports.build.criteria import (
+from observer.reports.compute.criteria import (
     CriterionResult,
     FailureClass,
     Status,
     Subjects,
     VerdictRules,
 )
-from observer.reports.build.data import PeriodData
-from observer.reports.build.figures import GpuFigures
-from observer.reports.build.notes import Note
+from observer.reports.compute.data import PeriodData
+from observer.reports.compute.figures import GpuFigures
+from observer.reports.compute.notes import Note
 
 LOW_UTILISATION = "low_utilisation"
 LONG_QUOTA_HOLDS = "long_quota_holds"

@@ -16,7 +16,7 @@ from typing import Any
 import httpx
 
 from observer.errors import BackendError
-from observer.logs_pipeline.base import DeliveredLine, run_token
+from observer.log_readers.base import DeliveredLine, run_token
 
 # ISO 8601 with up to nine fractional digits, whatever the field's mapped format
 _DATE_FORMAT = "strict_date_optional_time_nanos"

@@ -37,10 +37,10 @@ from observer.domain import (
 from observer.probes.catalog import QUOTA_PROBE, RECLAIM_PROBE
 from observer.probes.windows import Calendar, occurrence_of
 from observer.records import PhaseKind, controller_not_running, overlap_seconds
-from observer.reports.build import health
-from observer.reports.build.causes import Cause, classify
-from observer.reports.build.data import Period, PeriodData, ReportContext
-from observer.reports.build.events import (
+from observer.reports.compute import health
+from observer.reports.compute.causes import Cause, classify
+from observer.reports.compute.data import Period, PeriodData, ReportContext
+from observer.reports.compute.events import (
     NODE_NAMES,
     FindingItem,
     InterventionFigures,
@@ -49,8 +49,8 @@ from observer.reports.build.events import (
     finding_figures,
     owner_state_note,
 )
-from observer.reports.build.inference import WHOLE_DAY, inference_figures
-from observer.reports.build.notes import Note, named
+from observer.reports.compute.inference import WHOLE_DAY, inference_figures
+from observer.reports.compute.notes import Note, named
 
 LEAK_DETECTORS = frozenset(
     {
@@ -716,9 +716,7 @@ def _interventions_audited(soak: PeriodData, interventions: InterventionFigures)
                 "unaudited": len(unaudited),
             },
         ),
-        *(
-            _unaudited(i) for i in unaudited[:EXAMPLES]
-        ),
+        *(_unaudited(i) for i in unaudited[:EXAMPLES]),
     ]
     return _result(
         name,

@@ -138,9 +138,7 @@ class GpuUsage:
     by_hour: Mapping[str, UtilizationHistogram] = field(default_factory=dict)  # "00".."23"
     by_tenant: Mapping[str, UtilizationHistogram] = field(default_factory=dict)
     by_task: Mapping[str, UtilizationHistogram] = field(default_factory=dict)
-    by_window_tenant: Mapping[str, Mapping[str, UtilizationHistogram]] = field(
-        default_factory=dict
-    )
+    by_window_tenant: Mapping[str, Mapping[str, UtilizationHistogram]] = field(default_factory=dict)
     nodes: frozenset[str] = frozenset()
     unread_samples: int = 0
 

@@ -20,8 +20,8 @@ from observer.records import (
     StoredNodeChange,
     StoredQueueSample,
 )
-from observer.reports.build.causes import Cause, Classified, classify
-from observer.reports.build.data import (
+from observer.reports.compute.causes import Cause, Classified, classify
+from observer.reports.compute.data import (
     Allocation,
     Period,
     PeriodData,
@@ -29,7 +29,7 @@ from observer.reports.build.data import (
     UtilizationHistogram,
     nearest_rank,
 )
-from observer.reports.build.events import (
+from observer.reports.compute.events import (
     AlertFigures,
     BlindFigures,
     DeliveryFigures,
@@ -43,8 +43,8 @@ from observer.reports.build.events import (
     intervention_figures,
     owner_state_figures,
 )
-from observer.reports.build.health import GpuHealthFigures, gpu_health_figures
-from observer.reports.build.notes import Note
+from observer.reports.compute.health import GpuHealthFigures, gpu_health_figures
+from observer.reports.compute.notes import Note
 
 FAILED_OUTCOMES = frozenset({Outcome.FAILED, Outcome.REJECTED, Outcome.TIMED_OUT, Outcome.LOST})
 

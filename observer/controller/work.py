@@ -28,7 +28,7 @@ from observer.domain import (
     SchedulerSnapshot,
 )
 from observer.errors import BackendError, StoreError
-from observer.logs import get_logger
+from observer.logging_setup import get_logger
 from observer.metrics import ControllerMetrics
 from observer.probes.catalog import QUOTA_PROBE, RECLAIM_PROBE, ProbeSpec
 from observer.probes.windows import Calendar
@@ -44,7 +44,7 @@ from observer.records import (
     StoredIntervention,
     job_slot,
 )
-from observer.reports.build.causes import MARGIN, Classified, classify_job
+from observer.reports.compute.causes import MARGIN, Classified, classify_job
 from observer.storage.store import Store
 
 _log = get_logger("observer.controller")

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.logs_pipeline.rsyslog import Pipeline, logs_dir, start_pipeline
-from tests.logs_pipeline.stand_ins import Answer, Request, Server, start_server
+from tests.log_readers.rsyslog import Pipeline, logs_dir, start_pipeline
+from tests.log_readers.stand_ins import Answer, Request, Server, start_server
 
 Serve = Callable[[Callable[[Request], Answer]], Server]
 

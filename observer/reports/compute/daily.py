@@ -7,10 +7,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import date, datetime
 
-from observer.reports.build.data import PeriodData, ReportContext
-from observer.reports.build.figures import PeriodFigures, TaskRecord, period_figures, task_records
-from observer.reports.build.inference import InferenceFigures, inference_figures
-from observer.reports.build.tenants import TenantFigures, tenant_figures
+from observer.reports.compute.data import PeriodData, ReportContext
+from observer.reports.compute.figures import PeriodFigures, TaskRecord, period_figures, task_records
+from observer.reports.compute.inference import InferenceFigures, inference_figures
+from observer.reports.compute.tenants import TenantFigures, tenant_figures
 
 
 @dataclass(frozen=True, slots=True)

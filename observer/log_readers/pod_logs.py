@@ -8,7 +8,7 @@ from collections.abc import Callable
 from datetime import datetime
 
 from observer.errors import BackendError
-from observer.logs_pipeline.base import DeliveredLine, run_token, split_timestamp
+from observer.log_readers.base import DeliveredLine, run_token, split_timestamp
 
 
 class PodLogReader:

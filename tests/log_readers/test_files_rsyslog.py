@@ -17,7 +17,7 @@ from datetime import UTC, datetime, timedelta
 from observer.detectors.log_loss import analyse, findings
 from observer.domain import Severity
 from observer.settings.detectors import LogLossSettings
-from tests.logs_pipeline.rsyslog import BURST_LINE_BYTES, Pipeline
+from tests.log_readers.rsyslog import BURST_LINE_BYTES, Pipeline
 
 
 def test_a_canary_rotated_once_the_shipper_caught_up_arrives_whole(pipeline: Pipeline) -> None:

@@ -22,8 +22,8 @@ from observer.records import (
     StoredNodeChange,
     StoredQueueSample,
 )
-from observer.reports.build.data import PeriodData, ReportContext
-from observer.reports.build.figures import PeriodFigures, UtilizationStats, WaitStats
+from observer.reports.compute.data import PeriodData, ReportContext
+from observer.reports.compute.figures import PeriodFigures, UtilizationStats, WaitStats
 
 _Logged = TypeVar("_Logged", StoredQueueSample, StoredNodeChange)
 

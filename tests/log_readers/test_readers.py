@@ -13,12 +13,12 @@ from typing import Any
 import pytest
 
 from observer.errors import BackendError
-from observer.logs_pipeline.base import DeliveredLine, split_timestamp
-from observer.logs_pipeline.elasticsearch import ElasticsearchReader
-from observer.logs_pipeline.files import FileLogReader
-from observer.logs_pipeline.loki import LokiReader
-from observer.logs_pipeline.pod_logs import PodLogReader
-from tests.logs_pipeline.stand_ins import Answer, FakeLoki, FakeSearch, Request, millis, ns
+from observer.log_readers.base import DeliveredLine, split_timestamp
+from observer.log_readers.elasticsearch import ElasticsearchReader
+from observer.log_readers.files import FileLogReader
+from observer.log_readers.loki import LokiReader
+from observer.log_readers.pod_logs import PodLogReader
+from tests.log_readers.stand_ins import Answer, FakeLoki, FakeSearch, Request, millis, ns
 
 T0 = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
 RUN = "9d41e7"

@@ -14,7 +14,7 @@ from observer.clock import Clock
 from observer.detectors import gpu_health, node_leaks
 from observer.detectors.conditions import ConditionTracker
 from observer.domain import Finding, NodeSnapshot, Subject
-from observer.logs import get_logger
+from observer.logging_setup import get_logger
 from observer.metrics import AgentMetrics
 from observer.ownership.tracked import TrackedOwners
 from observer.settings.detectors import GpuHealthSettings, NodeLeakSettings

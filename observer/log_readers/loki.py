@@ -16,7 +16,7 @@ from typing import Any
 import httpx
 
 from observer.errors import BackendError
-from observer.logs_pipeline.base import DeliveredLine, run_token
+from observer.log_readers.base import DeliveredLine, run_token
 
 QUERY_RANGE_PATH = "/loki/api/v1/query_range"
 

@@ -10,7 +10,7 @@ from datetime import datetime
 from pathlib import Path
 
 from observer.errors import BackendError
-from observer.logs_pipeline.base import DeliveredLine, run_token, split_timestamp
+from observer.log_readers.base import DeliveredLine, run_token, split_timestamp
 
 
 class FileLogReader:
