@@ -1,5 +1,6 @@
-"""The Kubernetes status translation, on API documents recorded as the API server returns them
-(tests/backends/kubernetes_api/), read by the client's own deserializer."""
+"""The Kubernetes translation of jobs, queues and nodes (status.py, queues.py, objects.py), on
+API documents recorded as the API server returns them (tests/backends/kubernetes_api/), read
+by the client's own deserializer."""
 
 from __future__ import annotations
 
@@ -11,22 +12,22 @@ from typing import Any
 
 from kubernetes.client import ApiClient, CoreV1Event
 
+from observer.backends.kubernetes.objects import controller_of, has_gpus, scheduler_node
+from observer.backends.kubernetes.queues import (
+    cluster_queue_quota,
+    local_queue,
+    quota_words,
+    volcano_queue_quota,
+)
 from observer.backends.kubernetes.status import (
     QueueHold,
-    cluster_queue_quota,
-    controller_of,
     ending_status,
     group_by_job,
-    has_gpus,
     job_status,
     kueue_hold,
-    local_queue,
     pod_group_id,
     pod_group_status,
-    quota_words,
-    scheduler_node,
     volcano_hold,
-    volcano_queue_quota,
 )
 from observer.domain import JobPhase, JobStatus, LocalQueue, QueueQuota
 from observer.probes.outcome import is_quota_reason

@@ -1,13 +1,15 @@
 """The real SchedulerBackend over the Kubernetes API with the official client: the calls.
 
-A probe's job id is "<namespace>/<job name>" (manifests.py says what is created). A job a
-queue may hold (suspended: Kueue; pods in a PodGroup: Volcano) is explained by the queue's own
-objects, listed once per namespace, and by the quota of the queue that holds it. The snapshot
-reads the queues themselves (Kueue's ClusterQueues and the tenants' LocalQueues, Volcano's
-Queues): their quotas, usage, pending work and each tenant's guarantee. Kubernetes errors stop
-here: an API server that cannot be
-reached or read raises BackendError; a submission it refuses (quota, admission, validation,
-RBAC) raises ProbeError with its words.
+A probe's job id is "<namespace>/<job name>" (manifests.py says what is created). What the
+API returns is translated by status.py (a job's status and why it waits), queues.py (the
+queues and their quotas), quota_history.py (quota changes) and objects.py (nodes and the
+rest). A job a queue may hold (suspended: Kueue; pods in a PodGroup: Volcano) is explained by
+the queue's own objects, listed once per namespace, and by the quota of the queue that holds
+it. The snapshot reads the queues themselves (Kueue's ClusterQueues and the tenants'
+LocalQueues, Volcano's Queues): their quotas, usage, pending work and each tenant's
+guarantee. Kubernetes errors stop here: an API server that cannot be reached or read raises
+BackendError; a submission it refuses (quota, admission, validation, RBAC) raises ProbeError
+with its words.
 """
 
 from __future__ import annotations
@@ -43,42 +45,45 @@ from observer.backends.kubernetes.manifests import (
     job_name,
     service_manifest,
 )
-from observer.backends.kubernetes.status import (
-    KUEUE_JOB_UID_LABEL,
+from observer.backends.kubernetes.objects import (
     TERMINAL_POD_PHASES,
-    CustomObject,
-    EventReader,
-    PodsByJob,
-    QueueHold,
-    cluster_queue_changes,
-    cluster_queue_quota,
     controller_of,
     creation_then_name,
-    ending_status,
-    final_condition,
-    group_by_job,
     has_gpus,
     is_deleting,
     is_ours,
-    job_status,
-    kueue_hold,
     labels_of,
-    local_queue,
     namespace_of,
     object_name,
+    pod_phase,
+    pod_spec_gpus,
+    replica_of,
+    scheduler_node,
+)
+from observer.backends.kubernetes.queues import (
+    CustomObject,
+    cluster_queue_quota,
+    local_queue,
+    volcano_queue_quota,
+)
+from observer.backends.kubernetes.quota_history import cluster_queue_changes, quota_changes
+from observer.backends.kubernetes.status import (
+    KUEUE_JOB_UID_LABEL,
+    EventReader,
+    PodsByJob,
+    QueueHold,
+    ending_status,
+    final_condition,
+    group_by_job,
+    job_status,
+    kueue_hold,
     owned_pods,
     owner_uid,
     pod_group_id,
     pod_group_of,
     pod_group_status,
-    pod_phase,
-    pod_spec_gpus,
     pod_template,
-    quota_changes,
-    replica_of,
-    scheduler_node,
     volcano_hold,
-    volcano_queue_quota,
 )
 from observer.clock import Clock
 from observer.domain import (

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from typing import TypeVar
 
 from observer.backends.kubernetes.client import Apis, ApiStatusError, api, tenant_configuration
-from observer.backends.kubernetes.status import creation_then_name, object_name
+from observer.backends.kubernetes.objects import creation_then_name, object_name
 from observer.domain import AccessAttempt
 from observer.errors import ProbeError
 from observer.settings.controller import KubernetesSettings

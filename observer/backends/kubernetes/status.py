@@ -1,46 +1,41 @@
-"""Pure translation of API objects into the observer's words, read the way kubectl shows them.
-
-A Job's status comes from its conditions, its pods' container states, the scheduler's
-PodScheduled condition and Warning events; other tenants' work is a group of pods with the id
-"<namespace>/<owner kind>/<owner name>" ("<namespace>/pod/<pod name>" for a bare pod); a node
-is its Ready condition, cordon, taints and GPUs; a ResourceQuota's changes are its managers'
-latest writes of spec.hard (metadata.managedFields), a ClusterQueue's those of its quotas,
-each by the user the API server's audit log names where it is read. A job its queue holds
-(Kueue's Workload without quota, Volcano's PodGroup not enqueued) waits for the queue, in the
-queue's words, with the quota and usage of the queue that holds it (a ClusterQueue, a
-Volcano Queue).
+"""A job's status, read the way kubectl shows it: a Job's from its conditions, its pods'
+container states, the scheduler's PodScheduled condition and Warning events; other tenants'
+work is a group of pods with the id "<namespace>/<owner kind>/<owner name>"
+("<namespace>/pod/<pod name>" for a bare pod). A job its queue holds (Kueue's Workload
+without quota, Volcano's PodGroup not enqueued) waits for the queue, in the queue's words,
+with the quota and usage of the queue that holds it (a ClusterQueue, a Volcano Queue:
+queues.py). Pure translation.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
-from datetime import UTC, datetime
-from functools import partial
-from typing import Any
+from datetime import datetime
 
 from kubernetes import client
 
-from observer.backends.base import (
-    MANAGED_BY,
-    MANAGED_BY_LABEL,
-    RUN_ID_LABEL,
-    QuotaChange,
-    Replica,
-)
-from observer.backends.kubernetes.audit import AuditWrite
+from observer.backends.base import RUN_ID_LABEL
 from observer.backends.kubernetes.manifests import QUEUE_LABEL, SERVICE_LABEL
-from observer.domain import JobPhase, JobStatus, LocalQueue, QueueQuota, SchedulerNode
-from observer.errors import BackendError
+from observer.backends.kubernetes.objects import (
+    NEVER,
+    controller_of,
+    is_deleting,
+    labels_of,
+    namespace_of,
+    object_name,
+    pod_spec_gpus,
+    utc,
+)
+from observer.backends.kubernetes.queues import CustomObject, quota_words
+from observer.domain import JobPhase, JobStatus, QueueQuota
 from observer.probes.outcome import KUEUE_QUOTA_HOLD, VOLCANO_QUEUE_HOLD
 
-TERMINAL_POD_PHASES = frozenset({"Succeeded", "Failed"})
 _SUCCEEDED_CONDITIONS = frozenset({"Complete", "SuccessCriteriaMet"})
 _FAILED_CONDITIONS = frozenset({"Failed", "FailureTarget"})  # FailureTarget: 1.31+, before Failed
 _FINAL_CONDITIONS = _SUCCEEDED_CONDITIONS | _FAILED_CONDITIONS
 # Waiting reasons that are a normal step of starting, not a reason for waiting.
 _STARTING_REASONS = frozenset({"ContainerCreating", "PodInitializing"})
-_NEVER = datetime.min.replace(tzinfo=UTC)
 
 # Volcano's annotation naming a pod's PodGroup (volcano-sh/apis pkg/apis/scheduling/v1beta1
 # labels.go, KubeGroupNameAnnotationKey); its controller puts it on every pod it schedules.
@@ -50,7 +45,6 @@ KUEUE_JOB_UID_LABEL = "kueue.x-k8s.io/job-uid"
 
 EventReader = Callable[[], list[client.CoreV1Event]]
 PodsByJob = dict[str, list[tuple[str, client.V1Pod]]]  # Job name -> (owner uid, pod)
-CustomObject = Mapping[str, Any]  # a Kueue or Volcano object, as the API's JSON
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,7 +77,7 @@ def job_status(
         queue=labels.get(QUEUE_LABEL) or (hold.queue if hold else None),
         phase=JobPhase.PENDING,
         gpus=pod_spec_gpus(pod_template(job), gpu) * expected,
-        submitted_at=_utc(meta.creation_timestamp if meta else None),
+        submitted_at=utc(meta.creation_timestamp if meta else None),
         # A job of several pods starts when its last pod does: that ends its wait.
         started_at=max(started) if len(started) >= expected else None,
         nodes=_nodes(pods),
@@ -94,7 +88,7 @@ def job_status(
         return replace(
             status,
             phase=JobPhase.CANCELLED,
-            finished_at=_utc(meta.deletion_timestamp if meta else None),
+            finished_at=utc(meta.deletion_timestamp if meta else None),
             reason="Deleted",
             message="the Job is being deleted",
         )
@@ -106,21 +100,21 @@ def job_status(
         return replace(status, reason=reason, message=message)
     status = replace(status, started_at=max(started, default=None))
     ended = [state for pod in pods if (state := _terminated(pod)) is not None]
-    last_finish = max((t for state in ended if (t := _utc(state.finished_at))), default=None)
+    last_finish = max((t for state in ended if (t := utc(state.finished_at))), default=None)
     if condition.type in _SUCCEEDED_CONDITIONS:
-        completion = _utc(job.status.completion_time) if job.status else None
+        completion = utc(job.status.completion_time) if job.status else None
         return replace(
             status,
             phase=JobPhase.SUCCEEDED,
-            finished_at=completion or last_finish or _utc(condition.last_transition_time),
+            finished_at=completion or last_finish or utc(condition.last_transition_time),
             exit_code=0,
         )
     failures = [state for state in ended if state.exit_code != 0]
-    failure = min(failures, key=lambda state: _utc(state.finished_at) or _NEVER, default=None)
+    failure = min(failures, key=lambda state: utc(state.finished_at) or NEVER, default=None)
     return replace(
         status,
         phase=JobPhase.FAILED,
-        finished_at=_utc(condition.last_transition_time) or last_finish,
+        finished_at=utc(condition.last_transition_time) or last_finish,
         # The container's words (OOMKilled, StartError) say more than BackoffLimitExceeded.
         reason=(failure.reason if failure else None) or condition.reason,
         message=(failure.message if failure else None) or condition.message,
@@ -131,21 +125,10 @@ def job_status(
 def pod_group_status(
     group_id: str, namespace: str, pods: list[client.V1Pod], events: EventReader, gpu: str
 ) -> JobStatus:
-    labels = labels_of(pods[0].metadata)
     started = [moment for moment in map(_started_at, pods) if moment is not None]
-    created = [_utc(pod.metadata.creation_timestamp) for pod in pods if pod.metadata]
-    status = JobStatus(
-        job_id=group_id,
-        run_id=labels.get(RUN_ID_LABEL),
-        service=labels.get(SERVICE_LABEL),
-        tenant=namespace,
-        queue=labels.get(QUEUE_LABEL),
-        phase=JobPhase.PENDING,
-        gpus=sum(pod_spec_gpus(pod.spec, gpu) for pod in pods),
-        submitted_at=min((moment for moment in created if moment), default=None),
+    status = replace(
+        _pods_status(group_id, namespace, pods, gpu),
         started_at=max(started) if len(started) == len(pods) else None,
-        nodes=_nodes(pods),
-        owner_ids=_uids(pods),
         priority=_priority_class(pods[0].spec),
     )
     if status.started_at is not None:
@@ -159,28 +142,38 @@ def ending_status(group_id: str, namespace: str, pods: list[client.V1Pod], gpu: 
     until the kubelet has stopped them. Ending since the deletion's deadline (deletionTimestamp
     is the request plus the pod's grace period)."""
     deadline = min(
-        ts for pod in pods if pod.metadata and (ts := _utc(pod.metadata.deletion_timestamp))
+        ts for pod in pods if pod.metadata and (ts := utc(pod.metadata.deletion_timestamp))
     )
     started = [moment for moment in map(_started_at, pods) if moment is not None]
-    created = [_utc(pod.metadata.creation_timestamp) for pod in pods if pod.metadata]
-    nodes = _nodes(pods)
-    return JobStatus(
-        job_id=group_id,
-        run_id=labels_of(pods[0].metadata).get(RUN_ID_LABEL),
-        service=labels_of(pods[0].metadata).get(SERVICE_LABEL),
-        tenant=namespace,
-        queue=labels_of(pods[0].metadata).get(QUEUE_LABEL),
+    status = _pods_status(group_id, namespace, pods, gpu)
+    return replace(
+        status,
         phase=JobPhase.CANCELLED,
-        gpus=sum(pod_spec_gpus(pod.spec, gpu) for pod in pods),
-        submitted_at=min((moment for moment in created if moment), default=None),
         started_at=max(started, default=None),
         finished_at=deadline,
         reason="Terminating",
-        message=f"{len(pods)} pod(s) Terminating on {', '.join(nodes)}, to be gone by "
+        message=f"{len(pods)} pod(s) Terminating on {', '.join(status.nodes)}, to be gone by "
         f"{deadline.isoformat()}",
-        nodes=nodes,
-        owner_ids=_uids(pods),
         ending_since=deadline,
+    )
+
+
+def _pods_status(group_id: str, namespace: str, pods: list[client.V1Pod], gpu: str) -> JobStatus:
+    """What a group of pods says of itself before their state is read: the first pod's
+    labels, the pods' GPUs, nodes and UIDs, and the earliest creation."""
+    labels = labels_of(pods[0].metadata)
+    created = [utc(pod.metadata.creation_timestamp) for pod in pods if pod.metadata]
+    return JobStatus(
+        job_id=group_id,
+        run_id=labels.get(RUN_ID_LABEL),
+        service=labels.get(SERVICE_LABEL),
+        tenant=namespace,
+        queue=labels.get(QUEUE_LABEL),
+        phase=JobPhase.PENDING,
+        gpus=sum(pod_spec_gpus(pod.spec, gpu) for pod in pods),
+        submitted_at=min((moment for moment in created if moment), default=None),
+        nodes=_nodes(pods),
+        owner_ids=_uids(pods),
     )
 
 
@@ -273,125 +266,6 @@ def volcano_hold(
     return QueueHold(reason, f"{where}: PodGroup {name}: {latest.get('message') or ''}", queue)
 
 
-def local_queue(queue: CustomObject) -> LocalQueue:
-    """A Kueue LocalQueue: its ClusterQueue and its workloads. Shape: kueue
-    apis/kueue/v1beta1/localqueue_types.go (spec.clusterQueue, status.pendingWorkloads,
-    status.admittedWorkloads)."""
-    meta, status = queue.get("metadata") or {}, queue.get("status") or {}
-    return LocalQueue(
-        namespace=str(meta.get("namespace") or ""),
-        name=str(meta.get("name") or ""),
-        cluster_queue=str((queue.get("spec") or {}).get("clusterQueue") or ""),
-        pending_workloads=int(status.get("pendingWorkloads") or 0),
-        admitted_workloads=int(status.get("admittedWorkloads") or 0),
-    )
-
-
-def cluster_queue_quota(
-    cluster_queue: CustomObject, local_queues: Iterable[LocalQueue], gpu: str
-) -> QueueQuota:
-    """A Kueue ClusterQueue's GPUs: nominalQuota and borrowingLimit summed over its flavors
-    (a flavor without a borrowingLimit may borrow without limit, within a cohort), what its
-    workloads use (flavorsUsage) and reserve (flavorsReservation), its pending and admitted
-    workload counts, and the `local_queues` (of those read) that feed it.
-    Shape: kueue apis/kueue/v1beta1/clusterqueue_types.go."""
-    spec, status = cluster_queue.get("spec") or {}, cluster_queue.get("status") or {}
-    name = str((cluster_queue.get("metadata") or {}).get("name") or "")
-    nominal: int | None = None
-    borrowing: int | None = 0
-    for group in spec.get("resourceGroups") or []:
-        for flavor in group.get("flavors") or []:
-            for resource in flavor.get("resources") or []:
-                if resource.get("name") != gpu:
-                    continue
-                nominal = (nominal or 0) + _quantity(resource.get("nominalQuota"))
-                limit = resource.get("borrowingLimit")
-                borrowing = (
-                    None if borrowing is None or limit is None else borrowing + _quantity(limit)
-                )
-    cohort = spec.get("cohort") or None
-    feeding = sorted(
-        (q for q in local_queues if q.cluster_queue == name), key=lambda q: (q.namespace, q.name)
-    )
-    return QueueQuota(
-        system="kueue",
-        name=name,
-        resource=gpu,
-        tenants=tuple(sorted({q.namespace for q in feeding})),
-        local_queues=tuple(feeding),
-        nominal_gpus=nominal,
-        # Without a cohort there is nobody to borrow from.
-        borrowing_limit_gpus=borrowing if cohort else 0,
-        used_gpus=_flavors_gpus(status.get("flavorsUsage"), gpu, "total"),
-        reserved_gpus=_flavors_gpus(status.get("flavorsReservation"), gpu, "total"),
-        borrowed_gpus=_flavors_gpus(status.get("flavorsUsage"), gpu, "borrowed"),
-        pending_workloads=int(status.get("pendingWorkloads") or 0),
-        admitted_workloads=int(status.get("admittedWorkloads") or 0),
-        cohort=cohort,
-    )
-
-
-def volcano_queue_quota(queue: CustomObject, tenants: tuple[str, ...], gpu: str) -> QueueQuota:
-    """A Volcano Queue: its weight, its deserved GPUs (the capacity plugin's guarantee) as the
-    nominal share and what its capability lets it take beyond them, its state and its PodGroup
-    counts. `tenants`: the namespaces whose jobs were seen in it. Shape: volcano-sh/apis
-    pkg/apis/scheduling/v1beta1/types.go (QueueSpec, QueueStatus)."""
-    spec, status = queue.get("spec") or {}, queue.get("status") or {}
-    deserved = (spec.get("deserved") or {}).get(gpu)
-    capability = (spec.get("capability") or {}).get(gpu)
-    nominal = _quantity(deserved) if deserved is not None else None
-    return QueueQuota(
-        system="volcano",
-        resource=gpu,
-        name=str((queue.get("metadata") or {}).get("name") or ""),
-        tenants=tenants,
-        nominal_gpus=nominal,
-        borrowing_limit_gpus=(
-            None if capability is None else max(_quantity(capability) - (nominal or 0), 0)
-        ),
-        used_gpus=_quantity((status.get("allocated") or {}).get(gpu)),
-        pending_workloads=int(status.get("pending") or 0),
-        admitted_workloads=int(status.get("running") or 0),
-        weight=int(spec["weight"]) if spec.get("weight") is not None else None,
-        state=status.get("state"),
-    )
-
-
-def quota_words(quota: QueueQuota) -> str:
-    """The queue's quota and usage as a person checks it against kubectl: "8 of 8 nvidia.com/gpu
-    nominal in use, borrowing limit 0"."""
-    gpu = quota.resource
-    if quota.system == "volcano":
-        parts = [quota.state or "state unknown", f"weight {quota.weight or 1}"]
-        if quota.nominal_gpus is not None:
-            parts.append(f"{quota.used_gpus} of {quota.nominal_gpus} {gpu} deserved allocated")
-        if quota.borrowing_limit_gpus is not None:
-            parts.append(f"capability {(quota.nominal_gpus or 0) + quota.borrowing_limit_gpus}")
-        parts.append(
-            f"{quota.pending_workloads} PodGroups pending, {quota.admitted_workloads} running"
-        )
-        return ", ".join(parts)
-    if quota.nominal_gpus is None:
-        used = f"no {gpu} quota, {quota.used_gpus} in use"
-    else:
-        used = f"{quota.used_gpus} of {quota.nominal_gpus} {gpu} nominal in use"
-    limit = quota.borrowing_limit_gpus
-    borrowing = "borrowing limit none" if limit is None else f"borrowing limit {limit}"
-    if quota.borrowed_gpus:
-        borrowing += f", {quota.borrowed_gpus} borrowed"
-    pending = quota.pending_workloads
-    return f"{used}, {borrowing}, {pending} workload{'' if pending == 1 else 's'} pending"
-
-
-def _flavors_gpus(flavors: Any, gpu: str, field: str) -> int:
-    return sum(
-        _quantity(resource.get(field))
-        for flavor in flavors or []
-        for resource in flavor.get("resources") or []
-        if resource.get("name") == gpu
-    )
-
-
 def owner_uid(obj: CustomObject) -> str | None:
     """The uid of the object's controlling owner (a Workload's Job)."""
     references = (obj.get("metadata") or {}).get("ownerReferences") or []
@@ -424,64 +298,7 @@ def _event_time(event: client.CoreV1Event) -> datetime:
         event.metadata.creation_timestamp,
         event.first_timestamp,
     )
-    return next((moment for moment in map(_utc, moments) if moment is not None), _NEVER)
-
-
-def scheduler_node(node: client.V1Node, allocated: int, gpu: str, pool_label: str) -> SchedulerNode:
-    name, status, spec = object_name(node.metadata), node.status, node.spec
-    conditions = (status.conditions if status else None) or []
-    ready = next((condition for condition in conditions if condition.type == "Ready"), None)
-    state = "Ready" if ready is not None and ready.status == "True" else "NotReady"
-    reasons = []
-    if ready is None:
-        reasons.append("no Ready condition")
-    elif ready.status != "True":
-        reasons.append(": ".join(part for part in (ready.reason, ready.message) if part))
-    if spec and spec.unschedulable:
-        state += ",SchedulingDisabled"  # kubectl's word for a cordoned node
-        reasons.append("cordoned")
-    for taint in (spec.taints if spec else None) or []:
-        if taint.effect in ("NoSchedule", "NoExecute"):
-            value = f"={taint.value}" if taint.value else ""
-            reasons.append(f"taint {taint.key}{value}:{taint.effect}")
-    return SchedulerNode(
-        name=name,
-        pool=labels_of(node.metadata).get(pool_label),
-        gpus_total=_quantity((status.allocatable or {}).get(gpu) if status else None),
-        gpus_allocated=allocated,
-        state=state,
-        reason="; ".join(reason for reason in reasons if reason) or None,
-    )
-
-
-def has_gpus(node: client.V1Node, gpu: str) -> bool:
-    # A node whose device plugin died keeps its capacity but allocates no GPU: it stays listed.
-    status = node.status
-    return status is not None and any(
-        _quantity((resources or {}).get(gpu)) > 0
-        for resources in (status.capacity, status.allocatable)
-    )
-
-
-# --- small readers ---------------------------------------------------------------------------
-
-
-def object_name(meta: client.V1ObjectMeta | None) -> str:
-    if meta is None or not meta.name:
-        raise BackendError("the API returned an object without a name")
-    return meta.name
-
-
-def namespace_of(obj: client.V1Job | client.V1Pod) -> str:
-    return (obj.metadata.namespace if obj.metadata else None) or ""
-
-
-def labels_of(meta: client.V1ObjectMeta | None) -> dict[str, str]:
-    return (meta.labels if meta else None) or {}
-
-
-def is_ours(meta: client.V1ObjectMeta | None) -> bool:
-    return labels_of(meta).get(MANAGED_BY_LABEL) == MANAGED_BY
+    return next((moment for moment in map(utc, moments) if moment is not None), NEVER)
 
 
 def pod_group_id(namespace: str, pod: client.V1Pod, owner: client.V1OwnerReference | None) -> str:
@@ -490,15 +307,6 @@ def pod_group_id(namespace: str, pod: client.V1Pod, owner: client.V1OwnerReferen
         return f"{namespace}/{owner.name}"
     key = f"{owner.kind.lower()}/{owner.name}" if owner else f"pod/{object_name(pod.metadata)}"
     return f"{namespace}/{key}"
-
-
-def is_deleting(meta: client.V1ObjectMeta | None) -> bool:
-    return meta is not None and meta.deletion_timestamp is not None
-
-
-def controller_of(meta: client.V1ObjectMeta | None) -> client.V1OwnerReference | None:
-    references = (meta.owner_references if meta else None) or []
-    return next((ref for ref in references if ref.controller), None)
 
 
 def group_by_job(pods: list[client.V1Pod]) -> PodsByJob:
@@ -513,15 +321,14 @@ def group_by_job(pods: list[client.V1Pod]) -> PodsByJob:
 
 def owned_pods(job: client.V1Job, pods_by_job: PodsByJob) -> list[client.V1Pod]:
     # The owner's uid tells this Job's pods from those of an earlier namesake.
-    uid = job.metadata.uid if job.metadata else None
+    uid = job_uid(job)
     return [
         pod for owner, pod in pods_by_job.get(object_name(job.metadata), []) if uid in (None, owner)
     ]
 
 
-def creation_then_name(pod: client.V1Pod) -> tuple[datetime, str]:
-    created = _utc(pod.metadata.creation_timestamp if pod.metadata else None)
-    return created or _NEVER, object_name(pod.metadata)
+def job_uid(job: client.V1Job) -> str | None:
+    return job.metadata.uid if job.metadata else None
 
 
 def final_condition(job: client.V1Job) -> client.V1JobCondition | None:
@@ -531,10 +338,6 @@ def final_condition(job: client.V1Job) -> client.V1JobCondition | None:
 
 def pod_template(job: client.V1Job) -> client.V1PodSpec | None:
     return job.spec.template.spec if job.spec else None
-
-
-def pod_phase(pod: client.V1Pod) -> str | None:
-    return pod.status.phase if pod.status else None
 
 
 def _nodes(pods: list[client.V1Pod]) -> tuple[str, ...]:
@@ -552,9 +355,9 @@ def _started_at(pod: client.V1Pod) -> datetime | None:
     for container in (pod.status.container_statuses if pod.status else None) or []:
         state = container.state
         if state is not None and state.running is not None:
-            moments.append(_utc(state.running.started_at))
+            moments.append(utc(state.running.started_at))
         elif state is not None and state.terminated is not None:
-            moments.append(_utc(state.terminated.started_at))
+            moments.append(utc(state.terminated.started_at))
     # A container that failed to start reports the zero time (1970) as its start.
     return min((m for m in moments if m is not None and m.timestamp() > 0), default=None)
 
@@ -568,148 +371,3 @@ def _terminated(pod: client.V1Pod) -> client.V1ContainerStateTerminated | None:
 
 def _priority_class(spec: client.V1PodSpec | None) -> str | None:
     return (spec.priority_class_name if spec else None) or None
-
-
-def pod_spec_gpus(spec: client.V1PodSpec | None, gpu: str) -> int:
-    """GPUs a pod holds: its containers' sum, or its largest init container's if more."""
-    if spec is None:
-        return 0
-    main = sum(_container_gpus(container, gpu) for container in spec.containers)
-    init = max((_container_gpus(c, gpu) for c in spec.init_containers or []), default=0)
-    return max(main, init)
-
-
-def _container_gpus(container: client.V1Container, gpu: str) -> int:
-    resources = container.resources
-    if resources is None:
-        return 0
-    # Extended resources are given as limits; requests, when given, must equal them.
-    return _quantity((resources.limits or {}).get(gpu) or (resources.requests or {}).get(gpu))
-
-
-def _quantity(value: str | None) -> int:
-    if value is None:
-        return 0
-    try:
-        return int(value)
-    except ValueError:
-        raise BackendError(f"not a whole number of GPUs: {value!r}") from None
-
-
-def _utc(moment: datetime | None) -> datetime | None:
-    return moment.astimezone(UTC) if moment is not None else None
-
-
-REVISION_LABEL = "pod-template-hash"  # the Deployment controller's, on each pod of a revision
-
-
-def replica_of(pod: client.V1Pod, port: int) -> Replica:
-    """A Deployment's pod as a replica: its address once it has an IP, ready as its Ready
-    condition says, and while unscheduled the scheduler's words (PodScheduled False)."""
-    status = pod.status
-    conditions = (status.conditions if status else None) or []
-    ready = any(c.type == "Ready" and c.status == "True" for c in conditions)
-    unscheduled = next(
-        (c for c in conditions if c.type == "PodScheduled" and c.status == "False"), None
-    )
-    ip = status.pod_ip if status else None
-    return Replica(
-        name=object_name(pod.metadata),
-        address=f"{ip}:{port}" if ip else None,
-        ready=ready,
-        revision=labels_of(pod.metadata).get(REVISION_LABEL, ""),
-        created_at=_utc(pod.metadata.creation_timestamp if pod.metadata else None),
-        pending_reason=(unscheduled.message or unscheduled.reason or "Unschedulable")
-        if unscheduled is not None and not (pod.spec and pod.spec.node_name)
-        else None,
-    )
-
-
-def quota_changes(
-    quota: client.V1ResourceQuota, writes: Sequence[AuditWrite] = ()
-) -> list[QuotaChange]:
-    """Who last set which of the quota's hard limits, and when: one change per manager whose
-    latest write (an Update or Apply of the object, not of its status) owns some of them,
-    with the values it owns now. The API server keeps no history: a manager's earlier
-    writes are gone, as are limits another manager has since taken over. `writes`: the
-    audit log's of this quota, which name the user behind a manager's write."""
-    meta = quota.metadata or client.V1ObjectMeta()
-    hard = (quota.spec.hard if quota.spec else None) or {}
-    subject = {"tenant": meta.namespace or "", "quota": meta.name or ""}
-    changes = []
-    for entry in meta.managed_fields or []:
-        owned = ((entry.fields_v1 or {}).get("f:spec") or {}).get("f:hard") or {}
-        limits = sorted(key.removeprefix("f:") for key in owned if key.removeprefix("f:") in hard)
-        if entry.subresource or entry.time is None or not limits:
-            continue
-        words = partial(_hard_words, limits=limits)
-        now = words({"spec": {"hard": hard}})
-        changes.append(
-            _attributed(QuotaChange(entry.time, entry.manager or "", subject, now), writes, words)
-        )
-    return sorted(changes, key=lambda c: c.at)
-
-
-def _hard_words(written: CustomObject, limits: list[str]) -> str:
-    hard = (written.get("spec") or {}).get("hard") or {}
-    return " ".join(f"{key}={hard[key]}" for key in limits if key in hard)
-
-
-def cluster_queue_changes(
-    cluster_queue: CustomObject,
-    tenants: Iterable[str],
-    gpu: str,
-    writes: Sequence[AuditWrite] = (),
-) -> list[QuotaChange]:
-    """Who last set a Kueue ClusterQueue's quotas, and when: the manager whose latest write of
-    the object (not of its status) owns spec.resourceGroups, with its GPU quotas as they are
-    now; one change for each of the `tenants` it serves. resourceGroups is an atomic list
-    (managedFields `f:resourceGroups: {}`): whoever writes it owns all of it. `writes`: the
-    audit log's of this ClusterQueue. Shape: kueue apis/kueue/v1beta1/clusterqueue_types.go."""
-    meta = cluster_queue.get("metadata") or {}
-    name = str(meta.get("name") or "")
-
-    def words(written: CustomObject) -> str:
-        return kueue_quota_words(written.get("spec") or {}, gpu)
-
-    now = words(cluster_queue)
-    changes = []
-    for entry in meta.get("managedFields") or []:
-        owns = "f:resourceGroups" in ((entry.get("fieldsV1") or {}).get("f:spec") or {})
-        if entry.get("subresource") or not entry.get("time") or not owns or not now:
-            continue
-        at = datetime.fromisoformat(entry["time"])
-        change = _attributed(QuotaChange(at, entry.get("manager") or "", {}, now), writes, words)
-        changes += [replace(change, subject={"tenant": t, "queue": name}) for t in tenants]
-    return sorted(changes, key=lambda c: c.at)
-
-
-def kueue_quota_words(spec: CustomObject, gpu: str) -> str:
-    """A ClusterQueue's GPU quotas as its spec sets them, flavor by flavor, each limit named
-    as Kueue names it: "nominalQuota[h200/nvidia.com/gpu]=8 borrowingLimit[h200/nvidia.com/gpu]=4"
-    (a limit left unset, no limit, is not named)."""
-    words = []
-    for group in spec.get("resourceGroups") or []:
-        for flavor in group.get("flavors") or []:
-            for resource in flavor.get("resources") or []:
-                if resource.get("name") != gpu:
-                    continue
-                where = f"[{flavor.get('name')}/{gpu}]"
-                words += [
-                    f"{limit}{where}={resource[limit]}"
-                    for limit in ("nominalQuota", "borrowingLimit", "lendingLimit")
-                    if resource.get(limit) is not None
-                ]
-    return " ".join(words)
-
-
-def _attributed(
-    change: QuotaChange, writes: Sequence[AuditWrite], words: Callable[[CustomObject], str]
-) -> QuotaChange:
-    """The change by the user the audit log names for the write behind it (the manager kept),
-    in the object's words as that write left it where the log records it."""
-    write = max((w for w in writes if w.made(change.at)), key=lambda w: w.at, default=None)
-    if write is None:
-        return change
-    said = words(write.written) if write.written is not None else ""
-    return replace(change, actor=write.user, manager=change.actor, change=said or change.change)
