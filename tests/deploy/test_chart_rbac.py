@@ -1,4 +1,5 @@
-"""The controller's RBAC grants exactly what the Kubernetes backend calls, read from its source.
+"""The controller's RBAC grants exactly what the Kubernetes backend calls, read from the source
+of every module of its package: a call is checked in whichever module makes it.
 
 Every call the adapter makes on its API objects (`self._core.list_node(...)`) names its verb
 and resource: list_* -> list, read_* -> get, create_* -> create, delete_* -> delete, patch_*
@@ -22,8 +23,9 @@ import pytest
 from tests.deploy.chart import REPO, config_of, kinds, one, render, tool
 
 KUBERNETES = REPO / "observer" / "backends" / "kubernetes"
-ADAPTER = KUBERNETES / "backend.py"
 CONNECTION = KUBERNETES / "client.py"
+ISOLATION = KUBERNETES / "isolation.py"  # a tenant's calls, not the controller's
+ADAPTER = sorted(set(KUBERNETES.glob("*.py")) - {ISOLATION})
 VERBS = {"list": "list", "read": "get", "create": "create", "delete": "delete", "patch": "patch"}
 SUBRESOURCES = ("log", "status", "scale", "exec", "eviction", "binding")
 CUSTOM_OBJECTS = "CustomObjectsApi"
@@ -73,7 +75,7 @@ def self_attribute(node: ast.expr) -> str | None:
     return None
 
 
-def custom_grants(tree: ast.Module, method: str) -> tuple[set[Grant], bool]:
+def custom_grants(trees: list[ast.Module], method: str) -> tuple[set[Grant], bool]:
     """A custom-object method's grant on every CustomResource(group, version, plural,
     namespaced=...) of its scope the adapter names: list_namespaced_custom_object -> list on
     the namespaced ones, list_cluster_custom_object -> list on the cluster-scoped ones."""
@@ -81,7 +83,7 @@ def custom_grants(tree: ast.Module, method: str) -> tuple[set[Grant], bool]:
     assert action in VERBS and rest.endswith("custom_object"), method
     in_namespace = rest.startswith("namespaced_")
     named = []
-    for node in ast.walk(tree):
+    for node in (node for tree in trees for node in ast.walk(tree)):
         if (
             isinstance(node, ast.Call)
             and isinstance(node.func, ast.Name)
@@ -101,11 +103,10 @@ def custom_grants(tree: ast.Module, method: str) -> tuple[set[Grant], bool]:
     return rules, in_namespace
 
 
-def called_grants() -> tuple[set[Grant], set[Grant]]:
-    """(cluster-wide, namespaced) grants of every API call the adapter's source makes."""
-    classes = api_attributes()
-    tree = ast.parse(ADAPTER.read_text())
-    aliases: dict[str, str] = {}  # self._core -> CoreV1Api, from `self._core = self._apis.core`
+def aliases_of(tree: ast.Module, classes: dict[str, str]) -> dict[str, str]:
+    """A module's attributes for the API objects: self._core -> CoreV1Api, from
+    `self._core = self._apis.core` (or `= apis.core`)."""
+    aliases: dict[str, str] = {}
     for node in ast.walk(tree):
         if isinstance(node, ast.Assign):
             targets = node.targets[0]
@@ -118,18 +119,29 @@ def called_grants() -> tuple[set[Grant], set[Grant]]:
                 name = self_attribute(target)
                 if name and isinstance(value, ast.Attribute) and value.attr in classes:
                     aliases[name] = classes[value.attr]
-    assert set(aliases.values()) == set(classes.values()), aliases
+    return aliases
+
+
+def called_grants() -> tuple[set[Grant], set[Grant]]:
+    """(cluster-wide, namespaced) grants of every API call the adapter's modules make."""
+    classes = api_attributes()
+    trees = [ast.parse(module.read_text()) for module in ADAPTER]
     cluster: set[Grant] = set()
     namespaced: set[Grant] = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
-            api_class = aliases.get(self_attribute(node.func.value) or "")
-            if api_class == CUSTOM_OBJECTS:
-                rules, in_namespace = custom_grants(tree, node.func.attr)
-                (namespaced if in_namespace else cluster).update(rules)
-            elif api_class:
-                rule, in_namespace = grant(api_class, node.func.attr)
-                (namespaced if in_namespace else cluster).add(rule)
+    used: set[str] = set()
+    for tree in trees:
+        aliases = aliases_of(tree, classes)
+        used |= set(aliases.values())
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+                api_class = aliases.get(self_attribute(node.func.value) or "")
+                if api_class == CUSTOM_OBJECTS:
+                    rules, in_namespace = custom_grants(trees, node.func.attr)
+                    (namespaced if in_namespace else cluster).update(rules)
+                elif api_class:
+                    rule, in_namespace = grant(api_class, node.func.attr)
+                    (namespaced if in_namespace else cluster).add(rule)
+    assert used == set(classes.values()), used
     return cluster, namespaced
 
 

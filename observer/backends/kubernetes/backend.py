@@ -3,24 +3,24 @@
 A probe's job id is "<namespace>/<job name>" (manifests.py says what is created). What the
 API returns is translated by status.py (a job's status and why it waits), queues.py (the
 queues and their quotas), quota_history.py (quota changes) and objects.py (nodes and the
-rest). A job a queue may hold (suspended: Kueue; pods in a PodGroup: Volcano) is explained by
-the queue's own objects, listed once per namespace, and by the quota of the queue that holds
-it. The snapshot reads the queues themselves (Kueue's ClusterQueues and the tenants'
-LocalQueues, Volcano's Queues): their quotas, usage, pending work and each tenant's
-guarantee. Kubernetes errors stop here: an API server that cannot be reached or read raises
-BackendError; a submission it refuses (quota, admission, validation, RBAC) raises ProbeError
-with its words.
+rest). queue_reads.py makes the calls that read the queues' own objects, inference_service.py
+those of the inference probe's service (the ServiceBackend calls, delegated), isolation.py
+those of the isolation probe, with a tenant's token. A job a queue may hold (suspended:
+Kueue; pods in a PodGroup: Volcano) is explained by the queue's own objects, listed once per
+namespace, and by the quota of the queue that holds it. The snapshot reads the queues
+themselves (Kueue's ClusterQueues and the tenants' LocalQueues, Volcano's Queues): their
+quotas, usage, pending work and each tenant's guarantee. Kubernetes errors stop here: an API
+server that cannot be reached or read raises BackendError; a submission it refuses (quota,
+admission, validation, RBAC) raises ProbeError with its words.
 """
 
 from __future__ import annotations
 
 from collections import Counter, OrderedDict
-from collections.abc import Callable, Collection, Iterator, Mapping
-from contextlib import contextmanager
-from dataclasses import dataclass, field, replace
+from collections.abc import Collection
+from dataclasses import replace
 from datetime import datetime
 from types import TracebackType
-from typing import NamedTuple
 
 from kubernetes.client import CoreV1Event, V1Job, V1Pod
 
@@ -37,14 +37,15 @@ from observer.backends.base import (
 )
 from observer.backends.kubernetes import isolation
 from observer.backends.kubernetes.audit import AuditLog, AuditWrite
-from observer.backends.kubernetes.client import Apis, ApiStatusError, api, observer_configuration
-from observer.backends.kubernetes.manifests import (
-    SERVICE_LABEL,
-    deployment_manifest,
-    job_manifest,
-    job_name,
-    service_manifest,
+from observer.backends.kubernetes.client import (
+    Apis,
+    ApiStatusError,
+    api,
+    done_already,
+    observer_configuration,
 )
+from observer.backends.kubernetes.inference_service import KubernetesServices
+from observer.backends.kubernetes.manifests import job_manifest, job_name
 from observer.backends.kubernetes.objects import (
     TERMINAL_POD_PHASES,
     controller_of,
@@ -57,76 +58,46 @@ from observer.backends.kubernetes.objects import (
     object_name,
     pod_phase,
     pod_spec_gpus,
-    replica_of,
     scheduler_node,
 )
-from observer.backends.kubernetes.queues import (
-    CustomObject,
-    cluster_queue_quota,
-    local_queue,
-    volcano_queue_quota,
-)
+from observer.backends.kubernetes.queue_reads import CLUSTER_QUEUES, QueueReads
 from observer.backends.kubernetes.quota_history import cluster_queue_changes, quota_changes
 from observer.backends.kubernetes.status import (
-    KUEUE_JOB_UID_LABEL,
     EventReader,
     PodsByJob,
-    QueueHold,
     ending_status,
     final_condition,
     group_by_job,
     job_status,
-    kueue_hold,
+    job_uid,
     owned_pods,
-    owner_uid,
     pod_group_id,
-    pod_group_of,
     pod_group_status,
     pod_template,
-    volcano_hold,
 )
 from observer.clock import Clock
-from observer.domain import (
-    AccessAttempt,
-    JobPhase,
-    JobRequest,
-    JobStatus,
-    LocalQueue,
-    QueueQuota,
-    SchedulerSnapshot,
-)
+from observer.domain import AccessAttempt, JobPhase, JobRequest, JobStatus, SchedulerSnapshot
 from observer.errors import BackendError, ProbeError
 from observer.settings.controller import KubernetesSettings
 
 JOB_NAME_LABEL = "job-name"  # the job controller puts it on its pods (every release so far)
 
 
-class CustomResource(NamedTuple):
-    group: str
-    version: str
-    plural: str
-    namespaced: bool = True
-
-
-# The queues' objects the backend reads: the chart's Role grants listing the namespaced ones,
-# its ClusterRole the cluster-scoped queues.
-WORKLOADS = CustomResource("kueue.x-k8s.io", "v1beta1", "workloads")
-LOCAL_QUEUES = CustomResource("kueue.x-k8s.io", "v1beta1", "localqueues")
-CLUSTER_QUEUES = CustomResource("kueue.x-k8s.io", "v1beta1", "clusterqueues", namespaced=False)
-POD_GROUPS = CustomResource("scheduling.volcano.sh", "v1beta1", "podgroups")
-VOLCANO_QUEUES = CustomResource("scheduling.volcano.sh", "v1beta1", "queues", namespaced=False)
 _CANCELLED_REMEMBERED = 1024  # a cancelled Job vanishes from the API; its outcome is kept here
 
 
 class KubernetesBackend:
+    """SchedulerBackend and ServiceBackend over the Kubernetes API; see KubernetesSettings for
+    what it needs."""
+
     def __init__(self, settings: KubernetesSettings, clock: Clock) -> None:
         self._settings = settings
         self._clock = clock
         self._timeout = settings.request_timeout_seconds
         self._gpu = settings.gpu_resource
         self._apis = Apis(observer_configuration(settings))
-        self._core, self._batch, self._custom = self._apis.core, self._apis.batch, self._apis.custom
-        self._apps = self._apis.apps
+        self._core, self._batch = self._apis.core, self._apis.batch
+        self._services = KubernetesServices(self._apis, settings, clock)
         self._cancelled: OrderedDict[str, JobStatus] = OrderedDict()
         # (subject, manager, time) -> the change as first read
         self._read_changes: dict[
@@ -179,7 +150,7 @@ class KubernetesBackend:
             else:
                 namespace, name = _split_job_id(job_id)
                 names_by_namespace.setdefault(namespace, []).append(name)
-        reads = _QueueReads(self._list_custom)
+        reads = QueueReads(self._apis, self._timeout, self._gpu)
         for namespace, names in names_by_namespace.items():
             jobs = [job for name in names if (job := self._read_job(namespace, name))]
             if jobs:
@@ -194,17 +165,10 @@ class KubernetesBackend:
         if status is None or status.phase.finished:
             return
         namespace, name = _split_job_id(job_id)
-        try:
-            with api(f"delete job {job_id}"):
-                self._batch.delete_namespaced_job(
-                    name,
-                    namespace,
-                    propagation_policy="Background",
-                    _request_timeout=self._timeout,
-                )
-        except ApiStatusError as exc:
-            if exc.status != 404:
-                raise
+        with done_already(404), api(f"delete job {job_id}"):
+            self._batch.delete_namespaced_job(
+                name, namespace, propagation_policy="Background", _request_timeout=self._timeout
+            )
         # With Background propagation the Job is gone at once and the garbage collector
         # deletes its pods after; the API soon knows nothing of it, so the outcome is kept.
         self._cancelled[job_id] = replace(
@@ -244,12 +208,9 @@ class KubernetesBackend:
         # Per namespace: the observer needs no cluster-wide right to read Jobs.
         managed = f"{MANAGED_BY_LABEL}={MANAGED_BY}"
         statuses: list[JobStatus] = []
-        reads = _QueueReads(self._list_custom)
+        reads = QueueReads(self._apis, self._timeout, self._gpu)
         for namespace in self._settings.namespaces:
-            with api(f"list jobs in {namespace}"):
-                listed = self._batch.list_namespaced_job(
-                    namespace, label_selector=managed, _request_timeout=self._timeout
-                ).items
+            listed = self._list_jobs(namespace, managed)
             jobs = [job for job in listed if is_ours(job.metadata) and not final_condition(job)]
             if jobs:
                 pods = group_by_job(self._list_pods(namespace, managed))
@@ -261,10 +222,7 @@ class KubernetesBackend:
         # deleted (its TTL ran out, or someone deleted it) is on its way out and not read.
         ended: list[JobStatus] = []
         for namespace in self._settings.namespaces:
-            with api(f"list jobs in {namespace}"):
-                listed = self._batch.list_namespaced_job(
-                    namespace, _request_timeout=self._timeout
-                ).items
+            listed = self._list_jobs(namespace)
             final = [j for j in listed if final_condition(j) and not is_deleting(j.metadata)]
             if final:
                 pods = group_by_job(self._list_pods(namespace, ""))
@@ -294,10 +252,10 @@ class KubernetesBackend:
             if pod.spec and pod.spec.node_name and pod_phase(pod) not in TERMINAL_POD_PHASES:
                 allocated[pod.spec.node_name] += pod_spec_gpus(pod.spec, self._gpu)
         jobs: list[JobStatus] = []
-        reads = _QueueReads(self._list_custom)
+        reads = QueueReads(self._apis, self._timeout, self._gpu)
         for namespace in self._settings.namespaces:
             jobs += self._unfinished_work(namespace, by_namespace.get(namespace, []), reads)
-        quotas = self._queue_quotas(reads, jobs)
+        quotas = reads.quotas(self._settings.namespaces, jobs)
         return SchedulerSnapshot(
             at=now,
             queues=with_guarantees(queue_states(jobs, now, self._settings.namespaces), quotas),
@@ -338,7 +296,7 @@ class KubernetesBackend:
             for quota in quotas:
                 mine = of("resourcequotas", namespace, object_name(quota.metadata))
                 changes += quota_changes(quota, mine)
-        reads = _QueueReads(self._list_custom)
+        reads = QueueReads(self._apis, self._timeout, self._gpu)
         local_queues = reads.local_queues(self._settings.namespaces)
         for queue in reads.objects(CLUSTER_QUEUES, None):
             name = str(queue["metadata"]["name"])
@@ -366,71 +324,19 @@ class KubernetesBackend:
     # --- ServiceBackend: the inference probe's Deployment and Service -----------------------
 
     def deploy_service(self, spec: ServiceSpec, replicas: int) -> None:
-        where = f"{spec.tenant}/{spec.name}"
-        try:
-            with _refused(), api(f"create service {where}"):
-                self._core.create_namespaced_service(
-                    spec.tenant, service_manifest(spec), _request_timeout=self._timeout
-                )
-        except ApiStatusError as exc:
-            if exc.status != 409:  # a Service left by an earlier controller serves as well
-                raise
-        try:
-            with _refused(), api(f"create deployment {where}"):
-                self._apps.create_namespaced_deployment(
-                    spec.tenant,
-                    deployment_manifest(self._settings, spec, replicas),
-                    _request_timeout=self._timeout,
-                )
-        except ApiStatusError as exc:
-            if exc.status != 409:
-                raise
-            self.scale_service(spec, replicas)  # an earlier controller's: taken over
+        self._services.deploy_service(spec, replicas)
 
     def scale_service(self, spec: ServiceSpec, replicas: int) -> None:
-        with _refused(), api(f"scale deployment {spec.tenant}/{spec.name}"):
-            self._apps.patch_namespaced_deployment(
-                spec.name,
-                spec.tenant,
-                {"spec": {"replicas": replicas}},
-                _request_timeout=self._timeout,
-            )
+        self._services.scale_service(spec, replicas)
 
     def restart_service(self, spec: ServiceSpec) -> None:
-        # What `kubectl rollout restart` writes: a new template, so a new revision rolls out.
-        at = self._clock.now().isoformat()
-        patch = {"spec": {"template": {"metadata": {"annotations": {RESTARTED_AT: at}}}}}
-        with _refused(), api(f"restart deployment {spec.tenant}/{spec.name}"):
-            self._apps.patch_namespaced_deployment(
-                spec.name, spec.tenant, patch, _request_timeout=self._timeout
-            )
+        self._services.restart_service(spec)
 
     def service_replicas(self, spec: ServiceSpec) -> list[Replica]:
-        pods = self._list_pods(spec.tenant, f"{SERVICE_LABEL}={spec.name}")
-        live = [pod for pod in pods if not is_deleting(pod.metadata)]
-        return [replica_of(pod, spec.port) for pod in sorted(live, key=creation_then_name)]
+        return self._services.service_replicas(spec)
 
     def delete_service(self, spec: ServiceSpec) -> None:
-        where = f"{spec.tenant}/{spec.name}"
-        try:
-            with api(f"delete deployment {where}"):
-                self._apps.delete_namespaced_deployment(
-                    spec.name,
-                    spec.tenant,
-                    propagation_policy="Background",
-                    _request_timeout=self._timeout,
-                )
-        except ApiStatusError as exc:
-            if exc.status != 404:
-                raise
-        try:
-            with api(f"delete service {where}"):
-                self._core.delete_namespaced_service(
-                    spec.name, spec.tenant, _request_timeout=self._timeout
-                )
-        except ApiStatusError as exc:
-            if exc.status != 404:
-                raise
+        self._services.delete_service(spec)
 
     # --- reading ---------------------------------------------------------------------------
 
@@ -445,6 +351,12 @@ class KubernetesBackend:
                 return None
             raise
 
+    def _list_jobs(self, namespace: str, selector: str | None = None) -> list[V1Job]:
+        with api(f"list jobs in {namespace}"):
+            return self._batch.list_namespaced_job(
+                namespace, label_selector=selector, _request_timeout=self._timeout
+            ).items
+
     def _list_pods(self, namespace: str, selector: str) -> list[V1Pod]:
         with api(f"list pods in {namespace}"):
             return self._core.list_namespaced_pod(
@@ -456,88 +368,14 @@ class KubernetesBackend:
         namespace: str,
         jobs: list[V1Job],
         pods: PodsByJob,
-        reads: _QueueReads,
+        reads: QueueReads,
         events: EventReader | None = None,
     ) -> list[JobStatus]:
-        holds = self._queue_holds(namespace, jobs, pods, reads)
+        holds = reads.holds(namespace, jobs, pods)
         events = events or self._warning_events(namespace)
         return [
-            job_status(job, pods, events, self._gpu, holds.get(_uid(job) or "")) for job in jobs
+            job_status(job, pods, events, self._gpu, holds.get(job_uid(job) or "")) for job in jobs
         ]
-
-    def _queue_holds(
-        self, namespace: str, jobs: list[V1Job], pods: PodsByJob, reads: _QueueReads
-    ) -> dict[str, QueueHold]:
-        """What the namespace's queues say of the jobs they hold, by Job uid, with the quota of
-        the queue holding them; one list of each kind at most, and only when a job may be
-        held: Kueue keeps a Job it has not admitted suspended, Volcano keeps the pods of a
-        PodGroup it has not enqueued unscheduled."""
-        holds: dict[str, QueueHold] = {}
-        suspended = {uid for job in jobs if job.spec and job.spec.suspend and (uid := _uid(job))}
-        if suspended:
-            selector = f"{KUEUE_JOB_UID_LABEL} in ({','.join(sorted(suspended))})"
-            workloads = [
-                workload
-                for workload in self._list_custom(namespace, WORKLOADS, selector)
-                if owner_uid(workload) in suspended
-            ]
-            if workloads:
-                local_queues = reads.local_queues([namespace])
-                cluster_queues = {queue.name: queue.cluster_queue for queue in local_queues}
-                quotas = reads.cluster_queues(local_queues, self._gpu)
-                for workload in workloads:
-                    if hold := kueue_hold(workload, cluster_queues, quotas):
-                        holds[str(owner_uid(workload))] = hold
-        grouped = {
-            uid: group
-            for job in jobs
-            if (uid := _uid(job)) and uid not in holds
-            for pod in owned_pods(job, pods)
-            if pod.spec and not pod.spec.node_name and (group := pod_group_of(pod))
-        }
-        if grouped:
-            pod_groups = {
-                group["metadata"]["name"]: group
-                for group in self._list_custom(namespace, POD_GROUPS)
-            }
-            queues = reads.volcano_queues({}, self._gpu)
-            for uid, name in grouped.items():
-                pod_group = pod_groups.get(name)
-                if pod_group is not None and (hold := volcano_hold(pod_group, queues)):
-                    holds[uid] = hold
-        return holds
-
-    def _list_custom(
-        self, namespace: str | None, resource: CustomResource, selector: str | None = None
-    ) -> list[CustomObject]:
-        """The namespace's objects of a queue's resource (a cluster-scoped one's: namespace
-        None); none where the cluster has no such resource (Kueue or Volcano not installed:
-        404)."""
-        try:
-            if namespace is None:
-                with api(f"list {resource.plural}.{resource.group}"):
-                    listed = self._custom.list_cluster_custom_object(
-                        resource.group,
-                        resource.version,
-                        resource.plural,
-                        label_selector=selector,
-                        _request_timeout=self._timeout,
-                    )
-            else:
-                with api(f"list {resource.plural}.{resource.group} in {namespace}"):
-                    listed = self._custom.list_namespaced_custom_object(
-                        resource.group,
-                        resource.version,
-                        namespace,
-                        resource.plural,
-                        label_selector=selector,
-                        _request_timeout=self._timeout,
-                    )
-        except ApiStatusError as exc:
-            if exc.status == 404:
-                return []
-            raise
-        return list(listed.get("items") or [])
 
     def _warning_events(self, namespace: str) -> EventReader:
         """Read a namespace's Warning events once, and only if a pending job needs them."""
@@ -559,32 +397,13 @@ class KubernetesBackend:
         job = self._read_job(namespace, name)
         return job is not None and labels_of(job.metadata).get(RUN_ID_LABEL) == run_id
 
-    def _queue_quotas(self, reads: _QueueReads, jobs: list[JobStatus]) -> tuple[QueueQuota, ...]:
-        """Every Kueue ClusterQueue and Volcano Queue, with the tenants they serve: a
-        ClusterQueue's, those whose LocalQueues feed it; a Volcano Queue's, those whose jobs
-        were seen in it."""
-        local_queues = reads.local_queues(self._settings.namespaces)
-        seen: dict[str, set[str]] = {}
-        for job in jobs:
-            if job.queue:
-                seen.setdefault(job.queue, set()).add(job.tenant)
-        tenants = {queue: tuple(sorted(names)) for queue, names in seen.items()}
-        kueue = reads.cluster_queues(local_queues, self._gpu)
-        volcano = reads.volcano_queues(tenants, self._gpu)
-        return tuple(kueue[name] for name in sorted(kueue)) + tuple(
-            volcano[name] for name in sorted(volcano)
-        )
-
     def _unfinished_work(
-        self, namespace: str, pods: list[V1Pod], reads: _QueueReads
+        self, namespace: str, pods: list[V1Pod], reads: QueueReads
     ) -> list[JobStatus]:
         """Every unfinished Job that asks for GPUs, and every other group of live pods using
         GPUs, grouped by their controller (a ReplicaSet, an MPIJob's launcher, ...); pods being
         deleted that still hold GPUs, outside a live Job, as ending work."""
-        with api(f"list jobs in {namespace}"):
-            listed = self._batch.list_namespaced_job(
-                namespace, _request_timeout=self._timeout
-            ).items
+        listed = self._list_jobs(namespace)
         events, by_job = self._warning_events(namespace), group_by_job(pods)
         gpu_jobs = [
             job
@@ -614,64 +433,6 @@ class KubernetesBackend:
             for group_id, members in sorted(ending.items())
             if group_id not in live
         ]
-
-
-RESTARTED_AT = "kubectl.kubernetes.io/restartedAt"
-
-
-@contextmanager
-def _refused() -> Iterator[None]:
-    """A request the API server refuses (quota, admission, validation, RBAC) is ProbeError
-    in its words; 409 (it exists) and what is not a refusal pass on."""
-    try:
-        yield
-    except ApiStatusError as exc:
-        if 400 <= exc.status < 500 and exc.status not in (409, 429):
-            raise ProbeError(exc.message) from None
-        raise
-
-
-@dataclass
-class _QueueReads:
-    """The queues' objects one call of the backend reads, each list at most once."""
-
-    list_custom: Callable[[str | None, CustomResource], list[CustomObject]]
-    _read: dict[tuple[str, str | None], list[CustomObject]] = field(default_factory=dict)
-
-    def objects(self, resource: CustomResource, namespace: str | None) -> list[CustomObject]:
-        key = (resource.plural, namespace)
-        if key not in self._read:
-            self._read[key] = self.list_custom(namespace, resource)
-        return self._read[key]
-
-    def local_queues(self, namespaces: Collection[str]) -> list[LocalQueue]:
-        return [
-            local_queue(queue)
-            for namespace in namespaces
-            for queue in self.objects(LOCAL_QUEUES, namespace)
-        ]
-
-    def cluster_queues(
-        self, local_queues: Collection[LocalQueue], gpu: str
-    ) -> dict[str, QueueQuota]:
-        quotas = (
-            cluster_queue_quota(queue, local_queues, gpu)
-            for queue in self.objects(CLUSTER_QUEUES, None)
-        )
-        return {quota.name: quota for quota in quotas}
-
-    def volcano_queues(
-        self, tenants: Mapping[str, tuple[str, ...]], gpu: str
-    ) -> dict[str, QueueQuota]:
-        quotas = (
-            volcano_queue_quota(queue, tenants.get(queue["metadata"]["name"], ()), gpu)
-            for queue in self.objects(VOLCANO_QUEUES, None)
-        )
-        return {quota.name: quota for quota in quotas}
-
-
-def _uid(job: V1Job) -> str | None:
-    return job.metadata.uid if job.metadata else None
 
 
 def _split_job_id(job_id: str) -> tuple[str, str]:

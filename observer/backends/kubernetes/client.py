@@ -60,6 +60,17 @@ def api(action: str) -> Iterator[None]:
         raise BackendError(f"{action}: {exc}") from None
 
 
+@contextmanager
+def done_already(status: int) -> Iterator[None]:
+    """Let pass the error status saying a request's work is done already: 404 to a deletion
+    (it is gone), 409 to a creation (it is there)."""
+    try:
+        yield
+    except ApiStatusError as exc:
+        if exc.status != status:
+            raise
+
+
 def _status_message(exc: ApiException) -> str:
     """The message of the API's Status object, or the raw body when it has none."""
     body = exc.body.decode(errors="replace") if isinstance(exc.body, bytes) else exc.body or ""
