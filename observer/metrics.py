@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
 from datetime import datetime
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
@@ -13,7 +14,18 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 from observer.clock import Clock, SystemClock
-from observer.domain import DriverState, Finding, FindingKind, NodeSnapshot, Outcome, Severity
+from observer.domain import (
+    AttributedProcess,
+    DriverState,
+    Finding,
+    FindingKind,
+    GpuCounters,
+    GpuReading,
+    GpuSample,
+    NodeSnapshot,
+    Outcome,
+    Severity,
+)
 
 # The scheduler calls observer_scheduler_errors_total counts failures of (backends/counted.py)
 SCHEDULER_OPERATIONS = (
@@ -387,49 +399,149 @@ class Heartbeat(Collector):
         yield GaugeMetricFamily(HEARTBEAT_METRIC, _DOC, value=self._clock.now().timestamp())
 
 
-_GAUGES: tuple[tuple[str, str], ...] = (
-    ("observer_gpu_up", "1 while the GPU answers, 0 while it is lost."),
-    ("observer_gpu_utilization_ratio", "GPU busy fraction over NVML's sample period."),
-    ("observer_gpu_memory_utilization_ratio", "Memory controller busy fraction."),
-    ("observer_gpu_memory_used_bytes", "GPU memory in use, driver reservation included."),
-    ("observer_gpu_memory_total_bytes", "GPU memory size."),
-    ("observer_gpu_memory_baseline_bytes", "Driver baseline: least memory seen with no process."),
-    ("observer_gpu_power_watts", "Power draw."),
-    ("observer_gpu_temperature_celsius", "GPU core temperature."),
-    ("observer_gpu_sm_clock_hertz", "Current SM clock."),
-    ("observer_gpu_clock_event_reasons", "Bitmask of NVML clock event (throttle) reasons."),
-    ("observer_gpu_performance_state", "Performance state: 0 (P0, fastest) to 15."),
-    ("observer_gpu_ecc_volatile_uncorrected_errors", "Uncorrected ECC errors since driver load."),
-    ("observer_gpu_pcie_tx_bytes_per_second", "PCIe transmit throughput (expensive tier)."),
-    ("observer_gpu_pcie_rx_bytes_per_second", "PCIe receive throughput (expensive tier)."),
-    ("observer_gpu_remapped_rows", "Remapped memory rows, by cause."),
-    ("observer_gpu_retired_pages", "Retired memory pages, by cause."),
-    (
-        "observer_gpu_ecc_aggregate_uncorrected_errors",
-        "Uncorrected ECC errors over the device's lifetime (expensive tier).",
-    ),
-    ("observer_gpu_remapped_rows_pending", "1 while a row remap waits for a GPU reset."),
-    ("observer_gpu_remapped_rows_failed", "1 once a row remap has failed (the GPU needs service)."),
-    ("observer_gpu_retired_pages_pending", "1 while a page retirement waits for a GPU reset."),
-    ("observer_gpu_unreleased_memory_bytes", "Memory held by processes of open leak findings."),
-)
-_COUNTERS: tuple[tuple[str, str], ...] = (
-    ("observer_gpu_energy_joules", "Energy consumed since driver load."),
-    ("observer_gpu_pcie_replay_errors", "PCIe replay events since driver load."),
-    (
-        "observer_gpu_nvlink_errors",
-        "NVLink errors summed over the active links (since driver load or a counter reset), "
-        "by counter (replay, recovery, crc).",
-    ),
-)
-_OTHER: tuple[tuple[str, str], ...] = (
-    ("observer_gpu_info", "Identity of each GPU (value 1)."),
-    ("observer_gpu_owner_info", "Owner of work on each GPU (value 1); join on uuid."),
-    ("observer_gpu_process_memory_used_bytes", "GPU memory of each process, with its owner."),
-    ("observer_nvml_up", "1 while NVML answers, 0 while the node is blind to its GPUs."),
-)
-
 _GPU = ["gpu", "uuid"]
+_Series = tuple[tuple[str, ...], float]  # the label values after gpu and uuid, and the value
+_Read = Callable[[GpuReading, NodeSnapshot], Iterable[_Series]]
+
+
+@dataclass(frozen=True, slots=True)
+class _GpuFamily:
+    """A metric family with series per GPU, labelled gpu, uuid and `labels`."""
+
+    name: str
+    doc: str
+    read: _Read
+    labels: tuple[str, ...] = ()
+    counter: bool = False
+
+    def empty(self) -> GaugeMetricFamily | CounterMetricFamily:
+        kind = CounterMetricFamily if self.counter else GaugeMetricFamily
+        return kind(self.name, self.doc, labels=[*_GPU, *self.labels])
+
+
+def _one(value: float | None, scale: float = 1.0) -> list[_Series]:
+    return [] if value is None else [((), value * scale)]
+
+
+def _sampled(read: Callable[[GpuSample], float | None], scale: float = 1.0) -> _Read:
+    """The series of a sampled (cheap tier) value, scaled to the metric's unit."""
+    return lambda gpu, _: _one(None if gpu.sample is None else read(gpu.sample), scale)
+
+
+def _counted(read: Callable[[GpuCounters], float | None], scale: float = 1.0) -> _Read:
+    """The series of a counters (expensive tier) value, scaled to the metric's unit."""
+    return lambda gpu, _: _one(None if gpu.counters is None else read(gpu.counters), scale)
+
+
+def _counted_by(*reads: tuple[str, Callable[[GpuCounters], int | None]]) -> _Read:
+    """A series per label value of the counters read, in the order given."""
+
+    def series(gpu: GpuReading, _: NodeSnapshot) -> list[_Series]:
+        c = gpu.counters
+        values = [] if c is None else [(label, read(c)) for label, read in reads]
+        return [((label,), value) for label, value in values if value is not None]
+
+    return series
+
+
+def _unreleased(gpu: GpuReading, snap: NodeSnapshot) -> list[_Series]:
+    """The memory held by the processes of the GPU's open leak findings."""
+    if gpu.identity is None:
+        return []
+    held = (
+        float(finding.evidence.get("used_memory_bytes") or 0)
+        for finding in snap.findings
+        if finding.detector in UNRELEASED_DETECTORS
+        and finding.subject.get("gpu_uuid", "") == gpu.identity.uuid
+    )
+    return [((), sum(held, 0.0))]
+
+
+def _energy_joules(gpu: GpuReading, _: NodeSnapshot) -> list[_Series]:
+    millijoules = None if gpu.counters is None else gpu.counters.energy_millijoules
+    return [] if millijoules is None else [((), millijoules / 1000.0)]
+
+
+def _info(gpu: GpuReading, snap: NodeSnapshot) -> list[_Series]:
+    ident = gpu.identity
+    return [] if ident is None else [((ident.name, snap.node, ident.pci_bus_id or ""), 1.0)]
+
+
+# In the order of the exposition; the table is aligned by hand, a family to a row.
+_PER_GPU = (
+    _GpuFamily("observer_gpu_up", "1 while the GPU answers, 0 while it is lost.",
+               lambda gpu, _: _one(0.0 if gpu.lost else 1.0)),
+    _GpuFamily("observer_gpu_utilization_ratio", "GPU busy fraction over NVML's sample period.",
+               _sampled(lambda s: s.utilization_gpu_percent, 0.01)),
+    _GpuFamily("observer_gpu_memory_utilization_ratio", "Memory controller busy fraction.",
+               _sampled(lambda s: s.utilization_memory_percent, 0.01)),
+    _GpuFamily("observer_gpu_memory_used_bytes", "GPU memory in use, driver reservation included.",
+               _sampled(lambda s: s.memory_used_bytes)),
+    _GpuFamily("observer_gpu_memory_total_bytes", "GPU memory size.",
+               _sampled(lambda s: s.memory_total_bytes)),
+    _GpuFamily("observer_gpu_memory_baseline_bytes",
+               "Driver baseline: least memory seen with no process.",
+               lambda gpu, _: _one(gpu.baseline_memory_bytes)),
+    _GpuFamily("observer_gpu_power_watts", "Power draw.",
+               _sampled(lambda s: s.power_milliwatts, 0.001)),
+    _GpuFamily("observer_gpu_temperature_celsius", "GPU core temperature.",
+               _sampled(lambda s: s.temperature_celsius)),
+    _GpuFamily("observer_gpu_sm_clock_hertz", "Current SM clock.",
+               _sampled(lambda s: s.sm_clock_mhz, 1e6)),
+    _GpuFamily("observer_gpu_clock_event_reasons",
+               "Bitmask of NVML clock event (throttle) reasons.",
+               _sampled(lambda s: s.clock_event_reasons)),
+    _GpuFamily("observer_gpu_performance_state", "Performance state: 0 (P0, fastest) to 15.",
+               _sampled(lambda s: s.performance_state)),
+    _GpuFamily("observer_gpu_ecc_volatile_uncorrected_errors",
+               "Uncorrected ECC errors since driver load.",
+               _sampled(lambda s: s.ecc_volatile_uncorrected_errors)),
+    _GpuFamily("observer_gpu_pcie_tx_bytes_per_second",
+               "PCIe transmit throughput (expensive tier).",
+               _counted(lambda c: c.pcie_tx_kilobytes_per_second, 1024)),
+    _GpuFamily("observer_gpu_pcie_rx_bytes_per_second", "PCIe receive throughput (expensive tier).",
+               _counted(lambda c: c.pcie_rx_kilobytes_per_second, 1024)),
+    _GpuFamily("observer_gpu_remapped_rows", "Remapped memory rows, by cause.",
+               _counted_by(("correctable", lambda c: c.remapped_rows_correctable),
+                           ("uncorrectable", lambda c: c.remapped_rows_uncorrectable)),
+               ("cause",)),
+    _GpuFamily("observer_gpu_retired_pages", "Retired memory pages, by cause.",
+               _counted_by(("single_bit", lambda c: c.retired_pages_single_bit),
+                           ("double_bit", lambda c: c.retired_pages_double_bit)),
+               ("cause",)),
+    _GpuFamily("observer_gpu_ecc_aggregate_uncorrected_errors",
+               "Uncorrected ECC errors over the device's lifetime (expensive tier).",
+               _counted(lambda c: c.ecc_aggregate_uncorrected_errors)),
+    _GpuFamily("observer_gpu_remapped_rows_pending", "1 while a row remap waits for a GPU reset.",
+               _counted(lambda c: c.remapped_rows_pending)),
+    _GpuFamily("observer_gpu_remapped_rows_failed",
+               "1 once a row remap has failed (the GPU needs service).",
+               _counted(lambda c: c.remapped_rows_failed)),
+    _GpuFamily("observer_gpu_retired_pages_pending",
+               "1 while a page retirement waits for a GPU reset.",
+               _counted(lambda c: c.retired_pages_pending)),
+    _GpuFamily("observer_gpu_unreleased_memory_bytes",
+               "Memory held by processes of open leak findings.", _unreleased),
+    _GpuFamily("observer_gpu_energy_joules", "Energy consumed since driver load.",
+               _energy_joules, counter=True),
+    _GpuFamily("observer_gpu_pcie_replay_errors", "PCIe replay events since driver load.",
+               _counted(lambda c: c.pcie_replay_errors), counter=True),
+    _GpuFamily("observer_gpu_nvlink_errors",
+               "NVLink errors summed over the active links (since driver load or a counter "
+               "reset), by counter (replay, recovery, crc).",
+               _counted_by(("replay", lambda c: c.nvlink_replay_errors),
+                           ("recovery", lambda c: c.nvlink_recovery_errors),
+                           ("crc", lambda c: c.nvlink_crc_errors)),
+               ("counter",), counter=True),
+    _GpuFamily("observer_gpu_info", "Identity of each GPU (value 1).",
+               _info, ("name", "node", "pci_bus_id")),
+)  # fmt: skip
+_OWNER_INFO = ("observer_gpu_owner_info", "Owner of work on each GPU (value 1); join on uuid.")
+_PROCESS_MEMORY = (
+    "observer_gpu_process_memory_used_bytes",
+    "GPU memory of each process, with its owner.",
+)
+_NVML_UP = ("observer_nvml_up", "1 while NVML answers, 0 while the node is blind to its GPUs.")
 
 
 class GpuCollector(Collector):
@@ -440,156 +552,43 @@ class GpuCollector(Collector):
         self._snapshot = snapshot
 
     def describe(self) -> Iterator[Metric]:
-        for name, doc in _GAUGES + _OTHER:
+        yield from (family.empty() for family in _PER_GPU)
+        for name, doc in (_OWNER_INFO, _PROCESS_MEMORY, _NVML_UP):
             yield GaugeMetricFamily(name, doc)
-        for name, doc in _COUNTERS:
-            yield CounterMetricFamily(name, doc)
 
-    def collect(self) -> Iterator[Metric]:  # noqa: PLR0915 - one flat mapping, easiest to read
+    def collect(self) -> Iterator[Metric]:
         snap = self._snapshot()
         if snap is None:
             return
-        fam = {name: GaugeMetricFamily(name, doc, labels=_GPU) for name, doc in _GAUGES}
-        fam["observer_gpu_remapped_rows"] = GaugeMetricFamily(
-            "observer_gpu_remapped_rows",
-            dict(_GAUGES)["observer_gpu_remapped_rows"],
-            labels=[*_GPU, "cause"],
-        )
-        fam["observer_gpu_retired_pages"] = GaugeMetricFamily(
-            "observer_gpu_retired_pages",
-            dict(_GAUGES)["observer_gpu_retired_pages"],
-            labels=[*_GPU, "cause"],
-        )
-        energy = CounterMetricFamily(
-            "observer_gpu_energy_joules", dict(_COUNTERS)["observer_gpu_energy_joules"], labels=_GPU
-        )
-        replay = CounterMetricFamily(
-            "observer_gpu_pcie_replay_errors",
-            dict(_COUNTERS)["observer_gpu_pcie_replay_errors"],
-            labels=_GPU,
-        )
-        nvlink = CounterMetricFamily(
-            "observer_gpu_nvlink_errors",
-            dict(_COUNTERS)["observer_gpu_nvlink_errors"],
-            labels=[*_GPU, "counter"],
-        )
-        info = GaugeMetricFamily(
-            "observer_gpu_info",
-            dict(_OTHER)["observer_gpu_info"],
-            labels=[*_GPU, "name", "node", "pci_bus_id"],
-        )
-        owners = GaugeMetricFamily(
-            "observer_gpu_owner_info",
-            dict(_OTHER)["observer_gpu_owner_info"],
-            labels=[*_GPU, "owner_kind", "owner"],
-        )
-        procs = GaugeMetricFamily(
-            "observer_gpu_process_memory_used_bytes",
-            dict(_OTHER)["observer_gpu_process_memory_used_bytes"],
-            labels=[*_GPU, "pid", "owner_kind", "owner"],
-        )
-        nvml_up = GaugeMetricFamily("observer_nvml_up", dict(_OTHER)["observer_nvml_up"])
+        for family in _PER_GPU:
+            metric = family.empty()
+            for gpu in snap.gpus:
+                labels = [str(gpu.index), gpu.identity.uuid if gpu.identity else ""]
+                for more, value in family.read(gpu, snap):
+                    metric.add_metric([*labels, *more], value)
+            yield metric
+        yield from _process_families(snap.processes)
+        nvml_up = GaugeMetricFamily(*_NVML_UP)
         nvml_up.add_metric([], 1.0 if snap.driver.state is DriverState.OK else 0.0)
+        yield nvml_up
 
-        def put(name: str, labels: list[str], value: float | None, scale: float = 1.0) -> None:
-            if value is not None:
-                fam[name].add_metric(labels, value * scale)
 
-        unreleased: dict[str, float] = {}
-        for finding in snap.findings:
-            if finding.detector in UNRELEASED_DETECTORS:
-                uuid = finding.subject.get("gpu_uuid", "")
-                held = finding.evidence.get("used_memory_bytes") or 0
-                unreleased[uuid] = unreleased.get(uuid, 0.0) + float(held)
-
-        for gpu in snap.gpus:
-            uuid = gpu.identity.uuid if gpu.identity else ""
-            labels = [str(gpu.index), uuid]
-            put("observer_gpu_up", labels, 0.0 if gpu.lost else 1.0)
-            if gpu.identity is not None:
-                ident = gpu.identity
-                info.add_metric([*labels, ident.name, snap.node, ident.pci_bus_id or ""], 1.0)
-                put("observer_gpu_unreleased_memory_bytes", labels, unreleased.get(uuid, 0.0))
-            put("observer_gpu_memory_baseline_bytes", labels, gpu.baseline_memory_bytes)
-            s = gpu.sample
-            if s is not None:
-                put("observer_gpu_utilization_ratio", labels, s.utilization_gpu_percent, 0.01)
-                put(
-                    "observer_gpu_memory_utilization_ratio",
-                    labels,
-                    s.utilization_memory_percent,
-                    0.01,
-                )
-                put("observer_gpu_memory_used_bytes", labels, s.memory_used_bytes)
-                put("observer_gpu_memory_total_bytes", labels, s.memory_total_bytes)
-                put("observer_gpu_power_watts", labels, s.power_milliwatts, 0.001)
-                put("observer_gpu_temperature_celsius", labels, s.temperature_celsius)
-                put("observer_gpu_sm_clock_hertz", labels, s.sm_clock_mhz, 1e6)
-                put("observer_gpu_clock_event_reasons", labels, s.clock_event_reasons)
-                put("observer_gpu_performance_state", labels, s.performance_state)
-                put(
-                    "observer_gpu_ecc_volatile_uncorrected_errors",
-                    labels,
-                    s.ecc_volatile_uncorrected_errors,
-                )
-            c = gpu.counters
-            if c is not None:
-                if c.energy_millijoules is not None:
-                    energy.add_metric(labels, c.energy_millijoules / 1000.0)
-                if c.pcie_replay_errors is not None:
-                    replay.add_metric(labels, c.pcie_replay_errors)
-                for counter, errors in (
-                    ("replay", c.nvlink_replay_errors),
-                    ("recovery", c.nvlink_recovery_errors),
-                    ("crc", c.nvlink_crc_errors),
-                ):
-                    if errors is not None:
-                        nvlink.add_metric([*labels, counter], errors)
-                put(
-                    "observer_gpu_ecc_aggregate_uncorrected_errors",
-                    labels,
-                    c.ecc_aggregate_uncorrected_errors,
-                )
-                put("observer_gpu_remapped_rows_pending", labels, c.remapped_rows_pending)
-                put("observer_gpu_remapped_rows_failed", labels, c.remapped_rows_failed)
-                put("observer_gpu_retired_pages_pending", labels, c.retired_pages_pending)
-                put(
-                    "observer_gpu_pcie_tx_bytes_per_second",
-                    labels,
-                    c.pcie_tx_kilobytes_per_second,
-                    1024,
-                )
-                put(
-                    "observer_gpu_pcie_rx_bytes_per_second",
-                    labels,
-                    c.pcie_rx_kilobytes_per_second,
-                    1024,
-                )
-                for cause, rows in (
-                    ("correctable", c.remapped_rows_correctable),
-                    ("uncorrectable", c.remapped_rows_uncorrectable),
-                ):
-                    if rows is not None:
-                        fam["observer_gpu_remapped_rows"].add_metric([*labels, cause], rows)
-                for cause, pages in (
-                    ("single_bit", c.retired_pages_single_bit),
-                    ("double_bit", c.retired_pages_double_bit),
-                ):
-                    if pages is not None:
-                        fam["observer_gpu_retired_pages"].add_metric([*labels, cause], pages)
-
-        seen_owners: set[tuple[str, str, str]] = set()
-        for proc in snap.processes:
-            labels = [str(proc.gpu_index), proc.gpu_uuid]
-            owner = [proc.owner.kind.value, proc.owner.id]
-            if proc.used_memory_bytes is not None:
-                procs.add_metric([*labels, str(proc.pid), *owner], proc.used_memory_bytes)
-            if (proc.gpu_uuid, *owner) not in seen_owners:
-                seen_owners.add((proc.gpu_uuid, owner[0], owner[1]))
-                owners.add_metric([*labels, *owner], 1.0)
-
-        yield from fam.values()
-        yield from (energy, replay, nvlink, info, owners, procs, nvml_up)
+def _process_families(
+    processes: Iterable[AttributedProcess],
+) -> tuple[GaugeMetricFamily, GaugeMetricFamily]:
+    """Each GPU's owners, once each, and each process's memory with its owner."""
+    owners = GaugeMetricFamily(*_OWNER_INFO, labels=[*_GPU, "owner_kind", "owner"])
+    procs = GaugeMetricFamily(*_PROCESS_MEMORY, labels=[*_GPU, "pid", "owner_kind", "owner"])
+    seen: set[tuple[str, str, str]] = set()
+    for proc in processes:
+        labels = [str(proc.gpu_index), proc.gpu_uuid]
+        owner = [proc.owner.kind.value, proc.owner.id]
+        if proc.used_memory_bytes is not None:
+            procs.add_metric([*labels, str(proc.pid), *owner], proc.used_memory_bytes)
+        if (proc.gpu_uuid, *owner) not in seen:
+            seen.add((proc.gpu_uuid, owner[0], owner[1]))
+            owners.add_metric([*labels, *owner], 1.0)
+    return owners, procs
 
 
 def metric_names(registry: CollectorRegistry) -> list[str]:

@@ -19,7 +19,7 @@ the caller passes from one evaluation to the next.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 
@@ -135,17 +135,18 @@ def covers(view: HealthView, detector: str, subject: Subject) -> bool:
             and sample.clock_event_reasons is not None
             and sample.processes is not None
         )
-    if counters is None:
-        return False
-    if detector in (ROW_REMAP_PENDING, ROW_REMAP_FAILED):
-        return counters.remapped_rows_pending is not None
-    if detector == RETIRED_PAGES_PENDING:
-        return counters.retired_pages_pending is not None
-    if detector == PCIE_REPLAY_RATE:
-        return counters.pcie_replay_errors is not None
-    if detector == NVLINK_ERRORS:
-        return _nvlink_counts(counters) is not None
-    return False
+    read = _COUNTERS_READ.get(detector)
+    return counters is not None and read is not None and read(counters)
+
+
+# Whether the counters tier read what a condition of these detectors is about.
+_COUNTERS_READ: Mapping[str, Callable[[GpuCounters], bool]] = {
+    ROW_REMAP_PENDING: lambda c: c.remapped_rows_pending is not None,
+    ROW_REMAP_FAILED: lambda c: c.remapped_rows_pending is not None,
+    RETIRED_PAGES_PENDING: lambda c: c.retired_pages_pending is not None,
+    PCIE_REPLAY_RATE: lambda c: c.pcie_replay_errors is not None,
+    NVLINK_ERRORS: lambda c: _nvlink_counts(c) is not None,
+}
 
 
 def _ecc_counts(gpu: GpuReading) -> dict[str, int]:
@@ -273,53 +274,79 @@ def _ecc(
     )
 
 
-def _memory_repair(
-    node: str, gpu: GpuReading, subject: Subject, base: dict[str, object]
-) -> Iterator[Symptom]:
-    counters = gpu.counters
-    if counters is None:
-        return
-    if counters.remapped_rows_pending:
-        yield Symptom(
-            detector=ROW_REMAP_PENDING,
-            subject=subject,
-            severity=Severity.WARNING,
-            summary=f"GPU {gpu.index} on {node} has a row remap pending: it needs a reset "
-            "before the faulty memory row is replaced",
-            rule="NVML remapped rows: pending",
-            evidence={**base, **_remapped_rows(counters)},
-        )
-    if counters.remapped_rows_failed:
-        yield Symptom(
-            detector=ROW_REMAP_FAILED,
-            subject=subject,
-            severity=Severity.CRITICAL,
-            summary=f"GPU {gpu.index} on {node} failed to remap a memory row: it needs service",
-            rule="NVML remapped rows: failure",
-            evidence={**base, **_remapped_rows(counters)},
-        )
-    if counters.retired_pages_pending:
-        yield Symptom(
-            detector=RETIRED_PAGES_PENDING,
-            subject=subject,
-            severity=Severity.WARNING,
-            summary=f"GPU {gpu.index} on {node} has a page retirement pending: it needs a reset",
-            rule="NVML retired pages pending status: enabled",
-            evidence={
-                **base,
-                "retired_pages_single_bit": counters.retired_pages_single_bit,
-                "retired_pages_double_bit": counters.retired_pages_double_bit,
-                "counters_read_at": counters.at.isoformat(),
-            },
-        )
-
-
 def _remapped_rows(counters: GpuCounters) -> dict[str, object]:
     return {
         "remapped_rows_correctable": counters.remapped_rows_correctable,
         "remapped_rows_uncorrectable": counters.remapped_rows_uncorrectable,
         "counters_read_at": counters.at.isoformat(),
     }
+
+
+def _retired_pages(counters: GpuCounters) -> dict[str, object]:
+    return {
+        "retired_pages_single_bit": counters.retired_pages_single_bit,
+        "retired_pages_double_bit": counters.retired_pages_double_bit,
+        "counters_read_at": counters.at.isoformat(),
+    }
+
+
+@dataclass(frozen=True, slots=True)
+class _RepairStatus:
+    """A memory repair NVML reports waiting or failed: the counters' flag that raises it, and
+    what its symptom says (the summary after "GPU <index> on <node>")."""
+
+    detector: str
+    raised: Callable[[GpuCounters], bool | None]
+    severity: Severity
+    summary: str
+    rule: str
+    evidence: Callable[[GpuCounters], dict[str, object]]
+
+
+_MEMORY_REPAIRS = (
+    _RepairStatus(
+        ROW_REMAP_PENDING,
+        lambda c: c.remapped_rows_pending,
+        Severity.WARNING,
+        "has a row remap pending: it needs a reset before the faulty memory row is replaced",
+        "NVML remapped rows: pending",
+        _remapped_rows,
+    ),
+    _RepairStatus(
+        ROW_REMAP_FAILED,
+        lambda c: c.remapped_rows_failed,
+        Severity.CRITICAL,
+        "failed to remap a memory row: it needs service",
+        "NVML remapped rows: failure",
+        _remapped_rows,
+    ),
+    _RepairStatus(
+        RETIRED_PAGES_PENDING,
+        lambda c: c.retired_pages_pending,
+        Severity.WARNING,
+        "has a page retirement pending: it needs a reset",
+        "NVML retired pages pending status: enabled",
+        _retired_pages,
+    ),
+)
+
+
+def _memory_repair(
+    node: str, gpu: GpuReading, subject: Subject, base: dict[str, object]
+) -> Iterator[Symptom]:
+    counters = gpu.counters
+    if counters is None:
+        return
+    for status in _MEMORY_REPAIRS:
+        if status.raised(counters):
+            yield Symptom(
+                detector=status.detector,
+                subject=subject,
+                severity=status.severity,
+                summary=f"GPU {gpu.index} on {node} {status.summary}",
+                rule=status.rule,
+                evidence={**base, **status.evidence(counters)},
+            )
 
 
 def _slowdown(
