@@ -21,6 +21,8 @@ import pytest
 
 from tests.deploy.chart import REPO, config_of, kinds, one, render, tool
 
+pytestmark = pytest.mark.chart
+
 KUBERNETES = REPO / "observer" / "backends" / "kubernetes"
 ADAPTER = KUBERNETES / "backend.py"
 CONNECTION = KUBERNETES / "client.py"
