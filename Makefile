@@ -1,5 +1,7 @@
 # Two entry points for a fresh machine: `make run` (the main job on its embedded default) and
-# `make test` (lint, types, layering and the whole test suite). Both set themselves up.
+# `make test` (lint, types, layering and the whole test suite, as CI runs it). Both set
+# themselves up. `make check` is the fast tier for every change: everything that needs no
+# real component (docs/TESTING.md).
 VENV ?= .venv
 BIN := $(VENV)/bin
 FAKE_NVML := .build/fake-nvml/libnvidia-ml.so.1
@@ -7,7 +9,13 @@ CHART_TOOLS := .tools/bin/.installed
 # The demo's /metrics port for `make run`; PORT=0 takes any free one.
 PORT ?= 9500
 
-.PHONY: setup run run-agent test lint locale bench chart-tools clean
+# pytest-xdist workers; tests that share one instance of a component stay on one worker.
+WORKERS ?= auto
+PYTEST := OBSERVER_TEST_FAKE_NVML_LIB=$(CURDIR)/$(FAKE_NVML) $(BIN)/pytest
+PARALLEL := -n $(WORKERS) --dist loadgroup
+COMPONENTS := slurm postgres prometheus rsyslog chromium chart systemd
+
+.PHONY: setup run run-agent check test $(COMPONENTS:%=test-%) lint locale bench chart-tools clean
 
 $(BIN)/.installed: pyproject.toml
 	python3 -m venv $(VENV)
@@ -45,8 +53,18 @@ locale: setup
 	$(BIN)/python deploy/l10n/messages.py check
 	$(BIN)/python deploy/l10n/messages.py compile
 
+check: lint $(FAKE_NVML)
+	$(PYTEST) $(PARALLEL) -m "not real"
+
+# The fault tests stop or freeze shared components, so they run alone, after the rest.
 test: lint $(FAKE_NVML) $(CHART_TOOLS)
-	OBSERVER_TEST_FAKE_NVML_LIB=$(CURDIR)/$(FAKE_NVML) $(BIN)/pytest
+	$(PYTEST) $(PARALLEL) -m "not faults"
+	$(PYTEST) -m faults
+
+# One component's tests, e.g. `make test-slurm` (their fixtures start it: docs/TESTING.md).
+$(COMPONENTS:%=test-%): test-%: setup $(FAKE_NVML) $(CHART_TOOLS)
+	$(PYTEST) $(PARALLEL) -m "$* and not faults"
+	$(PYTEST) -m "$* and faults" || [ $$? -eq 5 ]
 
 bench: setup $(FAKE_NVML)
 	OBSERVER_TEST_FAKE_NVML_LIB=$(CURDIR)/$(FAKE_NVML) PYTHONPATH=$(CURDIR) $(BIN)/python bench/agent_sampling.py

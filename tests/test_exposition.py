@@ -92,12 +92,13 @@ def controller(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         yield base
 
 
-@pytest.fixture(params=["agent", "controller"])
+@pytest.fixture(params=[pytest.param("agent", marks=pytest.mark.fake_nvml), "controller"])
 def base(request: pytest.FixtureRequest) -> str:
     url: str = request.getfixturevalue(request.param)
     return url
 
 
+@pytest.mark.chart
 def test_promtool_check_metrics_finds_nothing(base: str):
     body = httpx.get(f"{base}/metrics").content
     checked = subprocess.run(
@@ -132,6 +133,7 @@ def test_gzip_when_asked(base: str):
     assert _families(gzip.decompress(wire)) == _families(plain.content)
 
 
+@pytest.mark.fake_nvml
 def test_an_eight_gpu_agent_scrape_is_under_5_kb_gzipped(agent: str):
     plain = httpx.get(f"{agent}/metrics", headers={"Accept-Encoding": "identity"}).content
     with httpx.stream("GET", f"{agent}/metrics", headers={"Accept-Encoding": "gzip"}) as zipped:

@@ -22,9 +22,8 @@ import zoneinfo
 from pathlib import Path
 from typing import Any
 
-from observer.settings.log_readers import REQUIRED_BY_READER
-
 from observer.settings import Settings
+from observer.settings.log_readers import REQUIRED_BY_READER
 
 SCHEMA = Path(__file__).resolve().parents[2] / "helm" / "observer" / "values.schema.json"
 CHART_OWNED = {("agent", "node_name"), ("agent", "proc_root"), ("storage",)}

@@ -296,6 +296,7 @@ def test_owners_none_opens_owner_state_unknown_saying_it_was_chosen(
     assert registry.get_sample_value("observer_agent_owner_directory_up", {"source": "none"}) == 0
 
 
+@pytest.mark.slurm
 def test_auto_on_a_slurm_node_without_a_kubelet_asks_slurmd(tmp_path: Path) -> None:
     require_slurm()  # this machine's Slurm: scontrol on PATH, as on a compute node
     settings = Settings.model_validate(

@@ -24,7 +24,7 @@ from observer.settings import Settings
 from tests.backends.slurm_harness import SlurmHarness, slurm_harness
 from tests.gpu import fake_nvml
 
-pytestmark = [pytest.mark.fake_nvml, pytest.mark.timeout(600)]
+pytestmark = [pytest.mark.slurm, pytest.mark.fake_nvml, pytest.mark.timeout(600)]
 
 NODE = "n2"
 GRACE_SECONDS = 2

@@ -8,8 +8,8 @@ TTL controller.
 
 A pod with a readiness probe (the inference probe's) runs the real `observer probe serve`,
 its command line read by the real CLI, in process, bound to its own loopback address
-(127.0.0.2, 127.0.0.3, ...), which is its podIP; its kubelet probes the real /healthz every
-periodSeconds of the harness's clock and sets Ready from the answer.
+(127.B.0.1, 127.B.0.2, ..., B of this process), which is its podIP; its kubelet probes the
+real /healthz every periodSeconds of the harness's clock and sets Ready from the answer.
 
     with KubernetesHarness() as harness:
         job_id = harness.backend.submit(request)
@@ -34,6 +34,7 @@ import base64
 import hashlib
 import http.client
 import json
+import os
 import secrets
 import tempfile
 import threading
@@ -454,7 +455,10 @@ class KubernetesHarness:
         # (namespace, pod) -> its serve program; when its kubelet last probed its readiness
         self._servers: dict[tuple[str, str], ThreadingHTTPServer] = {}
         self._last_probe: dict[tuple[str, str], datetime] = {}
-        self._next_ip = 2  # 127.0.0.1 is the API server's
+        # Pod IPs are 127.B.x.y with B from the process id, so that two test processes (xdist
+        # workers, two sessions) never serve pods on the same address.
+        self._ip_block = 1 + os.getpid() % 254
+        self._next_ip = 1
         self._stop: asyncio.Event | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
@@ -1246,7 +1250,7 @@ class KubernetesHarness:
         """Start the pod's `observer probe serve` on its own loopback address: the command
         line as the real CLI reads it, the host the pod's network gives it."""
         args = _parser().parse_args(container.command[1:])
-        ip = f"127.0.0.{self._next_ip}"
+        ip = f"127.{self._ip_block}.{self._next_ip // 256}.{self._next_ip % 256}"
         self._next_ip += 1
         service = serve.Service(ip, args.port, args.latency_ms / 1000, args.warmup_seconds, 0)
         self._servers[(pod.metadata.namespace, pod.metadata.name)] = serve.start(service)

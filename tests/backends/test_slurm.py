@@ -29,6 +29,8 @@ from observer.errors import NO_GPU_EXIT_CODE, BackendError, ProbeError
 from observer.probes.outcome import judge
 from tests.backends.slurm_harness import SlurmHarness
 
+pytestmark = pytest.mark.slurm
+
 
 def _request(
     slurm: SlurmHarness,

@@ -16,6 +16,8 @@ from observer.domain import AccessAttempt
 from observer.errors import ProbeError
 from tests.backends.slurm_harness import SlurmHarness
 
+pytestmark = pytest.mark.slurm
+
 USERS = {"research": "alice", "prod": "bob"}
 
 

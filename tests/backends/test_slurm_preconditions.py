@@ -14,6 +14,8 @@ import pytest
 
 from tests.backends.slurm_harness import require_slurm
 
+pytestmark = pytest.mark.slurm
+
 
 def _config(tmp_path: Path, output_dir: Path) -> Path:
     config = tmp_path / "observer.yaml"

@@ -10,6 +10,7 @@ from datetime import timedelta
 import pytest
 
 from observer.domain import Behaviour, JobPhase, JobRequest, JobStatus, Workload
+from tests import components
 from tests.backends.k8s_harness import KubernetesHarness
 from tests.backends.slurm_harness import slurm_harness
 from tests.contracts.scheduler_harness import (
@@ -30,7 +31,7 @@ HARNESSES: dict[str, Platform] = {
 HANGING: dict[str, HangingPlatform] = {"simulated": simulated, "kubernetes": KubernetesHarness}
 
 
-@pytest.fixture(params=sorted(HARNESSES))
+@pytest.fixture(params=components.params(*sorted(HARNESSES)))
 def harness(request: pytest.FixtureRequest) -> Iterator[Harness]:
     with HARNESSES[request.param]() as h:
         yield h

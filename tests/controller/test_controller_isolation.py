@@ -8,6 +8,7 @@ from __future__ import annotations
 from datetime import timedelta
 from pathlib import Path
 
+import pytest
 from prometheus_client import CollectorRegistry
 
 from observer.backends.slurm.backend import SlurmBackend
@@ -194,6 +195,7 @@ def _slurm_controller(slurm: SlurmHarness, store: Store) -> Controller:
     return build_controller(settings, backend, store, SystemClock(), metrics)
 
 
+@pytest.mark.slurm
 def test_on_real_slurm_visible_jobs_fail_the_run_and_private_data_passes_it(tmp_path: Path):
     url = f"sqlite:///{tmp_path / 'observer.db'}"
     upgrade(url)

@@ -21,6 +21,7 @@ from observer.settings import Settings
 from observer.simulation.soak import SimulatedSoak
 from observer.storage.database import upgrade
 from observer.storage.store import Store
+from tests import components
 from tests.backends.k8s_harness import KubernetesHarness
 from tests.backends.slurm_harness import SlurmHarness, slurm_harness
 
@@ -141,7 +142,7 @@ def _platform(name: str) -> Iterator[Platform]:
             yield KubernetesPlatform(k8s)
 
 
-@pytest.fixture(params=["slurm", "kubernetes"])
+@pytest.fixture(params=components.params("slurm", "kubernetes"))
 def platform(request: pytest.FixtureRequest) -> Iterator[Platform]:
     with _platform(request.param) as p:
         yield p

@@ -8,6 +8,8 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+import pytest
+
 from observer.clock import SystemClock
 from observer.domain import FindingKind, Outcome, Severity
 from observer.errors import NO_GPU_EXIT_CODE
@@ -17,6 +19,8 @@ from observer.simulation.soak import SimulatedSoak
 from observer.storage.database import upgrade
 from observer.storage.store import Store
 from tests.backends.slurm_harness import slurm_harness
+
+pytestmark = pytest.mark.slurm
 
 
 def test_gpu_burn_without_a_driver_is_no_gpu_and_a_finding_on_the_node_that_claims_gpus(

@@ -13,6 +13,8 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
+import pytest
+
 from observer.clock import SystemClock
 from observer.controller.compose import inference_spec
 from observer.detectors.inference import SCALE_OUT_STALLED, UNAVAILABLE
@@ -22,6 +24,8 @@ from observer.simulation.soak import SimulatedSoak
 from observer.storage.database import upgrade
 from observer.storage.store import Store
 from tests.backends.slurm_harness import SlurmHarness, slurm_harness
+
+pytestmark = pytest.mark.slurm
 
 LATENCY_MS = 20.0
 STALL_SECONDS = 6

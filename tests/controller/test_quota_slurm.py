@@ -30,6 +30,8 @@ from observer.storage.database import upgrade
 from observer.storage.store import Store
 from tests.backends.slurm_harness import SlurmHarness, slurm_harness
 
+pytestmark = pytest.mark.slurm
+
 RECLAIM_SECONDS = 6
 
 

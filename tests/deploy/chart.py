@@ -15,11 +15,11 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-import pytest
 import yaml
 from prometheus_client import CollectorRegistry
 
 from observer.metrics import AgentMetrics, ControllerMetrics
+from tests import components
 
 REPO = Path(__file__).resolve().parents[2]
 CHART = REPO / "helm" / "observer"
@@ -58,10 +58,7 @@ GRAFANA_VARIABLES = {
 
 def need(what: str, reason: str) -> None:
     """A missing tool skips the test here, and fails it in CI (CI=true)."""
-    message = f"{what} is missing: {reason}"
-    if os.environ.get("CI") == "true":
-        pytest.fail(message)
-    pytest.skip(message)
+    components.unavailable(f"{what} is missing: {reason}")
 
 
 def optional(module: str, package: str) -> Any:
@@ -74,6 +71,7 @@ def optional(module: str, package: str) -> Any:
 
 
 def tool(name: str) -> Path:
+    components.require("chart")
     for candidate in (TOOLS_BIN / name, shutil.which(name)):
         if candidate and Path(candidate).is_file() and os.access(candidate, os.X_OK):
             return Path(candidate)

@@ -67,6 +67,7 @@ import yaml
 
 from observer.cli import _parser
 from observer.settings.controller import ControllerSettings
+from tests import components
 from tests.backends.k8s_harness import KubernetesHarness
 from tests.backends.slurm_harness import slurm_harness
 from tests.deploy.chart import REPO, all_containers, need, pod_spec
@@ -164,6 +165,7 @@ def cluster_for(objects: list[dict[str, Any]], root: Path) -> Iterator[Cluster]:
 @contextmanager
 def postgres_schema() -> Iterator[str]:
     """A URL whose connections see only a new, empty schema of the test server."""
+    components.require("postgres")
     url = os.environ.get("OBSERVER_TEST_POSTGRES_URL", DEFAULT_POSTGRES_URL)
     admin = sa.create_engine(url, isolation_level="AUTOCOMMIT")
     schema = f"rehearsal_{secrets.token_hex(8)}"

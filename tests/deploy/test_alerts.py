@@ -24,6 +24,8 @@ from tests.deploy.chart import (
     tool,
 )
 
+pytestmark = pytest.mark.chart
+
 UNIT_TESTS = Path(__file__).with_name("alerts_test.yaml")
 PAGING_UNIT_TESTS = Path(__file__).with_name("alerts_paging_test.yaml")
 SEVERITIES = {"critical", "warning", "info"}

@@ -31,6 +31,8 @@ from tests.deploy.chart import (
     tool,
 )
 
+pytestmark = pytest.mark.chart
+
 VALUE_SETS = [None, *CI_VALUES]
 VALUE_IDS = ["defaults", *(p.name.removesuffix("-values.yaml") for p in CI_VALUES)]
 WORKLOADS = ("DaemonSet", "Deployment", "Pod")

@@ -13,6 +13,8 @@ import pytest
 from observer.cli import _parser
 from tests.deploy.chart import CI_VALUES, REPO, all_containers, pod_spec, render, tool
 
+pytestmark = pytest.mark.chart
+
 VALUE_SETS = [None, *CI_VALUES]
 VALUE_IDS = ["defaults", *(p.name.removesuffix("-values.yaml") for p in CI_VALUES)]
 

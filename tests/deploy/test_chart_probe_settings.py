@@ -15,6 +15,8 @@ from observer.domain import JobRequest, Workload
 from observer.settings import Settings, load_settings
 from tests.deploy.chart import config_of, render, tool
 
+pytestmark = pytest.mark.chart
+
 VALUES = """
 settings:
   agent:

@@ -22,6 +22,8 @@ import pytest
 
 from tests.deploy.chart import REPO, config_of, kinds, one, render, tool
 
+pytestmark = pytest.mark.chart
+
 KUBERNETES = REPO / "observer" / "backends" / "kubernetes"
 CONNECTION = KUBERNETES / "client.py"
 ISOLATION = KUBERNETES / "isolation.py"  # a tenant's calls, not the controller's

@@ -15,6 +15,8 @@ import yaml
 
 from tests.deploy.chart import CHART, CI_VALUES, helm_args, run, tool
 
+pytestmark = pytest.mark.chart
+
 DIGEST = "sha256:" + "0" * 64
 RENDERS: dict[str, list[str]] = {
     "defaults": [],

@@ -19,6 +19,8 @@ from tests.deploy.chart import (
     promql_metric_names,
 )
 
+pytestmark = pytest.mark.chart
+
 EXPECTED = {
     "soak-overview.json": "observer-soak-overview",
     "gpu-fleet.json": "observer-gpu-fleet",

@@ -37,7 +37,7 @@ STARTUP_SECONDS = 30
 # Queries that depend on work being on the GPUs, or a finding being open, when asked.
 MAY_BE_EMPTY = {"observer_gpu_process_memory_used_bytes", "observer_findings_open"}
 
-pytestmark = pytest.mark.timeout(180)
+pytestmark = [pytest.mark.prometheus, pytest.mark.chart, pytest.mark.timeout(180)]
 
 
 @dataclass

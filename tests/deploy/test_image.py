@@ -19,6 +19,8 @@ import yaml
 
 from tests.deploy.chart import CHART, REPO, observer_metric_names, run, tool
 
+pytestmark = pytest.mark.chart
+
 DOCKERFILE = REPO / "deploy" / "Dockerfile"
 BUILD_TOOLS = re.compile(r"\b(apt-get|apk|gcc|g\+\+|make|build-essential|pip install)\b")
 

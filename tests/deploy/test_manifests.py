@@ -10,6 +10,8 @@ import pytest
 
 from tests.deploy.chart import CI_VALUES, optional, render, tool
 
+pytestmark = pytest.mark.chart
+
 # Chart.yaml: kubeVersion >=1.27; the newest schemas kubernetes-validate ships.
 KUBERNETES_VERSIONS = ("1.27.0", "1.35.0")
 CRD_KINDS = {"ServiceMonitor", "PodMonitor", "PrometheusRule"}

@@ -24,6 +24,8 @@ from tests.deploy.chart import (
     tool,
 )
 
+pytestmark = pytest.mark.chart
+
 VALUE_SETS = [
     pytest.param(values, id=values.name.removesuffix("-values.yaml") if values else "defaults")
     for values in (None, *CI_VALUES)

@@ -25,6 +25,8 @@ from tests.deploy.chart import (
     tool,
 )
 
+pytestmark = pytest.mark.chart
+
 WITH_AGENTS = [
     pytest.param(values, id=values.name.removesuffix("-values.yaml") if values else "defaults")
     for values in (None, *CI_VALUES)

@@ -19,6 +19,8 @@ from tests.deploy.chart import pod_spec, render, tool
 from tests.deploy.rehearsal import Rehearsal, cluster_for, helm_test_pods, workloads
 from tests.deploy.test_chart_args import VALUE_IDS, VALUE_SETS, entrypoint
 
+pytestmark = pytest.mark.chart
+
 # What the rehearsal reads of each render that passed: a value set that renders the same pods,
 # Services and ConfigMaps as one before it (monitors and rules aside) has passed already.
 _PASSED: set[str] = set()

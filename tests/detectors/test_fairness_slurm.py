@@ -47,6 +47,8 @@ from observer.storage.database import upgrade
 from observer.storage.store import Store
 from tests.backends.slurm_harness import SlurmHarness, slurm_harness
 
+pytestmark = pytest.mark.slurm
+
 ROUNDS = 3
 LONG_SECONDS = 60  # prod's jobs outlast the round; the round's end cancels them
 RULES = FairnessSettings(

@@ -27,7 +27,7 @@ from tests.backends.slurm_harness import slurm_harness
 from tests.faults.daemon import Controller, controller, slurm_config, stop
 
 # Real time on the real components, and a shared Slurm another test may hold: not 120 s.
-pytestmark = pytest.mark.timeout(600)
+pytestmark = [pytest.mark.slurm, pytest.mark.faults, pytest.mark.timeout(600)]
 
 FROZEN_SECONDS = 180
 SNAPSHOT_INTERVAL_SECONDS = 1

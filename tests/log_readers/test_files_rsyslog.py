@@ -14,10 +14,14 @@ from __future__ import annotations
 import uuid
 from datetime import UTC, datetime, timedelta
 
+import pytest
+
 from observer.detectors.log_loss import analyse, findings
 from observer.domain import Severity
 from observer.settings.detectors import LogLossSettings
 from tests.log_readers.rsyslog import BURST_LINE_BYTES, Pipeline
+
+pytestmark = pytest.mark.rsyslog
 
 
 def test_a_canary_rotated_once_the_shipper_caught_up_arrives_whole(pipeline: Pipeline) -> None:

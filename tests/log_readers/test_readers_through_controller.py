@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 
 from observer.backends.simulated import SimulatedCluster
 from observer.clock import Clock, ManualClock, SystemClock
@@ -33,6 +34,8 @@ from observer.storage.store import Store
 from tests.log_readers.conftest import Serve
 from tests.log_readers.rsyslog import Pipeline
 from tests.log_readers.stand_ins import FakeLoki, FakeSearch, iso, ns
+
+pytestmark = pytest.mark.rsyslog
 
 START = datetime(2026, 11, 30, 9, 0, tzinfo=UTC)
 LAUNCH = START + timedelta(seconds=600)  # the plan entry's first firing

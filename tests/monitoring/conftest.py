@@ -26,6 +26,7 @@ from prometheus_client.registry import Collector
 
 from observer.clock import SystemClock
 from observer.metrics import Heartbeat
+from tests import components
 
 REPO = Path(__file__).resolve().parents[2]
 UP = REPO / "deploy" / "local" / "infra" / "prometheus-up.sh"
@@ -54,6 +55,7 @@ class Prometheus:
 
 @pytest.fixture(scope="session")
 def prometheus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Prometheus]:
+    components.require("prometheus")
     directory = tmp_path_factory.mktemp("prometheus")
     env = {
         **os.environ,
@@ -70,9 +72,7 @@ def prometheus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Prometheus]
     except subprocess.TimeoutExpired:
         reason = f"{UP.name} did not finish within 300 s"
     if reason is not None:
-        if os.environ.get("CI") == "true":
-            pytest.fail(reason)
-        pytest.skip(f"no local Prometheus: {reason} (CI=true makes this fail)")
+        components.unavailable(f"no local Prometheus: {reason}")
     yield Prometheus(url=done.stdout.strip().splitlines()[-1], directory=directory)
     subprocess.run(["bash", str(DOWN)], env=env, capture_output=True, timeout=30, check=False)
 

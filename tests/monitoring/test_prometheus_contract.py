@@ -90,7 +90,7 @@ def _fake() -> Fake:
     return side
 
 
-@pytest.fixture(params=["fake", "real"])
+@pytest.fixture(params=["fake", pytest.param("real", marks=pytest.mark.prometheus)])
 def side(request: pytest.FixtureRequest) -> Iterator[Side]:
     if request.param == "fake":
         yield _fake()

@@ -41,6 +41,8 @@ from tests.monitoring.conftest import (
     free_port,
 )
 
+pytestmark = pytest.mark.prometheus
+
 POLL_SECONDS = 0.25
 
 

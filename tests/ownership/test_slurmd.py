@@ -17,6 +17,8 @@ from observer.errors import OwnerSourceError
 from observer.ownership.slurmd import SlurmdOwners
 from tests.backends.slurm_harness import SlurmHarness, require_slurm, slurm_harness
 
+pytestmark = pytest.mark.slurm
+
 UUIDS = {i: f"GPU-{i}1111111-2222-3333-4444-555555555555" for i in range(4)}
 
 

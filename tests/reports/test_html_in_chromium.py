@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import html
 import json
-import os
 import re
 import shutil
 import subprocess
@@ -19,12 +18,13 @@ import pytest
 from observer.reports.compute.daily import build_daily
 from observer.reports.inputs import load_daily
 from observer.reports.render.daily import render_daily
+from tests import components
 from tests.reports.conftest import PlayedWeek
 from tests.reports.week import DAYS
 
 # The played week (tests/reports/conftest.py) is set up by whichever test needs it first:
 # seven simulated days, minutes, more on a loaded machine.
-pytestmark = pytest.mark.timeout(600)
+pytestmark = [pytest.mark.chromium, pytest.mark.timeout(600)]
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 CHARTS = (
@@ -37,12 +37,10 @@ CHARTS = (
 
 @pytest.fixture(scope="session")
 def chromium() -> str:
+    components.require("chromium")
     found = shutil.which("chromium") or shutil.which("chromium-browser")
     if found is None:
-        reason = "headless Chromium is not installed (apt-get install -y chromium)"
-        if os.environ.get("CI") == "true":
-            pytest.fail(reason)
-        pytest.skip(reason)
+        components.unavailable("headless Chromium is not installed (apt-get install -y chromium)")
     return found
 
 
