@@ -29,6 +29,17 @@ from observer.controller.lag import LagWatch
 from observer.controller.observe import FleetObserver
 from observer.controller.runs import Budget, ProbeRunner, Tenant
 from observer.controller.views import Published
+from observer.controller.watches import (
+    allocations,
+    canaries,
+    in_service,
+    reclaims,
+    releases,
+    store_outage,
+    unfairness,
+    unusable_gpus,
+    waits,
+)
 from observer.controller.work import Controller, PlanEntry
 from observer.detectors import gpu_unusable, log_loss
 from observer.domain import STALE_AFTER_INTERVALS, NodeSnapshot, SchedulerSnapshot
@@ -336,22 +347,41 @@ def build_controller(
     nodes: Published[Mapping[str, NodeSnapshot]] = Published(MappingProxyType({}))
     scheduler: Published[SchedulerSnapshot | None] = Published(None)
     reader = build_log_reader(cfg.logs, backend, store)
+    rules = settings.detectors
+    quotas = {t.name: t.quota_gpus for t in cfg.tenants if t.quota_gpus is not None}
+    weights = {t.name: t.weight for t in cfg.tenants}
     detection = Detection(
         store=store,
         clock=clock,
         metrics=metrics,
-        calendar=calendar,
-        rules=settings.detectors,
-        catalog=catalog,
-        weights={t.name: t.weight for t in cfg.tenants},
-        quotas={t.name: t.quota_gpus for t in cfg.tenants if t.quota_gpus is not None},
-        log_reader=reader,
-        log_pipeline=log_pipeline_name(cfg.logs),
-        log_settle_seconds=cfg.logs.settle_seconds,
         scheduler_max_age_seconds=STALE_AFTER_INTERVALS * cfg.snapshot_interval_seconds,
-        quota_reclaim_seconds=cfg.quota_reclaim_seconds,
         nodes=nodes,
         scheduler=scheduler,
+        # Every controller-side rule, in the order the detect loop checks them and stores what
+        # they found: a new rule is one more watch here.
+        watches=[
+            # First, so that a log read that raises leaves the others as they were; what it
+            # found is stored after theirs (Checked.late).
+            canaries.LogCanaries(
+                store,
+                metrics,
+                catalog,
+                reader,
+                log_pipeline_name(cfg.logs),
+                cfg.logs.settle_seconds,
+                rules.log,
+            ),
+            unusable_gpus.UnusableGpus(),
+            store_outage.StoreOutage(store),
+            waits.UnexplainedWaits(rules.fairness, quotas),
+            reclaims.QuotaReclaims(store, quotas, cfg.quota_reclaim_seconds),
+            allocations.Allocations(rules),
+            in_service.GpusInService(rules.gpu_in_service),
+            releases.ProbeReleases(store, rules),
+            unfairness.PersistentUnfairness(
+                store, metrics, calendar, rules.fairness, weights, quotas
+            ),
+        ],
     )
     return Controller(
         backend, store, runner, calendar, plan, catalog, clock, metrics, detection, nodes, scheduler

@@ -14,8 +14,8 @@ from typing import Any
 from observer.backends.simulated import SimulatedCluster
 from observer.clock import ManualClock
 from observer.controller.compose import Task
-from observer.controller.detect import RELEASE_CHECK_HORIZON
 from observer.controller.views import Published
+from observer.controller.watches.releases import RELEASE_CHECK_HORIZON
 from observer.domain import (
     Finding,
     FindingKind,

@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from observer.clock import ManualClock
-from observer.controller.detect import CANARY_READ_TRIES
+from observer.controller.watches.canaries import CANARY_READ_TRIES
 from observer.domain import ProbeRun, RunState
 from observer.settings import Settings
 from observer.simulation.soak import SimulatedSoak, simulated_cluster
