@@ -568,7 +568,7 @@ def _findings(args: argparse.Namespace, settings: Settings) -> int:
 def _runs(args: argparse.Namespace, settings: Settings) -> int:
     from zoneinfo import ZoneInfo  # noqa: PLC0415
 
-    from observer.reports.compute.figures import is_failed, task_records  # noqa: PLC0415
+    from observer.reports.compute.tasks import is_failed, task_records  # noqa: PLC0415
     from observer.reports.inputs import day_period  # noqa: PLC0415
     from observer.reports.render.i18n import Words  # noqa: PLC0415
     from observer.reports.render.json import task_record_json  # noqa: PLC0415

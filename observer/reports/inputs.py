@@ -14,7 +14,7 @@ from observer.domain import Behaviour
 from observer.errors import ReportError
 from observer.probes.windows import Calendar, Window, parse_days, parts_in
 from observer.records import StoredNodeChange, StoredQueueSample, TenantTaskCounts, job_slot
-from observer.reports.compute.criteria import VerdictRules
+from observer.reports.compute.criteria.result import VerdictRules
 from observer.reports.compute.daily import DailyInputs
 from observer.reports.compute.data import (
     GpuUsage,

@@ -13,7 +13,7 @@ import pytest
 from observer.clock import SystemClock
 from observer.domain import FindingKind, Outcome, Severity
 from observer.errors import NO_GPU_EXIT_CODE
-from observer.reports.compute.figures import FAILED_OUTCOMES
+from observer.reports.compute.tasks import FAILED_OUTCOMES
 from observer.settings import Settings
 from observer.simulation.soak import SimulatedSoak
 from observer.storage.database import upgrade

@@ -14,7 +14,7 @@ from pathlib import Path
 from observer.detectors.quota_reclaim import DETECTOR, reclaimed_seconds
 from observer.domain import Outcome, RunState
 from observer.probes.catalog import QUOTA_PROBE, RECLAIM_PROBE
-from observer.reports.compute.criteria import FailureClass, Status
+from observer.reports.compute.criteria.result import FailureClass, Status
 from observer.reports.compute.verdict import build_verdict
 from observer.reports.inputs import load_verdict
 from observer.settings import Settings

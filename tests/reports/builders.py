@@ -26,7 +26,7 @@ from observer.records import (
     StoredGpuSample,
     StoredQueueSample,
 )
-from observer.reports.compute.criteria import VerdictRules
+from observer.reports.compute.criteria.result import VerdictRules
 from observer.reports.compute.data import (
     GpuUsage,
     Period,

@@ -12,7 +12,7 @@ from observer.domain import JobPhase
 from observer.records import JOB_SLOT, JobOrigin, JobSlot, JobTally
 from observer.reports.compute.daily import DailyInputs, build_daily
 from observer.reports.compute.data import Period, PeriodData
-from observer.reports.compute.figures import (
+from observer.reports.compute.jobs import (
     AllJobFigures,
     JobFailureGroup,
     TenantJobs,

@@ -7,7 +7,7 @@ import json
 from datetime import timedelta
 
 from observer.domain import SchedulerSnapshot
-from observer.reports.compute.criteria import Status
+from observer.reports.compute.criteria.result import Status
 from observer.reports.compute.layers import NEEDS
 from observer.reports.compute.verdict import Recommendation, build_verdict
 from observer.reports.inputs import load_verdict

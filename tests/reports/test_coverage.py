@@ -13,8 +13,8 @@ import pytest
 from observer.records import ProbeSkip, SkipReason
 from observer.reports.compute.daily import DailyInputs, build_daily
 from observer.reports.compute.data import PeriodData
-from observer.reports.compute.figures import ProbeCoverage, coverage_figures
 from observer.reports.compute.notes import Note
+from observer.reports.compute.tasks import ProbeCoverage, coverage_figures
 from observer.reports.compute.verdict import Recommendation, VerdictInputs, build_verdict
 from observer.reports.render.daily import render_daily
 from observer.reports.render.i18n import Language, Words

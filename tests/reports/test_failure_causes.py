@@ -26,7 +26,7 @@ from observer.domain import (
 )
 from observer.records import JOB_SLOT, JobSlot, JobTally, StoredNodeChange
 from observer.reports.compute.causes import Cause, Classified, classify, classify_job
-from observer.reports.compute.criteria import Status
+from observer.reports.compute.criteria.result import Status
 from observer.reports.compute.daily import DailyInputs, build_daily
 from observer.reports.compute.data import PeriodData
 from observer.reports.compute.notes import Note

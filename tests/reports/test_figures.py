@@ -25,8 +25,9 @@ from observer.reports.compute.data import (
     gpu_usage,
 )
 from observer.reports.compute.events import scheduler_gaps
-from observer.reports.compute.figures import period_figures, wait_stats
+from observer.reports.compute.figures import period_figures
 from observer.reports.compute.notes import Note
+from observer.reports.compute.queues import wait_stats
 from observer.reports.render.daily import render_daily
 from tests.reports.builders import CALENDAR, DAY, at, context, finding, gpu, node, queue, run
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 from observer.domain import Finding, FindingKind, Severity
-from observer.reports.compute.criteria import CriterionResult, FailureClass, Status
+from observer.reports.compute.criteria.result import CriterionResult, FailureClass, Status
 from observer.reports.compute.data import PeriodData
 from observer.reports.compute.verdict import VerdictInputs, build_verdict
 from observer.reports.render.verdict import render_verdict

@@ -7,7 +7,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 from observer.domain import Expectation, Finding, Outcome, ProbeRun, Severity
-from observer.reports.compute.criteria import CriterionResult, FailureClass, Status
+from observer.reports.compute.criteria.result import CriterionResult, FailureClass, Status
 from observer.reports.compute.data import Period, PeriodData
 from observer.reports.compute.notes import Note
 from observer.reports.compute.verdict import Verdict, VerdictInputs, build_verdict

@@ -12,7 +12,7 @@ import pytest
 
 from observer.domain import Finding, SchedulerSnapshot
 from observer.records import StoredGpuSample
-from observer.reports.compute.criteria import CriterionResult, FailureClass, Status
+from observer.reports.compute.criteria.result import CriterionResult, FailureClass, Status
 from observer.reports.compute.daily import DailyInputs, DailyReport, build_daily
 from observer.reports.compute.data import Period, PeriodData
 from observer.reports.compute.notes import Note

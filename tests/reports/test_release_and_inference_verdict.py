@@ -11,7 +11,7 @@ from datetime import timedelta
 
 from observer.domain import Expectation, Finding, ProbeRun, Severity
 from observer.records import InferenceSample
-from observer.reports.compute.criteria import CriterionResult, FailureClass, Status
+from observer.reports.compute.criteria.result import CriterionResult, FailureClass, Status
 from observer.reports.compute.data import PeriodData
 from observer.reports.compute.notes import Note
 from observer.reports.compute.verdict import Verdict, VerdictInputs, build_verdict

@@ -18,8 +18,8 @@ import pytest
 from observer.domain import Expectation, Outcome, ProbeRun
 from observer.reports.compute.daily import DailyInputs, DailyReport, build_daily
 from observer.reports.compute.data import PeriodData
-from observer.reports.compute.figures import explain
 from observer.reports.compute.notes import Note
+from observer.reports.compute.tasks import explain
 from observer.reports.render.daily import render_daily
 from observer.storage.database import upgrade
 from observer.storage.store import Store

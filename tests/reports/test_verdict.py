@@ -29,7 +29,8 @@ from observer.records import (
     StoredNodeChange,
     StoredQueueSample,
 )
-from observer.reports.compute.criteria import CRITERIA, FailureClass, Status
+from observer.reports.compute.criteria.judge import CRITERIA
+from observer.reports.compute.criteria.result import FailureClass, Status
 from observer.reports.compute.data import (
     Allocation,
     GpuUsage,

@@ -8,8 +8,9 @@ from dataclasses import dataclass
 from datetime import date, datetime
 
 from observer.reports.compute.data import PeriodData, ReportContext
-from observer.reports.compute.figures import PeriodFigures, TaskRecord, period_figures, task_records
+from observer.reports.compute.figures import PeriodFigures, period_figures
 from observer.reports.compute.inference import InferenceFigures, inference_figures
+from observer.reports.compute.tasks import TaskRecord, task_records
 from observer.reports.compute.tenants import TenantFigures, tenant_figures
 
 

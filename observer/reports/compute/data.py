@@ -4,9 +4,11 @@ large to hold for a whole soak (GPU samples, reduced a day at a time). Pure."""
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections import Counter
+from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from typing import TypeVar
 
 from observer.domain import STALE_AFTER_INTERVALS, Finding, ProbeRun, SchedulerNode
 from observer.probes.windows import Calendar
@@ -160,52 +162,37 @@ def gpu_usage(
     samples: Iterable[StoredGpuSample], pools: Mapping[str, str | None], calendar: Calendar
 ) -> GpuUsage:
     """Reduce samples; `pools` maps node to pool (nodes the scheduler does not know are in
-    NO_POOL). Windows and hours are the platform's (calendar.timezone)."""
-    overall: list[int] = []
-    by_pool: dict[str, list[int]] = {}
-    by_window: dict[str, list[int]] = {}
-    by_hour: dict[str, list[int]] = {}
-    by_tenant: dict[str, list[int]] = {}
-    by_task: dict[str, list[int]] = {}
-    by_window_tenant: dict[str, dict[str, list[int]]] = {}
-    nodes: set[str] = set()
-    unread = 0
-    windows: dict[datetime, list[str]] = {}
+    NO_POOL). Windows and hours are the platform's (calendar.timezone). The samples are counted
+    as the database counts them, by node, by instant rather than by minute, and by tenant and
+    task over the period and within each window, then grouped as its counts are."""
+    slots: dict[datetime, _Slot] = {}  # a node's GPUs are sampled at one instant: looked up once
+    by_node: dict[str, list[int]] = {}
+    unread: Counter[str] = Counter()
+    by_slot: dict[_Slot, list[int]] = {}
+    by_owner: dict[tuple[str, str], list[int]] = {}
+    by_window: dict[str, dict[tuple[str, str], list[int]]] = {}
     for sample in samples:
-        nodes.add(sample.node)
-        percent = sample.utilization_gpu_percent
-        if percent is None:
-            unread += 1
+        node = _tally(by_node, sample.node)
+        if sample.utilization_gpu_percent is None:
+            unread[sample.node] += 1
             continue
-        overall.append(percent)
-        by_pool.setdefault(pools.get(sample.node) or NO_POOL, []).append(percent)
-        # Every GPU of a node is sampled at the same instant: look its windows up once.
-        names = windows.get(sample.at)
-        if names is None:
-            names = windows[sample.at] = calendar.windows_at(sample.at)
-        for name in names:
-            by_window.setdefault(name, []).append(percent)
-        hour = f"{sample.at.astimezone(calendar.timezone).hour:02d}"
-        by_hour.setdefault(hour, []).append(percent)
+        percent = min(max(sample.utilization_gpu_percent, 0), 100)
+        node[percent] += 1
+        slot = slots.get(sample.at)
+        if slot is None:
+            slot = slots[sample.at] = _slot(calendar, sample.at)
+        _tally(by_slot, slot)[percent] += 1
         if sample.tenant is not None:
-            by_tenant.setdefault(sample.tenant, []).append(percent)
-            by_task.setdefault(sample.task or TASK_NOT_KNOWN, []).append(percent)
-            for name in names:
-                by_window_tenant.setdefault(name, {}).setdefault(sample.tenant, []).append(percent)
-
-    def reduce(groups: dict[str, list[int]]) -> dict[str, UtilizationHistogram]:
-        return {key: UtilizationHistogram.of(groups[key]) for key in sorted(groups)}
-
-    return GpuUsage(
-        overall=UtilizationHistogram.of(overall),
-        by_pool=reduce(by_pool),
-        by_window=reduce(by_window),
-        by_hour=reduce(by_hour),
-        by_tenant=reduce(by_tenant),
-        by_task=reduce(by_task),
-        by_window_tenant={k: reduce(by_window_tenant[k]) for k in sorted(by_window_tenant)},
-        nodes=frozenset(nodes),
-        unread_samples=unread,
+            owner = (sample.tenant, sample.task or TASK_NOT_KNOWN)
+            _tally(by_owner, owner)[percent] += 1
+            for name in slot[0]:
+                _tally(by_window.setdefault(name, {}), owner)[percent] += 1
+    return _grouped(
+        pools,
+        [(node, counts, unread[node]) for node, counts in by_node.items()],
+        by_slot.items(),
+        _tenant_task_counts(by_owner),
+        {name: _tenant_task_counts(owners) for name, owners in by_window.items()},
     )
 
 
@@ -226,6 +213,47 @@ def gpu_usage_of_counts(
 ) -> GpuUsage:
     """gpu_usage over samples counted by the database (see counts_are_exact); `windows`: each
     window's samples by tenant and task, counted over its occurrences in the period."""
+    return _grouped(
+        pools,
+        counts.by_node,
+        ((_slot(calendar, minute), histogram) for minute, histogram in counts.by_minute),
+        counts.by_tenant_task,
+        windows,
+    )
+
+
+# The windows an instant falls in and its local hour ("00".."23"): samples alike in both are
+# grouped alike, so those of a minute (counted) or of an instant (read) are added up as one.
+_Slot = tuple[tuple[str, ...], str]
+_Key = TypeVar("_Key", bound=Hashable)
+
+
+def _slot(calendar: Calendar, at: datetime) -> _Slot:
+    return tuple(calendar.windows_at(at)), f"{at.astimezone(calendar.timezone).hour:02d}"
+
+
+def _tally(tallies: dict[_Key, list[int]], key: _Key) -> list[int]:
+    """The samples per percent counted so far under `key`."""
+    tally = tallies.get(key)
+    if tally is None:
+        tally = tallies[key] = [0] * _PERCENTS
+    return tally
+
+
+def _tenant_task_counts(by_owner: Mapping[tuple[str, str], Sequence[int]]) -> TenantTaskCounts:
+    return tuple((tenant, task, tuple(counts)) for (tenant, task), counts in by_owner.items())
+
+
+def _grouped(
+    pools: Mapping[str, str | None],
+    by_node: Iterable[tuple[str, Sequence[int], int]],
+    by_slot: Iterable[tuple[_Slot, Sequence[int]]],
+    by_tenant_task: Iterable[tuple[str, str, Sequence[int]]],
+    windows: Mapping[str, Iterable[tuple[str, str, Sequence[int]]]],
+) -> GpuUsage:
+    """GpuUsage from samples counted per percent: by node (with those that could not be
+    read), by slot, by tenant and task, and by tenant and task within each window. A key may
+    come more than once; its counts add up."""
     overall = [0] * _PERCENTS
     by_pool: dict[str, list[int]] = {}
     by_window: dict[str, list[int]] = {}
@@ -237,23 +265,19 @@ def gpu_usage_of_counts(
     unread = 0
 
     def add(groups: dict[str, list[int]], key: str, counts: Sequence[int]) -> None:
-        tally = groups.get(key)
-        if tally is None:
-            groups[key] = list(counts)
-        else:
-            groups[key] = [a + b for a, b in zip(tally, counts, strict=True)]
+        groups[key] = [a + b for a, b in zip(_tally(groups, key), counts, strict=True)]
 
-    for node, histogram, node_unread in counts.by_node:
+    for node, histogram, node_unread in by_node:
         nodes.add(node)
         unread += node_unread
         if any(histogram):
             add(by_pool, pools.get(node) or NO_POOL, histogram)
-    for minute, histogram in counts.by_minute:
+    for (names, hour), histogram in by_slot:
         overall = [a + b for a, b in zip(overall, histogram, strict=True)]
-        for name in calendar.windows_at(minute):
+        for name in names:
             add(by_window, name, histogram)
-        add(by_hour, f"{minute.astimezone(calendar.timezone).hour:02d}", histogram)
-    for tenant, task, histogram in counts.by_tenant_task:
+        add(by_hour, hour, histogram)
+    for tenant, task, histogram in by_tenant_task:
         add(by_tenant, tenant, histogram)
         add(by_task, task, histogram)
     for name, window in windows.items():

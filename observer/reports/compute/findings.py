@@ -2,7 +2,11 @@
 English `summary` says, in words the report's language chooses. The first Note is the
 sentence; any more are its details (what was seen, each its own clause). None: a finding
 whose evidence lacks what its sentence needs (stored by an older observer), which the
-reports show by its stored summary, quoted."""
+reports show by its stored summary, quoted.
+
+Each detector's wording is one entry of _BY_DETECTOR: most say one Note, each parameter read
+from the finding (`_note` and its readers); a detector whose sentence takes one of several
+forms, or adds details for what was seen, has its own function."""
 
 from __future__ import annotations
 
@@ -27,6 +31,8 @@ from observer.reports.compute.notes import Note
 Evidence = Mapping[str, JsonValue]
 Subject = Mapping[str, str]
 Sentence = tuple[Note, ...]
+Wording = Callable[[Subject, Evidence], Sentence]
+Reader = Callable[[Subject, Evidence], JsonValue]  # one parameter of a Note, from the finding
 
 
 def describe(detector: str, subject: Subject, evidence: Evidence) -> Sentence | None:
@@ -39,87 +45,112 @@ def describe(detector: str, subject: Subject, evidence: Evidence) -> Sentence | 
         return None
 
 
-def _note(key: str, **params: JsonValue) -> Note:
-    """A finding's Note; `key` is whole (finding.*), so that extraction sees it."""
-    return Note(key, params)
+def _note(key: str, **params: Reader) -> Wording:
+    """A sentence of one Note: `key` (whole, finding.*, so that extraction sees it) and each
+    parameter as its reader reads it from the finding."""
+
+    def words(s: Subject, e: Evidence) -> Sentence:
+        return (Note(key, {name: read(s, e) for name, read in params.items()}),)
+
+    return words
 
 
-def _memory(n: JsonValue) -> str:
+# --- readers: a parameter from the finding ------------------------------------------------
+
+
+def _subject(part: str) -> Reader:
+    return lambda s, e: s[part]
+
+
+def _evidence(name: str) -> Reader:
+    """The evidence's value as it is."""
+    return lambda s, e: e[name]
+
+
+def _text(name: str) -> Reader:
+    return lambda s, e: str(e[name])
+
+
+def _memory(name: str) -> Reader:
+    return lambda s, e: _bytes(e[name])
+
+
+def _count(name: str) -> Reader:
+    """How many the evidence's list holds (0: not a list)."""
+    return lambda s, e: len(held) if isinstance(held := e[name], list) else 0
+
+
+def _names(name: str) -> Reader:
+    return lambda s, e: _as_names(e[name])
+
+
+def _gpu(s: Subject, e: Evidence) -> JsonValue:
+    return str(e["gpu_index"])
+
+
+def _owner(s: Subject, e: Evidence) -> JsonValue:
+    return str(e.get("owner_name") or e["owner"])
+
+
+def _program(s: Subject, e: Evidence) -> JsonValue:
+    return str(e.get("command") or e.get("executable") or "?")
+
+
+def _bytes(n: JsonValue) -> str:
     if not isinstance(n, int):
         return "?"
     return f"{n / 2**30:.1f} GiB" if n >= 2**30 else f"{n / 2**20:.0f} MiB"
 
 
-def _names(values: JsonValue) -> JsonValue:
+def _as_names(values: JsonValue) -> JsonValue:
     """A list of the evidence's as names (rendering lists them); anything else as it is."""
     return [str(v) for v in values] if isinstance(values, list) else str(values)
 
 
-def _owner(e: Evidence) -> str:
-    return str(e.get("owner_name") or e["owner"])
+def _fault(s: Subject, e: Evidence) -> JsonValue:
+    fault = e["fault"]
+    assert isinstance(fault, Mapping)
+    return str(fault["detector"])
 
 
-def _program(e: Evidence) -> str:
-    return str(e.get("command") or e.get("executable") or "?")
+def _gpus_held(s: Subject, e: Evidence) -> JsonValue:
+    held = e["gpus_of_jobs"]  # a job over several nodes holds a share of its GPUs on each
+    whole = isinstance(held, float) and held.is_integer()
+    return int(held) if whole else held
 
 
-def _gpu(e: Evidence) -> str:
-    return str(e["gpu_index"])
+def _p95_latency(s: Subject, e: Evidence) -> JsonValue:
+    latency = e["latency_seconds"]
+    assert isinstance(latency, Mapping)
+    return latency["p95"]
 
 
-# --- the node agent's findings ----------------------------------------------------------
+def _first_error(s: Subject, e: Evidence) -> JsonValue:
+    errors = e["errors"] if "errors" in e else {"": e["error"]}
+    assert isinstance(errors, Mapping)
+    return str(next(iter(errors.values())))
 
 
-def _nvml_unavailable(s: Subject, e: Evidence) -> Sentence:
-    return (_note("finding.nvml_unavailable", node=s["node"]),)
+def _error(key: str, *names: str) -> Wording:
+    """A source the observer could not read, in its own error's words."""
+    return _note(f"finding.{key}", error_words=_first_error, **{n: _subject(n) for n in names})
 
 
-def _gpu_lost(s: Subject, e: Evidence) -> Sentence:
-    return (_note("finding.gpu_lost", node=s["node"], gpu=s["gpu"]),)
-
-
-def _memory_without_process(s: Subject, e: Evidence) -> Sentence:
-    return (
-        _note(
-            "finding.memory_without_process",
-            node=s["node"],
-            gpu=_gpu(e),
-            memory=_memory(e["excess_bytes"]),
-        ),
-    )
-
-
-def _owner_state_unknown(s: Subject, e: Evidence) -> Sentence:
-    return (_note("finding.owner_state_unknown", node=s["node"], source=str(e["source"])),)
+# --- sentences of several forms, or with details ----------------------------------------
 
 
 def _allocated_idle(s: Subject, e: Evidence) -> Sentence:
     if "pid" not in s:
         return (
-            _note(
+            Note(
                 "finding.allocated_idle.assigned",
-                owner=str(e["owner"]),
-                gpu=_gpu(e),
-                node=s["node"],
+                {"owner": str(e["owner"]), "gpu": _gpu(s, e), "node": s["node"]},
             ),
         )
     return (
-        _note(
+        Note(
             "finding.allocated_idle.process",
-            owner=_owner(e),
-            memory=_memory(e["used_memory_bytes"]),
-            gpu=_gpu(e),
-        ),
-    )
-
-
-def _vanished_process(s: Subject, e: Evidence) -> Sentence:
-    return (
-        _note(
-            "finding.vanished_process",
-            pid=str(e["pid"]),
-            gpu=_gpu(e),
-            memory=_memory(e["used_memory_bytes"]),
+            {"owner": _owner(s, e), "memory": _bytes(e["used_memory_bytes"]), "gpu": _gpu(s, e)},
         ),
     )
 
@@ -131,272 +162,125 @@ def _orphan_process(s: Subject, e: Evidence) -> Sentence:
         if e.get("gpu_assigned_to") == []
         else "finding.orphan_process"
     )
-    return (
-        _note(
-            form,
-            pid=str(e["pid"]),
-            program_words=_program(e),
-            gpu=_gpu(e),
-            memory=_memory(e["used_memory_bytes"]),
-        ),
-    )
-
-
-def _unreleased_memory(s: Subject, e: Evidence) -> Sentence:
-    return (
-        _note(
-            "finding.unreleased_memory",
-            pid=str(e["pid"]),
-            memory=_memory(e["used_memory_bytes"]),
-            gpu=_gpu(e),
-            owner=_owner(e),
-        ),
-    )
+    params = {
+        "pid": str(e["pid"]),
+        "program_words": _program(s, e),
+        "gpu": _gpu(s, e),
+        "memory": _bytes(e["used_memory_bytes"]),
+    }
+    return (Note(form, params),)
 
 
 def _gpu_not_assigned(s: Subject, e: Evidence) -> Sentence:
     holders = e.get("gpu_assigned_to")
     params: dict[str, JsonValue] = {
-        "owner": _owner(e),
+        "owner": _owner(s, e),
         "pid": str(e["pid"]),
-        "program_words": _program(e),
-        "gpu": _gpu(e),
+        "program_words": _program(s, e),
+        "gpu": _gpu(s, e),
         "source": str(e["source"]),
     }
     if holders:
-        return (_note("finding.gpu_not_assigned.given_other", holders=_names(holders), **params),)
-    return (_note("finding.gpu_not_assigned", **params),)
-
-
-# --- GPU health ---------------------------------------------------------------------------
-
-
-def _gpu_health(key: str) -> Callable[[Subject, Evidence], Sentence]:
-    def words(s: Subject, e: Evidence) -> Sentence:
-        return (_note(f"finding.{key}", gpu=_gpu(e), node=s["node"]),)
-
-    return words
-
-
-def _ecc(s: Subject, e: Evidence) -> Sentence:
-    return (
-        _note("finding.gpu_ecc_uncorrected", gpu=_gpu(e), node=s["node"], errors=e["new_errors"]),
-    )
+        given = {"holders": _as_names(holders), **params}
+        return (Note("finding.gpu_not_assigned.given_other", given),)
+    return (Note("finding.gpu_not_assigned", params),)
 
 
 def _slowdown(s: Subject, e: Evidence) -> Sentence:
     params: dict[str, JsonValue] = {
-        "gpu": _gpu(e),
+        "gpu": _gpu(s, e),
         "node": s["node"],
-        "reasons": _names(e["reasons"]),
+        "reasons": _as_names(e["reasons"]),
     }
     if e["owners"]:
-        return (_note("finding.gpu_clock_slowdown", owners=_names(e["owners"]), **params),)
-    return (_note("finding.gpu_clock_slowdown.unowned", **params),)
-
-
-def _pcie(s: Subject, e: Evidence) -> Sentence:
-    return (
-        _note(
-            "finding.gpu_pcie_replay_rate",
-            gpu=_gpu(e),
-            node=s["node"],
-            per_minute=float(e["replays_per_minute"]),
-        ),
-    )
+        owned = {"owners": _as_names(e["owners"]), **params}
+        return (Note("finding.gpu_clock_slowdown", owned),)
+    return (Note("finding.gpu_clock_slowdown.unowned", params),)
 
 
 def _nvlink(s: Subject, e: Evidence) -> Sentence:
     seen = []
     if e["recovery_errors"]:
-        seen.append(_note("finding.gpu_nvlink_errors.recovery", errors=e["recovery_errors"]))
+        seen.append(Note("finding.gpu_nvlink_errors.recovery", {"errors": e["recovery_errors"]}))
     rate, limit = e["replay_and_crc_errors_per_minute"], e["replay_and_crc_errors_per_minute_max"]
     if isinstance(rate, int | float) and isinstance(limit, int | float) and rate > limit:
-        seen.append(_note("finding.gpu_nvlink_errors.rate", per_minute=float(rate)))
-    return (_note("finding.gpu_nvlink_errors", gpu=_gpu(e), node=s["node"]), *seen)
+        seen.append(Note("finding.gpu_nvlink_errors.rate", {"per_minute": float(rate)}))
+    head = Note("finding.gpu_nvlink_errors", {"gpu": _gpu(s, e), "node": s["node"]})
+    return (head, *seen)
 
 
 def _xid(s: Subject, e: Evidence) -> Sentence:
     gpu = e.get("gpu_index")
     form = "finding.gpu_xid.fatal" if e["fatal"] else "finding.gpu_xid"
-    head = _note(
+    head = Note(
         form,
-        xid=s["xid"],
-        gpu="?" if gpu is None else str(gpu),
-        pci_bus_id=s["pci_bus_id"],
-        node=s["node"],
-        xid_meaning=s["xid"],
-        xid_class_id=str(e["xid_class"]),
+        {
+            "xid": s["xid"],
+            "gpu": "?" if gpu is None else str(gpu),
+            "pci_bus_id": s["pci_bus_id"],
+            "node": s["node"],
+            "xid_meaning": s["xid"],
+            "xid_class_id": str(e["xid_class"]),
+        },
     )
     if e.get("pid") is not None:
         owner = e.get("owner_name") or e.get("owner")
         process = {"pid": str(e["pid"]), "program_words": str(e.get("process_name") or "?")}
         if owner:
-            return (head, _note("finding.gpu_xid.process", owner=str(owner), **process))
-        return (head, _note("finding.gpu_xid.process_unowned", **process))
+            return (head, Note("finding.gpu_xid.process", {"owner": str(owner), **process}))
+        return (head, Note("finding.gpu_xid.process_unowned", process))
     if e.get("gpu_owners"):
-        return (head, _note("finding.gpu_xid.running", owners=_names(e["gpu_owners"])))
+        return (head, Note("finding.gpu_xid.running", {"owners": _as_names(e["gpu_owners"])}))
     return (head,)
-
-
-def _in_service(s: Subject, e: Evidence) -> Sentence:
-    fault = e["fault"]
-    assert isinstance(fault, Mapping)
-    jobs = e["jobs_placed_since"]
-    return (
-        _note(
-            "finding.unhealthy_gpu_in_service",
-            node=s["node"],
-            state_words=str(e["node_state"]),
-            fault_age_seconds=e["fault_age_seconds"],
-            fault=str(fault["detector"]),
-            jobs=len(jobs) if isinstance(jobs, list) else 0,
-        ),
-    )
-
-
-# --- the controller's findings ------------------------------------------------------------
-
-
-def _gpu_unusable(s: Subject, e: Evidence) -> Sentence:
-    return (
-        _note(
-            "finding.gpu_unusable", node=s["node"], probe=str(e["probe"]), job_id=str(e["job_id"])
-        ),
-    )
-
-
-def _allocated_without_job(s: Subject, e: Evidence) -> Sentence:
-    held = e["gpus_of_jobs"]  # a job over several nodes holds a share of its GPUs on each
-    whole = isinstance(held, float) and held.is_integer()
-    return (
-        _note(
-            "finding.allocated_without_job",
-            node=s["node"],
-            allocated=e["gpus_allocated"],
-            held=int(held) if whole else held,
-        ),
-    )
-
-
-def _kill_task_failed(s: Subject, e: Evidence) -> Sentence:
-    return (
-        _note(
-            "finding.kill_task_failed",
-            node=s["node"],
-            state_words=str(e["node_state"]),
-            reason_words=str(e["reason"]),
-        ),
-    )
-
-
-def _stuck(s: Subject, e: Evidence) -> Sentence:
-    return (
-        _note(
-            "finding.stuck_terminating",
-            job_id=s["job_id"],
-            tenant=s["tenant"],
-            gpus=e["gpus"],
-            node=s["node"],
-            grace_seconds=e["grace_seconds"],
-        ),
-    )
-
-
-def _probe_unreleased(s: Subject, e: Evidence) -> Sentence:
-    gpus = e["gpus"]
-    return (
-        _note(
-            "finding.probe_unreleased",
-            probe=str(e["probe"]),
-            tenant=s["tenant"],
-            job_id=str(e["job_id"]),
-            gpus=len(gpus) if isinstance(gpus, list) else 0,
-            node=s["node"],
-            grace_seconds=e["grace_seconds"],
-        ),
-    )
 
 
 def _unexplained_wait(s: Subject, e: Evidence) -> Sentence:
     who = {"job": s["run_id"], "tenant": s["tenant"]}
     if e["kind"] == "no_reason":
-        return (_note("finding.unexplained_wait.no_reason", **who),)
+        return (Note("finding.unexplained_wait.no_reason", who),)
     if "free_nodes" in e:
         free = e["free_nodes"]
         return (
-            _note(
+            Note(
                 "finding.unexplained_wait.gpus_free",
-                reason_words=str(e["reason"]),
-                nodes=len(free) if isinstance(free, list) else 0,
-                gpus=e["gpus_per_node"],
-                **who,
+                {
+                    "reason_words": str(e["reason"]),
+                    "nodes": len(free) if isinstance(free, list) else 0,
+                    "gpus": e["gpus_per_node"],
+                    **who,
+                },
             ),
         )
     if "quota_gpus" in e:
         return (
-            _note(
+            Note(
                 "finding.unexplained_wait.quota_left",
-                reason_words=str(e["reason"]),
-                held=e["tenant_running_gpus"],
-                quota=e["quota_gpus"],
-                **who,
+                {
+                    "reason_words": str(e["reason"]),
+                    "held": e["tenant_running_gpus"],
+                    "quota": e["quota_gpus"],
+                    **who,
+                },
             ),
         )
-    return (_note("finding.unexplained_wait.nothing_ahead", reason_words=str(e["reason"]), **who),)
-
-
-def _quota_not_reclaimed(s: Subject, e: Evidence) -> Sentence:
-    return (
-        _note(
-            "finding.quota_not_reclaimed",
-            tenant=s["tenant"],
-            job=s["run_id"],
-            reason_words=str(e["pending_reason"]),
-            waited_seconds=e["waited_seconds"],
-            usage=e["tenant_usage_gpus"],
-            quota=e["quota_gpus"],
-        ),
-    )
-
-
-def _inference_unavailable(s: Subject, e: Evidence) -> Sentence:
-    return (
-        _note(
-            "finding.inference_unavailable",
-            service=s["service"],
-            tenant=s["tenant"],
-            ready=e["ready_replicas"],
-            errors=e["errors"],
-            requests=e["requests"],
-        ),
-    )
+    nothing_ahead = {"reason_words": str(e["reason"]), **who}
+    return (Note("finding.unexplained_wait.nothing_ahead", nothing_ahead),)
 
 
 def _scale_out_stalled(s: Subject, e: Evidence) -> Sentence:
-    head = _note(
+    head = Note(
         "finding.inference_scale_out_stalled",
-        service=s["service"],
-        tenant=s["tenant"],
-        replicas=e["scale_out_to"],
-        ready=e["ready_replicas"],
+        {
+            "service": s["service"],
+            "tenant": s["tenant"],
+            "replicas": e["scale_out_to"],
+            "ready": e["ready_replicas"],
+        },
     )
     reason = e["pending_reason"]
     if reason is None:
         return (head,)
-    return (head, _note("finding.inference_pending", reason_words=str(reason)))
-
-
-def _unfairness(s: Subject, e: Evidence) -> Sentence:
-    return (
-        _note(
-            "finding.persistent_unfairness",
-            tenant=s["tenant"],
-            bad=e["disadvantaged_occurrences"],
-            weighed=e["occurrences_weighed"],
-            windows=_names(e["windows"]),
-        ),
-    )
+    return (head, Note("finding.inference_pending", {"reason_words": str(reason)}))
 
 
 def _seq(first: JsonValue, last: JsonValue) -> str:
@@ -412,12 +296,14 @@ def _log_loss(s: Subject, e: Evidence) -> Sentence:
         more = int(e["missing_range_count"]) - len(shown)
         form = "finding.log_loss.missing.more" if more > 0 else "finding.log_loss.missing"
         seen.append(
-            _note(
+            Note(
                 form,
-                lines=e["missing_lines"],
-                expected=e["expected_lines"],
-                seqs=", ".join(shown),
-                more=more,
+                {
+                    "lines": e["missing_lines"],
+                    "expected": e["expected_lines"],
+                    "seqs": ", ".join(shown),
+                    "more": more,
+                },
             )
         )
     counts = (
@@ -425,47 +311,36 @@ def _log_loss(s: Subject, e: Evidence) -> Sentence:
         ("out_of_order", e["out_of_order_lines"]),
         ("torn", e["malformed_lines"]),
     )
-    seen += [_note(f"finding.log_loss.{form}", lines=n) for form, n in counts if n]
+    seen += [Note(f"finding.log_loss.{form}", {"lines": n}) for form, n in counts if n]
     unexpected = e["unexpected_seq_ranges"]
     if unexpected:
-        seen.append(
-            _note("finding.log_loss.unexpected", seqs=_names([_seq(*r) for r in unexpected]))
-        )
-    return (_note("finding.log_loss", run_id=s["run_id"], pipeline=s["pipeline"]), *seen)
-
-
-def _log_latency(s: Subject, e: Evidence) -> Sentence:
-    latency = e["latency_seconds"]
-    assert isinstance(latency, Mapping)
-    return (
-        _note(
-            "finding.log_delivery_latency",
-            run_id=s["run_id"],
-            pipeline=s["pipeline"],
-            p95_seconds=latency["p95"],
-            limit_seconds=e["p95_max_seconds"],
-        ),
-    )
+        seqs = _as_names([_seq(*r) for r in unexpected])
+        seen.append(Note("finding.log_loss.unexpected", {"seqs": seqs}))
+    head = Note("finding.log_loss", {"run_id": s["run_id"], "pipeline": s["pipeline"]})
+    return (head, *seen)
 
 
 def _monitoring_lag(s: Subject, e: Evidence) -> Sentence:
     check = s["check"]
     if check == monitoring_lag.HEARTBEAT:
         if "lag_seconds" not in e:
-            return (_note("finding.monitoring_lag.heartbeat_absent"),)
-        return (_note("finding.monitoring_lag.heartbeat_late", lag_seconds=e["lag_seconds"]),)
+            return (Note("finding.monitoring_lag.heartbeat_absent"),)
+        late = {"lag_seconds": e["lag_seconds"]}
+        return (Note("finding.monitoring_lag.heartbeat_late", late),)
     if check == monitoring_lag.FRESHNESS:
         if "stale_series" not in e:
-            return (_note("finding.monitoring_lag.no_data", series=s["series"]),)
+            return (Note("finding.monitoring_lag.no_data", {"series": s["series"]}),)
         stalest = e["stalest"]
         assert isinstance(stalest, list) and isinstance(stalest[0], dict)
         return (
-            _note(
+            Note(
                 "finding.monitoring_lag.stale",
-                series=s["series"],
-                stale=e["stale_series"],
-                total=e["total_series"],
-                age_seconds=stalest[0]["age_seconds"],
+                {
+                    "series": s["series"],
+                    "stale": e["stale_series"],
+                    "total": e["total_series"],
+                    "age_seconds": stalest[0]["age_seconds"],
+                },
             ),
         )
     if check == monitoring_lag.SCRAPE:
@@ -473,78 +348,157 @@ def _monitoring_lag(s: Subject, e: Evidence) -> Sentence:
         if e["health"] == "down":
             error = e.get("last_error")
             seen.append(
-                _note("finding.monitoring_lag.scrape_failed", error_words=str(error))
+                Note("finding.monitoring_lag.scrape_failed", {"error_words": str(error)})
                 if error
-                else _note("finding.monitoring_lag.scrape_failed_silent")
+                else Note("finding.monitoring_lag.scrape_failed_silent")
             )
         age = e["last_scrape_age_seconds"]
         limit = e["max_age_seconds"]
         if isinstance(age, int | float) and isinstance(limit, int | float) and age > limit:
-            seen.append(_note("finding.monitoring_lag.scrape_old", age_seconds=age))
-        return (_note("finding.monitoring_lag.scrape", job=s["job"], instance=s["instance"]), *seen)
+            seen.append(Note("finding.monitoring_lag.scrape_old", {"age_seconds": age}))
+        target = {"job": s["job"], "instance": s["instance"]}
+        return (Note("finding.monitoring_lag.scrape", target), *seen)
     if check == monitoring_lag.FLATLINE:
         return (
-            _note(
+            Note(
                 "finding.monitoring_lag.flatline",
-                series=s["series"],
-                value=str(e["prometheus_value"]),
-                values=e["agent_distinct_values"],
+                {
+                    "series": s["series"],
+                    "value": str(e["prometheus_value"]),
+                    "values": e["agent_distinct_values"],
+                },
             ),
         )
     form = "gpu_busy_late" if e["first_busy_at"] else "gpu_busy_missing"
     return (
-        _note(
+        Note(
             f"finding.monitoring_lag.{form}",
-            gpu=s["gpu_uuid"],
-            run_id=str(e["run_id"]),
-            lag_seconds=e["lag_seconds"],
+            {"gpu": s["gpu_uuid"], "run_id": str(e["run_id"]), "lag_seconds": e["lag_seconds"]},
         ),
     )
 
 
-def _error(key: str, *names: str) -> Callable[[Subject, Evidence], Sentence]:
-    """A source the observer could not read, in its own error's words."""
+# A GPU health condition's: which GPU, on which node.
+_HEALTH: dict[str, Reader] = {"gpu": _gpu, "node": _subject("node")}
 
-    def words(s: Subject, e: Evidence) -> Sentence:
-        errors = e["errors"] if "errors" in e else {"": e["error"]}
-        assert isinstance(errors, Mapping)
-        first = next(iter(errors.values()))
-        return (_note(f"finding.{key}", error_words=str(first), **{n: s[n] for n in names}),)
-
-    return words
-
-
-_BY_DETECTOR: dict[str, Callable[[Subject, Evidence], Sentence]] = {
-    "nvml_unavailable": _nvml_unavailable,
-    "gpu_lost": _gpu_lost,
-    "memory_without_process": _memory_without_process,
-    node_leaks.OWNER_STATE_UNKNOWN: _owner_state_unknown,
+_BY_DETECTOR: dict[str, Wording] = {
+    # The node agent's findings.
+    "nvml_unavailable": _note("finding.nvml_unavailable", node=_subject("node")),
+    "gpu_lost": _note("finding.gpu_lost", node=_subject("node"), gpu=_subject("gpu")),
+    "memory_without_process": _note(
+        "finding.memory_without_process",
+        node=_subject("node"),
+        gpu=_gpu,
+        memory=_memory("excess_bytes"),
+    ),
+    node_leaks.OWNER_STATE_UNKNOWN: _note(
+        "finding.owner_state_unknown", node=_subject("node"), source=_text("source")
+    ),
     "allocated_idle": _allocated_idle,
-    "vanished_process": _vanished_process,
+    "vanished_process": _note(
+        "finding.vanished_process", pid=_text("pid"), gpu=_gpu, memory=_memory("used_memory_bytes")
+    ),
     "orphan_process": _orphan_process,
-    "unreleased_memory": _unreleased_memory,
+    "unreleased_memory": _note(
+        "finding.unreleased_memory",
+        pid=_text("pid"),
+        memory=_memory("used_memory_bytes"),
+        gpu=_gpu,
+        owner=_owner,
+    ),
     node_leaks.GPU_NOT_ASSIGNED: _gpu_not_assigned,
-    gpu_health.ECC_UNCORRECTED: _ecc,
-    gpu_health.ROW_REMAP_PENDING: _gpu_health(gpu_health.ROW_REMAP_PENDING),
-    gpu_health.ROW_REMAP_FAILED: _gpu_health(gpu_health.ROW_REMAP_FAILED),
-    gpu_health.RETIRED_PAGES_PENDING: _gpu_health(gpu_health.RETIRED_PAGES_PENDING),
+    # GPU health.
+    gpu_health.ECC_UNCORRECTED: _note(
+        "finding.gpu_ecc_uncorrected", **_HEALTH, errors=_evidence("new_errors")
+    ),
+    gpu_health.ROW_REMAP_PENDING: _note(f"finding.{gpu_health.ROW_REMAP_PENDING}", **_HEALTH),
+    gpu_health.ROW_REMAP_FAILED: _note(f"finding.{gpu_health.ROW_REMAP_FAILED}", **_HEALTH),
+    gpu_health.RETIRED_PAGES_PENDING: _note(
+        f"finding.{gpu_health.RETIRED_PAGES_PENDING}", **_HEALTH
+    ),
     gpu_health.CLOCK_SLOWDOWN: _slowdown,
-    gpu_health.PCIE_REPLAY_RATE: _pcie,
+    gpu_health.PCIE_REPLAY_RATE: _note(
+        "finding.gpu_pcie_replay_rate",
+        **_HEALTH,
+        per_minute=lambda s, e: float(e["replays_per_minute"]),
+    ),
     gpu_health.NVLINK_ERRORS: _nvlink,
     gpu_health.GPU_XID: _xid,
-    gpu_in_service.UNHEALTHY_GPU_IN_SERVICE: _in_service,
-    gpu_unusable.DETECTOR: _gpu_unusable,
-    unreleased.ALLOCATED_WITHOUT_JOB: _allocated_without_job,
-    unreleased.KILL_TASK_FAILED_DETECTOR: _kill_task_failed,
-    unreleased.STUCK_TERMINATING: _stuck,
-    probe_release.DETECTOR: _probe_unreleased,
+    gpu_in_service.UNHEALTHY_GPU_IN_SERVICE: _note(
+        "finding.unhealthy_gpu_in_service",
+        node=_subject("node"),
+        state_words=_text("node_state"),
+        fault_age_seconds=_evidence("fault_age_seconds"),
+        fault=_fault,
+        jobs=_count("jobs_placed_since"),
+    ),
+    # The controller's findings.
+    gpu_unusable.DETECTOR: _note(
+        "finding.gpu_unusable", node=_subject("node"), probe=_text("probe"), job_id=_text("job_id")
+    ),
+    unreleased.ALLOCATED_WITHOUT_JOB: _note(
+        "finding.allocated_without_job",
+        node=_subject("node"),
+        allocated=_evidence("gpus_allocated"),
+        held=_gpus_held,
+    ),
+    unreleased.KILL_TASK_FAILED_DETECTOR: _note(
+        "finding.kill_task_failed",
+        node=_subject("node"),
+        state_words=_text("node_state"),
+        reason_words=_text("reason"),
+    ),
+    unreleased.STUCK_TERMINATING: _note(
+        "finding.stuck_terminating",
+        job_id=_subject("job_id"),
+        tenant=_subject("tenant"),
+        gpus=_evidence("gpus"),
+        node=_subject("node"),
+        grace_seconds=_evidence("grace_seconds"),
+    ),
+    probe_release.DETECTOR: _note(
+        "finding.probe_unreleased",
+        probe=_text("probe"),
+        tenant=_subject("tenant"),
+        job_id=_text("job_id"),
+        gpus=_count("gpus"),
+        node=_subject("node"),
+        grace_seconds=_evidence("grace_seconds"),
+    ),
     unexplained_wait.UNEXPLAINED_WAIT: _unexplained_wait,
-    fairness.PERSISTENT_UNFAIRNESS: _unfairness,
-    quota_reclaim.DETECTOR: _quota_not_reclaimed,
-    inference.UNAVAILABLE: _inference_unavailable,
+    fairness.PERSISTENT_UNFAIRNESS: _note(
+        "finding.persistent_unfairness",
+        tenant=_subject("tenant"),
+        bad=_evidence("disadvantaged_occurrences"),
+        weighed=_evidence("occurrences_weighed"),
+        windows=_names("windows"),
+    ),
+    quota_reclaim.DETECTOR: _note(
+        "finding.quota_not_reclaimed",
+        tenant=_subject("tenant"),
+        job=_subject("run_id"),
+        reason_words=_text("pending_reason"),
+        waited_seconds=_evidence("waited_seconds"),
+        usage=_evidence("tenant_usage_gpus"),
+        quota=_evidence("quota_gpus"),
+    ),
+    inference.UNAVAILABLE: _note(
+        "finding.inference_unavailable",
+        service=_subject("service"),
+        tenant=_subject("tenant"),
+        ready=_evidence("ready_replicas"),
+        errors=_evidence("errors"),
+        requests=_evidence("requests"),
+    ),
     inference.SCALE_OUT_STALLED: _scale_out_stalled,
     "log_loss": _log_loss,
-    "log_delivery_latency": _log_latency,
+    "log_delivery_latency": _note(
+        "finding.log_delivery_latency",
+        run_id=_subject("run_id"),
+        pipeline=_subject("pipeline"),
+        p95_seconds=_p95_latency,
+        limit_seconds=_evidence("p95_max_seconds"),
+    ),
     monitoring_lag.DETECTOR: _monitoring_lag,
     monitoring_lag.UNREACHABLE: _error("prometheus_unreachable"),
     # The controller's own sources (controller/observe.py, detect.py, alerts.py).

@@ -19,7 +19,7 @@ from observer.reports.compute.notes import Note, named
 
 # The agents' GPU conditions, in the order the section lists them: a new condition detector is
 # one more entry here, with its words in the catalog (`health.cond.<detector>`); the verdict
-# counts those short of a fatal fault or throttling as GPU errors (criteria.GPU_ERRORS).
+# counts those short of a fatal fault or throttling as GPU errors (criteria.service.GPU_ERRORS).
 CONDITIONS = (
     gpu_health.ECC_UNCORRECTED,
     gpu_health.ROW_REMAP_PENDING,

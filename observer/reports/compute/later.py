@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from observer.domain import Expectation
 from observer.probes.outcome import is_quota_reason
-from observer.reports.compute.criteria import (
+from observer.reports.compute.criteria.result import (
     CriterionResult,
     FailureClass,
     Status,
@@ -15,7 +15,7 @@ from observer.reports.compute.criteria import (
     VerdictRules,
 )
 from observer.reports.compute.data import PeriodData
-from observer.reports.compute.figures import GpuFigures
+from observer.reports.compute.gpu import GpuFigures
 from observer.reports.compute.notes import Note
 
 LOW_UTILISATION = "low_utilisation"

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
-from observer.reports.compute.criteria import CriterionResult, Status
+from observer.reports.compute.criteria.result import CriterionResult, Status
 from observer.reports.compute.events import BlindFigures, OwnerStateFigures
 from observer.reports.compute.notes import Note
 

@@ -16,13 +16,8 @@ from observer.detectors import (
     unexplained_wait,
 )
 from observer.reports.compute import health
-from observer.reports.compute.criteria import (
-    IDLE_DETECTORS,
-    LEAK_DETECTORS,
-    CriterionResult,
-    Status,
-    VerdictRules,
-)
+from observer.reports.compute.criteria.release import IDLE_DETECTORS, LEAK_DETECTORS
+from observer.reports.compute.criteria.result import CriterionResult, Status, VerdictRules
 from observer.reports.compute.data import ReportContext
 from observer.reports.compute.notes import Note
 

@@ -23,7 +23,9 @@ from observer.records import (
     StoredQueueSample,
 )
 from observer.reports.compute.data import PeriodData, ReportContext
-from observer.reports.compute.figures import PeriodFigures, UtilizationStats, WaitStats
+from observer.reports.compute.figures import PeriodFigures
+from observer.reports.compute.gpu import UtilizationStats
+from observer.reports.compute.queues import WaitStats
 
 _Logged = TypeVar("_Logged", StoredQueueSample, StoredNodeChange)
 

@@ -14,27 +14,23 @@ from dataclasses import dataclass, replace
 from datetime import date, datetime, timedelta
 from enum import StrEnum
 
-from observer.reports.compute.criteria import (
+from observer.reports.compute.criteria.judge import judge
+from observer.reports.compute.criteria.result import (
     CriterionResult,
     FailureClass,
     Status,
     Subjects,
     VerdictRules,
-    judge,
 )
 from observer.reports.compute.data import GpuUsage, Period, PeriodData, ReportContext
 from observer.reports.compute.events import blind_figures, finding_figures
-from observer.reports.compute.figures import (
-    PeriodFigures,
-    ProbeCoverage,
-    period_figures,
-    task_figures,
-    wait_stats,
-)
+from observer.reports.compute.figures import PeriodFigures, period_figures
 from observer.reports.compute.later import later_checks
 from observer.reports.compute.layers import observed
 from observer.reports.compute.notes import Note
 from observer.reports.compute.plan import plan
+from observer.reports.compute.queues import wait_stats
+from observer.reports.compute.tasks import ProbeCoverage, task_figures
 
 
 class Recommendation(StrEnum):

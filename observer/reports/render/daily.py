@@ -8,12 +8,10 @@ from collections.abc import Callable, Mapping
 from zoneinfo import ZoneInfo
 
 from observer.reports.compute.daily import DailyReport
-from observer.reports.compute.figures import (
-    AllJobFigures,
-    PeriodFigures,
-    ProbeCoverage,
-    WaitStats,
-)
+from observer.reports.compute.figures import PeriodFigures
+from observer.reports.compute.jobs import AllJobFigures
+from observer.reports.compute.queues import WaitStats
+from observer.reports.compute.tasks import ProbeCoverage
 from observer.reports.render import charts
 from observer.reports.render.blocks import Block, Chart, Heading, Link, Rendered, Table, Text
 from observer.reports.render.events import (

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from observer.records import TASK_NOT_KNOWN, TENANT_JOB
 from observer.reports.compute.events import owner_state_note
-from observer.reports.compute.figures import PeriodFigures, UtilizationStats
+from observer.reports.compute.figures import PeriodFigures
+from observer.reports.compute.gpu import UtilizationStats
 from observer.reports.render import charts
 from observer.reports.render.blocks import Block, Heading, Table, Text
 from observer.reports.render.headline import utilization

@@ -6,7 +6,9 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from observer.reports.compute.daily import DailyReport
-from observer.reports.compute.figures import AllJobFigures, PeriodFigures, UtilizationStats
+from observer.reports.compute.figures import PeriodFigures
+from observer.reports.compute.gpu import UtilizationStats
+from observer.reports.compute.jobs import AllJobFigures
 from observer.reports.compute.verdict import Verdict
 from observer.reports.render.i18n import Words
 

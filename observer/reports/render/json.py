@@ -17,10 +17,11 @@ from enum import Enum
 from typing import Any
 from zoneinfo import ZoneInfo
 
-from observer.reports.compute.criteria import CriterionResult
+from observer.reports.compute.criteria.result import CriterionResult
 from observer.reports.compute.daily import DailyReport
-from observer.reports.compute.figures import PeriodFigures, TaskRecord
+from observer.reports.compute.figures import PeriodFigures
 from observer.reports.compute.notes import Note
+from observer.reports.compute.tasks import TaskRecord
 from observer.reports.compute.verdict import TierItem, Verdict
 from observer.reports.render.headline import daily_title, verdict_title
 from observer.reports.render.i18n import Language, Words

@@ -9,7 +9,7 @@ import csv
 import io
 from collections.abc import Sequence
 
-from observer.reports.compute.figures import TaskRecord
+from observer.reports.compute.tasks import TaskRecord
 from observer.reports.render.blocks import Block, Cell, Heading, Table, Text
 from observer.reports.render.i18n import Words
 

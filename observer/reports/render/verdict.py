@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from zoneinfo import ZoneInfo
 
-from observer.reports.compute.criteria import CriterionResult, FailureClass, Status
+from observer.reports.compute.criteria.result import CriterionResult, FailureClass, Status
 from observer.reports.compute.verdict import TierItem, Verdict
 from observer.reports.render import charts
 from observer.reports.render.blocks import Block, Chart, Heading, List, Rendered, Table, Text

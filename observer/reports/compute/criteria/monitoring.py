@@ -1,0 +1,149 @@
+"""The monitoring criteria: every GPU sampled and every run attributed (monitoring_linked),
+the canaries' log lines all delivered (no_log_loss), and monitoring never late beyond its
+bound while a controller ran (monitoring_lag_bound). Pure."""
+
+from __future__ import annotations
+
+from observer.domain import Finding, FindingKind, Outcome, Severity
+from observer.records import controller_not_running, overlap_seconds
+from observer.reports.compute.criteria.result import (
+    CriterionResult,
+    FailureClass,
+    Status,
+    VerdictRules,
+    found_by,
+    result,
+)
+from observer.reports.compute.data import PeriodData, ReportContext
+from observer.reports.compute.events import NODE_NAMES
+from observer.reports.compute.notes import Note, named
+
+
+def monitoring_linked(soak: PeriodData, context: ReportContext) -> CriterionResult:
+    name = "monitoring_linked"
+    sampled = soak.gpu.nodes
+    if not sampled:
+        return result(name, Status.NOT_OBSERVED, [Note("ev.no_gpu_samples")])
+    known = {n.name for n in soak.nodes_at_start if n.gpus_total > 0} | {
+        c.node.name for c in soak.node_changes if c.node.gpus_total > 0
+    }
+    missing = sorted(known - sampled)
+    busy_lag = [
+        f
+        for f in soak.findings
+        if f.detector == "monitoring_lag" and f.subject.get("check") == "gpu_busy_lag"
+    ]
+    attributed = sum(1 for r in soak.runs if r.tenant and r.window)
+    busy_runs = sum(
+        1 for r in soak.runs if r.probe in context.busy_probes and r.outcome is Outcome.PASSED
+    )
+    evidence = [
+        Note(
+            "ev.coverage",
+            {
+                "sampled": len(known & sampled),
+                "known": len(known),
+                "missing": named(missing, NODE_NAMES),
+            },
+        ),
+        Note("ev.runs_attributed", {"attributed": attributed, "runs": len(soak.runs)}),
+        Note(
+            "ev.gpus_attributed",
+            {
+                "attributed": sum(h.samples for h in soak.gpu.by_tenant.values()),
+                "samples": soak.gpu.overall.samples,
+            },
+        ),
+        Note("ev.busy_lag", {"runs": busy_runs, "findings": len(busy_lag)}),
+    ]
+    failed = bool(missing or busy_lag)
+    return result(
+        name,
+        Status.FAIL if failed else Status.PASS,
+        evidence,
+        FailureClass.LIMITED_LAUNCH,
+        busy_lag,
+        soak.period,
+        context.calendar,
+    )
+
+
+def _lines(value: object) -> int:
+    return value if isinstance(value, int) else 0
+
+
+def no_log_loss(soak: PeriodData, context: ReportContext) -> CriterionResult:
+    name = "no_log_loss"
+    canaries = [
+        r for r in soak.runs if r.probe in context.canary_probes and r.outcome is Outcome.PASSED
+    ]
+    if not canaries:
+        return result(
+            name,
+            Status.NOT_OBSERVED,
+            [Note("ev.no_probe_runs", {"probe": sorted(context.canary_probes)})],
+        )
+    lost = found_by(soak.findings, ["log_loss"])
+    missing = [f for f in lost if f.severity is Severity.CRITICAL]
+    late = found_by(soak.findings, ["log_delivery_latency"])
+    evidence = [
+        Note(
+            "ev.logs",
+            {
+                "canaries": len(canaries),
+                "lost": len(missing),
+                "lost_lines": sum(_lines(f.evidence.get("missing_lines")) for f in missing),
+                "damaged": len(lost) - len(missing),
+                "late": len(late),
+            },
+        )
+    ]
+    where = (soak.period, context.calendar)
+    if missing:
+        return result(name, Status.FAIL, evidence, FailureClass.MUST_FIX, missing, *where)
+    if lost:
+        return result(name, Status.FAIL, evidence, FailureClass.LIMITED_LAUNCH, lost, *where)
+    if late:
+        return result(name, Status.FAIL, evidence, FailureClass.LATER_OPTIMISATION, late, *where)
+    return result(name, Status.PASS, evidence)
+
+
+def monitoring_lag_bound(
+    soak: PeriodData, context: ReportContext, rules: VerdictRules
+) -> CriterionResult:
+    name = "monitoring_lag_bound"
+    lag = found_by(soak.findings, ["monitoring_lag", "prometheus_unreachable"])
+    end = soak.period.end
+    # No lag is measured while no controller ran: that time is blind, not late.
+    down = controller_not_running(soak.controller_runs, end, context.controller_gone_after_seconds)
+
+    def lasted(f: Finding) -> float:
+        closed = f.closed_at or end
+        return (closed - f.opened_at).total_seconds() - overlap_seconds(f.opened_at, closed, down)
+
+    over = [
+        f
+        for f in lag
+        if f.kind is FindingKind.CONDITION and lasted(f) > rules.monitoring_lag_max_seconds
+    ]
+    longest = max((lasted(f) for f in lag), default=0.0)
+    evidence = [
+        Note(
+            "ev.lag",
+            {
+                "conditions": len(lag),
+                "over": len(over),
+                "longest_seconds": longest,
+                "limit_seconds": rules.monitoring_lag_max_seconds,
+            },
+        )
+    ]
+    return result(
+        name,
+        Status.FAIL if over else Status.PASS,
+        evidence,
+        FailureClass.LIMITED_LAUNCH,
+        over,
+        soak.period,
+        context.calendar,
+    )

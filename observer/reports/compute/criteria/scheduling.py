@@ -1,0 +1,157 @@
+"""The scheduling criteria: every queue wait explained (queue_explainable), and no tenant
+given less than its share window after window (no_persistent_unfairness), with who held the
+GPUs instead. Pure."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import datetime
+
+from observer.detectors import fairness, unexplained_wait
+from observer.domain import Finding, ProbeRun
+from observer.probes.windows import occurrence_of
+from observer.reports.compute.criteria.result import (
+    CriterionResult,
+    FailureClass,
+    Status,
+    VerdictRules,
+    found_by,
+    result,
+)
+from observer.reports.compute.data import PeriodData, ReportContext
+from observer.reports.compute.notes import Note
+
+
+def _waited(run: ProbeRun) -> bool:
+    return (run.queue_wait_seconds or 0.0) > 0 or sum(run.pending_reasons.values()) > 0
+
+
+def queue_explainable(
+    soak: PeriodData, context: ReportContext, rules: VerdictRules
+) -> CriterionResult:
+    name = "queue_explainable"
+    runs = list(soak.runs)
+    waited = [r for r in runs if _waited(r)]
+    if not waited:
+        return result(name, Status.NOT_OBSERVED, [Note("ev.no_waits", {"runs": len(runs)})])
+    unexplained = found_by(soak.findings, [unexplained_wait.UNEXPLAINED_WAIT])
+    unexplained_runs = {f.subject.get("run_id") for f in unexplained}
+    share = len(unexplained_runs) / len(waited)
+    reasons: dict[str, float] = {}
+    for run in waited:
+        for reason, seconds in run.pending_reasons.items():
+            reasons[reason] = reasons.get(reason, 0.0) + seconds
+    evidence = [
+        Note(
+            "ev.waits",
+            {
+                "waited": len(waited),
+                "runs": len(runs),
+                "unexplained": len(unexplained_runs),
+                "share": share,
+                "limit_share": rules.unexplained_wait_max_share,
+            },
+        ),
+        *(
+            Note("ev.pending_reason", {"reason_words": reason, "total_seconds": seconds})
+            for reason, seconds in sorted(reasons.items(), key=lambda kv: (-kv[1], kv[0]))
+        ),
+    ]
+    failed = share > rules.unexplained_wait_max_share
+    return result(
+        name,
+        Status.FAIL if failed else Status.PASS,
+        evidence,
+        FailureClass.LIMITED_LAUNCH,
+        unexplained,
+        soak.period,
+        context.calendar,
+    )
+
+
+def no_persistent_unfairness(
+    soak: PeriodData, context: ReportContext, rules: VerdictRules
+) -> CriterionResult:
+    name = "no_persistent_unfairness"
+    calendar = context.calendar
+    known = {w.name for w in calendar.windows}
+    seen: dict[str, set[datetime]] = {}
+    for run in soak.runs:
+        if run.probe not in context.fairness_probes or run.submitted_at is None:
+            continue
+        if run.window not in known:
+            continue
+        occurrence = occurrence_of(calendar, run.window, run.submitted_at)
+        if occurrence is not None:
+            seen.setdefault(run.window, set()).add(occurrence.start)
+    per_window = [f"{w} {len(s)}" for w, s in sorted(seen.items())]
+    evidence = [
+        Note("ev.fairness", {"occurrences": per_window, "needed": rules.fairness_persistence_k})
+    ]
+    unfair = found_by(soak.findings, [fairness.PERSISTENT_UNFAIRNESS])
+    if not unfair and sum(len(s) for s in seen.values()) < rules.fairness_persistence_k:
+        return result(name, Status.NOT_OBSERVED, evidence)
+    if unfair:
+        tenants = sorted({str(f.subject.get("tenant")) for f in unfair})
+        evidence.append(Note("ev.unfair", {"tenants": tenants}))
+        for finding in sorted(unfair, key=lambda f: (str(f.subject.get("tenant")), f.opened_at)):
+            evidence += _unfairness_explained(finding)
+    return result(
+        name,
+        Status.FAIL if unfair else Status.PASS,
+        evidence,
+        FailureClass.LIMITED_LAUNCH,
+        unfair,
+        soak.period,
+        context.calendar,
+    )
+
+
+def _unfairness_explained(finding: Finding) -> list[Note]:
+    """What a persistent_unfairness finding's evidence says of why: the stretch in which the
+    tenant got least (when, how many GPUs short, against which entitlement), who held the GPUs
+    then, and each tenant that waited longer yet received more than its share."""
+    tenant = str(finding.subject.get("tenant"))
+    notes: list[Note] = []
+    worst = finding.evidence.get("worst_stretch")
+    if isinstance(worst, Mapping):
+        basis = str(worst.get("entitlement_basis") or fairness.WEIGHTED_SHARE)
+        notes.append(
+            Note(
+                f"ev.unfair_stretch.{basis}",
+                {
+                    "tenant": tenant,
+                    "window": worst.get("window"),
+                    "start_at": worst.get("start"),
+                    "end_at": worst.get("end"),
+                    "short_gpus": worst.get("short_gpus"),
+                    "received_gpus": worst.get("received_gpus"),
+                    "entitled_gpus": worst.get("entitled_gpus"),
+                },
+            )
+        )
+        for holder in worst.get("holders") or []:
+            name = holder.get("tenant")
+            notes.append(
+                Note("ev.unfair_holder", {"holder": name, "beyond_gpus": holder.get("beyond_gpus")})
+            )
+            for kind in ("priority", "user"):
+                if by := holder.get(f"by_{kind}"):
+                    names = [f"{who} {gpus:.1f}" for who, gpus in by.items()]
+                    notes.append(Note(f"ev.unfair_holder_{kind}", {"holder": name, "names": names}))
+    for other in finding.evidence.get("favoured_with_longer_waits") or []:
+        notes.append(
+            Note(
+                "ev.unfair_favoured",
+                {
+                    "tenant": other.get("tenant"),
+                    "disadvantaged": tenant,
+                    "window": other.get("window"),
+                    "wait_seconds": other.get("median_wait_seconds"),
+                    "others_wait_seconds": other.get("others_median_wait_seconds"),
+                    "received_gpus": other.get("received_gpus"),
+                    "entitled_gpus": other.get("entitled_gpus"),
+                },
+            )
+        )
+    return notes
