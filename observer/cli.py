@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import gc
 import json
 import os
@@ -17,7 +16,11 @@ from typing import Any
 
 from prometheus_client import disable_created_metrics
 
+from observer import store_commands
 from observer.errors import (
+    EXIT_FAILURE,
+    EXIT_INVALID,
+    EXIT_OK,
     NO_GPU_EXIT_CODE,
     ConfigError,
     CudaCallError,
@@ -28,13 +31,9 @@ from observer.errors import (
     WorkloadError,
 )
 from observer.logging_setup import configure_logging
-from observer.records import StoredDelivery, StoredIntervention
 from observer.settings import Settings, load_settings
 from observer.signals import stop_on_signals
 
-EXIT_OK = 0
-EXIT_FAILURE = 1
-EXIT_INVALID = 2
 GC_FIRST_GENERATION_THRESHOLD = 10_000
 
 CONFIG_ENV = "OBSERVER_CONFIG"
@@ -354,6 +353,14 @@ def _overrides(args: argparse.Namespace) -> dict[str, Any]:
     return {"detectors": {"node": node}} if node else {}
 
 
+_STORE_COMMANDS = {
+    "findings": store_commands.findings,
+    "runs": store_commands.runs,
+    "report": store_commands.report,
+    "intervention": store_commands.intervention,
+}
+
+
 def _dispatch(args: argparse.Namespace, settings: Settings) -> int:
     if args.command == "agent":
         if args.agent_command == "replay":
@@ -361,14 +368,8 @@ def _dispatch(args: argparse.Namespace, settings: Settings) -> int:
         return _run_until_signalled(settings, "agent")
     if args.command == "controller":
         return _run_until_signalled(settings, "controller")
-    if args.command == "findings":
-        return _findings(args, settings)
-    if args.command == "runs":
-        return _runs(args, settings)
-    if args.command == "report":
-        return _report(args, settings)
-    if args.command == "intervention":
-        return _intervention(args, settings)
+    if args.command in _STORE_COMMANDS:
+        return _STORE_COMMANDS[args.command](args, settings)
     if args.command == "db":
         from observer.storage.database import store_url, upgrade  # noqa: PLC0415 - heavy import
 
@@ -474,133 +475,6 @@ def _pair(text: str) -> tuple[str, str]:
     if not sep or not key or not value:
         raise argparse.ArgumentTypeError(f"not KEY=VALUE: {text!r}")
     return key, value
-
-
-def _report(args: argparse.Namespace, settings: Settings) -> int:
-    from zoneinfo import ZoneInfo  # noqa: PLC0415
-
-    from observer.clock import SystemClock  # noqa: PLC0415
-    from observer.reports.deliver import deliver_written  # noqa: PLC0415
-    from observer.reports.publish import write_daily, write_verdict, yesterday  # noqa: PLC0415
-    from observer.storage.database import store_url  # noqa: PLC0415
-    from observer.storage.store import Store  # noqa: PLC0415
-
-    clock = SystemClock()
-    now = clock.now()
-    with Store(store_url(settings.storage.sqlite_path, settings.storage.url)) as store:
-        if args.report_command == "deliveries":
-            return _deliveries(store.deliveries(report=args.report), args.json)
-        if args.report_command == "daily":
-            tz = ZoneInfo(settings.controller.timezone)
-            day = now.astimezone(tz).date() if args.today else args.date or yesterday(settings, now)
-            paths = write_daily(store, settings, day, now, partial=args.today)
-        else:
-            paths = write_verdict(store, settings, now, provisional=args.provisional)
-        for path in paths:
-            print(path)
-        if not args.deliver:
-            return EXIT_OK
-        results = deliver_written(paths, settings, clock, threading.Event(), store)
-    failed = [r for r in results if not r.ok]
-    for result in failed:
-        print(f"observer: delivery to {result.channel} failed: {result.detail}", file=sys.stderr)
-    return EXIT_FAILURE if failed else EXIT_OK
-
-
-def _deliveries(deliveries: Sequence[StoredDelivery], as_json: bool) -> int:
-    for d in deliveries:
-        if as_json:
-            print(json.dumps({**dataclasses.asdict(d), "at": d.at.isoformat()}))
-        else:
-            print(
-                f"{d.at:%Y-%m-%d %H:%M:%S}  {d.report:<28} {d.channel:<10} {d.outcome:<10} "
-                f"{d.attempts:>2}  {d.detail or '-'}"
-            )
-    return EXIT_OK
-
-
-def _intervention(args: argparse.Namespace, settings: Settings) -> int:
-    from observer.clock import SystemClock  # noqa: PLC0415
-    from observer.storage.database import store_url  # noqa: PLC0415
-    from observer.storage.store import Store  # noqa: PLC0415
-
-    record = StoredIntervention(
-        at=args.at or SystemClock().now(),
-        by=args.by,
-        reason=args.reason,
-        subject=dict(args.subject),
-    )
-    with Store(store_url(settings.storage.sqlite_path, settings.storage.url)) as store:
-        store.add_intervention(record)
-    subject = ", ".join(f"{k}={v}" for k, v in sorted(record.subject.items())) or "-"
-    print(f"recorded: {record.at.isoformat()} by {record.by} on {subject}: {record.reason}")
-    return EXIT_OK
-
-
-def _findings(args: argparse.Namespace, settings: Settings) -> int:
-    from zoneinfo import ZoneInfo  # noqa: PLC0415
-
-    from observer import codec  # noqa: PLC0415
-    from observer.storage.database import store_url  # noqa: PLC0415
-    from observer.storage.store import Store  # noqa: PLC0415
-
-    with Store(store_url(settings.storage.sqlite_path, settings.storage.url)) as store:
-        found = store.findings(open_only=args.open, since=args.since, detector=args.detector)
-    tz = ZoneInfo(settings.controller.timezone)
-
-    def local(at: datetime) -> str:
-        """The platform's time a person reads in the reports, with its offset."""
-        at = at.astimezone(tz)
-        return f"{at:%Y-%m-%d %H:%M:%S} {at.isoformat()[-6:]}"
-
-    for finding in found:
-        if args.json:
-            print(json.dumps(codec.finding_to_json(finding)))
-        else:
-            state = f"closed {local(finding.closed_at)}" if finding.closed_at else "open"
-            print(
-                f"{local(finding.opened_at)}  {finding.severity.value:<8} "
-                f"{finding.detector:<24} {state:<33} {finding.summary}"
-            )
-    return EXIT_OK
-
-
-def _runs(args: argparse.Namespace, settings: Settings) -> int:
-    from zoneinfo import ZoneInfo  # noqa: PLC0415
-
-    from observer.reports.compute.tasks import is_failed, task_records  # noqa: PLC0415
-    from observer.reports.inputs import day_period  # noqa: PLC0415
-    from observer.reports.render.i18n import Words  # noqa: PLC0415
-    from observer.reports.render.json import task_record_json  # noqa: PLC0415
-    from observer.reports.render.tasks import task_headers, task_row, tasks_csv  # noqa: PLC0415
-    from observer.storage.database import store_url  # noqa: PLC0415
-    from observer.storage.store import Store  # noqa: PLC0415
-
-    tz = ZoneInfo(settings.controller.timezone)
-    day = args.date or datetime.now(tz).date()
-    bounds = day_period(day, tz)
-    with Store(store_url(settings.storage.sqlite_path, settings.storage.url)) as store:
-        runs = store.runs(since=bounds.start, until=bounds.end)
-        # What the runs' nodes went through, to class each failure as the summary does.
-        findings = [f for f in store.findings(since=bounds.start) if f.opened_at < bounds.end]
-        changes = store.node_changes(bounds.start, bounds.end)
-    records = [
-        r
-        for r in task_records(runs, findings, changes)
-        if (not args.failed or is_failed(r.run))
-        and (args.probe is None or r.run.probe == args.probe)
-    ]
-    words = Words(settings.reports.language, tz)
-    if args.csv:
-        sys.stdout.write(tasks_csv(records, words))
-    elif args.json:
-        for record in records:
-            print(json.dumps(task_record_json(record, words), ensure_ascii=False))
-    else:
-        print("\t".join(task_headers(words)))
-        for record in records:
-            print("\t".join(str(c) for c in task_row(record, words, record.run.run_id)))
-    return EXIT_OK
 
 
 def _agent_replay(args: argparse.Namespace, settings: Settings) -> int:

@@ -75,6 +75,10 @@ class SnapshotError(ObserverError):
     or of the wrong type. The message names what was wrong and where."""
 
 
+# The command line's exit codes: done, failed, refused (bad input).
+EXIT_OK = 0
+EXIT_FAILURE = 1
+EXIT_INVALID = 2
 # `observer probe gpu-burn` ends with this when the node has no usable GPU (sysexits
 # EX_UNAVAILABLE); probes/outcome.py reads it as "no GPU on the node", not as a failure.
 NO_GPU_EXIT_CODE = 69
