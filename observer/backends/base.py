@@ -111,6 +111,28 @@ class ServiceBackend(Protocol):
         ...
 
 
+class ServicesOf:
+    """The ServiceBackend calls of a backend that keeps its service in a part of its own
+    (`_services`: Kubernetes' Deployment calls, Slurm's replica jobs)."""
+
+    _services: ServiceBackend
+
+    def deploy_service(self, spec: ServiceSpec, replicas: int) -> None:
+        self._services.deploy_service(spec, replicas)
+
+    def scale_service(self, spec: ServiceSpec, replicas: int) -> None:
+        self._services.scale_service(spec, replicas)
+
+    def restart_service(self, spec: ServiceSpec) -> None:
+        self._services.restart_service(spec)
+
+    def service_replicas(self, spec: ServiceSpec) -> list[Replica]:
+        return self._services.service_replicas(spec)
+
+    def delete_service(self, spec: ServiceSpec) -> None:
+        self._services.delete_service(spec)
+
+
 class SchedulerBackend(Protocol):
     def submit(self, request: JobRequest) -> str:
         """Submit a probe; return the platform's job id."""

@@ -30,8 +30,7 @@ from observer.backends.base import (
     RUN_ID_LABEL,
     FinishedJobs,
     QuotaChange,
-    Replica,
-    ServiceSpec,
+    ServicesOf,
     queue_states,
     with_guarantees,
 )
@@ -86,7 +85,7 @@ JOB_NAME_LABEL = "job-name"  # the job controller puts it on its pods (every rel
 _CANCELLED_REMEMBERED = 1024  # a cancelled Job vanishes from the API; its outcome is kept here
 
 
-class KubernetesBackend:
+class KubernetesBackend(ServicesOf):
     """SchedulerBackend and ServiceBackend over the Kubernetes API; see KubernetesSettings for
     what it needs."""
 
@@ -320,23 +319,6 @@ class KubernetesBackend:
 
     def probe_isolation(self, as_tenant: str, other_tenant: str) -> list[AccessAttempt]:
         return isolation.probe(self._settings, as_tenant, other_tenant)
-
-    # --- ServiceBackend: the inference probe's Deployment and Service -----------------------
-
-    def deploy_service(self, spec: ServiceSpec, replicas: int) -> None:
-        self._services.deploy_service(spec, replicas)
-
-    def scale_service(self, spec: ServiceSpec, replicas: int) -> None:
-        self._services.scale_service(spec, replicas)
-
-    def restart_service(self, spec: ServiceSpec) -> None:
-        self._services.restart_service(spec)
-
-    def service_replicas(self, spec: ServiceSpec) -> list[Replica]:
-        return self._services.service_replicas(spec)
-
-    def delete_service(self, spec: ServiceSpec) -> None:
-        self._services.delete_service(spec)
 
     # --- reading ---------------------------------------------------------------------------
 

@@ -22,8 +22,7 @@ from datetime import UTC, datetime
 from observer.backends.base import (
     FinishedJobs,
     QuotaChange,
-    Replica,
-    ServiceSpec,
+    ServicesOf,
     queue_states,
 )
 from observer.backends.slurm.commands import CommandTimeout, SlurmCommands, slurm_words, unreachable
@@ -47,7 +46,7 @@ from observer.settings.controller import SlurmSettings
 _FINAL_STATES = "BF,CA,CD,DL,F,NF,OOM,PR,RV,TO"
 
 
-class SlurmBackend:
+class SlurmBackend(ServicesOf):
     """SchedulerBackend and ServiceBackend over Slurm's CLIs; see SlurmSettings for what it
     needs."""
 
@@ -152,23 +151,6 @@ class SlurmBackend:
         return SchedulerSnapshot(
             at=at, queues=queue_states(active, at), nodes=tuple(self._sinfo()), jobs=tuple(active)
         )
-
-    # --- ServiceBackend: the inference probe's replicas, one job each ---------------------
-
-    def deploy_service(self, spec: ServiceSpec, replicas: int) -> None:
-        self._services.deploy_service(spec, replicas)
-
-    def scale_service(self, spec: ServiceSpec, replicas: int) -> None:
-        self._services.scale_service(spec, replicas)
-
-    def restart_service(self, spec: ServiceSpec) -> None:
-        self._services.restart_service(spec)
-
-    def service_replicas(self, spec: ServiceSpec) -> list[Replica]:
-        return self._services.service_replicas(spec)
-
-    def delete_service(self, spec: ServiceSpec) -> None:
-        self._services.delete_service(spec)
 
     # --- beyond the protocol ------------------------------------------------------------
 
