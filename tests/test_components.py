@@ -1,0 +1,70 @@
+"""The test tiers hold: a test that reaches a real component without its marker fails, and
+the tests of one shared component run on one xdist worker."""
+
+from __future__ import annotations
+
+import os
+import re
+
+import pytest
+
+from tests.conftest import REPO
+
+pytest_plugins = ["pytester"]
+
+CONFTEST = """
+import pytest
+from tests import components
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(items):
+    components.mark(items)
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item):
+    components.running(item)
+
+def pytest_configure(config):
+    for name in components.REAL:
+        config.addinivalue_line("markers", name)
+"""
+
+
+@pytest.fixture
+def suite(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.Pytester:
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]))
+    monkeypatch.delenv("CI", raising=False)
+    pytester.makeconftest(CONFTEST)
+    return pytester
+
+
+def test_a_test_that_reaches_a_component_without_its_marker_fails(suite: pytest.Pytester):
+    suite.makepyfile(
+        """
+        import pytest
+        from tests import components
+
+        def test_unmarked():
+            components.require("slurm")
+
+        @pytest.mark.slurm
+        def test_marked():
+            components.require("slurm")
+        """
+    )
+    result = suite.runpytest_subprocess("-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(["*test_unmarked uses slurm*not marked @pytest.mark.slurm*"])
+
+
+def test_the_tests_of_one_shared_component_run_on_one_worker(suite: pytest.Pytester):
+    tests = "\n".join(
+        f"@pytest.mark.slurm\ndef test_on_the_cluster_{n}():\n    pass\n" for n in range(8)
+    )
+    suite.makepyfile(f"import pytest\n\n{tests}")
+    result = suite.runpytest_subprocess(
+        "-p", "no:cacheprovider", "-n", "2", "--dist", "loadgroup", "-v"
+    )
+    result.assert_outcomes(passed=8)
+    workers = set(re.findall(r"\[(gw\d)\].*PASSED", result.stdout.str()))
+    assert len(workers) == 1
