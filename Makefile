@@ -9,8 +9,9 @@ CHART_TOOLS := .tools/bin/.installed
 # The demo's /metrics port for `make run`; PORT=0 takes any free one.
 PORT ?= 9500
 
-# pytest-xdist workers; tests that share one instance of a component stay on one worker.
-WORKERS ?= auto
+# pytest-xdist workers: more than the cores, as many tests wait on a daemon or a clock; tests
+# that share one instance of a component stay on one worker.
+WORKERS ?= 4
 PYTEST := OBSERVER_TEST_FAKE_NVML_LIB=$(CURDIR)/$(FAKE_NVML) $(BIN)/pytest
 PARALLEL := -n $(WORKERS) --dist loadgroup
 COMPONENTS := slurm postgres prometheus rsyslog chromium chart systemd
@@ -56,15 +57,15 @@ locale: setup
 check: lint $(FAKE_NVML)
 	$(PYTEST) $(PARALLEL) -m "not real"
 
-# The fault tests stop or freeze shared components, so they run alone, after the rest.
+# A test that stops a component the other workers use (PostgreSQL) runs alone, after the rest.
 test: lint $(FAKE_NVML) $(CHART_TOOLS)
-	$(PYTEST) $(PARALLEL) -m "not faults"
-	$(PYTEST) -m faults
+	$(PYTEST) $(PARALLEL) -m "not alone"
+	$(PYTEST) -m alone
 
 # One component's tests, e.g. `make test-slurm` (their fixtures start it: docs/TESTING.md).
 $(COMPONENTS:%=test-%): test-%: setup $(FAKE_NVML) $(CHART_TOOLS)
-	$(PYTEST) $(PARALLEL) -m "$* and not faults"
-	$(PYTEST) -m "$* and faults" || [ $$? -eq 5 ]
+	$(PYTEST) $(PARALLEL) -m "$* and not alone"
+	$(PYTEST) -m "$* and alone" || [ $$? -eq 5 ]
 
 bench: setup $(FAKE_NVML)
 	OBSERVER_TEST_FAKE_NVML_LIB=$(CURDIR)/$(FAKE_NVML) PYTHONPATH=$(CURDIR) $(BIN)/python bench/agent_sampling.py

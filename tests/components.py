@@ -22,7 +22,7 @@ REAL = {
     "chromium": "headless Chromium (Debian's chromium)",
     "chart": "helm, kubectl, checkov, hadolint (deploy/chart-tools/install.sh)",
     "systemd": "systemd-analyze and setpriv (Debian's systemd)",
-    "faults": "breaks a real component on purpose: runs alone, after the rest",
+    "alone": "stops a component other tests use at the same time: runs after the rest, alone",
 }
 STAND_INS = {
     "fake_nvml": "the stand-in libnvidia-ml.so.1 (OBSERVER_TEST_FAKE_NVML_LIB)",

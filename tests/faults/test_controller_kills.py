@@ -17,7 +17,7 @@ from tests.backends.slurm_harness import slurm_harness
 from tests.faults.daemon import accounted_jobs, controller, slurm_config, stop
 
 # Real time on the real components, and a shared Slurm another test may hold: not 120 s.
-pytestmark = [pytest.mark.slurm, pytest.mark.faults, pytest.mark.timeout(600)]
+pytestmark = [pytest.mark.slurm, pytest.mark.timeout(600)]
 
 KILLS = 10
 

@@ -28,7 +28,8 @@ from tests.backends.slurm_harness import slurm_harness
 from tests.faults.daemon import accounted_jobs, controller, slurm_config, stop
 
 # Real time on the real components, and a shared Slurm another test may hold: not 120 s.
-pytestmark = [pytest.mark.postgres, pytest.mark.slurm, pytest.mark.faults, pytest.mark.timeout(600)]
+# PostgreSQL stopped under the other workers' tests would fail them: this one runs alone.
+pytestmark = [pytest.mark.postgres, pytest.mark.slurm, pytest.mark.alone, pytest.mark.timeout(600)]
 
 OUTAGE_SECONDS = 60
 
