@@ -27,7 +27,6 @@ from observer.simulation.soak import SimulatedSoak, simulated_cluster
 from observer.storage.database import upgrade
 from observer.storage.store import Store
 
-
 T0 = datetime(2026, 11, 30, 20, 0, tzinfo=UTC)
 DAY = T0.date()
 STEP_SECONDS = 60.0
