@@ -72,6 +72,12 @@ def mark(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.xdist_group(group[0]))
 
 
+def named(value: object, name: str) -> object:
+    """A parameter named for a platform or a value set: marked for its component when the
+    name is a real one's."""
+    return pytest.param(value, id=name, marks=[getattr(pytest.mark, name)] if name in REAL else [])
+
+
 def params(*names: str) -> list[object]:
     """Fixture parameters named by platform, each real one marked for its component."""
-    return [pytest.param(n, marks=[getattr(pytest.mark, n)] if n in REAL else []) for n in names]
+    return [named(name, name) for name in names]

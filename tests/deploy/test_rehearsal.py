@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from observer.cli import _parser
+from tests import components
 from tests.deploy.chart import pod_spec, render, tool
 from tests.deploy.rehearsal import Rehearsal, cluster_for, helm_test_pods, workloads
 from tests.deploy.test_chart_args import VALUE_IDS, VALUE_SETS, entrypoint
@@ -39,7 +40,11 @@ def rehearsed_part(objects: list[dict[str, Any]]) -> str:
     return json.dumps(read, sort_keys=True)
 
 
-@pytest.mark.parametrize("values", VALUE_SETS, ids=VALUE_IDS)
+# The agents run on the stand-in NVML; the postgres and slurm value sets use those components.
+@pytest.mark.fake_nvml
+@pytest.mark.parametrize(
+    "values", [components.named(v, name) for v, name in zip(VALUE_SETS, VALUE_IDS, strict=True)]
+)
 def test_every_pod_runs_as_rendered_until_ready_and_passes_the_helm_test(
     values: Path | None,
 ) -> None:

@@ -188,6 +188,7 @@ def slurm_env() -> dict[str, str]:
     return {**os.environ, "SLURM_CONF": str(require_slurm())}
 
 
+@pytest.mark.slurm
 def test_the_installed_configs_pass_the_fresh_venvs_check_config(
     installed: Installed, slurm_env: dict[str, str]
 ) -> None:
@@ -339,6 +340,7 @@ CASES = {
 }
 
 
+@pytest.mark.fake_nvml
 @pytest.mark.parametrize(("capabilities", "owner"), CASES.values(), ids=CASES.keys())
 def test_the_agent_as_its_unit_runs_it_serves_healthz_and_names_another_users_job(
     installed: Installed,
