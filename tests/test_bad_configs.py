@@ -1,32 +1,18 @@
-"""Every bad config under tests/fixtures/bad-configs/ is refused by the real CLI, as a process,
-with exactly the lines beside it (NAME.expected), exit 2 and no traceback: by `check-config` and
-by `controller --config`, which then never starts."""
+"""Every bad config under tests/fixtures/bad-configs/ is refused by the real CLI with exactly
+the lines beside it (NAME.expected), exit 2 and no traceback: by `check-config` and by
+`controller --config`, which then never starts."""
 
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from tests.support.cli import run_cli
+
 BAD_CONFIGS = Path(__file__).parent / "fixtures" / "bad-configs"
 CASES = sorted(p.stem for p in BAD_CONFIGS.glob("*.expected"))
-
-
-def observer(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    """`python -m observer.cli ARGS` in `cwd`, with no settings from this environment."""
-    env = {k: v for k, v in os.environ.items() if k != "OBSERVER_CONFIG" and "__" not in k}
-    return subprocess.run(
-        [sys.executable, "-m", "observer.cli", *args],
-        cwd=cwd,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
 
 
 @pytest.fixture
@@ -44,9 +30,9 @@ def test_there_are_enough_cases() -> None:
 
 @pytest.mark.parametrize("name", CASES)
 def test_check_config_refuses_it_with_exactly_its_lines(workdir: Path, name: str) -> None:
-    result = observer(workdir, "check-config", f"bad-configs/{name}.yaml")
+    result = run_cli("check-config", f"bad-configs/{name}.yaml", cwd=workdir)
 
-    assert result.returncode == 2
+    assert result.exit_code == 2
     assert result.stdout == ""
     assert result.stderr == (BAD_CONFIGS / f"{name}.expected").read_text()
     assert "Traceback" not in result.stderr
@@ -54,9 +40,9 @@ def test_check_config_refuses_it_with_exactly_its_lines(workdir: Path, name: str
 
 @pytest.mark.parametrize("name", CASES)
 def test_the_controller_refuses_it_the_same_way_before_starting(workdir: Path, name: str) -> None:
-    result = observer(workdir, "controller", "--config", f"bad-configs/{name}.yaml")
+    result = run_cli("controller", "--config", f"bad-configs/{name}.yaml", cwd=workdir)
 
-    assert result.returncode == 2
+    assert result.exit_code == 2
     assert result.stdout == ""
     assert result.stderr == (BAD_CONFIGS / f"{name}.expected").read_text()
     assert "controller listening" not in result.stderr
@@ -69,7 +55,7 @@ def test_an_unreadable_file_is_one_line(tmp_path: Path) -> None:
     config.write_text("agent: {}\n")
     config.chmod(0)
 
-    result = observer(tmp_path, "check-config", "c.yaml")
+    result = run_cli("check-config", "c.yaml", cwd=tmp_path)
 
-    assert result.returncode == 2
+    assert result.exit_code == 2
     assert result.stderr == "c.yaml: cannot be read (Permission denied)\n"

@@ -8,7 +8,6 @@ import argparse
 import os
 import re
 import shlex
-import socket
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -21,25 +20,11 @@ from observer.cli import _parser
 from observer.domain import Finding, FindingKind, Severity
 from observer.storage.database import upgrade
 from observer.storage.store import Store
+from tests.support import net
+from tests.support.cli import run_cli
 
 REPO = Path(__file__).resolve().parents[1]
 TRACE = REPO / "tests" / "fixtures" / "nvml" / "h200-trace"
-
-
-def observer(
-    cwd: Path, *args: str, env: dict[str, str] | None = None, timeout: float = 60
-) -> subprocess.CompletedProcess[str]:
-    """`python -m observer.cli ARGS` in `cwd`, with no settings from this environment but `env`."""
-    clean = {k: v for k, v in os.environ.items() if k != "OBSERVER_CONFIG" and "__" not in k}
-    return subprocess.run(
-        [sys.executable, "-m", "observer.cli", *args],
-        cwd=cwd,
-        env={**clean, **(env or {})},
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        check=False,
-    )
 
 
 def verbs(
@@ -79,9 +64,9 @@ def test_config_comes_from_the_environment_when_not_given(tmp_path: Path) -> Non
     config = tmp_path / "c.yaml"
     config.write_text(f"storage:\n  sqlite_path: {tmp_path / 'env.db'}\n")
 
-    result = observer(tmp_path, "db", "upgrade", env={"OBSERVER_CONFIG": str(config)})
+    result = run_cli("db", "upgrade", env={"OBSERVER_CONFIG": str(config)}, cwd=tmp_path)
 
-    assert result.returncode == 0, result.stderr
+    assert result.exit_code == 0, result.stderr
     assert (tmp_path / "env.db").is_file()
 
 
@@ -89,9 +74,9 @@ def test_an_invalid_config_from_the_environment_stops_the_command(tmp_path: Path
     config = tmp_path / "c.yaml"
     config.write_text("agent:\n  colour: blue\n")
 
-    result = observer(tmp_path, "findings", env={"OBSERVER_CONFIG": str(config)})
+    result = run_cli("findings", env={"OBSERVER_CONFIG": str(config)}, cwd=tmp_path)
 
-    assert (result.returncode, result.stderr) == (2, "agent.colour: unknown setting\n")
+    assert (result.exit_code, result.stderr) == (2, "agent.colour: unknown setting\n")
 
 
 def _table_commands() -> list[list[str]]:
@@ -148,9 +133,9 @@ def test_a_missing_database_is_named_with_its_fix_and_never_created(
     database = tmp_path / "soak.db"
     (tmp_path / "c.yaml").write_text(f"storage:\n  sqlite_path: {database}\n")
 
-    result = observer(tmp_path, *argv, "--config", "c.yaml")
+    result = run_cli(*argv, "--config", "c.yaml", cwd=tmp_path)
 
-    assert result.returncode == 2
+    assert result.exit_code == 2
     assert re.fullmatch(
         rf"observer: sqlite:///{re.escape(str(database))} has schema revision none \(no such "
         r"file\), this observer needs \w+: run `observer db upgrade --config c\.yaml`\n",
@@ -164,9 +149,9 @@ def test_an_unmigrated_database_is_named_with_its_fix(tmp_path: Path) -> None:
     database.touch()
     (tmp_path / "c.yaml").write_text(f"storage:\n  sqlite_path: {database}\n")
 
-    result = observer(tmp_path, "findings", "--config", "c.yaml")
+    result = run_cli("findings", "--config", "c.yaml", cwd=tmp_path)
 
-    assert result.returncode == 2
+    assert result.exit_code == 2
     assert "has schema revision none, this observer needs" in result.stderr
     assert result.stderr.endswith(": run `observer db upgrade --config c.yaml`\n")
 
@@ -174,6 +159,7 @@ def test_an_unmigrated_database_is_named_with_its_fix(tmp_path: Path) -> None:
 def test_a_reader_gone_early_ends_the_command_quietly(tmp_path: Path) -> None:
     read, write = os.pipe()
     os.close(read)  # `| head` that has already left
+    # A process of its own: its standard output is the pipe, flushed once more at its exit.
     proc = subprocess.run(
         [sys.executable, "-m", "observer.cli", "metrics", "list"],
         stdout=write,
@@ -190,10 +176,8 @@ def test_a_reader_gone_early_ends_the_command_quietly(tmp_path: Path) -> None:
 
 @pytest.fixture
 def taken_port() -> Iterator[int]:
-    with socket.socket() as held:
-        held.bind(("127.0.0.1", 0))
-        held.listen()
-        yield int(held.getsockname()[1])
+    with net.taken_port() as port:
+        yield port
 
 
 @pytest.mark.parametrize(
@@ -214,9 +198,9 @@ def test_a_taken_port_names_the_setting_to_change(
         f"storage:\n  sqlite_path: {tmp_path / 'observer.db'}\n"
     )
 
-    result = observer(tmp_path, *(a.format(port=taken_port) for a in argv))
+    result = run_cli(*(a.format(port=taken_port) for a in argv), cwd=tmp_path)
 
-    assert result.returncode == 2
+    assert result.exit_code == 2
     assert result.stderr.splitlines()[-1] == (
         f"{setting}: port {taken_port} on 127.0.0.1 is already in use; "
         "choose another (0: any free one)"
@@ -228,9 +212,9 @@ def test_check_config_says_which_checks_are_off_and_why(tmp_path: Path) -> None:
     config = tmp_path / "observer.yaml"
     config.write_text("controller:\n  backend: simulated\n")
 
-    done = observer(tmp_path, "check-config", str(config))
+    done = run_cli("check-config", str(config), cwd=tmp_path)
 
-    assert (done.returncode, done.stderr) == (0, "")
+    assert (done.exit_code, done.stderr) == (0, "")
     assert done.stdout.splitlines() == [
         f"{config}: valid",
         "monitoring: off: controller.prometheus_url is not set",
@@ -250,9 +234,9 @@ def test_check_config_lists_no_check_off_when_every_source_is_set(tmp_path: Path
         "  alertmanager_url: http://alertmanager:9093\n"
     )
 
-    done = observer(tmp_path, "check-config", str(config))
+    done = run_cli("check-config", str(config), cwd=tmp_path)
 
-    assert (done.returncode, done.stdout) == (0, f"{config}: valid\n")
+    assert (done.exit_code, done.stdout) == (0, f"{config}: valid\n")
 
 
 def test_check_config_warns_of_each_planned_probe_no_launch_of_which_fits_the_budget(
@@ -276,10 +260,10 @@ def test_check_config_warns_of_each_planned_probe_no_launch_of_which_fits_the_bu
         "  alertmanager_url: http://alertmanager:9093\n"
     )
 
-    done = observer(tmp_path, "check-config", str(config))
+    done = run_cli("check-config", str(config), cwd=tmp_path)
 
     # burst: 4 copies of 1 GPU; multi-node: 2 nodes of 4 GPUs, over both budgets.
-    assert (done.returncode, done.stderr) == (0, "")
+    assert (done.exit_code, done.stderr) == (0, "")
     assert done.stdout.splitlines() == [
         f"{config}: valid",
         "warning: probe burst: 4 x 1 GPUs can never fit max_probe_gpus_per_tenant 3",
@@ -296,9 +280,9 @@ def test_check_config_names_the_total_budget_when_it_is_the_smaller(tmp_path: Pa
         "  plan: [{window: night, probe: multi-gpu, every_seconds: 3600}]\n"
     )
 
-    done = observer(tmp_path, "check-config", str(config))
+    done = run_cli("check-config", str(config), cwd=tmp_path)
 
-    assert done.returncode == 0
+    assert done.exit_code == 0
     assert done.stdout.splitlines()[-1] == (
         "warning: probe multi-gpu: 1 x 8 GPUs can never fit max_probe_gpus 6"
     )
@@ -326,9 +310,9 @@ def test_findings_read_in_the_platforms_time_with_its_offset(tmp_path: Path) -> 
         f"storage: {{url: '{url}'}}\ncontroller: {{timezone: Asia/Shanghai}}\n"
     )
 
-    result = observer(tmp_path, "findings", "--config", "c.yaml")
+    result = run_cli("findings", "--config", "c.yaml", cwd=tmp_path)
 
-    assert result.returncode == 0, result.stderr
+    assert result.exit_code == 0, result.stderr
     assert result.stdout.split()[:2] == ["2026-11-30", "03:20:00"]
     assert result.stdout.split()[2] == "+08:00"
     assert "closed 2026-11-30 04:20:00 +08:00" in result.stdout

@@ -9,7 +9,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -19,6 +18,7 @@ import pytest
 
 from tests.deploy.chart import tool
 from tests.gpu.fake_nvml import FakeNvmlGpu, require_library, write_state
+from tests.support.waiting import wait_until
 
 GiB = 1 << 30
 GPUS = 8
@@ -67,10 +67,11 @@ def agent(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     )
     env = {"FAKE_NVML_STATE": str(tmp / "state"), "FAKE_NVML_CALLS": str(tmp / "calls")}
     with _daemon("agent", config, env) as base:
-        deadline = time.monotonic() + 20
-        while "observer_gpu_pcie_tx_bytes_per_second" not in httpx.get(f"{base}/metrics").text:
-            assert time.monotonic() < deadline, "the agent never sampled its GPUs' counters"
-            time.sleep(0.1)
+        wait_until(
+            lambda: "observer_gpu_pcie_tx_bytes_per_second" in httpx.get(f"{base}/metrics").text,
+            "the agent never sampled its GPUs' counters",
+            seconds=20,
+        )
         yield base
 
 

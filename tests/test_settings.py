@@ -1,25 +1,12 @@
 """Settings: one typed root from YAML with OBSERVER_* overrides; `observer check-config`."""
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from observer.errors import ConfigError
 from observer.settings import load_settings
-
-
-def _check(path: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "observer.cli", "check-config", str(path)],
-        check=False,
-        capture_output=True,
-        text=True,
-        env=env,
-    )
-
+from tests.support.cli import run_cli
 
 KUBECONFIG = """\
 apiVersion: v1
@@ -129,23 +116,23 @@ EXAMPLES = sorted((Path(__file__).parent.parent / "deploy" / "examples").glob("*
 
 @pytest.mark.parametrize("example", EXAMPLES, ids=[p.name for p in EXAMPLES])
 def test_every_example_config_is_valid(example: Path, tmp_path: Path):
-    env = dict(os.environ)
+    env: dict[str, str] = {}
     if "backend: kubernetes" in example.read_text():
         # Checked as on a machine that can reach a cluster: this one has neither the pod's
         # service-account token nor a kubeconfig, and check-config says so (tested apart).
         kubeconfig = tmp_path / "kubeconfig"
         kubeconfig.write_text(KUBECONFIG)
         env["OBSERVER_CONTROLLER__KUBERNETES__KUBECONFIG_PATH"] = str(kubeconfig)
-    result = _check(example, env)
-    assert result.returncode == 0, result.stderr
+    result = run_cli("check-config", str(example), env=env)
+    assert result.exit_code == 0, result.stderr
     assert result.stdout.splitlines()[0] == f"{example}: valid"
 
 
 def test_check_config_exits_2_with_one_line_per_problem(tmp_path: Path):
     config = tmp_path / "bad.yaml"
     config.write_text("agent:\n  interval_seconds: 0\n  gpu_backend: cuda\n")
-    result = _check(config)
-    assert result.returncode == 2
+    result = run_cli("check-config", str(config))
+    assert result.exit_code == 2
     assert sorted(result.stderr.splitlines()) == [
         "agent.gpu_backend: must be 'nvml' or 'replay'",
         "agent.interval_seconds: must be greater than 0",
@@ -166,8 +153,8 @@ def test_a_missing_or_unparsable_file_is_a_clear_error_not_a_traceback(
     config = tmp_path / "c.yaml"
     if content is not None:
         config.write_text(content)
-    result = _check(config)
-    assert result.returncode == 2
+    result = run_cli("check-config", str(config))
+    assert result.exit_code == 2
     assert message in result.stderr
     assert "Traceback" not in result.stderr
     assert len(result.stderr.splitlines()) == 1

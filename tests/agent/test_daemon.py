@@ -15,6 +15,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from observer.agent.main import run_agent
 from observer.settings import Settings
+from tests.support.settings import replay_agent_settings
+from tests.support.waiting import wait_until
 
 
 def _samples(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
@@ -26,19 +28,12 @@ def _samples(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
 
 
 def _settings(trace: Path) -> Settings:
-    return Settings.model_validate(
-        {
-            "agent": {
-                "node_name": "node-a",
-                "gpu_backend": "replay",
-                "replay_trace_dir": trace,
-                "interval_seconds": 0.05,
-                "counters_interval_seconds": 0.5,
-                "listen_host": "127.0.0.1",
-                "listen_port": 0,
-                "shutdown_deadline_seconds": 2,
-            }
-        }
+    return replay_agent_settings(
+        trace,
+        node_name="node-a",
+        interval_seconds=0.05,
+        counters_interval_seconds=0.5,
+        shutdown_deadline_seconds=2,
     )
 
 
@@ -58,10 +53,12 @@ def test_serves_metrics_health_and_snapshot_then_stops_on_request(h200_trace: Pa
     try:
         assert listening.wait(10)
         base = f"http://127.0.0.1:{ports[0]}"
-        deadline = time.monotonic() + 10
-        while httpx.get(f"{base}/healthz").status_code != 200:
-            assert time.monotonic() < deadline, "agent never became healthy"
-            time.sleep(0.05)
+        wait_until(
+            lambda: httpx.get(f"{base}/healthz").status_code == 200,
+            "agent never became healthy",
+            seconds=10,
+            poll_seconds=0.05,
+        )
 
         health = httpx.get(f"{base}/healthz").json()
         assert health["status"] == "ok"

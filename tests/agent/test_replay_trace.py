@@ -1,8 +1,6 @@
 """`observer agent replay` on the real H200 trace: the node-local leak evidence it must find."""
 
 import json
-import subprocess
-import sys
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -10,6 +8,7 @@ import pytest
 
 from observer.agent.main import replay_trace
 from observer.settings.detectors import NodeLeakSettings
+from tests.support.cli import run_cli
 
 TRACE_START = 1796002574.687  # see tests/fixtures/nvml/h200-trace/phases.json
 PID_458_JOB_END = 1796002614.3740516
@@ -63,24 +62,11 @@ def test_default_rules_are_patient_with_a_short_trace(h200_trace: Path):
 
 
 def test_cli_prints_one_json_object_per_finding(h200_trace: Path):
-    out = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "observer.cli",
-            "agent",
-            "replay",
-            str(h200_trace),
-            "--grace-seconds",
-            "2",
-            "--idle-seconds",
-            "8",
-        ],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
-    lines = [json.loads(line) for line in out.splitlines()]
+    done = run_cli(
+        "agent", "replay", str(h200_trace), "--grace-seconds", "2", "--idle-seconds", "8"
+    )
+    assert done.exit_code == 0, done.stderr
+    lines = [json.loads(line) for line in done.stdout.splitlines()]
     assert [line["detector"] for line in lines] == ["allocated_idle", "unreleased_memory"]
     for line in lines:
         assert {"detector", "subject", "opened_at", "closed_at", "severity", "evidence"} <= set(

@@ -5,7 +5,6 @@ the full command line (which often carries tokens) only with agent.expose_comman
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -18,6 +17,7 @@ from observer.agent.main import run_agent
 from observer.settings import Settings
 from tests.gpu import fake_nvml
 from tests.ownership.test_procfs import POD_CGROUP, POD_UID, write_process
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.fake_nvml
 
@@ -70,14 +70,13 @@ def serving(agent: dict[str, Any]) -> Iterator[str]:
 
 
 def processes(base: str) -> list[dict[str, Any]]:
-    deadline = time.monotonic() + 10
-    while True:
+    def listed() -> list[dict[str, Any]]:
         response = httpx.get(f"{base}/v1/snapshot")
-        if response.status_code == 200 and response.json()["processes"]:
-            listed: list[dict[str, Any]] = response.json()["processes"]
-            return listed
-        assert time.monotonic() < deadline, "the agent never listed the GPU process"
-        time.sleep(0.05)
+        return response.json()["processes"] if response.status_code == 200 else []
+
+    return wait_until(
+        listed, "the agent never listed the GPU process", seconds=10, poll_seconds=0.05
+    )
 
 
 def test_by_default_a_process_is_its_executable_and_owner_without_its_command_line(

@@ -5,7 +5,6 @@ condition, and a kernel-log Xid is reported once across a restart."""
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +16,7 @@ from tests.agent.test_owners import pod_cgroup
 from tests.agent.test_snapshot_processes import processes, serving
 from tests.gpu import fake_nvml
 from tests.ownership.test_procfs import write_process
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.fake_nvml
 
@@ -86,14 +86,6 @@ def snapshot(base: str) -> dict[str, Any]:
     return body
 
 
-def until(check: Callable[[], Any], what: str, timeout: float = 10) -> Any:
-    deadline = time.monotonic() + timeout
-    while not (got := check()):
-        assert time.monotonic() < deadline, what
-        time.sleep(0.01)
-    return got
-
-
 def xids(base: str) -> list[dict[str, Any]]:
     return [f for f in snapshot(base)["findings"] if f["detector"] == "gpu_xid"]
 
@@ -112,11 +104,18 @@ def test_an_xid_queued_on_gpu_3_is_an_event_finding_naming_gpu_code_class_and_ow
     host.run(4242, gpu=3)
     with serving(host.settings) as base:
         processes(base)
-        until(lambda: metric(base, "observer_agent_xid_source_up", source="nvml") == 1, "no events")
+        wait_until(
+            lambda: metric(base, "observer_agent_xid_source_up", source="nvml") == 1,
+            "no events",
+            seconds=10,
+            poll_seconds=0.01,
+        )
 
         queued = time.monotonic()
         host.xid(gpu=3, code=79)
-        [xid] = until(lambda: xids(base), "the Xid never reached the snapshot")
+        [xid] = wait_until(
+            lambda: xids(base), "the Xid never reached the snapshot", seconds=10, poll_seconds=0.01
+        )
         seen_after = time.monotonic() - queued
 
         e = xid["evidence"]
@@ -135,17 +134,19 @@ def test_an_xid_queued_on_gpu_3_is_an_event_finding_naming_gpu_code_class_and_ow
 
 def test_a_row_remap_pending_opens_a_condition_on_the_running_agent(host: Host) -> None:
     with serving(host.settings) as base:
-        until(lambda: snapshot(base).get("gpus"), "no GPUs")
+        wait_until(lambda: snapshot(base).get("gpus"), "no GPUs", seconds=10, poll_seconds=0.01)
         host.gpus[2] = fake_nvml.FakeNvmlGpu(
             remapped_rows_pending=True, remapped_rows_correctable=1
         )
         host.sync()
 
-        [finding] = until(
+        [finding] = wait_until(
             lambda: [
                 f for f in snapshot(base)["findings"] if f["detector"] == "gpu_row_remap_pending"
             ],
             "the row remap pending never opened",
+            seconds=10,
+            poll_seconds=0.01,
         )
         assert finding["closed_at"] is None
         assert finding["evidence"]["gpu_index"] == 2
@@ -157,12 +158,19 @@ def test_an_agent_restarted_after_a_kernel_log_xid_reports_it_once(host: Host) -
     host.sync()
     host.kernel_xid("(PCI:0000:02:00): 31, pid=9001, name=python3, Ch 00000008, MMU Fault")
     with serving(host.settings) as base:
-        [first] = until(lambda: xids(base), "the kernel-log Xid never reached the snapshot")
+        [first] = wait_until(
+            lambda: xids(base),
+            "the kernel-log Xid never reached the snapshot",
+            seconds=10,
+            poll_seconds=0.01,
+        )
         assert (first["evidence"]["xid"], first["evidence"]["gpu_index"]) == (31, 1)
     host.kernel_xid("(PCI:0000:02:00): 43, pid=9001, name=python3, Ch 00000008")  # while down
 
     with serving(host.settings) as base:
-        [second] = until(lambda: xids(base), "the Xid written while down was lost")
+        [second] = wait_until(
+            lambda: xids(base), "the Xid written while down was lost", seconds=10, poll_seconds=0.01
+        )
         time.sleep(0.5)  # several ticks and kernel-log reads
 
         assert [f["evidence"]["xid"] for f in xids(base)] == [43]

@@ -14,17 +14,15 @@ import os
 import signal
 import subprocess
 import tempfile
-import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-
-import pytest
 
 from observer.backends.slurm.backend import SlurmBackend
 from observer.clock import SystemClock
 from observer.settings.controller import SlurmSettings
 from tests import components
+from tests.support.waiting import wait_until
 
 REPO = Path(__file__).resolve().parents[2]
 SLURM_UP = REPO / "deploy" / "local" / "infra" / "slurm-up.sh"
@@ -75,11 +73,12 @@ class SlurmHarness:
         self.nodes = 3
 
     def settle(self, until: Callable[[], bool], timeout_seconds: float) -> None:
-        deadline = time.monotonic() + timeout_seconds
-        while not until():
-            if time.monotonic() > deadline:
-                pytest.fail(f"Slurm did not get there within {timeout_seconds} s")
-            time.sleep(POLL_SECONDS)
+        wait_until(
+            until,
+            f"Slurm did not get there within {timeout_seconds} s",
+            seconds=timeout_seconds,
+            poll_seconds=POLL_SECONDS,
+        )
 
     def owner_ids(self, job_id: str) -> set[str]:
         return {job_id}  # the agents read it from the job's cgroup (job_<id>) or SLURM_JOB_ID

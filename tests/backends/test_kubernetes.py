@@ -4,7 +4,6 @@ with the harness playing the job controller, the scheduler and the kubelets."""
 from __future__ import annotations
 
 import re
-import socket
 from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
@@ -21,6 +20,7 @@ from observer.domain import Behaviour, JobPhase, JobRequest, JobStatus, Workload
 from observer.errors import BackendError, ConfigError, ProbeError
 from observer.settings.controller import KubernetesSettings
 from tests.backends.k8s_harness import GPU, KubernetesHarness
+from tests.support.net import free_port
 
 CANARY_LINE = re.compile(r"observer-canary run=(\S+) seq=(\d+) ts=(\d+\.\d+)")
 
@@ -521,9 +521,7 @@ def test_a_quota_refusing_the_job_is_a_probe_error_in_the_apis_words(
 
 
 def test_an_unreachable_api_server_is_a_backend_error() -> None:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+    port = free_port()
     settings = KubernetesSettings(host=f"http://127.0.0.1:{port}", namespaces=("research",))
 
     with KubernetesBackend(settings, SystemClock()) as backend:

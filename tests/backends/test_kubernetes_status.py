@@ -31,6 +31,7 @@ from observer.backends.kubernetes.status import (
 )
 from observer.domain import JobPhase, JobStatus, LocalQueue, QueueQuota
 from observer.probes.outcome import is_quota_reason
+from tests.support.times import on_day
 
 RECORDED = Path(__file__).parent / "kubernetes_api"
 GPU = "nvidia.com/gpu"
@@ -57,8 +58,7 @@ def warning_events() -> list[CoreV1Event]:
     return recorded("events_failed_scheduling", "CoreV1EventList").items
 
 
-def at(hour: int, minute: int, second: int, day: int = 4) -> datetime:
-    return datetime(2025, 3, day, hour, minute, second, tzinfo=UTC)
+at = on_day(datetime(2025, 3, 4, tzinfo=UTC))
 
 
 def pending_job_status(

@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 import uuid
 from collections.abc import Callable
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 
 import pytest
 
@@ -24,8 +24,10 @@ from observer.backends.simulated import (
 from observer.clock import ManualClock
 from observer.domain import Behaviour, JobPhase, JobRequest, JobStatus, SchedulerNode, Workload
 from observer.errors import BackendError, ProbeError
+from tests.support.times import seconds_after
 
 T0 = datetime(2026, 11, 30, 9, 0, tzinfo=UTC)
+at = seconds_after(T0)
 RESEARCH = "research"
 PROD = "prod"
 TENANTS = (TenantSpec(RESEARCH, 0.7), TenantSpec(PROD, 0.3))
@@ -49,10 +51,6 @@ def make_cluster(clock: ManualClock) -> MakeCluster:
         return SimulatedCluster(specs, tenants, clock, policy)
 
     return make
-
-
-def at(seconds: float) -> datetime:
-    return T0 + timedelta(seconds=seconds)
 
 
 def workload(

@@ -4,7 +4,6 @@ research and prod, QOS low limited to 2 GPUs per job): what it reads is what Slu
 from __future__ import annotations
 
 import getpass
-import socket
 import uuid
 from dataclasses import replace
 from datetime import UTC, datetime
@@ -28,6 +27,7 @@ from observer.domain import (
 from observer.errors import NO_GPU_EXIT_CODE, BackendError, ProbeError
 from observer.probes.outcome import judge
 from tests.backends.slurm_harness import SlurmHarness
+from tests.support.net import free_port
 
 pytestmark = pytest.mark.slurm
 
@@ -72,11 +72,9 @@ def _sacct_times(slurm: SlurmHarness, job_id: str) -> list[datetime | None]:
 
 def _dead_slurm_conf(slurm: SlurmHarness, tmp_path: Path, message_timeout: str | None) -> Path:
     """The test cluster's configuration with slurmctld on a port nobody listens on."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        free_port = probe.getsockname()[1]
+    port = free_port()
     lines = [
-        f"SlurmctldPort={free_port}" if line.startswith("SlurmctldPort=") else line
+        f"SlurmctldPort={port}" if line.startswith("SlurmctldPort=") else line
         for line in slurm.slurm_conf.read_text().splitlines()
     ]
     if message_timeout:

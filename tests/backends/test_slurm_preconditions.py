@@ -4,15 +4,14 @@ path, exit 2: by `observer check-config`, and by `observer controller` before it
 
 from __future__ import annotations
 
-import os
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
 from tests.backends.slurm_harness import require_slurm
+from tests.support.cli import run_cli
 
 pytestmark = pytest.mark.slurm
 
@@ -23,27 +22,15 @@ def _config(tmp_path: Path, output_dir: Path) -> Path:
     return config
 
 
-def observer(cwd: Path, env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "observer.cli", *args],
-        cwd=cwd,
-        env={k: v for k, v in env.items() if k != "OBSERVER_CONFIG" and "__" not in k},
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-
-
 @pytest.fixture
 def slurm_env() -> dict[str, str]:
-    return {**os.environ, "SLURM_CONF": str(require_slurm())}
+    return {"SLURM_CONF": str(require_slurm())}
 
 
 def _refused_in_one_line(cwd: Path, env: dict[str, str], config: Path, line: str) -> None:
     for args in (["check-config", str(config)], ["controller", "--config", str(config)]):
-        result = observer(cwd, env, *args)
-        assert result.returncode == 2, args
+        result = run_cli(*args, cwd=cwd, env=env)
+        assert result.exit_code == 2, args
         assert result.stdout == ""
         assert result.stderr == line + "\n"
     assert sorted(p.name for p in cwd.iterdir()) == ["observer.yaml"]  # no database file
@@ -52,9 +39,9 @@ def _refused_in_one_line(cwd: Path, env: dict[str, str], config: Path, line: str
 def test_a_good_config_passes(tmp_path: Path, slurm_env: dict[str, str]) -> None:
     config = _config(tmp_path, tmp_path / "out")
 
-    result = observer(tmp_path, slurm_env, "check-config", str(config))
+    result = run_cli("check-config", str(config), cwd=tmp_path, env=slurm_env)
 
-    assert result.returncode == 0, result.stderr
+    assert result.exit_code == 0, result.stderr
     assert result.stdout.splitlines()[0] == f"{config}: valid"  # then the checks that are off
 
 

@@ -17,6 +17,7 @@ from observer.settings import Settings
 from observer.simulation.soak import SimulatedSoak, simulated_cluster
 from observer.storage.database import upgrade
 from observer.storage.store import Store
+from tests.support.settings import controller_settings
 
 T0 = datetime(2026, 11, 30, 2, 0, tzinfo=UTC)
 
@@ -24,18 +25,13 @@ T0 = datetime(2026, 11, 30, 2, 0, tzinfo=UTC)
 def _soak(
     tmp_path: Path, clock: ManualClock, sources: Sources | None = None, **simulation: object
 ) -> SimulatedSoak:
-    settings = Settings.model_validate(
-        {
-            "controller": {
-                "windows": [{"name": "always", "days": "*", "start": "00:00", "end": "00:00"}],
-                "plan": [
-                    {"window": "always", "probe": "short", "every_seconds": 60},
-                    {"window": "always", "probe": "log-canary", "every_seconds": 600},
-                ],
-                "simulation": {"nodes": 2, "gpus_per_node": 4, **simulation},
-            },
-            "reports": {"output_dir": str(tmp_path / "reports")},
-        }
+    settings = controller_settings(
+        plan=[
+            {"window": "always", "probe": "short", "every_seconds": 60},
+            {"window": "always", "probe": "log-canary", "every_seconds": 600},
+        ],
+        simulation={"nodes": 2, "gpus_per_node": 4, **simulation},
+        reports={"output_dir": str(tmp_path / "reports")},
     )
     url = f"sqlite:///{tmp_path / 'observer.db'}"
     upgrade(url)

@@ -19,12 +19,12 @@ from observer.controller.work import Controller
 from observer.domain import AccessAttempt, Expectation, Outcome, ProbeRun, RunState
 from observer.metrics import ControllerMetrics
 from observer.records import SkipReason
-from observer.settings import Settings
 from observer.storage.database import upgrade
 from observer.storage.store import Store
 from tests.backends.k8s_harness import KubernetesHarness
 from tests.backends.slurm_harness import SlurmHarness, slurm_harness
 from tests.controller.test_controller_simulated import Soak, _settings
+from tests.support.settings import controller_settings
 
 ISOLATION = {"window": "weekday-peak", "probe": "isolation", "every_seconds": 1200}
 READS = ["list jobs", "list pods", "read pod log", "list secrets", "read secret"]
@@ -121,15 +121,10 @@ def test_a_tenant_whose_credentials_are_missing_is_rejected_with_the_reason(tmp_
     upgrade(url)
     store = Store(url)
     with KubernetesHarness() as k8s:
-        settings = Settings.model_validate(
-            {
-                "controller": {
-                    "backend": "kubernetes",
-                    "windows": [{"name": "always", "days": "*", "start": "00:00", "end": "00:00"}],
-                    "tenants": [{"name": "research"}, {"name": "prod"}],
-                    "plan": [{"window": "always", "probe": "isolation", "every_seconds": 60}],
-                }
-            }
+        settings = controller_settings(
+            backend="kubernetes",
+            tenants=[{"name": "research"}, {"name": "prod"}],
+            plan=[{"window": "always", "probe": "isolation", "every_seconds": 60}],
         )
         only_prod = {"prod": k8s.settings.tenant_token_files["prod"]}
         backend = type(k8s.backend)(
@@ -177,15 +172,10 @@ def test_the_message_puts_breaches_first_and_keeps_the_platforms_words():
 
 
 def _slurm_controller(slurm: SlurmHarness, store: Store) -> Controller:
-    settings = Settings.model_validate(
-        {
-            "controller": {
-                "backend": "slurm",
-                "windows": [{"name": "always", "days": "*", "start": "00:00", "end": "00:00"}],
-                "tenants": [{"name": "research", "queue": "gpu"}, {"name": "prod", "queue": "gpu"}],
-                "plan": [{"window": "always", "probe": "isolation", "every_seconds": 60}],
-            }
-        }
+    settings = controller_settings(
+        backend="slurm",
+        tenants=[{"name": "research", "queue": "gpu"}, {"name": "prod", "queue": "gpu"}],
+        plan=[{"window": "always", "probe": "isolation", "every_seconds": 60}],
     )
     backend = SlurmBackend(
         slurm.settings.model_copy(update={"tenant_users": {"research": "alice", "prod": "bob"}}),

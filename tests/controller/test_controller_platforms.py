@@ -24,6 +24,7 @@ from observer.storage.store import Store
 from tests import components
 from tests.backends.k8s_harness import KubernetesHarness
 from tests.backends.slurm_harness import SlurmHarness, slurm_harness
+from tests.support.settings import controller_settings
 
 PLAN = [
     {"window": "always", "probe": "short", "every_seconds": 6},
@@ -44,21 +45,16 @@ def _settings(backend: str, queue: str | None) -> Settings:
         {"name": "research", "weight": 0.7, "queue": queue},
         {"name": "prod", "weight": 0.3, "queue": queue},
     ]
-    return Settings.model_validate(
-        {
-            "controller": {
-                "backend": backend,
-                "windows": [{"name": "always", "days": "*", "start": "00:00", "end": "00:00"}],
-                "tenants": tenants,
-                "plan": PLAN,
-                "probes": PROBES,
-                "gpus_per_node": 4,
-                "max_probe_gpus": 24,
-                "max_probe_gpus_per_tenant": 12,
-                "follow_interval_seconds": 1,
-                "snapshot_interval_seconds": 5,
-            }
-        }
+    return controller_settings(
+        backend=backend,
+        tenants=tenants,
+        plan=PLAN,
+        probes=PROBES,
+        gpus_per_node=4,
+        max_probe_gpus=24,
+        max_probe_gpus_per_tenant=12,
+        follow_interval_seconds=1,
+        snapshot_interval_seconds=5,
     )
 
 

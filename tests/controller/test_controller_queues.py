@@ -12,24 +12,20 @@ from observer.simulation.soak import SimulatedSoak
 from observer.storage.database import upgrade
 from observer.storage.store import Store
 from tests.backends.k8s_harness import KubernetesHarness
+from tests.support.settings import controller_settings
 
 QUEUE = "team-a"
 
 
 def _settings() -> Settings:
-    return Settings.model_validate(
-        {
-            "controller": {
-                "backend": "kubernetes",
-                "windows": [{"name": "always", "days": "*", "start": "00:00", "end": "00:00"}],
-                "tenants": [{"name": "research", "weight": 1.0, "queue": QUEUE}],
-                "plan": [{"window": "always", "probe": "short", "every_seconds": 2}],
-                "probes": {"short": {"duration_seconds": 6}},
-                "gpus_per_node": 4,
-                "follow_interval_seconds": 1,
-                "snapshot_interval_seconds": 5,
-            }
-        }
+    return controller_settings(
+        backend="kubernetes",
+        tenants=[{"name": "research", "weight": 1.0, "queue": QUEUE}],
+        plan=[{"window": "always", "probe": "short", "every_seconds": 2}],
+        probes={"short": {"duration_seconds": 6}},
+        gpus_per_node=4,
+        follow_interval_seconds=1,
+        snapshot_interval_seconds=5,
     )
 
 

@@ -28,11 +28,11 @@ from observer.domain import (
     SchedulerSnapshot,
     Severity,
 )
-from observer.settings import Settings
 from observer.simulation.soak import SimulatedSoak, simulated_cluster
 from observer.storage.database import upgrade
 from observer.storage.store import Store
 from tests.detectors.test_probe_release import agent, process
+from tests.support.settings import controller_settings
 
 START = datetime(2026, 11, 30, 9, 0, tzinfo=UTC)
 LAUNCH = START + timedelta(seconds=600)  # the plan entry's first firing
@@ -48,26 +48,21 @@ class Soak:
     ) -> None:
         """`agents`: the nodes' agents are read every 15 s (`self.agents`); without them the
         node layer is unknown. `pods`: jobs are owned by pods, as on Kubernetes."""
-        self.settings = Settings.model_validate(
-            {
-                "controller": {
-                    "windows": [{"name": "always", "days": "*", "start": "00:00", "end": "00:00"}],
-                    "plan": plan
-                    or [
-                        {
-                            "window": "always",
-                            "probe": "log-canary",
-                            "every_seconds": 600,
-                            "tenants": ["research"],
-                        },
-                        {"window": "always", "probe": "burst", "every_seconds": 300},
-                    ],
-                    "probes": {"log-canary": {"log_lines": 300, "log_interval_seconds": 0.1}},
-                    "logs": {"settle_seconds": 5},
-                    "gpus_per_node": 4,
-                    "simulation": {"nodes": 2, "gpus_per_node": 4, "pools": ["a"]},
-                }
-            }
+        self.settings = controller_settings(
+            plan=plan
+            or [
+                {
+                    "window": "always",
+                    "probe": "log-canary",
+                    "every_seconds": 600,
+                    "tenants": ["research"],
+                },
+                {"window": "always", "probe": "burst", "every_seconds": 300},
+            ],
+            probes={"log-canary": {"log_lines": 300, "log_interval_seconds": 0.1}},
+            logs={"settle_seconds": 5},
+            gpus_per_node=4,
+            simulation={"nodes": 2, "gpus_per_node": 4, "pools": ["a"]},
         )
         self.clock = ManualClock(START)
         url = f"sqlite:///{tmp_path / 'observer.db'}"

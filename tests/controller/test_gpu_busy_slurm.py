@@ -14,11 +14,11 @@ from observer.clock import SystemClock
 from observer.domain import FindingKind, Outcome, Severity
 from observer.errors import NO_GPU_EXIT_CODE
 from observer.reports.compute.tasks import FAILED_OUTCOMES
-from observer.settings import Settings
 from observer.simulation.soak import SimulatedSoak
 from observer.storage.database import upgrade
 from observer.storage.store import Store
 from tests.backends.slurm_harness import slurm_harness
+from tests.support.settings import controller_settings
 
 pytestmark = pytest.mark.slurm
 
@@ -28,20 +28,15 @@ def test_gpu_burn_without_a_driver_is_no_gpu_and_a_finding_on_the_node_that_clai
 ) -> None:
     url = f"sqlite:///{tmp_path / 'observer.db'}"
     upgrade(url)
-    settings = Settings.model_validate(
-        {
-            "controller": {
-                "backend": "slurm",
-                "windows": [{"name": "always", "days": "*", "start": "00:00", "end": "00:00"}],
-                "tenants": [{"name": "research", "queue": "gpu"}],
-                "plan": [{"window": "always", "probe": "gpu-busy", "every_seconds": 2}],
-                "probes": {"gpu-busy": {"duration_seconds": 5}},
-                "gpus_per_node": 4,
-                "max_probe_gpus": 1,  # one run at a time
-                "follow_interval_seconds": 1,
-                "snapshot_interval_seconds": 5,
-            }
-        }
+    settings = controller_settings(
+        backend="slurm",
+        tenants=[{"name": "research", "queue": "gpu"}],
+        plan=[{"window": "always", "probe": "gpu-busy", "every_seconds": 2}],
+        probes={"gpu-busy": {"duration_seconds": 5}},
+        gpus_per_node=4,
+        max_probe_gpus=1,  # one run at a time
+        follow_interval_seconds=1,
+        snapshot_interval_seconds=5,
     )
     with slurm_harness() as slurm, Store(url) as store:
         soak = SimulatedSoak(settings, SystemClock(), store, slurm.backend)

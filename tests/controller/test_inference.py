@@ -23,42 +23,36 @@ from observer.simulation.soak import SimulatedSoak
 from observer.storage.database import upgrade
 from observer.storage.store import Store
 from tests.backends.k8s_harness import KubernetesHarness
+from tests.support.settings import ALWAYS, controller_settings
 
 LATENCY_MS = 20.0
 STALL_SECONDS = 20
 
 
-ALWAYS = [{"name": "always", "days": "*", "start": "00:00", "end": "00:00"}]
-
-
-def _settings(windows: list[dict[str, str]] = ALWAYS, **inference: object) -> Settings:
-    return Settings.model_validate(
-        {
-            "controller": {
-                "backend": "kubernetes",
-                "windows": windows,
-                "tenants": [{"name": "research"}, {"name": "prod"}],
-                "plan": [],
-                "follow_interval_seconds": 1,
-                "snapshot_interval_seconds": 5,
-                "inference": {
-                    "enabled": True,
-                    "tenant": "research",
-                    "replicas": 1,
-                    "scale_out_replicas": 3,
-                    "gpus_per_replica": 2,
-                    "latency_ms": LATENCY_MS,
-                    "warmup_seconds": 0,
-                    "ready_period_seconds": 1,
-                    "interval_seconds": 2,
-                    "scale_out_after_seconds": 10,
-                    "restart_after_seconds": 10,
-                    "unavailable_max_seconds": 6,
-                    "scale_out_max_wait_seconds": STALL_SECONDS,
-                    **inference,
-                },
-            }
-        }
+def _settings(windows: list[dict[str, str]] | None = None, **inference: object) -> Settings:
+    return controller_settings(
+        backend="kubernetes",
+        windows=windows or [ALWAYS],
+        tenants=[{"name": "research"}, {"name": "prod"}],
+        plan=[],
+        follow_interval_seconds=1,
+        snapshot_interval_seconds=5,
+        inference={
+            "enabled": True,
+            "tenant": "research",
+            "replicas": 1,
+            "scale_out_replicas": 3,
+            "gpus_per_replica": 2,
+            "latency_ms": LATENCY_MS,
+            "warmup_seconds": 0,
+            "ready_period_seconds": 1,
+            "interval_seconds": 2,
+            "scale_out_after_seconds": 10,
+            "restart_after_seconds": 10,
+            "unavailable_max_seconds": 6,
+            "scale_out_max_wait_seconds": STALL_SECONDS,
+            **inference,
+        },
     )
 
 

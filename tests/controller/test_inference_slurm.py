@@ -24,6 +24,7 @@ from observer.simulation.soak import SimulatedSoak
 from observer.storage.database import upgrade
 from observer.storage.store import Store
 from tests.backends.slurm_harness import SlurmHarness, slurm_harness
+from tests.support.settings import controller_settings, on_slurm
 
 pytestmark = pytest.mark.slurm
 
@@ -50,38 +51,29 @@ def _free_ports(count: int) -> int:
 
 
 def _settings(slurm: SlurmHarness, started: datetime) -> Settings:
-    return Settings.model_validate(
-        {
-            "controller": {
-                "backend": "slurm",
-                "slurm": {
-                    "slurm_conf": str(slurm.settings.slurm_conf),
-                    "output_dir": str(slurm.settings.output_dir),
-                },
-                "windows": [{"name": "always", "days": "*", "start": "00:00", "end": "00:00"}],
-                "tenants": [{"name": "research", "queue": "gpu"}, {"name": "prod", "queue": "gpu"}],
-                "plan": [],
-                "gpus_per_node": 4,
-                "follow_interval_seconds": 1,
-                "snapshot_interval_seconds": 5,
-                "inference": {
-                    "enabled": True,
-                    "tenant": "research",
-                    "replicas": 1,
-                    "scale_out_replicas": 3,
-                    "gpus_per_replica": 2,
-                    "port": _free_ports(6),  # a rolling restart holds up to one more replica
-                    "latency_ms": LATENCY_MS,
-                    "warmup_seconds": 1,
-                    "interval_seconds": 1,
-                    "scale_out_after_seconds": 2,
-                    "restart_after_seconds": 2,
-                    "unavailable_max_seconds": UNAVAILABLE_SECONDS,
-                    "scale_out_max_wait_seconds": STALL_SECONDS,
-                },
-            },
-            "reports": {"soak_started_at": started.isoformat()},
-        }
+    return controller_settings(
+        **on_slurm(slurm.settings),
+        tenants=[{"name": "research", "queue": "gpu"}, {"name": "prod", "queue": "gpu"}],
+        plan=[],
+        gpus_per_node=4,
+        follow_interval_seconds=1,
+        snapshot_interval_seconds=5,
+        inference={
+            "enabled": True,
+            "tenant": "research",
+            "replicas": 1,
+            "scale_out_replicas": 3,
+            "gpus_per_replica": 2,
+            "port": _free_ports(6),  # a rolling restart holds up to one more replica
+            "latency_ms": LATENCY_MS,
+            "warmup_seconds": 1,
+            "interval_seconds": 1,
+            "scale_out_after_seconds": 2,
+            "restart_after_seconds": 2,
+            "unavailable_max_seconds": UNAVAILABLE_SECONDS,
+            "scale_out_max_wait_seconds": STALL_SECONDS,
+        },
+        reports={"soak_started_at": started.isoformat()},
     )
 
 

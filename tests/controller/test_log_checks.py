@@ -10,10 +10,10 @@ from pathlib import Path
 from observer.clock import ManualClock
 from observer.controller.watches.canaries import CANARY_READ_TRIES
 from observer.domain import ProbeRun, RunState
-from observer.settings import Settings
 from observer.simulation.soak import SimulatedSoak, simulated_cluster
 from observer.storage.database import upgrade
 from observer.storage.store import Store
+from tests.support.settings import controller_settings
 
 START = datetime(2026, 11, 30, 9, 0, tzinfo=UTC)
 LAUNCH = START + timedelta(seconds=600)  # the plan entry's first firing
@@ -26,27 +26,22 @@ class Soak:
 
     def __init__(self, tmp_path: Path, probe: str = "log-canary") -> None:
         self.probe = probe
-        self.settings = Settings.model_validate(
-            {
-                "controller": {
-                    "windows": [{"name": "always", "days": "*", "start": "00:00", "end": "00:00"}],
-                    "plan": [
-                        {
-                            "window": "always",
-                            "probe": probe,
-                            "every_seconds": 600,
-                            "tenants": ["research"],
-                        }
-                    ],
-                    "probes": {
-                        "log-canary": {"log_lines": 300, "log_interval_seconds": 0.1},
-                        "log-burst": {"log_lines": 2000},
-                    },
-                    "logs": {"settle_seconds": SETTLE_SECONDS},
-                    "gpus_per_node": 4,
-                    "simulation": {"nodes": 2, "gpus_per_node": 4, "pools": ["a"]},
+        self.settings = controller_settings(
+            plan=[
+                {
+                    "window": "always",
+                    "probe": probe,
+                    "every_seconds": 600,
+                    "tenants": ["research"],
                 }
-            }
+            ],
+            probes={
+                "log-canary": {"log_lines": 300, "log_interval_seconds": 0.1},
+                "log-burst": {"log_lines": 2000},
+            },
+            logs={"settle_seconds": SETTLE_SECONDS},
+            gpus_per_node=4,
+            simulation={"nodes": 2, "gpus_per_node": 4, "pools": ["a"]},
         )
         self.clock = ManualClock(START)
         url = f"sqlite:///{tmp_path / 'observer.db'}"

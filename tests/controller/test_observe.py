@@ -4,8 +4,6 @@ GPUs sampled, and an agent it cannot read is recorded as a blind spot, not as he
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import threading
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
@@ -35,10 +33,11 @@ from observer.fleet.local import LocalFleet
 from observer.gpu.fake import GIB, FakeGpu, FakeGpuBackend
 from observer.metrics import AgentMetrics, ControllerMetrics
 from observer.ownership.fake import FakeHost
-from observer.settings import Settings
 from observer.settings.detectors import NodeLeakSettings
 from observer.storage.database import upgrade
 from observer.storage.store import Store
+from tests.support.cli import run_cli
+from tests.support.settings import replay_agent_settings
 
 START = datetime(2026, 11, 30, 9, 0, tzinfo=UTC)
 
@@ -291,18 +290,7 @@ def test_agents_are_read_over_http_and_listed_by_the_findings_command(
     stop = threading.Event()
     ports: list[int] = []
     ready = threading.Event()
-    settings = Settings.model_validate(
-        {
-            "agent": {
-                "node_name": "gpu-7",
-                "gpu_backend": "replay",
-                "replay_trace_dir": h200_trace,
-                "interval_seconds": 0.05,
-                "listen_host": "127.0.0.1",
-                "listen_port": 0,
-            },
-        }
-    )
+    settings = replay_agent_settings(h200_trace, node_name="gpu-7", interval_seconds=0.05)
 
     def listening(port: int) -> None:
         ports.append(port)
@@ -334,21 +322,8 @@ def test_agents_are_read_over_http_and_listed_by_the_findings_command(
 
     config = tmp_path / "c.yaml"
     config.write_text(f"storage: {{sqlite_path: {tmp_path / 'observer.db'}}}\n")
-    out = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "observer.cli",
-            "findings",
-            "--config",
-            str(config),
-            "--open",
-            "--json",
-        ],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
-    [line] = [json.loads(x) for x in out.splitlines()]
+    done = run_cli("findings", "--config", str(config), "--open", "--json")
+    assert done.exit_code == 0, done.stderr
+    [line] = [json.loads(x) for x in done.stdout.splitlines()]
     assert line["detector"] == "agent_unreachable"
     assert line["closed_at"] is None

@@ -20,25 +20,21 @@ from observer.simulation.soak import SimulatedSoak
 from observer.storage.database import upgrade
 from observer.storage.store import Store
 from tests.backends.k8s_harness import ADMIN, KubernetesHarness
+from tests.support.settings import controller_settings
 
 QUEUE = "team-a"
 NOMINAL = "nominalQuota[default-flavor/nvidia.com/gpu]"
 
 
 def _settings(started: datetime) -> Settings:
-    return Settings.model_validate(
-        {
-            "controller": {
-                "backend": "kubernetes",
-                "windows": [{"name": "always", "days": "*", "start": "00:00", "end": "00:00"}],
-                "tenants": [{"name": "research", "weight": 1.0, "queue": QUEUE}],
-                "plan": [],
-                "gpus_per_node": 4,
-                "snapshot_interval_seconds": 2,
-                "job_listing_interval_seconds": 2,
-            },
-            "reports": {"soak_started_at": started.isoformat()},
-        }
+    return controller_settings(
+        backend="kubernetes",
+        tenants=[{"name": "research", "weight": 1.0, "queue": QUEUE}],
+        plan=[],
+        gpus_per_node=4,
+        snapshot_interval_seconds=2,
+        job_listing_interval_seconds=2,
+        reports={"soak_started_at": started.isoformat()},
     )
 
 

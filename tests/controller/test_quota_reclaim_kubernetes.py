@@ -22,30 +22,26 @@ from observer.simulation.soak import SimulatedSoak
 from observer.storage.database import upgrade
 from observer.storage.store import Store
 from tests.backends.k8s_harness import KubernetesHarness
+from tests.support.settings import controller_settings
 
 RECLAIM_SECONDS = 6
 GPU = "requests.nvidia.com/gpu"
 
 
 def _settings() -> Settings:
-    return Settings.model_validate(
-        {
-            "controller": {
-                "backend": "kubernetes",
-                "windows": [{"name": "always", "days": "*", "start": "00:00", "end": "00:00"}],
-                "tenants": [
-                    {"name": "research", "weight": 1.0, "quota_gpus": 2},
-                    {"name": "prod", "weight": 1.0, "quota_gpus": 2},
-                ],
-                "plan": [{"window": "always", "probe": "quota", "every_seconds": 5}],
-                "probes": {"quota-reclaim": {"duration_seconds": 2}},
-                "gpus_per_node": 4,
-                "max_probe_gpus_per_tenant": 3,  # one over-quota probe, or a reclaim, at a time
-                "quota_reclaim_seconds": RECLAIM_SECONDS,
-                "follow_interval_seconds": 1,
-                "snapshot_interval_seconds": 2,
-            }
-        }
+    return controller_settings(
+        backend="kubernetes",
+        tenants=[
+            {"name": "research", "weight": 1.0, "quota_gpus": 2},
+            {"name": "prod", "weight": 1.0, "quota_gpus": 2},
+        ],
+        plan=[{"window": "always", "probe": "quota", "every_seconds": 5}],
+        probes={"quota-reclaim": {"duration_seconds": 2}},
+        gpus_per_node=4,
+        max_probe_gpus_per_tenant=3,  # one over-quota probe, or a reclaim, at a time
+        quota_reclaim_seconds=RECLAIM_SECONDS,
+        follow_interval_seconds=1,
+        snapshot_interval_seconds=2,
     )
 
 

@@ -29,6 +29,7 @@ from observer.simulation.soak import SimulatedSoak
 from observer.storage.database import upgrade
 from observer.storage.store import Store
 from tests.backends.slurm_harness import SlurmHarness, slurm_harness
+from tests.support.settings import controller_settings, on_slurm
 
 pytestmark = pytest.mark.slurm
 
@@ -48,38 +49,29 @@ def slurm() -> Iterator[SlurmHarness]:
 
 
 def _settings(slurm: SlurmHarness, started: datetime) -> Settings:
-    return Settings.model_validate(
-        {
-            "controller": {
-                "backend": "slurm",
-                "slurm": {
-                    "slurm_conf": str(slurm.settings.slurm_conf),
-                    "output_dir": str(slurm.settings.output_dir),
-                },
-                "windows": [{"name": "always", "days": "*", "start": "00:00", "end": "00:00"}],
-                "tenants": [
-                    {"name": "research", "weight": 0.5, "queue": "gpu", "quota_gpus": 2},
-                    {"name": "prod", "weight": 0.5, "queue": "gpu"},
-                ],
-                "plan": [
-                    {
-                        "window": "always",
-                        "probe": "quota",
-                        "every_seconds": 8,
-                        "tenants": ["research"],
-                    }
-                ],
-                "probes": {"quota-reclaim": {"duration_seconds": 1}},
-                "gpus_per_node": 4,
-                "max_probe_gpus": 12,
-                "max_probe_gpus_per_tenant": 3,  # one over-quota probe, or a reclaim, at a time
-                "quota_reclaim_seconds": RECLAIM_SECONDS,
-                "follow_interval_seconds": 1,
-                "snapshot_interval_seconds": 2,
-                "job_listing_interval_seconds": 4,
-            },
-            "reports": {"soak_started_at": started.isoformat()},
-        }
+    return controller_settings(
+        **on_slurm(slurm.settings),
+        tenants=[
+            {"name": "research", "weight": 0.5, "queue": "gpu", "quota_gpus": 2},
+            {"name": "prod", "weight": 0.5, "queue": "gpu"},
+        ],
+        plan=[
+            {
+                "window": "always",
+                "probe": "quota",
+                "every_seconds": 8,
+                "tenants": ["research"],
+            }
+        ],
+        probes={"quota-reclaim": {"duration_seconds": 1}},
+        gpus_per_node=4,
+        max_probe_gpus=12,
+        max_probe_gpus_per_tenant=3,  # one over-quota probe, or a reclaim, at a time
+        quota_reclaim_seconds=RECLAIM_SECONDS,
+        follow_interval_seconds=1,
+        snapshot_interval_seconds=2,
+        job_listing_interval_seconds=4,
+        reports={"soak_started_at": started.isoformat()},
     )
 
 

@@ -21,10 +21,10 @@ from observer.records import RestartCause
 from observer.reports.compute.daily import build_daily
 from observer.reports.inputs import load_daily
 from observer.reports.publish import write_daily
-from observer.settings import Settings
 from observer.simulation.soak import SimulatedSoak, simulated_cluster
 from observer.storage.database import upgrade
 from observer.storage.store import Store
+from tests.support.settings import controller_settings
 
 T0 = datetime(2026, 11, 30, 2, 0, tzinfo=UTC)
 STEP_SECONDS = 5.0
@@ -36,16 +36,11 @@ class Platform:
     the controllers started over them."""
 
     def __init__(self, tmp_path: Path) -> None:
-        self.settings = Settings.model_validate(
-            {
-                "controller": {
-                    "windows": [{"name": "always", "days": "*", "start": "00:00", "end": "00:00"}],
-                    "plan": [{"window": "always", "probe": "fairness", "every_seconds": 300}],
-                    "simulation": {"nodes": 3, "gpus_per_node": 4, "pools": ["a"]},
-                    "prometheus_url": "http://prometheus.invalid:9090",
-                },
-                "reports": {"output_dir": str(tmp_path / "reports")},
-            }
+        self.settings = controller_settings(
+            plan=[{"window": "always", "probe": "fairness", "every_seconds": 300}],
+            simulation={"nodes": 3, "gpus_per_node": 4, "pools": ["a"]},
+            prometheus_url="http://prometheus.invalid:9090",
+            reports={"output_dir": str(tmp_path / "reports")},
         )
         self.clock = ManualClock(T0)
         url = f"sqlite:///{tmp_path / 'observer.db'}"

@@ -9,7 +9,6 @@ import hashlib
 import hmac
 import json
 import shutil
-import socket
 import ssl
 import subprocess
 import threading
@@ -39,6 +38,7 @@ from observer.delivery.email import EmailChannel
 from observer.delivery.feishu import FeishuChannel
 from observer.delivery.slack import SlackChannel
 from observer.delivery.wecom import WeComChannel
+from tests.support.net import free_port
 
 SLACK_TOKEN = "slack-token-0123456789abcdef"
 FEISHU_HOOK = "feishu-hook-1c2d3e4f-5a6b-7c8d"
@@ -750,13 +750,6 @@ def test_the_home_directory_is_written_first_and_kept_when_every_other_channel_f
 
 
 # --- e-mail -------------------------------------------------------------------------------
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
 
 
 @pytest.fixture(scope="session")

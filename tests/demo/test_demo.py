@@ -30,6 +30,7 @@ from observer.reports.render.verdict import render_verdict
 from observer.settings import load_settings
 from observer.storage.store import Store
 from tests.reports.test_no_english_in_chinese import english_left
+from tests.support.cli import run_cli
 
 # The first test sets up the demo's day: 80-130 s of wall time on a loaded 2-core VM.
 pytestmark = pytest.mark.timeout(600)
@@ -180,17 +181,17 @@ def test_it_says_its_settings_and_writes_them_as_a_valid_config(demo: Demo):
     assert "timezone Asia/Shanghai" in demo.stderr
     config = demo.out / "observer.yaml"
     assert f"--config {config}" in demo.stdout
-    checked = _observer("check-config", str(config))
-    assert checked.returncode == 0, checked.stderr
+    checked = run_cli("check-config", str(config))
+    assert checked.exit_code == 0, checked.stderr
 
 
 def test_its_config_rebuilds_the_days_summary_byte_for_byte(demo: Demo):
     paths = [demo.out / "reports" / f"daily-{MONDAY}.{s}" for s in ("md", "html", "json", "csv")]
     written = [path.read_bytes() for path in paths]
-    rebuilt = _observer(
+    rebuilt = run_cli(
         "report", "daily", "--config", str(demo.out / "observer.yaml"), "--date", MONDAY
     )
-    assert rebuilt.returncode == 0, rebuilt.stderr
+    assert rebuilt.exit_code == 0, rebuilt.stderr
     assert [path.read_bytes() for path in paths] == written
 
 
@@ -199,21 +200,9 @@ def test_its_config_rebuilds_the_verdict_byte_for_byte_days_later(demo: Demo):
     simulated soak, counts none of the days since as blind."""
     paths = [demo.out / "reports" / f"verdict-{MONDAY}.{s}" for s in ("md", "html", "json")]
     written = [path.read_bytes() for path in paths]
-    rebuilt = _observer("report", "verdict", "--config", str(demo.out / "observer.yaml"))
-    assert rebuilt.returncode == 0, rebuilt.stderr
+    rebuilt = run_cli("report", "verdict", "--config", str(demo.out / "observer.yaml"))
+    assert rebuilt.exit_code == 0, rebuilt.stderr
     assert [path.read_bytes() for path in paths] == written
-
-
-def _observer(*args: str) -> subprocess.CompletedProcess[str]:
-    environment = {k: v for k, v in os.environ.items() if not k.startswith("OBSERVER_")}
-    return subprocess.run(
-        [sys.executable, "-m", "observer.cli", *args],
-        capture_output=True,
-        text=True,
-        env=environment,
-        timeout=120,
-        check=False,
-    )
 
 
 def test_the_reports_name_every_finding_the_store_holds(demo: Demo):

@@ -17,10 +17,10 @@ from observer.domain import Behaviour, Finding, JobPhase, NodeSnapshot, Workload
 from observer.fleet.local import LocalFleet
 from observer.reports.compute.causes import Cause, classify
 from observer.reports.compute.notes import Note
-from observer.settings import Settings
 from observer.simulation.soak import SimulatedSoak, simulated_cluster
 from observer.storage.database import upgrade
 from observer.storage.store import Store
+from tests.support.settings import controller_settings
 
 START = datetime(2026, 11, 30, 9, 0, tzinfo=UTC)
 NODE = "node-000"
@@ -39,15 +39,10 @@ class World:
     """One node of four GPUs, a gpu-busy probe every five minutes (the first at 300 s)."""
 
     def __init__(self, tmp_path: Path) -> None:
-        self.settings = Settings.model_validate(
-            {
-                "controller": {
-                    "windows": [{"name": "always", "days": "*", "start": "00:00", "end": "00:00"}],
-                    "plan": [{"window": "always", "probe": "gpu-busy", "every_seconds": 300}],
-                    "gpus_per_node": 4,
-                    "simulation": {"nodes": 1, "gpus_per_node": 4, "pools": ["a"]},
-                }
-            }
+        self.settings = controller_settings(
+            plan=[{"window": "always", "probe": "gpu-busy", "every_seconds": 300}],
+            gpus_per_node=4,
+            simulation={"nodes": 1, "gpus_per_node": 4, "pools": ["a"]},
         )
         self.clock = ManualClock(START)
         url = f"sqlite:///{tmp_path / 'observer.db'}"

@@ -3,8 +3,6 @@ line, exit 2, nothing run; a valid one is what the demo plays, the packaged defa
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from datetime import date, datetime
 from pathlib import Path
 from typing import get_args
@@ -15,19 +13,13 @@ import yaml
 from observer.demo.faults import KINDS
 from observer.demo.scenario import DEFAULT, load_scenario
 from observer.errors import ConfigError
+from tests.support.cli import CliResult, run_cli
 
 BENCH = Path(__file__).parents[2] / "bench" / "scenarios"
 
 
-def _demo(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "observer.cli", "demo", "--port", "0", *args],
-        capture_output=True,
-        text=True,
-        cwd=cwd,
-        timeout=120,
-        check=False,
-    )
+def _demo(*args: str, cwd: Path) -> CliResult:
+    return run_cli("demo", "--port", "0", *args, cwd=cwd)
 
 
 def test_a_scenario_with_errors_is_refused_with_one_line_per_problem(tmp_path: Path):
@@ -48,7 +40,7 @@ faults:
         encoding="utf-8",
     )
     result = _demo("--scenario", str(bad), "--out", str(tmp_path / "out"), cwd=tmp_path)
-    assert result.returncode == 2
+    assert result.exit_code == 2
     assert result.stderr.splitlines() == [
         "faults.0.kind: unknown fault kind 'unfair_schedulr'",
         "faults.1.until: must be after at (2026-11-30 03:00)",
@@ -81,7 +73,7 @@ def test_a_scenario_file_that_is_not_one_says_so(tmp_path: Path):
     empty = tmp_path / "empty.yaml"
     empty.write_text("", encoding="utf-8")
     result = _demo("--scenario", str(empty), cwd=tmp_path)
-    assert (result.returncode, result.stderr.strip()) == (
+    assert (result.exit_code, result.stderr.strip()) == (
         2,
         f"{empty}: empty, no scenario keys in it",
     )
@@ -103,13 +95,8 @@ def test_its_settings_are_the_ones_the_daemon_accepts(tmp_path: Path):
     scenario = load_scenario(DEFAULT, tmp_path, "zh-CN")
     config = tmp_path / "observer.yaml"
     config.write_text(yaml.safe_dump(scenario.tree), encoding="utf-8")
-    checked = subprocess.run(
-        [sys.executable, "-m", "observer.cli", "check-config", str(config)],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    assert checked.returncode == 0, checked.stderr
+    checked = run_cli("check-config", str(config))
+    assert checked.exit_code == 0, checked.stderr
     assert scenario.settings.reports.language == "zh-CN"
 
 

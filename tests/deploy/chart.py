@@ -9,7 +9,6 @@ import os
 import re
 import shutil
 import subprocess
-import sys
 from collections.abc import Iterator
 from functools import cache
 from pathlib import Path
@@ -20,6 +19,7 @@ from prometheus_client import CollectorRegistry
 
 from observer.metrics import AgentMetrics, ControllerMetrics
 from tests import components
+from tests.support.cli import run_cli
 
 REPO = Path(__file__).resolve().parents[2]
 CHART = REPO / "helm" / "observer"
@@ -162,8 +162,9 @@ def config_of(objects: list[dict[str, Any]]) -> dict[str, Any]:
 @cache
 def observer_metric_names() -> frozenset[str]:
     """What `observer metrics list` prints."""
-    out = run(sys.executable, "-m", "observer.cli", "metrics", "list").stdout
-    return frozenset(out.split())
+    listed = run_cli("metrics", "list")
+    assert listed.exit_code == 0, listed.stderr
+    return frozenset(listed.stdout.split())
 
 
 @cache

@@ -74,6 +74,7 @@ from tests.deploy.chart import REPO, all_containers, need, pod_spec
 from tests.deploy.test_chart_args import entrypoint
 from tests.deploy.test_image import stages
 from tests.gpu.fake_nvml import FakeNvmlGpu, require_library, write_state
+from tests.support.net import free_port
 
 LONG_RUNNING = ("Deployment", "DaemonSet", "StatefulSet")
 READY_WITHIN_SECONDS = 60.0
@@ -262,13 +263,6 @@ def wants_store_url(objects: list[dict[str, Any]]) -> bool:
         for container in all_containers(pod_spec(obj))
         for env in container.get("env", [])
     )
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 @dataclass(frozen=True)

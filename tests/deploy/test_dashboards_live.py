@@ -7,7 +7,6 @@ cleanly, and the chart's `helm test` check passes against the live controller.""
 from __future__ import annotations
 
 import json
-import socket
 import subprocess
 import sys
 import time
@@ -31,6 +30,9 @@ from tests.deploy.chart import (
     rule_groups,
     tool,
 )
+from tests.support.net import free_port
+from tests.support.settings import ALWAYS
+from tests.support.waiting import wait_until
 
 TRACE = REPO / "tests" / "fixtures" / "nvml" / "h200-trace"
 STARTUP_SECONDS = 30
@@ -44,13 +46,6 @@ pytestmark = [pytest.mark.prometheus, pytest.mark.chart, pytest.mark.timeout(180
 class Stack:
     prometheus: httpx.Client
     controller_url: str
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 def start(stack: ExitStack, name: str, argv: list[str], log: Path) -> subprocess.Popen[bytes]:
@@ -93,11 +88,13 @@ def query(client: httpx.Client, expr: str) -> list[dict[str, Any]]:
     return result
 
 
-def wait_for(client: httpx.Client, expr: str, what: str, seconds: float = STARTUP_SECONDS) -> None:
-    deadline = time.monotonic() + seconds
-    while not query(client, expr):
-        assert time.monotonic() < deadline, f"no {what} in Prometheus ({expr})"
-        time.sleep(0.5)
+def wait_for(client: httpx.Client, expr: str, what: str) -> None:
+    wait_until(
+        lambda: query(client, expr),
+        f"no {what} in Prometheus ({expr})",
+        seconds=STARTUP_SECONDS,
+        poll_seconds=0.5,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -122,7 +119,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     controller_config = {
         "controller": {
             "backend": "simulated",
-            "windows": [{"name": "always", "days": "*", "start": "00:00", "end": "00:00"}],
+            "windows": [ALWAYS],
             "tenants": [{"name": "research", "weight": 0.7}, {"name": "prod", "weight": 0.3}],
             "plan": [{"window": "always", "probe": "short", "every_seconds": 1}],
             "probes": {"short": {"duration_seconds": 1}},
@@ -236,14 +233,13 @@ def test_pool_and_node_joins_name_the_scheduler_pool(stack: Stack):
 
 
 def test_every_alert_rule_evaluates_cleanly(stack: Stack):
-    deadline = time.monotonic() + 10
-    while True:
+    def evaluated() -> list[dict[str, Any]]:
         groups = stack.prometheus.get("/api/v1/rules").json()["data"]["groups"]
         rules = [rule for group in groups for rule in group["rules"]]
-        if rules and all(rule.get("lastEvaluation", "").startswith("2") for rule in rules):
-            break
-        assert time.monotonic() < deadline, "rules never evaluated"
-        time.sleep(0.5)
+        every = all(rule.get("lastEvaluation", "").startswith("2") for rule in rules)
+        return rules if every else []
+
+    rules = wait_until(evaluated, "rules never evaluated", seconds=10, poll_seconds=0.5)
     bad = [f"{r['name']}: {r.get('lastError')}" for r in rules if r["health"] != "ok"]
     assert not bad, "\n".join(bad)
     assert len(rules) >= 15

@@ -15,7 +15,6 @@ import shutil
 import signal
 import subprocess
 import tempfile
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,6 +29,7 @@ from tests import components
 from tests.backends.slurm_harness import require_slurm
 from tests.deploy.chart import REPO
 from tests.gpu import fake_nvml
+from tests.support.waiting import wait_until
 
 # The venv is made once, from PyPI or pip's cache.
 pytestmark = [pytest.mark.systemd, pytest.mark.timeout(300)]
@@ -321,10 +321,11 @@ def _listening_port(agent: subprocess.Popen[str]) -> int:
 
 
 def _healthy_snapshot(base: str) -> dict[str, Any]:
-    deadline = time.monotonic() + 30
-    while httpx.get(f"{base}/healthz").status_code != 200:
-        assert time.monotonic() < deadline, "the agent never became healthy"
-        time.sleep(0.1)
+    wait_until(
+        lambda: httpx.get(f"{base}/healthz").status_code == 200,
+        "the agent never became healthy",
+        seconds=30,
+    )
     snapshot: dict[str, Any] = httpx.get(f"{base}/v1/snapshot").json()
     return snapshot
 

@@ -5,19 +5,17 @@ blind evaluation (one that does not cover the subject) never closes anything."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 
 from observer.detectors.conditions import ConditionTracker, Covers, covers_all
 from observer.domain import Finding, FindingKind, JsonValue, Severity, Subject, Symptom, finding_key
+from tests.support.times import seconds_after
 
 T0 = datetime(2025, 3, 1, 8, 0, tzinfo=UTC)
+at = seconds_after(T0)
 GIB = 1024**3
 GPU0: Subject = {"node": "gpu-node-7", "gpu": "GPU-0"}
 GPU1: Subject = {"node": "gpu-node-7", "gpu": "GPU-1"}
-
-
-def at(seconds: float) -> datetime:
-    return T0 + timedelta(seconds=seconds)
 
 
 def held_memory(

@@ -14,12 +14,12 @@ from observer.detectors.fairness import (
     WindowAssessment,
 )
 from observer.domain import Finding, Severity, Workload
-from observer.settings import Settings
 from observer.settings.detectors import FairnessSettings
 from observer.simulation.nights import FIRST_EVENING, ContendedNights
 from observer.simulation.soak import SimulatedSoak, simulated_cluster
 from observer.storage.database import upgrade
 from observer.storage.store import Store
+from tests.support.settings import controller_settings
 
 RULES = FairnessSettings()
 
@@ -102,17 +102,12 @@ def test_a_scheduler_that_favours_the_smaller_tenant_is_found_unfair_after_k_nig
 def _held(tmp_path: Path, reason: str) -> tuple[list[Finding], list[Finding]]:
     """Fairness probes every five minutes on an idle cluster; the scheduler holds prod's jobs
     for ten minutes showing `reason`, then lets them go. What opened, then what closed."""
-    settings = Settings.model_validate(
-        {
-            "controller": {
-                "windows": [{"name": "always", "days": "*", "start": "00:00", "end": "00:00"}],
-                "tenants": [{"name": "research", "weight": 0.7}, {"name": "prod", "weight": 0.3}],
-                "plan": [{"window": "always", "probe": "fairness", "every_seconds": 300}],
-                "follow_interval_seconds": 15,
-                "snapshot_interval_seconds": 15,
-                "simulation": {"nodes": 3, "gpus_per_node": 4, "pools": ["a"]},
-            }
-        }
+    settings = controller_settings(
+        tenants=[{"name": "research", "weight": 0.7}, {"name": "prod", "weight": 0.3}],
+        plan=[{"window": "always", "probe": "fairness", "every_seconds": 300}],
+        follow_interval_seconds=15,
+        snapshot_interval_seconds=15,
+        simulation={"nodes": 3, "gpus_per_node": 4, "pools": ["a"]},
     )
     clock = ManualClock(FIRST_EVENING)
     url = f"sqlite:///{tmp_path / 'observer.db'}"

@@ -46,6 +46,7 @@ from observer.settings.detectors import FairnessSettings
 from observer.storage.database import upgrade
 from observer.storage.store import Store
 from tests.backends.slurm_harness import SlurmHarness, slurm_harness
+from tests.support.settings import controller_settings
 
 pytestmark = pytest.mark.slurm
 
@@ -62,27 +63,22 @@ WEIGHTS = {"research": 0.7, "prod": 0.3}
 
 
 def _settings(queue: str | None, prod_qos: str | None) -> Settings:
-    return Settings.model_validate(
-        {
-            "controller": {
-                "backend": "slurm",
-                "windows": [{"name": "always", "days": "*", "start": "00:00", "end": "00:00"}],
-                "tenants": [
-                    {"name": "research", "weight": WEIGHTS["research"], "queue": queue},
-                    {
-                        "name": "prod",
-                        "weight": WEIGHTS["prod"],
-                        "queue": queue,
-                        "priority": prod_qos,
-                    },
-                ],
-                "plan": [{"window": "always", "probe": "fairness", "every_seconds": 3600}],
-                "probes": {"fairness": {"duration_seconds": 3}},
-                "gpus_per_node": 4,
-                "max_probe_gpus": 8,
-                "max_probe_gpus_per_tenant": 4,
-            }
-        }
+    return controller_settings(
+        backend="slurm",
+        tenants=[
+            {"name": "research", "weight": WEIGHTS["research"], "queue": queue},
+            {
+                "name": "prod",
+                "weight": WEIGHTS["prod"],
+                "queue": queue,
+                "priority": prod_qos,
+            },
+        ],
+        plan=[{"window": "always", "probe": "fairness", "every_seconds": 3600}],
+        probes={"fairness": {"duration_seconds": 3}},
+        gpus_per_node=4,
+        max_probe_gpus=8,
+        max_probe_gpus_per_tenant=4,
     )
 
 

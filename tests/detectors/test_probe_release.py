@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 
 from observer.detectors import probe_release
 from observer.domain import (
@@ -37,8 +37,10 @@ from observer.domain import (
     SchedulerSnapshot,
     Severity,
 )
+from tests.support.times import seconds_after
 
 T0 = datetime(2026, 11, 30, 9, 0, tzinfo=UTC)
+at = seconds_after(T0)
 GIB = 2**30
 BASELINE = 600 * 2**20
 TOLERANCE = 256 * 2**20
@@ -46,10 +48,6 @@ GRACE = 90.0
 MAX_AGE = 60.0
 NODE = "node-001"
 JOB = "sim-7"
-
-
-def at(seconds: float) -> datetime:
-    return T0 + timedelta(seconds=seconds)
 
 
 def process(

@@ -21,6 +21,7 @@ import httpx
 import yaml
 
 from tests.backends.slurm_harness import SlurmHarness
+from tests.support.settings import ALWAYS
 
 PROBE_NAME_PREFIX = "observer-"  # the Slurm backend's job names
 RUN_COMMENT_PREFIX = "observer-run:"
@@ -46,7 +47,7 @@ def slurm_config(tmp_path: Path, slurm: SlurmHarness, store_url: str, **controll
                 "output_dir": str(slurm.settings.output_dir),
                 "command_timeout_seconds": 5,
             },
-            "windows": [{"name": "always", "days": "*", "start": "00:00", "end": "00:00"}],
+            "windows": [ALWAYS],
             "tenants": [
                 {"name": "research", "weight": 0.5, "queue": "gpu"},
                 {"name": "prod", "weight": 0.5, "queue": "gpu"},

@@ -9,7 +9,6 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime, time
@@ -26,6 +25,8 @@ from observer.settings import Settings
 from observer.simulation.soak import SimulatedSoak, simulated_cluster
 from observer.storage.database import upgrade
 from observer.storage.store import Store
+from tests.support.cli import run_cli
+from tests.support.settings import controller_settings
 
 T0 = datetime(2026, 11, 30, 20, 0, tzinfo=UTC)
 DAY = T0.date()
@@ -34,19 +35,14 @@ STEP_SECONDS = 60.0
 
 def test_a_full_reports_disk_loses_no_summary_and_never_shows_half_of_one(tmp_path: Path):
     with _small_tmpfs(tmp_path / "reports") as reports:
-        settings = Settings.model_validate(
-            {
-                "controller": {
-                    "windows": [{"name": "always", "days": "*", "start": "00:00", "end": "00:00"}],
-                    "plan": [{"window": "always", "probe": "short", "every_seconds": 600}],
-                    "simulation": {"nodes": 2, "gpus_per_node": 4, "pools": ["a"]},
-                },
-                "reports": {
-                    "output_dir": str(reports),
-                    "soak_started_at": T0,
-                    "daily_build_time": time(0, 5),
-                },
-            }
+        settings = controller_settings(
+            plan=[{"window": "always", "probe": "short", "every_seconds": 600}],
+            simulation={"nodes": 2, "gpus_per_node": 4, "pools": ["a"]},
+            reports={
+                "output_dir": str(reports),
+                "soak_started_at": T0,
+                "daily_build_time": time(0, 5),
+            },
         )
         clock = ManualClock(T0)
         url = f"sqlite:///{tmp_path / 'observer.db'}"
@@ -107,24 +103,8 @@ def _cli_report(tmp_path: Path, settings: Settings) -> tuple[int, str]:
     tree = settings.model_dump(mode="json", exclude_defaults=True)
     tree.setdefault("storage", {})["sqlite_path"] = str(tmp_path / "observer.db")
     config.write_text(yaml.safe_dump(tree))
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "observer.cli",
-            "report",
-            "daily",
-            "--config",
-            str(config),
-            "--date",
-            DAY.isoformat(),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    return done.returncode, done.stderr.strip()
+    done = run_cli("report", "daily", "--config", str(config), "--date", DAY.isoformat())
+    return done.exit_code, done.stderr.strip()
 
 
 @contextmanager

@@ -9,7 +9,6 @@ import os
 import signal
 import socket
 import time
-from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -25,6 +24,7 @@ from observer.settings import load_settings
 from observer.storage.store import Store
 from tests.backends.slurm_harness import slurm_harness
 from tests.faults.daemon import Controller, controller, slurm_config, stop
+from tests.support.waiting import wait_until
 
 # Real time on the real components, and a shared Slurm another test may hold: not 120 s.
 # The other Slurm tests run on the same xdist worker, in turn, so none sees it frozen.
@@ -43,7 +43,12 @@ def test_a_frozen_slurmctld_is_blind_time_that_opens_and_closes_nothing(tmp_path
             tmp_path, slurm, url, snapshot_interval_seconds=SNAPSHOT_INTERVAL_SECONDS
         )
         with controller(config, log) as ctl:
-            _wait_for(lambda: _passed_since(url, datetime.min.replace(tzinfo=UTC)), 60)
+            wait_until(
+                lambda: _passed_since(url, datetime.min.replace(tzinfo=UTC)),
+                "no probe passed",
+                seconds=60,
+                poll_seconds=0.5,
+            )
             assert ctl.get("/healthz").json()["blind"] == []
             frozen_at = datetime.now(UTC)
             os.kill(pid, signal.SIGSTOP)
@@ -56,8 +61,18 @@ def test_a_frozen_slurmctld_is_blind_time_that_opens_and_closes_nothing(tmp_path
             finally:
                 thawed_at = datetime.now(UTC)
                 os.kill(pid, signal.SIGCONT)
-            _wait_for(lambda: ctl.get("/healthz").json()["blind"] == [], 60)
-            _wait_for(lambda: _passed_since(url, thawed_at), 60)
+            wait_until(
+                lambda: ctl.get("/healthz").json()["blind"] == [],
+                "the controller stayed blind after the thaw",
+                seconds=60,
+                poll_seconds=0.5,
+            )
+            wait_until(
+                lambda: _passed_since(url, thawed_at),
+                "no probe passed after the thaw",
+                seconds=60,
+                poll_seconds=0.5,
+            )
             stop(ctl)
         logged = log.read_text()
 
@@ -114,10 +129,3 @@ def _passed_since(url: str, since: datetime) -> bool:
             r.outcome is Outcome.PASSED and r.submitted_at and r.submitted_at > since
             for r in store.runs()
         )
-
-
-def _wait_for(condition: Callable[[], bool], seconds: float) -> None:
-    deadline = time.monotonic() + seconds
-    while not condition():
-        assert time.monotonic() < deadline
-        time.sleep(0.5)

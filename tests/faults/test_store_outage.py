@@ -10,7 +10,6 @@ import shutil
 import subprocess
 import time
 from collections import Counter
-from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -26,6 +25,7 @@ from observer.storage.database import upgrade
 from observer.storage.store import Store
 from tests.backends.slurm_harness import slurm_harness
 from tests.faults.daemon import accounted_jobs, controller, slurm_config, stop
+from tests.support.waiting import wait_until
 
 # Real time on the real components, and a shared Slurm another test may hold: not 120 s.
 # PostgreSQL stopped under the other workers' tests would fail them: this one runs alone.
@@ -69,7 +69,13 @@ def test_a_minute_without_postgresql_loses_no_run_and_is_the_stores_blind_time(
             finally:
                 up_at = datetime.now(UTC)  # asked: the server may serve before the command ends
                 _pg(cluster, "start")
-            _wait_for(lambda: "store" not in ctl.get("/healthz").json()["blind"], 30)
+            wait_until(
+                lambda: "store" not in ctl.get("/healthz").json()["blind"],
+                "the controller stayed blind to the store",
+                seconds=30,
+                poll_seconds=0.5,
+                ignoring=(OSError,),
+            )
             time.sleep(6)
             stop(ctl)
         with Store(url) as store:
@@ -122,18 +128,6 @@ def _pg(cluster: list[str], action: str) -> None:
         capture_output=True,
         timeout=60,
     )
-
-
-def _wait_for(condition: Callable[[], bool], seconds: float) -> None:
-    deadline = time.monotonic() + seconds
-    while True:
-        try:
-            if condition():
-                return
-        except OSError:
-            pass
-        assert time.monotonic() < deadline
-        time.sleep(0.5)
 
 
 def _blind_seconds(config: Path, store: Store, end: datetime) -> dict[str, float]:

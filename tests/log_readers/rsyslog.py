@@ -19,6 +19,7 @@ from pathlib import Path
 from observer.domain import Workload, canary_padding
 from observer.log_readers.base import DeliveredLine
 from observer.log_readers.files import FileLogReader
+from tests.support.waiting import wait_until
 
 REPO = Path(__file__).resolve().parents[2]
 LOGS_UP = REPO / "deploy" / "local" / "infra" / "logs-up.sh"
@@ -133,10 +134,12 @@ class Pipeline:
         running could read lines written after kill() returned."""
         pid = self.shipper_pid
         os.kill(pid, signal.SIGSTOP)
-        deadline = time.monotonic() + 5
-        while not all(_stopped(task) for task in Path(f"/proc/{pid}/task").iterdir()):
-            assert time.monotonic() < deadline, "rsyslogd did not stop"
-            time.sleep(0.001)
+        wait_until(
+            lambda: all(_stopped(task) for task in Path(f"/proc/{pid}/task").iterdir()),
+            "rsyslogd did not stop",
+            seconds=5,
+            poll_seconds=0.001,
+        )
 
     def resume_shipper(self) -> None:
         os.kill(self.shipper_pid, signal.SIGCONT)

@@ -5,7 +5,6 @@ fast as they can be written when unpaced."""
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from collections.abc import Callable
@@ -25,6 +24,7 @@ from observer.domain import JobRequest, Workload
 from observer.log_readers.base import DeliveredLine
 from observer.probes.catalog import builtin_catalog
 from observer.settings.controller import KubernetesSettings, SlurmSettings
+from tests.support.cli import run_cli
 
 RUN = "0f1e2d3c4b5a69788796a5b4c3d2e1f0"
 T0 = datetime(2026, 11, 30, 9, 0, tzinfo=UTC)
@@ -47,16 +47,10 @@ def kubernetes(workload: Workload) -> str:
         job_manifest(KubernetesSettings(), request, "j")
     )
     [container] = job["spec"]["template"]["spec"]["containers"]
-    assert container["command"][0] == PROGRAM  # the image's observer: this interpreter's here
-    env = {**os.environ, **{e["name"]: e["value"] for e in container["env"]}}
-    return subprocess.run(
-        [sys.executable, "-m", "observer.cli", *container["command"][1:]],
-        env=env,
-        capture_output=True,
-        text=True,
-        check=True,
-        timeout=60,
-    ).stdout
+    assert container["command"][0] == PROGRAM  # the image's observer: this process's here
+    done = run_cli(*container["command"][1:], env={e["name"]: e["value"] for e in container["env"]})
+    assert done.exit_code == 0, done.stderr
+    return done.stdout
 
 
 def simulated(workload: Workload) -> str:

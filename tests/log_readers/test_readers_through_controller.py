@@ -34,6 +34,7 @@ from observer.storage.store import Store
 from tests.log_readers.conftest import Serve
 from tests.log_readers.rsyslog import Pipeline
 from tests.log_readers.stand_ins import FakeLoki, FakeSearch, iso, ns
+from tests.support.settings import controller_settings
 
 pytestmark = pytest.mark.rsyslog
 
@@ -74,23 +75,17 @@ def settings(
     logs: dict[str, Any], reports: dict[str, Any] | None = None, **controller: Any
 ) -> Settings:
     """One tenant, one log canary at a time, every 10 minutes (30 s of lines, 2 min of job)."""
-    return Settings.model_validate(
-        {
-            "reports": reports or {},
-            "controller": {
-                "windows": [{"name": "always", "days": "*", "start": "00:00", "end": "00:00"}],
-                "tenants": [{"name": "research"}],
-                "plan": [{"window": "always", "probe": "log-canary", "every_seconds": 600}],
-                "probes": {"log-canary": {"log_lines": 300, "log_interval_seconds": 0.1}},
-                "logs": {"settle_seconds": SETTLE_SECONDS, **logs},
-                "max_probe_gpus": 1,
-                "max_probe_gpus_per_tenant": 1,
-                "gpus_per_node": 4,
-                "simulation": {"nodes": 1, "gpus_per_node": 4, "pools": ["a"]},
-                **controller,
-            },
-        }
-    )
+    canary: dict[str, Any] = {
+        "tenants": [{"name": "research"}],
+        "plan": [{"window": "always", "probe": "log-canary", "every_seconds": 600}],
+        "probes": {"log-canary": {"log_lines": 300, "log_interval_seconds": 0.1}},
+        "logs": {"settle_seconds": SETTLE_SECONDS, **logs},
+        "max_probe_gpus": 1,
+        "max_probe_gpus_per_tenant": 1,
+        "gpus_per_node": 4,
+        "simulation": {"nodes": 1, "gpus_per_node": 4, "pools": ["a"]},
+    }
+    return controller_settings(reports, **(canary | controller))
 
 
 class Soak:

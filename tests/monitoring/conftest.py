@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import threading
 from collections.abc import Iterator
@@ -27,6 +26,7 @@ from prometheus_client.registry import Collector
 from observer.clock import SystemClock
 from observer.metrics import Heartbeat
 from tests import components
+from tests.support.net import free_port
 
 REPO = Path(__file__).resolve().parents[2]
 UP = REPO / "deploy" / "local" / "infra" / "prometheus-up.sh"
@@ -34,13 +34,6 @@ DOWN = REPO / "deploy" / "local" / "infra" / "prometheus-down.sh"
 SCRAPE_INTERVAL_SECONDS = 1.0
 SCRAPE_TIMEOUT_SECONDS = 0.5
 UTILIZATION = "observer_gpu_utilization_ratio"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 @dataclass

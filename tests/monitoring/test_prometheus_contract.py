@@ -30,6 +30,7 @@ from tests.monitoring.conftest import (
     UTILIZATION,
     Exporters,
 )
+from tests.support.waiting import wait_until
 
 SLACK_SECONDS = 0.5  # a real scrape and query take a little time
 
@@ -103,10 +104,14 @@ def side(request: pytest.FixtureRequest) -> Iterator[Side]:
         exporter.gpu.uuid,
     )
     try:
-        deadline = time.monotonic() + 15  # discovered and scraped a few times
-        while len(_points(real, HEARTBEAT_METRIC, 10)) < 3:
-            assert time.monotonic() < deadline, "the exporter was never scraped"
-            time.sleep(SCRAPE_INTERVAL_SECONDS / 4)
+        wait_until(
+            lambda: (
+                len(_points(real, HEARTBEAT_METRIC, 10)) >= 3
+            ),  # discovered, scraped a few times
+            "the exporter was never scraped",
+            seconds=15,
+            poll_seconds=SCRAPE_INTERVAL_SECONDS / 4,
+        )
         yield real
     finally:
         exporter.close()

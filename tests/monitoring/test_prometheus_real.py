@@ -38,8 +38,8 @@ from tests.monitoring.conftest import (
     Exporter,
     Exporters,
     Prometheus,
-    free_port,
 )
+from tests.support.net import free_port
 
 pytestmark = pytest.mark.prometheus
 

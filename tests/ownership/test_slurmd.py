@@ -5,7 +5,6 @@ OwnerSourceError that says which command failed and why."""
 
 from __future__ import annotations
 
-import socket
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,6 +15,7 @@ from observer.clock import SystemClock
 from observer.errors import OwnerSourceError
 from observer.ownership.slurmd import SlurmdOwners
 from tests.backends.slurm_harness import SlurmHarness, require_slurm, slurm_harness
+from tests.support.net import free_port
 
 pytestmark = pytest.mark.slurm
 
@@ -127,13 +127,11 @@ def test_commands_missing_from_commands_dir_fail_naming_the_program(tmp_path: Pa
 def test_a_command_that_hangs_is_cut_off_by_the_timeout(tmp_path: Path):
     # slurmctld on a port nobody listens on: with the default MessageTimeout every call
     # retries for ~9 s
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        free_port = probe.getsockname()[1]
+    port = free_port()
     dead = tmp_path / "slurm.conf"
     dead.write_text(
         "".join(
-            f"SlurmctldPort={free_port}\n" if line.startswith("SlurmctldPort=") else line
+            f"SlurmctldPort={port}\n" if line.startswith("SlurmctldPort=") else line
             for line in require_slurm().read_text().splitlines(keepends=True)
         )
     )

@@ -34,9 +34,11 @@ from observer.reports.compute.data import (
     Sources,
     UtilizationHistogram,
 )
+from tests.support.times import on_day
 
 TZ = ZoneInfo("Asia/Shanghai")
 DAY_START = datetime(2026, 12, 1, 0, 0, tzinfo=TZ)
+at = on_day(DAY_START)
 DAY = Period(DAY_START, DAY_START + timedelta(days=1))
 CALENDAR = Calendar(
     TZ,
@@ -45,10 +47,6 @@ CALENDAR = Calendar(
         Window("night", parse_days("*"), time(22), time(6)),
     ],
 )
-
-
-def at(hour: int, minute: int = 0, second: int = 0) -> datetime:
-    return DAY_START + timedelta(hours=hour, minutes=minute, seconds=second)
 
 
 def context(

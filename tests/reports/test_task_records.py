@@ -8,8 +8,6 @@ import csv
 import io
 import json
 import re
-import subprocess
-import sys
 from datetime import timedelta
 from pathlib import Path
 
@@ -24,6 +22,7 @@ from observer.reports.render.daily import render_daily
 from observer.storage.database import upgrade
 from observer.storage.store import Store
 from tests.reports.builders import DAY, at, context, run
+from tests.support.cli import run_cli
 
 HOUR = 3600.0
 
@@ -193,13 +192,8 @@ def test_observer_runs_prints_the_days_records_from_the_store(tmp_path: Path) ->
     )
 
     def runs(*args: str) -> str:
-        result = subprocess.run(
-            [sys.executable, "-m", "observer.cli", "runs", "--config", str(config), *args],
-            capture_output=True,
-            text=True,
-            check=True,
-            timeout=60,
-        )
+        result = run_cli("runs", "--config", str(config), *args)
+        assert result.exit_code == 0, result.stderr
         return result.stdout
 
     day = at(0).astimezone(context().calendar.timezone).date().isoformat()

@@ -4,15 +4,17 @@ downtime between two runs read back with its cause."""
 from __future__ import annotations
 
 from collections.abc import Iterator
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 
 import pytest
 
 from observer.records import ControllerRestart, ControllerRun, RestartCause, controller_restarts
 from observer.storage.database import upgrade
 from observer.storage.store import Store
+from tests.support.times import seconds_after
 
 T0 = datetime(2026, 11, 30, 2, 0, tzinfo=UTC)
+at = seconds_after(T0)
 
 
 @pytest.fixture
@@ -20,10 +22,6 @@ def store(db_url: str) -> Iterator[Store]:
     upgrade(db_url)
     with Store(db_url) as opened:
         yield opened
-
-
-def at(seconds: float) -> datetime:
-    return T0 + timedelta(seconds=seconds)
 
 
 def test_runs_are_kept_in_start_order_with_their_last_sign_of_life_and_clean_stop(store: Store):

@@ -1,7 +1,8 @@
-"""`observer probe gpu-burn` as a probe job runs it: the real command line in a process, on
-a machine with no CUDA driver (one line, exit 69: "no GPU on the node") and against the
-stand-in libcuda.so.1, which records every driver call and refuses what a driver would (a
-PTX image without .version/.target/.entry, an unknown kernel name, bad launch parameters)."""
+"""`observer probe gpu-burn` as a probe job runs it: the real command line in a process (whose
+loader finds the stand-in through LD_LIBRARY_PATH), on a machine with no CUDA driver (one line,
+exit 69: "no GPU on the node") and against the stand-in libcuda.so.1, which records every driver
+call and refuses what a driver would (a PTX image without .version/.target/.entry, an unknown
+kernel name, bad launch parameters); a refused command line in this process."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ import pytest
 
 from observer.errors import NO_GPU_EXIT_CODE
 from observer.workloads.gpu_burn import KERNEL_NAME, PTX
+from tests.support.cli import run_cli
 
 
 def gpu_burn(
@@ -177,7 +179,7 @@ def test_the_kernel_is_ptx_the_driver_can_jit(tmp_path: Path) -> None:
 
 
 def test_a_utilisation_out_of_range_is_refused_by_the_parser() -> None:
-    done = gpu_burn("--seconds", "1", "--memory-gib", "1", "--utilization", "0")
+    done = run_cli("probe", "gpu-burn", "--seconds", "1", "--memory-gib", "1", "--utilization", "0")
 
-    assert done.returncode == 2
+    assert done.exit_code == 2
     assert "--utilization: must be above 0 and at most 100, not 0" in done.stderr

@@ -4,8 +4,6 @@ failure probes' ends."""
 
 from __future__ import annotations
 
-import os
-import socket
 import subprocess
 import sys
 import time
@@ -16,19 +14,14 @@ import pytest
 
 from observer.detectors.log_loss import analyse
 from observer.log_readers.base import DeliveredLine
+from tests.support.cli import CliResult, run_cli
+from tests.support.net import free_port, taken_port
 
 RUN = "0f1e2d3c4b5a69788796a5b4c3d2e1f0"
 
 
-def probe(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "observer.cli", "probe", *args],
-        env=dict(os.environ),
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        check=False,
-    )
+def probe(*args: str) -> CliResult:
+    return run_cli("probe", *args)
 
 
 def delivered(output: str) -> list[DeliveredLine]:
@@ -38,7 +31,7 @@ def delivered(output: str) -> list[DeliveredLine]:
 def test_a_paced_canary_is_read_back_whole_in_order() -> None:
     done = probe("log-canary", "--run-id", RUN, "--lines", "20", "--interval-seconds", "0.01")
 
-    assert done.returncode == 0, done.stderr
+    assert done.exit_code == 0, done.stderr
     report = analyse(RUN, 20, delivered(done.stdout))
     assert report.clean and report.received == 20
     stamps = [float(line.split("ts=")[1]) for line in done.stdout.splitlines()]
@@ -48,18 +41,11 @@ def test_a_paced_canary_is_read_back_whole_in_order() -> None:
 def test_a_burst_writes_lines_of_the_asked_size_the_reader_parses() -> None:
     done = probe("log-burst", "--run-id", RUN, "--lines", "150")
 
-    assert done.returncode == 0, done.stderr
+    assert done.exit_code == 0, done.stderr
     sizes = [len(line.encode()) + 1 for line in done.stdout.splitlines()]  # with the newline
     assert (len(sizes), max(sizes), min(sizes)) == (150, 1024, 1022)  # 3- and 1-digit seqs
     report = analyse(RUN, 150, delivered(done.stdout))
     assert report.clean and report.received == 150
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 def _get(url: str) -> tuple[int, float]:
@@ -72,7 +58,7 @@ def _get(url: str) -> tuple[int, float]:
 
 
 def test_serve_is_ready_after_its_warm_up_and_answers_after_its_latency() -> None:
-    port = _free_port()
+    port = free_port()
     base = f"http://127.0.0.1:{port}"
     server = subprocess.Popen(
         [sys.executable, "-m", "observer.cli", "probe", "serve", "--host", "127.0.0.1",
@@ -101,14 +87,10 @@ def test_serve_is_ready_after_its_warm_up_and_answers_after_its_latency() -> Non
 
 
 def test_serve_on_a_taken_port_says_so_in_one_line() -> None:
-    with socket.socket() as taken:
-        taken.bind(("127.0.0.1", 0))
-        taken.listen()
-        port = taken.getsockname()[1]
-
+    with taken_port() as port:
         done = probe("serve", "--host", "127.0.0.1", "--port", str(port), "--seconds", "1")
 
-    assert done.returncode == 2
+    assert done.exit_code == 2
     assert done.stderr == (
         f"--port: port {port} on 127.0.0.1 is already in use; choose another (0: any free one)\n"
     )
@@ -117,20 +99,20 @@ def test_serve_on_a_taken_port_says_so_in_one_line() -> None:
 def test_serve_for_a_duration_stops_by_itself() -> None:
     done = probe("serve", "--host", "127.0.0.1", "--port", "0", "--seconds", "0.5")
 
-    assert done.returncode == 0, done.stderr
+    assert done.exit_code == 0, done.stderr
 
 
 @pytest.mark.parametrize("code", [0, 3, 42])
 def test_exit_ends_with_the_code_asked(code: int) -> None:
     done = probe("exit", "--code", str(code))
 
-    assert (done.returncode, done.stderr) == (code, "")
+    assert (done.exit_code, done.stderr) == (code, "")
 
 
 def test_oom_without_a_limit_holds_its_bound_and_says_it_was_not_killed() -> None:
     done = probe("oom", "--mib", "32")
 
-    assert done.returncode == 0
+    assert done.exit_code == 0
     assert done.stdout == "oom: held 32 MiB and was not killed: no memory limit reached\n"
 
 
@@ -139,4 +121,4 @@ def test_sleep_holds_then_exits_zero() -> None:
 
     done = probe("sleep", "--seconds", "0.3")
 
-    assert done.returncode == 0 and time.monotonic() - started >= 0.3
+    assert done.exit_code == 0 and time.monotonic() - started >= 0.3

@@ -1,0 +1,1 @@
+"""What many test files need alike: ports, waiting, the CLI in process, settings, moments."""
