@@ -18,10 +18,10 @@ import pytest
 
 from observer.cli import _parser
 from observer.domain import Finding, FindingKind, Severity
-from observer.storage.database import upgrade
 from observer.storage.store import Store
 from tests.support import net
 from tests.support.cli import run_cli
+from tests.support.databases import migrated_sqlite
 
 REPO = Path(__file__).resolve().parents[1]
 TRACE = REPO / "tests" / "fixtures" / "nvml" / "h200-trace"
@@ -289,8 +289,7 @@ def test_check_config_names_the_total_budget_when_it_is_the_smaller(tmp_path: Pa
 
 
 def test_findings_read_in_the_platforms_time_with_its_offset(tmp_path: Path) -> None:
-    url = f"sqlite:///{tmp_path / 'soak.db'}"
-    upgrade(url)
+    url = migrated_sqlite(tmp_path / "soak.db")
     opened = datetime(2026, 11, 29, 19, 20, tzinfo=UTC)
     with Store(url) as store:
         store.save_findings(

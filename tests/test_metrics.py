@@ -18,8 +18,8 @@ from observer.controller.compose import build_backend, build_controller
 from observer.errors import StoreError
 from observer.metrics import ControllerMetrics
 from observer.settings import Settings
-from observer.storage.database import upgrade
 from observer.storage.store import Store
+from tests.support.databases import migrated_sqlite
 
 MONDAY_10 = datetime(2026, 11, 30, 10, 0, tzinfo=UTC)
 OUTCOMES = {"passed", "failed", "rejected", "timed_out", "cancelled", "lost", "no_gpu"}
@@ -36,8 +36,7 @@ def _exposed(registry: CollectorRegistry, name: str) -> dict[tuple[tuple[str, st
 
 @pytest.fixture
 def store(tmp_path: Path) -> Iterator[Store]:
-    url = f"sqlite:///{tmp_path / 'observer.db'}"
-    upgrade(url)
+    url = migrated_sqlite(tmp_path / "observer.db")
     with Store(url) as opened:
         yield opened
 
@@ -90,8 +89,7 @@ def test_planned_probe_runs_and_event_findings_are_exported_at_zero(store: Store
 
 
 def test_each_failed_store_call_is_counted(tmp_path: Path):
-    url = f"sqlite:///{tmp_path / 'observer.db'}"
-    upgrade(url)
+    url = migrated_sqlite(tmp_path / "observer.db")
     registry = CollectorRegistry()
     metrics = ControllerMetrics(registry)
     with Store(url, on_error=metrics.store_errors_total.inc) as store:

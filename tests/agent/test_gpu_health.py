@@ -24,8 +24,8 @@ from observer.gpu.kernel_log import KernelLog
 from observer.metrics import AgentMetrics, ControllerMetrics, GpuCollector
 from observer.ownership.fake import FakeHost
 from observer.settings.detectors import GpuHealthSettings, NodeLeakSettings
-from observer.storage.database import upgrade
 from observer.storage.store import Store
+from tests.support.databases import migrated_sqlite
 
 START = datetime(2026, 12, 1, 9, 0, tzinfo=UTC)
 BOOT = START - timedelta(days=1)
@@ -368,8 +368,7 @@ def test_the_same_code_again_later_is_another_event(tmp_path: Path) -> None:
 
 def test_the_controller_stores_one_xid_once_with_what_both_sources_said(tmp_path: Path) -> None:
     node = Node(tmp_path)
-    url = f"sqlite:///{tmp_path / 'observer.db'}"
-    upgrade(url)
+    url = migrated_sqlite(tmp_path / "observer.db")
     store = Store(url)
     observer = FleetObserver(
         LocalFleet({"n1": node.agent.snapshot}),

@@ -15,7 +15,6 @@ from observer.clock import ManualClock
 from observer.controller.observe import FleetObserver
 from observer.fleet.http import HttpFleet
 from observer.metrics import ControllerMetrics
-from observer.storage.database import upgrade
 from observer.storage.store import Store
 from tests.fleet.raw_agents import (
     Agent,
@@ -28,6 +27,7 @@ from tests.fleet.raw_agents import (
     snapshot_json,
     trickled,
 )
+from tests.support.databases import migrated_sqlite
 
 START = datetime(2026, 11, 30, 9, 0, tzinfo=UTC)
 GRACE_SECONDS = 30
@@ -49,8 +49,7 @@ BAD: dict[str, tuple[Answer, str]] = {
 def test_each_bad_agent_is_one_open_condition_with_its_reason_until_it_answers_well(
     tmp_path: Path,
 ) -> None:
-    url = f"sqlite:///{tmp_path / 'observer.db'}"
-    upgrade(url)
+    url = migrated_sqlite(tmp_path / "observer.db")
     store = Store(url)
     clock = ManualClock(START)
     with ExitStack() as stack:

@@ -15,8 +15,8 @@ from observer.fleet.local import LocalFleet
 from observer.monitoring.fake import FakePrometheus
 from observer.settings import Settings
 from observer.simulation.soak import SimulatedSoak, simulated_cluster
-from observer.storage.database import upgrade
 from observer.storage.store import Store
+from tests.support.databases import migrated_sqlite
 from tests.support.settings import controller_settings
 
 T0 = datetime(2026, 11, 30, 2, 0, tzinfo=UTC)
@@ -33,8 +33,7 @@ def _soak(
         simulation={"nodes": 2, "gpus_per_node": 4, **simulation},
         reports={"output_dir": str(tmp_path / "reports")},
     )
-    url = f"sqlite:///{tmp_path / 'observer.db'}"
-    upgrade(url)
+    url = migrated_sqlite(tmp_path / "observer.db")
     return SimulatedSoak(settings, clock, Store(url), simulated_cluster(settings, clock), sources)
 
 
@@ -124,8 +123,7 @@ def test_the_inference_probe_on_a_backend_that_runs_no_services_is_left_out_and_
     tmp_path: Path,
 ):
     settings = Settings.model_validate({"controller": {"inference": {"enabled": True}}})
-    url = f"sqlite:///{tmp_path / 'observer.db'}"
-    upgrade(url)
+    url = migrated_sqlite(tmp_path / "observer.db")
     clock = ManualClock(T0)
     with Store(url) as store:
         soak = SimulatedSoak(settings, clock, store, simulated_cluster(settings, clock))

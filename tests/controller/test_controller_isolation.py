@@ -19,11 +19,11 @@ from observer.controller.work import Controller
 from observer.domain import AccessAttempt, Expectation, Outcome, ProbeRun, RunState
 from observer.metrics import ControllerMetrics
 from observer.records import SkipReason
-from observer.storage.database import upgrade
 from observer.storage.store import Store
 from tests.backends.k8s_harness import KubernetesHarness
 from tests.backends.slurm_harness import SlurmHarness, slurm_harness
 from tests.controller.test_controller_simulated import Soak, _settings
+from tests.support.databases import migrated_sqlite
 from tests.support.settings import controller_settings
 
 ISOLATION = {"window": "weekday-peak", "probe": "isolation", "every_seconds": 1200}
@@ -117,8 +117,7 @@ def test_an_unreachable_platform_records_no_verdict_and_counts_the_error(tmp_pat
 
 def test_a_tenant_whose_credentials_are_missing_is_rejected_with_the_reason(tmp_path: Path):
     # On Kubernetes: prod has a token, research has none configured.
-    url = f"sqlite:///{tmp_path / 'observer.db'}"
-    upgrade(url)
+    url = migrated_sqlite(tmp_path / "observer.db")
     store = Store(url)
     with KubernetesHarness() as k8s:
         settings = controller_settings(
@@ -187,8 +186,7 @@ def _slurm_controller(slurm: SlurmHarness, store: Store) -> Controller:
 
 @pytest.mark.slurm
 def test_on_real_slurm_visible_jobs_fail_the_run_and_private_data_passes_it(tmp_path: Path):
-    url = f"sqlite:///{tmp_path / 'observer.db'}"
-    upgrade(url)
+    url = migrated_sqlite(tmp_path / "observer.db")
     store = Store(url)
     with slurm_harness() as slurm:
         controller = _slurm_controller(slurm, store)

@@ -19,11 +19,11 @@ from observer.controller.work import Controller
 from observer.domain import Outcome, ProbeRun, RunState
 from observer.settings import Settings
 from observer.simulation.soak import SimulatedSoak
-from observer.storage.database import upgrade
 from observer.storage.store import Store
 from tests import components
 from tests.backends.k8s_harness import KubernetesHarness
 from tests.backends.slurm_harness import SlurmHarness, slurm_harness
+from tests.support.databases import migrated_sqlite
 from tests.support.settings import controller_settings
 
 PLAN = [
@@ -160,8 +160,7 @@ def _drain(platform: Platform, controller: Controller, seconds: float) -> None:
 
 
 def test_a_plan_runs_through_a_window_and_survives_a_restart(platform: Platform, tmp_path: Path):
-    url = f"sqlite:///{tmp_path / 'observer.db'}"
-    upgrade(url)
+    url = migrated_sqlite(tmp_path / "observer.db")
     store = Store(url)
     settings = _settings(platform.name, platform.harness.queue)
 

@@ -9,9 +9,9 @@ from pathlib import Path
 from observer.domain import Outcome, RunState
 from observer.settings import Settings
 from observer.simulation.soak import SimulatedSoak
-from observer.storage.database import upgrade
 from observer.storage.store import Store
 from tests.backends.k8s_harness import KubernetesHarness
+from tests.support.databases import migrated_sqlite
 from tests.support.settings import controller_settings
 
 QUEUE = "team-a"
@@ -30,8 +30,7 @@ def _settings() -> Settings:
 
 
 def test_a_probe_kueue_holds_for_quota_waits_in_kueues_words_then_runs(tmp_path: Path):
-    url = f"sqlite:///{tmp_path / 'observer.db'}"
-    upgrade(url)
+    url = migrated_sqlite(tmp_path / "observer.db")
     store = Store(url)
     with KubernetesHarness() as k8s:
         k8s.install_queues()

@@ -17,8 +17,8 @@ from observer.errors import BackendError
 from observer.records import SkipReason
 from observer.settings import Settings
 from observer.simulation.soak import SimulatedSoak, simulated_cluster
-from observer.storage.database import upgrade
 from observer.storage.store import Store
+from tests.support.databases import migrated_sqlite
 
 MONDAY_0855 = datetime(2026, 11, 30, 8, 55, tzinfo=UTC)
 
@@ -66,8 +66,7 @@ class Soak:
     def __init__(self, tmp_path: Path, settings: Settings | None = None) -> None:
         self.settings = settings or _settings()
         self.clock = ManualClock(MONDAY_0855)  # 16:55 in Shanghai: 5 min before the window
-        self.url = f"sqlite:///{tmp_path / 'observer.db'}"
-        upgrade(self.url)
+        self.url = migrated_sqlite(tmp_path / "observer.db")
         self.store = Store(self.url)
         self.cluster = simulated_cluster(self.settings, self.clock)
         self.controller = self.new_controller()

@@ -29,9 +29,9 @@ from observer.domain import (
     Severity,
 )
 from observer.simulation.soak import SimulatedSoak, simulated_cluster
-from observer.storage.database import upgrade
 from observer.storage.store import Store
 from tests.detectors.test_probe_release import agent, process
+from tests.support.databases import migrated_sqlite
 from tests.support.settings import controller_settings
 
 START = datetime(2026, 11, 30, 9, 0, tzinfo=UTC)
@@ -65,8 +65,7 @@ class Soak:
             simulation={"nodes": 2, "gpus_per_node": 4, "pools": ["a"]},
         )
         self.clock = ManualClock(START)
-        url = f"sqlite:///{tmp_path / 'observer.db'}"
-        upgrade(url)
+        url = migrated_sqlite(tmp_path / "observer.db")
         self.store = Store(url)
         self.cluster = simulated_cluster(self.settings, self.clock)
         backend = PodOwned(self.cluster) if pods else self.cluster

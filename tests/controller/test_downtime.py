@@ -20,8 +20,8 @@ from observer.reports.compute.daily import DailyReport, build_daily
 from observer.reports.inputs import load_daily
 from observer.reports.publish import write_daily
 from observer.simulation.soak import SimulatedSoak, simulated_cluster
-from observer.storage.database import upgrade
 from observer.storage.store import Store
+from tests.support.databases import migrated_sqlite
 from tests.support.settings import controller_settings
 
 T0 = datetime(2026, 11, 30, 2, 0, tzinfo=UTC)
@@ -43,8 +43,7 @@ class Platform:
             reports={"output_dir": str(tmp_path / "reports"), "soak_started_at": T0},
         )
         self.clock = ManualClock(T0)
-        url = f"sqlite:///{tmp_path / 'observer.db'}"
-        upgrade(url)
+        url = migrated_sqlite(tmp_path / "observer.db")
         self.store = Store(url)
         self.cluster = simulated_cluster(self.settings, self.clock)
         self.prometheus = FakePrometheus(self.clock)

@@ -25,8 +25,8 @@ from observer.domain import (
 from observer.errors import BackendError
 from observer.metrics import SCHEDULER_OPERATIONS, ControllerMetrics
 from observer.settings import Settings
-from observer.storage.database import upgrade
 from observer.storage.store import Store
+from tests.support.databases import migrated_sqlite
 
 MONDAY_10 = datetime(2026, 11, 30, 10, 0, tzinfo=UTC)
 TENANTS = ("research", "prod", "ops")
@@ -75,8 +75,7 @@ class FailingFor:
 
 @pytest.fixture
 def store(tmp_path: Path) -> Iterator[Store]:
-    url = f"sqlite:///{tmp_path / 'observer.db'}"
-    upgrade(url)
+    url = migrated_sqlite(tmp_path / "observer.db")
     with Store(url) as opened:
         yield opened
 

@@ -24,15 +24,14 @@ from observer.domain import (
 )
 from observer.fleet.local import LocalFleet
 from observer.metrics import ControllerMetrics, FindingMetrics
-from observer.storage.database import upgrade
 from observer.storage.store import Store
+from tests.support.databases import migrated_sqlite
 
 START = datetime(2026, 11, 30, 9, 0, tzinfo=UTC)
 
 
 def _store(tmp_path: Path) -> Store:
-    url = f"sqlite:///{tmp_path / 'observer.db'}"
-    upgrade(url)
+    url = migrated_sqlite(tmp_path / "observer.db")
     return Store(url)
 
 

@@ -15,9 +15,9 @@ from observer.domain import FindingKind, Outcome, Severity
 from observer.errors import NO_GPU_EXIT_CODE
 from observer.reports.compute.tasks import FAILED_OUTCOMES
 from observer.simulation.soak import SimulatedSoak
-from observer.storage.database import upgrade
 from observer.storage.store import Store
 from tests.backends.slurm_harness import slurm_harness
+from tests.support.databases import migrated_sqlite
 from tests.support.settings import controller_settings
 
 pytestmark = pytest.mark.slurm
@@ -26,8 +26,7 @@ pytestmark = pytest.mark.slurm
 def test_gpu_burn_without_a_driver_is_no_gpu_and_a_finding_on_the_node_that_claims_gpus(
     tmp_path: Path,
 ) -> None:
-    url = f"sqlite:///{tmp_path / 'observer.db'}"
-    upgrade(url)
+    url = migrated_sqlite(tmp_path / "observer.db")
     settings = controller_settings(
         backend="slurm",
         tenants=[{"name": "research", "queue": "gpu"}],

@@ -20,9 +20,9 @@ from observer.reports.render.daily import render_daily
 from observer.reports.render.i18n import Words
 from observer.settings import Settings
 from observer.simulation.soak import SimulatedSoak
-from observer.storage.database import upgrade
 from observer.storage.store import Store
 from tests.backends.k8s_harness import KubernetesHarness
+from tests.support.databases import migrated_sqlite
 from tests.support.settings import ALWAYS, controller_settings
 
 LATENCY_MS = 20.0
@@ -60,8 +60,7 @@ def _settings(windows: list[dict[str, str]] | None = None, **inference: object) 
 def soaked(tmp_path_factory: pytest.TempPathFactory):
     """A soak of the service: prod holds 8 of the 12 GPUs, so the scale-out to three replicas
     of two GPUs leaves one waiting until the test ends prod's first pod."""
-    url = f"sqlite:///{tmp_path_factory.mktemp('inference') / 'observer.db'}"
-    upgrade(url)
+    url = migrated_sqlite(tmp_path_factory.mktemp("inference") / "observer.db")
     store = Store(url)
     settings = _settings()
     with KubernetesHarness() as k8s:
@@ -181,8 +180,7 @@ def test_the_daily_summary_reports_the_service_by_window_and_its_changes(soaked,
 
 
 def test_a_service_whose_replicas_stop_answering_is_unavailable_beyond_the_bound(tmp_path):
-    url = f"sqlite:///{tmp_path / 'observer.db'}"
-    upgrade(url)
+    url = migrated_sqlite(tmp_path / "observer.db")
     with Store(url) as store, KubernetesHarness() as k8s:
         settings = _settings(scale_out_replicas=1, restart_after_seconds=3600)
         soak = SimulatedSoak(settings, k8s.clock, store, k8s.backend)
@@ -205,8 +203,7 @@ def test_each_window_gets_its_own_scale_out_and_restart_after_scaling_back_in(tm
     """Two windows of a minute each: the service starts late in the first and is carried through
     its scale-out and restart there; when the second begins it is scaled back in, and the
     second has a scale-out and a restart of its own, each phase under its window."""
-    url = f"sqlite:///{tmp_path / 'observer.db'}"
-    upgrade(url)
+    url = migrated_sqlite(tmp_path / "observer.db")
     windows = [
         {"name": "early", "days": "*", "start": "10:00", "end": "10:01"},
         {"name": "late", "days": "*", "start": "10:01", "end": "10:02"},

@@ -21,9 +21,9 @@ from observer.detectors.inference import SCALE_OUT_STALLED, UNAVAILABLE
 from observer.records import PhaseKind
 from observer.settings import Settings
 from observer.simulation.soak import SimulatedSoak
-from observer.storage.database import upgrade
 from observer.storage.store import Store
 from tests.backends.slurm_harness import SlurmHarness, slurm_harness
+from tests.support.databases import migrated_sqlite
 from tests.support.settings import controller_settings, on_slurm
 
 pytestmark = pytest.mark.slurm
@@ -80,8 +80,7 @@ def _settings(slurm: SlurmHarness, started: datetime) -> Settings:
 def test_a_service_of_slurm_jobs_scales_out_waiting_for_gpus_restarts_and_leaves_nothing(
     tmp_path: Path,
 ):
-    url = f"sqlite:///{tmp_path / 'observer.db'}"
-    upgrade(url)
+    url = migrated_sqlite(tmp_path / "observer.db")
     with slurm_harness() as slurm, Store(url) as store:
         started = datetime.now(UTC)
         settings = _settings(slurm, started)

@@ -36,8 +36,8 @@ from observer.reports.compute.daily import build_daily
 from observer.reports.inputs import load_daily
 from observer.reports.render.daily import render_daily
 from observer.settings import Settings
-from observer.storage.database import upgrade
 from observer.storage.store import Store
+from tests.support.databases import migrated_sqlite
 
 T0 = datetime(2026, 11, 30, 2, 0, tzinfo=UTC)
 QUARTER = timedelta(minutes=15)
@@ -103,8 +103,7 @@ class Platform:
             }
         )
         self.clock = ManualClock(T0 + timedelta(minutes=7))
-        url = f"sqlite:///{tmp_path / 'observer.db'}"
-        upgrade(url)
+        url = migrated_sqlite(tmp_path / "observer.db")
         self.store = Store(url)
         cluster = build_backend(self.settings.controller, self.clock)
         assert isinstance(cluster, SimulatedCluster)

@@ -11,8 +11,8 @@ from observer.clock import ManualClock
 from observer.controller.watches.canaries import CANARY_READ_TRIES
 from observer.domain import ProbeRun, RunState
 from observer.simulation.soak import SimulatedSoak, simulated_cluster
-from observer.storage.database import upgrade
 from observer.storage.store import Store
+from tests.support.databases import migrated_sqlite
 from tests.support.settings import controller_settings
 
 START = datetime(2026, 11, 30, 9, 0, tzinfo=UTC)
@@ -44,8 +44,7 @@ class Soak:
             simulation={"nodes": 2, "gpus_per_node": 4, "pools": ["a"]},
         )
         self.clock = ManualClock(START)
-        url = f"sqlite:///{tmp_path / 'observer.db'}"
-        upgrade(url)
+        url = migrated_sqlite(tmp_path / "observer.db")
         self.store = Store(url)
         self.cluster = simulated_cluster(self.settings, self.clock)
         self.restart()

@@ -34,9 +34,9 @@ from observer.gpu.fake import GIB, FakeGpu, FakeGpuBackend
 from observer.metrics import AgentMetrics, ControllerMetrics
 from observer.ownership.fake import FakeHost
 from observer.settings.detectors import NodeLeakSettings
-from observer.storage.database import upgrade
 from observer.storage.store import Store
 from tests.support.cli import run_cli
+from tests.support.databases import migrated_sqlite
 from tests.support.settings import replay_agent_settings
 
 START = datetime(2026, 11, 30, 9, 0, tzinfo=UTC)
@@ -58,8 +58,7 @@ class Node:
 
 
 def _store(tmp_path: Path) -> Store:
-    url = f"sqlite:///{tmp_path / 'observer.db'}"
-    upgrade(url)
+    url = migrated_sqlite(tmp_path / "observer.db")
     return Store(url)
 
 

@@ -17,9 +17,9 @@ from observer.reports.inputs import load_daily
 from observer.reports.render.daily import render_daily
 from observer.settings import Settings
 from observer.simulation.soak import SimulatedSoak
-from observer.storage.database import upgrade
 from observer.storage.store import Store
 from tests.backends.k8s_harness import ADMIN, KubernetesHarness
+from tests.support.databases import migrated_sqlite
 from tests.support.settings import controller_settings
 
 QUEUE = "team-a"
@@ -42,8 +42,7 @@ def _settings(started: datetime) -> Settings:
 def test_quota_and_cluster_queue_changes_are_in_the_daily_summary_with_who_before_and_after(
     tmp_path: Path, audited: bool
 ) -> None:
-    url = f"sqlite:///{tmp_path / 'observer.db'}"
-    upgrade(url)
+    url = migrated_sqlite(tmp_path / "observer.db")
     store = Store(url)
     log = tmp_path / "audit.log"
     log.touch()

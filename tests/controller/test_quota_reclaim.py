@@ -16,8 +16,8 @@ from observer.domain import Outcome, RunState, Workload
 from observer.probes.catalog import QUOTA_PROBE, RECLAIM_PROBE
 from observer.settings import Settings
 from observer.simulation.soak import SimulatedSoak, simulated_cluster
-from observer.storage.database import upgrade
 from observer.storage.store import Store
+from tests.support.databases import migrated_sqlite
 
 MONDAY_0855 = datetime(2026, 11, 30, 8, 55, tzinfo=UTC)  # 16:55 in Shanghai
 RECLAIM_SECONDS = 240
@@ -45,8 +45,7 @@ def test_a_freed_quota_is_reclaimed_a_full_one_waits_and_a_leaking_one_is_found(
         }
     )
     clock = ManualClock(MONDAY_0855)
-    url = f"sqlite:///{tmp_path / 'observer.db'}"
-    upgrade(url)
+    url = migrated_sqlite(tmp_path / "observer.db")
     store = Store(url)
     cluster = simulated_cluster(settings, clock)
     # prod's own job fills its quota until 09:20; batch's, all day

@@ -19,9 +19,9 @@ from observer.reports.compute.verdict import build_verdict
 from observer.reports.inputs import load_verdict
 from observer.settings import Settings
 from observer.simulation.soak import SimulatedSoak
-from observer.storage.database import upgrade
 from observer.storage.store import Store
 from tests.backends.k8s_harness import KubernetesHarness
+from tests.support.databases import migrated_sqlite
 from tests.support.settings import controller_settings
 
 RECLAIM_SECONDS = 6
@@ -46,8 +46,7 @@ def _settings() -> Settings:
 
 
 def test_a_refused_over_quota_probe_frees_its_quota_and_a_stale_quota_is_found(tmp_path: Path):
-    url = f"sqlite:///{tmp_path / 'observer.db'}"
-    upgrade(url)
+    url = migrated_sqlite(tmp_path / "observer.db")
     store = Store(url)
     with KubernetesHarness() as k8s:
         for tenant in ("research", "prod"):

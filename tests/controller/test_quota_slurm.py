@@ -26,9 +26,9 @@ from observer.reports.inputs import load_daily
 from observer.reports.render.daily import render_daily
 from observer.settings import Settings
 from observer.simulation.soak import SimulatedSoak
-from observer.storage.database import upgrade
 from observer.storage.store import Store
 from tests.backends.slurm_harness import SlurmHarness, slurm_harness
+from tests.support.databases import migrated_sqlite
 from tests.support.settings import controller_settings, on_slurm
 
 pytestmark = pytest.mark.slurm
@@ -79,8 +79,7 @@ def test_a_quota_lowered_with_sacctmgr_is_in_the_daily_summary_and_one_never_fre
     slurm: SlurmHarness, tmp_path: Path
 ):
     started = datetime.now(UTC).replace(microsecond=0)
-    url = f"sqlite:///{tmp_path / 'observer.db'}"
-    upgrade(url)
+    url = migrated_sqlite(tmp_path / "observer.db")
     store = Store(url)
     settings = _settings(slurm, started)
     soak = SimulatedSoak(settings, SystemClock(), store, slurm.backend)

@@ -19,8 +19,8 @@ from observer.controller.watches.base import Checked, Look
 from observer.controller.watches.store_outage import StoreOutage
 from observer.domain import Finding, FindingKind, SchedulerSnapshot, Severity
 from observer.metrics import ControllerMetrics
-from observer.storage.database import upgrade
 from observer.storage.store import Store
+from tests.support.databases import migrated_sqlite
 
 START = datetime(2026, 11, 30, 9, 0, tzinfo=UTC)
 RULE = "new_rule"
@@ -57,8 +57,7 @@ class NewRule:
 
 
 def test_a_watch_added_to_the_list_is_resumed_and_checked(tmp_path: Path):
-    url = f"sqlite:///{tmp_path / 'observer.db'}"
-    upgrade(url)
+    url = migrated_sqlite(tmp_path / "observer.db")
     store = Store(url)
     store.save_findings([condition(START - timedelta(hours=1))])
     clock = ManualClock(START)

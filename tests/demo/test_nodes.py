@@ -18,8 +18,8 @@ from observer.fleet.local import LocalFleet
 from observer.reports.compute.causes import Cause, classify
 from observer.reports.compute.notes import Note
 from observer.simulation.soak import SimulatedSoak, simulated_cluster
-from observer.storage.database import upgrade
 from observer.storage.store import Store
+from tests.support.databases import migrated_sqlite
 from tests.support.settings import controller_settings
 
 START = datetime(2026, 11, 30, 9, 0, tzinfo=UTC)
@@ -45,8 +45,7 @@ class World:
             simulation={"nodes": 1, "gpus_per_node": 4, "pools": ["a"]},
         )
         self.clock = ManualClock(START)
-        url = f"sqlite:///{tmp_path / 'observer.db'}"
-        upgrade(url)
+        url = migrated_sqlite(tmp_path / "observer.db")
         self.store = Store(url)
         self.cluster = simulated_cluster(self.settings, self.clock)
         self.nodes = DemoNodes(

@@ -17,8 +17,8 @@ from observer.domain import Finding, Severity, Workload
 from observer.settings.detectors import FairnessSettings
 from observer.simulation.nights import FIRST_EVENING, ContendedNights
 from observer.simulation.soak import SimulatedSoak, simulated_cluster
-from observer.storage.database import upgrade
 from observer.storage.store import Store
+from tests.support.databases import migrated_sqlite
 from tests.support.settings import controller_settings
 
 RULES = FairnessSettings()
@@ -110,8 +110,7 @@ def _held(tmp_path: Path, reason: str) -> tuple[list[Finding], list[Finding]]:
         simulation={"nodes": 3, "gpus_per_node": 4, "pools": ["a"]},
     )
     clock = ManualClock(FIRST_EVENING)
-    url = f"sqlite:///{tmp_path / 'observer.db'}"
-    upgrade(url)
+    url = migrated_sqlite(tmp_path / "observer.db")
     store = Store(url)
     cluster = simulated_cluster(settings, clock)
     schedule = SimulatedSoak(settings, clock, store, cluster)

@@ -43,9 +43,9 @@ from observer.metrics import ControllerMetrics
 from observer.probes.windows import Occurrence
 from observer.settings import Settings
 from observer.settings.detectors import FairnessSettings
-from observer.storage.database import upgrade
 from observer.storage.store import Store
 from tests.backends.slurm_harness import SlurmHarness, slurm_harness
+from tests.support.databases import migrated_sqlite
 from tests.support.settings import controller_settings
 
 pytestmark = pytest.mark.slurm
@@ -166,8 +166,7 @@ class Rounds:
 
 @pytest.fixture
 def slurm_store(tmp_path: Path) -> Iterator[tuple[SlurmHarness, Store]]:
-    url = f"sqlite:///{tmp_path / 'observer.db'}"
-    upgrade(url)
+    url = migrated_sqlite(tmp_path / "observer.db")
     with slurm_harness() as harness, Store(url) as store:
         yield harness, store
 

@@ -23,9 +23,9 @@ from observer.errors import ReportError
 from observer.reports.publish import daily_paths, write_daily
 from observer.settings import Settings
 from observer.simulation.soak import SimulatedSoak, simulated_cluster
-from observer.storage.database import upgrade
 from observer.storage.store import Store
 from tests.support.cli import run_cli
+from tests.support.databases import migrated_sqlite
 from tests.support.settings import controller_settings
 
 T0 = datetime(2026, 11, 30, 20, 0, tzinfo=UTC)
@@ -45,8 +45,7 @@ def test_a_full_reports_disk_loses_no_summary_and_never_shows_half_of_one(tmp_pa
             },
         )
         clock = ManualClock(T0)
-        url = f"sqlite:///{tmp_path / 'observer.db'}"
-        upgrade(url)
+        url = migrated_sqlite(tmp_path / "observer.db")
         registry = CollectorRegistry()
         with Store(url, clock) as store:
             soak = SimulatedSoak(

@@ -29,11 +29,11 @@ from observer.domain import Finding, ProbeRun, RunState
 from observer.reports.publish import write_daily
 from observer.settings import Settings
 from observer.simulation.soak import SimulatedSoak
-from observer.storage.database import upgrade
 from observer.storage.store import Store
 from tests.log_readers.conftest import Serve
 from tests.log_readers.rsyslog import Pipeline
 from tests.log_readers.stand_ins import FakeLoki, FakeSearch, iso, ns
+from tests.support.databases import migrated_sqlite
 from tests.support.settings import controller_settings
 
 pytestmark = pytest.mark.rsyslog
@@ -95,8 +95,7 @@ class Soak:
     def __init__(
         self, tmp_path: Path, cfg: Settings, clock: Clock, ship: Callable[[list[str]], None]
     ) -> None:
-        url = f"sqlite:///{tmp_path / 'observer.db'}"
-        upgrade(url)
+        url = migrated_sqlite(tmp_path / "observer.db")
         self.store = Store(url)
         self.settings = cfg
         self.clock = clock

@@ -40,8 +40,8 @@ from observer.monitoring.checker import MonitoringChecker
 from observer.monitoring.fake import Exposition, FakePrometheus
 from observer.probes.catalog import builtin_catalog, with_overrides
 from observer.settings.detectors import MonitoringLagSettings
-from observer.storage.database import upgrade
 from observer.storage.store import Store
+from tests.support.databases import migrated_sqlite
 
 T0 = datetime(2026, 11, 30, 9, 0, tzinfo=UTC)
 UTIL = "observer_gpu_utilization_ratio"
@@ -63,8 +63,7 @@ class Cluster:
         self.busy: dict[str, str] = {}  # GPU -> job keeping it busy
         self.runs: list[ProbeRun] = []
         self.nodes: dict[str, NodeSnapshot] = {}
-        url = f"sqlite:///{tmp_path / 'observer.db'}"
-        upgrade(url)
+        url = migrated_sqlite(tmp_path / "observer.db")
         self.store = Store(url)
         self.registry = CollectorRegistry()
         metrics = ControllerMetrics(self.registry)

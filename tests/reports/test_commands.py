@@ -19,9 +19,9 @@ from observer.errors import ReportError
 from observer.records import InterventionSource, StoredAlert, StoredIntervention
 from observer.reports.publish import build_due, due_days, write_daily
 from observer.settings import Settings
-from observer.storage.database import upgrade
 from observer.storage.store import Store
 from tests.reports.builders import run
+from tests.support.databases import migrated_sqlite
 
 TZ = ZoneInfo("Asia/Shanghai")
 
@@ -45,7 +45,7 @@ def _config(tmp_path: Path) -> Path:
         "  language: zh-CN\n",
         encoding="utf-8",
     )
-    upgrade(f"sqlite:///{tmp_path / 'observer.db'}")
+    migrated_sqlite(tmp_path / "observer.db")
     return config
 
 

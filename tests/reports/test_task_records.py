@@ -19,10 +19,10 @@ from observer.reports.compute.data import PeriodData
 from observer.reports.compute.notes import Note
 from observer.reports.compute.tasks import explain
 from observer.reports.render.daily import render_daily
-from observer.storage.database import upgrade
 from observer.storage.store import Store
 from tests.reports.builders import DAY, at, context, run
 from tests.support.cli import run_cli
+from tests.support.databases import migrated_sqlite
 
 HOUR = 3600.0
 
@@ -180,10 +180,9 @@ def test_the_csv_and_the_json_carry_the_same_runs_with_whole_run_ids():
 
 def test_observer_runs_prints_the_days_records_from_the_store(tmp_path: Path) -> None:
     database = tmp_path / "soak.db"
-    url = f"sqlite:///{database}"
+    url = migrated_sqlite(database)
     held = quota_held(600, "fail-image")
     passed = run()
-    upgrade(url)
     with Store(url) as store:
         store.save_runs([passed, held])
     config = tmp_path / "c.yaml"

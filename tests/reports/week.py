@@ -32,8 +32,8 @@ from observer.fleet.local import LocalFleet
 from observer.records import StoredAlert, StoredIntervention
 from observer.settings import Settings
 from observer.simulation.soak import SimulatedSoak, simulated_cluster
-from observer.storage.database import upgrade
 from observer.storage.store import Store
+from tests.support.databases import migrate
 
 SHANGHAI = ZoneInfo("Asia/Shanghai")
 MONDAY = date(2026, 11, 30)
@@ -109,7 +109,7 @@ class Week:
     def __init__(self, tmp_path: Path) -> None:
         self.url = f"sqlite:///{tmp_path / 'observer.db'}"
         self.settings = settings_for(self.url, tmp_path / "reports")
-        upgrade(self.url)
+        migrate(self.url)
         self.store = Store(self.url)
         self.clock = ManualClock(local(MONDAY, 0))
         self.cluster = simulated_cluster(self.settings, self.clock)

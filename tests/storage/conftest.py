@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
-from observer.storage.database import upgrade
 from observer.storage.store import Store
 from tests import components
+from tests.support.databases import migrate
 
 DEFAULT_POSTGRES_URL = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
 
@@ -63,7 +63,7 @@ def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
 @pytest.fixture
 def store(db_url: str) -> Iterator[Store]:
     """A store on a migrated, empty database."""
-    upgrade(db_url)
+    migrate(db_url)
     with Store(db_url) as opened:
         yield opened
 
