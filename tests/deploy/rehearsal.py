@@ -90,6 +90,9 @@ WORLD_WRITABLE = ("/tmp", "/var/tmp", "/dev/shm")
 LOG_TAIL_LINES = 25
 DEFAULT_POSTGRES_URL = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
 
+# Each rehearsal's pods live under a temporary directory of this prefix.
+ROOT_PREFIX = "observer-rehearsal-"
+
 
 @dataclass(frozen=True)
 class Image:
@@ -613,8 +616,9 @@ class Rehearsal:
         }
 
     def _written(self, uid: int) -> set[str]:
-        """The files of `uid` in this machine's world-writable directories, but the pods'."""
-        pods = ["-path", str(self.root), "-prune"]
+        """The files of `uid` in this machine's world-writable directories, but the pods' (of
+        this rehearsal and of any other running beside it on another xdist worker)."""
+        pods = ["-path", str(self.root.parent / f"{ROOT_PREFIX}*"), "-prune"]
         found = subprocess.run(
             ["find", *WORLD_WRITABLE, "-xdev", *pods, "-o", "-user", str(uid), "-print"],
             capture_output=True,

@@ -17,7 +17,7 @@ import pytest
 from observer.cli import _parser
 from tests import components
 from tests.deploy.chart import pod_spec, render, tool
-from tests.deploy.rehearsal import Rehearsal, cluster_for, helm_test_pods, workloads
+from tests.deploy.rehearsal import ROOT_PREFIX, Rehearsal, cluster_for, helm_test_pods, workloads
 from tests.deploy.test_chart_args import VALUE_IDS, VALUE_SETS, entrypoint
 
 pytestmark = pytest.mark.chart
@@ -51,7 +51,7 @@ def test_every_pod_runs_as_rendered_until_ready_and_passes_the_helm_test(
     objects = render(tool("helm"), *([values] if values else []))
     if rehearsed_part(objects) in _PASSED:
         return
-    with tempfile.TemporaryDirectory(prefix="observer-rehearsal-") as name:
+    with tempfile.TemporaryDirectory(prefix=ROOT_PREFIX) as name:
         root = Path(name)
         root.chmod(0o755)  # the pods' users reach their roots through it
         with cluster_for(objects, root) as cluster:
