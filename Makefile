@@ -57,15 +57,12 @@ locale: setup
 check: lint $(FAKE_NVML)
 	$(PYTEST) $(PARALLEL) -m "not real"
 
-# A test that stops a component the other workers use (PostgreSQL) runs alone, after the rest.
 test: lint $(FAKE_NVML) $(CHART_TOOLS)
-	$(PYTEST) $(PARALLEL) -m "not alone"
-	$(PYTEST) -m alone
+	$(PYTEST) $(PARALLEL)
 
 # One component's tests, e.g. `make test-slurm` (their fixtures start it: docs/TESTING.md).
 $(COMPONENTS:%=test-%): test-%: setup $(FAKE_NVML) $(CHART_TOOLS)
-	$(PYTEST) $(PARALLEL) -m "$* and not alone"
-	$(PYTEST) -m "$* and alone" || [ $$? -eq 5 ]
+	$(PYTEST) $(PARALLEL) -m $*
 
 bench: setup $(FAKE_NVML)
 	OBSERVER_TEST_FAKE_NVML_LIB=$(CURDIR)/$(FAKE_NVML) PYTHONPATH=$(CURDIR) $(BIN)/python bench/agent_sampling.py

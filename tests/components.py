@@ -22,17 +22,18 @@ REAL = {
     "chromium": "headless Chromium (Debian's chromium)",
     "chart": "helm, kubectl, checkov, hadolint (deploy/chart-tools/install.sh)",
     "systemd": "systemd-analyze and setpriv (Debian's systemd)",
-    "alone": "stops a component other tests use at the same time: runs after the rest, alone",
 }
 STAND_INS = {
     "fake_nvml": "the stand-in libnvidia-ml.so.1 (OBSERVER_TEST_FAKE_NVML_LIB)",
 }
-# One xdist worker runs all of a component's tests where they share one instance that takes
-# one test at a time (the Slurm cluster) or starts once per worker (Prometheus, rsyslog).
-SHARED_INSTANCE = ("slurm", "prometheus", "rsyslog", "chromium")
-# Fixtures that play minutes of simulated time once per process (the reports' week, the demo
-# as a process): their tests stay on one worker, so each is played once.
-PLAYED_ONCE = ("played", "demo")
+# One xdist worker runs all of a component's tests where they share one instance: PostgreSQL,
+# which one of them stops (the store outage); the Slurm cluster, which takes one test at a
+# time; what starts once per worker (the systemd test's venv, Prometheus, rsyslog,
+# Chromium). A test of two goes with the first: it waits for the Slurm cluster's lock.
+SHARED_INSTANCE = ("postgres", "systemd", "prometheus", "rsyslog", "chromium", "slurm")
+# Fixtures that cost tens of seconds once per process (the reports' played week, the demo as
+# a process, checkov over every render): their tests stay on one worker.
+EXPENSIVE_FIXTURES = ("played", "demo", "checkov_report")
 
 _running: pytest.Item | None = None
 
@@ -61,14 +62,14 @@ def unavailable(reason: str) -> NoReturn:
 
 def mark(items: list[pytest.Item]) -> None:
     """`real` on every test that needs a real component, and one xdist group per shared
-    instance or fixture played once."""
+    instance or expensive fixture."""
     for item in items:
         needed = [name for name in REAL if item.get_closest_marker(name)]
         if needed:
             item.add_marker(pytest.mark.real)
         shared = [n for n in needed if n in SHARED_INSTANCE]
-        played = [n for n in PLAYED_ONCE if n in getattr(item, "fixturenames", ())]
-        if group := (shared + played)[:1]:
+        fixtures = [n for n in EXPENSIVE_FIXTURES if n in getattr(item, "fixturenames", ())]
+        if group := (shared + fixtures)[:1]:
             item.add_marker(pytest.mark.xdist_group(group[0]))
 
 

@@ -38,7 +38,7 @@ def rendered(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def report(rendered: Path) -> dict[str, Any]:
+def checkov_report(rendered: Path) -> dict[str, Any]:
     result = run(
         tool("checkov"),
         "-d",
@@ -57,21 +57,21 @@ def report(rendered: Path) -> dict[str, Any]:
     return dict(kubernetes)
 
 
-def test_every_render_was_scanned(report):
-    files = {Path(c["file_path"]).stem for c in report["results"]["passed_checks"]}
+def test_every_render_was_scanned(checkov_report):
+    files = {Path(c["file_path"]).stem for c in checkov_report["results"]["passed_checks"]}
     assert files == set(RENDERS)
 
 
-def test_no_check_fails(report):
+def test_no_check_fails(checkov_report):
     failed = [
         f"{Path(c['file_path']).stem}: {c['check_id']} {c['check_name']} ({c['resource']})"
-        for c in report["results"]["failed_checks"]
+        for c in checkov_report["results"]["failed_checks"]
     ]
     assert failed == []
 
 
-def test_every_skip_carries_its_reason(report):
-    skipped = report["results"]["skipped_checks"]
+def test_every_skip_carries_its_reason(checkov_report):
+    skipped = checkov_report["results"]["skipped_checks"]
     assert skipped, "the chart has justified exceptions (hostPID, uid 0): none was read"
     for check in skipped:
         assert check["check_result"]["suppress_comment"].strip(), check["check_id"]

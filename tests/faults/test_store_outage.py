@@ -28,8 +28,8 @@ from tests.faults.daemon import accounted_jobs, controller, slurm_config, stop
 from tests.support.waiting import wait_until
 
 # Real time on the real components, and a shared Slurm another test may hold: not 120 s.
-# PostgreSQL stopped under the other workers' tests would fail them: this one runs alone.
-pytestmark = [pytest.mark.postgres, pytest.mark.slurm, pytest.mark.alone, pytest.mark.timeout(600)]
+# Every test that uses PostgreSQL runs on this one's xdist worker, so stopping it fails no other.
+pytestmark = [pytest.mark.postgres, pytest.mark.slurm, pytest.mark.timeout(600)]
 
 OUTAGE_SECONDS = 60
 
