@@ -9,6 +9,8 @@ be had skips the test here and fails it in CI (CI=true).
 from __future__ import annotations
 
 import os
+import subprocess
+from pathlib import Path
 from typing import NoReturn
 
 import pytest
@@ -51,6 +53,27 @@ def require(component: str) -> None:
             f"but is not marked @pytest.mark.{component}",
             pytrace=False,
         )
+
+
+def bring_up(script: Path, timeout_seconds: int, needs_root: str) -> str | None:
+    """Why `script` (a deploy/local/infra/*-up.sh) could not bring its component up, or None
+    once it has; `needs_root`: why it needs root."""
+    if os.geteuid() != 0:
+        return needs_root
+    try:
+        done = subprocess.run(
+            ["bash", str(script)],
+            capture_output=True,
+            text=True,
+            timeout=timeout_seconds,
+            check=False,
+        )
+    except subprocess.TimeoutExpired:
+        return f"{script.name} did not finish within {timeout_seconds} s"
+    if done.returncode != 0:
+        tail = (done.stdout + done.stderr).strip().splitlines()[-5:]
+        return f"{script.name} failed: " + " | ".join(tail)
+    return None
 
 
 def unavailable(reason: str) -> NoReturn:

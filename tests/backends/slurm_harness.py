@@ -36,18 +36,8 @@ def slurm_conf_path() -> Path:
 @functools.cache
 def _start_slurm() -> str | None:
     """Why Slurm is not available, or None once slurm-up.sh has brought it up."""
-    if os.geteuid() != 0:
-        return "the local Slurm needs root (slurm-up.sh starts munge, slurmdbd and slurmd)"
-    try:
-        done = subprocess.run(
-            ["bash", str(SLURM_UP)], capture_output=True, text=True, timeout=600, check=False
-        )
-    except subprocess.TimeoutExpired:
-        return f"{SLURM_UP.name} did not finish within 600 s"
-    if done.returncode != 0:
-        tail = (done.stdout + done.stderr).strip().splitlines()[-5:]
-        return f"{SLURM_UP.name} failed: " + " | ".join(tail)
-    return None
+    why_root = "the local Slurm needs root (slurm-up.sh starts munge, slurmdbd and slurmd)"
+    return components.bring_up(SLURM_UP, 600, why_root)
 
 
 def require_slurm() -> Path:

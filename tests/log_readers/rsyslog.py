@@ -19,6 +19,7 @@ from pathlib import Path
 from observer.domain import Workload, canary_padding
 from observer.log_readers.base import DeliveredLine
 from observer.log_readers.files import FileLogReader
+from tests import components
 from tests.support.waiting import wait_until
 
 REPO = Path(__file__).resolve().parents[2]
@@ -39,18 +40,8 @@ def logs_dir() -> Path:
 @functools.cache
 def start_pipeline() -> str | None:
     """Why the pipeline is not available, or None once logs-up.sh has brought it up."""
-    if os.geteuid() != 0:
-        return "the local log pipeline needs root (logs-up.sh installs and starts rsyslog)"
-    try:
-        done = subprocess.run(
-            ["bash", str(LOGS_UP)], capture_output=True, text=True, timeout=300, check=False
-        )
-    except subprocess.TimeoutExpired:
-        return f"{LOGS_UP.name} did not finish within 300 s"
-    if done.returncode != 0:
-        tail = (done.stdout + done.stderr).strip().splitlines()[-5:]
-        return f"{LOGS_UP.name} failed: " + " | ".join(tail)
-    return None
+    why_root = "the local log pipeline needs root (logs-up.sh installs and starts rsyslog)"
+    return components.bring_up(LOGS_UP, 300, why_root)
 
 
 @dataclass(frozen=True)
