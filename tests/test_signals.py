@@ -7,7 +7,7 @@ import os
 import signal
 import threading
 
-from observer.signals import STOP_SIGNALS, stop_on_signals
+from observer.signals import HANGUP, STOP_SIGNALS, stop_on_signals
 
 
 def test_a_burst_of_stop_signals_sets_the_stop_event_and_nothing_waits():
@@ -34,6 +34,23 @@ def test_other_signals_do_not_stop():
             assert not stop.wait(0.5)
     finally:
         signal.signal(signal.SIGUSR1, previous)
+
+
+def test_a_hangup_is_reported_and_neither_stops_nor_ends_the_process():
+    stop, hung_up = threading.Event(), threading.Event()
+    with stop_on_signals(stop, on_hangup=hung_up.set):
+        os.kill(os.getpid(), HANGUP)
+        assert hung_up.wait(5)
+        assert not stop.wait(0.5)
+        os.kill(os.getpid(), signal.SIGTERM)
+        assert stop.wait(5)
+
+
+def test_the_hangup_handler_before_is_back_afterwards():
+    before = signal.getsignal(HANGUP)
+    with stop_on_signals(threading.Event()):
+        assert signal.getsignal(HANGUP) is not before
+    assert signal.getsignal(HANGUP) == before
 
 
 def test_the_handler_returns_even_while_the_stop_event_is_busy():

@@ -7,6 +7,8 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
@@ -106,15 +108,12 @@ SIGNAL_BURSTS = [
 ]
 
 
-@pytest.mark.parametrize(
-    "burst", SIGNAL_BURSTS, ids=["sigterm", "sigterm-x3-sigint-x2", "sigint-x2"]
-)
-def test_signals_stop_the_daemon_within_its_deadline(
-    tmp_path: Path, h200_trace: Path, burst: list[signal.Signals]
-):
+@contextmanager
+def _running_agent(tmp_path: Path, trace: Path) -> Iterator[tuple[subprocess.Popen[str], int]]:
+    """`observer agent` replaying `trace` as a process, once it listens; and its port."""
     config = tmp_path / "agent.yaml"
     config.write_text(
-        f"agent:\n  gpu_backend: replay\n  replay_trace_dir: {h200_trace}\n"
+        f"agent:\n  gpu_backend: replay\n  replay_trace_dir: {trace}\n"
         "  listen_host: 127.0.0.1\n  listen_port: 0\n  interval_seconds: 0.1\n"
         "  counters_interval_seconds: 1\n  shutdown_deadline_seconds: 3\n"
         "logging:\n  format: json\n"
@@ -126,9 +125,22 @@ def test_signals_stop_the_daemon_within_its_deadline(
         env={**os.environ, "PYTHONUNBUFFERED": "1"},
     ) as proc:
         assert proc.stderr is not None
-        for line in proc.stderr:
-            if json.loads(line).get("event") == "agent listening":
-                break
+        port = next(
+            json.loads(line)["port"]
+            for line in proc.stderr
+            if json.loads(line).get("event") == "agent listening"
+        )
+        yield proc, port
+
+
+@pytest.mark.parametrize(
+    "burst", SIGNAL_BURSTS, ids=["sigterm", "sigterm-x3-sigint-x2", "sigint-x2"]
+)
+def test_signals_stop_the_daemon_within_its_deadline(
+    tmp_path: Path, h200_trace: Path, burst: list[signal.Signals]
+):
+    with _running_agent(tmp_path, h200_trace) as (proc, _):
+        assert proc.stderr is not None
         started = time.monotonic()
         for sig in burst:
             proc.send_signal(sig)
@@ -136,3 +148,19 @@ def test_signals_stop_the_daemon_within_its_deadline(
         assert time.monotonic() - started < 3
         rest = [json.loads(line) for line in proc.stderr.read().splitlines()]
         assert [e["event"] for e in rest][-1] == "agent stopped"
+
+
+def test_a_hangup_is_logged_and_the_agent_keeps_serving_until_sigterm(
+    tmp_path: Path, h200_trace: Path
+):
+    with _running_agent(tmp_path, h200_trace) as (proc, port):
+        assert proc.stderr is not None
+        proc.send_signal(signal.SIGHUP)
+        time.sleep(1)
+        assert proc.poll() is None
+        assert httpx.get(f"http://127.0.0.1:{port}/healthz").status_code == 200
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=10) == 0
+        said = [json.loads(line)["event"] for line in proc.stderr.read().splitlines()]
+    assert any(event.startswith("SIGHUP received") for event in said)
+    assert said[-1] == "agent stopped"

@@ -18,6 +18,7 @@ import pytest
 
 from observer.domain import Outcome, RunState
 from observer.storage.store import Store
+from tests.support.waiting import wait_until
 
 
 @pytest.mark.parametrize(
@@ -69,6 +70,28 @@ def test_runs_the_plan_serves_health_and_cancels_probes_on_signals(
     assert all(r.state is RunState.DONE for r in runs)
     assert {r.outcome for r in runs} == {Outcome.CANCELLED}
     assert all(r.reason == "ControllerShutdown" for r in runs)
+
+
+def test_a_hangup_is_logged_and_the_controller_carries_on_until_sigterm_cancels_its_probes(
+    tmp_path: Path,
+):
+    extra = "  probes: {long: {duration_seconds: 3600}}\n  shutdown_deadline_seconds: 5\n"
+    with _controller(tmp_path, extra) as (proc, base):
+        assert proc.stderr is not None
+        wait_until(
+            lambda: httpx.get(f"{base}/v1/snapshot").json()["active_runs"], "a probe running", 20
+        )
+        proc.send_signal(signal.SIGHUP)
+        time.sleep(1)
+        assert proc.poll() is None
+        assert httpx.get(f"{base}/healthz").status_code == 200
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=15) == 0
+        events = [json.loads(line) for line in proc.stderr.read().splitlines()]
+    said = [e["event"] for e in events]
+    assert any(event.startswith("SIGHUP received") for event in said)
+    [stopped] = [e for e in events if e["event"] == "controller stopped"]
+    assert stopped["cancelled_runs"] >= 1
 
 
 def test_a_hung_submission_holds_up_neither_health_nor_snapshot_nor_detection(tmp_path: Path):
