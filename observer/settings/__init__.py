@@ -4,7 +4,7 @@ groups live in one module each, and the Helm chart's values mirror their names."
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Hashable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -90,6 +90,27 @@ def merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
     return merged
 
 
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """YAML's safe loader, refusing a mapping that names a key twice: plain YAML keeps the
+    last one, so a second `controller:` block would silently replace the first."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        first_line: dict[Hashable, int] = {}
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            if not isinstance(key, Hashable):
+                continue  # the base class says what is wrong with such a key
+            if key in first_line:
+                raise yaml.constructor.ConstructorError(
+                    None,
+                    None,
+                    f"the key {key!r} again, first at line {first_line[key]}",
+                    key_node.start_mark,
+                )
+            first_line[key] = key_node.start_mark.line + 1
+        return super().construct_mapping(node, deep)
+
+
 def read_yaml(path: Path, holds: str = "setting groups") -> dict[str, Any]:
     """The file's mapping of `holds` (a settings file's groups, a scenario's keys); every way it
     cannot be one is a one-line ConfigError."""
@@ -111,7 +132,7 @@ def read_yaml(path: Path, holds: str = "setting groups") -> dict[str, Any]:
             [f"{path}: not UTF-8 text (byte {byte:#04x} at offset {exc.start})"]
         ) from None
     try:
-        data = yaml.safe_load(text)
+        data = yaml.load(text, Loader=_UniqueKeyLoader)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
