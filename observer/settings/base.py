@@ -3,7 +3,10 @@ a rule across fields raises to name each field at fault."""
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict
+from typing import Annotated
+from urllib.parse import urlsplit
+
+from pydantic import AfterValidator, BaseModel, ConfigDict
 
 
 class Group(BaseModel):
@@ -17,3 +20,26 @@ class FieldProblems(ValueError):
     def __init__(self, problems: list[tuple[str, str]]) -> None:
         super().__init__("; ".join(f"{path}: {message}" for path, message in problems))
         self.problems = problems
+
+
+def _http_url(text: str) -> str:
+    """An http(s) URL with a host (and a port that is a number), else one line saying why."""
+    example = "e.g. http://host:port"
+    try:
+        parts = urlsplit(text)
+    except ValueError as exc:
+        raise ValueError(f"is not a URL ({exc}), {example}") from None
+    try:
+        parts.port  # noqa: B018 - raises ValueError on a port that is not a number
+    except ValueError:
+        raise ValueError(f"has a port that is not a number, {example}") from None
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError(f"must be an http:// or https:// URL with a host, {example}")
+    if any(c.isspace() for c in text):
+        raise ValueError(f"must be one URL, without spaces, {example}")
+    return text
+
+
+# A base URL the observer sends HTTP requests to: checked when the settings are read, not at
+# the first request.
+HttpUrl = Annotated[str, AfterValidator(_http_url)]

@@ -14,7 +14,7 @@ from pydantic import Field, field_validator, model_validator
 from observer import __version__
 from observer.probes.catalog import ProbeSpec, platform_catalog, with_overrides
 from observer.probes.windows import parse_days
-from observer.settings.base import FieldProblems, Group
+from observer.settings.base import FieldProblems, Group, HttpUrl
 from observer.settings.inference import InferenceSettings
 from observer.settings.log_readers import LogsSettings
 
@@ -310,7 +310,7 @@ class ControllerSettings(Group):
         "listing from where the last one ended: 10 min keeps accounting queries rare and "
         "lists Kubernetes Jobs well before a TTL of an hour (the probes' own) deletes them.",
     )
-    agent_urls: list[str] = Field(
+    agent_urls: list[HttpUrl] = Field(
         default_factory=list, description="Node agents to read, as base URLs (http://host:9400)."
     )
     agent_dns_name: str | None = Field(
@@ -353,7 +353,7 @@ class ControllerSettings(Group):
     agent_unreachable_grace_seconds: float = Field(
         60.0, ge=0, description="An agent unreadable this long is recorded as a blind spot."
     )
-    prometheus_url: str | None = Field(
+    prometheus_url: HttpUrl | None = Field(
         None, description="Prometheus's HTTP API for the monitoring-lag checks; unset: off."
     )
     prometheus_timeout_seconds: float = Field(5.0, gt=0, description="Each Prometheus query.")

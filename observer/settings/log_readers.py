@@ -10,7 +10,7 @@ from urllib.parse import urlsplit
 
 from pydantic import Field, field_validator, model_validator
 
-from observer.settings.base import FieldProblems, Group
+from observer.settings.base import FieldProblems, Group, HttpUrl
 
 LogReaderName = Literal["pod_logs", "loki", "elasticsearch", "files", "none"]
 # What each reader cannot be built without, in the group of its name (the chart's schema
@@ -77,7 +77,7 @@ def _no_credentials(url: str | None) -> str | None:
 class LokiSettings(Group):
     """Grafana Loki (logs.reader: loki), read through query_range."""
 
-    url: str | None = Field(None, description="Loki's base URL, e.g. http://loki-gateway.loki.")
+    url: HttpUrl | None = Field(None, description="Loki's base URL, e.g. http://loki-gateway.loki.")
     selector: str | None = Field(
         None,
         description="LogQL stream selector holding the probes' output, e.g. "
@@ -100,7 +100,7 @@ class ElasticsearchSettings(Group):
     """Elasticsearch or OpenSearch (logs.reader: elasticsearch), read through _search with
     search_after."""
 
-    url: str | None = Field(None, description="The cluster's base URL.")
+    url: HttpUrl | None = Field(None, description="The cluster's base URL.")
     index: str | None = Field(
         None, description="Index, alias, data stream or pattern holding the probes' output."
     )

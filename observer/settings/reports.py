@@ -9,7 +9,7 @@ from typing import Literal
 
 from pydantic import AwareDatetime, Field, SecretStr
 
-from observer.settings.base import Group
+from observer.settings.base import Group, HttpUrl
 
 
 class EmailSettings(Group):
@@ -28,7 +28,7 @@ class DeliverySettings(Group):
     """Where built reports go besides reports.output_dir (always written first). Webhook URLs
     and signing secrets are secrets: give them through the environment or a mounted Secret."""
 
-    public_base_url: str | None = Field(
+    public_base_url: HttpUrl | None = Field(
         None, description="Where output_dir is served; chats that get the short form link here."
     )
     backoff_seconds: tuple[float, ...] = Field(
@@ -64,7 +64,7 @@ class ReportSettings(Group):
         description="End of the soak for the verdict; unset: the start of today in the "
         "platform's timezone (whole days only, so the verdict agrees with the summaries).",
     )
-    alertmanager_url: str | None = Field(
+    alertmanager_url: HttpUrl | None = Field(
         None, description="Alertmanager's base URL, whose /api/v2/alerts is polled; unset: off."
     )
     alertmanager_timeout_seconds: float = Field(5.0, gt=0, description="Each Alertmanager read.")
