@@ -149,12 +149,16 @@ def _cross_check(
     fall in the scenario's days, in order."""
     first = spec.start
     last = first + timedelta(days=spec.days - 1)
+    begins, ends = datetime.combine(first, time()), datetime.combine(last, time()) + timedelta(1)
+    # A fault starts within the days and ends within them or at their very end (the midnight
+    # after the last day).
+    within = {"at": lambda at: begins <= at < ends, "until": lambda at: begins < at <= ends}
     found = []
     for n, fault in faults.items():
         where = f"faults.{n}"
         for key in ("at", "until"):
             at = getattr(fault, key)
-            if at is not None and not first <= at.date() <= last:
+            if at is not None and not within[key](at):
                 found.append(
                     f"{where}.{key}: {at:%Y-%m-%d %H:%M} is outside the scenario's days "
                     f"({first} to {last})"

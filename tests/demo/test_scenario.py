@@ -56,6 +56,23 @@ faults:
     assert not (tmp_path / "out" / "observer.db").exists()
 
 
+def test_a_fault_may_last_until_the_end_of_the_last_day_and_not_a_minute_more(tmp_path: Path):
+    scenario = tmp_path / "s.yaml"
+    faults = [
+        '{kind: prometheus_stall, at: "2026-11-30 23:00", until: "2026-12-01 00:00"}',
+        '{kind: prometheus_stall, at: "2026-11-30 23:30", until: "2026-12-01 00:01"}',
+    ]
+    scenario.write_text(
+        "name: x\nstart: 2026-11-30\ndays: 1\nfaults:\n" + "".join(f"  - {f}\n" for f in faults),
+        encoding="utf-8",
+    )
+    with pytest.raises(ConfigError) as refused:
+        load_scenario(scenario, tmp_path, "en")
+    assert refused.value.problems == [
+        "faults.1.until: 2026-12-01 00:01 is outside the scenario's days (2026-11-30 to 2026-11-30)"
+    ]
+
+
 def test_a_settings_problem_is_named_below_settings(tmp_path: Path):
     bad = tmp_path / "bad.yaml"
     bad.write_text(
