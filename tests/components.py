@@ -90,7 +90,7 @@ def mark(items: list[pytest.Item]) -> None:
         needed = [name for name in REAL if item.get_closest_marker(name)]
         if needed:
             item.add_marker(pytest.mark.real)
-        shared = [n for n in needed if n in SHARED_INSTANCE]
+        shared = [n for n in SHARED_INSTANCE if n in needed]
         fixtures = [n for n in EXPENSIVE_FIXTURES if n in getattr(item, "fixturenames", ())]
         if group := (shared + fixtures)[:1]:
             item.add_marker(pytest.mark.xdist_group(group[0]))

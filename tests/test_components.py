@@ -12,21 +12,14 @@ from tests.conftest import REPO
 
 pytest_plugins = ["pytester"]
 
+# The suites under test run with this project's own hooks.
 CONFTEST = """
-import pytest
-from tests import components
-
-@pytest.hookimpl(tryfirst=True)
-def pytest_collection_modifyitems(items):
-    components.mark(items)
-
-@pytest.hookimpl(tryfirst=True)
-def pytest_runtest_setup(item):
-    components.running(item)
-
-def pytest_configure(config):
-    for name in components.REAL:
-        config.addinivalue_line("markers", name)
+from tests.conftest import (
+    pytest_collection_modifyitems,
+    pytest_configure,
+    pytest_runtest_setup,
+    pytest_runtest_teardown,
+)
 """
 
 
@@ -66,5 +59,23 @@ def test_the_tests_of_one_shared_component_run_on_one_worker(suite: pytest.Pytes
         "-p", "no:cacheprovider", "-n", "2", "--dist", "loadgroup", "-v"
     )
     result.assert_outcomes(passed=8)
+    workers = set(re.findall(r"\[(gw\d)\].*PASSED", result.stdout.str()))
+    assert len(workers) == 1
+
+
+def test_a_test_of_two_shared_components_runs_with_the_first_in_their_order(
+    suite: pytest.Pytester,
+):
+    """PostgreSQL before Slurm: the store outage, which stops PostgreSQL and also uses the
+    Slurm cluster, runs on the worker of every other PostgreSQL test, never beside one."""
+    tests = "".join(
+        f"@pytest.mark.postgres\ndef test_on_the_database_{n}():\n    pass\n\n" for n in range(6)
+    )
+    tests += "@pytest.mark.slurm\n@pytest.mark.postgres\ndef test_stops_the_database():\n    pass\n"
+    suite.makepyfile(f"import pytest\n\n{tests}")
+    result = suite.runpytest_subprocess(
+        "-p", "no:cacheprovider", "-n", "2", "--dist", "loadgroup", "-v"
+    )
+    result.assert_outcomes(passed=7)
     workers = set(re.findall(r"\[(gw\d)\].*PASSED", result.stdout.str()))
     assert len(workers) == 1
