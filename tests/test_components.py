@@ -50,17 +50,19 @@ def test_a_test_that_reaches_a_component_without_its_marker_fails(suite: pytest.
     result.stdout.fnmatch_lines(["*test_unmarked uses slurm*not marked @pytest.mark.slurm*"])
 
 
-def test_the_tests_of_one_shared_component_run_on_one_worker(suite: pytest.Pytester):
-    tests = "\n".join(
-        f"@pytest.mark.slurm\ndef test_on_the_cluster_{n}():\n    pass\n" for n in range(8)
-    )
-    suite.makepyfile(f"import pytest\n\n{tests}")
+def workers(suite: pytest.Pytester, tests: list[str]) -> set[str]:
+    """The xdist workers (of two) that ran these test functions, each passed."""
+    suite.makepyfile("import pytest\n\n" + "\n".join(tests))
     result = suite.runpytest_subprocess(
         "-p", "no:cacheprovider", "-n", "2", "--dist", "loadgroup", "-v"
     )
-    result.assert_outcomes(passed=8)
-    workers = set(re.findall(r"\[(gw\d)\].*PASSED", result.stdout.str()))
-    assert len(workers) == 1
+    result.assert_outcomes(passed=len(tests))
+    return set(re.findall(r"\[(gw\d)\].*PASSED", result.stdout.str()))
+
+
+def test_the_tests_of_one_shared_component_run_on_one_worker(suite: pytest.Pytester):
+    tests = [f"@pytest.mark.slurm\ndef test_on_the_cluster_{n}():\n    pass\n" for n in range(8)]
+    assert len(workers(suite, tests)) == 1
 
 
 def test_a_test_of_two_shared_components_runs_with_the_first_in_their_order(
@@ -68,14 +70,10 @@ def test_a_test_of_two_shared_components_runs_with_the_first_in_their_order(
 ):
     """PostgreSQL before Slurm: the store outage, which stops PostgreSQL and also uses the
     Slurm cluster, runs on the worker of every other PostgreSQL test, never beside one."""
-    tests = "".join(
-        f"@pytest.mark.postgres\ndef test_on_the_database_{n}():\n    pass\n\n" for n in range(6)
+    tests = [
+        f"@pytest.mark.postgres\ndef test_on_the_database_{n}():\n    pass\n" for n in range(6)
+    ]
+    tests.append(
+        "@pytest.mark.slurm\n@pytest.mark.postgres\ndef test_stops_the_database():\n    pass\n"
     )
-    tests += "@pytest.mark.slurm\n@pytest.mark.postgres\ndef test_stops_the_database():\n    pass\n"
-    suite.makepyfile(f"import pytest\n\n{tests}")
-    result = suite.runpytest_subprocess(
-        "-p", "no:cacheprovider", "-n", "2", "--dist", "loadgroup", "-v"
-    )
-    result.assert_outcomes(passed=7)
-    workers = set(re.findall(r"\[(gw\d)\].*PASSED", result.stdout.str()))
-    assert len(workers) == 1
+    assert len(workers(suite, tests)) == 1
