@@ -51,7 +51,7 @@ class ReportSettings(Group):
     delivery: DeliverySettings = DeliverySettings()
     daily_build_time: time = Field(
         time(8),
-        description="Local time (controller.timezone) after which yesterday's summary is built.",
+        description="Local time (controller.timezone) at which yesterday's summary is built.",
     )
     output_dir: Path = Field(
         Path("reports"), description="Where summaries and verdicts are written (md, html, json)."
