@@ -157,3 +157,38 @@ def test_the_readme_lists_every_fault_kind_and_whether_it_must_produce_nothing()
     assert set(rows) == set(kinds)
     for kind, must in rows.items():
         assert must.startswith("nothing") == kinds[kind].confounder, kind
+
+
+OWN_NAMES = """
+name: own windows and tenants
+start: 2026-11-30
+settings:
+  controller:
+    windows:
+      - {name: morning, days: '*', start: '08:00', end: '09:00'}
+      - {name: evening, days: mon-fri, start: '20:00', end: '22:00'}
+    tenants:
+      - {name: vision, weight: 0.6}
+      - {name: speech, weight: 0.4, quota_gpus: 4}
+faults:
+  - {kind: stuck_terminating, tenant: speech, at: "2026-11-30 20:10", until: "2026-11-30 21:00"}
+  - {kind: prometheus_blip, at: "2026-11-30 08:30"}
+"""
+
+
+def test_a_scenario_naming_its_own_windows_and_tenants_gets_the_default_plan_over_them(
+    tmp_path: Path,
+):
+    path = tmp_path / "own.yaml"
+    path.write_text(OWN_NAMES, encoding="utf-8")
+
+    plan = load_scenario(path, tmp_path, "en").settings.controller.plan
+
+    # The packaged default's plan, its first window, last window and quota tenant renamed.
+    default = load_scenario(None, tmp_path, "en").settings.controller.plan
+    windows = {"weekday-peak": "morning", "night": "evening"}
+    assert [(e.window, e.probe, e.every_seconds, e.tenants) for e in plan] == [
+        (windows[e.window], e.probe, e.every_seconds, ["speech"] if e.tenants else [])
+        for e in default
+    ]
+
