@@ -359,6 +359,27 @@ def describe(scenario: Scenario, w: Words) -> list[str]:
     ]
 
 
+def what_would_play(scenario: Scenario, source: str) -> list[str]:
+    """`observer demo --check`: the scenario from `source` is valid, and what playing it
+    would play: the settings as `describe` gives them, then each plan entry and each fault
+    with its local times, as the files spell them."""
+    w = Words(scenario.settings.reports.language, scenario.timezone)
+    plan = [
+        f"plan.{i}: window {e.window}, probe {e.probe}, every_seconds {e.every_seconds:g}, "
+        f"tenants {', '.join(e.tenants) or 'all'}"
+        for i, e in enumerate(scenario.settings.controller.plan)
+    ]
+    faults = [
+        f"faults.{i}: {fault.describe()} at {fault.at:%Y-%m-%d %H:%M}"
+        + (f" until {fault.until:%Y-%m-%d %H:%M}" if fault.until else "")
+        for i, fault in enumerate(scenario.faults)
+    ]
+    return [
+        w("demo.valid", scenario=source),
+        *(f"  {line}" for line in [*describe(scenario, w), *plan, *faults]),
+    ]
+
+
 class Load:
     """The other tenants' jobs the probes compete with: training jobs of a few GPUs, more of
     them through the windows than outside."""
