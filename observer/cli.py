@@ -25,6 +25,7 @@ from observer.errors import (
     ConfigError,
     CudaCallError,
     GpuOutOfMemoryError,
+    ListenAddressError,
     ObserverError,
     PortInUseError,
     SchemaError,
@@ -312,6 +313,9 @@ def _run(args: argparse.Namespace) -> int:
             f"{_PORT_SETTINGS[args.command]}: {exc}; choose another (0: any free one)",
             file=sys.stderr,
         )
+        return EXIT_INVALID
+    except ListenAddressError as exc:
+        print(f"{args.command}.listen_host: {exc}", file=sys.stderr)
         return EXIT_INVALID
     except WorkloadError as exc:
         print(f"observer probe {args.workload}: {exc}", file=sys.stderr)
