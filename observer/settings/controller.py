@@ -443,6 +443,18 @@ class ControllerSettings(Group):
         favoured = self.simulation.favoured_tenant
         if favoured is not None and favoured not in tenants:
             problems.append(("simulation.favoured_tenant", _unknown("tenant", favoured, tenants)))
+        # The isolation probe's identities, by tenant: one under a misspelt name is never used,
+        # and its tenant has none.
+        identities: dict[str, Collection[str]] = {
+            "slurm.tenant_users": self.slurm.tenant_users.keys(),
+            "kubernetes.tenant_token_files": self.kubernetes.tenant_token_files.keys(),
+        }
+        problems += [
+            (f"{field}.{name}", _unknown("tenant", name, tenants))
+            for field, by_tenant in identities.items()
+            for name in by_tenant
+            if name not in tenants
+        ]
         return problems
 
     def _repeated_names(self) -> list[tuple[str, str]]:
