@@ -6,6 +6,7 @@ from __future__ import annotations
 import ipaddress
 import re
 from collections.abc import Sequence
+from datetime import time
 from typing import Annotated
 from urllib.parse import urlsplit
 
@@ -78,3 +79,14 @@ def _listen_host(text: str) -> str:
 # The address a daemon's HTTP server binds: checked when the settings are read, so that
 # `observer check-config` refuses what the daemon could not listen on.
 ListenHost = Annotated[str, AfterValidator(_listen_host)]
+
+
+def _local_time(value: time) -> time:
+    if value.tzinfo is not None:
+        raise ValueError("must be a local time without an offset (controller.timezone is its zone)")
+    return value
+
+
+# A time of day in the platform's timezone: one with an offset would be compared with the
+# local clock's naive times, and fail at every comparison instead of here.
+LocalTime = Annotated[time, AfterValidator(_local_time)]

@@ -14,7 +14,14 @@ from pydantic import Field, field_validator, model_validator
 from observer import __version__
 from observer.probes.catalog import ProbeSpec, platform_catalog, with_overrides
 from observer.probes.windows import parse_days
-from observer.settings.base import FieldProblems, Group, HttpUrl, ListenHost, repeated
+from observer.settings.base import (
+    FieldProblems,
+    Group,
+    HttpUrl,
+    ListenHost,
+    LocalTime,
+    repeated,
+)
 from observer.settings.inference import InferenceSettings
 from observer.settings.log_readers import LogsSettings
 
@@ -22,8 +29,8 @@ from observer.settings.log_readers import LogsSettings
 class WindowSettings(Group):
     name: str = Field(min_length=1)
     days: str = Field("*", description="Cron day-of-week by name: '*', 'mon-fri', 'sat,sun'.")
-    start: time = Field(description="Local start time, e.g. '09:00'.")
-    end: time = Field(description="Local end time; at or before start: runs past midnight.")
+    start: LocalTime = Field(description="Local start time, e.g. '09:00'.")
+    end: LocalTime = Field(description="Local end time; at or before start: runs past midnight.")
 
     @field_validator("days")
     @classmethod

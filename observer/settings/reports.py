@@ -9,7 +9,7 @@ from typing import Literal
 
 from pydantic import AwareDatetime, Field, SecretStr, model_validator
 
-from observer.settings.base import FieldProblems, Group, HttpUrl, repeated
+from observer.settings.base import FieldProblems, Group, HttpUrl, LocalTime, repeated
 
 
 class EmailSettings(Group):
@@ -55,7 +55,7 @@ class ReportSettings(Group):
 
     language: Literal["en", "zh-CN"] = Field("en", description="Language of the reports.")
     delivery: DeliverySettings = DeliverySettings()
-    daily_build_time: time = Field(
+    daily_build_time: LocalTime = Field(
         time(8),
         description="Local time (controller.timezone) at which yesterday's summary is built.",
     )
