@@ -25,6 +25,7 @@ from observer.errors import (
     ConfigError,
     CudaCallError,
     GpuOutOfMemoryError,
+    ListenAddressError,
     ObserverError,
     PortInUseError,
     SchemaError,
@@ -197,6 +198,11 @@ def _add_demo(commands: Any) -> None:
     )
     demo.add_argument("--language", choices=("en", "zh-CN"), default="en")
     demo.add_argument("--port", type=int, default=9500, help="/metrics port (0: any free one)")
+    demo.add_argument(
+        "--check",
+        action="store_true",
+        help="validate the scenario and print what it would play, without playing it",
+    )
 
 
 PROBE_EPILOG = (
@@ -308,6 +314,9 @@ def _run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return EXIT_INVALID
+    except ListenAddressError as exc:
+        print(f"{args.command}.listen_host: {exc}", file=sys.stderr)
+        return EXIT_INVALID
     except WorkloadError as exc:
         print(f"observer probe {args.workload}: {exc}", file=sys.stderr)
         return exc.exit_code
@@ -381,7 +390,7 @@ def _dispatch(args: argparse.Namespace, settings: Settings) -> int:
 
 def _demo(args: argparse.Namespace) -> int:
     from observer.demo.run import default_start, run_demo, summary  # noqa: PLC0415 - heavy
-    from observer.demo.scenario import load_scenario  # noqa: PLC0415
+    from observer.demo.scenario import DEFAULT, load_scenario, what_would_play  # noqa: PLC0415
 
     scenario = load_scenario(args.scenario, args.out, args.language, days=args.days)
     start = args.start
@@ -391,6 +400,9 @@ def _demo(args: argparse.Namespace) -> int:
         scenario = load_scenario(
             args.scenario, args.out, args.language, start=start, days=args.days
         )
+    if args.check:
+        print("\n".join(what_would_play(scenario, str(args.scenario or DEFAULT))))
+        return EXIT_OK
     # Every finding is logged as it opens and closes; the demo's progress lines say enough.
     configure_logging("warning")
     result = run_demo(scenario, args.out, port=args.port)

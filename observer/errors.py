@@ -54,6 +54,15 @@ class PortInUseError(ObserverError):
         self.port = port
 
 
+class ListenAddressError(ObserverError):
+    """The address a server was to bind is no address of this machine, or no address at all
+    (a name that does not resolve)."""
+
+    def __init__(self, host: str, reason: str) -> None:
+        super().__init__(f"cannot listen on {host} ({reason})")
+        self.host = host
+
+
 class ProbeError(ObserverError):
     """A probe could not be submitted, followed or cancelled."""
 

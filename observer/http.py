@@ -7,6 +7,7 @@ from __future__ import annotations
 import errno
 import gzip
 import json
+import socket
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -16,7 +17,7 @@ from typing import Any
 from prometheus_client import CollectorRegistry, PlatformCollector, ProcessCollector
 from prometheus_client.exposition import choose_encoder, gzip_accepted
 
-from observer.errors import PortInUseError
+from observer.errors import ListenAddressError, PortInUseError
 
 Health = Callable[[], tuple[bool, dict[str, Any]]]
 Snapshot = Callable[[], dict[str, Any] | None]
@@ -26,7 +27,8 @@ def serve(
     host: str, port: int, registry: CollectorRegistry, health: Health, snapshot: Snapshot
 ) -> ThreadingHTTPServer:
     """Start serving on a daemon thread; the caller shuts the returned server down. Raises
-    PortInUseError when another process holds the port. The served registry also gets this
+    PortInUseError when another process holds the port, ListenAddressError when `host` is not
+    an address of this machine. The served registry also gets this
     process's own process_* and python_* metrics: it is the process that is scraped."""
 
     class Handler(BaseHTTPRequestHandler):
@@ -81,6 +83,8 @@ def serve(
     except OSError as exc:
         if exc.errno == errno.EADDRINUSE:
             raise PortInUseError(host, port) from None
+        if isinstance(exc, socket.gaierror) or exc.errno == errno.EADDRNOTAVAIL:
+            raise ListenAddressError(host, exc.strerror or str(exc)) from None
         raise
     ProcessCollector(registry=registry)
     PlatformCollector(registry=registry)

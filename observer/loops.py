@@ -1,11 +1,13 @@
-"""The one periodic-loop helper: cadence on a monotonic clock, per-item error capture, a
-finite backoff after failed ticks, a stop event and a shutdown deadline."""
+"""The one periodic-loop helper: cadence on a monotonic clock (and, for a task that must also
+run at wall-clock moments, at those), per-item error capture, a finite backoff after failed
+ticks, a stop event and a shutdown deadline."""
 
 from __future__ import annotations
 
 import math
 import threading
 from collections.abc import Callable, Iterable, Sequence
+from datetime import datetime
 from typing import TypeVar
 
 from observer.clock import Clock
@@ -30,7 +32,10 @@ class PeriodicLoop:
         stop: threading.Event,
         metrics: LoopMetrics,
         backoff_seconds: Sequence[float] = DEFAULT_BACKOFF_SECONDS,
+        also_at: Callable[[datetime], datetime] | None = None,
     ) -> None:
+        """`also_at`: the next wall time after a given one at which to tick besides the
+        cadence (the daily build time); the cadence then counts on from that tick."""
         self.name = name
         self._interval = interval_seconds
         self._tick = tick
@@ -38,6 +43,7 @@ class PeriodicLoop:
         self._stop = stop
         self._metrics = metrics
         self._backoff = tuple(backoff_seconds)
+        self._also_at = also_at
         self._failures = 0
         self._last_success: float | None = None
         self._thread: threading.Thread | None = None
@@ -67,8 +73,9 @@ class PeriodicLoop:
         return True
 
     def run(self) -> None:
-        """Tick on cadence until stopped. A tick that overruns skips the slots it missed
-        rather than bursting to catch up; after failures the next tick waits the backoff."""
+        """Tick on cadence, and at each moment `also_at` names, until stopped. A tick that
+        overruns skips the slots it missed rather than bursting to catch up; after failures
+        the next tick waits the backoff (or the next `also_at` moment, if sooner)."""
         next_at = self._clock.monotonic()
         while not self._stop.is_set():
             ok = self.run_once()
@@ -80,6 +87,11 @@ class PeriodicLoop:
                 )
             elif next_at < now:
                 next_at += math.ceil((now - next_at) / self._interval) * self._interval
+            if self._also_at is not None:
+                # Wall time read afresh each round: a clock stepped meanwhile is followed within
+                # one interval.
+                wall = self._clock.now()
+                next_at = min(next_at, now + (self._also_at(wall) - wall).total_seconds())
             if self._clock.sleep(next_at - now, self._stop):
                 break
 

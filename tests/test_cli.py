@@ -208,6 +208,34 @@ def test_a_taken_port_names_the_setting_to_change(
     assert "Traceback" not in result.stderr
 
 
+@pytest.mark.parametrize("daemon", ["agent", "controller"])
+@pytest.mark.parametrize(
+    ("host", "reason"),
+    [
+        ("192.0.2.1", "Cannot assign requested address"),  # TEST-NET-1: no address here
+        ("no-such-host.invalid", ""),  # never resolves; the resolver's words vary
+    ],
+)
+def test_an_address_check_config_accepts_but_this_machine_lacks_is_one_line(
+    tmp_path: Path, daemon: str, host: str, reason: str
+) -> None:
+    (tmp_path / "c.yaml").write_text(
+        f"agent:\n  gpu_backend: replay\n  replay_trace_dir: {TRACE}\n"
+        f"  listen_host: {host}\n  listen_port: 0\n"
+        f"controller:\n  listen_host: {host}\n  listen_port: 0\n"
+        f"storage:\n  sqlite_path: {tmp_path / 'observer.db'}\n"
+    )
+    assert run_cli("check-config", "c.yaml", cwd=tmp_path).exit_code == 0
+
+    result = run_cli(daemon, "--config", "c.yaml", cwd=tmp_path)
+
+    assert result.exit_code == 2
+    assert result.stderr.splitlines()[-1].startswith(
+        f"{daemon}.listen_host: cannot listen on {host} ({reason}"
+    )
+    assert "Traceback" not in result.stderr
+
+
 def test_check_config_says_which_checks_are_off_and_why(tmp_path: Path) -> None:
     config = tmp_path / "observer.yaml"
     config.write_text("controller:\n  backend: simulated\n")

@@ -1,6 +1,7 @@
-"""PeriodicLoop keeps cadence on a monotonic clock, skips the slots an overrunning tick
-missed, backs off along a finite schedule after failures, isolates per-item errors, reports
-the age of its last good tick and stops promptly when asked."""
+"""PeriodicLoop keeps cadence on a monotonic clock (and ticks at the wall times it is also
+given), skips the slots an overrunning tick missed, backs off along a finite schedule after
+failures, isolates per-item errors, reports the age of its last good tick and stops promptly
+when asked."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import itertools
 import threading
 import time
 from collections.abc import Callable
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from prometheus_client import CollectorRegistry
@@ -30,6 +31,7 @@ class Harness:
         body: Callable[[Harness], None] | None = None,
         stop_after: int | None = None,
         backoff_seconds: tuple[float, ...] | None = None,
+        also_at: Callable[[datetime], datetime] | None = None,
     ) -> None:
         self.clock = ManualClock(T0)
         self.registry = CollectorRegistry()
@@ -46,6 +48,7 @@ class Harness:
             self.stop,
             LoopMetrics(self.registry),
             **extra,
+            also_at=also_at,
         )
 
     def _tick(self) -> None:
@@ -135,6 +138,35 @@ def test_a_tick_that_ends_exactly_on_a_later_slot_starts_the_next_tick_on_that_s
     h.loop.run()
 
     assert h.started_at == [0.0, 20.0, 30.0]
+
+
+def test_a_wall_time_it_is_also_given_gets_a_tick_and_the_cadence_counts_on_from_it() -> None:
+    def next_at_seven_thirty_past(now: datetime) -> datetime:
+        at = T0.replace(minute=7, second=30)  # T0 is 08:00
+        while at <= now:
+            at += timedelta(hours=1)
+        return at
+
+    h = Harness(interval_seconds=600.0, stop_after=5, also_at=next_at_seven_thirty_past)
+
+    h.loop.run()
+
+    #                        08:00 08:07:30 08:17:30 08:27:30 08:37:30
+    assert h.started_at == [0.0, 450.0, 1050.0, 1650.0, 2250.0]
+
+
+def test_a_wall_time_sooner_than_the_backoff_after_a_failure_still_gets_its_tick() -> None:
+    h = Harness(
+        interval_seconds=600.0,
+        body=fail,
+        stop_after=3,
+        backoff_seconds=(3600.0,),
+        also_at=lambda now: now.replace(second=0, microsecond=0) + timedelta(minutes=1),
+    )
+
+    h.loop.run()
+
+    assert h.started_at == [0.0, 60.0, 120.0]
 
 
 # --- failures and backoff -------------------------------------------------------------------

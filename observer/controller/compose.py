@@ -11,6 +11,7 @@ import os
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from datetime import datetime
 from functools import partial
 from types import MappingProxyType
 from zoneinfo import ZoneInfo
@@ -55,14 +56,15 @@ from observer.monitoring.base import PrometheusApi, selector
 from observer.monitoring.checker import MonitoringChecker
 from observer.probes.windows import Calendar, Window, parse_days
 from observer.reports.deliver import deliver_written
-from observer.reports.publish import SUFFIXES, build_due
+from observer.reports.publish import SUFFIXES, build_due, next_build_at
 from observer.settings import Settings
 from observer.settings.controller import ControllerSettings
 from observer.settings.log_readers import AuthSettings, LogsSettings, SecretRef
 from observer.storage.store import Store
 
-# Due daily summaries are looked for this often; each day is built once, when it is over and
-# reports.daily_build_time has passed in the platform's timezone.
+# Due daily summaries are looked for at start, at reports.daily_build_time in the platform's
+# timezone (when a day falls due) and this often besides: a day missed while the controller
+# was down, or whose build failed, is built at the next look. Each day is built once.
 REPORT_BUILD_INTERVAL_SECONDS = 600.0
 
 # Why a check is off, in the one wording the composition and `observer check-config` share.
@@ -76,12 +78,15 @@ AGENT_SERIES = "observer_gpu_up"
 @dataclass(frozen=True, slots=True)
 class Task:
     """One of the controller's periodic tasks. A `planned` task is a plan entry: the daemon
-    runs it on APScheduler, and it first fires one interval after the start."""
+    runs it on APScheduler, and it first fires one interval after the start. A task with
+    `also_at` also runs at the next wall time (UTC) it gives after a moment: the reports, at
+    the daily build time, whatever their cadence."""
 
     name: str
     interval_seconds: float
     tick: Callable[[], object]
     planned: bool = False
+    also_at: Callable[[datetime], datetime] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -464,7 +469,12 @@ def compose(
         left_out["monitoring"] = NO_PROMETHEUS
     tasks += [
         Task("jobs", cfg.job_listing_interval_seconds, controller.tally_jobs),
-        Task("reports", REPORT_BUILD_INTERVAL_SECONDS, build_and_deliver),
+        Task(
+            "reports",
+            REPORT_BUILD_INTERVAL_SECONDS,
+            build_and_deliver,
+            also_at=partial(next_build_at, settings),
+        ),
     ]
     if alerts is not None:
         tasks.append(Task("alerts", settings.reports.alert_poll_interval_seconds, alerts.poll))

@@ -86,7 +86,15 @@ def run_controller(
     loops = [
         (
             task,
-            PeriodicLoop(task.name, task.interval_seconds, task.tick, clock, stop, metrics.loops),
+            PeriodicLoop(
+                task.name,
+                task.interval_seconds,
+                task.tick,
+                clock,
+                stop,
+                metrics.loops,
+                also_at=task.also_at,
+            ),
         )
         for task in composition.tasks
     ]

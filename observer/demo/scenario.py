@@ -108,6 +108,9 @@ def load_scenario(
             continue
         faults[n] = fault.model_copy(update=_moved(fault, shift))
     tree = merge(merge(_defaults(spec.platform), spec.settings), _owned(out, language))
+    controller = tree["controller"]
+    if isinstance(controller, dict) and "plan" not in controller:
+        controller["plan"] = default_plan(controller.get("windows"), controller.get("tenants"))
     try:
         settings = Settings.model_validate(tree)
         tree["reports"].update(_soak_end(spec, settings.controller.timezone))
@@ -185,30 +188,58 @@ def _span(names: Sequence[str]) -> str:
     return names[0] if len(names) == 1 else f"{names[0]} to {names[-1]}"
 
 
-def _defaults(platform: Platform) -> dict[str, Any]:
-    """The settings every scenario starts from: three tenants with different weights, a
-    weekday peak and a night window in Shanghai, the full probe plan, fairness judged over
-    fewer windows (a day has two)."""
-    # Launches due at the same moment go in this order, the rarer probes first.
-    plan: list[dict[str, Any]] = [
-        {"window": "weekday-peak", "probe": "quota", "every_seconds": 3600, "tenants": ["batch"]},
-        {"window": "night", "probe": "long", "every_seconds": 3600},
-    ]
-    every_probe_in = [
-        ("isolation", 3600),
-        ("fail-image", 3600),
-        ("multi-gpu", 1800),
-        ("fail-exit", 1800),
-        ("log-canary", 1800),
-        ("fairness", 1200),
-        ("gpu-busy", 900),
-        ("short", 600),
-    ]
+# Every probe in every window, and how often; launches due at the same moment go in this
+# order, the rarer probes first.
+EVERY_PROBE_IN_A_WINDOW = (
+    ("isolation", 3600),
+    ("fail-image", 3600),
+    ("multi-gpu", 1800),
+    ("fail-exit", 1800),
+    ("log-canary", 1800),
+    ("fairness", 1200),
+    ("gpu-busy", 900),
+    ("short", 600),
+)
+
+
+def default_plan(windows: object, tenants: object) -> list[dict[str, Any]]:
+    """The full probe plan over the scenario's own windows and tenants, so that renaming them
+    needs no plan: the quota probe in the first window for the tenants with a quota (there is
+    none without), the long one in the last, then every probe in each window. Whatever of the
+    windows and tenants is not a name is left out: the settings' validation says what is
+    wrong with them."""
+    names = _names(windows)
+    if not names:
+        return []
+    quota = [t["name"] for t in _named(tenants) if t.get("quota_gpus") is not None]
+    plan: list[dict[str, Any]] = []
+    if quota:
+        plan.append({"window": names[0], "probe": "quota", "every_seconds": 3600, "tenants": quota})
+    plan.append({"window": names[-1], "probe": "long", "every_seconds": 3600})
     plan += [
         {"window": window, "probe": probe, "every_seconds": every}
-        for window in ("weekday-peak", "night")
-        for probe, every in every_probe_in
+        for window in names
+        for probe, every in EVERY_PROBE_IN_A_WINDOW
     ]
+    return plan
+
+
+def _named(items: object) -> list[dict[str, Any]]:
+    """The mappings of `items` that have a name."""
+    if not isinstance(items, list):
+        return []
+    return [i for i in items if isinstance(i, dict) and isinstance(i.get("name"), str)]
+
+
+def _names(items: object) -> list[str]:
+    return [i["name"] for i in _named(items)]
+
+
+def _defaults(platform: Platform) -> dict[str, Any]:
+    """The settings every scenario starts from: three tenants with different weights, a
+    weekday peak and a night window in Shanghai, fairness judged over fewer windows (a day
+    has two). The plan is `default_plan` over the windows and tenants, unless the scenario
+    gives its own."""
     return {
         "controller": {
             "timezone": "Asia/Shanghai",
@@ -221,7 +252,6 @@ def _defaults(platform: Platform) -> dict[str, Any]:
                 {"name": "prod", "weight": 0.3},
                 {"name": "batch", "weight": 0.2, "quota_gpus": 8},
             ],
-            "plan": plan,
             "probes": {"log-canary": {"log_lines": 600, "log_interval_seconds": 0.1}},
             "gpus_per_node": platform.gpus_per_node,
             "max_probe_gpus": 48,
@@ -326,6 +356,27 @@ def describe(scenario: Scenario, w: Words) -> list[str]:
         f"storage.url {tree['storage']['url']}",
         f"reports.output_dir {tree['reports']['output_dir']}, "
         f"reports.language {tree['reports']['language']}",
+    ]
+
+
+def what_would_play(scenario: Scenario, source: str) -> list[str]:
+    """`observer demo --check`: the scenario from `source` is valid, and what playing it
+    would play: the settings as `describe` gives them, then each plan entry and each fault
+    with its local times, as the files spell them."""
+    w = Words(scenario.settings.reports.language, scenario.timezone)
+    plan = [
+        f"plan.{i}: window {e.window}, probe {e.probe}, every_seconds {e.every_seconds:g}, "
+        f"tenants {', '.join(e.tenants) or 'all'}"
+        for i, e in enumerate(scenario.settings.controller.plan)
+    ]
+    faults = [
+        f"faults.{i}: {fault.describe()} at {fault.at:%Y-%m-%d %H:%M}"
+        + (f" until {fault.until:%Y-%m-%d %H:%M}" if fault.until else "")
+        for i, fault in enumerate(scenario.faults)
+    ]
+    return [
+        w("demo.valid", scenario=source),
+        *(f"  {line}" for line in [*describe(scenario, w), *plan, *faults]),
     ]
 
 

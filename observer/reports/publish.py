@@ -1,10 +1,10 @@
-"""Writes reports into reports.output_dir (Markdown, HTML, JSON) and says which days are due:
-`observer report ...` on demand, and the controller once a day, catching up every day it
-missed (a day whose files exist is not built again)."""
+"""Writes reports into reports.output_dir (Markdown, HTML, JSON) and says which days are due
+and when the next falls due: `observer report ...` on demand, and the controller once a day,
+catching up every day it missed (a day whose files exist is not built again)."""
 
 from __future__ import annotations
 
-from datetime import date, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from zoneinfo import ZoneInfo
 
@@ -115,6 +115,17 @@ def due_days(store: Store, settings: Settings, now: datetime) -> list[date]:
             due.append(day)
         day += timedelta(days=1)
     return due
+
+
+def next_build_at(settings: Settings, now: datetime) -> datetime:
+    """The first moment after `now` (UTC) at which a day's summary falls due: the next
+    reports.daily_build_time in the platform's timezone. Compared in UTC, so that a build time
+    in the hour a clock change repeats or skips is still one moment ahead."""
+    tz = ZoneInfo(settings.controller.timezone)
+    day = now.astimezone(tz).date()
+    while (at := datetime.combine(day, settings.reports.daily_build_time, tz)) <= now:
+        day += timedelta(days=1)
+    return at.astimezone(UTC)
 
 
 def build_due(

@@ -8,7 +8,7 @@ from typing import Literal
 
 from pydantic import Field, ValidationInfo, field_validator
 
-from observer.settings.base import Group
+from observer.settings.base import Group, ListenHost
 
 
 class AgentSettings(Group):
@@ -91,7 +91,9 @@ class AgentSettings(Group):
         gt=0,
         description="Cadence of the expensive tier (energy 3 ms, PCIe throughput 21 ms per GPU).",
     )
-    listen_host: str = Field("0.0.0.0", description="Address of /metrics, /healthz, /v1/snapshot.")
+    listen_host: ListenHost = Field(
+        "0.0.0.0", description="Address of /metrics, /healthz, /v1/snapshot."
+    )
     listen_port: int = Field(9400, ge=0, le=65535, description="0 picks a free port.")
     healthz_max_age_seconds: float = Field(
         30.0, gt=0, description="/healthz fails when the last good tick is older than this."

@@ -1,8 +1,12 @@
-"""The base of every settings group (unknown keys are errors, values are frozen) and the error
-a rule across fields raises to name each field at fault."""
+"""The base of every settings group (unknown keys are errors, values are frozen), the error
+a rule across fields raises to name each field at fault, and the rule that names are unique."""
 
 from __future__ import annotations
 
+import ipaddress
+import re
+from collections.abc import Sequence
+from datetime import time
 from typing import Annotated
 from urllib.parse import urlsplit
 
@@ -20,6 +24,20 @@ class FieldProblems(ValueError):
     def __init__(self, problems: list[tuple[str, str]]) -> None:
         super().__init__("; ".join(f"{path}: {message}" for path, message in problems))
         self.problems = problems
+
+
+def repeated(field: str, names: Sequence[str], attribute: str = "") -> list[tuple[str, str]]:
+    """A problem at `field.<i>[.attribute]` for each of `names` that came before (at item
+    `first`): whatever refers to one of them by name could mean either."""
+    first: dict[str, int] = {}
+    problems = []
+    for i, name in enumerate(names):
+        if name in first:
+            path = f"{field}.{i}.{attribute}" if attribute else f"{field}.{i}"
+            problems.append((path, f"{name!r} again (first at item {first[name]})"))
+        else:
+            first[name] = i
+    return problems
 
 
 def _http_url(text: str) -> str:
@@ -43,3 +61,32 @@ def _http_url(text: str) -> str:
 # A base URL the observer sends HTTP requests to: checked when the settings are read, not at
 # the first request.
 HttpUrl = Annotated[str, AfterValidator(_http_url)]
+
+
+_HOST_NAME = re.compile(r"(?!-)[A-Za-z0-9-]{1,63}(?<!-)(\.(?!-)[A-Za-z0-9-]{1,63}(?<!-))*\.?")
+
+
+def _listen_host(text: str) -> str:
+    """An IP address or a host name (RFC 1123), else one line: a server cannot bind to it."""
+    try:
+        ipaddress.ip_address(text)
+    except ValueError:
+        if len(text) > 253 or not _HOST_NAME.fullmatch(text):
+            raise ValueError("must be an IP address or a host name, e.g. 0.0.0.0") from None
+    return text
+
+
+# The address a daemon's HTTP server binds: checked when the settings are read, so that
+# `observer check-config` refuses what the daemon could not listen on.
+ListenHost = Annotated[str, AfterValidator(_listen_host)]
+
+
+def _local_time(value: time) -> time:
+    if value.tzinfo is not None:
+        raise ValueError("must be a local time without an offset (controller.timezone is its zone)")
+    return value
+
+
+# A time of day in the platform's timezone: one with an offset would be compared with the
+# local clock's naive times, and fail at every comparison instead of here.
+LocalTime = Annotated[time, AfterValidator(_local_time)]

@@ -14,7 +14,14 @@ from pydantic import Field, field_validator, model_validator
 from observer import __version__
 from observer.probes.catalog import ProbeSpec, platform_catalog, with_overrides
 from observer.probes.windows import parse_days
-from observer.settings.base import FieldProblems, Group, HttpUrl
+from observer.settings.base import (
+    FieldProblems,
+    Group,
+    HttpUrl,
+    ListenHost,
+    LocalTime,
+    repeated,
+)
 from observer.settings.inference import InferenceSettings
 from observer.settings.log_readers import LogsSettings
 
@@ -22,8 +29,8 @@ from observer.settings.log_readers import LogsSettings
 class WindowSettings(Group):
     name: str = Field(min_length=1)
     days: str = Field("*", description="Cron day-of-week by name: '*', 'mon-fri', 'sat,sun'.")
-    start: time = Field(description="Local start time, e.g. '09:00'.")
-    end: time = Field(description="Local end time; at or before start: runs past midnight.")
+    start: LocalTime = Field(description="Local start time, e.g. '09:00'.")
+    end: LocalTime = Field(description="Local end time; at or before start: runs past midnight.")
 
     @field_validator("days")
     @classmethod
@@ -368,7 +375,7 @@ class ControllerSettings(Group):
     misfire_grace_seconds: float = Field(
         30.0, gt=0, description="A launch this late (controller busy or paused) is skipped."
     )
-    listen_host: str = "0.0.0.0"
+    listen_host: ListenHost = "0.0.0.0"
     listen_port: int = Field(9401, ge=0, le=65535)
     shutdown_deadline_seconds: float = Field(20.0, gt=0, lt=30)
     simulation: SimulationSettings = SimulationSettings()
@@ -405,8 +412,18 @@ class ControllerSettings(Group):
         )
 
     @model_validator(mode="after")
-    def _names_are_known(self) -> ControllerSettings:
-        # What the controller would otherwise refuse at start, checked at load by every command.
+    def _consistent(self) -> ControllerSettings:
+        # What the controller would otherwise refuse at start, or run in a way nobody meant
+        # (a name meaning two things, a limit that can never hold), checked at load by every
+        # command.
+        problems = self._unknown_names() + self._repeated_names()
+        if not problems:  # the catalog is built only from known probes
+            problems += self._limits()
+        if problems:
+            raise FieldProblems(problems)
+        return self
+
+    def _unknown_names(self) -> list[tuple[str, str]]:
         probes = platform_catalog(self.gpus_per_node, self.quotas).keys()
         windows = {w.name for w in self.windows}
         tenants = {t.name for t in self.tenants}
@@ -430,9 +447,91 @@ class ControllerSettings(Group):
             problems.append(("inference.tenant", _unknown("tenant", tenant, tenants)))
         elif self.inference.enabled and not tenants:
             problems.append(("inference.tenant", "no tenant to run the service as"))
-        if problems:
-            raise FieldProblems(problems)
-        return self
+        favoured = self.simulation.favoured_tenant
+        if favoured is not None and favoured not in tenants:
+            problems.append(("simulation.favoured_tenant", _unknown("tenant", favoured, tenants)))
+        # The isolation probe's identities, by tenant: one under a misspelt name is never used,
+        # and its tenant has none.
+        identities: dict[str, Collection[str]] = {
+            "slurm.tenant_users": self.slurm.tenant_users.keys(),
+            "kubernetes.tenant_token_files": self.kubernetes.tenant_token_files.keys(),
+        }
+        problems += [
+            (f"{field}.{name}", _unknown("tenant", name, tenants))
+            for field, by_tenant in identities.items()
+            for name in by_tenant
+            if name not in tenants
+        ]
+        return problems
+
+    def _repeated_names(self) -> list[tuple[str, str]]:
+        """Names something refers to, given twice; and a probe planned twice in one window
+        for the same tenant, which would launch it twice."""
+        problems = [
+            *repeated("windows", [w.name for w in self.windows], "name"),
+            *repeated("tenants", [t.name for t in self.tenants], "name"),
+            *repeated("agent_urls", self.agent_urls),
+            *repeated("kubernetes.namespaces", self.kubernetes.namespaces),
+        ]
+        everyone = [t.name for t in self.tenants]
+        for i, entry in enumerate(self.plan):
+            problems += repeated(f"plan.{i}.tenants", entry.tenants)
+            for j, earlier in enumerate(self.plan[:i]):
+                both = set(entry.tenants or everyone) & set(earlier.tenants or everyone)
+                if (earlier.window, earlier.probe) == (entry.window, entry.probe) and both:
+                    problems.append(
+                        (
+                            f"plan.{i}",
+                            f"probe {entry.probe!r} in window {entry.window!r} for "
+                            f"{', '.join(sorted(both))} again (first at item {j})",
+                        )
+                    )
+                    break
+        return problems
+
+    def _limits(self) -> list[tuple[str, str]]:
+        """Limits that contradict one another: each names the one it must outlast or fit."""
+        problems = []
+        catalog = self.probe_catalog()
+        for name, override in self.probes.items():
+            spec = catalog[name]
+            deadline, duration = spec.deadline_seconds, spec.workload.duration_seconds
+            if deadline > duration:
+                continue
+            if override.deadline_seconds is not None:
+                problems.append(
+                    (
+                        f"probes.{name}.deadline_seconds",
+                        f"must be longer than the probe's duration_seconds ({duration:g} s)",
+                    )
+                )
+            else:
+                problems.append(
+                    (
+                        f"probes.{name}.duration_seconds",
+                        f"must be shorter than the probe's deadline_seconds ({deadline:g} s)",
+                    )
+                )
+        if self.agent_read_timeout_seconds >= self.observe_interval_seconds:
+            # One agent that never answers would hold every read past its cadence.
+            problems.append(
+                (
+                    "agent_read_timeout_seconds",
+                    "must be shorter than controller.observe_interval_seconds "
+                    f"({self.observe_interval_seconds:g} s)",
+                )
+            )
+        ttl = self.kubernetes.ttl_seconds_after_finished
+        if self.backend == "kubernetes" and ttl <= self.job_listing_interval_seconds:
+            # Kubernetes deletes a finished probe Job before the job listing counts it.
+            problems.append(
+                (
+                    "kubernetes.ttl_seconds_after_finished",
+                    "must be longer than controller.job_listing_interval_seconds "
+                    f"({self.job_listing_interval_seconds:g} s)",
+                )
+            )
+        return problems
 
 
 def _unknown(kind: str, name: str, known: Collection[str]) -> str:

@@ -7,9 +7,9 @@ from datetime import time
 from pathlib import Path
 from typing import Literal
 
-from pydantic import AwareDatetime, Field, SecretStr
+from pydantic import AwareDatetime, Field, SecretStr, model_validator
 
-from observer.settings.base import Group, HttpUrl
+from observer.settings.base import FieldProblems, Group, HttpUrl, LocalTime, repeated
 
 
 class EmailSettings(Group):
@@ -22,6 +22,12 @@ class EmailSettings(Group):
     password: SecretStr | None = Field(
         None, description="From the environment or a Secret (OBSERVER_REPORTS__DELIVERY__...)."
     )
+
+    @model_validator(mode="after")
+    def _each_recipient_once(self) -> EmailSettings:
+        if problems := repeated("recipients", self.recipients):
+            raise FieldProblems(problems)
+        return self
 
 
 class DeliverySettings(Group):
@@ -49,9 +55,9 @@ class ReportSettings(Group):
 
     language: Literal["en", "zh-CN"] = Field("en", description="Language of the reports.")
     delivery: DeliverySettings = DeliverySettings()
-    daily_build_time: time = Field(
+    daily_build_time: LocalTime = Field(
         time(8),
-        description="Local time (controller.timezone) after which yesterday's summary is built.",
+        description="Local time (controller.timezone) at which yesterday's summary is built.",
     )
     output_dir: Path = Field(
         Path("reports"), description="Where summaries and verdicts are written (md, html, json)."
@@ -137,3 +143,11 @@ class ReportSettings(Group):
         "optimisation in the verdict: its quota is smaller than its work (never blocks a "
         "launch).",
     )
+
+    @model_validator(mode="after")
+    def _soak_ends_after_it_starts(self) -> ReportSettings:
+        started, ended = self.soak_started_at, self.soak_ended_at
+        if started is not None and ended is not None and ended <= started:
+            after = f"must be after reports.soak_started_at ({started.isoformat()})"
+            raise FieldProblems([("soak_ended_at", after)])
+        return self

@@ -1,5 +1,6 @@
-"""`observer controller` as a process: it serves its health and metrics, runs the plan, and
-on SIGTERM cancels every probe in flight before it exits."""
+"""`observer controller` as a process: it serves its health and metrics, runs the plan, writes
+the daily summary at its build time, and on SIGTERM cancels every probe in flight before it
+exits."""
 
 from __future__ import annotations
 
@@ -11,7 +12,10 @@ import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from datetime import UTC, datetime, timedelta
+from datetime import time as clock_time
 from pathlib import Path
+from zoneinfo import ZoneInfo
 
 import httpx
 import pytest
@@ -113,10 +117,39 @@ def test_a_hung_submission_holds_up_neither_health_nor_snapshot_nor_detection(tm
         proc.wait(timeout=15)
 
 
+def test_yesterdays_summary_is_written_within_a_minute_of_the_daily_build_time(tmp_path: Path):
+    # A platform whose local time is about noon, so that the build time a few seconds ahead is
+    # today's whatever the hour of the run.
+    hours = (12 - datetime.now(UTC).hour + 12) % 24 - 12
+    zone = ZoneInfo(f"Etc/GMT{-hours:+d}")  # the Etc zones' signs are inverted
+    build = (datetime.now(zone) + timedelta(seconds=15)).replace(microsecond=0)
+    yesterday = build.date() - timedelta(days=1)
+    reports = tmp_path / "reports"
+    summary = reports / f"daily-{yesterday.isoformat()}.json"
+    others = (
+        f"reports: {{output_dir: '{reports}', daily_build_time: '{build.time()}', "
+        f"soak_started_at: '{datetime.combine(yesterday, clock_time(), zone).isoformat()}'}}\n"
+    )
+    with _controller(tmp_path, f"  timezone: {zone.key}\n", others) as (proc, _):
+        # Started before the build time: yesterday is not due yet, so it is not written at start.
+        assert datetime.now(zone) < build - timedelta(seconds=2), "the controller started late"
+        assert not summary.exists()
+        wait_until(summary.exists, "yesterday's summary", 15 + 60)
+        written = datetime.fromtimestamp(summary.stat().st_mtime, zone)
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=15)
+
+    assert build <= written <= build + timedelta(seconds=60)
+    assert json.loads(summary.read_text(encoding="utf-8"))["report"] == "daily"
+
+
 @contextmanager
-def _controller(tmp_path: Path, settings: str) -> Iterator[tuple[subprocess.Popen[str], str]]:
+def _controller(
+    tmp_path: Path, settings: str, others: str = ""
+) -> Iterator[tuple[subprocess.Popen[str], str]]:
     """`observer controller` over the simulated cluster, a long probe launched every second,
-    with `settings` (lines of the controller group) added; the process and its base URL."""
+    with `settings` (lines of the controller group) and `others` (other groups) added; the
+    process and its base URL; killed if the test left it running."""
     config = tmp_path / "controller.yaml"
     config.write_text(
         "controller:\n"
@@ -130,6 +163,7 @@ def _controller(tmp_path: Path, settings: str) -> Iterator[tuple[subprocess.Pope
         f"{settings}"
         f"storage: {{sqlite_path: {tmp_path / 'observer.db'}}}\n"
         "logging: {format: json}\n"
+        f"{others}"
     )
     with subprocess.Popen(
         [sys.executable, "-m", "observer.cli", "controller", "--config", str(config)],
@@ -143,7 +177,11 @@ def _controller(tmp_path: Path, settings: str) -> Iterator[tuple[subprocess.Pope
             for line in proc.stderr
             if json.loads(line).get("event") == "controller listening"
         )
-        yield proc, f"http://127.0.0.1:{port}"
+        try:
+            yield proc, f"http://127.0.0.1:{port}"
+        finally:
+            if proc.poll() is None:  # a test that failed before its SIGTERM
+                proc.kill()
 
 
 def _last_success(metrics: str, loop: str) -> float:

@@ -157,3 +157,81 @@ def test_the_readme_lists_every_fault_kind_and_whether_it_must_produce_nothing()
     assert set(rows) == set(kinds)
     for kind, must in rows.items():
         assert must.startswith("nothing") == kinds[kind].confounder, kind
+
+
+OWN_NAMES = """
+name: own windows and tenants
+start: 2026-11-30
+settings:
+  controller:
+    windows:
+      - {name: morning, days: '*', start: '08:00', end: '09:00'}
+      - {name: evening, days: mon-fri, start: '20:00', end: '22:00'}
+    tenants:
+      - {name: vision, weight: 0.6}
+      - {name: speech, weight: 0.4, quota_gpus: 4}
+faults:
+  - {kind: stuck_terminating, tenant: speech, at: "2026-11-30 20:10", until: "2026-11-30 21:00"}
+  - {kind: prometheus_blip, at: "2026-11-30 08:30"}
+"""
+
+
+def test_a_scenario_naming_its_own_windows_and_tenants_gets_the_default_plan_over_them(
+    tmp_path: Path,
+):
+    path = tmp_path / "own.yaml"
+    path.write_text(OWN_NAMES, encoding="utf-8")
+
+    plan = load_scenario(path, tmp_path, "en").settings.controller.plan
+
+    # The packaged default's plan, its first window, last window and quota tenant renamed.
+    default = load_scenario(None, tmp_path, "en").settings.controller.plan
+    windows = {"weekday-peak": "morning", "night": "evening"}
+    assert [(e.window, e.probe, e.every_seconds, e.tenants) for e in plan] == [
+        (windows[e.window], e.probe, e.every_seconds, ["speech"] if e.tenants else [])
+        for e in default
+    ]
+
+
+def test_demo_check_prints_what_would_be_played_and_plays_nothing(tmp_path: Path):
+    path = tmp_path / "own.yaml"
+    path.write_text(OWN_NAMES, encoding="utf-8")
+    out = tmp_path / "out"
+
+    result = _demo("--scenario", str(path), "--out", str(out), "--check", cwd=tmp_path)
+
+    assert (result.exit_code, result.stderr) == (0, "")
+    head, *lines = result.stdout.splitlines()
+    assert head == f"{path}: valid; it would play (not played with --check):"
+    said = "\n".join(lines)
+    assert "1 day(s) from 2026-11-30" in said
+    assert "windows morning * 08:00-09:00, evening mon-fri 20:00-22:00" in said
+    assert "tenants vision weight 0.6, speech weight 0.4 quota 4 GPUs" in said
+    scenario = load_scenario(path, out, "en")
+    entries = [line for line in lines if line.startswith("  plan.")]
+    assert len(entries) == len(scenario.settings.controller.plan)
+    assert entries[0] == "  plan.0: window morning, probe quota, every_seconds 3600, tenants speech"
+    assert [line for line in lines if line.startswith("  faults.")] == [
+        "  faults.0: stuck_terminating (tenant speech) at 2026-11-30 20:10 until 2026-11-30 21:00",
+        "  faults.1: prometheus_blip (seconds 20) at 2026-11-30 08:30",
+    ]
+    assert not out.exists()
+
+
+def test_demo_check_refuses_a_bad_scenario_with_its_lines_and_the_config_error_status(
+    tmp_path: Path,
+):
+    path = tmp_path / "bad.yaml"
+    path.write_text(
+        OWN_NAMES.replace("tenant: speech", "tenant: audio").replace("08:30", "25:30"),
+        encoding="utf-8",
+    )
+
+    result = _demo("--scenario", str(path), "--out", str(tmp_path / "out"), "--check", cwd=tmp_path)
+
+    assert (result.exit_code, result.stdout) == (2, "")
+    assert result.stderr.splitlines() == [
+        "faults.0.tenant: no tenant 'audio' (speech, vision)",
+        "faults.1.at: must be a local time \"YYYY-MM-DD HH:MM\", not '2026-11-30 25:30'",
+    ]
+    assert not (tmp_path / "out").exists()
