@@ -48,6 +48,9 @@ SUBMISSION_NOT_CONFIRMED = "SubmissionNotConfirmed"
 JOB_FORGOTTEN = "JobForgotten"
 CONTROLLER_SHUTDOWN = "ControllerShutdown"
 ISOLATION_BREACH = "IsolationBreach"
+# A run's attempt the platform queued again without naming how it ended (its accounting
+# unreachable, or a count alone): the observer's word for it.
+REQUEUED = "REQUEUED"
 OBSERVER_REASONS = frozenset(
     {
         PROBE_NOT_RUNNABLE,
