@@ -330,6 +330,7 @@ class ProbeRunner:
             if run.attempts
             else status.submitted_at or run.submitted_at,
             started_at=status.started_at or run.started_at,
+            eligible_at=(status.eligible_at or run.eligible_at) if run.attempts else None,
             finished_at=status.finished_at or run.finished_at,
             exit_code=status.exit_code,
             reason=status.reason,

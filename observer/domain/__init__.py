@@ -426,7 +426,7 @@ class JobStatus:
     service: str | None = None
     # How many times the platform ended it and queued it again (Slurm's restart_cnt, a
     # Kubernetes Job's failed pods), the attempts it can still name (sacct --duplicates;
-    # fewer while accounting is unreachable), and when its latest attempt could start.
+    # fewer while accounting is unreachable), and, requeued, when its latest could start.
     restarts: int = 0
     attempts: tuple[Attempt, ...] = ()
     eligible_at: datetime | None = None
