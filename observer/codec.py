@@ -1,14 +1,17 @@
 """JSON forms of domain types, written by the agent's /v1/snapshot, the CLI's --json output
 and the controller's API. Keys are stable: other tools depend on them. The snapshot is read
-back by observer/fleet/wire.py, apart, so that an agent does not load its decoder."""
+back by observer/fleet/wire.py, apart, so that an agent does not load its decoder. A run's
+attempts are read back too (`attempt_from_json`): the store keeps them in this form."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import fields
 from datetime import datetime
 from typing import Any
 
 from observer.domain import (
+    Attempt,
     Finding,
     GpuCounters,
     GpuIdentity,
@@ -147,4 +150,32 @@ def run_to_json(run: ProbeRun) -> dict[str, Any]:
         "pending_reasons": dict(run.pending_reasons),
         "node_names": list(run.node_names),
         "reclaims_run_id": run.reclaims_run_id,
+        "attempts": [attempt_to_json(a) for a in run.attempts],
+        "eligible_at": _iso(run.eligible_at),
     }
+
+
+def attempt_to_json(attempt: Attempt) -> dict[str, Any]:
+    return {
+        "eligible_at": _iso(attempt.eligible_at),
+        "started_at": _iso(attempt.started_at),
+        "ended_at": _iso(attempt.ended_at),
+        "nodes": list(attempt.nodes),
+        "state": attempt.state,
+        "reason": attempt.reason,
+    }
+
+
+def attempt_from_json(data: Mapping[str, Any]) -> Attempt:
+    def instant(key: str) -> datetime | None:
+        value = data.get(key)
+        return datetime.fromisoformat(value) if isinstance(value, str) else None
+
+    return Attempt(
+        eligible_at=instant("eligible_at"),
+        started_at=instant("started_at"),
+        ended_at=instant("ended_at"),
+        nodes=tuple(data["nodes"]),
+        state=str(data["state"]),
+        reason=data.get("reason"),
+    )

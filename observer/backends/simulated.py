@@ -25,6 +25,7 @@ from observer.clock import Clock
 from observer.domain import (
     CANARY_MARK,
     AccessAttempt,
+    Attempt,
     Behaviour,
     JobPhase,
     JobRequest,
@@ -91,6 +92,8 @@ class _Job:
     reason: str | None = None
     message: str | None = None
     exit_code: int | None = None
+    attempts: tuple[Attempt, ...] = ()  # those a node failure ended, then queued again
+    eligible_at: datetime | None = None  # set by a requeue
 
     def status(self) -> JobStatus:
         return JobStatus(
@@ -110,6 +113,9 @@ class _Job:
             owner_ids=(self.id,),  # the simulated nodes' processes are owned by the job id
             # ended but still placed: a job in `faults.stuck_jobs`, as a pod stuck Terminating
             ending_since=self.finished_at if self.placement else None,
+            restarts=len(self.attempts),
+            attempts=self.attempts,
+            eligible_at=self.eligible_at,
         )
 
 
@@ -148,6 +154,7 @@ class SimulatedCluster:
         self.policy = policy
         self.faults = Faults()
         self.drained: dict[str, str] = {}  # node -> reason
+        self.down: dict[str, str] = {}  # node -> reason: failed, until resumed
         self._clock = clock
         self._jobs: dict[str, _Job] = {}
         self._ids = itertools.count(1)
@@ -253,8 +260,10 @@ class SimulatedCluster:
                     pool=n.pool,
                     gpus_total=n.gpus,
                     gpus_allocated=allocated[n.name],
-                    state=_node_state(n, allocated[n.name], self.drained.get(n.name)),
-                    reason=self.drained.get(n.name),
+                    state="down"
+                    if n.name in self.down
+                    else _node_state(n, allocated[n.name], self.drained.get(n.name)),
+                    reason=self.down.get(n.name) or self.drained.get(n.name),
                 )
                 for n in self.nodes.values()
             ),
@@ -324,7 +333,40 @@ class SimulatedCluster:
     def resume(self, node: str) -> None:
         self._play()
         self.drained.pop(node, None)
+        self.down.pop(node, None)
         self._schedule(self._clock.now())
+
+    def fail_node(self, node: str, reason: str) -> None:
+        """The node fails (`scontrol update state=down`, a node lost): it is down until
+        resumed, and every job running on it ends NODE_FAIL and is queued again, as Slurm
+        requeues a batch job; each ended attempt is listed among the finished jobs."""
+        self._play()
+        now = self._clock.now()
+        self.down[node] = reason
+        for job in self._jobs.values():
+            if job.phase.finished or node not in job.placement:
+                continue
+            attempt = Attempt(
+                job.eligible_at or job.submitted_at,
+                job.started_at,
+                now,
+                job.ran_on,
+                "NODE_FAIL",
+                "NodeDown",
+            )
+            self._history.append(
+                replace(
+                    job.status(),
+                    phase=JobPhase.FAILED,
+                    finished_at=now,
+                    reason="NodeDown",
+                    message=f"NODE_FAIL on {node}: {reason}",
+                )
+            )
+            job.attempts = (*job.attempts, attempt)
+            job.phase, job.started_at, job.ends_at, job.placement = JobPhase.PENDING, None, None, {}
+            job.eligible_at, job.ran_on, job.reason, job.message = now, (), None, None
+        self._schedule(now)
 
     def fail_job(self, job_id: str, reason: str, message: str, exit_code: int) -> None:
         """The job's work died on its node (its GPU fell off the bus): it ends FAILED now with
@@ -453,7 +495,7 @@ class SimulatedCluster:
         if not pending:
             return
         free = {
-            name: (0 if name in self.drained else node.gpus) - used
+            name: (0 if name in self.drained or name in self.down else node.gpus) - used
             for (name, node), used in zip(
                 self.nodes.items(), self._allocated().values(), strict=True
             )

@@ -24,6 +24,7 @@ from observer.backends.base import SchedulerBackend
 from observer.clock import Clock
 from observer.domain import (
     AccessAttempt,
+    Attempt,
     Expectation,
     JobPhase,
     JobRequest,
@@ -41,6 +42,7 @@ from observer.probes.outcome import (
     ISOLATION_BREACH,
     JOB_FORGOTTEN,
     PROBE_NOT_RUNNABLE,
+    REQUEUED,
     SUBMISSION_ERROR,
     SUBMISSION_FAILED,
     SUBMISSION_NOT_CONFIRMED,
@@ -318,12 +320,17 @@ class ProbeRunner:
         self._last_seen[run.run_id] = (now, (status.reason or "Unknown") if pending else None)
         if pending and status.reason:
             reasons.setdefault(status.reason, 0.0)
+        run = _requeued(run, status, now)
         run = replace(
             run,
             job_id=status.job_id,
             state=_state(status.phase),
-            submitted_at=status.submitted_at or run.submitted_at,
+            # a requeue resets the platform's submit time (Slurm's): the first one stays
+            submitted_at=run.submitted_at
+            if run.attempts
+            else status.submitted_at or run.submitted_at,
             started_at=status.started_at or run.started_at,
+            eligible_at=(status.eligible_at or run.eligible_at) if run.attempts else None,
             finished_at=status.finished_at or run.finished_at,
             exit_code=status.exit_code,
             reason=status.reason,
@@ -432,6 +439,49 @@ def _deadline(run: ProbeRun, spec: ProbeSpec | None) -> datetime:
     seconds = spec.deadline_seconds if spec else DEFAULT_DEADLINE_SECONDS
     assert run.submitted_at is not None  # the runner stamps every run it creates
     return run.submitted_at + timedelta(seconds=seconds)
+
+
+def _requeued(run: ProbeRun, status: JobStatus, now: datetime) -> ProbeRun:
+    """The run with the attempts the platform ended and queued again: in the platform's own
+    words where it names them, else (its accounting unreachable, or only a count, or only a
+    running job seen pending again) as the runner saw the attempt. A new attempt starts with
+    no start and no nodes, eligible from when the platform queued it again."""
+    seen = len(run.attempts)
+    back_to_pending = run.state is RunState.RUNNING and status.phase is JobPhase.PENDING
+    ended = max(status.restarts, len(status.attempts), seen + back_to_pending)
+    attempts = status.attempts if len(status.attempts) >= seen else run.attempts
+    if len(attempts) < ended:
+        # Slurm resets the submit time on a requeue: later than the start, it is the requeue.
+        queued_again = status.submitted_at
+        if queued_again is None or run.started_at is None or queued_again < run.started_at:
+            queued_again = now
+        seen_ending = Attempt(
+            eligible_at=run.eligible_at or run.submitted_at,
+            started_at=run.started_at,
+            ended_at=queued_again,
+            nodes=run.node_names,
+            state=REQUEUED,
+        )
+        # attempts that began and ended between two looks left no trace but their count
+        unseen = [Attempt(None, None, None, (), REQUEUED)] * (ended - len(attempts) - 1)
+        attempts = (*attempts, seen_ending, *unseen)
+    if ended == seen:  # nothing new; the platform may name what the runner recorded
+        return run if attempts == run.attempts else replace(run, attempts=attempts)
+    _log.warning(
+        "probe job queued again",
+        run_id=run.run_id,
+        job_id=status.job_id,
+        nodes=list(attempts[-1].nodes),
+        state=attempts[-1].state,
+        reason=attempts[-1].reason,
+    )
+    return replace(
+        run,
+        attempts=attempts,
+        started_at=None,
+        node_names=(),
+        eligible_at=status.eligible_at or status.submitted_at or now,
+    )
 
 
 def _state(phase: JobPhase) -> RunState:

@@ -44,6 +44,7 @@ LOCAL_TIME_FORMAT = "%Y-%m-%d %H:%M"
 UNRELEASED_MEMORY = "unreleased_memory"  # observer/detectors/node_leaks.py
 LOG_LOSS = "log_loss"  # observer/detectors/log_loss.py
 GPU_DRIVER = Cause.GPU_DRIVER.value
+NODE = Cause.NODE.value
 
 
 @dataclass(frozen=True)
@@ -270,6 +271,20 @@ class GpuOffBus(FaultSpec):
         )
 
 
+class NodeFailure(FaultSpec):
+    """The node a probe runs on fails under it (`scontrol update state=down`): every job there
+    ends NODE_FAIL and is queued again, and the node is back at `until`. With `node`, that
+    node once a probe runs there; without, the next probe's node. The reports must put each
+    run it hit down to the node, a run that passed on its next attempt too."""
+
+    kind: Literal["node_failure"]
+    node: str | None = None
+    reason: str = "node failure"
+    needs_until: ClassVar[bool] = True
+    trigger: ClassVar[str] = "no probe ran on the node"
+    cause: ClassVar[str | None] = NODE
+
+
 class EccBurst(FaultSpec):
     """Uncorrected ECC errors on a GPU and a row remap pending until it is reset at
     `until`."""
@@ -316,6 +331,7 @@ AnyFault = Annotated[
     | PidReuse
     | OwnerFlap
     | GpuOffBus
+    | NodeFailure
     | EccBurst
     | ThermalSlowdown,
     Field(discriminator="kind"),

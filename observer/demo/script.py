@@ -271,6 +271,31 @@ class _GpuOffBus(Switch):
         super().off(now)
 
 
+class _NodeFailure(Switch):
+    def tick(self, now: datetime) -> None:
+        assert isinstance(self.fault, kinds.NodeFailure)
+        fault = self.fault
+        run = next(
+            (
+                r
+                for r in self.world.active()
+                if r.node_names and fault.node in (None, *r.node_names)
+            ),
+            None,
+        )
+        if run is None:
+            return
+        self._node = fault.node or run.node_names[0]
+        self.world.cluster.fail_node(self._node, fault.reason)
+        self.began(now, {"node": self._node, "run_id": run.run_id, "job_id": run.job_id or ""})
+        self.armed = False
+
+    def off(self, now: datetime) -> None:
+        if self.injection.injected:
+            self.world.cluster.resume(self._node)
+        super().off(now)
+
+
 class _EccBurst(Switch):
     def on(self, now: datetime) -> None:
         assert isinstance(self.fault, kinds.EccBurst)
@@ -318,6 +343,7 @@ _SWITCHES: dict[type[FaultSpec], type[Switch]] = {
     kinds.PidReuse: _PidReuse,
     kinds.OwnerFlap: _OwnerFlap,
     kinds.GpuOffBus: _GpuOffBus,
+    kinds.NodeFailure: _NodeFailure,
     kinds.EccBurst: _EccBurst,
     kinds.ThermalSlowdown: _ThermalSlowdown,
 }

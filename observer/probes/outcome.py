@@ -3,7 +3,7 @@ expected way is a pass. Pure: the platform's view of the job in, an outcome out.
 
 from __future__ import annotations
 
-from observer.domain import Expectation, JobPhase, JobStatus, Outcome
+from observer.domain import Expectation, JobPhase, JobStatus, Outcome, ProbeRun
 from observer.errors import NO_GPU_EXIT_CODE
 
 # The Kubernetes backend's reasons for a job its queue holds: Kueue has reserved no quota for
@@ -48,6 +48,9 @@ SUBMISSION_NOT_CONFIRMED = "SubmissionNotConfirmed"
 JOB_FORGOTTEN = "JobForgotten"
 CONTROLLER_SHUTDOWN = "ControllerShutdown"
 ISOLATION_BREACH = "IsolationBreach"
+# A run's attempt the platform queued again without naming how it ended (its accounting
+# unreachable, or a count alone): the observer's word for it.
+REQUEUED = "REQUEUED"
 OBSERVER_REASONS = frozenset(
     {
         PROBE_NOT_RUNNABLE,
@@ -59,6 +62,15 @@ OBSERVER_REASONS = frozenset(
         ISOLATION_BREACH,
     }
 )
+
+# Cancellations that are the observer's own choice, not the platform's doing: listed apart and
+# kept out of the failure evidence. A run the observer gave up on (TIMED_OUT) is not one of
+# them: the platform did not run it within the deadline.
+OBSERVER_CANCELLATIONS = frozenset({CONTROLLER_SHUTDOWN})
+
+
+def cancelled_by_observer(run: ProbeRun) -> bool:
+    return run.outcome is Outcome.CANCELLED and run.reason in OBSERVER_CANCELLATIONS
 
 
 # A ResourceQuota refuses a Job's pods at admission: the Job's reason is FailedCreate, and only

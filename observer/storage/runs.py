@@ -3,17 +3,30 @@ log-loss check."""
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable
+from collections.abc import Collection, Iterable, Mapping
 from datetime import datetime
+from typing import Any
 
 import sqlalchemy as sa
 
-from observer.domain import ProbeRun, RunState
+from observer.codec import attempt_from_json, attempt_to_json
+from observer.domain import Attempt, ProbeRun, RunState
 from observer.storage.database import Repository, upsert
 from observer.storage.mapping import RowMapping
 from observer.storage.tables import probe_runs_table
 
-_RUN = RowMapping(ProbeRun, probe_runs_table)
+
+def _attempts_row(attempts: tuple[Attempt, ...]) -> list[dict[str, Any]]:
+    return [attempt_to_json(a) for a in attempts]
+
+
+def _attempts_value(rows: list[Mapping[str, Any]]) -> tuple[Attempt, ...]:
+    return tuple(attempt_from_json(row) for row in rows)
+
+
+_RUN = RowMapping(
+    ProbeRun, probe_runs_table, convert={"attempts": (_attempts_row, _attempts_value)}
+)
 # Saving a known run overwrites every field. log_checked_at is not a run field: only
 # mark_log_checked writes it.
 _REPLACED = tuple(c.name for c in probe_runs_table.c if c.name not in ("run_id", "log_checked_at"))

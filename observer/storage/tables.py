@@ -114,6 +114,11 @@ class ProbeRunRow(_Table, table=True):
         sa_column=sa.Column(JsonDocument, nullable=False, server_default="[]")
     )
     reclaims_run_id: str | None = None
+    # The attempts the platform ended and requeued, each a JSON object (storage/runs.py).
+    attempts: list[dict[str, Any]] = Field(
+        sa_column=sa.Column(JsonDocument, nullable=False, server_default="[]")
+    )
+    eligible_at: datetime | None = Field(default=None, sa_type=UtcDateTime)
     # When the log-loss check read this run's canary lines back (None: not yet, or no canary).
     log_checked_at: datetime | None = Field(default=None, sa_type=UtcDateTime)
 

@@ -29,7 +29,7 @@ from observer.backends.kubernetes.status import (
     pod_group_status,
     volcano_hold,
 )
-from observer.domain import JobPhase, JobStatus, LocalQueue, QueueQuota
+from observer.domain import Attempt, JobPhase, JobStatus, LocalQueue, QueueQuota
 from observer.probes.outcome import is_quota_reason
 from tests.support.times import on_day
 
@@ -168,6 +168,74 @@ def test_a_running_pod_runs_since_its_container_started_on_its_node() -> None:
     assert status.nodes == ("gpu-node-1",)
     assert status.owner_ids == ("2c7b1e9d-8f3a-4d6c-9e2b-5a4f3c1d0e97",)
     assert status.gpus == 2
+
+
+def _lost_pod(document: dict[str, Any]) -> None:
+    """The Job's first pod, run on gpu-node-2 until the node was lost under it."""
+    document["spec"]["nodeName"] = "gpu-node-2"
+    document["status"] = {
+        "phase": "Failed",
+        "reason": "NodeLost",
+        "message": "Node gpu-node-2 which was running pod is unresponsive",
+        "containerStatuses": [
+            {
+                "name": "probe",
+                "ready": False,
+                "restartCount": 0,
+                "image": "observer:0",
+                "imageID": "",
+                "state": {
+                    "terminated": {
+                        "exitCode": 137,
+                        "reason": "Error",
+                        "startedAt": "2025-03-04T10:15:30Z",
+                        "finishedAt": "2025-03-04T10:20:00Z",
+                    }
+                },
+            }
+        ],
+    }
+
+
+def _replacement(document: dict[str, Any]) -> None:
+    """The pod the job controller made in its place, running on gpu-node-1."""
+    document["metadata"].update(
+        name="observer-hold-3f1c2a9b7d-r9t4m",
+        uid="9b8c7d6e-0000-4c3f-a1e8-52f0c9d7b312",
+        creationTimestamp="2025-03-04T10:20:05Z",
+    )
+    document["spec"]["nodeName"] = "gpu-node-1"
+    document["status"] = {
+        "phase": "Running",
+        "containerStatuses": [
+            {
+                "name": "probe",
+                "ready": True,
+                "restartCount": 0,
+                "image": "observer:0",
+                "imageID": "",
+                "state": {"running": {"startedAt": "2025-03-04T10:21:00Z"}},
+            }
+        ],
+    }
+
+
+def test_a_pod_replaced_under_a_running_job_is_an_ended_attempt_of_it() -> None:
+    job = recorded("job_pending", "V1Job")
+    lost = recorded("pod_pending_unschedulable", "V1Pod", _lost_pod)
+    replacement = recorded("pod_pending_unschedulable", "V1Pod", _replacement)
+
+    status = job_status(job, group_by_job([lost, replacement]), no_events, GPU)
+
+    assert status.phase is JobPhase.RUNNING
+    assert (status.nodes, status.started_at) == (("gpu-node-1",), at(10, 21, 0))
+    assert (status.restarts, status.eligible_at) == (1, at(10, 20, 5))
+    assert status.attempts == (
+        Attempt(
+            at(10, 15, 1), at(10, 15, 30), at(10, 20, 0), ("gpu-node-2",), "Failed", "NodeLost"
+        ),
+    )
+    assert len(status.owner_ids) == 2  # the lost pod's processes may linger on its node
 
 
 def test_a_terminating_pod_holds_its_gpus_until_its_deletion_deadline() -> None:

@@ -15,15 +15,20 @@ import pytest
 from observer.backends.slurm.parse import (
     expand_hostlist,
     parse_sacct,
+    sacct_attempts,
     sbatch_job_id,
     sinfo_nodes,
     squeue_jobs,
 )
-from observer.domain import JobPhase, SchedulerNode
+from observer.domain import Attempt, JobPhase, SchedulerNode
 from observer.errors import BackendError
 
 RECORDED = Path(__file__).parent / "slurm_output"
 SUBMITTED = datetime(2026, 12, 1, 20, 1, 21, tzinfo=UTC)
+
+
+def _at(seconds: int) -> datetime:
+    return datetime.fromtimestamp(seconds, UTC)
 
 
 def recorded_json(name: str) -> dict[str, Any]:
@@ -132,6 +137,46 @@ def test_an_unknown_squeue_state_is_a_backend_error():
 
     with pytest.raises(BackendError, match="SOMETHING_NEW"):
         squeue_jobs(data)
+
+
+def test_a_requeued_job_reads_its_restarts_and_when_its_new_attempt_may_start():
+    data = recorded_json("squeue.json")
+    # as squeue showed job 171 of the local Slurm after its node was set down under it
+    data["jobs"][0].update(
+        job_state="PENDING",
+        state_reason="BeginTime",
+        restart_cnt=1,
+        submit_time=1796623861,
+        eligible_time=1796623982,
+        nodes="",
+    )
+
+    job = squeue_jobs(data)[0]
+
+    assert (job.phase, job.reason, job.restarts) == (JobPhase.PENDING, "BeginTime", 1)
+    assert job.submitted_at == _at(1796623861)  # reset by the requeue
+    assert job.eligible_at == _at(1796623982)
+    assert job.started_at is None and job.nodes == ()
+
+
+def test_sacct_duplicates_read_the_attempts_that_ended_in_a_requeue():
+    # `sacct --duplicates --format=<ATTEMPT_FIELDS>` on the local Slurm, as printed
+    output = (
+        "171|NODE_FAIL|1796623858|1796623858|1796623861|n1|None\n"
+        "171|PENDING|1796623982|Unknown|Unknown|None assigned|None\n"
+        "172|COMPLETED|1796623900|1796623900|1796623910|n2|None\n"
+    )
+
+    attempts = sacct_attempts(output, {"171": 1})
+
+    assert attempts == {
+        "171": (
+            Attempt(
+                _at(1796623858), _at(1796623858), _at(1796623861), ("n1",), "NODE_FAIL", "NodeDown"
+            ),
+        ),
+        "172": (),  # never requeued: its one record is the job itself
+    }
 
 
 def test_sbatch_parsable_prints_the_job_id_and_maybe_the_cluster():

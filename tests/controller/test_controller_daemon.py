@@ -21,6 +21,11 @@ import httpx
 import pytest
 
 from observer.domain import Outcome, RunState
+from observer.reports.compute.criteria.result import Status
+from observer.reports.compute.notes import Note
+from observer.reports.compute.verdict import build_verdict
+from observer.reports.inputs import load_verdict
+from observer.settings import load_settings
 from observer.storage.store import Store
 from tests.support.waiting import wait_until
 
@@ -74,6 +79,35 @@ def test_runs_the_plan_serves_health_and_cancels_probes_on_signals(
     assert all(r.state is RunState.DONE for r in runs)
     assert {r.outcome for r in runs} == {Outcome.CANCELLED}
     assert all(r.reason == "ControllerShutdown" for r in runs)
+
+
+def test_probes_a_sigterm_cancelled_are_the_observers_own_not_failure_evidence(tmp_path: Path):
+    extra = (
+        "  probes: {long: {duration_seconds: 3600}}\n"
+        "  max_probe_gpus: 4\n"
+        "  shutdown_deadline_seconds: 5\n"
+    )
+    with _controller(tmp_path, extra) as (proc, base):
+        wait_until(
+            lambda: len(httpx.get(f"{base}/v1/snapshot").json()["active_runs"]) >= 2,
+            "two probes running",
+            20,
+        )
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=15) == 0
+
+    settings = load_settings(tmp_path / "controller.yaml")
+    with Store(f"sqlite:///{tmp_path / 'observer.db'}") as store:
+        cancelled = store.runs()
+        now = max(r.finished_at for r in cancelled if r.finished_at) + timedelta(seconds=1)
+        verdict = build_verdict(load_verdict(store, settings, now, provisional=True))
+    [evidence] = [c for c in verdict.criteria if c.criterion == "failure_evidence"]
+
+    assert len(cancelled) >= 2
+    assert evidence.status is not Status.FAIL
+    assert Note("ev.cancelled_by_observer", {"runs": len(cancelled)}) in evidence.evidence
+    assert verdict.figures.tasks.cancelled_by_observer == len(cancelled)
+    assert verdict.figures.tasks.failed == 0
 
 
 def test_a_hangup_is_logged_and_the_controller_carries_on_until_sigterm_cancels_its_probes(

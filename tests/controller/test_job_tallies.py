@@ -377,3 +377,25 @@ def test_a_replica_of_the_observers_inference_service_is_the_observers_not_the_t
     assert [(t.tenant, t.phase, t.origin) for t in slot.tallies] == [
         ("prod", JobPhase.CANCELLED, JobOrigin.OBSERVER)
     ]
+
+
+def test_a_node_failure_counted_in_the_day_so_far_stays_in_the_final_count(platform: Platform):
+    job = platform.job("research", 1200)  # 02:07, on a node until 02:27
+    platform.clock.advance(180)
+    platform.cluster.fail_node(platform.node_of(job), "test")  # 02:10: requeued, runs again
+    platform.clock.advance(120)
+    platform.controller.tally_jobs()  # 02:12: the day so far
+    so_far = platform.counted(T0, T0 + timedelta(days=1))
+    platform.clock.advance(3600)
+    platform.controller.tally_jobs()  # 03:12: the job passed on its second attempt
+    final = platform.counted(T0, T0 + timedelta(days=1))
+
+    assert so_far == {("research", JobPhase.FAILED): 1}
+    assert final == {("research", JobPhase.FAILED): 1, ("research", JobPhase.SUCCEEDED): 1}
+    [failed] = [
+        t
+        for s in platform.store.job_slots(T0, T0 + timedelta(days=1))
+        for t in s.tallies
+        if t.phase is JobPhase.FAILED
+    ]
+    assert (failed.reason, failed.cause) == ("NodeDown", "node")

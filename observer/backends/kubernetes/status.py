@@ -28,7 +28,7 @@ from observer.backends.kubernetes.objects import (
     utc,
 )
 from observer.backends.kubernetes.queues import CustomObject, quota_words
-from observer.domain import JobPhase, JobStatus, QueueQuota
+from observer.domain import Attempt, JobPhase, JobStatus, QueueQuota
 from observer.probes.outcome import KUEUE_QUOTA_HOLD, VOLCANO_QUEUE_HOLD
 
 _SUCCEEDED_CONDITIONS = frozenset({"Complete", "SuccessCriteriaMet"})
@@ -69,7 +69,12 @@ def job_status(
     parallelism = spec.parallelism if spec and spec.parallelism is not None else 1
     completions = spec.completions if spec and spec.completions is not None else parallelism
     expected = max(1, min(parallelism, completions))
-    started = [moment for moment in map(_started_at, pods) if moment is not None]
+    condition = final_condition(job)
+    # A pod that failed under a Job still running was replaced (its node lost, evicted): an
+    # ended attempt of the Job, which goes on in its other pods.
+    replaced = [p for p in pods if condition is None and _pod_phase(p) == "Failed"]
+    current = [p for p in pods if _pod_phase(p) != "Failed"] if replaced else pods
+    started = [moment for moment in map(_started_at, current) if moment is not None]
     status = JobStatus(
         job_id=f"{namespace}/{name}",
         run_id=labels.get(RUN_ID_LABEL),
@@ -80,9 +85,12 @@ def job_status(
         submitted_at=utc(meta.creation_timestamp if meta else None),
         # A job of several pods starts when its last pod does: that ends its wait.
         started_at=max(started) if len(started) >= expected else None,
-        nodes=_nodes(pods),
+        nodes=_nodes(current),
         owner_ids=_uids(pods),
         priority=_priority_class(pod_template(job)),
+        restarts=len(replaced),
+        attempts=tuple(sorted(map(_attempt, replaced), key=lambda a: a.started_at or NEVER)),
+        eligible_at=_created(current) if replaced else None,
     )
     if is_deleting(meta):
         return replace(
@@ -92,7 +100,6 @@ def job_status(
             reason="Deleted",
             message="the Job is being deleted",
         )
-    condition = final_condition(job)
     if condition is None:
         if status.started_at is not None:
             return replace(status, phase=JobPhase.RUNNING)
@@ -360,6 +367,30 @@ def _started_at(pod: client.V1Pod) -> datetime | None:
             moments.append(utc(state.terminated.started_at))
     # A container that failed to start reports the zero time (1970) as its start.
     return min((m for m in moments if m is not None and m.timestamp() > 0), default=None)
+
+
+def _pod_phase(pod: client.V1Pod) -> str | None:
+    return pod.status.phase if pod.status else None
+
+
+def _created(pods: list[client.V1Pod]) -> datetime | None:
+    return min(
+        (t for p in pods if p.metadata and (t := utc(p.metadata.creation_timestamp))), default=None
+    )
+
+
+def _attempt(pod: client.V1Pod) -> Attempt:
+    """A replaced pod as an attempt of its Job, in the kubelet's and the pod's words."""
+    terminated = _terminated(pod)
+    return Attempt(
+        eligible_at=utc(pod.metadata.creation_timestamp if pod.metadata else None),
+        started_at=_started_at(pod),
+        ended_at=utc(terminated.finished_at) if terminated else None,
+        nodes=_nodes([pod]),
+        state="Failed",
+        reason=(pod.status.reason if pod.status else None)
+        or (terminated.reason if terminated else None),
+    )
 
 
 def _terminated(pod: client.V1Pod) -> client.V1ContainerStateTerminated | None:

@@ -12,11 +12,15 @@ relies on:
 - `sacct --state=<final states> -S -E` lists the jobs that ended in the period, bounds
   included (slurmdbd compares their end time); sacct reads -S/-E in its own timezone, so
   they are given in UTC with TZ=UTC.
+- A batch job requeued (its node failed, it was preempted, `scontrol requeue`) keeps its id;
+  squeue counts the requeues (`restart_cnt`) and resets its submit time, and slurmdbd keeps
+  each attempt as its own record, which sacct lists only with `--duplicates`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable
+from collections.abc import Collection, Iterable, Mapping, Sequence
+from dataclasses import replace
 from datetime import UTC, datetime
 
 from observer.backends.base import (
@@ -29,18 +33,30 @@ from observer.backends.slurm.commands import CommandTimeout, SlurmCommands, slur
 from observer.backends.slurm.inference_service import SlurmServices
 from observer.backends.slurm.isolation import IsolationProbe
 from observer.backends.slurm.parse import (
+    ATTEMPT_FIELDS,
     SACCT_FIELDS,
-    parse_sacct,
     quota_changes,
+    sacct_attempts,
+    sacct_records,
     sbatch_job_id,
     sinfo_nodes,
     squeue_jobs,
 )
 from observer.backends.slurm.script import batch_script, output_path, sbatch_args
 from observer.clock import Clock
-from observer.domain import AccessAttempt, JobRequest, JobStatus, SchedulerNode, SchedulerSnapshot
+from observer.domain import (
+    AccessAttempt,
+    Attempt,
+    JobRequest,
+    JobStatus,
+    SchedulerNode,
+    SchedulerSnapshot,
+)
 from observer.errors import BackendError, ProbeError
+from observer.logging_setup import get_logger
 from observer.settings.controller import SlurmSettings
+
+_log = get_logger("observer.backends.slurm")
 
 # sacct's short names of every final state, for --state
 _FINAL_STATES = "BF,CA,CD,DL,F,NF,OOM,PR,RV,TO"
@@ -85,6 +101,10 @@ class SlurmBackend(ServicesOf):
         forgotten = wanted - found.keys()  # slurmctld drops a job MinJobAge after it ends
         if forgotten:
             found.update(self.accounting(forgotten))
+        requeued = {job_id: s.restarts for job_id, s in found.items() if s.restarts}
+        if requeued:
+            for job_id, attempts in self._attempts(requeued).items():
+                found[job_id] = replace(found[job_id], attempts=attempts)
         return found
 
     def cancel(self, job_id: str) -> None:
@@ -116,6 +136,7 @@ class SlurmBackend(ServicesOf):
         jobs = self._sacct(
             [
                 "--allusers",
+                "--duplicates",  # each attempt of a requeued job: a node failure counts
                 f"--state={_FINAL_STATES}",
                 f"--starttime={_sacct_time(since)}",
                 f"--endtime={_sacct_time(until)}",
@@ -123,7 +144,7 @@ class SlurmBackend(ServicesOf):
         )
         ended = [
             s
-            for s in jobs.values()
+            for s in jobs
             if s.phase.finished and s.finished_at is not None and since <= s.finished_at < until
         ]
         return FinishedJobs(since, until, tuple(ended), complete=True)
@@ -160,10 +181,25 @@ class SlurmBackend(ServicesOf):
         ids = sorted({job_id for job_id in job_ids if job_id.isdigit()}, key=int)
         if not ids:
             return {}
-        return self._sacct([f"--jobs={','.join(ids)}"])
+        return {s.job_id: s for s in self._sacct([f"--jobs={','.join(ids)}"])}
 
-    def _sacct(self, selection: list[str]) -> dict[str, JobStatus]:
-        """The job allocations sacct selects, by job id."""
+    def _attempts(self, restarts: Mapping[str, int]) -> dict[str, tuple[Attempt, ...]]:
+        """The ended attempts of these requeued jobs, as slurmdbd recorded them; none while
+        it cannot be read (the runner then records each attempt as it saw it)."""
+        ids = ",".join(sorted(restarts, key=int))
+        try:
+            output = self._sacct_text(["--duplicates", f"--jobs={ids}"], ATTEMPT_FIELDS)
+        except BackendError as exc:
+            _log.warning("attempts of requeued jobs not read", jobs=ids, error=str(exc))
+            return {}
+        return sacct_attempts(output, restarts)
+
+    def _sacct(self, selection: list[str]) -> list[JobStatus]:
+        """The job allocations sacct selects, one record each (an attempt each with
+        `--duplicates`)."""
+        return sacct_records(self._sacct_text(selection, SACCT_FIELDS))
+
+    def _sacct_text(self, selection: list[str], columns: Sequence[str]) -> str:
         done = self._commands.run(
             "sacct",
             [
@@ -171,13 +207,13 @@ class SlurmBackend(ServicesOf):
                 "--parsable2",
                 "--noheader",
                 *selection,
-                f"--format={','.join(SACCT_FIELDS)}",
+                f"--format={','.join(columns)}",
             ],
             env={"SLURM_TIME_FORMAT": "%s", "TZ": "UTC"},
         )
         if done.returncode != 0:
             raise BackendError(f"sacct failed: {slurm_words(done.stderr)}")
-        return parse_sacct(done.stdout)
+        return done.stdout
 
     def _sacctmgr(self, entity: str, *options: str) -> str:
         """What `sacctmgr list <entity> <options>` printed, parsable, from slurmdbd."""

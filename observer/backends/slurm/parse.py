@@ -26,7 +26,7 @@ from typing import Any
 
 from observer.backends.base import QuotaChange
 from observer.backends.slurm.script import RUN_ID_COMMENT_PREFIX, SERVICE_COMMENT_PREFIX
-from observer.domain import JobPhase, JobStatus, SchedulerNode
+from observer.domain import Attempt, JobPhase, JobStatus, SchedulerNode
 from observer.errors import BackendError
 
 _PHASES = {
@@ -112,6 +112,9 @@ SACCT_FIELDS = (
     "Comment",  # last: the only field that may contain the separator
 )
 
+
+# what sacct_attempts reads of `sacct --duplicates`: every attempt of a requeued job
+ATTEMPT_FIELDS = ("JobIDRaw", "State", "Eligible", "Start", "End", "NodeList", "Reason")
 
 # slurmdbd's columns of an association's or QOS's limits, in sacctmgr's words
 _LIMITS = {
@@ -303,11 +306,48 @@ def sinfo_nodes(data: Mapping[str, Any]) -> list[SchedulerNode]:
 def parse_sacct(output: str) -> dict[str, JobStatus]:
     """`sacct --parsable2 --noheader --format=<SACCT_FIELDS>` (SLURM_TIME_FORMAT=%s), by
     job id; a state or shape this reader does not know is a BackendError, not a guess."""
+    return {s.job_id: s for s in sacct_records(output)}
+
+
+def sacct_records(output: str) -> list[JobStatus]:
+    """The same answer record by record: with `--duplicates`, each attempt of a requeued job
+    is a record of its own."""
     lines = [line for line in output.splitlines() if line.strip()]
     try:
-        return {s.job_id: s for s in map(_from_sacct, lines)}
+        return list(map(_from_sacct, lines))
     except ValueError as exc:
         raise BackendError(f"unexpected sacct output ({exc})") from exc
+
+
+def sacct_attempts(output: str, restarts: Mapping[str, int]) -> dict[str, tuple[Attempt, ...]]:
+    """The attempts that ended in a requeue, by job id, from `sacct --duplicates
+    --parsable2 --noheader --format=<ATTEMPT_FIELDS>` (SLURM_TIME_FORMAT=%s): the first
+    `restarts[job]` records of each job (slurmdbd lists them oldest first), those that ended."""
+    records: dict[str, list[Attempt]] = {}
+    try:
+        for line in output.splitlines():
+            if not line.strip():
+                continue
+            row = dict(zip(ATTEMPT_FIELDS, line.split("|"), strict=True))
+            state = row["State"].split()[0]
+            nodes = () if row["NodeList"] == "None assigned" else expand_hostlist(row["NodeList"])
+            slurm_reason = row["Reason"] if row["Reason"] != "None" else ""
+            records.setdefault(row["JobIDRaw"], []).append(
+                Attempt(
+                    eligible_at=_time(row["Eligible"]),
+                    started_at=_time(row["Start"]) if nodes else None,
+                    ended_at=_time(row["End"]),
+                    nodes=nodes,
+                    state=state,
+                    reason=slurm_reason or _END_REASONS.get(state),
+                )
+            )
+    except ValueError as exc:
+        raise BackendError(f"unexpected sacct --duplicates output ({exc})") from exc
+    return {
+        job_id: tuple(a for a in attempts[: restarts.get(job_id, 0)] if a.ended_at)
+        for job_id, attempts in records.items()
+    }
 
 
 def sbatch_job_id(stdout: str) -> str:
@@ -332,6 +372,7 @@ def _from_squeue(job: Mapping[str, Any]) -> JobStatus:
     exit_status = _wait_status(int(job["exit_code"])) if phase in _EXITED else None
     nodes = expand_hostlist(str(job["nodes"] or ""))
     reason = _reason(state, phase, str(job["state_reason"]), exit_status)
+    restarts = int(job.get("restart_cnt") or 0)
     return JobStatus(
         job_id=str(job["job_id"]),
         run_id=_run_id(str(job["comment"] or "")),
@@ -351,6 +392,8 @@ def _from_squeue(job: Mapping[str, Any]) -> JobStatus:
         ending_since=_time(job["end_time"]) if state == "COMPLETING" else None,
         priority=str(job.get("qos") or "") or None,
         user=str(job.get("user_name") or "") or None,
+        restarts=restarts,
+        eligible_at=_time(job["eligible_time"]) if restarts else None,
     )
 
 

@@ -16,11 +16,20 @@ from enum import StrEnum
 
 from observer.detectors.gpu_health import ECC_UNCORRECTED, GPU_XID, ROW_REMAP_FAILED
 from observer.detectors.scheduler_terms import in_service
-from observer.domain import Finding, JobPhase, JobStatus, Outcome, ProbeRun, SchedulerNode
+from observer.domain import (
+    Attempt,
+    Finding,
+    JobPhase,
+    JobStatus,
+    Outcome,
+    ProbeRun,
+    SchedulerNode,
+)
 from observer.probes.outcome import (
     OOM_EXIT_CODE,
     OOM_MARKS,
     START_FAILURE_REASONS,
+    cancelled_by_observer,
     is_quota_reason,
 )
 from observer.records import StoredNodeChange
@@ -88,9 +97,15 @@ class _Task:
 def classify(
     run: ProbeRun, findings: Sequence[Finding], node_changes: Sequence[StoredNodeChange]
 ) -> Classified | None:
-    """The cause of a run that did not pass (None for a pass or an unfinished run)."""
-    if run.outcome is None or run.outcome is Outcome.PASSED:
+    """The cause of a run that did not pass, or that passed after the platform ended an
+    attempt of it (a node failure under it: the node's fault all the same). None for a clean
+    pass, an unfinished run and one the observer itself cancelled (not the platform's
+    doing)."""
+    if run.outcome is None or cancelled_by_observer(run):
         return None
+    if run.outcome is Outcome.PASSED:
+        ended = run.attempts[:1]
+        return _classify(_attempt(ended[0]), findings, node_changes) if ended else None
     task = _Task(
         run.outcome,
         run.reason or "",
@@ -102,6 +117,19 @@ def classify(
         run.pending_reasons,
     )
     return _classify(task, findings, node_changes)
+
+
+def _attempt(attempt: Attempt) -> _Task:
+    return _Task(
+        Outcome.FAILED,
+        attempt.reason or attempt.state,
+        None,
+        frozenset(attempt.nodes),
+        attempt.eligible_at,
+        attempt.started_at,
+        attempt.ended_at,
+        {},
+    )
 
 
 def classify_job(

@@ -1,7 +1,8 @@
 """The GPUs' and nodes' health in a period, as the agents saw it, and the platform's reaction:
 each GPU with a fault (its Xids, the conditions its agent kept, the hours it was throttled),
-the Xid codes seen, and per node with a fatal fault whether and when the scheduler took it out
-of service and the jobs it placed there meanwhile. Pure."""
+the Xid codes seen, per node with a fatal fault whether and when the scheduler took it out
+of service and the jobs it placed there meanwhile, and the probes' attempts the platform
+ended on a node and queued again. Pure."""
 
 from __future__ import annotations
 
@@ -98,6 +99,19 @@ class Reaction:
 
 
 @dataclass(frozen=True, slots=True)
+class EndedAttempt:
+    """An attempt of a probe run that the platform ended on its nodes and queued again (a
+    node failure, a preemption), in the platform's words; the run may have passed later."""
+
+    nodes: tuple[str, ...]
+    ended_at: datetime
+    state: str
+    reason: str | None
+    probe: str
+    run_id: str
+
+
+@dataclass(frozen=True, slots=True)
 class GpuHealthFigures:
     """`observed`: the agents' GPU samples exist for the period; `nodes_not_sampled`: GPU nodes
     the scheduler knew that no agent sampled, whose health is not known."""
@@ -109,10 +123,11 @@ class GpuHealthFigures:
     xids: tuple[XidCount, ...]
     throttled_gpu_hours: float
     reactions: tuple[Reaction, ...]
+    ended_attempts: tuple[EndedAttempt, ...] = ()
 
     @property
     def faulty(self) -> bool:
-        return bool(self.gpus or self.reactions)
+        return bool(self.gpus or self.reactions or self.ended_attempts)
 
 
 def gpu_health_figures(data: PeriodData) -> GpuHealthFigures:
@@ -135,7 +150,19 @@ def gpu_health_figures(data: PeriodData) -> GpuHealthFigures:
         xids=_xid_counts(xids),
         throttled_gpu_hours=sum(r.throttled_gpu_hours for r in rows),
         reactions=_reactions(data, xids + conditions),
+        ended_attempts=_ended_attempts(data),
     )
+
+
+def _ended_attempts(data: PeriodData) -> tuple[EndedAttempt, ...]:
+    period = data.period
+    ended = [
+        EndedAttempt(a.nodes, a.ended_at, a.state, a.reason, run.probe, run.run_id)
+        for run in data.runs
+        for a in run.attempts
+        if a.ended_at is not None and period.start <= a.ended_at < period.end
+    ]
+    return tuple(sorted(ended, key=lambda e: (e.ended_at, e.run_id)))
 
 
 def health_note(h: GpuHealthFigures) -> Note | None:

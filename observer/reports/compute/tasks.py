@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from observer.domain import Expectation, Finding, Outcome, ProbeRun
-from observer.probes.outcome import OBSERVER_REASONS
+from observer.probes.outcome import OBSERVER_REASONS, cancelled_by_observer
 from observer.records import ProbeSkip, SkipReason, StoredNodeChange
 from observer.reports.compute.causes import Cause, Classified, classify
 from observer.reports.compute.notes import Note
@@ -31,8 +31,9 @@ class Explained:
 
 @dataclass(frozen=True, slots=True)
 class FailureGroup:
-    """Failed runs sharing a cause (causes.Cause), an outcome and the platform's reason, with
-    every distinct explanation among them."""
+    """Failed runs sharing a cause (causes.Cause), an outcome and the platform's reason (a
+    run that passed after a requeue: its ended attempt's), with every distinct explanation
+    among them."""
 
     cause: str
     outcome: str
@@ -58,13 +59,16 @@ class TaskRecord:
 class TaskFigures:
     """Probe runs submitted in the period. `failed`: ended other than their expectation says
     (an expected failure that failed the expected way passed), refused, timed out or lost;
-    `cancelled`: by the controller's shutdown or by someone else; `unfinished`: not ended
-    when the data was read. Every tenant's jobs are counted apart: AllJobFigures."""
+    `cancelled`: by the controller's shutdown or by someone else, of which
+    `cancelled_by_observer` its own choice (OBSERVER_CANCELLATIONS); `unfinished`: not ended
+    when the data was read; `failure_groups` also hold the runs that passed after the platform
+    ended an attempt of them. Every tenant's jobs are counted apart: AllJobFigures."""
 
     total: int
     passed: int
     failed: int
     cancelled: int
+    cancelled_by_observer: int
     unfinished: int
     failure_groups: tuple[FailureGroup, ...]
     by_probe: Mapping[str, int]
@@ -91,9 +95,25 @@ def is_failed(run: ProbeRun) -> bool:
 def explain(run: ProbeRun) -> Note | None:
     """Why a run that did not pass ended as it did, in whose words: the platform's reason and
     message where it gave them, else the observer's reasoning from what it recorded (a run it
-    gave up on: how long it waited and on what). None for a pass or an unfinished run."""
-    if run.outcome is None or run.outcome is Outcome.PASSED:
+    gave up on: how long it waited and on what); for a pass after the platform ended an
+    attempt of it, that attempt in the platform's words. None for a clean pass or an
+    unfinished run."""
+    if run.outcome is None:
         return None
+    if run.outcome is Outcome.PASSED:
+        if not run.attempts:
+            return None
+        first = run.attempts[0]
+        said = " — ".join(w for w in (first.state, first.reason) if w)
+        return Note(
+            "why.passed_after_requeue",
+            {"nodes": ", ".join(first.nodes) or "—", "words": said, "attempts": len(run.attempts)},
+        )
+    if cancelled_by_observer(run):
+        return Note(
+            "why.cancelled_by_observer",
+            {"reason": run.reason, "message_words": run.message or "—"},
+        )
     if run.outcome is Outcome.TIMED_OUT:
         deadline = _between(run.submitted_at, run.finished_at)
         if run.started_at is not None:
@@ -154,13 +174,18 @@ def task_figures(
 ) -> TaskFigures:
     """`findings` and `node_changes`: the period's, from which each failure's cause is read."""
     failed = [r for r in runs if is_failed(r)]
+    # A pass after the platform ended an attempt (a node failure under it) is the platform's
+    # failure all the same: grouped with the failures, under the attempt's reason.
+    requeued = [r for r in runs if r.outcome is Outcome.PASSED and r.attempts]
     groups: dict[tuple[str, str, str | None], list[ProbeRun]] = {}
     evidence: dict[tuple[str, str, str | None], list[Note]] = {}
-    for run in failed:
+    for run in failed + requeued:
         assert run.outcome is not None
         classified = classify(run, findings, node_changes)
         cause = classified.cause if classified else Cause.UNEXPLAINED
-        key = (cause.value, run.outcome.value, run.reason)
+        passed = run.outcome is Outcome.PASSED
+        reason = run.attempts[0].reason or run.attempts[0].state if passed else run.reason
+        key = (cause.value, run.outcome.value, reason)
         groups.setdefault(key, []).append(run)
         lines = evidence.setdefault(key, [])
         # Notes hold their parameters in a dict: kept distinct by equality, not by hash.
@@ -187,6 +212,7 @@ def task_figures(
         passed=sum(1 for r in runs if r.outcome is Outcome.PASSED),
         failed=len(failed),
         cancelled=sum(1 for r in runs if r.outcome is Outcome.CANCELLED),
+        cancelled_by_observer=sum(1 for r in runs if cancelled_by_observer(r)),
         unfinished=sum(1 for r in runs if r.outcome is None),
         failure_groups=failure_groups,
         by_probe=_count(r.probe for r in runs),

@@ -27,6 +27,7 @@ def headline_rows(w: Words) -> list[tuple[str, Callable[[PeriodFigures], str]]]:
         ("fig.tasks_total", lambda f: w.integer(f.tasks.total)),
         ("fig.tasks_failed", lambda f: w.integer(f.tasks.failed)),
         ("fig.tasks_cancelled", lambda f: w.integer(f.tasks.cancelled)),
+        ("fig.tasks_cancelled_by_observer", lambda f: w.integer(f.tasks.cancelled_by_observer)),
         ("fig.tasks_unfinished", lambda f: w.integer(f.tasks.unfinished)),
         ("fig.all_jobs_total", lambda f: all_jobs_text(f.all_jobs, w, lambda a: a.total)),
         ("fig.all_jobs_failed", lambda f: all_jobs_text(f.all_jobs, w, lambda a: a.failed)),

@@ -16,8 +16,9 @@ from observer.reports.compute.health import (
     XidCount,
     health_note,
 )
-from observer.reports.render.blocks import Block, Heading, Table, Text
+from observer.reports.render.blocks import Block, Heading, Link, Table, Text
 from observer.reports.render.i18n import Words
+from observer.reports.render.tasks import run_anchor, short_run_id
 
 JOBS_NAMED = 5  # jobs named in a cell; the rest are counted
 
@@ -81,6 +82,23 @@ def health_blocks(day: PeriodFigures, w: Words) -> list[Block]:
                     w("col.jobs_placed"),
                 ],
                 [_reaction_row(r, w) for r in h.reactions],
+            ),
+        ]
+    if h.ended_attempts:
+        blocks += [
+            Heading(3, w("sub.health_ended_attempts")),
+            Table(
+                [w("col.node"), w("col.ended_at"), w("col.reason"), w("col.probe"), w("col.run")],
+                [
+                    [
+                        w.names(a.nodes) if a.nodes else "—",
+                        w.instant(a.ended_at),
+                        w.quoted(" — ".join(x for x in (a.state, a.reason) if x)),
+                        a.probe,
+                        (Link(short_run_id(a.run_id), run_anchor(a.run_id)),),
+                    ]
+                    for a in h.ended_attempts
+                ],
             ),
         ]
     return blocks

@@ -36,6 +36,7 @@ def headline(f: PeriodFigures) -> dict[str, Any]:
         "tasks_total": f.tasks.total,
         "tasks_failed": f.tasks.failed,
         "tasks_cancelled": f.tasks.cancelled,
+        "tasks_cancelled_by_observer": f.tasks.cancelled_by_observer,
         "tasks_unfinished": f.tasks.unfinished,
         "all_jobs_total": f.all_jobs.total if f.all_jobs else None,
         "all_jobs_failed": f.all_jobs.failed if f.all_jobs else None,

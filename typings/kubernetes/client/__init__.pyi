@@ -402,6 +402,7 @@ class V1PodCondition:
 class V1PodStatus:
     phase: str | None
     pod_ip: str | None
+    reason: str | None
     start_time: datetime | None
     conditions: list[V1PodCondition] | None
     container_statuses: list[V1ContainerStatus] | None

@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections import Counter
 
 from observer.domain import Expectation, JsonValue, Outcome, ProbeRun
+from observer.probes.outcome import cancelled_by_observer
 from observer.reports.compute.causes import Cause, classify
 from observer.reports.compute.criteria.result import (
     EXAMPLES,
@@ -29,7 +30,11 @@ def failure_evidence(soak: PeriodData, rules: VerdictRules) -> CriterionResult:
     and classed by its cause from the evidence; too many of unknown cause, among the probe
     runs or among every tenant's failed jobs, fail it."""
     name = "failure_evidence"
-    runs = soak.runs
+    # What the observer cancelled of its own choice is not the platform's failure: listed
+    # apart, counted in no share.
+    mine = [r for r in soak.runs if cancelled_by_observer(r)]
+    runs = [r for r in soak.runs if not cancelled_by_observer(r)]
+    apart = [Note("ev.cancelled_by_observer", {"runs": len(mine)})] if mine else []
     ended_badly = [
         r
         for r in runs
@@ -41,7 +46,7 @@ def failure_evidence(soak: PeriodData, rules: VerdictRules) -> CriterionResult:
         and r.expectation not in (Expectation.BLOCKED, Expectation.DENIED)
     ]
     if not ended_badly:
-        return result(name, Status.NOT_OBSERVED, [Note("ev.no_failures")])
+        return result(name, Status.NOT_OBSERVED, [Note("ev.no_failures"), *apart])
     lost = [r for r in ended_badly if r.outcome is Outcome.LOST]
     bare = [r for r in ended_badly if _bare(r)]
     misreported = [
@@ -61,6 +66,7 @@ def failure_evidence(soak: PeriodData, rules: VerdictRules) -> CriterionResult:
             },
         ),
         Note("ev.failure_logs"),
+        *apart,
         *run_examples(lost + bare + misreported),
     ]
     failed = bool(lost or bare or misreported)

@@ -1,4 +1,5 @@
-"""Pure value types shared by every layer. No I/O, no vendor types."""
+"""Pure value types shared by every layer. No I/O, no vendor types. The probe runs' own are
+in `runs.py`, and imported from here like the rest."""
 
 from __future__ import annotations
 
@@ -7,6 +8,13 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
 from typing import Any
+
+from observer.domain.runs import AccessAttempt as AccessAttempt
+from observer.domain.runs import Attempt as Attempt
+from observer.domain.runs import Expectation as Expectation
+from observer.domain.runs import Outcome as Outcome
+from observer.domain.runs import ProbeRun as ProbeRun
+from observer.domain.runs import RunState as RunState
 
 JsonValue = Any
 
@@ -416,6 +424,12 @@ class JobStatus:
     user: str | None = None  # who submitted it, where the platform says (Slurm's user name)
     # The observer's inference service it is a replica of: the observer's own, as a probe's.
     service: str | None = None
+    # How many times the platform ended it and queued it again (Slurm's restart_cnt, a
+    # Kubernetes Job's failed pods), the attempts it can still name (sacct --duplicates;
+    # fewer while accounting is unreachable), and, requeued, when its latest could start.
+    restarts: int = 0
+    attempts: tuple[Attempt, ...] = ()
+    eligible_at: datetime | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -493,87 +507,6 @@ class SchedulerSnapshot:
     # but still holds resources (`ending_since` set)
     jobs: tuple[JobStatus, ...]
     quotas: tuple[QueueQuota, ...] = ()  # the queue systems' queues (Kueue, Volcano)
-
-
-class Expectation(StrEnum):
-    """How a probe is expected to end; meeting the expectation is a pass."""
-
-    SUCCEED = "succeed"
-    FAIL = "fail"  # a non-zero exit, as the platform must report it
-    FAIL_TO_START = (
-        "fail_to_start"  # bad image or command: must fail or stay pending, with a reason
-    )
-    OOM = "oom"
-    BLOCKED = "blocked"  # beyond quota: refused or held with a recorded reason
-    DENIED = "denied"  # isolation: every access to another tenant's work must be refused
-
-
-@dataclass(frozen=True, slots=True)
-class AccessAttempt:
-    """One try, with one tenant's credentials, at another tenant's work (isolation probe)."""
-
-    action: str  # e.g. "list jobs", "read pod logs", "read secrets", "squeue other account"
-    target: str  # the other tenant (namespace, account) and object tried
-    allowed: bool  # True: the platform let it through, which is a must-fix result
-    detail: str  # the platform's answer, as the user would see it
-
-
-class RunState(StrEnum):
-    SUBMITTED = "submitted"  # asked, the platform's answer not yet seen
-    PENDING = "pending"
-    RUNNING = "running"
-    DONE = "done"
-
-
-class Outcome(StrEnum):
-    PASSED = "passed"  # ended the way its expectation says
-    FAILED = "failed"  # ended another way
-    REJECTED = "rejected"  # the platform refused the submission
-    TIMED_OUT = "timed_out"  # the controller gave up waiting and cancelled it
-    CANCELLED = "cancelled"  # cancelled by the controller's shutdown or by someone else
-    LOST = "lost"  # the platform forgot the job before it was seen to end
-    # the probe's program found no usable GPU on its node (errors.NO_GPU_EXIT_CODE): not the
-    # probe's failure; a platform finding (gpu_unusable) when the scheduler gave it GPUs
-    NO_GPU = "no_gpu"
-
-
-@dataclass(frozen=True, slots=True)
-class ProbeRun:
-    """One probe submission and everything recorded about it."""
-
-    run_id: str
-    probe: str
-    tenant: str
-    queue: str | None
-    window: str | None
-    expectation: Expectation
-    gpus: int
-    nodes: int
-    state: RunState
-    job_id: str | None = None
-    submitted_at: datetime | None = None
-    started_at: datetime | None = None
-    finished_at: datetime | None = None
-    outcome: Outcome | None = None
-    exit_code: int | None = None
-    reason: str | None = None  # the platform's reason (pending, failure, refusal)
-    message: str | None = None  # the platform's explanation text, as a person sees it
-    pending_reasons: Mapping[str, float] = field(default_factory=dict)  # reason -> seconds seen
-    node_names: tuple[str, ...] = ()  # where the platform ran it, once it started
-    # A quota-reclaim probe's over-quota run: its wait to start counts from that run's end.
-    reclaims_run_id: str | None = None
-
-    @property
-    def queue_wait_seconds(self) -> float | None:
-        if self.submitted_at is None or self.started_at is None:
-            return None
-        return (self.started_at - self.submitted_at).total_seconds()
-
-    @property
-    def run_seconds(self) -> float | None:
-        if self.started_at is None or self.finished_at is None:
-            return None
-        return (self.finished_at - self.started_at).total_seconds()
 
 
 class TargetState(StrEnum):
