@@ -124,6 +124,9 @@ class Faults:
     """Switches for what the detectors must find; all off by default."""
 
     reachable: bool = True  # False: every call raises BackendError (API server down)
+    # False: the finished jobs and quota changes raise BackendError while everything else
+    # answers (slurmdbd down under a running slurmctld)
+    accounting_reachable: bool = True
     favoured_tenant: str | None = None  # set: the scheduler serves this tenant first, always
     # node -> GPUs the scheduler counts as allocated with no job behind them
     leaked_gpus: dict[str, int] = field(default_factory=dict)
@@ -224,7 +227,7 @@ class SimulatedCluster:
         return [j.status() for j in self._jobs.values() if j.run_id and not j.phase.finished]
 
     def finished_jobs(self, since: datetime, until: datetime) -> FinishedJobs:
-        self._play()
+        self._play_accounting()
         held = (j.status() for j in self._jobs.values() if j.phase.finished)
         jobs = [
             s
@@ -242,7 +245,7 @@ class SimulatedCluster:
         )
 
     def quota_changes(self, since: datetime, until: datetime) -> list[QuotaChange]:
-        self._play()
+        self._play_accounting()
         return [c for c in self._quota_changes if since <= c.at < until]
 
     def snapshot(self) -> SchedulerSnapshot:
@@ -402,6 +405,11 @@ class SimulatedCluster:
         if not self.faults.reachable:
             raise BackendError("the cluster's API is unreachable")
         self._advance()
+
+    def _play_accounting(self) -> None:
+        self._play()
+        if not self.faults.accounting_reachable:
+            raise BackendError("the cluster's accounting is unreachable")
 
     def _advance(self) -> None:
         """Play the cluster forward to now: end jobs in time order, rescheduling after each."""

@@ -34,9 +34,9 @@ from observer.controller.watches import (
     allocations,
     canaries,
     in_service,
+    outages,
     reclaims,
     releases,
-    store_outage,
     unfairness,
     unusable_gpus,
     waits,
@@ -328,7 +328,7 @@ def build_controller(
     metrics: ControllerMetrics,
 ) -> Controller:
     cfg = settings.controller
-    backend = CountedBackend(backend, metrics.scheduler_errors_total)
+    backend = CountedBackend(backend, metrics.scheduler_errors_total, clock)
     tenants = {t.name: Tenant(t.name, t.queue, t.priority, t.quota_gpus) for t in cfg.tenants}
     catalog = cfg.probe_catalog()
     runner = ProbeRunner(
@@ -377,7 +377,8 @@ def build_controller(
                 rules.log,
             ),
             unusable_gpus.UnusableGpus(),
-            store_outage.StoreOutage(store),
+            outages.Unreachable(outages.store(store)),
+            outages.Unreachable(outages.accounting(backend, cfg.backend)),
             waits.UnexplainedWaits(rules.fairness, quotas),
             reclaims.QuotaReclaims(store, quotas, cfg.quota_reclaim_seconds),
             allocations.Allocations(rules),

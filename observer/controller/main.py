@@ -5,13 +5,14 @@ stop that leaves no probe behind."""
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import Any, Protocol
 
 from prometheus_client import CollectorRegistry
 
 from observer import codec
 from observer.alerting.alertmanager import AlertmanagerHttp
+from observer.backends.counted import ACCOUNTING, SCHEDULER
 from observer.clock import Clock, SystemClock
 from observer.controller.compose import (
     Sources,
@@ -20,6 +21,7 @@ from observer.controller.compose import (
     log_reader_preconditions,
 )
 from observer.controller.schedule import start_plan
+from observer.domain import STALE_AFTER_INTERVALS
 from observer.errors import ConfigError
 from observer.fleet.http import HttpFleet
 from observer.http import serving
@@ -103,23 +105,22 @@ def run_controller(
     for name, why in composition.left_out.items():
         _log.info("task not run", task=name, why=why)
 
+    counted, began = controller.backend, clock.monotonic()
+    limits = {
+        "follow": STALE_AFTER_INTERVALS * cfg.follow_interval_seconds,
+        "scheduler": STALE_AFTER_INTERVALS * cfg.snapshot_interval_seconds,
+        "jobs": STALE_AFTER_INTERVALS * cfg.job_listing_interval_seconds,
+    }
+
     def health() -> tuple[bool, dict[str, Any]]:
-        ages = {name: periodic[name].last_success_age_seconds() for name in ("follow", "scheduler")}
-        limits = {
-            "follow": 3 * cfg.follow_interval_seconds,
-            "scheduler": 3 * cfg.snapshot_interval_seconds,
+        ages = {name: periodic[name].last_success_age_seconds() for name in limits}
+        outages = {
+            "store": store.outage,
+            SCHEDULER: counted.outage(SCHEDULER),
+            ACCOUNTING: counted.outage(ACCOUNTING),
         }
-        blind = [name for name, age in ages.items() if age is None or age > limits[name]]
-        outage = store.outage
-        if outage is not None:  # what is seen is kept in memory, not yet stored
-            blind.append("store")
-        return not blind, {
-            "status": "ok" if not blind else "stale",
-            "last_good_tick_age_seconds": ages,
-            "blind": blind,
-            "store_error": outage.error if outage else None,
-            "active_runs": len(controller.runner.active()),
-        }
+        ok, body = health_body(ages, limits, clock.monotonic() - began, outages)
+        return ok, {**body, "active_runs": len(controller.runner.active())}
 
     def snapshot() -> dict[str, Any]:
         return {"active_runs": [codec.run_to_json(r) for r in controller.runner.active()]}
@@ -141,3 +142,57 @@ def run_controller(
         _log.info("controller stopped", cancelled_runs=len(cancelled))
     controller.backend.close()
     store.close()
+
+
+class Outage(Protocol):
+    @property
+    def error(self) -> str: ...
+
+
+# The parts /healthz judges, in the order its status words name them; the follow loop is the
+# observer's own work, the others what it reads.
+PARTS = ("follow", SCHEDULER, ACCOUNTING, "store")
+# Without these the controller can neither follow its probes nor keep what it sees: 503. The
+# accounting's outage blinds only the all-jobs figures and the quota audit, which the reports
+# say, and the probes go on: 200, with its words in the status.
+SERVING = frozenset({"follow", SCHEDULER, "store"})
+_WORDS = {"follow": "follow loop"}
+
+
+def health_body(
+    ages: Mapping[str, float | None],
+    limits: Mapping[str, float],
+    uptime_seconds: float,
+    outages: Mapping[str, Outage | None],
+) -> tuple[bool, dict[str, Any]]:
+    """Each part's state and the status words that name those not ok. `ages`: seconds since
+    each loop's last good tick (None: none yet), stale past its limit; the accounting is
+    listed seldom, and its first listing may read days back, so its age counts from the start
+    until then. A part whose last read failed is failing, with the platform's words."""
+
+    def stale(loop: str, before_first: float | None = None) -> bool:
+        age = ages[loop] if ages[loop] is not None else before_first
+        return age is None or age > limits[loop]
+
+    stale_by_part = {
+        "follow": stale("follow"),
+        SCHEDULER: stale("scheduler"),
+        ACCOUNTING: stale("jobs", uptime_seconds),
+        "store": False,
+    }
+    parts, errors = {}, {}
+    for part in PARTS:
+        if (outage := outages.get(part)) is not None:
+            parts[part], errors[part] = "failing", outage.error
+        else:
+            parts[part] = "stale" if stale_by_part[part] else "ok"
+    trouble = [part for part in PARTS if parts[part] != "ok"]
+    status = ", ".join(f"{_WORDS.get(p, p)} {parts[p]}" for p in trouble) or "ok"
+    return not SERVING.intersection(trouble), {
+        "status": status,
+        "parts": parts,
+        "errors": errors,
+        "last_good_tick_age_seconds": dict(ages),
+        "blind": trouble,
+        "store_error": errors.get("store"),
+    }

@@ -12,7 +12,8 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from queue import SimpleQueue
 
-from observer.backends.base import FinishedJobs, QuotaChange, SchedulerBackend
+from observer.backends.base import FinishedJobs, QuotaChange
+from observer.backends.counted import CountedBackend
 from observer.clock import Clock
 from observer.controller.detect import Detection
 from observer.controller.runs import ProbeRunner
@@ -65,7 +66,7 @@ class PlanEntry:
 class Controller:
     def __init__(
         self,
-        backend: SchedulerBackend,
+        backend: CountedBackend,
         store: Store,
         runner: ProbeRunner,
         calendar: Calendar,

@@ -96,7 +96,13 @@ class SlurmdOwners:
                 check=False,
             )
         except subprocess.TimeoutExpired as exc:
-            raise OwnerSourceError(f"{asked}: no answer within {self._timeout:g} s") from exc
+            # Slurm retries munge and slurmctld for ~9 s, saying so on standard error as it
+            # goes: its words tell that retry from a hang, within the agent's short deadline.
+            said = (
+                exc.stderr.decode(errors="replace") if isinstance(exc.stderr, bytes) else exc.stderr
+            )
+            words = f": Slurm said: {_words(said)}" if said and said.strip() else ""
+            raise OwnerSourceError(f"{asked}: no answer within {self._timeout:g} s{words}") from exc
         except OSError as exc:
             raise OwnerSourceError(f"{asked}: cannot run {program}: {exc.strerror}") from exc
 

@@ -66,7 +66,12 @@ class AgentSettings(Group):
         "process of an owner newer than its last reading appears (at most once per tick).",
     )
     owners_timeout_seconds: float = Field(
-        2.0, gt=0, description="Deadline of each call to the kubelet or slurmd."
+        5.0,
+        gt=0,
+        description="Deadline of each call to the kubelet or slurmd. Above Slurm's own 2 s "
+        "retry of munge, so that an authentication outage reads in Slurm's words (a command "
+        "cut off says what Slurm had said by then); below its ~9 s retry of an unreachable "
+        "slurmctld, which would hold the agent's tick that long.",
     )
     kernel_log_path: Path | None = Field(
         Path("/dev/kmsg"),

@@ -117,10 +117,10 @@ class ReportSettings(Group):
         0.1,
         ge=0,
         le=1,
-        description="Share of the soak a layer (scheduler, node agents, Prometheus, log "
-        "backend) may have been blind before the criteria that need it are not observed; "
-        "likewise the share of a period a node's owner state may have been unknown before "
-        "the reports count it as not known.",
+        description="Share of the soak a layer (scheduler, its accounting, node agents, "
+        "Prometheus, log backend) may have been blind before the criteria that need it are "
+        "not observed; likewise the share of a period a node's owner state may have been "
+        "unknown before the reports count it as not known.",
     )
     verdict_intervention_match_seconds: float = Field(
         3600.0,

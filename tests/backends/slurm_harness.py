@@ -35,9 +35,21 @@ def slurm_conf_path() -> Path:
 
 @functools.cache
 def _start_slurm() -> str | None:
-    """Why Slurm is not available, or None once slurm-up.sh has brought it up."""
+    """Why Slurm is not available, or None once slurm-up.sh has brought it up. Under the
+    cluster's lock: slurm-up.sh starts whatever is down, and a test holding the cluster may
+    have stopped slurmdbd or munge on purpose."""
     why_root = "the local Slurm needs root (slurm-up.sh starts munge, slurmdbd and slurmd)"
-    return components.bring_up(SLURM_UP, 600, why_root)
+    if os.geteuid() != 0:
+        return why_root
+    lock_path = _lock_path(slurm_conf_path())
+    lock_path.parent.mkdir(parents=True, exist_ok=True)
+    with lock_path.open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        return components.bring_up(SLURM_UP, 600, why_root)
+
+
+def _lock_path(slurm_conf: Path) -> Path:
+    return slurm_conf.parent.parent / "tests.lock"
 
 
 def require_slurm() -> Path:
@@ -145,7 +157,7 @@ def slurm_harness() -> Iterator[SlurmHarness]:
     time, so one session's clear() never cancels another's jobs."""
     slurm_conf = require_slurm()
     with (
-        (slurm_conf.parent.parent / "tests.lock").open("w") as lock,
+        _lock_path(slurm_conf).open("w") as lock,
         tempfile.TemporaryDirectory(prefix="observer-slurm-") as output_dir,
     ):
         fcntl.flock(lock, fcntl.LOCK_EX)

@@ -186,6 +186,38 @@ def test_a_failed_listing_stores_nothing_and_the_next_one_covers_its_time(platfo
     assert platform.store.jobs_listed_until() == T0 + timedelta(minutes=27)
 
 
+def test_an_accounting_outage_is_a_condition_from_its_first_failed_listing_to_the_next_good(
+    platform: Platform,
+):
+    """The scheduler answers throughout; only its record of finished jobs does not."""
+    platform.controller.tally_jobs()
+    platform.clock.advance(600)
+    platform.cluster.faults.accounting_reachable = False
+    failed_at = platform.clock.now()
+    with pytest.raises(BackendError):
+        platform.controller.tally_jobs()
+    platform.controller.sample_scheduler()
+
+    [opened] = platform.controller.detect()
+    assert (opened.detector, opened.opened_at, opened.closed_at) == (
+        "accounting_unreachable",
+        failed_at,
+        None,
+    )
+    assert opened.subject == {"accounting": "simulated"}
+    assert "the cluster's accounting is unreachable" in opened.evidence["error"]
+    platform.clock.advance(60)
+    assert platform.controller.detect() == []  # still down: nothing new
+
+    platform.clock.advance(540)
+    platform.cluster.faults.accounting_reachable = True
+    platform.controller.tally_jobs()
+    platform.clock.advance(5)
+    [closed] = platform.controller.detect()
+    assert closed.closed_at == platform.clock.now()
+    assert platform.store.findings(detector="accounting_unreachable") == [closed]
+
+
 def test_a_restarted_controller_lists_from_where_the_last_listing_ended(platform: Platform):
     platform.controller.tally_jobs()
     platform.job("research", 60)

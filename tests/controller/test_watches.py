@@ -15,8 +15,8 @@ from prometheus_client import CollectorRegistry
 from observer.clock import ManualClock
 from observer.controller.detect import Detection
 from observer.controller.views import Published
+from observer.controller.watches import outages
 from observer.controller.watches.base import Checked, Look
-from observer.controller.watches.store_outage import StoreOutage
 from observer.domain import Finding, FindingKind, SchedulerSnapshot, Severity
 from observer.metrics import ControllerMetrics
 from observer.storage.store import Store
@@ -69,7 +69,7 @@ def test_a_watch_added_to_the_list_is_resumed_and_checked(tmp_path: Path):
         scheduler_max_age_seconds=90,
         nodes=Published(MappingProxyType({})),
         scheduler=scheduler,
-        watches=[StoreOutage(store), NewRule()],
+        watches=[outages.Unreachable(outages.store(store)), NewRule()],
     )
     detection.resume()
 

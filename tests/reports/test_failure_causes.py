@@ -79,6 +79,28 @@ CRASHED = on_node(run(submitted=at(10), outcome=Outcome.FAILED, reason="Error", 
             Cause.PLATFORM_CONFIGURATION,
         ),
         (run(outcome=Outcome.REJECTED, reason="Forbidden"), [], [], Cause.PLATFORM_CONFIGURATION),
+        # The platform's authentication or controller out, in its own words: not its settings.
+        (
+            run(
+                outcome=Outcome.REJECTED,
+                reason="Rejected",
+                message="sbatch: error: Munge encode failed: Failed to access "
+                '"/run/munge/munge.socket.2": No such file or directory (retrying ...)',
+            ),
+            [],
+            [],
+            Cause.PLATFORM_OUTAGE,
+        ),
+        (
+            run(
+                outcome=Outcome.REJECTED,
+                reason="Rejected",
+                message="create job: 401 Unauthorized: Unauthorized",
+            ),
+            [],
+            [],
+            Cause.PLATFORM_OUTAGE,
+        ),
         (
             run(
                 outcome=Outcome.TIMED_OUT,

@@ -284,12 +284,23 @@ def test_alertmanager_unreadable_is_blind_time_of_the_alerts():
     ]
 
 
+def test_an_accounting_outage_is_blind_time_of_the_accounting_alone():
+    findings = [finding("accounting_unreachable", at(3), at(3, 20), accounting="slurm")]
+    b = _figures(PeriodData(DAY, findings=findings)).blind
+    assert b.by_source["accounting"] == 20 * 60
+    assert [(p.source, p.start, p.end) for p in b.periods if p.source == "accounting"] == [
+        ("accounting", at(3), at(3, 20))
+    ]
+    assert b.by_source["store"] == 0
+
+
 def test_a_source_not_set_up_is_named_never_counted_healthy():
     b = _figures(
         PeriodData(DAY), agents=False, prometheus=False, logs=False, alertmanager=False
     ).blind
     assert b.not_set_up == ("agents", "nvml", "prometheus", "logs", "alerts")
-    assert set(b.by_source) == {"controller", "store", "scheduler"}  # always set up
+    # always set up: every backend lists finished jobs and quota changes
+    assert set(b.by_source) == {"controller", "store", "scheduler", "accounting"}
     assert b.by_source["scheduler"] == 86400  # no snapshot at all: blind all day
 
 

@@ -86,6 +86,7 @@ OWN_SOURCES = {
     "log_pipeline_unreachable",
     "store_unreachable",
     "alertmanager_unreachable",
+    "accounting_unreachable",
 }
 ENDED_POD = Owner(OwnerKind.POD, "0a1b2c3d-2222-4b4b-8d8d-0123456789ab")
 OTHER_POD = Owner(OwnerKind.POD, "7e6d5c4b-3333-4c4c-9e9e-0123456789ab")
@@ -318,6 +319,16 @@ def test_each_sentence_reads_in_both_languages(said: list[Said]):
         chinese, english = zh.finding(sentence, ""), en.finding(sentence, "")
         assert "{" not in chinese and "{" not in english, detector
         assert any("\u4e00" <= c <= "\u9fff" for c in chinese), chinese
+
+
+def test_an_accounting_outage_is_said_with_the_platforms_words_in_both_languages():
+    refused = "finished_jobs: sacct failed: Problem talking to the database: Connection refused"
+    sentence = describe("accounting_unreachable", {"accounting": "slurm"}, {"error": refused})
+    zh, en = Words("zh-CN", ZoneInfo("Asia/Shanghai")), Words("en", ZoneInfo("Asia/Shanghai"))
+    english, chinese = en.finding(sentence, ""), zh.finding(sentence, "")
+    assert english.startswith("The slurm scheduler's accounting cannot be read")
+    assert refused in english and refused in chinese
+    assert "记账" in chinese
 
 
 def test_a_finding_stored_without_the_evidence_its_sentence_needs_shows_its_summary():

@@ -385,6 +385,24 @@ def test_a_layer_blind_beyond_its_share_leaves_its_criteria_not_observed():
     assert v.observation_rule.params == {"layer_limit_share": 0.1, "blind_limit_share": 0.5}
 
 
+def test_an_accounting_outage_leaves_the_all_jobs_and_quota_audit_criteria_not_observed():
+    """slurmdbd down while slurmctld answers: the probes and the scheduler were seen, the
+    record of every tenant's jobs and of the quota changes was not."""
+    down = finding("accounting_unreachable", at(0), at(0) + timedelta(hours=18), accounting="s")
+    rules = replace(RULES, blind_max_share=0.5)
+    v = build_verdict(
+        VerdictInputs(context(snapshot_interval_seconds=600), _soak(findings=[down]), {}, rules)
+    )
+    status = _status(v)
+    needing = {"failure_evidence", "interventions_audited"}
+    assert {c for c, (s, _) in status.items() if s is not Status.PASS} == needing
+    for criterion in v.criteria:
+        if criterion.criterion in needing:
+            assert criterion.status is Status.NOT_OBSERVED
+            assert criterion.evidence[-1].key == "ev.layer_blind"
+            assert criterion.evidence[-1].params["layer"] == "accounting"
+
+
 def _lines_under(markdown: str, heading: str) -> list[str]:
     """The list items right under a line of the rendered verdict."""
     after = markdown.split(f"\n{heading}\n\n", 1)[1]

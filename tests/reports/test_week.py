@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import math
 from collections import Counter
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -186,12 +186,19 @@ def test_the_weeks_incidents_are_in_the_days_they_happened(played: PlayedWeek):
     assert actions == [("drain", None), ("job_cancelled", None), ("resume", None)]
     assert thu["tasks_cancelled"] == 1
 
-    # Friday: the scheduler's API was down 10:00-10:40, the last snapshot before was 09:55.
-    [gap] = fri["blind_time"]["periods"]
-    assert gap["source"] == "scheduler"
+    # Friday: the scheduler's API was down 10:00-10:40, the last snapshot before was 09:55;
+    # its accounting, read through the same API, too.
+    by_source = {p["source"]: p for p in fri["blind_time"]["periods"]}
+    assert set(by_source) == {"scheduler", "accounting"}
+    gap = by_source["scheduler"]
     assert datetime.fromisoformat(gap["start"]) == local(DAYS[4], 9, 55)
     assert datetime.fromisoformat(gap["end"]) == local(DAYS[4], 10, 40)
-    assert fri["blind_seconds"] == 45 * 60
+    # From the listing that failed at 10:00 to the detect loop's check (every 5 s) after the
+    # one that succeeded at 10:40.
+    down = by_source["accounting"]
+    assert datetime.fromisoformat(down["start"]) == local(DAYS[4], 10, 0)
+    assert datetime.fromisoformat(down["end"]) == local(DAYS[4], 10, 40) + timedelta(seconds=5)
+    assert fri["blind_seconds"] == 45 * 60 + 5
     groups = fri["tasks"]["failure_groups"]
     assert [(g["outcome"], g["reason"]) for g in groups] == [("rejected", "SubmissionFailed")]
     assert groups[0]["count"] == fri["tasks_failed"] > 0

@@ -77,8 +77,12 @@ class SlurmCommands:
                 check=False,
             )
         except subprocess.TimeoutExpired as exc:
+            # Slurm retries what it cannot reach (munge, slurmctld) and says so as it goes:
+            # its words tell a retry from a hang.
+            said = _partial(exc.stderr)
             raise CommandTimeout(
-                f"{command} did not answer within {timeout:g} s (is slurmctld reachable?)"
+                f"{command} did not answer within {timeout:g} s: "
+                + (f"Slurm said: {said}" if said else "no word from it (is slurmctld reachable?)")
             ) from exc
         except OSError as exc:
             if as_user is not None:  # the run-as wrapper itself: the probe is misconfigured
@@ -116,8 +120,10 @@ class SlurmCommands:
         if not isinstance(data, dict):
             raise BackendError(f"{command} --json printed {type(data).__name__}, not an object")
         if data.get("errors"):  # 22.05 exits 0 and answers empty when slurmctld is unreachable
+            # The list says "Unspecified error" where the cause (munge) is on standard error.
+            said = f" ({slurm_words(done.stderr)})" if done.stderr.strip() else ""
             raise BackendError(
-                f"{command} could not read slurmctld: {_error_words(data['errors'])}"
+                f"{command} could not read slurmctld: {_error_words(data['errors'])}{said}"
             )
         return data
 
@@ -126,6 +132,13 @@ def slurm_words(stderr: str) -> str:
     """A program's error output as one line, without the "<program>: error: " prefixes."""
     lines = [re.sub(r"^\w+: error: ", "", line).strip() for line in stderr.splitlines()]
     return "; ".join(line for line in lines if line) or "no message"
+
+
+def _partial(output: str | bytes | None) -> str:
+    """What a program killed at its timeout had written, as one line; "" for nothing."""
+    if isinstance(output, bytes):
+        output = output.decode(errors="replace")
+    return slurm_words(output) if output and output.strip() else ""
 
 
 def unreachable(words: str) -> bool:

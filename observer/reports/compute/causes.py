@@ -4,7 +4,8 @@ responding), and the platform's own words (OOM, image pull, admission, preemptio
 deadline). A task is a probe run or any tenant's job of the platform's listing; one the
 platform names no node for is classed by its words alone. The acceptance guides ask that
 every failure be judged a problem of the code, the driver, the node, the scheduling policy
-or the platform's configuration. Pure."""
+or the platform's configuration; an outage of the platform's own infrastructure (its
+authentication, its controller) is apart from its configuration. Pure."""
 
 from __future__ import annotations
 
@@ -42,6 +43,9 @@ class Cause(StrEnum):
     NODE = "node"  # the node: drained or not responding while it ran, node failure
     SCHEDULING = "scheduling"  # preempted, held by quota or pending until the deadline
     PLATFORM_CONFIGURATION = "platform_configuration"  # image, admission, missing secret
+    # the platform's own infrastructure out: authentication (munge, an expired token, TLS),
+    # its controller unreachable; nothing to fix in the job or the platform's settings
+    PLATFORM_OUTAGE = "platform_outage"
     UNEXPLAINED = "unexplained"
 
 
@@ -60,6 +64,21 @@ _NODE_REASONS = (
     "BootFail",  # Slurm's BOOT_FAIL: the node could not be booted for it
 )
 _PREEMPTION = ("Preempt", "PREEMPT", "Evicted")
+# How the platforms word their infrastructure or authentication failing, as opposed to a
+# request refused: Slurm's munge and slurmctld, the API server's 401 and TLS.
+_OUTAGE_MARKS = (
+    "Munge",
+    "munge",
+    "Invalid authentication credential",
+    "Unable to contact slurm controller",
+    "Socket timed out",
+    "Communication connection failure",
+    "Zero Bytes were transmitted",
+    "Unauthorized",
+    "x509:",
+    "tls:",
+    "CERTIFICATE_VERIFY_FAILED",
+)
 _CONFIG_REASONS = frozenset(
     {*START_FAILURE_REASONS, "CreateContainerConfigError", "FailedMount", "Forbidden"}
 )
@@ -86,6 +105,7 @@ class _Task:
 
     ended: Outcome  # a failed job of the listing ended FAILED
     reason: str  # the platform's; "" when it gave none
+    message: str  # the platform's words beside the reason; "" when none
     exit_code: int | None
     nodes: frozenset[str]
     submitted_at: datetime | None
@@ -109,6 +129,7 @@ def classify(
     task = _Task(
         run.outcome,
         run.reason or "",
+        run.message or "",
         run.exit_code,
         frozenset(run.node_names),
         run.submitted_at,
@@ -141,6 +162,7 @@ def classify_job(
     task = _Task(
         Outcome.FAILED,
         job.reason or "",
+        job.message or "",
         job.exit_code,
         frozenset(job.nodes),
         job.submitted_at,
@@ -165,6 +187,8 @@ def _classify(
     left = _out_of_service(task, node_changes)
     if left or any(mark in reason for mark in _NODE_REASONS):
         return Classified(Cause.NODE, tuple(left) or (_said(reason),))
+    if outage := next((w for w in (reason, task.message) if _outage(w)), None):
+        return Classified(Cause.PLATFORM_OUTAGE, (_said(outage),))
     if reason in _CONFIG_REASONS or task.ended is Outcome.REJECTED:
         said = _said(reason) if reason else Note("cause.ev.outcome", {"outcome": task.ended.value})
         return Classified(Cause.PLATFORM_CONFIGURATION, (said,))
@@ -187,6 +211,10 @@ def _classify(
         decided = [Note("cause.ev.oom")] if oom else [_said(reason)] if ran_out else _exit(task)
         return Classified(Cause.APPLICATION, (*decided, *app))
     return Classified(Cause.UNEXPLAINED, ())
+
+
+def _outage(words: str) -> bool:
+    return any(mark in words for mark in _OUTAGE_MARKS)
 
 
 def _said(reason: str) -> Note:

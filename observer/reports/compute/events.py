@@ -34,11 +34,13 @@ BLIND_DETECTORS = {
     "log_pipeline_unreachable": "logs",
     "alertmanager_unreachable": "alerts",
     "store_unreachable": "store",
+    "accounting_unreachable": "accounting",
 }
 BLIND_SOURCES = (
     "controller",
     "store",
     "scheduler",
+    "accounting",
     "agents",
     "nvml",
     "prometheus",
@@ -507,6 +509,7 @@ def blind_figures(data: PeriodData, context: ReportContext) -> BlindFigures:
         "controller": True,
         "store": True,
         "scheduler": True,
+        "accounting": True,  # every backend lists finished jobs and quota changes
         "agents": agents,
         "nvml": agents,
         "prometheus": prometheus,

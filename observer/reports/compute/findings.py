@@ -505,5 +505,6 @@ _BY_DETECTOR: dict[str, Wording] = {
     "agent_unreachable": _error("agent_unreachable", "agent"),
     "log_pipeline_unreachable": _error("log_pipeline_unreachable", "pipeline"),
     "store_unreachable": _error("store_unreachable", "store"),
+    "accounting_unreachable": _error("accounting_unreachable", "accounting"),
     "alertmanager_unreachable": _error("alertmanager_unreachable"),
 }

@@ -18,17 +18,20 @@ from observer.reports.compute.notes import Note
 # By blind source (events.BLIND_SOURCES): the node agents' view is theirs and NVML's.
 _SCHEDULER = ("scheduler",)
 _NODES = ("scheduler", "agents", "nvml")
+_ACCOUNTING = ("scheduler", "accounting")
 NEEDS: Mapping[str, tuple[str, ...]] = {
     "queue_explainable": _SCHEDULER,
     "monitoring_linked": _NODES,
     "quota_enforced": _SCHEDULER,
     "quota_released": _SCHEDULER,
-    "failure_evidence": _SCHEDULER,
+    # Every tenant's failed jobs by cause, from the platform's accounting.
+    "failure_evidence": _ACCOUNTING,
     "no_unreleased_resources": (*_NODES, "owners"),
     "no_log_loss": ("scheduler", "logs"),
     "monitoring_lag_bound": ("prometheus",),
     "no_persistent_unfairness": _SCHEDULER,
-    "interventions_audited": _SCHEDULER,
+    # The quota changes among the interventions come from the accounting.
+    "interventions_audited": _ACCOUNTING,
     "tenant_isolation": _SCHEDULER,
     "gpu_health": _NODES,
     # The service's replicas as the platform shows them; its requests go to them directly.

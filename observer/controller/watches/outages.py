@@ -1,0 +1,96 @@
+"""The blind time of a source every loop reads through, as a condition open from the source's
+first failed operation (any thread's) until the next one that succeeds: the store
+(store_unreachable) and the platform's accounting (accounting_unreachable: the finished jobs
+and quota changes the all-jobs figures and the quota audit are made of)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from datetime import datetime
+from typing import Protocol
+
+from observer.backends.counted import ACCOUNTING, CountedBackend
+from observer.controller.watches.base import Checked, Look
+from observer.domain import Finding, FindingKind, Severity
+from observer.storage.store import Store
+
+STORE_UNREACHABLE = "store_unreachable"
+ACCOUNTING_UNREACHABLE = "accounting_unreachable"
+
+
+class Outage(Protocol):
+    @property
+    def since(self) -> datetime: ...
+    @property
+    def error(self) -> str: ...
+
+
+@dataclass(frozen=True)
+class Source:
+    """A source as its condition names it. `summary` is completed by the error's words."""
+
+    detector: str
+    subject: Mapping[str, str]
+    severity: Severity
+    summary: str
+    rule: str
+    outage: Callable[[], Outage | None]  # read by the detect loop, written by any
+
+
+def store(where: Store) -> Source:
+    return Source(
+        STORE_UNREACHABLE,
+        {"store": where.where},
+        Severity.CRITICAL,
+        f"the store {where.where} failed, what the observer saw is kept in memory until it is back",
+        "a store operation failed; closed by the next one that succeeds",
+        lambda: where.outage,
+    )
+
+
+def accounting(backend: CountedBackend, platform: str) -> Source:
+    return Source(
+        ACCOUNTING_UNREACHABLE,
+        {"accounting": platform},
+        Severity.WARNING,
+        f"the {platform} accounting (finished jobs, quota changes) cannot be read: every "
+        "tenant's job figures and the quota audit are blind until it is back",
+        "a read of finished jobs or quota changes failed; closed when each read that failed "
+        "succeeds",
+        lambda: backend.outage(ACCOUNTING),
+    )
+
+
+class Unreachable:
+    """The watch of one source's outage; stored once the store is back."""
+
+    def __init__(self, source: Source) -> None:
+        self._source = source
+        self._down: Finding | None = None  # the open condition
+
+    def resume(self, left_open: Sequence[Finding], now: datetime) -> None:
+        for finding in left_open:
+            if finding.detector == self._source.detector:
+                self._down = finding
+
+    def check(self, look: Look) -> Checked:
+        source = self._source
+        outage, down = source.outage(), self._down
+        if outage is None:
+            self._down = None
+            return Checked([] if down is None else [replace(down, closed_at=look.now)])
+        if down is not None:
+            self._down = replace(down, evidence={**down.evidence, "last_error": outage.error})
+            return Checked()
+        self._down = Finding(
+            detector=source.detector,
+            kind=FindingKind.CONDITION,
+            subject=dict(source.subject),
+            severity=source.severity,
+            summary=f"{source.summary}: {outage.error}",
+            opened_at=outage.since,
+            closed_at=None,
+            evidence={"error": outage.error, "last_error": outage.error, "rule": source.rule},
+        )
+        return Checked([self._down])
