@@ -144,6 +144,7 @@ def _attempt(attempt: Attempt) -> _Task:
     return _Task(
         Outcome.FAILED,
         attempt.reason or attempt.state,
+        "",
         None,
         frozenset(attempt.nodes),
         attempt.eligible_at,
