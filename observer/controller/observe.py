@@ -64,7 +64,11 @@ class FleetObserver:
         self._metrics = metrics
         self._grace = unreachable_grace_seconds
         self._tracker = ConditionTracker()
-        self._known: set[tuple[str, datetime]] | None = None
+        # What each node's agent reported at its last read (at start, the open findings the
+        # store has), by node: a finding not among them is new. Only the last read is kept:
+        # a finding an agent stopped reporting (closed and past its retention) never comes
+        # back, so this holds what the agents report now, not every finding of the soak.
+        self._known: dict[str | None, set[tuple[str, datetime]]] | None = None
         # The agents' open findings, and what was last saved of each one reported: in
         # memory, so that a cycle over a large fleet writes and reads only what changed.
         self._open: dict[tuple[str, datetime], Finding] = {}
@@ -103,10 +107,17 @@ class FleetObserver:
             self._latest.publish(MappingProxyType(latest))
         reported = [f for snap in snapshots for f in snap.findings]
         gone = self._no_longer_reported(snapshots, reported, now)
-        new = [f for f in reported if (f.key, f.opened_at) not in known]
+        new = [
+            f
+            for snap in snapshots
+            for f in snap.findings
+            if (f.key, f.opened_at) not in known.get(snap.node, ())
+        ]
         updated = [f for f in reported if self._saved.get((f.key, f.opened_at)) != f]
         self._unsaved.save([*updated, *gone, *changed])
-        known.update((f.key, f.opened_at) for f in reported)
+        known.update(
+            {snap.node: {(f.key, f.opened_at) for f in snap.findings} for snap in snapshots}
+        )
         self._saved = {(f.key, f.opened_at): f for f in reported}
         for finding in [*reported, *gone]:
             if finding.is_open:
@@ -136,11 +147,13 @@ class FleetObserver:
             )
         return opened_or_closed
 
-    def _known_findings(self) -> set[tuple[str, datetime]]:
+    def _known_findings(self) -> dict[str | None, set[tuple[str, datetime]]]:
         if self._known is None:  # a restarted controller must not count old findings again
             stored = self._store.findings(open_only=True)
             self._tracker.resume(f for f in stored if f.detector == AGENT_UNREACHABLE)
-            self._known = {(f.key, f.opened_at) for f in stored}
+            self._known = {}
+            for f in stored:
+                self._known.setdefault(f.subject.get("node"), set()).add((f.key, f.opened_at))
             # The agents' own findings only: the controller's (allocated_without_job, ...)
             # name nodes too, and no agent ever reports them.
             self._open = {

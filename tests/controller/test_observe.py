@@ -19,14 +19,20 @@ from observer.clock import ManualClock
 from observer.controller.observe import FleetObserver
 from observer.domain import (
     NO_OWNER,
+    DriverState,
+    DriverStatus,
     Expectation,
+    Finding,
+    FindingKind,
     JobPhase,
     JobStatus,
+    NodeSnapshot,
     Owner,
     OwnerKind,
     ProbeRun,
     RunState,
     SchedulerSnapshot,
+    Severity,
 )
 from observer.fleet.http import HttpFleet
 from observer.fleet.local import LocalFleet
@@ -281,6 +287,55 @@ def test_a_finding_an_agent_forgot_when_it_restarted_is_closed(tmp_path: Path):
     [closed] = store.findings()
     assert closed.closed_at == clock.now()
     assert closed.evidence["closed_because"] == "its agent no longer reports it"
+
+
+def test_the_controller_keeps_of_agent_findings_only_what_the_agents_report_now(
+    tmp_path: Path,
+):
+    """Weeks of a soak bring new findings every hour; each is stored and counted once, read
+    after read and across reads the agent missed, and what the controller holds to know them
+    is what the agent still reports, not every finding of the soak."""
+    clock = ManualClock(START)
+    reported: list[Finding] = []
+
+    def snapshot() -> NodeSnapshot:
+        driver = DriverStatus(DriverState.OK, "550.54")
+        return NodeSnapshot("n1", clock.now(), driver, (), (), tuple(reported))
+
+    fleet = LocalFleet({"n1": snapshot})
+    store = _store(tmp_path)
+    metrics = ControllerMetrics(CollectorRegistry())
+    observer = FleetObserver(fleet, store, clock, metrics, unreachable_grace_seconds=600)
+    hours = 24 * 14
+    for hour in range(hours):
+        # The agent reports the finding that closed now beside the one that opened.
+        closed = [replace(f, closed_at=clock.now()) for f in reported[-1:]]
+        opened = Finding(
+            detector="orphan_process",
+            kind=FindingKind.CONDITION,
+            subject={"node": "n1", "gpu_uuid": "GPU-n1-0", "pid": str(1000 + hour)},
+            severity=Severity.WARNING,
+            summary=f"pid {1000 + hour} belongs to no pod or job",
+            opened_at=clock.now(),
+            closed_at=None,
+            evidence={},
+        )
+        reported[:] = [*closed, opened]
+        for _ in range(hour % 3):  # reads that failed, then the one that answers
+            fleet.unreachable.add("n1")
+            observer.observe()
+            fleet.unreachable.clear()
+            clock.advance(5)
+        observer.observe()
+        clock.advance(3600)
+
+    assert metrics.findings.total.labels("orphan_process", "warning")._value.get() == hours
+    stored = store.findings(detector="orphan_process")
+    assert len(stored) == hours
+    assert [f.subject["pid"] for f in stored if f.is_open] == [str(1000 + hours - 1)]
+    known = observer._known
+    assert known is not None
+    assert sum(len(findings) for findings in known.values()) == len(reported)
 
 
 def test_agents_are_read_over_http_and_listed_by_the_findings_command(

@@ -3,13 +3,18 @@ tests/reports/test_catalogues.py checks that they say everything."""
 
 from __future__ import annotations
 
-from datetime import UTC, date, datetime
+from datetime import UTC, date, datetime, timedelta
 from zoneinfo import ZoneInfo
 
 import pytest
 
+from observer.reports.compute.daily import DailyInputs, build_daily
+from observer.reports.compute.data import Period, PeriodData
 from observer.reports.compute.notes import Note
+from observer.reports.render import i18n
+from observer.reports.render.daily import render_daily
 from observer.reports.render.i18n import Words
+from tests.reports.builders import DAY, context, run
 
 SHANGHAI = ZoneInfo("Asia/Shanghai")
 
@@ -62,3 +67,31 @@ def test_days_times_numbers_and_notes():
         },
     )
     assert en.note(unaudited) == "Not recorded: drain on node=n1 at 2026-12-04 10:05 (“maint”)."
+
+
+def test_a_rendered_report_keeps_none_of_its_texts_for_the_next():
+    """A soak renders a summary a day for weeks, each with its own instants and figures: the
+    texts made for one are let go once it is rendered, so the daemon holds none of them."""
+    texts = (i18n._number, i18n._percent, i18n._duration, i18n._instant)
+    for day in range(28):
+        start = DAY.start + timedelta(days=day)
+        period = Period(start, start + timedelta(days=1))
+        runs = [
+            run(submitted=start + timedelta(hours=h, minutes=day), wait_seconds=h + day)
+            for h in range(24)
+        ]
+        report = build_daily(
+            DailyInputs(
+                context=context(),
+                day=start.date(),
+                data=PeriodData(period, runs=runs),
+                previous=PeriodData(Period(start - timedelta(days=1), start)),
+                soak=PeriodData(Period(DAY.start, period.end), runs=runs),
+                intervention_match_seconds=0,
+                layer_blind_max_share=0.1,
+            )
+        )
+        for language in ("en", "zh-CN"):
+            rendered = render_daily(report, language)
+            assert start.date().isoformat() in rendered.json
+            assert [made.cache_info().currsize for made in texts] == [0, 0, 0, 0]

@@ -29,7 +29,7 @@ from observer.reports.render.headline import (
     utilization,
 )
 from observer.reports.render.health import health_blocks
-from observer.reports.render.i18n import Language, Words
+from observer.reports.render.i18n import Language, Words, forget_texts
 from observer.reports.render.inference import inference_blocks
 from observer.reports.render.json import daily_json, json_text
 from observer.reports.render.layout import to_html, to_markdown
@@ -38,15 +38,18 @@ from observer.reports.render.tenants import tenant_blocks
 
 
 def render_daily(report: DailyReport, language: Language) -> Rendered:
-    words = Words(language, ZoneInfo(report.timezone))
-    title = daily_title(report, words)
-    blocks = _daily_blocks(report, words, title)
-    return Rendered(
-        markdown=to_markdown(blocks),
-        html=to_html(title, language, blocks),
-        json=json_text(daily_json(report, language)) + "\n",
-        csv=tasks_csv(report.tasks, words),
-    )
+    try:
+        words = Words(language, ZoneInfo(report.timezone))
+        title = daily_title(report, words)
+        blocks = _daily_blocks(report, words, title)
+        return Rendered(
+            markdown=to_markdown(blocks),
+            html=to_html(title, language, blocks),
+            json=json_text(daily_json(report, language)) + "\n",
+            csv=tasks_csv(report.tasks, words),
+        )
+    finally:
+        forget_texts()
 
 
 def _daily_blocks(report: DailyReport, w: Words, title: str) -> list[Block]:

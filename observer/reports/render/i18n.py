@@ -188,7 +188,15 @@ def _is_count(value: JsonValue) -> bool:
 
 
 # Babel takes tens of microseconds a number and a report writes the same counts, shares,
-# durations and minutes thousands of times: each text is made once per process.
+# durations and minutes thousands of times: each text is made once per report.
+
+
+def forget_texts() -> None:
+    """Let go of the texts made for the report just rendered. Kept, a soak's new instants
+    and figures filled the caches day after day, and their entries, made while the report's
+    inputs were in memory, kept the daemon's memory at the size of its largest report."""
+    for made in (_number, _percent, _duration, _instant):
+        made.cache_clear()
 
 
 @lru_cache(maxsize=16384)

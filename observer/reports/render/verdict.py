@@ -14,20 +14,23 @@ from observer.reports.render.blocks import Block, Chart, Heading, List, Rendered
 from observer.reports.render.events import finding_items
 from observer.reports.render.gpu import utilisation_chart
 from observer.reports.render.headline import headline_rows, verdict_title
-from observer.reports.render.i18n import Language, Words
+from observer.reports.render.i18n import Language, Words, forget_texts
 from observer.reports.render.json import json_text, tier_text, verdict_json
 from observer.reports.render.layout import to_html, to_markdown
 
 
 def render_verdict(verdict: Verdict, language: Language) -> Rendered:
-    words = Words(language, ZoneInfo(verdict.timezone))
-    title = verdict_title(verdict, words)
-    blocks = _verdict_blocks(verdict, words, title)
-    return Rendered(
-        markdown=to_markdown(blocks),
-        html=to_html(title, language, blocks),
-        json=json_text(verdict_json(verdict, language)) + "\n",
-    )
+    try:
+        words = Words(language, ZoneInfo(verdict.timezone))
+        title = verdict_title(verdict, words)
+        blocks = _verdict_blocks(verdict, words, title)
+        return Rendered(
+            markdown=to_markdown(blocks),
+            html=to_html(title, language, blocks),
+            json=json_text(verdict_json(verdict, language)) + "\n",
+        )
+    finally:
+        forget_texts()
 
 
 def _verdict_blocks(v: Verdict, w: Words, title: str) -> list[Block]:
