@@ -141,6 +141,11 @@ def _parser() -> argparse.ArgumentParser:
     _config_option(
         db_commands.add_parser("upgrade", help="apply schema migrations up to the latest")
     )
+    size = db_commands.add_parser(
+        "size", help="rows and bytes per table, the growth per day and the volume's room"
+    )
+    _config_option(size)
+    size.add_argument("--json", action="store_true", help="one JSON object")
 
     _add_report(commands)
     intervention = commands.add_parser("intervention", help="manual interventions")
@@ -379,6 +384,8 @@ def _dispatch(args: argparse.Namespace, settings: Settings) -> int:
         return _run_until_signalled(settings, "controller")
     if args.command in _STORE_COMMANDS:
         return _STORE_COMMANDS[args.command](args, settings)
+    if args.command == "db" and args.db_command == "size":
+        return store_commands.db_size(args, settings)
     if args.command == "db":
         from observer.storage.database import store_url, upgrade  # noqa: PLC0415 - heavy import
 

@@ -292,6 +292,21 @@ class ControllerMetrics:
             "Failed database calls (reads and writes) of the controller's store.",
             registry=registry,
         )
+        self.store_size_bytes = Gauge(
+            "observer_store_size_bytes",
+            "The store's size on its volume at the last hourly measure.",
+            registry=registry,
+        )
+        self.store_volume_free_bytes = Gauge(
+            "observer_store_volume_free_bytes",
+            "Free space of the SQLite store's volume at the last hourly measure.",
+            registry=registry,
+        )
+        self.store_gpu_samples_deleted_total = Counter(
+            "observer_store_gpu_samples_deleted_total",
+            "Raw GPU samples deleted past storage.raw_retention_days.",
+            registry=registry,
+        )
         self.agent_errors_total = Counter(
             "observer_agent_read_errors_total",
             "Failed reads of a node agent's snapshot, by agent.",

@@ -312,3 +312,42 @@ class InferencePhase:
     pending_seconds: float
     pending_reason: str | None
     unavailable_seconds: float
+
+
+@dataclass(frozen=True, slots=True)
+class TableSize:
+    """One table of the store: its rows and the bytes it takes, its indexes included."""
+
+    name: str
+    rows: int
+    bytes: int
+
+
+@dataclass(frozen=True, slots=True)
+class StoreSize:
+    """The store's size on its volume at `at`, as the controller measured it."""
+
+    at: datetime
+    bytes: int
+
+
+# Growth measured over less than this says little of a day's.
+GROWTH_SPAN = timedelta(hours=6)
+
+
+def growth_per_day(sizes: Sequence[StoreSize], now_bytes: int, now: datetime) -> float | None:
+    """Bytes a day the store grew from the oldest of `sizes` (the last day's) to `now_bytes`
+    at `now`; None when measured over less than GROWTH_SPAN."""
+    first = next(iter(sizes), None)
+    if first is None or now - first.at < GROWTH_SPAN:
+        return None
+    return (now_bytes - first.bytes) / ((now - first.at) / timedelta(days=1))
+
+
+def size_text(size: float) -> str:
+    """A size in bytes as a person reads it: 1.2 GB (powers of 1000, as disks are sold)."""
+    for unit in ("B", "kB", "MB", "GB"):
+        if abs(size) < 1000:
+            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1000
+    return f"{size:.1f} TB"

@@ -1,4 +1,4 @@
-"""The one-shot commands that read or write the store (`observer report`, `findings`,
+"""The one-shot commands that read or write the store (`observer report`, `findings`, `db size`,
 `runs`, `intervention`): each opens the store, does its one thing and prints the outcome.
 Imports are local: the daemons' command line never pays for them."""
 
@@ -141,4 +141,51 @@ def runs(args: argparse.Namespace, settings: Settings) -> int:
         print("\t".join(task_headers(words)))
         for record in records:
             print("\t".join(str(c) for c in task_row(record, words, record.run.run_id)))
+    return EXIT_OK
+
+
+def db_size(args: argparse.Namespace, settings: Settings) -> int:
+    from datetime import timedelta  # noqa: PLC0415
+
+    from observer.clock import SystemClock  # noqa: PLC0415
+    from observer.records import growth_per_day, size_text  # noqa: PLC0415
+    from observer.storage.database import store_url  # noqa: PLC0415
+    from observer.storage.store import Store  # noqa: PLC0415
+
+    now = SystemClock().now()
+    with Store(store_url(settings.storage.sqlite_path, settings.storage.url)) as store:
+        tables = store.table_sizes()
+        size, free_inside = store.database_bytes()
+        per_day = growth_per_day(store.store_sizes(now - timedelta(days=1)), size, now)
+        free = store.volume_free_bytes()
+    days_left = free / per_day if free is not None and per_day and per_day > 0 else None
+    if args.json:
+        print(
+            json.dumps(
+                {
+                    "tables": [dataclasses.asdict(t) for t in tables],
+                    "bytes": size,
+                    "free_inside_bytes": free_inside,
+                    "growth_bytes_per_day": per_day,
+                    "volume_free_bytes": free,
+                    "days_until_full": days_left,
+                    "raw_retention_days": settings.storage.raw_retention_days,
+                }
+            )
+        )
+        return EXIT_OK
+    print(f"{'table':<22} {'rows':>14} {'bytes':>12}")
+    for table in tables:
+        print(f"{table.name:<22} {table.rows:>14,} {size_text(table.bytes):>12}")
+    print(f"on its volume: {size_text(size)} ({size_text(free_inside)} of it free, reused first)")
+    if per_day is None:
+        print("growth: not measured yet (the controller measures the store each hour)")
+    else:
+        print(f"growth over the last day: {size_text(per_day)} a day")
+    if free is not None:
+        until = f", full in about {days_left:.1f} days" if days_left is not None else ""
+        print(f"the volume: {size_text(free)} free{until}")
+    retention = settings.storage.raw_retention_days
+    kept = f"{retention} days" if retention is not None else "for ever"
+    print(f"raw GPU samples kept {kept} (storage.raw_retention_days)")
     return EXIT_OK

@@ -8,8 +8,8 @@ rejected at every level. The rest of values.schema.json is written by hand.
     python deploy/chart-tools/values_schema.py --check  # exit 1 when it is out of date
 
 The chart owns a few settings and sets them itself, so they are not values:
-agent.node_name (downward API), agent.proc_root (the host /proc mount) and the storage
-group (storage.url from database.urlSecret, storage.sqlite_path on the controller's volume).
+agent.node_name (downward API), agent.proc_root (the host /proc mount), storage.url (from
+database.urlSecret) and storage.sqlite_path (on the controller's volume).
 """
 
 from __future__ import annotations
@@ -26,7 +26,12 @@ from observer.settings import Settings
 from observer.settings.log_readers import REQUIRED_BY_READER
 
 SCHEMA = Path(__file__).resolve().parents[2] / "helm" / "observer" / "values.schema.json"
-CHART_OWNED = {("agent", "node_name"), ("agent", "proc_root"), ("storage",)}
+CHART_OWNED = {
+    ("agent", "node_name"),
+    ("agent", "proc_root"),
+    ("storage", "url"),
+    ("storage", "sqlite_path"),
+}
 TIME_PATTERN = "^([01][0-9]|2[0-3]):[0-5][0-9](:[0-5][0-9])?$"
 DROPPED_KEYS = {"title", "format", "default"}
 

@@ -29,6 +29,7 @@ from observer.controller.inference import InferenceWatch
 from observer.controller.lag import LagWatch
 from observer.controller.observe import FleetObserver
 from observer.controller.runs import Budget, ProbeRunner, Tenant
+from observer.controller.upkeep import UPKEEP_INTERVAL_SECONDS, SpaceLow, StoreUpkeep
 from observer.controller.views import Published
 from observer.controller.watches import (
     allocations,
@@ -351,6 +352,7 @@ def build_controller(
     metrics.findings.expect_events((*log_loss.EVENT_DETECTORS, gpu_unusable.DETECTOR))
     nodes: Published[Mapping[str, NodeSnapshot]] = Published(MappingProxyType({}))
     scheduler: Published[SchedulerSnapshot | None] = Published(None)
+    room: Published[SpaceLow | None] = Published(None)
     reader = build_log_reader(cfg.logs, backend, store)
     rules = settings.detectors
     quotas = {t.name: t.quota_gpus for t in cfg.tenants if t.quota_gpus is not None}
@@ -379,6 +381,7 @@ def build_controller(
             unusable_gpus.UnusableGpus(),
             outages.Unreachable(outages.store(store)),
             outages.Unreachable(outages.accounting(backend, cfg.backend)),
+            outages.Unreachable(outages.room(store, room.get, settings.storage.space_warning_days)),
             waits.UnexplainedWaits(rules.fairness, quotas),
             reclaims.QuotaReclaims(store, quotas, cfg.quota_reclaim_seconds),
             allocations.Allocations(rules),
@@ -390,7 +393,18 @@ def build_controller(
         ],
     )
     return Controller(
-        backend, store, runner, calendar, plan, catalog, clock, metrics, detection, nodes, scheduler
+        backend,
+        store,
+        runner,
+        calendar,
+        plan,
+        catalog,
+        clock,
+        metrics,
+        detection,
+        nodes,
+        scheduler,
+        room,
     )
 
 
@@ -475,6 +489,11 @@ def compose(
             REPORT_BUILD_INTERVAL_SECONDS,
             build_and_deliver,
             also_at=partial(next_build_at, settings),
+        ),
+        Task(
+            "store",
+            UPKEEP_INTERVAL_SECONDS,
+            StoreUpkeep(store, settings, clock, stop, metrics, controller.room).tick,
         ),
     ]
     if alerts is not None:

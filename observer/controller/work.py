@@ -17,6 +17,7 @@ from observer.backends.counted import CountedBackend
 from observer.clock import Clock
 from observer.controller.detect import Detection
 from observer.controller.runs import ProbeRunner
+from observer.controller.upkeep import SpaceLow
 from observer.controller.views import Published
 from observer.domain import (
     Finding,
@@ -77,8 +78,10 @@ class Controller:
         detection: Detection,
         nodes: Published[Mapping[str, NodeSnapshot]],
         scheduler: Published[SchedulerSnapshot | None],
+        room: Published[SpaceLow | None],
     ) -> None:
-        """`nodes` is published by the fleet reader; `scheduler` by sample_scheduler."""
+        """`nodes` is published by the fleet reader; `scheduler` by sample_scheduler; `room`
+        by the store's upkeep."""
         self.backend = backend
         self.store = store
         self.runner = runner
@@ -92,6 +95,7 @@ class Controller:
         self.nodes = nodes
         # The last snapshot read, whose jobs name the tenant of each GPU the agents report.
         self.scheduler = scheduler
+        self.room = room
         # Launches the plan asked for, made by the follow loop: the runner is that loop's own,
         # so a submission that hangs holds up no other loop.
         self._launches: SimpleQueue[PlanEntry] = SimpleQueue()

@@ -3,10 +3,11 @@ platform's (controller.timezone), half-open, from local midnight to local midnig
 
 from __future__ import annotations
 
+import math
 from bisect import bisect_left
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
-from datetime import date, datetime, time, timedelta
+from datetime import UTC, date, datetime, time, timedelta
 from typing import TypeVar
 from zoneinfo import ZoneInfo
 
@@ -166,6 +167,38 @@ def window_task_counts(
         )
         for w in calendar.windows
     }
+
+
+def hours_read_raw(
+    calendar: Calendar, marks: Sequence[datetime], since: datetime, until: datetime
+) -> frozenset[datetime]:
+    """The UTC hours of [since, until) whose raw samples a report reads: the store counts
+    whole hours, so a period that begins or ends inside an hour (a local day in a zone offset
+    by a part of an hour, a window's part, the soak's start or end: `marks`) reads that hour's
+    samples. Every hour when the counts are not exact."""
+    if not counts_are_exact(calendar):
+        hours = math.ceil((until - hour_of(since)) / timedelta(hours=1))
+        return frozenset(hour_of(since) + timedelta(hours=n) for n in range(hours))
+    tz = calendar.timezone
+    first = since.astimezone(tz).date() - timedelta(days=1)
+    days = (until.astimezone(tz).date() - first).days + 2
+    midnights = [day_period(first + timedelta(days=n), tz).start for n in range(days)]
+    window_ends = (
+        at
+        for w in calendar.windows
+        for part in parts_in(calendar, w.name, midnights[0], midnights[-1])
+        for at in (part.start, part.end)
+    )
+    return frozenset(
+        hour_of(at)
+        for at in (*marks, *midnights, *window_ends)
+        if since <= at < until and at != hour_of(at)
+    )
+
+
+def hour_of(at: datetime) -> datetime:
+    """The UTC hour `at` is in: the store counts samples by these."""
+    return at.astimezone(UTC).replace(minute=0, second=0, microsecond=0)
 
 
 def gpu_by_day(store: Store, context: ReportContext, soak: Period) -> dict[date, GpuUsage]:

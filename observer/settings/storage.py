@@ -21,6 +21,20 @@ class StorageSettings(Group):
         "over sqlite_path. Give it through the environment or a Secret, not the config file.",
     )
     sqlite_path: Path = Field(Path("observer.db"), description="The embedded default store.")
+    raw_retention_days: int | None = Field(
+        7,
+        ge=1,
+        description="Days each raw GPU sample is kept, then deleted in small batches; what the "
+        "reports read of it is counted as it is stored and kept for the soak, and so are the "
+        "samples of the hours a report period begins or ends inside of. null: kept for ever.",
+    )
+    space_warning_days: float = Field(
+        3.0,
+        gt=0,
+        description="store_space_low opens when the store's volume would fill within this many "
+        "days at the growth measured over the last day (SQLite; PostgreSQL's volume is not "
+        "seen from here).",
+    )
 
     @field_validator("url")
     @classmethod

@@ -205,8 +205,11 @@ def _missing_sqlite_file(url: sa.URL) -> bool:
 
 
 def _configure_sqlite(dbapi_connection: Any, _record: Any) -> None:
-    # WAL lets readers (reports, metrics) run while the controller writes.
+    # WAL lets readers (reports, metrics) run while the controller writes. Incremental
+    # auto-vacuum takes only on a database with no table yet (one `observer db upgrade`
+    # creates): there, pages that deleted samples freed can be given back to the volume.
     cursor = dbapi_connection.cursor()
+    cursor.execute("PRAGMA auto_vacuum=INCREMENTAL")
     cursor.execute("PRAGMA journal_mode=WAL")
     cursor.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")
     cursor.close()

@@ -1,6 +1,7 @@
 """The Store: findings, GPU samples, probe runs, scheduler state, alerts, interventions,
 report deliveries, job tallies, the controller's own runs, skipped probe launches and the
-inference service in and out of SQLite or PostgreSQL, as domain types.
+inference service in and out of SQLite or PostgreSQL, as domain types; and the store's own
+room (its size, its volume's free space, raw samples past their retention deleted).
 
 One class made of the per-aggregate repositories as mixins over one shared engine: callers
 keep a single typed object, and no method is written twice as it would be to delegate.
@@ -23,6 +24,7 @@ from observer.storage.inference import InferenceRepository
 from observer.storage.interventions import InterventionsRepository
 from observer.storage.job_tallies import JobTalliesRepository
 from observer.storage.probe_skips import ProbeSkipsRepository
+from observer.storage.room import RoomRepository
 from observer.storage.runs import RunsRepository
 from observer.storage.scheduler_state import SchedulerStateRepository
 
@@ -39,6 +41,7 @@ class Store(
     ControllerRunsRepository,
     ProbeSkipsRepository,
     InferenceRepository,
+    RoomRepository,
 ):
     """Everything the observer keeps, in one database. Opening checks that the database is
     reachable and migrated to the schema this code expects. `clock` times outages."""

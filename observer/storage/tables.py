@@ -315,6 +315,14 @@ controller_runs_table = sa.Table(
     sa.Column("pid", sa.Integer(), nullable=False),
 )
 
+# The store's size on its volume, measured each hour by the controller: its growth per day.
+store_sizes_table = sa.Table(
+    "store_sizes",
+    metadata,
+    sa.Column("at", UtcDateTime(), primary_key=True),
+    sa.Column("bytes", sa.BigInteger(), nullable=False),
+)
+
 # Each copy of a probe that came due and was not submitted, and why: the launches a probe
 # missed, for its coverage in the reports.
 probe_skips_table = sa.Table(

@@ -53,6 +53,7 @@ def test_every_task_is_declared_once_in_the_order_a_step_runs_them(tmp_path: Pat
         ("monitoring", False),
         ("jobs", False),
         ("reports", False),
+        ("store", False),
         ("alerts", False),
     ]
     assert composition.left_out == {}
@@ -61,6 +62,7 @@ def test_every_task_is_declared_once_in_the_order_a_step_runs_them(tmp_path: Pat
     assert intervals["follow"] == intervals["detect"] == 5  # the defaults
     assert intervals["scheduler"] == 30
     assert intervals["fleet"] == 15
+    assert intervals["store"] == 3600
 
 
 def test_a_task_whose_source_is_not_configured_is_left_out_with_the_setting_to_set(

@@ -1,15 +1,24 @@
 """Each finished log canary is checked exactly once, even when the controller restarts between
 its end and its read-back; a log pipeline that cannot be read is a condition (the log
-backend's blind time), opened by the first failed read-back and closed by the next good one."""
+backend's blind time), opened by the first failed read-back and closed by the next good one;
+a store that fails while a canary is due is the store's outage, and the canary waits for it."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+from prometheus_client import CollectorRegistry
+
 from observer.clock import ManualClock
+from observer.controller.watches import canaries
+from observer.controller.watches.base import Look
 from observer.controller.watches.canaries import CANARY_READ_TRIES
 from observer.domain import ProbeRun, RunState
+from observer.errors import StoreError
+from observer.log_readers.pod_logs import PodLogReader
+from observer.metrics import ControllerMetrics
 from observer.simulation.soak import SimulatedSoak, simulated_cluster
 from observer.storage.store import Store
 from tests.support.databases import migrated_sqlite
@@ -177,3 +186,40 @@ def test_a_log_burst_is_read_back_and_checked_as_a_canary(tmp_path: Path):
     [finding] = soak.store.findings(detector="log_loss")
     assert finding.subject["run_id"] == burst.run_id
     assert (finding.evidence["expected_lines"], finding.evidence["missing_lines"]) == (2000, 2000)
+
+
+def test_a_store_outage_while_a_canary_is_due_leaves_the_canary_for_later_and_blames_no_pipeline(
+    tmp_path: Path,
+):
+    soak = Soak(tmp_path)
+    canary = soak.run_until_canary_done()
+    assert canary.finished_at is not None
+    store_down = True
+
+    def job_of(run_id: str) -> str | None:
+        """The composition's lookup of a run's job, in a store that is failing at first."""
+        if store_down:
+            raise StoreError(f"reading run {run_id} in the store failed: disk I/O error")
+        run = soak.store.run(run_id)
+        return run.job_id if run else None
+
+    cfg = soak.settings.controller
+    watch = canaries.LogCanaries(
+        soak.store,
+        ControllerMetrics(CollectorRegistry()),
+        cfg.probe_catalog(),
+        PodLogReader(soak.cluster.logs, job_of),
+        "pod_logs",
+        SETTLE_SECONDS,
+        soak.settings.detectors.log,
+    )
+    due = canary.finished_at + timedelta(seconds=SETTLE_SECONDS)
+    look = Look(due, (), (canary,), {}, None, blind=False)
+
+    during = watch.check(look)
+    store_down = False
+    after = watch.check(replace(look, changed=(), now=due + timedelta(seconds=5)))
+
+    assert (during.late, during.restated, during.stored) == ([], (), None)
+    assert after.late == []  # read back whole: no loss, and no pipeline condition to close
+    assert after.stored is not None  # checked now, and marked so once stored

@@ -85,6 +85,7 @@ OWN_SOURCES = {
     "agent_unreachable",
     "log_pipeline_unreachable",
     "store_unreachable",
+    "store_space_low",
     "alertmanager_unreachable",
     "accounting_unreachable",
 }
@@ -329,6 +330,18 @@ def test_an_accounting_outage_is_said_with_the_platforms_words_in_both_languages
     assert english.startswith("The slurm scheduler's accounting cannot be read")
     assert refused in english and refused in chinese
     assert "记账" in chinese
+
+
+def test_a_store_about_to_fill_its_volume_is_said_with_the_figures_in_both_languages():
+    figures = "3.1 GB free on its volume, growing 1.6 GB a day: full in about 1.9 days"
+    sentence = describe(
+        "store_space_low", {"store": "sqlite:///data/observer.db"}, {"error": figures}
+    )
+    zh, en = Words("zh-CN", ZoneInfo("Asia/Shanghai")), Words("en", ZoneInfo("Asia/Shanghai"))
+    english, chinese = en.finding(sentence, ""), zh.finding(sentence, "")
+    assert english.startswith("The store sqlite:///data/observer.db would fill its volume")
+    assert figures in english and figures in chinese
+    assert "写满" in chinese
 
 
 def test_a_finding_stored_without_the_evidence_its_sentence_needs_shows_its_summary():

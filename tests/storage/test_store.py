@@ -88,6 +88,7 @@ def test_upgrade_creates_the_tables_and_running_it_again_changes_nothing(
         "probe_skips",
         "inference_samples",
         "inference_phases",
+        "store_sizes",
         "job_waits",
     }
     with Store(db_url) as store:

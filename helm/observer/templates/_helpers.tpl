@@ -184,7 +184,9 @@ app.kubernetes.io/part-of: gpu-soak-observer
 {{- $_ := set $controller "kubernetes" $kube -}}
 {{- end -}}
 {{- $_ := set $settings "controller" $controller -}}
-{{- $_ := set $settings "storage" (dict "sqlite_path" "/var/lib/observer/observer.db") -}}
+{{- $storage := deepCopy (get $settings "storage" | default dict) -}}
+{{- $_ := set $storage "sqlite_path" "/var/lib/observer/observer.db" -}}
+{{- $_ := set $settings "storage" $storage -}}
 {{- toYaml $settings -}}
 {{- end -}}
 

@@ -13,7 +13,7 @@ from functools import partial
 from observer.controller.watches.base import Checked, Look
 from observer.detectors import log_loss
 from observer.domain import Behaviour, Finding, FindingKind, Outcome, ProbeRun, Severity
-from observer.errors import BackendError
+from observer.errors import BackendError, StoreError
 from observer.log_readers.base import LogReader
 from observer.logging_setup import get_logger
 from observer.metrics import ControllerMetrics
@@ -132,6 +132,11 @@ class LogCanaries:
             since = (run.started_at or run.submitted_at or now) - CANARY_READ_MARGIN
             try:
                 lines = reader.read(run.run_id, since, now)
+            except StoreError:
+                # The pod-log reader finds the run's job in the store: the store's outage is
+                # its own condition (store_unreachable, checked after this watch), not the
+                # pipeline's, and the canary is read once the store is back.
+                continue
             except BackendError as exc:
                 canary.tries += 1
                 self._metrics.log_reader_errors_total.labels(self._pipeline).inc()

@@ -1,7 +1,9 @@
 """The blind time of a source every loop reads through, as a condition open from the source's
 first failed operation (any thread's) until the next one that succeeds: the store
 (store_unreachable) and the platform's accounting (accounting_unreachable: the finished jobs
-and quota changes the all-jobs figures and the quota audit are made of)."""
+and quota changes the all-jobs figures and the quota audit are made of); and, as such a
+condition too, the store's volume about to fill (store_space_low), which would make the
+store unreachable."""
 
 from __future__ import annotations
 
@@ -17,6 +19,7 @@ from observer.storage.store import Store
 
 STORE_UNREACHABLE = "store_unreachable"
 ACCOUNTING_UNREACHABLE = "accounting_unreachable"
+STORE_SPACE_LOW = "store_space_low"
 
 
 class Outage(Protocol):
@@ -59,6 +62,19 @@ def accounting(backend: CountedBackend, platform: str) -> Source:
         "a read of finished jobs or quota changes failed; closed when each read that failed "
         "succeeds",
         lambda: backend.outage(ACCOUNTING),
+    )
+
+
+def room(where: Store, low: Callable[[], Outage | None], warning_days: float) -> Source:
+    return Source(
+        STORE_SPACE_LOW,
+        {"store": where.where},
+        Severity.WARNING,
+        f"the store {where.where} would fill its volume within {warning_days:g} days at the "
+        "growth of the last day, and then keep nothing more the observer sees",
+        "free space on the store's volume over its growth per day, measured each hour; "
+        "closed when it is storage.space_warning_days or more",
+        low,
     )
 
 

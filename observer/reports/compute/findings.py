@@ -505,6 +505,7 @@ _BY_DETECTOR: dict[str, Wording] = {
     "agent_unreachable": _error("agent_unreachable", "agent"),
     "log_pipeline_unreachable": _error("log_pipeline_unreachable", "pipeline"),
     "store_unreachable": _error("store_unreachable", "store"),
+    "store_space_low": _error("store_space_low", "store"),
     "accounting_unreachable": _error("accounting_unreachable", "accounting"),
     "alertmanager_unreachable": _error("alertmanager_unreachable"),
 }
