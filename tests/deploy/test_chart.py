@@ -106,6 +106,21 @@ def test_settings_file_is_valid_for_the_observer(rendered, name: str, tmp_path: 
     assert settings.storage.url is None
 
 
+def test_the_stores_budget_is_a_value_beside_the_chart_owned_path(helm: Path, tmp_path: Path):
+    objects = render(
+        helm,
+        sets={
+            "settings.storage.raw_retention_days": "14",
+            "settings.storage.space_warning_days": "5",
+        },
+    )
+    config = tmp_path / "config.yaml"
+    config.write_text(yaml.safe_dump(config_of(objects)))
+    storage = load_settings(config).storage
+    assert (storage.raw_retention_days, storage.space_warning_days) == (14, 5)
+    assert str(storage.sqlite_path) == "/var/lib/observer/observer.db"
+
+
 @pytest.mark.parametrize("name", VALUE_IDS)
 def test_every_container_is_locked_down_and_sized(rendered, name: str):
     for obj in (o for o in rendered[name] if o["kind"] in WORKLOADS):
@@ -485,7 +500,7 @@ BAD_VALUES = {
     "unknown setting": ("settings: {agent: {interval: 1}}", "additional properties 'interval'"),
     "database URL inlined": (
         "settings: {storage: {url: 'postgresql://u:p@db/observer'}}",
-        "additional properties 'storage' not allowed",
+        "additional properties 'url' not allowed",
     ),
     "chart-owned setting": ("settings: {agent: {proc_root: /proc}}", "'proc_root' not allowed"),
     "wrong type": ("settings: {agent: {interval_seconds: fast}}", "want number"),
