@@ -17,7 +17,8 @@ in-process agents' own work - building their snapshot bodies - taken out (the si
 scheduler's bookkeeping stays in, as a real backend's parsing would; served agents rebuild
 their bodies between reads, and what serving the reads cost them is reported apart: on this
 machine it competes with the controller for the cores); peak RSS of the controller's process;
-store growth (rows and bytes) on SQLite and, when reachable, PostgreSQL
+store growth (rows and bytes per table, and bytes per GPU-day with every raw sample kept and
+with raw samples deleted past their retention) on SQLite and, when reachable, PostgreSQL
 (OBSERVER_BENCH_POSTGRES_URL, default the local test server; a schema of its own, dropped
 after). `--minutes` of simulated time are run and the growth extrapolated to a day and a week,
 which the output says. `keeps_up` is judged on the wall clock: no task's p99 tick outlasts its
@@ -89,11 +90,11 @@ from observer.fleet import wire
 from observer.fleet.base import Fleet
 from observer.fleet.http import HttpFleet
 from observer.logging_setup import configure_logging
+from observer.records import TableSize
 from observer.settings import Settings
 from observer.simulation.soak import SimulatedSoak
 from observer.storage.database import upgrade
 from observer.storage.store import Store
-from observer.storage.tables import metadata
 
 # A weekday at 10:00 in Shanghai: inside the default weekday-peak window.
 START = datetime(2026, 11, 30, 2, 0, tzinfo=UTC)
@@ -471,28 +472,25 @@ class Timed:
         return result
 
 
-def _store_size(url: str, store_path: Path | None) -> tuple[dict[str, int], int]:
-    """Rows per table, and bytes: the SQLite file (with its WAL) or PostgreSQL's
-    pg_total_relation_size of every table the store has (indexes and TOAST included)."""
-    engine = sa.create_engine(url)
-    tables = sorted(metadata.tables)
-    with engine.connect() as connection:
-        rows = {
-            t: connection.execute(sa.text(f"SELECT count(*) FROM {t}")).scalar_one() for t in tables
-        }
-        if store_path is None:
-            size = sum(
-                connection.execute(sa.text(f"SELECT pg_total_relation_size('{t}')")).scalar_one()
-                for t in tables
-            )
-        else:
-            connection.exec_driver_sql("PRAGMA wal_checkpoint(TRUNCATE)")
-            size = store_path.stat().st_size
-    engine.dispose()
-    return rows, size
+def store_tables(url: str) -> dict[str, TableSize]:
+    """Every table's rows and bytes, as `observer db size` measures them."""
+    with Store(url) as store:
+        return {t.name: t for t in store.table_sizes()}
 
 
-def run(url: str, store_path: Path | None, args: argparse.Namespace) -> dict[str, Any]:
+def bytes_per_gpu_day(grown: dict[str, int], gpu_days: float) -> dict[str, int]:
+    """What a GPU-day adds to the store, by table bytes `grown` over `gpu_days`: every raw
+    sample kept (`retention_off`), and what stays for the soak once raw samples past
+    storage.raw_retention_days are deleted (`retention_on`: everything but gpu_samples,
+    whose few hours a report reads raw are left out as well)."""
+    total = sum(grown.values())
+    return {
+        "retention_off": round(total / gpu_days),
+        "retention_on": round((total - grown.get("gpu_samples", 0)) / gpu_days),
+    }
+
+
+def run(url: str, args: argparse.Namespace) -> dict[str, Any]:
     settings = settings_for(url, args.nodes)
     cfg = settings.controller
     upgrade(url)
@@ -509,7 +507,7 @@ def run(url: str, store_path: Path | None, args: argparse.Namespace) -> dict[str
         f for s in specs for f in node_snapshot(s.name, START, 0, s.name in with_findings).findings
     )
     known.close()
-    rows_before, bytes_before = _store_size(url, store_path)
+    before = store_tables(url)
     clock = ManualClock(START)
     rng = random.Random(args.seed)
     cluster = LoadedCluster(specs, clock, args.jobs, rng)
@@ -549,7 +547,7 @@ def run(url: str, store_path: Path | None, args: argparse.Namespace) -> dict[str
     wall = time.perf_counter() - wall_began
     runs = len(store.runs())
     store.close()
-    rows_after, bytes_after = _store_size(url, store_path)
+    after = store_tables(url)
     per_day = 86400.0 / simulated_seconds
     loops = {
         name: {
@@ -569,7 +567,9 @@ def run(url: str, store_path: Path | None, args: argparse.Namespace) -> dict[str
     controller_cpu = sum(sum(t.cpu) for t in timed.values())
     core_share = controller_cpu / simulated_seconds
     slowest = max(_p99(t.wall) / t.task.interval_seconds for t in timed.values())
-    grown = {t: rows_after[t] - rows_before[t] for t in rows_after}
+    grown = {t: after[t].rows - before[t].rows for t in after}
+    grown_bytes = {t: after[t].bytes - before[t].bytes for t in after}
+    store_grown = sum(grown_bytes.values())
     return {
         "loops": loops,
         "cycle_cpu_seconds": round(
@@ -584,8 +584,14 @@ def run(url: str, store_path: Path | None, args: argparse.Namespace) -> dict[str
         "left_out": dict(soak.composition.left_out),
         "probe_runs": runs,
         "store_rows_per_day": {t: round(n * per_day) for t, n in grown.items()},
-        "store_bytes_per_day": round((bytes_after - bytes_before) * per_day),
-        "store_bytes_per_week": round((bytes_after - bytes_before) * per_day * 7),
+        "store_bytes_per_day": round(store_grown * per_day),
+        "store_bytes_per_week": round(store_grown * per_day * 7),
+        "store_bytes_per_day_by_table": {
+            t: round(b * per_day) for t, b in sorted(grown_bytes.items()) if b
+        },
+        "store_bytes_per_gpu_day": bytes_per_gpu_day(
+            grown_bytes, args.nodes * GPUS_PER_NODE * simulated_seconds / 86400
+        ),
         "wall_seconds": round(wall, 1),
         **(
             {}
@@ -666,7 +672,7 @@ def main() -> int:
         stores.append("sqlite")
         with tempfile.TemporaryDirectory() as tmp:
             path = Path(tmp) / "observer.db"
-            result["sqlite"] = run(f"sqlite:///{path}", path, args)
+            result["sqlite"] = run(f"sqlite:///{path}", args)
     postgres = (
         None
         if args.no_postgres
@@ -676,7 +682,7 @@ def main() -> int:
         url, drop = postgres
         try:
             stores.append("postgresql")
-            result["postgresql"] = run(url, None, args)
+            result["postgresql"] = run(url, args)
         finally:
             drop()
     result["keeps_up"] = all(result[s]["keeps_up"] for s in stores)

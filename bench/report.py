@@ -12,7 +12,8 @@ them once (a week-old database moving to 0005); from then on the controller adds
 as it stores samples (bench/controller_scale.py). Then the real report code builds the first
 day's summary, the last day's (which reduces the whole soak so far, day by day) and the
 verdict, on SQLite and, when reachable, PostgreSQL (OBSERVER_BENCH_POSTGRES_URL, default the
-local test server; a schema of its own, dropped after).
+local test server; a schema of its own, dropped after); and the store's bytes per GPU-day,
+with every raw sample kept and once those past their retention are deleted.
 
 `--samples counts` (for 5,000 nodes: 80 M sample rows a week would take hours to insert
 here) stores no sample rows but the counts the controller keeps of them, as many rows as it
@@ -52,7 +53,14 @@ from zoneinfo import ZoneInfo
 import sqlalchemy as sa
 from alembic import command
 from alembic.config import Config
-from controller_scale import DEFAULT_POSTGRES_URL, GPUS_PER_NODE, TENANTS, postgres_schema
+from controller_scale import (
+    DEFAULT_POSTGRES_URL,
+    GPUS_PER_NODE,
+    TENANTS,
+    bytes_per_gpu_day,
+    postgres_schema,
+    store_tables,
+)
 
 from observer.cli import GC_FIRST_GENERATION_THRESHOLD
 from observer.domain import (
@@ -448,7 +456,15 @@ def measure(url: str, args: argparse.Namespace, out: Path, kept: Path) -> dict[s
             build()
             timings[f"{name}_seconds"] = round(time.perf_counter() - began, 2)
             timings[f"{name}_cpu_seconds"] = round(time.process_time() - cpu, 2)
-    return {**timings, **filled}
+    tables = store_tables(url)
+    gpu_days = args.nodes * GPUS_PER_NODE * args.days
+    sizes = {
+        "store_bytes": sum(t.bytes for t in tables.values()),
+        "store_bytes_per_gpu_day": bytes_per_gpu_day(
+            {n: t.bytes for n, t in tables.items()}, gpu_days
+        ),
+    }
+    return {**timings, **filled, **sizes}
 
 
 def main() -> int:

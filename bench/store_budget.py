@@ -33,15 +33,14 @@ import random
 import tempfile
 import threading
 import time
-import uuid
 from collections.abc import Iterator
-from contextlib import contextmanager
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 from zoneinfo import ZoneInfo
 
 import sqlalchemy as sa
+from controller_scale import DEFAULT_POSTGRES_URL, GPUS_PER_NODE, postgres_schema
 from prometheus_client import CollectorRegistry
 
 from observer.clock import ManualClock
@@ -54,14 +53,11 @@ from observer.settings import Settings
 from observer.storage.database import upgrade
 from observer.storage.store import Store
 
-GPUS_PER_NODE = 8
 DEFAULT_RETENTION_DAYS = 7
 PROJECTED_DAYS = 28
 TZ = ZoneInfo("Asia/Shanghai")
 START = datetime(2026, 11, 30, 9, 17, tzinfo=TZ)  # a Monday, inside an hour
-POSTGRES_URL = os.environ.get(
-    "OBSERVER_BENCH_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test"
-)
+POSTGRES_URL = os.environ.get("OBSERVER_BENCH_POSTGRES_URL", DEFAULT_POSTGRES_URL)
 
 
 def _samples(nodes: int, at: datetime, rng: random.Random) -> Iterator[StoredGpuSample]:
@@ -165,21 +161,6 @@ def run(url: str, args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
-@contextmanager
-def _postgres_schema() -> Iterator[str]:
-    schema = f"bench_{uuid.uuid4().hex[:12]}"
-    admin = sa.create_engine(POSTGRES_URL, isolation_level="AUTOCOMMIT")
-    with admin.connect() as connection:
-        connection.execute(sa.text(f'CREATE SCHEMA "{schema}"'))
-    try:
-        url = sa.make_url(POSTGRES_URL).update_query_dict({"options": f"-csearch_path={schema}"})
-        yield url.render_as_string(hide_password=False)
-    finally:
-        with admin.connect() as connection:
-            connection.execute(sa.text(f'DROP SCHEMA "{schema}" CASCADE'))
-        admin.dispose()
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--nodes", type=int, default=1000)
@@ -200,9 +181,13 @@ def main() -> None:
         with tempfile.TemporaryDirectory() as directory:
             url = f"sqlite:///{Path(directory) / 'observer.db'}"
             result["sqlite"] = run(url, args)
-    if not args.no_postgres:
-        with _postgres_schema() as url:
+    postgres = None if args.no_postgres else postgres_schema(POSTGRES_URL)
+    if postgres is not None:
+        url, drop = postgres
+        try:
             result["postgresql"] = run(url, args)
+        finally:
+            drop()
     print(json.dumps(result))
 
 

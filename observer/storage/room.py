@@ -13,7 +13,16 @@ import sqlalchemy as sa
 
 from observer.records import StoreSize, TableSize
 from observer.storage.database import Repository
-from observer.storage.tables import gpu_samples_table, metadata, store_sizes_table
+from observer.storage.tables import (
+    gpu_minutes_table,
+    gpu_node_hours_table,
+    gpu_samples_table,
+    gpu_task_hours_table,
+    metadata,
+    store_sizes_table,
+)
+
+_CHURNED = (gpu_samples_table, gpu_minutes_table, gpu_node_hours_table, gpu_task_hours_table)
 
 
 class RoomRepository(Repository):
@@ -32,16 +41,18 @@ class RoomRepository(Repository):
         """Make the space of deleted samples usable again while the store is in use. SQLite
         with incremental auto-vacuum (a store this observer created) gives it back to the
         volume; an older file reuses it before it grows. PostgreSQL reuses a table's space
-        once it is vacuumed: autovacuum would, at its own thresholds, long after a day's
-        deletes have grown the table."""
+        once it is vacuumed: the samples' (deleted) and their counts' (each row updated with
+        every batch of samples, a dead version each time), which autovacuum would reach only
+        at its own thresholds."""
         with self._errors("reclaiming free pages"), self._engine.connect() as connection:
             if connection.dialect.name == "sqlite":
                 # Each step of the pragma frees one page; a script steps it to its end.
                 driver: Any = connection.connection.driver_connection
                 driver.executescript("PRAGMA incremental_vacuum")
             else:  # VACUUM runs outside a transaction
+                churned = ", ".join(t.name for t in _CHURNED)
                 connection.execution_options(isolation_level="AUTOCOMMIT").exec_driver_sql(
-                    f"VACUUM {gpu_samples_table.name}"
+                    f"VACUUM {churned}"
                 )
 
     def table_sizes(self) -> list[TableSize]:
