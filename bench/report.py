@@ -6,7 +6,8 @@ default cadences (bench/controller_scale.py measures the controller itself): eve
 sample every controller.gpu_sample_interval_seconds, each agent on its own clock; the queue
 rows of a scheduler snapshot every controller.snapshot_interval_seconds; the node change log
 (a share of the nodes changing at each snapshot); the probe runs of the plan and their
-findings, node findings, alerts and interventions. The samples go in at schema 0004, before
+findings, node findings, alerts and interventions. The samples go in at schema 0004 (without
+the kind of task that held the GPU, kept from 0013 on: their tasks read "not known"), before
 the per-minute and per-hour counts existed, and `upgrade_seconds` is the upgrade that counts
 them once (a week-old database moving to 0005); from then on the controller adds to the counts
 as it stores samples (bench/controller_scale.py). Then the real report code builds the first
@@ -111,7 +112,6 @@ _SAMPLE_COLUMNS = (
     "power_milliwatts",
     "process_count",
     "tenant",
-    "task",
 )
 
 
@@ -158,7 +158,6 @@ def _samples(
                     650_000 if busy else 90_000,
                     1 if busy else 0,
                     tenants[(n + at.hour) % len(tenants)] if busy else None,
-                    TASKS[(n + g + at.hour) % len(TASKS)] if busy else None,
                 )
         tick += step
 
