@@ -69,8 +69,13 @@ def build_apart(
         name="observer-reports",
         daemon=True,
     )
-    child.start()
-    answering.close()  # the child's end is the child's alone: its exit reads as the end here
+    try:
+        child.start()
+    except OSError as exc:  # no process to be had (a limit on processes, no memory)
+        answers.close()
+        raise ReportError(f"cannot start the report build's process: {exc}") from exc
+    finally:
+        answering.close()  # the child's end is the child's alone: its exit reads as the end
     try:
         with store.elsewhere():
             for _ in days:
