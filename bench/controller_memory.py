@@ -4,7 +4,9 @@
 manual clock over the simulated cluster, other users' jobs in every scheduler snapshot, the
 probe plan running) for `--days` simulated days, with Prometheus (the stand-in, scraping the
 controller's heartbeat and every GPU's utilisation) so that the monitoring task runs too,
-and the daily summaries built into a temporary directory. Every node's agent serves what a
+and the daily summaries built into a temporary directory, in a process of their own as the
+controller builds them (that process's memory is not the controller's, and not counted here:
+what is measured is the controller's own process). Every node's agent serves what a
 real 8-GPU agent does, decoded by the controller as HttpFleet decodes it; to keep days of
 reads affordable each node's body is built once per hour and per number of busy GPUs and
 re-timed at each read. Each agent reports a finding that opened and closed in each of the
@@ -14,8 +16,10 @@ a hundred an open one.
 At the end of every simulated day, after a full collection: the process's resident memory
 (VmRSS), what Python allocated and still holds (tracemalloc's current, unless
 `--no-tracemalloc`), what SQLite holds (`sqlite3_memory_used`: its page caches, inside RSS
-and unseen by tracemalloc), the store's size on disk, and RSS before and after each report
-tick that grew it. Under tracemalloc RSS also holds tracemalloc's own table of live
+and unseen by tracemalloc), the store's size on disk, the largest report build process so
+far (its peak RSS, which the controller's pod holds beside the controller while it runs),
+and RSS before and after each report tick that grew it (a tick that built a day waits on
+the build process). Under tracemalloc RSS also holds tracemalloc's own table of live
 allocations: read RSS from a `--no-tracemalloc` run, what Python holds from a traced one.
 The store is SQLite in a temporary directory, its commits not flushed to the disk
 (`durable=False`: what that saves is time, not memory). The growth from day 2 to the last
@@ -41,6 +45,7 @@ import ctypes
 import gc
 import json
 import random
+import resource
 import sys
 import tempfile
 import time
@@ -238,6 +243,12 @@ def run(args: argparse.Namespace, directory: Path) -> dict[str, Any]:
                 "traced_bytes": tracemalloc.get_traced_memory()[0] if tracing else None,
                 "sqlite_bytes": sqlite_memory_bytes(),
                 "store_bytes": store_bytes(path),
+                # The largest report build process so far (ended processes only): during a
+                # build the controller's pod holds this beside the controller.
+                "build_process_max_rss_bytes": resource.getrusage(
+                    resource.RUSAGE_CHILDREN
+                ).ru_maxrss
+                * 1024,
                 "wall_seconds": round(time.perf_counter() - began, 1),
             }
         )

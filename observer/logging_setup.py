@@ -8,10 +8,15 @@ from typing import Literal
 
 import structlog
 
+Format = Literal["auto", "json", "console"]
 
-def configure_logging(
-    level: str = "info", fmt: Literal["auto", "json", "console"] = "auto"
-) -> None:
+# What this process was configured with, its format resolved: a process it spawns (the report
+# build) configures itself the same, so that its lines join the parent's on the same stream.
+_configured: tuple[str, Format] | None = None
+
+
+def configure_logging(level: str = "info", fmt: Format = "auto") -> None:
+    global _configured  # noqa: PLW0603
     as_json = fmt == "json" or (fmt == "auto" and not sys.stderr.isatty())
     renderer: structlog.typing.Processor = (
         structlog.processors.JSONRenderer() if as_json else structlog.dev.ConsoleRenderer()
@@ -28,6 +33,12 @@ def configure_logging(
         logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
         cache_logger_on_first_use=False,
     )
+    _configured = (level, "json" if as_json else "console")
+
+
+def logging_configured() -> tuple[str, Format] | None:
+    """The level and format this process was configured with; None when it never was."""
+    return _configured
 
 
 def get_logger(name: str) -> structlog.typing.FilteringBoundLogger:

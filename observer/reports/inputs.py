@@ -55,8 +55,7 @@ def soak_started_at(store: Store, settings: Settings) -> datetime | None:
     """The configured start, else the first stored probe run's submission."""
     if settings.reports.soak_started_at is not None:
         return settings.reports.soak_started_at
-    first = next(iter(store.runs()), None)
-    return None if first is None else first.submitted_at
+    return store.first_submitted_at()
 
 
 def report_context(settings: Settings, started_at: datetime) -> ReportContext:

@@ -1,9 +1,11 @@
 """Writes reports into reports.output_dir (Markdown, HTML, JSON) and says which days are due
-and when the next falls due: `observer report ...` on demand, and the controller once a day,
-catching up every day it missed (a day whose files exist is not built again)."""
+and when the next falls due: `observer report ...` on demand, and the controller's report build
+(`apart.py`) once a day, catching up every day it missed (a day whose files exist is not
+built again)."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from zoneinfo import ZoneInfo
@@ -36,29 +38,32 @@ def daily_paths(settings: Settings, day: date, *, partial: bool = False) -> list
     return [settings.reports.output_dir / f"{stem}.{s}" for s in SUFFIXES]
 
 
+@dataclass(frozen=True, slots=True)
+class Written:
+    """A daily summary written: its day, the end of the period it covers, its three files.
+    Plain values: the report build's process answers the controller with them."""
+
+    day: date
+    ends_at: datetime
+    paths: tuple[Path, ...]
+
+
 def write_daily(
-    store: Store,
-    settings: Settings,
-    day: date,
-    now: datetime,
-    metrics: ReportMetrics | None = None,
-    *,
-    partial: bool = False,
+    store: Store, settings: Settings, day: date, now: datetime, *, partial: bool = False
 ) -> list[Path]:
     """Build `day`'s summary (`partial`: the day so far) and write its files; returns the
     paths of its three forms."""
-    try:
-        report = build_daily(load_daily(store, settings, day, now, partial=partial))
-        paths = daily_paths(settings, day, partial=report.partial)
-        _write(render_daily(report, settings.reports.language), paths)
-    except Exception:
-        if metrics is not None:
-            metrics.report_errors_total.labels("daily").inc()
-        raise
-    if metrics is not None:
-        metrics.reports_built_total.labels("daily").inc()
-        metrics.report_last_day_timestamp_seconds.set(report.figures.end.timestamp())
-    return paths
+    return list(write_summary(store, settings, day, now, partial=partial).paths)
+
+
+def write_summary(
+    store: Store, settings: Settings, day: date, now: datetime, *, partial: bool = False
+) -> Written:
+    """`write_daily`, answering what was written."""
+    report = build_daily(load_daily(store, settings, day, now, partial=partial))
+    paths = daily_paths(settings, day, partial=report.partial)
+    _write(render_daily(report, settings.reports.language), paths)
+    return Written(day, report.figures.end, tuple(paths))
 
 
 def write_verdict(
@@ -126,16 +131,6 @@ def next_build_at(settings: Settings, now: datetime) -> datetime:
     while (at := datetime.combine(day, settings.reports.daily_build_time, tz)) <= now:
         day += timedelta(days=1)
     return at.astimezone(UTC)
-
-
-def build_due(
-    store: Store, settings: Settings, now: datetime, metrics: ReportMetrics | None = None
-) -> list[Path]:
-    """Write every due summary, oldest first: what the controller's daily loop calls."""
-    written: list[Path] = []
-    for day in due_days(store, settings, now):
-        written += write_daily(store, settings, day, now, metrics)
-    return written
 
 
 def _write(rendered: Rendered, paths: list[Path]) -> list[Path]:

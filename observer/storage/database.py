@@ -183,6 +183,15 @@ class Repository:
             raise
         self.outage = None
 
+    @contextmanager
+    def elsewhere(self) -> Iterator[None]:
+        """Work on this database done by another process (the report build's, which answers
+        its failures as StoreError): a StoreError raised in the block is this store's failure,
+        kept as its outage and counted, and the block's end clears the outage, as a call of
+        its own would."""
+        with self._errors("working elsewhere"):
+            yield
+
 
 def _check_sqlite_directory(url: sa.URL) -> None:
     # SQLite's own message ('unable to open database file') does not say what is wrong.

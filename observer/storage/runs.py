@@ -72,6 +72,20 @@ class RunsRepository(Repository):
         with self._errors("reading probe runs"), self._engine.connect() as connection:
             return [_RUN.value(row) for row in connection.execute(query)]
 
+    def first_submitted_at(self) -> datetime | None:
+        """When the first run was submitted; None while none has been. One row read, not
+        every run: the controller asks at each look for due reports."""
+        t = probe_runs_table
+        query = (
+            sa.select(t.c.submitted_at)
+            .where(t.c.submitted_at.is_not(None))
+            .order_by(t.c.submitted_at)
+            .limit(1)
+        )
+        with self._errors("reading the first probe run"), self._engine.connect() as connection:
+            first: datetime | None = connection.execute(query).scalar_one_or_none()
+        return first
+
     def run(self, run_id: str) -> ProbeRun | None:
         query = _RUN.select().where(probe_runs_table.c.run_id == run_id)
         with self._errors("reading a probe run"), self._engine.connect() as connection:

@@ -56,6 +56,7 @@ class Store(
     ) -> None:
         """`on_error` is called on each failed database call, before its StoreError rises;
         `durable` as in `create_engine`."""
+        self._url = url
         where = display(url)
         engine = create_engine(url, durable=durable)
         super().__init__(engine, where, clock or SystemClock(), on_error)
@@ -64,6 +65,12 @@ class Store(
         except BaseException:
             self._engine.dispose()
             raise
+
+    @property
+    def url(self) -> str:
+        """The URL it was opened with, password and all: for a process of the observer's own
+        that opens the same database (the report build); never for a message."""
+        return self._url
 
     def close(self) -> None:
         self._engine.dispose()

@@ -1,6 +1,6 @@
 """`observer controller` as a process: it serves its health and metrics, runs the plan, writes
-the daily summary at its build time, and on SIGTERM cancels every probe in flight before it
-exits."""
+the daily summary at its build time in a process of its own, and on SIGTERM cancels every
+probe in flight and ends a build under way before it exits."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 from datetime import time as clock_time
 from pathlib import Path
 from zoneinfo import ZoneInfo
@@ -152,10 +152,7 @@ def test_a_hung_submission_holds_up_neither_health_nor_snapshot_nor_detection(tm
 
 
 def test_yesterdays_summary_is_written_within_a_minute_of_the_daily_build_time(tmp_path: Path):
-    # A platform whose local time is about noon, so that the build time a few seconds ahead is
-    # today's whatever the hour of the run.
-    hours = (12 - datetime.now(UTC).hour + 12) % 24 - 12
-    zone = ZoneInfo(f"Etc/GMT{-hours:+d}")  # the Etc zones' signs are inverted
+    zone = _noon_zone()  # the build time a few seconds ahead is today's, whatever the hour
     build = (datetime.now(zone) + timedelta(seconds=15)).replace(microsecond=0)
     yesterday = build.date() - timedelta(days=1)
     reports = tmp_path / "reports"
@@ -175,6 +172,75 @@ def test_yesterdays_summary_is_written_within_a_minute_of_the_daily_build_time(t
 
     assert build <= written <= build + timedelta(seconds=60)
     assert json.loads(summary.read_text(encoding="utf-8"))["report"] == "daily"
+
+
+def test_the_daily_summaries_are_built_by_a_process_of_their_own_logging_as_the_controller(
+    tmp_path: Path,
+):
+    zone = _noon_zone()
+    today = datetime.now(zone).date()
+    days = [today - timedelta(days=2), today - timedelta(days=1)]
+    reports = tmp_path / "reports"
+    summaries = [reports / f"daily-{day.isoformat()}.json" for day in days]
+    with _controller(
+        tmp_path, f"  timezone: {zone.key}\n", _soak_reports(reports, days[0], zone)
+    ) as (proc, _):
+        assert proc.stderr is not None
+        wait_until(lambda: all(s.exists() for s in summaries), "both days' summaries", 60)
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=15) == 0
+        events = [json.loads(line) for line in proc.stderr.read().splitlines()]
+
+    written = [e for e in events if e["event"] == "daily summary written"]
+    assert [e["day"] for e in written] == [day.isoformat() for day in days]
+    assert {e["level"] for e in written} == {"info"}
+    [builder] = {e["pid"] for e in written}
+    assert builder != proc.pid
+    assert [json.loads(s.read_text(encoding="utf-8"))["report"] for s in summaries] == [
+        "daily",
+        "daily",
+    ]
+
+
+def test_sigterm_during_a_long_report_build_stops_the_controller_and_the_build_within_3_s(
+    tmp_path: Path,
+):
+    zone = _noon_zone()
+    reports = tmp_path / "reports"
+    a_year_ago = datetime.now(zone).date() - timedelta(days=365)
+    with _controller(
+        tmp_path,
+        f"  timezone: {zone.key}\n  shutdown_deadline_seconds: 5\n",
+        _soak_reports(reports, a_year_ago, zone),
+    ) as (proc, _):
+        assert proc.stderr is not None
+        wait_until(lambda: list(reports.glob("daily-*.json")), "the first summary", 60)
+        started = time.monotonic()
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=15) == 0
+        assert time.monotonic() - started < 3
+        events = [json.loads(line) for line in proc.stderr.read().splitlines()]
+
+    [builder] = {e["pid"] for e in events if e["event"] == "daily summary written"}
+    with pytest.raises(ProcessLookupError):
+        os.kill(builder, 0)
+    written = sorted(reports.iterdir())
+    assert 0 < len(written) < 365 * 4
+    time.sleep(0.5)
+    assert sorted(reports.iterdir()) == written
+
+
+def _noon_zone() -> ZoneInfo:
+    """A platform whose local time is about noon: past the default daily build time (08:00),
+    and far from midnight, so that today and yesterday stay what they are while a test runs."""
+    hours = (12 - datetime.now(UTC).hour + 12) % 24 - 12
+    return ZoneInfo(f"Etc/GMT{-hours:+d}")  # the Etc zones' signs are inverted
+
+
+def _soak_reports(reports: Path, first: date, zone: ZoneInfo) -> str:
+    """The reports group of a soak that began on `first` (platform time), written to `reports`."""
+    started = datetime.combine(first, clock_time(), zone).isoformat()
+    return f"reports: {{output_dir: '{reports}', soak_started_at: '{started}'}}\n"
 
 
 @contextmanager

@@ -8,6 +8,7 @@ import re
 from collections.abc import Iterator
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
+from threading import Event
 from zoneinfo import ZoneInfo
 
 import pytest
@@ -17,7 +18,8 @@ from observer.cli import main
 from observer.domain import Outcome
 from observer.errors import ReportError
 from observer.records import InterventionSource, StoredAlert, StoredIntervention
-from observer.reports.publish import build_due, due_days, write_daily
+from observer.reports.apart import build_apart
+from observer.reports.publish import due_days, write_daily
 from observer.settings import Settings
 from observer.storage.store import Store
 from tests.reports.builders import run
@@ -234,8 +236,17 @@ def test_the_daily_build_catches_up_every_missed_day_once(tmp_path: Path, store:
     assert due_days(store, settings, _local(fourth, 8)) == [
         first + timedelta(days=i) for i in range(3)
     ]
-    written = build_due(store, settings, _local(fourth, 8))
-    assert len(written) == 9
+    built = build_apart(
+        store,
+        settings,
+        due_days(store, settings, _local(fourth, 8)),
+        _local(fourth, 8),
+        Event(),
+        60,
+    )
+    assert [(w.day, len(w.paths)) for w in built] == [
+        (first + timedelta(days=i), 3) for i in range(3)
+    ]
     assert due_days(store, settings, _local(fourth, 9)) == []
     with pytest.raises(ReportError):
         write_daily(store, settings, fourth, _local(fourth, 9))

@@ -146,6 +146,17 @@ def test_runs_are_ordered_by_submission_with_runs_not_yet_submitted_last(store: 
     assert store.runs() == [early, tie_a, tie_b, late, unsubmitted]
 
 
+def test_the_first_submission_is_the_earliest_of_the_runs_submitted(store: Store) -> None:
+    assert store.first_submitted_at() is None
+    unsubmitted = replace(submitted("run-0", T0), state=RunState.SUBMITTED, submitted_at=None)
+    store.save_runs([unsubmitted])
+    assert store.first_submitted_at() is None
+
+    store.save_runs([submitted("run-a", T0 + timedelta(hours=1)), submitted("run-z", T0)])
+
+    assert store.first_submitted_at() == T0
+
+
 def test_since_and_until_keep_runs_submitted_in_the_half_open_period(store: Store) -> None:
     hour = timedelta(hours=1)
     before, at_since, inside, at_until = (submitted(f"run-{i}", T0 + i * hour) for i in range(4))
