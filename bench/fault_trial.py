@@ -225,7 +225,9 @@ def main(chosen: list[str]) -> None:
                 {"window": "always", "probe": "multi-node", "every_seconds": 60},
             ],
             job_listing_interval_seconds=30,
-            max_probe_gpus_per_tenant=8,  # the two-node probe takes both nodes' four GPUs
+            # The two-node probe takes both nodes' four GPUs, beside the one-GPU probes.
+            max_probe_gpus=16,
+            max_probe_gpus_per_tenant=8,
         )
         log = work / "controller.log"
         ctl = stack.enter_context(controller(config, log))
@@ -412,7 +414,16 @@ def munge_outage(trial: Trial, base: str, agent_base: str) -> None:
     try:
         named, seconds = wait_for(lambda: "munge" in json.dumps(healthz(base)).lower(), 90)
         during = healthz(base)
-        agent_words = httpx.get(f"{agent_base}/v1/snapshot", timeout=5).text.lower()
+        # The agent asks its owner source every agent.owners_interval_seconds (10 s).
+        agent_words, _ = wait_for(
+            lambda: (
+                (text := httpx.get(f"{agent_base}/v1/snapshot", timeout=5).text.lower())
+                and "munge" in text
+                and text
+            ),
+            30,
+        )
+        agent_words = agent_words or ""
     finally:
         subprocess.run(["runuser", "-u", "munge", "--", "/usr/sbin/munged"], check=True)
     # slurmd's and slurmctld's messages go through munge: the nodes answer again later.

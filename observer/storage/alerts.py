@@ -38,5 +38,5 @@ class AlertsRepository(Repository):
             .where(t.c.starts_at >= since, t.c.starts_at < until)
             .order_by(t.c.starts_at, t.c.fingerprint)
         )
-        with self._errors("reading alerts"), self._engine.connect() as connection:
+        with self._reading("reading alerts") as connection:
             return [_ALERT.value(row) for row in connection.execute(query)]

@@ -46,5 +46,5 @@ class ControllerRunsRepository(Repository):
         query = _RUN.select().order_by(t.c.started_at, t.c.id)
         if until is not None:
             query = query.where(t.c.started_at < until)
-        with self._errors("reading the controller's runs"), self._engine.connect() as connection:
+        with self._reading("reading the controller's runs") as connection:
             return [_RUN.value(row) for row in connection.execute(query)]

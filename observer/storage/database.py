@@ -150,6 +150,7 @@ class StoreOutage:
 
     since: datetime
     error: str
+    reads_only: bool = False  # every failure since was a read: a read that succeeds ends it
 
 
 class Repository:
@@ -172,24 +173,38 @@ class Repository:
         return self._where
 
     @contextmanager
-    def _errors(self, doing: str) -> Iterator[None]:
+    def _errors(self, doing: str, *, reading: bool = False) -> Iterator[None]:
+        """A failure in the block starts or continues the outage; success ends it, unless
+        the block only read and a write has failed since: a full disk still answers reads,
+        and a store that cannot keep what the observer sees is failing."""
         try:
             with store_errors(f"{doing} in {self._where}"):
                 yield
         except StoreError as exc:
             outage = self.outage
-            self.outage = StoreOutage(outage.since if outage else self._clock.now(), str(exc))
+            self.outage = StoreOutage(
+                outage.since if outage else self._clock.now(),
+                str(exc),
+                reading and (outage.reads_only if outage else True),
+            )
             self._on_error()
             raise
-        self.outage = None
+        if not reading or (self.outage is not None and self.outage.reads_only):
+            self.outage = None
+
+    @contextmanager
+    def _reading(self, doing: str) -> Iterator[sa.Connection]:
+        """A connection to read with, its failures and successes as `_errors` counts reads."""
+        with self._errors(doing, reading=True), self._engine.connect() as connection:
+            yield connection
 
     @contextmanager
     def elsewhere(self) -> Iterator[None]:
         """Work on this database done by another process (the report build's, which answers
         its failures as StoreError): a StoreError raised in the block is this store's failure,
-        kept as its outage and counted, and the block's end clears the outage, as a call of
-        its own would."""
-        with self._errors("working elsewhere"):
+        kept as its outage and counted, and the block's end clears the outage as a read of its
+        own would (the build reads the store; it writes files)."""
+        with self._errors("working elsewhere", reading=True):
             yield
 
 

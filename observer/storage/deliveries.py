@@ -39,5 +39,5 @@ class DeliveriesRepository(Repository):
             query = query.where(t.c.at >= since)
         if until is not None:
             query = query.where(t.c.at < until)
-        with self._errors("reading report deliveries"), self._engine.connect() as connection:
+        with self._reading("reading report deliveries") as connection:
             return [_DELIVERY.value(row) for row in connection.execute(query)]

@@ -55,5 +55,5 @@ class FindingsRepository(Repository):
             query = query.where(sa.or_(t.c.closed_at.is_(None), t.c.closed_at >= since))
         if detector is not None:
             query = query.where(t.c.detector == detector)
-        with self._errors("reading findings"), self._engine.connect() as connection:
+        with self._reading("reading findings") as connection:
             return [_FINDING.value(row) for row in connection.execute(query)]

@@ -54,7 +54,7 @@ class GpuSamplesRepository(Repository):
         )
         if node is not None:
             query = query.where(t.c.node == node)
-        with self._errors("reading GPU samples"), self._engine.connect() as connection:
+        with self._reading("reading GPU samples") as connection:
             return [_SAMPLE.value(row) for row in connection.execute(query)]
 
     def gpu_sample_counts(self, since: datetime, until: datetime) -> GpuSampleCounts:
@@ -63,7 +63,7 @@ class GpuSamplesRepository(Repository):
         The whole UTC hours of the period come from the counts kept as samples are stored,
         the rest (less than an hour at either end) is counted from the samples."""
         first, last = _hour_after(since), _hour_of(until)
-        with self._errors("counting GPU samples"), self._engine.connect() as connection:
+        with self._reading("counting GPU samples") as connection:
             if first >= last:
                 return _count_samples(connection, since, until)
             parts = (
@@ -82,7 +82,7 @@ class GpuSamplesRepository(Repository):
         as gpu_sample_counts counts them (whole UTC hours from the counts, the ends from the
         samples): a window's, which may begin and end inside an hour."""
         first, last = _hour_after(since), _hour_of(until)
-        with self._errors("counting GPU samples"), self._engine.connect() as connection:
+        with self._reading("counting GPU samples") as connection:
             if first >= last:
                 return _count_tasks(connection, since, until)
             return (

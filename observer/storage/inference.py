@@ -29,7 +29,7 @@ class InferenceRepository(Repository):
         """The looks taken at [since, until), in time order."""
         t = inference_samples_table
         query = _SAMPLE.select().where(t.c.at >= since, t.c.at < until).order_by(t.c.at, t.c.id)
-        with self._errors("reading inference samples"), self._engine.connect() as connection:
+        with self._reading("reading inference samples") as connection:
             return [_SAMPLE.value(row) for row in connection.execute(query)]
 
     def save_inference_phases(self, phases: Iterable[InferencePhase]) -> None:
@@ -51,5 +51,5 @@ class InferenceRepository(Repository):
             .where(t.c.ready_at >= since, t.c.ready_at < until)
             .order_by(t.c.ready_at, t.c.id)
         )
-        with self._errors("reading inference phases"), self._engine.connect() as connection:
+        with self._reading("reading inference phases") as connection:
             return [_PHASE.value(row) for row in connection.execute(query)]

@@ -40,5 +40,5 @@ class InterventionsRepository(Repository):
         t = interventions_table
         query = _INTERVENTION.select().where(t.c.at >= since, t.c.at < until)
         query = query.order_by(t.c.at, t.c.id)
-        with self._errors("reading interventions"), self._engine.connect() as connection:
+        with self._reading("reading interventions") as connection:
             return [_INTERVENTION.value(row) for row in connection.execute(query)]

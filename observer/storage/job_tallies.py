@@ -71,7 +71,7 @@ class JobTalliesRepository(Repository):
         """The listed slots starting in [since, until), in order; a slot never listed is
         absent."""
         listings, tallies, waits = job_listings_table, job_tallies_table, job_waits_table
-        with self._errors("reading job tallies"), self._engine.connect() as connection:
+        with self._reading("reading job tallies") as connection:
             listed = connection.execute(
                 sa.select(listings)
                 .where(listings.c.slot >= since, listings.c.slot < until)
@@ -108,6 +108,6 @@ class JobTalliesRepository(Repository):
     def jobs_listed_until(self) -> datetime | None:
         """How far finished jobs have been listed: the end of the latest listing."""
         query = sa.select(sa.func.max(job_listings_table.c.listed_until))
-        with self._errors("reading job tallies"), self._engine.connect() as connection:
+        with self._reading("reading job tallies") as connection:
             latest: datetime | None = connection.execute(query).scalar()  # max() keeps UTC
         return latest

@@ -27,5 +27,5 @@ class ProbeSkipsRepository(Repository):
         """The skips at [since, until), in the order they happened."""
         t = probe_skips_table
         query = _SKIP.select().where(t.c.at >= since, t.c.at < until).order_by(t.c.at, t.c.id)
-        with self._errors("reading probe skips"), self._engine.connect() as connection:
+        with self._reading("reading probe skips") as connection:
             return [_SKIP.value(row) for row in connection.execute(query)]

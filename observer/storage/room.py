@@ -27,7 +27,7 @@ _CHURNED = (gpu_samples_table, gpu_minutes_table, gpu_node_hours_table, gpu_task
 
 class RoomRepository(Repository):
     def oldest_gpu_sample(self) -> datetime | None:
-        with self._errors("reading the oldest GPU sample"), self._engine.connect() as connection:
+        with self._reading("reading the oldest GPU sample") as connection:
             return connection.execute(sa.select(sa.func.min(gpu_samples_table.c.at))).scalar()
 
     def delete_gpu_samples(self, since: datetime, until: datetime, limit: int) -> int:
@@ -57,7 +57,7 @@ class RoomRepository(Repository):
 
     def table_sizes(self) -> list[TableSize]:
         """Every table of the schema, by name: its rows and bytes, its indexes included."""
-        with self._errors("measuring the tables"), self._engine.connect() as connection:
+        with self._reading("measuring the tables") as connection:
             on_disk = (
                 _sqlite_table_bytes(connection)
                 if connection.dialect.name == "sqlite"
@@ -75,7 +75,7 @@ class RoomRepository(Repository):
     def database_bytes(self) -> tuple[int, int]:
         """What the database takes on its volume, and how much of that is free inside it
         (pages freed by deletes, reused before the database grows)."""
-        with self._errors("measuring the store"), self._engine.connect() as connection:
+        with self._reading("measuring the store") as connection:
             if connection.dialect.name != "sqlite":
                 size = connection.exec_driver_sql("SELECT pg_database_size(current_database())")
                 return size.scalar_one(), 0
@@ -99,7 +99,7 @@ class RoomRepository(Repository):
         """The sizes measured at or after `since`, oldest first."""
         t = store_sizes_table
         query = sa.select(t.c.at, t.c.bytes).where(t.c.at >= since).order_by(t.c.at)
-        with self._errors("reading the store's sizes"), self._engine.connect() as connection:
+        with self._reading("reading the store's sizes") as connection:
             return [StoreSize(at, size) for at, size in connection.execute(query)]
 
     def _sqlite_file(self) -> Path | None:

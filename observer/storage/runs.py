@@ -69,7 +69,7 @@ class RunsRepository(Repository):
             query = query.where(t.c.probe == probe)
         if tenant is not None:
             query = query.where(t.c.tenant == tenant)
-        with self._errors("reading probe runs"), self._engine.connect() as connection:
+        with self._reading("reading probe runs") as connection:
             return [_RUN.value(row) for row in connection.execute(query)]
 
     def first_submitted_at(self) -> datetime | None:
@@ -82,13 +82,13 @@ class RunsRepository(Repository):
             .order_by(t.c.submitted_at)
             .limit(1)
         )
-        with self._errors("reading the first probe run"), self._engine.connect() as connection:
+        with self._reading("reading the first probe run") as connection:
             first: datetime | None = connection.execute(query).scalar_one_or_none()
         return first
 
     def run(self, run_id: str) -> ProbeRun | None:
         query = _RUN.select().where(probe_runs_table.c.run_id == run_id)
-        with self._errors("reading a probe run"), self._engine.connect() as connection:
+        with self._reading("reading a probe run") as connection:
             row = connection.execute(query).one_or_none()
         return None if row is None else _RUN.value(row)
 
@@ -116,5 +116,5 @@ class RunsRepository(Repository):
             )
             .order_by(t.c.finished_at, t.c.run_id)
         )
-        with self._errors("reading runs to log-check"), self._engine.connect() as connection:
+        with self._reading("reading runs to log-check") as connection:
             return [_RUN.value(row) for row in connection.execute(query)]

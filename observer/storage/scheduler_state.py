@@ -65,7 +65,7 @@ class SchedulerStateRepository(Repository):
         query = query.order_by(t.c.at, t.c.id)
         if tenant is not None:
             query = query.where(t.c.tenant == tenant)
-        with self._errors("reading queue samples"), self._engine.connect() as connection:
+        with self._reading("reading queue samples") as connection:
             return [
                 StoredQueueSample(row.at, _QUEUE.value(row)) for row in connection.execute(query)
             ]
@@ -73,7 +73,7 @@ class SchedulerStateRepository(Repository):
     def node_states(self, at: datetime) -> list[SchedulerNode]:
         """Every node known at `at` as it was then (its last change at or before `at`),
         ordered by name; nodes that had left the snapshots by then are left out."""
-        with self._errors("reading node states"), self._engine.connect() as connection:
+        with self._reading("reading node states") as connection:
             return _latest_nodes(connection, at)
 
     def first_pools(self, since: datetime, until: datetime) -> dict[str, str | None]:
@@ -91,7 +91,7 @@ class SchedulerStateRepository(Repository):
         )
         first_ids = sa.select(first_change.scalar_subquery()).select_from(names)
         query = sa.select(t.c.node, t.c.pool).where(t.c.id.in_(first_ids))
-        with self._errors("reading node pools"), self._engine.connect() as connection:
+        with self._reading("reading node pools") as connection:
             return {node: pool for node, pool in connection.execute(query)}
 
     def node_changes(
@@ -109,7 +109,7 @@ class SchedulerStateRepository(Repository):
         instants: dict[datetime | str, datetime] = {}
         # A node goes back and forth between a few states: each is built once.
         states: dict[tuple[Any, ...], SchedulerNode] = {}
-        with self._errors("reading node changes"), self._engine.connect() as connection:
+        with self._reading("reading node changes") as connection:
             return [
                 StoredNodeChange(
                     instants.get(row[-1]) or instants.setdefault(row[-1], instant(row[-1])),

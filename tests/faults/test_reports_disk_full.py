@@ -34,7 +34,7 @@ STEP_SECONDS = 60.0
 
 
 def test_a_full_reports_disk_loses_no_summary_and_never_shows_half_of_one(tmp_path: Path):
-    with _small_tmpfs(tmp_path / "reports") as reports:
+    with small_tmpfs(tmp_path / "reports") as reports:
         settings = controller_settings(
             plan=[{"window": "always", "probe": "short", "every_seconds": 600}],
             simulation={"nodes": 2, "gpus_per_node": 4, "pools": ["a"]},
@@ -107,15 +107,15 @@ def _cli_report(tmp_path: Path, settings: Settings) -> tuple[int, str]:
 
 
 @contextmanager
-def _small_tmpfs(path: Path) -> Iterator[Path]:
-    """`path`, a 1 MiB tmpfs while inside."""
+def small_tmpfs(path: Path, size: str = "1m") -> Iterator[Path]:
+    """`path`, a tmpfs of `size` (mount's words) while inside."""
     if os.geteuid() != 0 or shutil.which("mount") is None:
         reason = "mounting a tmpfs needs root"
         if os.environ.get("CI") == "true":
             pytest.fail(reason)
         pytest.skip(reason + " (CI=true makes this fail)")
     path.mkdir()
-    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(path)], check=True)
+    subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)], check=True)
     try:
         yield path
     finally:
