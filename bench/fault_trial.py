@@ -225,9 +225,10 @@ def main(chosen: list[str]) -> None:
                 {"window": "always", "probe": "multi-node", "every_seconds": 60},
             ],
             job_listing_interval_seconds=30,
-            # The two-node probe takes both nodes' four GPUs, beside the one-GPU probes.
+            # The two-node probe takes both nodes' four GPUs, beside the tenant's one-GPU
+            # probes in flight.
             max_probe_gpus=16,
-            max_probe_gpus_per_tenant=8,
+            max_probe_gpus_per_tenant=12,
         )
         log = work / "controller.log"
         ctl = stack.enter_context(controller(config, log))
@@ -356,7 +357,8 @@ def node_failure(trial: Trial) -> None:
     try:
         time.sleep(10)
     finally:
-        trial.slurm.cli("scontrol", "update", f"nodename={node}", "state=resume")
+        # Refused ("Invalid node state") when slurmd's answer already returned it to service.
+        answers(trial.slurm, "scontrol", "update", f"nodename={node}", "state=resume")
     done, seconds = wait_for(
         lambda: next(
             (r for r in trial.runs() if r.run_id == run.run_id and r.state is RunState.DONE), None
