@@ -179,7 +179,7 @@ def db_size(args: argparse.Namespace, settings: Settings) -> int:
         print(f"{table.name:<22} {table.rows:>14,} {size_text(table.bytes):>12}")
     print(f"on its volume: {size_text(size)} ({size_text(free_inside)} of it free, reused first)")
     if per_day is None:
-        print("growth: not measured yet (the controller measures the store each hour)")
+        print("growth: not known: the running controller measures it each hour, over 6 h or more")
     else:
         print(f"growth over the last day: {size_text(per_day)} a day")
     if free is not None:
