@@ -107,7 +107,8 @@ def test_db_size_prints_each_table_and_the_volumes_room(tmp_path: Path):
     lines = text.stdout.splitlines()
     assert lines[0].split() == ["table", "rows", "bytes"]
     assert any(line.split()[:2] == ["gpu_samples", "480"] for line in lines)
-    assert "growth: not known: the running controller measures it each hour, over 6 h or more" in lines
+    unknown = "growth: not known: the running controller measures it each hour, over 6 h or more"
+    assert unknown in lines
     assert lines[-1] == "raw GPU samples kept 7 days (storage.raw_retention_days)"
     report = json.loads(as_json.stdout)
     tables = {t["name"]: t for t in report["tables"]}
