@@ -344,6 +344,12 @@ def growth_per_day(sizes: Sequence[StoreSize], now_bytes: int, now: datetime) ->
     return (now_bytes - first.bytes) / ((now - first.at) / timedelta(days=1))
 
 
+def days_until_full(free_bytes: int, per_day: float | None) -> float | None:
+    """Days until growing `per_day` bytes a day uses `free_bytes`; None when it does not
+    grow (or its growth is not known)."""
+    return free_bytes / per_day if per_day is not None and per_day > 0 else None
+
+
 def size_text(size: float) -> str:
     """A size in bytes as a person reads it: 1.2 GB (powers of 1000, as disks are sold)."""
     for unit in ("B", "kB", "MB", "GB"):

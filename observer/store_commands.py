@@ -148,7 +148,7 @@ def db_size(args: argparse.Namespace, settings: Settings) -> int:
     from datetime import timedelta  # noqa: PLC0415
 
     from observer.clock import SystemClock  # noqa: PLC0415
-    from observer.records import growth_per_day, size_text  # noqa: PLC0415
+    from observer.records import days_until_full, growth_per_day, size_text  # noqa: PLC0415
     from observer.storage.database import store_url  # noqa: PLC0415
     from observer.storage.store import Store  # noqa: PLC0415
 
@@ -158,7 +158,7 @@ def db_size(args: argparse.Namespace, settings: Settings) -> int:
         size, free_inside = store.database_bytes()
         per_day = growth_per_day(store.store_sizes(now - timedelta(days=1)), size, now)
         free = store.volume_free_bytes()
-    days_left = free / per_day if free is not None and per_day and per_day > 0 else None
+    days_left = None if free is None else days_until_full(free + free_inside, per_day)
     if args.json:
         print(
             json.dumps(

@@ -14,7 +14,6 @@ from dataclasses import dataclass
 from datetime import datetime
 from functools import partial
 from types import MappingProxyType
-from zoneinfo import ZoneInfo
 
 from observer.alerting.base import AlertSource
 from observer.backends.base import SchedulerBackend, ServiceBackend, ServiceSpec
@@ -29,7 +28,7 @@ from observer.controller.inference import InferenceWatch
 from observer.controller.lag import LagWatch
 from observer.controller.observe import FleetObserver
 from observer.controller.runs import Budget, ProbeRunner, Tenant
-from observer.controller.upkeep import UPKEEP_INTERVAL_SECONDS, SpaceLow, StoreUpkeep
+from observer.controller.upkeep import UPKEEP_INTERVAL_SECONDS, StoreUpkeep
 from observer.controller.views import Published
 from observer.controller.watches import (
     allocations,
@@ -55,9 +54,9 @@ from observer.log_readers.pod_logs import PodLogReader
 from observer.metrics import HEARTBEAT_METRIC, ControllerMetrics, ReportMetrics
 from observer.monitoring.base import PrometheusApi, selector
 from observer.monitoring.checker import MonitoringChecker
-from observer.probes.windows import Calendar, Window, parse_days
 from observer.reports.apart import build_apart
 from observer.reports.deliver import deliver_written
+from observer.reports.inputs import calendar_of
 from observer.reports.publish import due_days, next_build_at
 from observer.settings import Settings
 from observer.settings.controller import ControllerSettings
@@ -344,10 +343,7 @@ def build_controller(
         tenants,
         Budget(cfg.max_probe_gpus, cfg.max_probe_gpus_per_tenant),
     )
-    calendar = Calendar(
-        ZoneInfo(cfg.timezone),
-        [Window(w.name, parse_days(w.days), w.start, w.end) for w in cfg.windows],
-    )
+    calendar = calendar_of(settings)
     plan = [
         PlanEntry(e.window, e.probe, e.every_seconds, tuple(e.tenants) or tuple(tenants))
         for e in cfg.plan
@@ -356,7 +352,7 @@ def build_controller(
     metrics.findings.expect_events((*log_loss.EVENT_DETECTORS, gpu_unusable.DETECTOR))
     nodes: Published[Mapping[str, NodeSnapshot]] = Published(MappingProxyType({}))
     scheduler: Published[SchedulerSnapshot | None] = Published(None)
-    room: Published[SpaceLow | None] = Published(None)
+    room: Published[outages.SpaceLow | None] = Published(None)
     reader = build_log_reader(cfg.logs, backend, store)
     rules = settings.detectors
     quotas = {t.name: t.quota_gpus for t in cfg.tenants if t.quota_gpus is not None}
@@ -385,7 +381,7 @@ def build_controller(
             unusable_gpus.UnusableGpus(),
             outages.Unreachable(outages.store(store)),
             outages.Unreachable(outages.accounting(backend, cfg.backend)),
-            outages.Unreachable(outages.room(store, room.get, settings.storage.space_warning_days)),
+            outages.Unreachable(outages.room(store, room.get)),
             waits.UnexplainedWaits(rules.fairness, quotas),
             reclaims.QuotaReclaims(store, quotas, cfg.quota_reclaim_seconds),
             allocations.Allocations(rules),

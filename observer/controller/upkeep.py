@@ -8,14 +8,14 @@ storage.space_warning_days (the store_space_low condition)."""
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from observer.clock import Clock
 from observer.controller.views import Published
+from observer.controller.watches.outages import SpaceLow
 from observer.logging_setup import get_logger
 from observer.metrics import ControllerMetrics
-from observer.records import StoreSize, growth_per_day, size_text
+from observer.records import StoreSize, days_until_full, growth_per_day
 from observer.reports.inputs import calendar_of, hour_of, hours_read_raw, soak_started_at
 from observer.settings import Settings
 from observer.storage.store import Store
@@ -28,15 +28,6 @@ _HOUR = timedelta(hours=1)
 _DAY = timedelta(days=1)
 
 _log = get_logger("observer.controller.upkeep")
-
-
-@dataclass(frozen=True, slots=True)
-class SpaceLow:
-    """The store's volume would fill within storage.space_warning_days, as measured since
-    `since`; `error` says how much is free and how fast the store grows."""
-
-    since: datetime
-    error: str
 
 
 class StoreUpkeep:
@@ -98,14 +89,9 @@ class StoreUpkeep:
         """Low when the growth over the last day (at least GROWTH_SPAN of it measured)
         would use `free` within storage.space_warning_days."""
         per_day = growth_per_day(self._store.store_sizes(now - _DAY), size, now)
-        if per_day is None or per_day <= 0:
-            return None
-        days_left = free / per_day
-        if days_left >= self._settings.storage.space_warning_days:
+        days = days_until_full(free, per_day)
+        limit = self._settings.storage.space_warning_days
+        if per_day is None or days is None or days >= limit:
             return None
         low = self.room.get()
-        return SpaceLow(
-            low.since if low is not None else now,
-            f"{size_text(free)} free on its volume, growing {size_text(per_day)} a day: full "
-            f"in about {days_left:.1f} days",
-        )
+        return SpaceLow(low.since if low else now, free, per_day, timedelta(days=limit))

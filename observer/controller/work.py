@@ -17,8 +17,8 @@ from observer.backends.counted import CountedBackend
 from observer.clock import Clock
 from observer.controller.detect import Detection
 from observer.controller.runs import ProbeRunner
-from observer.controller.upkeep import SpaceLow
 from observer.controller.views import Published
+from observer.controller.watches.outages import SpaceLow
 from observer.domain import (
     Finding,
     JobPhase,

@@ -15,20 +15,23 @@ from zoneinfo import ZoneInfo
 from prometheus_client import CollectorRegistry
 
 from observer.clock import ManualClock
-from observer.controller.upkeep import SpaceLow, StoreUpkeep
+from observer.controller.upkeep import StoreUpkeep
 from observer.controller.views import Published
 from observer.controller.watches import outages
 from observer.controller.watches.base import Look
+from observer.controller.watches.outages import SpaceLow
+from observer.domain import Finding
 from observer.metrics import ControllerMetrics
-from observer.records import StoredGpuSample, StoreSize
+from observer.records import StoreSize
 from observer.reports.publish import write_daily, write_verdict
 from observer.settings import Settings
 from observer.storage.store import Store
+from tests.storage.test_gpu_sample_counts import START
+from tests.storage.test_gpu_sample_counts import samples as kolkata_samples
 from tests.support.databases import migrated_sqlite
 
 # Half an hour off UTC, so a local day begins inside a UTC hour; a window that does too.
 KOLKATA = ZoneInfo("Asia/Kolkata")
-START = datetime(2026, 11, 30, 0, 0, tzinfo=KOLKATA)  # a Monday
 STARTED = START + timedelta(hours=10, minutes=17)  # the soak, inside an hour
 WINDOWS = [
     {"name": "peak", "days": "mon-fri", "start": "09:30", "end": "18:00"},
@@ -53,29 +56,6 @@ def _settings(tmp_path: Path, **storage: object) -> Settings:
     )
 
 
-def _samples(days: int) -> list[StoredGpuSample]:
-    rng = random.Random(5)
-    samples = []
-    at = START
-    while at < START + timedelta(days=days):
-        for node in ("n0", "n1"):
-            for gpu in range(2):
-                tenant = rng.choice((None, "research", "prod"))
-                samples.append(
-                    StoredGpuSample(
-                        node=node,
-                        gpu_uuid=f"GPU-{node}-{gpu}",
-                        gpu_index=gpu,
-                        at=at,
-                        utilization_gpu_percent=rng.choice((None, 0, 37, 99, 100)),
-                        tenant=tenant,
-                        task=rng.choice(("job", "gpu-busy")) if tenant else None,
-                    )
-                )
-        at += timedelta(seconds=rng.uniform(200, 400))
-    return samples
-
-
 def _upkeep(store: Store, settings: Settings, clock: ManualClock) -> StoreUpkeep:
     metrics = ControllerMetrics(CollectorRegistry())
     return StoreUpkeep(store, settings, clock, threading.Event(), metrics, Published(None))
@@ -92,7 +72,7 @@ def test_reports_say_the_same_once_the_raw_samples_past_retention_are_deleted(tm
     settings = _settings(tmp_path, raw_retention_days=7)
     clock = ManualClock(START + timedelta(days=11))
     store = Store(migrated_sqlite(tmp_path / "observer.db"), clock)
-    samples = _samples(days=3)
+    samples = kolkata_samples(random.Random(5), days=3)
     store.add_gpu_samples(samples)
     before = _reports(store, settings, clock.now())
 
@@ -108,41 +88,41 @@ def test_reports_say_the_same_once_the_raw_samples_past_retention_are_deleted(tm
     assert _reports(store, settings, clock.now()) == before
 
 
-def _condition(upkeep: StoreUpkeep, store: Store, settings: Settings, now: datetime) -> list[str]:
-    """What the store_space_low watch says after the upkeep's tick at `now`."""
-    watch = outages.Unreachable(
-        outages.room(store, upkeep.room.get, settings.storage.space_warning_days)
-    )
-    look = Look(now, (), (), {}, None, blind=False)
-    return [f"{f.detector}: {f.summary}" for f in watch.check(look).changed]
+def _condition(upkeep: StoreUpkeep, store: Store, now: datetime) -> list[Finding]:
+    """What the store_space_low watch finds after the upkeep's tick at `now`."""
+    watch = outages.Unreachable(outages.room(store, upkeep.room.get))
+    return list(watch.check(Look(now, (), (), {}, None, blind=False)).changed)
 
 
 def test_store_space_low_opens_when_the_last_days_growth_would_fill_the_volume_in_time(
     tmp_path: Path,
 ):
     # Whatever this machine's disk holds, a warning this far ahead is within the growth.
-    settings = _settings(tmp_path, space_warning_days=1e9)
+    settings = _settings(tmp_path, space_warning_days=1e8)
     clock = ManualClock(START)
     store = Store(migrated_sqlite(tmp_path / "observer.db"), clock)
     upkeep = _upkeep(store, settings, clock)
     upkeep.tick()
     assert upkeep.room.get() is None  # one measure: no growth known yet
 
-    store.add_gpu_samples(_samples(days=1))
+    store.add_gpu_samples(kolkata_samples(random.Random(5), days=1))
     clock.advance(12 * 3600)
     upkeep.tick()
 
     low = upkeep.room.get()
     assert isinstance(low, SpaceLow)
     assert low.since == clock.now()
-    assert "a day: full in about" in low.error
-    (opened,) = _condition(upkeep, store, settings, clock.now())
-    assert opened.startswith("store_space_low: the store sqlite:///")
-    assert "would fill its volume within 1e+09 days" in opened
+    assert low.growth_bytes_per_day > 0
+    assert low.fills_in < low.limit == timedelta(days=1e8)
+    (opened,) = _condition(upkeep, store, clock.now())
+    assert (opened.detector, opened.subject) == ("store_space_low", {"store": store.where})
+    assert opened.evidence["free_bytes"] == low.free_bytes
+    assert opened.evidence["fills_in_seconds"] == round(low.fills_in.total_seconds())
+    assert opened.evidence["limit_seconds"] == round(low.limit.total_seconds())
 
 
 def test_store_space_low_stays_closed_while_the_store_shrinks(tmp_path: Path):
-    settings = _settings(tmp_path, space_warning_days=1e9)
+    settings = _settings(tmp_path, space_warning_days=1e8)
     clock = ManualClock(START)
     store = Store(migrated_sqlite(tmp_path / "observer.db"), clock)
     size, _ = store.database_bytes()
@@ -153,4 +133,4 @@ def test_store_space_low_stays_closed_while_the_store_shrinks(tmp_path: Path):
     upkeep.tick()
 
     assert upkeep.room.get() is None
-    assert _condition(upkeep, store, settings, clock.now()) == []
+    assert _condition(upkeep, store, clock.now()) == []

@@ -16,6 +16,9 @@ from zoneinfo import ZoneInfo
 import pytest
 from babel.messages.pofile import read_po
 
+from observer.controller.watches import outages
+from observer.controller.watches.base import Look
+from observer.controller.watches.outages import SpaceLow
 from observer.detectors import (
     fairness,
     gpu_health,
@@ -65,6 +68,7 @@ from observer.reports.compute.findings import describe
 from observer.reports.render.i18n import LANGUAGES, LOCALE_DIR, Words
 from observer.settings.detectors import LogLossSettings, MonitoringLagSettings, NodeLeakSettings
 from observer.settings.inference import InferenceSettings
+from observer.storage.store import Store
 from tests.agent.test_gpu_health import HW_SLOWDOWN, POD, Node
 from tests.agent.test_gpu_health import RULES as GPU_RULES
 from tests.detectors import test_gpu_in_service as in_service
@@ -78,6 +82,7 @@ from tests.log_readers.test_log_loss import RUN as CANARY
 from tests.log_readers.test_log_loss import T0 as CANARY_T0
 from tests.log_readers.test_log_loss import line, lines, loss_findings
 from tests.monitoring.test_monitoring_lag import GPU, NOW, ago, beat, target
+from tests.support.databases import migrated_sqlite
 
 Said = tuple[str, Mapping[str, str], Mapping[str, JsonValue]]  # detector, subject, evidence
 # The controller's reads of its own sources, in the words of their error (not a rule).
@@ -332,16 +337,25 @@ def test_an_accounting_outage_is_said_with_the_platforms_words_in_both_languages
     assert "记账" in chinese
 
 
-def test_a_store_about_to_fill_its_volume_is_said_with_the_figures_in_both_languages():
-    figures = "3.1 GB free on its volume, growing 1.6 GB a day: full in about 1.9 days"
-    sentence = describe(
-        "store_space_low", {"store": "sqlite:///data/observer.db"}, {"error": figures}
-    )
-    zh, en = Words("zh-CN", ZoneInfo("Asia/Shanghai")), Words("en", ZoneInfo("Asia/Shanghai"))
-    english, chinese = en.finding(sentence, ""), zh.finding(sentence, "")
-    assert english.startswith("The store sqlite:///data/observer.db would fill its volume")
-    assert figures in english and figures in chinese
-    assert "写满" in chinese
+def test_a_store_about_to_fill_its_volume_is_said_by_its_figures_in_both_languages(
+    tmp_path: Path,
+):
+    store = Store(migrated_sqlite(tmp_path / "observer.db"))
+    # 3 GiB free at 1.5 GiB a day: full in 2 days, sooner than the 3 days warned of.
+    low = SpaceLow(NOW, 3 * 2**30, 1.5 * 2**30, timedelta(days=3))
+    watch = outages.Unreachable(outages.room(store, lambda: low))
+    (opened,) = watch.check(Look(NOW, (), (), {}, None, blind=False)).changed
+    sentence = describe(opened.detector, opened.subject, opened.evidence)
+    shanghai = ZoneInfo("Asia/Shanghai")
+    for words in (Words("en", shanghai), Words("zh-CN", shanghai)):
+        said = words.finding(sentence, "")
+        assert words.duration(2 * 86400) in said
+        assert words.duration(3 * 86400) in said
+        assert "1.5 GiB" in said and "3.0 GiB" in said
+        assert store.where in said
+    english = Words("en", shanghai).finding(sentence, "")
+    assert "fills its volume in about" in english
+    store.close()
 
 
 def test_a_finding_stored_without_the_evidence_its_sentence_needs_shows_its_summary():

@@ -9,12 +9,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from datetime import datetime
-from typing import Protocol
+from datetime import datetime, timedelta
+from typing import Generic, Protocol, TypeVar
 
-from observer.backends.counted import ACCOUNTING, CountedBackend
+from observer.backends.counted import ACCOUNTING, CountedBackend, LayerOutage
 from observer.controller.watches.base import Checked, Look
-from observer.domain import Finding, FindingKind, Severity
+from observer.domain import Finding, FindingKind, JsonValue, Severity
+from observer.records import size_text
+from observer.storage.database import StoreOutage
 from observer.storage.store import Store
 
 STORE_UNREACHABLE = "store_unreachable"
@@ -29,19 +31,28 @@ class Outage(Protocol):
     def error(self) -> str: ...
 
 
+OutageT = TypeVar("OutageT", bound=Outage)
+
+
+def _no_figures(_: Outage) -> Mapping[str, JsonValue]:
+    return {}
+
+
 @dataclass(frozen=True)
-class Source:
-    """A source as its condition names it. `summary` is completed by the error's words."""
+class Source(Generic[OutageT]):
+    """A source as its condition names it. `summary` is completed by the error's words;
+    `figures`, the numbers an outage is told by, go into the condition's evidence."""
 
     detector: str
     subject: Mapping[str, str]
     severity: Severity
     summary: str
     rule: str
-    outage: Callable[[], Outage | None]  # read by the detect loop, written by any
+    outage: Callable[[], OutageT | None]  # read by the detect loop, written by any
+    figures: Callable[[OutageT], Mapping[str, JsonValue]] = _no_figures
 
 
-def store(where: Store) -> Source:
+def store(where: Store) -> Source[StoreOutage]:
     return Source(
         STORE_UNREACHABLE,
         {"store": where.where},
@@ -52,7 +63,7 @@ def store(where: Store) -> Source:
     )
 
 
-def accounting(backend: CountedBackend, platform: str) -> Source:
+def accounting(backend: CountedBackend, platform: str) -> Source[LayerOutage]:
     return Source(
         ACCOUNTING_UNREACHABLE,
         {"accounting": platform},
@@ -65,23 +76,56 @@ def accounting(backend: CountedBackend, platform: str) -> Source:
     )
 
 
-def room(where: Store, low: Callable[[], Outage | None], warning_days: float) -> Source:
+@dataclass(frozen=True, slots=True)
+class SpaceLow:
+    """The store's volume would fill within storage.space_warning_days (`limit`) at the
+    growth of the last day, as measured since `since`."""
+
+    since: datetime
+    free_bytes: int  # on the volume, and free inside the database
+    growth_bytes_per_day: float
+    limit: timedelta
+
+    @property
+    def fills_in(self) -> timedelta:
+        return timedelta(days=self.free_bytes / self.growth_bytes_per_day)
+
+    @property
+    def error(self) -> str:
+        return (
+            f"{size_text(self.free_bytes)} free on its volume, growing "
+            f"{size_text(self.growth_bytes_per_day)} a day: full in about "
+            f"{self.fills_in / timedelta(days=1):.1f} days"
+        )
+
+
+def _space_figures(low: SpaceLow) -> Mapping[str, JsonValue]:
+    return {
+        "free_bytes": low.free_bytes,
+        "growth_bytes_per_day": round(low.growth_bytes_per_day),
+        "fills_in_seconds": round(low.fills_in.total_seconds()),
+        "limit_seconds": round(low.limit.total_seconds()),
+    }
+
+
+def room(where: Store, low: Callable[[], SpaceLow | None]) -> Source[SpaceLow]:
     return Source(
         STORE_SPACE_LOW,
         {"store": where.where},
         Severity.WARNING,
-        f"the store {where.where} would fill its volume within {warning_days:g} days at the "
-        "growth of the last day, and then keep nothing more the observer sees",
+        f"the store {where.where} would fill its volume within storage.space_warning_days "
+        "at the growth of the last day, and then keep nothing more the observer sees",
         "free space on the store's volume over its growth per day, measured each hour; "
         "closed when it is storage.space_warning_days or more",
         low,
+        _space_figures,
     )
 
 
-class Unreachable:
+class Unreachable(Generic[OutageT]):
     """The watch of one source's outage; stored once the store is back."""
 
-    def __init__(self, source: Source) -> None:
+    def __init__(self, source: Source[OutageT]) -> None:
         self._source = source
         self._down: Finding | None = None  # the open condition
 
@@ -97,7 +141,8 @@ class Unreachable:
             self._down = None
             return Checked([] if down is None else [replace(down, closed_at=look.now)])
         if down is not None:
-            self._down = replace(down, evidence={**down.evidence, "last_error": outage.error})
+            evidence = {**down.evidence, "last_error": outage.error, **source.figures(outage)}
+            self._down = replace(down, evidence=evidence)
             return Checked()
         self._down = Finding(
             detector=source.detector,
@@ -107,6 +152,11 @@ class Unreachable:
             summary=f"{source.summary}: {outage.error}",
             opened_at=outage.since,
             closed_at=None,
-            evidence={"error": outage.error, "last_error": outage.error, "rule": source.rule},
+            evidence={
+                "error": outage.error,
+                "last_error": outage.error,
+                "rule": source.rule,
+                **source.figures(outage),
+            },
         )
         return Checked([self._down])

@@ -505,7 +505,14 @@ _BY_DETECTOR: dict[str, Wording] = {
     "agent_unreachable": _error("agent_unreachable", "agent"),
     "log_pipeline_unreachable": _error("log_pipeline_unreachable", "pipeline"),
     "store_unreachable": _error("store_unreachable", "store"),
-    "store_space_low": _error("store_space_low", "store"),
+    "store_space_low": _note(
+        "finding.store_space_low",
+        store=_subject("store"),
+        free=_memory("free_bytes"),
+        growth=_memory("growth_bytes_per_day"),
+        fills_in_seconds=_evidence("fills_in_seconds"),
+        limit_seconds=_evidence("limit_seconds"),
+    ),
     "accounting_unreachable": _error("accounting_unreachable", "accounting"),
     "alertmanager_unreachable": _error("alertmanager_unreachable"),
 }
