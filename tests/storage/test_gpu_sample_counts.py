@@ -44,15 +44,17 @@ START = datetime(2026, 11, 30, 0, 0, tzinfo=KOLKATA)
 POOLS = {"n0": "pool-a", "n1": "pool-a", "n2": "pool-b"}  # n3: a node in no pool
 
 
-def _samples(rng: random.Random) -> list[StoredGpuSample]:
-    samples = []
+def samples(rng: random.Random, days: int = 2) -> list[StoredGpuSample]:
+    """Four nodes' two GPUs each, sampled every 200-400 s from START for `days`: some reads
+    failed, some out of 0..100, each GPU held by a tenant's job or a probe or by none."""
+    taken = []
     for node in ("n0", "n1", "n2", "n3"):
         # Readings outside 0..100 count at the ends, as UtilizationHistogram.of counts them.
         at = START + timedelta(seconds=rng.uniform(0, 60))
-        while at < START + timedelta(days=2):
+        while at < START + timedelta(days=days):
             for gpu in range(2):
                 tenant = rng.choice((None, "research", "prod"))
-                samples.append(
+                taken.append(
                     StoredGpuSample(
                         node=node,
                         gpu_uuid=f"GPU-{node}-{gpu}",
@@ -66,7 +68,7 @@ def _samples(rng: random.Random) -> list[StoredGpuSample]:
                     )
                 )
             at += timedelta(seconds=rng.uniform(200, 400))
-    return samples
+    return taken
 
 
 def _store_at_once(url: str, samples: list[StoredGpuSample]) -> None:
@@ -102,7 +104,7 @@ def _store_before_the_counts_existed(url: str, samples: list[StoredGpuSample]) -
 def test_counted_utilisation_equals_sample_by_sample(
     db_url: str, store_samples: Callable[[str, list[StoredGpuSample]], None]
 ):
-    store_samples(db_url, _samples(random.Random(3)))
+    store_samples(db_url, samples(random.Random(3)))
     before_0013 = store_samples is _store_before_the_counts_existed
     with Store(db_url) as store:
         # A whole local day, and a stretch that starts and ends inside minutes.
@@ -172,7 +174,7 @@ def _tenant_hours(url: str, table: str) -> dict[tuple[str, str], int]:
 def test_migration_0013_keeps_the_tenant_counts_with_no_task_and_reverts_adding_tasks_up(
     db_url: str,
 ):
-    old, new = _samples(random.Random(5))[:400], _samples(random.Random(6))[400:800]
+    old, new = samples(random.Random(5))[:400], samples(random.Random(6))[400:800]
     _store_before_the_counts_existed(db_url, old)  # counted by 0005, kept by 0013 as task ""
     migrate(db_url, "0012", down=True)
     before = _tenant_hours(db_url, "gpu_tenant_hours")

@@ -17,23 +17,23 @@ from tests.support.databases import migrated_sqlite
 T0 = datetime(2026, 12, 1, 9, 0, tzinfo=UTC)
 
 
-def _samples(hours: int, per_hour: int = 60) -> list[StoredGpuSample]:
+def samples(minutes: int, start_minute: int = 0) -> list[StoredGpuSample]:
+    """Node n0's eight GPUs, one sample each a minute from T0 + `start_minute`."""
     return [
         StoredGpuSample(
             node="n0",
             gpu_uuid=f"GPU-{gpu}",
             gpu_index=gpu,
-            at=T0 + timedelta(hours=hour, seconds=i * 3600 / per_hour),
+            at=T0 + timedelta(minutes=start_minute + minute),
             utilization_gpu_percent=50,
         )
-        for hour in range(hours)
-        for i in range(per_hour)
+        for minute in range(minutes)
         for gpu in range(8)
     ]
 
 
 def test_each_table_is_measured_by_rows_and_bytes(store: Store):
-    store.add_gpu_samples(_samples(hours=2))
+    store.add_gpu_samples(samples(minutes=120))
 
     sizes = {t.name: t for t in store.table_sizes()}
 
@@ -49,7 +49,7 @@ def test_each_table_is_measured_by_rows_and_bytes(store: Store):
 def test_samples_are_deleted_a_batch_at_a_time_and_only_in_the_period_then_vacuumed(
     store: Store,
 ):
-    store.add_gpu_samples(_samples(hours=3))
+    store.add_gpu_samples(samples(minutes=180))
     first_hour = (T0, T0 + timedelta(hours=1))
 
     batches = []
@@ -76,7 +76,7 @@ def test_measured_sizes_come_back_oldest_first_from_the_time_asked(store: Store)
 
 def test_a_sqlite_store_gives_the_space_of_deleted_samples_back_to_its_volume(tmp_path: Path):
     store = Store(migrated_sqlite(tmp_path / "observer.db"))
-    store.add_gpu_samples(_samples(hours=6))
+    store.add_gpu_samples(samples(minutes=360))
     full, _ = store.database_bytes()
     while store.delete_gpu_samples(T0, T0 + timedelta(hours=6), limit=5_000):
         pass
@@ -96,7 +96,7 @@ def test_a_sqlite_store_gives_the_space_of_deleted_samples_back_to_its_volume(tm
 def test_db_size_prints_each_table_and_the_volumes_room(tmp_path: Path):
     url = migrated_sqlite(tmp_path / "observer.db")
     with Store(url) as store:
-        store.add_gpu_samples(_samples(hours=1))
+        store.add_gpu_samples(samples(minutes=60))
     config = tmp_path / "c.yaml"
     config.write_text(f"storage:\n  sqlite_path: {tmp_path / 'observer.db'}\n")
 
