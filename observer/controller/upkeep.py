@@ -16,8 +16,9 @@ from observer.controller.watches.outages import SpaceLow
 from observer.logging_setup import get_logger
 from observer.metrics import ControllerMetrics
 from observer.records import StoreSize, days_until_full, growth_per_day
-from observer.reports.inputs import calendar_of, hour_of, hours_read_raw, soak_started_at
+from observer.reports.inputs import calendar_of, hours_read_raw, soak_started_at
 from observer.settings import Settings
+from observer.storage.gpu_samples import hour_of
 from observer.storage.store import Store
 
 # Small enough that a delete holds the database a few tens of milliseconds: writers wait

@@ -7,7 +7,7 @@ import math
 from bisect import bisect_left
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
-from datetime import UTC, date, datetime, time, timedelta
+from datetime import date, datetime, time, timedelta
 from typing import TypeVar
 from zoneinfo import ZoneInfo
 
@@ -32,6 +32,7 @@ from observer.reports.compute.data import (
 from observer.reports.compute.verdict import VerdictInputs
 from observer.reports.deliver import configured_channels
 from observer.settings import Settings
+from observer.storage.gpu_samples import hour_of
 from observer.storage.store import Store
 
 
@@ -193,11 +194,6 @@ def hours_read_raw(
         for at in (*marks, *midnights, *window_ends)
         if since <= at < until and at != hour_of(at)
     )
-
-
-def hour_of(at: datetime) -> datetime:
-    """The UTC hour `at` is in: the store counts samples by these."""
-    return at.astimezone(UTC).replace(minute=0, second=0, microsecond=0)
 
 
 def gpu_by_day(store: Store, context: ReportContext, soak: Period) -> dict[date, GpuUsage]:

@@ -62,7 +62,7 @@ class GpuSamplesRepository(Repository):
         samples, and a report needs only how many read each utilisation, where and when.
         The whole UTC hours of the period come from the counts kept as samples are stored,
         the rest (less than an hour at either end) is counted from the samples."""
-        first, last = _hour_after(since), _hour_of(until)
+        first, last = _hour_after(since), hour_of(until)
         with self._reading("counting GPU samples") as connection:
             if first >= last:
                 return _count_samples(connection, since, until)
@@ -81,7 +81,7 @@ class GpuSamplesRepository(Repository):
         """The samples of [since, until) attributed to a tenant, counted by tenant and task
         as gpu_sample_counts counts them (whole UTC hours from the counts, the ends from the
         samples): a window's, which may begin and end inside an hour."""
-        first, last = _hour_after(since), _hour_of(until)
+        first, last = _hour_after(since), hour_of(until)
         with self._reading("counting GPU samples") as connection:
             if first >= last:
                 return _count_tasks(connection, since, until)
@@ -92,13 +92,14 @@ class GpuSamplesRepository(Repository):
             )
 
 
-def _hour_of(at: datetime) -> datetime:
+def hour_of(at: datetime) -> datetime:
+    """The UTC hour `at` is in: the hours the counts are kept by."""
     return at.astimezone(UTC).replace(minute=0, second=0, microsecond=0)
 
 
 def _hour_after(at: datetime) -> datetime:
     """The first whole UTC hour at or after `at`."""
-    hour = _hour_of(at)
+    hour = hour_of(at)
     return hour if hour == at else hour + timedelta(hours=1)
 
 
