@@ -210,10 +210,15 @@ class RestartCause(StrEnum):
     KILLED = "killed_or_crashed"  # it stopped being alive without a word
 
 
+# The sources a controller may or may not be set up to read, as the reports name them.
+WATCHABLE = ("agents", "prometheus", "logs", "alerts")
+
+
 @dataclass(frozen=True, slots=True)
 class ControllerRun:
     """One controller process: started, last recorded alive, and stopped when it stopped
-    cleanly (None: killed, crashed, or still running)."""
+    cleanly (None: killed, crashed, or still running). `watching`: the optional sources it was
+    set up to read (`WATCHABLE`; None: a run recorded before the store kept them)."""
 
     id: int
     started_at: datetime
@@ -221,6 +226,7 @@ class ControllerRun:
     host: str
     pid: int
     stopped_at: datetime | None = None
+    watching: tuple[str, ...] | None = None
 
     @property
     def ended_at(self) -> datetime:

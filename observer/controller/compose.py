@@ -54,6 +54,7 @@ from observer.log_readers.pod_logs import PodLogReader
 from observer.metrics import HEARTBEAT_METRIC, ControllerMetrics, ReportMetrics
 from observer.monitoring.base import PrometheusApi, selector
 from observer.monitoring.checker import MonitoringChecker
+from observer.records import WATCHABLE
 from observer.reports.apart import build_apart
 from observer.reports.deliver import deliver_written
 from observer.reports.inputs import calendar_of
@@ -112,6 +113,19 @@ class Composition:
     inference: InferenceWatch | None  # the inference probe's service, removed at stop
     tasks: tuple[Task, ...]  # in the order a step of the simulation runs them
     left_out: Mapping[str, str]  # task name -> why it does not run
+
+
+def watching(settings: Settings, sources: Sources) -> tuple[str, ...]:
+    """The optional sources (records.WATCHABLE) this controller is set up to read."""
+    cfg = settings.controller
+    set_up = {
+        # The demo's agents run in process, with no URL in the settings.
+        "agents": cfg.agents_configured or bool(sources.fleet.agents()),
+        "prometheus": sources.prometheus is not None,
+        "logs": cfg.logs.reader != "none",
+        "alerts": sources.alerts is not None,
+    }
+    return tuple(s for s in WATCHABLE if set_up[s])
 
 
 def backend_preconditions(cfg: ControllerSettings) -> list[str]:
@@ -421,7 +435,7 @@ def compose(
     """The controller and its tasks, started (what a previous controller left is adopted)."""
     cfg = settings.controller
     controller = build_controller(settings, backend, store, clock, metrics)
-    controller.start()
+    controller.start(watching(settings, sources))
     fleet = FleetObserver(
         sources.fleet,
         store,

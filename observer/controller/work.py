@@ -101,12 +101,13 @@ class Controller:
         self._launches: SimpleQueue[PlanEntry] = SimpleQueue()
         self._run: ControllerRun | None = None
 
-    def start(self) -> list[ProbeRun]:
-        """Record this run, adopt or reconcile what a previous controller left on the
-        platform, and pick up the log checks it left undone."""
+    def start(self, watching: tuple[str, ...]) -> list[ProbeRun]:
+        """Record this run and the optional sources it reads (`watching`), adopt or reconcile
+        what a previous controller left on the platform, and pick up the log checks it left
+        undone."""
         previous = self.store.controller_runs()[-1:]
         self._run = self.store.start_controller_run(
-            self._clock.now(), socket.gethostname(), os.getpid()
+            self._clock.now(), socket.gethostname(), os.getpid(), watching
         )
         for run in previous:
             _log.info(

@@ -22,13 +22,22 @@ _ALIVE = (
 
 
 class ControllerRunsRepository(Repository):
-    def start_controller_run(self, at: datetime, host: str, pid: int) -> ControllerRun:
-        """Record a controller process starting at `at`, alive since."""
+    def start_controller_run(
+        self, at: datetime, host: str, pid: int, watching: tuple[str, ...]
+    ) -> ControllerRun:
+        """Record a controller process starting at `at`, alive since, set up to read the
+        sources `watching`."""
         t = controller_runs_table
-        values = {"started_at": at, "last_alive_at": at, "host": host, "pid": pid}
+        values = {
+            "started_at": at,
+            "last_alive_at": at,
+            "host": host,
+            "pid": pid,
+            "watching": list(watching),
+        }
         with self._errors("recording the controller's start"), self._engine.begin() as connection:
             run_id = connection.execute(sa.insert(t).values(values).returning(t.c.id)).scalar_one()
-        return ControllerRun(run_id, at, at, host, pid)
+        return ControllerRun(run_id, at, at, host, pid, watching=watching)
 
     def controller_alive(self, run_id: int, at: datetime) -> None:
         with self._errors("recording the controller alive"), self._engine.begin() as connection:

@@ -313,6 +313,7 @@ controller_runs_table = sa.Table(
     sa.Column("stopped_at", UtcDateTime(), nullable=True),  # NULL: killed, crashed or running
     sa.Column("host", sa.String(), nullable=False),
     sa.Column("pid", sa.Integer(), nullable=False),
+    sa.Column("watching", JsonDocument, nullable=True),  # NULL: recorded before 0016
 )
 
 # The store's size on its volume, measured each hour by the controller: its growth per day.

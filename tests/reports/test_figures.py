@@ -10,6 +10,7 @@ import pytest
 
 from observer.domain import Expectation, FindingKind, Outcome, Severity
 from observer.records import (
+    ControllerRun,
     InterventionSource,
     StoredAlert,
     StoredDelivery,
@@ -304,14 +305,38 @@ def test_a_source_not_set_up_is_named_never_counted_healthy():
     assert b.by_source["scheduler"] == 86400  # no snapshot at all: blind all day
 
 
-def test_a_source_the_data_shows_was_read_is_set_up_without_its_setting():
-    """The demo's in-process Prometheus has no URL, yet its findings were read through it."""
+def test_a_source_is_set_up_as_the_controller_runs_recorded_it_whatever_the_settings_say():
+    """The demo's in-process Prometheus has no URL; a fault-free day read through it has no
+    finding to show it was there: the controller's run says it was."""
+    runs = [ControllerRun(1, at(0), at(23, 59), "host", 7, watching=("agents", "prometheus"))]
+
+    b = _figures(PeriodData(DAY, controller_runs=runs), prometheus=False, logs=True).blind
+
+    assert b.not_set_up == ("logs", "alerts")  # the run read neither, whatever the settings
+    assert b.by_source["prometheus"] == 0
+
+
+def test_a_source_only_some_controller_runs_read_is_blind_while_the_others_ran():
+    runs = [
+        ControllerRun(1, at(0), at(6), "host", 7, stopped_at=at(6), watching=("agents",)),
+        ControllerRun(2, at(6), at(23, 59), "host", 8, watching=("agents", "prometheus")),
+    ]
+
+    b = _figures(PeriodData(DAY, controller_runs=runs), prometheus=False).blind
+
+    assert "prometheus" not in b.not_set_up
+    assert [(p.start, p.end, p.cause) for p in b.periods if p.source == "prometheus"] == [
+        (at(0), at(6), "not_set_up")
+    ]
+    assert b.by_source["prometheus"] == 6 * 3600
+
+
+def test_a_monitoring_lag_finding_does_not_make_prometheus_set_up():
     stall = finding("monitoring_lag", at(14), at(14, 20), pipeline="prometheus", check="heartbeat")
 
     b = _figures(PeriodData(DAY, findings=[stall]), prometheus=False).blind
 
-    assert "prometheus" not in b.not_set_up
-    assert b.by_source["prometheus"] == 0  # a lag read through it is not the observer's blindness
+    assert "prometheus" in b.not_set_up
 
 
 def test_scheduler_gaps_count_whole_from_the_last_snapshot_seen():

@@ -106,8 +106,8 @@ def test_a_soak_where_no_node_knew_its_owners_has_not_observed_node_leaks():
         "ev.owner_state_not_known",
         "ev.owner_state_not_observed",
     ]
-    assert v.recommendation is Recommendation.LIMITED_GO
-    assert Note("scope.not_observed", {"criterion": "no_unreleased_resources"}) in v.scope
+    assert v.recommendation is Recommendation.NOT_DECIDABLE  # a must criterion went unseen
+    assert Note("scope.not_observed_must", {"criterion": "no_unreleased_resources"}) in v.scope
     assert "reverify.no_unreleased_resources" in [n.key for n in v.reverification]
     md, data = _rendered(v, "en")
     assert (
@@ -126,6 +126,7 @@ def test_a_soak_where_no_node_knew_its_owners_has_not_observed_node_leaks():
         "known": 0,
         "not_known": dict.fromkeys(NODES, 1.0),
         "limit_share": 0.1,
+        "known_share": 0.0,
     }
     criteria = {c["criterion"]: c for c in data["criteria"]}
     assert criteria["no_unreleased_resources"]["status"] == "not_observed"
@@ -163,13 +164,23 @@ def test_a_soak_where_some_nodes_knew_counts_and_names_them():
     assert (owners.nodes, owners.known) == (6, 4)
     assert owners.not_known == {"gpu-5": 1.0, "gpu-6": pytest.approx(36 / (7 * 24))}
     criterion = _unreleased(v)
+    # No leak on the four nodes that knew; the two that did not are not vouched for.
     assert criterion.status is Status.PASS
+    assert criterion.not_observed.nodes == ("gpu-5", "gpu-6")
     assert (
         Note(
             "ev.owner_state_not_known",
             {"known": 4, "nodes": 6, "not_known": ["gpu-5", "gpu-6"], "limit_share": 0.1},
         )
         in criterion.evidence
+    )
+    assert v.layers["owners"].share == pytest.approx(1 - (1 + 36 / 168 + 10 / 168) / 6)
+    assert (
+        Note(
+            "scope.narrowed",
+            {"criterion": "no_unreleased_resources", "subject": {"nodes": ["gpu-5", "gpu-6"]}},
+        )
+        in v.scope
     )
     md, data = _rendered(v, "en")
     assert "- Owner state known on 4 of 6 nodes; not known (unknown for more than 10.0% " in md

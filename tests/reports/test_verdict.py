@@ -29,7 +29,7 @@ from observer.records import (
     StoredNodeChange,
     StoredQueueSample,
 )
-from observer.reports.compute.criteria.judge import CRITERIA
+from observer.reports.compute.criteria.judge import CRITERIA, MUST
 from observer.reports.compute.criteria.result import FailureClass, Status
 from observer.reports.compute.data import (
     Allocation,
@@ -142,6 +142,74 @@ def test_a_soak_that_showed_everything_and_found_nothing_is_a_go():
     assert len(v.days) == 7 and sum(d.tasks_total for d in v.days) == len(_healthy_runs())
 
 
+def test_one_node_of_two_without_its_owners_all_week_passes_on_the_other_only_and_no_go():
+    unknown = finding("owner_state_unknown", DAY_START - timedelta(days=1), None, node="n2")
+    v = _verdict(
+        _soak(
+            findings=[unknown],
+            nodes_at_start=[*NODES, node("n3", "b", 8, 0)],
+            gpu=GpuUsage(nodes=frozenset({"n1", "n2", "n3"})),
+        )
+    )
+    leaks = next(c for c in v.criteria if c.criterion == "no_unreleased_resources")
+    assert (leaks.status, leaks.not_observed.nodes, leaks.not_observed.pools) == (
+        Status.PASS,
+        ("n2",),
+        ("a",),
+    )
+    assert v.layers["owners"].share == pytest.approx(2 / 3)
+    assert v.recommendation is Recommendation.LIMITED_GO
+    assert v.scope == (
+        Note(
+            "scope.narrowed",
+            {"criterion": "no_unreleased_resources", "subject": {"nodes": ["n2"], "pools": ["a"]}},
+        ),
+        Note("scope.may_go", {"subject": {"tenants": ["prod", "research"], "pools": ["b"]}}),
+    )
+    md = render_verdict(v, "en").markdown
+    assert (
+        "- No unreleased resources passed only where it was observed; not observed on pools a; "
+        "nodes n2." in md
+    )
+    assert "| No unreleased resources | pass where observed | — | — |" in md
+    assert "| owner directory | yes | 66.7% | 2 of 3 nodes | n2 |" in md
+    zh = render_verdict(v, "zh-CN").markdown
+    assert "| 无未释放资源 | 在已观测范围内通过 | — | — |" in zh
+
+
+def test_a_gpu_node_the_scheduler_lists_whose_agent_was_never_read_is_not_covered():
+    v = _verdict(_soak(nodes_at_start=[*NODES, node("n3", "b", 8, 0)]))
+    assert v.layers["agents"].not_covered == ("n3",)
+    assert v.layers["agents"].share == pytest.approx(2 / 3)
+    health = next(c for c in v.criteria if c.criterion == "gpu_health")
+    assert (health.status, health.not_observed.nodes) == (Status.PASS, ("n3",))
+    assert (
+        Note(
+            "ev.layer_covered_nodes",
+            {
+                "layer": "agents",
+                "covered": 2,
+                "nodes": 3,
+                "share": pytest.approx(2 / 3),
+                "not_covered": ["n3"],
+            },
+        )
+        in health.evidence
+    )
+    assert v.recommendation is Recommendation.LIMITED_GO
+
+
+def test_a_must_fix_failure_seen_is_a_no_go_even_when_the_observer_was_also_blind():
+    blind = [
+        finding("agent_unreachable", at(0), at(0) + timedelta(hours=12), agent=agent)
+        for agent in ("n1", "n2")
+    ]
+    leak = finding("allocated_without_job", at(30), at(31), severity=Severity.CRITICAL, node="n1")
+    v = _verdict(_soak(findings=[*blind, leak]))
+    assert v.recommendation is Recommendation.NO_GO
+    assert v.because == Note("rec.no_go.text")
+
+
 def test_unreleased_gpus_are_a_must_fix_and_a_no_go_naming_the_blocker():
     leak = finding("allocated_without_job", at(3), at(4), severity=Severity.CRITICAL)
     v = _verdict(_soak(findings=[leak]))
@@ -228,8 +296,25 @@ def test_what_the_soak_never_exercised_is_not_observed_and_no_plain_go():
         "monitoring_linked",
     ):
         assert status[criterion] == (Status.NOT_OBSERVED, None), criterion
+    # The quota, the logs and the GPUs are must criteria: unseen, nothing is decided.
+    assert v.recommendation is Recommendation.NOT_DECIDABLE
+    assert v.because == Note(
+        "rec.not_decidable.unseen",
+        {"criteria": list(MUST)},  # no GPU sampled: no leak and no GPU health seen either
+    )
+    assert {n.key for n in v.scope} == {"scope.not_observed", "scope.not_observed_must"}
+
+
+def test_a_criterion_unseen_that_is_no_must_leaves_a_limited_go():
+    runs = [r for r in _healthy_runs() if r.probe != "fairness"]
+    v = _verdict(_soak(runs=runs))
+    assert _status(v)["no_persistent_unfairness"] == (Status.NOT_OBSERVED, None)
+    assert {c for c, (s, _) in _status(v).items() if s is not Status.PASS} == {
+        "no_persistent_unfairness"
+    }
     assert v.recommendation is Recommendation.LIMITED_GO
-    assert {n.key for n in v.scope} == {"scope.not_observed"}
+    assert v.because == Note("rec.limited_go.text")
+    assert Note("scope.not_observed", {"criterion": "no_persistent_unfairness"}) in v.scope
 
 
 def test_monitoring_lag_fails_only_beyond_the_bound():
@@ -346,20 +431,32 @@ def gpu_usage_of(percent: int) -> GpuUsage:
     return gpu_usage([gpu("n1", at(10), percent)], {"n1": "a"}, CALENDAR)
 
 
-def test_without_node_agents_no_leak_is_ever_passed():
-    v = _verdict(_soak(gpu=GpuUsage()), agents=False)
+def test_with_the_scheduler_alone_nothing_the_nodes_show_is_passed_and_nothing_decided():
+    v = _verdict(
+        _soak(gpu=GpuUsage()), agents=False, prometheus=False, logs=False, alertmanager=False
+    )
     status = _status(v)
     assert status["no_unreleased_resources"] == (Status.NOT_OBSERVED, None)
     assert status["monitoring_linked"] == (Status.NOT_OBSERVED, None)
     leaks = next(c for c in v.criteria if c.criterion == "no_unreleased_resources")
     assert Note("ev.layer_not_set_up", {"layer": "agents"}) in leaks.evidence
     assert status["gpu_health"] == (Status.NOT_OBSERVED, None)  # only the agents see GPUs
-    assert v.recommendation is Recommendation.LIMITED_GO
-    assert {n.params["criterion"] for n in v.scope} == {
+    assert v.recommendation is Recommendation.NOT_DECIDABLE
+    assert v.because == Note(
+        "rec.not_decidable.unseen",
+        {"criteria": ["no_unreleased_resources", "no_log_loss", "gpu_health"]},
+    )
+    assert {n.params["criterion"] for n in v.scope if n.key == "scope.not_observed_must"} == {
         "no_unreleased_resources",
-        "monitoring_linked",
+        "no_log_loss",
         "gpu_health",
     }
+    layers = {name: (layer.set_up, layer.share) for name, layer in v.layers.items()}
+    assert layers["scheduler"] == (True, 1.0)
+    assert layers["agents"] == layers["prometheus"] == layers["logs"] == (False, 0.0)
+    md = render_verdict(v, "en").markdown
+    assert "Not decidable: a must criterion was not observed (" in md
+    assert "| node agents | no | — | — | — |" in md
 
 
 def test_a_leak_the_scheduler_saw_fails_even_without_node_agents():
@@ -382,7 +479,11 @@ def test_a_layer_blind_beyond_its_share_leaves_its_criteria_not_observed():
     assert lag.evidence[-1].key == "ev.layer_blind"
     assert lag.evidence[-1].params["layer"] == "prometheus"
     assert v.recommendation is Recommendation.LIMITED_GO
-    assert v.observation_rule.params == {"layer_limit_share": 0.1, "blind_limit_share": 0.5}
+    assert v.observation_rule.params == {
+        "layer_limit_share": 0.1,
+        "blind_limit_share": 0.5,
+        "criteria": list(MUST),
+    }
 
 
 def test_an_accounting_outage_leaves_the_all_jobs_and_quota_audit_criteria_not_observed():

@@ -8,12 +8,13 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from observer.detectors import monitoring_lag
 from observer.detectors.node_leaks import OWNER_STATE_UNKNOWN
 from observer.domain import STALE_AFTER_INTERVALS, Finding, FindingKind, JsonValue, Severity
 from observer.records import (
     DELIVERY_FAILED,
+    WATCHABLE,
     ControllerRestart,
+    ControllerRun,
     InterventionSource,
     StoredDelivery,
     StoredIntervention,
@@ -212,12 +213,14 @@ class OwnerStateFigures:
     owner (pod, job) still ran: not known when its `owner_state_unknown` was open for more
     than `limit_share` of the period (an agent with no owner directory reports it all
     along). `not_known`: those nodes, with the share of the period their owner state was
-    unknown. `known` None: no node was sampled."""
+    unknown. `known` None: no node was sampled. `known_share`: of the sampled nodes' time,
+    the share their owner state was known (None: no node was sampled)."""
 
     nodes: int
     known: int | None
     not_known: Mapping[str, float]
     limit_share: float
+    known_share: float | None = None
 
 
 # --- alerts ----------------------------------------------------------------------------
@@ -443,7 +446,7 @@ def owner_state_figures(data: PeriodData, limit_share: float) -> OwnerStateFigur
                 BlindPeriod("owners", node, lo, hi, finding.detector)
             )
     shares = {
-        node: _union_seconds(periods) / period.seconds if period.seconds else 1.0
+        node: union_seconds(periods) / period.seconds if period.seconds else 1.0
         for node, periods in sorted(unknown.items())
     }
     not_known = {node: share for node, share in shares.items() if share > limit_share}
@@ -453,6 +456,7 @@ def owner_state_figures(data: PeriodData, limit_share: float) -> OwnerStateFigur
         known=nodes - len(not_known) if nodes else None,
         not_known=not_known,
         limit_share=limit_share,
+        known_share=1 - sum(shares.values()) / nodes if nodes else None,
     )
 
 
@@ -497,36 +501,20 @@ def blind_figures(data: PeriodData, context: ReportContext) -> BlindFigures:
     # Failed reads are not stored, their gaps are: a gap past the staleness rule is blind.
     gap = STALE_AFTER_INTERVALS * context.snapshot_interval_seconds
     periods += scheduler_gaps([s.at for s in data.queue_samples], period.start, period.end, gap)
+    set_up = _set_up(data, context)
+    periods += _not_watched(data.controller_runs, set_up, period.start, period.end)
     periods.sort(key=lambda p: (p.start, p.source, p.subject))
-    sources = context.sources
-    # A source is set up when configured, or when the data shows it was read (the demo's
-    # in-process agents and Prometheus have no URL in the settings).
-    agents = sources.agents or bool(data.gpu.nodes)
-    prometheus = sources.prometheus or any(
-        f.subject.get("pipeline") == monitoring_lag.PIPELINE for f in data.findings
-    )
-    set_up = {
-        "controller": True,
-        "store": True,
-        "scheduler": True,
-        "accounting": True,  # every backend lists finished jobs and quota changes
-        "agents": agents,
-        "nvml": agents,
-        "prometheus": prometheus,
-        "logs": sources.logs,
-        "alerts": sources.alertmanager,
-    }
     by_source = {
-        source: _union_seconds([p for p in periods if p.source == source])
+        source: union_seconds([p for p in periods if p.source == source])
         for source in BLIND_SOURCES
         if set_up[source]
     }
     agent_periods = [p for p in periods if p.source == "agents" and set_up["agents"]]
     by_agent = {
-        agent: _union_seconds([p for p in agent_periods if p.subject == agent])
+        agent: union_seconds([p for p in agent_periods if p.subject == agent])
         for agent in sorted({p.subject for p in agent_periods})
     }
-    total = _union_seconds(periods)
+    total = union_seconds(periods)
     not_set_up = tuple(s for s in BLIND_SOURCES if not set_up[s])
     return BlindFigures(
         total_seconds=total,
@@ -540,6 +528,55 @@ def blind_figures(data: PeriodData, context: ReportContext) -> BlindFigures:
     )
 
 
+def _set_up(data: PeriodData, context: ReportContext) -> dict[str, bool]:
+    """Per source, whether any controller run of the period was set up to read it: as the
+    runs recorded it, else (runs from before the store kept it) as the settings say, the node
+    agents also when their samples show they were read. Never from the source's failures."""
+    runs = [
+        r
+        for r in data.controller_runs
+        if r.watching is not None
+        and r.started_at < data.period.end
+        and r.ended_at >= data.period.start
+    ]
+    sources = context.sources
+    configured = {
+        "agents": sources.agents or bool(data.gpu.nodes),
+        "prometheus": sources.prometheus,
+        "logs": sources.logs,
+        "alerts": sources.alertmanager,
+    }
+    watched = {
+        s: any(s in (r.watching or ()) for r in runs) if runs else configured[s] for s in WATCHABLE
+    }
+    return {
+        "controller": True,
+        "store": True,
+        "scheduler": True,
+        "accounting": True,  # every backend lists finished jobs and quota changes
+        "nvml": watched["agents"],
+        **watched,
+    }
+
+
+def _not_watched(
+    runs: Sequence[ControllerRun], set_up: Mapping[str, bool], start: datetime, end: datetime
+) -> list[BlindPeriod]:
+    """The time a controller ran without a source other runs of the period read: blind to it
+    (a Prometheus added half way through covered half the soak)."""
+    periods = []
+    for run in runs:
+        lo, hi = max(run.started_at, start), min(run.ended_at, end)
+        if run.watching is None or hi <= lo:
+            continue
+        for source in WATCHABLE:
+            if set_up[source] and source not in run.watching:
+                periods.append(BlindPeriod(source, "", lo, hi, "not_set_up"))
+                if source == "agents":
+                    periods.append(BlindPeriod("nvml", "", lo, hi, "not_set_up"))
+    return periods
+
+
 def _fleet_share(
     periods: Sequence[BlindPeriod], nodes: Collection[str], seconds: float
 ) -> float | None:
@@ -548,18 +585,18 @@ def _fleet_share(
     by_node: dict[str, list[BlindPeriod]] = {}
     fleet = []
     for p in periods:
-        node = _node_of(p) if p.source in NODE_SOURCES else None
+        node = node_of(p) if p.source in NODE_SOURCES else None
         if node is None:
             fleet.append(p)
         else:
             by_node.setdefault(node, []).append(p)
     # An agent is named as the controller reaches it, not always by its node's name.
     count = max(len(nodes), len(by_node))
-    partial = sum(_union_seconds(ps) for ps in by_node.values()) / count if count else 0.0
-    return min((_union_seconds(fleet) + partial) / seconds, 1.0)
+    partial = sum(union_seconds(ps) for ps in by_node.values()) / count if count else 0.0
+    return min((union_seconds(fleet) + partial) / seconds, 1.0)
 
 
-def _node_of(period: BlindPeriod) -> str | None:
+def node_of(period: BlindPeriod) -> str | None:
     """The node a node-scoped period names: its agent, or the node of its GPUs."""
     parts = dict(part.partition("=")[::2] for part in period.subject.split(","))
     return parts.get("node") or parts.get("agent") or None
@@ -579,7 +616,7 @@ def scheduler_gaps(
     ]
 
 
-def _union_seconds(periods: Sequence[BlindPeriod]) -> float:
+def union_seconds(periods: Sequence[BlindPeriod]) -> float:
     total = 0.0
     reach: datetime | None = None
     for p in sorted(periods, key=lambda p: p.start):

@@ -3,9 +3,12 @@ recommendation with its scope, the three tiers of what to fix (must fix, limited
 later optimisation, the data's later optimisations among them: see later), the plan to verify
 again (see plan), and the soak day by day. Pure.
 
-A criterion not observed, or a probe of the plan the soak did not exercise (never run, or a
-burst whose copies were never in flight together), keeps a plain go out of reach; over the
-blind limit nothing is decided: a verdict is never positive while the observer was blind."""
+The decision, printed with the verdict: no go on any must-fix failure observed; not
+decidable when a must criterion (MUST) was not observed or the observer was blind beyond its
+limit; a limited go when every must criterion passed, for the scope it passed on, and
+something else failed, went unobserved, passed on part of the fleet only or was never
+exercised (a probe of the plan never run, or a burst whose copies were never in flight
+together); a go only when every criterion passed on the whole fleet."""
 
 from __future__ import annotations
 
@@ -14,7 +17,7 @@ from dataclasses import dataclass, replace
 from datetime import date, datetime, timedelta
 from enum import StrEnum
 
-from observer.reports.compute.criteria.judge import judge
+from observer.reports.compute.criteria.judge import MUST, judge
 from observer.reports.compute.criteria.result import (
     CriterionResult,
     FailureClass,
@@ -26,7 +29,7 @@ from observer.reports.compute.data import GpuUsage, Period, PeriodData, ReportCo
 from observer.reports.compute.events import blind_figures, finding_figures
 from observer.reports.compute.figures import PeriodFigures, period_figures
 from observer.reports.compute.later import later_checks
-from observer.reports.compute.layers import observed
+from observer.reports.compute.layers import LayerCoverage, NodeScope, coverage, observed
 from observer.reports.compute.notes import Note
 from observer.reports.compute.plan import plan
 from observer.reports.compute.queues import wait_stats
@@ -80,7 +83,9 @@ class Verdict:
     figures: PeriodFigures
     days: tuple[DayLine, ...]
     criteria: tuple[CriterionResult, ...]
+    layers: Mapping[str, LayerCoverage]  # every layer a criterion needs, by name
     recommendation: Recommendation
+    because: Note  # why this recommendation, in a sentence
     tiers: Mapping[FailureClass, tuple[TierItem, ...]]  # every class, in FailureClass order
     later: tuple[CriterionResult, ...]  # the data's later optimisations (see later)
     scope: tuple[Note, ...]
@@ -95,19 +100,25 @@ def build_verdict(inputs: VerdictInputs) -> Verdict:
         soak, context, rules.intervention_match_seconds, rules.layer_blind_max_share
     )
     pool_of = {n.name: n.pool for n in soak.nodes_at_start if n.pool}
+    nodes = NodeScope(
+        frozenset(soak.gpu.nodes), frozenset(n.name for n in soak.nodes_at_start if n.gpus_total)
+    )
+    layers = coverage(
+        figures.blind, figures.owners, nodes, soak.period.seconds, rules.layer_blind_max_share
+    )
     criteria = tuple(
         _with_pools(c, pool_of)
         for c in observed(
             judge(soak, context, rules, figures.interventions, figures.owners),
-            figures.blind,
-            figures.owners,
-            soak.period.seconds,
+            layers,
             rules.layer_blind_max_share,
         )
     )
     later = later_checks(figures.gpu, soak, rules)
 
-    recommendation, scope = _recommend(criteria, figures, rules, soak, context.planned_copies)
+    recommendation, because, scope = _recommend(
+        criteria, figures, rules, soak, context.planned_copies
+    )
     return Verdict(
         soak_started_at=soak.period.start,
         soak_ended_at=soak.period.end,
@@ -115,7 +126,9 @@ def build_verdict(inputs: VerdictInputs) -> Verdict:
         figures=figures,
         days=tuple(_days(inputs)),
         criteria=criteria,
+        layers=layers,
         recommendation=recommendation,
+        because=because,
         tiers=_tiers([*criteria, *later]),
         later=later,
         scope=scope,
@@ -124,6 +137,7 @@ def build_verdict(inputs: VerdictInputs) -> Verdict:
             {
                 "layer_limit_share": rules.layer_blind_max_share,
                 "blind_limit_share": rules.blind_max_share,
+                "criteria": list(MUST),
             },
         ),
         reverification=plan(criteria, context, rules),
@@ -135,8 +149,11 @@ def build_verdict(inputs: VerdictInputs) -> Verdict:
 
 
 def _with_pools(c: CriterionResult, pool_of: Mapping[str, str | None]) -> CriterionResult:
-    pools = tuple(sorted({p for n in c.subjects.nodes if (p := pool_of.get(n))}))
-    return replace(c, subjects=replace(c.subjects, pools=pools)) if pools else c
+    def pooled(subjects: Subjects) -> Subjects:
+        pools = tuple(sorted({p for n in subjects.nodes if (p := pool_of.get(n))}))
+        return replace(subjects, pools=pools) if pools else subjects
+
+    return replace(c, subjects=pooled(c.subjects), not_observed=pooled(c.not_observed))
 
 
 def _tiers(failed: Sequence[CriterionResult]) -> dict[FailureClass, tuple[TierItem, ...]]:
@@ -156,15 +173,25 @@ def _recommend(
     rules: VerdictRules,
     soak: PeriodData,
     planned_copies: Mapping[str, int],
-) -> tuple[Recommendation, tuple[Note, ...]]:
+) -> tuple[Recommendation, Note, tuple[Note, ...]]:
     failed = [c for c in criteria if c.status is Status.FAIL]
     must = [c for c in failed if c.failure_class is FailureClass.MUST_FIX]
     limited = [c for c in failed if c.failure_class is FailureClass.LIMITED_LAUNCH]
     later = [c for c in failed if c.failure_class is FailureClass.LATER_OPTIMISATION]
     unseen = [c for c in criteria if c.status is Status.NOT_OBSERVED]
+    narrowed = [c for c in criteria if c.status is Status.PASS and c.not_observed]
     blind = figures.blind.share or 0.0
     scope = [Note(f"scope.{c.criterion}") for c in limited]
-    scope += [Note("scope.not_observed", {"criterion": c.criterion}) for c in unseen]
+    scope += [
+        Note("scope.not_observed_must", {"criterion": c.criterion})
+        if c.criterion in MUST
+        else Note("scope.not_observed", {"criterion": c.criterion})
+        for c in unseen
+    ]
+    scope += [
+        Note("scope.narrowed", {"criterion": c.criterion, "subject": c.not_observed.params()})
+        for c in narrowed
+    ]
     not_exercised, partly = _coverage(planned_copies, figures.coverage)
     scope += not_exercised + partly
     if blind > rules.blind_max_share:
@@ -174,15 +201,26 @@ def _recommend(
         scope.append(Note("scope.alerts_incomplete", {"blind_seconds": alerts_blind}))
     scope += [Note("scope.later", {"criterion": c.criterion}) for c in later]
     blockers = [Note("scope.must_fix", {"criterion": c.criterion}) for c in must]
-    where, may_go = _who_and_where(must + limited, soak)
+    where, may_go = _who_and_where(must + limited, narrowed, soak)
     scope = where + scope + may_go
-    if blind > rules.blind_max_share:
-        return Recommendation.NOT_DECIDABLE, tuple(blockers + scope)
+    must_unseen = [c.criterion for c in unseen if c.criterion in MUST]
     if must:
-        return Recommendation.NO_GO, tuple(blockers + scope)
-    if limited or unseen or not_exercised:
-        return Recommendation.LIMITED_GO, tuple(scope)
-    return Recommendation.GO, tuple(scope)
+        return Recommendation.NO_GO, Note("rec.no_go.text"), tuple(blockers + scope)
+    if blind > rules.blind_max_share:
+        return (
+            Recommendation.NOT_DECIDABLE,
+            Note("rec.not_decidable.text", {"share": blind}),
+            tuple(scope),
+        )
+    if must_unseen:
+        return (
+            Recommendation.NOT_DECIDABLE,
+            Note("rec.not_decidable.unseen", {"criteria": must_unseen}),
+            tuple(scope),
+        )
+    if limited or unseen or narrowed or not_exercised:
+        return Recommendation.LIMITED_GO, Note("rec.limited_go.text"), tuple(scope)
+    return Recommendation.GO, Note("rec.go.text"), tuple(scope)
 
 
 def _coverage(
@@ -216,10 +254,11 @@ def _coverage(
 
 
 def _who_and_where(
-    failed: Sequence[CriterionResult], soak: PeriodData
+    failed: Sequence[CriterionResult], narrowed: Sequence[CriterionResult], soak: PeriodData
 ) -> tuple[list[Note], list[Note]]:
     """The tenants, windows, nodes and pools each blocking or limiting criterion concerns,
-    and those no such criterion names: where a launch may begin (one team, one pool first)."""
+    and those no such criterion names nor a pass on part of the fleet left out: where a
+    launch may begin (one team, one pool first)."""
     where = [
         Note("scope.where", {"criterion": c.criterion, "subject": c.subjects.params()})
         for c in failed
@@ -229,8 +268,9 @@ def _who_and_where(
     pools = {n.pool for n in soak.nodes_at_start if n.pool} - {
         p for c in failed for p in c.subjects.pools
     }
+    pools -= {p for c in narrowed for p in c.not_observed.pools}
     left = Subjects(tenants=tuple(sorted(tenants)), pools=tuple(sorted(pools)))
-    if not where or not left:
+    if not (where or narrowed) or not left:
         return where, []
     return where, [Note("scope.may_go", {"subject": left.params()})]
 

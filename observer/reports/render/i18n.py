@@ -118,6 +118,8 @@ class Words:
             return self.subject(value)
         if name == "criterion" and isinstance(value, str):
             return self(f"crit.{value}")
+        if name == "criteria" and isinstance(value, list):
+            return self.names([self(f"crit.{c}") for c in value])
         if name == "layer" and isinstance(value, str):
             return self(f"src.{value}")
         if name == "why" and isinstance(value, str):

@@ -189,9 +189,7 @@ def verdict_json(verdict: Verdict, language: Language) -> dict[str, Any]:
         "soak_started_at": _iso(verdict.soak_started_at),
         "soak_ended_at": _iso(verdict.soak_ended_at),
         "recommendation": verdict.recommendation.value,
-        "recommendation_text": words(
-            f"rec.{verdict.recommendation.value}.text", share=verdict.figures.blind.share
-        ),
+        "recommendation_text": words.note(verdict.because),
         "tiers": {
             tier.value: [
                 {

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from zoneinfo import ZoneInfo
 
 from observer.reports.compute.criteria.result import CriterionResult, FailureClass, Status
+from observer.reports.compute.events import NODE_NAMES
 from observer.reports.compute.verdict import TierItem, Verdict
 from observer.reports.render import charts
 from observer.reports.render.blocks import Block, Chart, Heading, List, Rendered, Table, Text
@@ -54,7 +55,7 @@ def _verdict_blocks(v: Verdict, w: Words, title: str) -> list[Block]:
         Text(w("label.timezone", timezone=v.timezone), "meta"),
         Heading(2, w("sec.recommendation")),
         Text(w(f"rec.{rec}"), f"rec {rec}"),
-        Text(w(f"rec.{rec}.text", share=v.figures.blind.share)),
+        Text(w.note(v.because)),
         Heading(3, w("sec.tiers")),
         *(block for tier, items in v.tiers.items() for block in _tier_blocks(tier, items, w)),
         Heading(3, w("sec.scope")),
@@ -63,19 +64,23 @@ def _verdict_blocks(v: Verdict, w: Words, title: str) -> list[Block]:
     if v.scope:
         blocks.append(List([w.note(n) for n in v.scope]))
     blocks += [
+        *_layer_blocks(v, w),
         Heading(2, w("sec.criteria")),
         Table(
             [w("col.criterion"), w("col.status"), w("col.class"), w("col.reason")],
             [
                 [
                     w(f"crit.{c.criterion}"),
-                    w(f"verdict.status.{c.status.value}"),
+                    _status(c, w),
                     w(f"class.{c.failure_class.value}") if c.failure_class else "—",
                     w.note(c.class_reason) if c.class_reason else "—",
                 ]
                 for c in v.criteria
             ],
-            cell_css={w(f"verdict.status.{s.value}"): s.value for s in Status},
+            cell_css={
+                **{w(f"verdict.status.{s.value}"): s.value for s in Status},
+                w("verdict.status.pass_narrowed"): Status.PASS.value,
+            },
         ),
     ]
     for c in v.criteria:
@@ -121,6 +126,36 @@ def _verdict_blocks(v: Verdict, w: Words, title: str) -> list[Block]:
         ),
     ]
     return blocks
+
+
+def _status(c: CriterionResult, w: Words) -> str:
+    """A pass that holds on part of the fleet only says so."""
+    if c.status is Status.PASS and c.not_observed:
+        return w("verdict.status.pass_narrowed")
+    return w(f"verdict.status.{c.status.value}")
+
+
+def _layer_blocks(v: Verdict, w: Words) -> list[Block]:
+    rows = [
+        [
+            w(f"src.{layer.layer}"),
+            w("word.yes") if layer.set_up else w("word.no"),
+            w.percent(100 * layer.share) if layer.set_up else "—",
+            w("value.owner_state_known", known=layer.covered, nodes=layer.nodes)
+            if layer.nodes
+            else "—",
+            w.names(list(layer.not_covered[:NODE_NAMES]), len(layer.not_covered[NODE_NAMES:])),
+        ]
+        for layer in v.layers.values()
+    ]
+    columns = [
+        w("col.layer"),
+        w("col.set_up"),
+        w("col.coverage"),
+        w("col.nodes_covered"),
+        w("col.not_covered"),
+    ]
+    return [Heading(2, w("sec.layers")), Text(w("note.layers"), "note"), Table(columns, rows)]
 
 
 def _tier_blocks(tier: FailureClass, items: Sequence[TierItem], w: Words) -> list[Block]:

@@ -29,6 +29,17 @@ CRITERIA = (
     "gpu_health",
     "inference_available",
 )
+# The criteria a failure of which can be a must fix: the promises no tenant may do without
+# (quota, isolation, released GPUs, logs, healthy GPUs). One not observed leaves the decision
+# open, whatever else passed.
+MUST = (
+    "quota_enforced",
+    "quota_released",
+    "no_unreleased_resources",
+    "no_log_loss",
+    "tenant_isolation",
+    "gpu_health",
+)
 
 
 def judge(

@@ -75,6 +75,8 @@ class CriterionResult:
     evidence: tuple[Note, ...]
     findings: tuple[FindingItem, ...]  # the first few behind a failure
     subjects: Subjects = Subjects()  # of every finding behind a failure
+    # a pass that holds on part of the fleet only: what its layers could not see (see layers)
+    not_observed: Subjects = Subjects()
 
 
 def result(
