@@ -84,7 +84,7 @@ def _follow(
     SNAPSHOT_SECONDS, the tenant's own jobs using `own_gpus[i]` at the i-th snapshot (the
     first at the over-quota end) and the probe held for `reasons[i]` meanwhile; what opened
     or closed."""
-    changed = []
+    changed: list[Finding] = []
     for i, gpus in enumerate(own_gpus):
         snapshot = _snapshot(ENDED + timedelta(seconds=i * SNAPSHOT_SECONDS), gpus)
         run = replace(HELD, reason=reasons[i]) if reasons else HELD

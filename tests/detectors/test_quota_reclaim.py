@@ -23,6 +23,7 @@ from observer.domain import (
     ProbeRun,
     RunState,
     SchedulerSnapshot,
+    Symptom,
 )
 
 T0 = datetime(2026, 12, 1, 2, 0, tzinfo=UTC)
@@ -117,7 +118,7 @@ def _hold(usage_gpus: list[int], *, every_seconds: float = 30, run: ProbeRun | N
     return hold
 
 
-def _judged(hold: Reclaim, now: datetime) -> list:
+def _judged(hold: Reclaim, now: datetime) -> list[Symptom]:
     last = SchedulerSnapshot(hold.seen_at or T0, (), (), ())
     return evaluate([hold], last, now, reclaim_seconds=300, quotas=QUOTAS)
 

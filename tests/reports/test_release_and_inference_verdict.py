@@ -87,7 +87,7 @@ def not_reclaimed(held: ProbeRun, waited_seconds: float = 1260.0) -> Finding:
             "pending_message": "exceeded quota: prod-quota, used: requests.nvidia.com/gpu=6",
             "quota_gpus": 6,
             "tenant_usage_gpus": 0,
-            "tenant_usage_gpus_series": [[held.submitted_at.isoformat(), 0]],
+            "tenant_usage_gpus_series": [[at(10).isoformat(), 0]],
             "tenant_ending_gpus": 0,
         },
         tenant=held.tenant,
