@@ -4,6 +4,12 @@ must start within the bound. One the platform still holds by a quota reason past
 `quota_not_reclaimed`: the quota did not free (a job ended but still counted against it, a
 GPU-minutes budget used up, a queue's reservation never given back).
 
+The hold is judged over every scheduler snapshot since the over-quota run ended (`observed`
+folds each one in): the bound runs from the first snapshot that left room while the probe was
+held by a quota reason, and starts over at any snapshot that left none or any look at the
+probe held for another reason. A tenant whose own jobs fill and free its quota near the limit
+leaves room now and then, never long enough to judge the quota by.
+
 The tenant's own usage is the GPUs its jobs run with in the scheduler's snapshot, less those
 the platform is ending (a job stuck COMPLETING, a pod stuck Terminating: ended by their owner,
 still counted by the quota). A tenant whose running work fills its quota keeps it full by
@@ -13,7 +19,7 @@ and unexplained waits judge."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 
 from observer.domain import JobPhase, ProbeRun, RunState, SchedulerSnapshot, Severity, Symptom
@@ -21,16 +27,53 @@ from observer.probes.outcome import is_quota_hold
 
 DETECTOR = "quota_not_reclaimed"
 
+# The usage series a hold keeps, and its finding shows: the tenant's own GPUs where they
+# changed, the latest this many changes.
+USAGE_CHANGES = 12
+
 
 @dataclass(frozen=True, slots=True)
 class Reclaim:
-    """A within-quota probe run, when the over-quota run it follows ended, and since when
-    the tenant's own usage has left room for it (None: not yet)."""
+    """A within-quota probe run, as last followed, and its hold since the over-quota run it
+    follows ended: since when every snapshot has left room for it while it was held by a quota
+    reason (None: the latest did not), the tenant's own GPUs (time, GPUs) at the first
+    snapshot after that end and at each where they changed (the latest USAGE_CHANGES), and the
+    latest snapshot folded in."""
 
     run: ProbeRun
     over_quota_run_id: str
     over_quota_ended_at: datetime
-    room_since: datetime | None
+    room_since: datetime | None = None
+    usage: tuple[tuple[datetime, int], ...] = ()
+    seen_at: datetime | None = None
+
+
+def observed(
+    reclaim: Reclaim, run: ProbeRun, scheduler: SchedulerSnapshot, quotas: Mapping[str, int]
+) -> Reclaim:
+    """The hold with the run as followed now and the scheduler's latest snapshot. A snapshot
+    taken after the over-quota run ended and not folded in yet joins the usage series and
+    judges the room: the clock starts at the first that leaves room while the run is held by
+    a quota reason and starts over at one that leaves none. A run not held by a quota reason
+    stops the clock whatever the snapshot; the next snapshot with room starts it again."""
+    held = run.state is RunState.PENDING and is_quota_hold(run.reason, run.message)
+    taken = scheduler.at
+    if taken < reclaim.over_quota_ended_at or (
+        reclaim.seen_at is not None and taken <= reclaim.seen_at
+    ):
+        return replace(reclaim, run=run, room_since=reclaim.room_since if held else None)
+    used = own_usage_gpus(scheduler, run.tenant)
+    usage = reclaim.usage
+    if not usage or usage[-1][1] != used:
+        usage = (*usage, (taken, used))[-USAGE_CHANGES:]
+    room = held and has_room(run, scheduler, quotas)
+    return replace(
+        reclaim,
+        run=run,
+        room_since=(reclaim.room_since or taken) if room else None,
+        usage=usage,
+        seen_at=taken,
+    )
 
 
 def reclaimed_seconds(run: ProbeRun, since: datetime) -> float | None:
@@ -65,17 +108,13 @@ def evaluate(
     reclaim_seconds: float,
     quotas: Mapping[str, int],
 ) -> list[Symptom]:
-    """A symptom for each reclaim run still held by a quota (its reason or, for a Kubernetes
-    ResourceQuota, its message says so) more than `reclaim_seconds` after both its over-quota
-    run ended and its tenant's own usage left room for it."""
+    """A symptom for each reclaim run whose hold (`observed`) has had room for more than
+    `reclaim_seconds`: held by a quota (its reason or, for a Kubernetes ResourceQuota, its
+    message says so) all that time, its tenant's own usage leaving room at every snapshot."""
     symptoms = []
     for reclaim in reclaims:
         run, since = reclaim.run, reclaim.room_since
-        if (
-            since is None
-            or run.state is not RunState.PENDING
-            or not is_quota_hold(run.reason, run.message)
-        ):
+        if since is None:
             continue
         waited = (now - since).total_seconds()
         if waited <= reclaim_seconds:
@@ -87,7 +126,7 @@ def evaluate(
                 severity=Severity.CRITICAL,
                 summary=f"tenant {run.tenant}'s quota did not free: a {run.gpus}-GPU probe "
                 f"within it is still held ({run.reason}) {waited:.0f} s after the over-quota "
-                "job ended and the tenant's own usage left room",
+                "job ended and the tenant's own usage left room at every snapshot since",
                 rule="once an over-quota job is refused or cancelled and the tenant's own "
                 f"usage leaves room, a probe within its quota starts within {reclaim_seconds:g} s",
                 evidence={
@@ -106,6 +145,9 @@ def evaluate(
                     },
                     "quota_gpus": quotas.get(run.tenant),
                     "tenant_usage_gpus": own_usage_gpus(scheduler, run.tenant),
+                    "tenant_usage_gpus_series": [
+                        [at.isoformat(), gpus] for at, gpus in reclaim.usage
+                    ],
                     "tenant_ending_gpus": sum(
                         j.gpus
                         for j in scheduler.jobs

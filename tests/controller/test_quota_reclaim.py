@@ -2,8 +2,8 @@
 controller submits a probe within the tenant's quota and times it from the refusal; once the
 tenant's own usage leaves room, one its quota still holds past
 controller.quota_reclaim_seconds opens quota_not_reclaimed, with the platform's reason and
-the tenant's usage as evidence. A tenant whose own running work fills its quota is no
-finding."""
+the tenant's usage over the hold as evidence. A tenant whose own running work fills its quota
+is no finding."""
 
 from __future__ import annotations
 
@@ -87,6 +87,10 @@ def test_a_freed_quota_is_reclaimed_a_full_one_waits_and_a_leaking_one_is_found(
     assert evidence["over_quota_ended_at"] == (over["prod"].finished_at or since).isoformat()
     assert evidence["pending_reason"] == "QuotaExceeded"
     assert (evidence["quota_gpus"], evidence["tenant_usage_gpus"]) == (4, 0)
+    # its usage over the hold: its own job filled the quota until it ended, nothing since
+    series = evidence["tenant_usage_gpus_series"]
+    assert [gpus for _, gpus in series] == [4, 0]
+    assert datetime.fromisoformat(series[-1][0]) == since
     assert evidence["waited_seconds"] > RECLAIM_SECONDS
     assert RECLAIM_SECONDS < (finding.opened_at - since).total_seconds() < RECLAIM_SECONDS + 30
     assert finding.is_open

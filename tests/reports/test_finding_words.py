@@ -48,6 +48,7 @@ from observer.domain import (
     Expectation,
     GpuAssignment,
     JobPhase,
+    JobStatus,
     JsonValue,
     NodeAllocation,
     Owner,
@@ -245,9 +246,13 @@ def _scheduler_side() -> Iterator[Said]:
         RunState.PENDING, "71", NOW - timedelta(minutes=10), reason="AssocGrpGRES",
         reclaims_run_id="over-1",
     )  # fmt: skip
-    held = quota_reclaim.Reclaim(within, "over-1", NOW - timedelta(minutes=10), within.submitted_at)
+    held = quota_reclaim.Reclaim(within, "over-1", NOW - timedelta(minutes=10))
+    for minutes in (10, 9, 0):  # the tenant's own work left room from 9 minutes ago
+        own = JobStatus("own", None, "batch", None, JobPhase.RUNNING, 4 if minutes == 10 else 1)
+        snapshot = SchedulerSnapshot(NOW - timedelta(minutes=minutes), (), (), (own,))
+        held = quota_reclaim.observed(held, within, snapshot, {"batch": 4})
     symptoms += quota_reclaim.evaluate(
-        [held], SchedulerSnapshot(NOW, (), (), ()), NOW, reclaim_seconds=300, quotas={"batch": 4}
+        [held], snapshot, NOW, reclaim_seconds=300, quotas={"batch": 4}
     )
     # Unavailable while a scale-out waits for a node, and a scale-out waiting without a word.
     look = inference.ServiceLook("svc", "prod", NOW, True, 1, 1, 1, NOW, 3, "Unschedulable")
@@ -356,6 +361,20 @@ def test_a_store_about_to_fill_its_volume_is_said_by_its_figures_in_both_languag
     english = Words("en", shanghai).finding(sentence, "")
     assert "fills its volume in about" in english
     store.close()
+
+
+def test_a_quota_not_reclaimed_is_said_with_the_tenants_usage_over_the_hold(said: list[Said]):
+    [(subject, evidence)] = [(s, e) for d, s, e in said if d == quota_reclaim.DETECTOR]
+    sentence = describe(quota_reclaim.DETECTOR, subject, evidence)
+    shanghai = ZoneInfo("Asia/Shanghai")
+    english, chinese = (Words(lang, shanghai).finding(sentence, "") for lang in ("en", "zh-CN"))
+    # the own usage filled the quota (4 of 4), then left room (1 of 4) at every snapshot
+    assert "left room at every scheduler snapshot since (its GPUs used of 4" in english
+    assert english.endswith(": 4, 1)")
+    assert "每次调度器快照" in chinese and "配额 4 块：4、1）" in chinese
+    # stored by an older observer, without the series: its summary instead
+    older = {k: v for k, v in evidence.items() if k != "tenant_usage_gpus_series"}
+    assert describe(quota_reclaim.DETECTOR, subject, older) is None
 
 
 def test_a_finding_stored_without_the_evidence_its_sentence_needs_shows_its_summary():

@@ -87,6 +87,7 @@ def not_reclaimed(held: ProbeRun, waited_seconds: float = 1260.0) -> Finding:
             "pending_message": "exceeded quota: prod-quota, used: requests.nvidia.com/gpu=6",
             "quota_gpus": 6,
             "tenant_usage_gpus": 0,
+            "tenant_usage_gpus_series": [[at(10).isoformat(), 0]],
             "tenant_ending_gpus": 0,
         },
         tenant=held.tenant,
@@ -167,8 +168,9 @@ def test_a_quota_never_given_back_is_a_must_fix_naming_the_tenant_in_its_words()
         "仍被挂起（上限 5分钟）：平台原因「QuotaExceeded」"
     ) in zh
     assert (
-        "租户 prod 的配额未释放：超配额任务结束、且租户自身用量（配额 6 块 GPU 中的 0 块）"
-        f"已留出空间 21分钟后，配额内的任务 {held.run_id} 仍以平台原因「QuotaExceeded」被挂起"
+        "租户 prod 的配额未释放：超配额任务结束、且此后每次调度器快照中租户自身用量都留有空间 "
+        f"21分钟后，配额内的任务 {held.run_id} 仍以平台原因「QuotaExceeded」被挂起"
+        "（自身已用 GPU 块数的变化，配额 6 块：0）"
     ) in zh
 
 

@@ -1,6 +1,8 @@
 """Quotas not reclaimed: within-quota probes still held by the quota after an over-quota one
-ended and the tenant's own usage left room. The runs' reasons come from following them; a
-stale scheduler snapshot says the platform cannot be read, so nothing is judged then."""
+ended and the tenant's own usage left room at every scheduler snapshot since. The runs'
+reasons come from following them; each check folds the latest snapshot into every hold
+(quota_reclaim.observed); a stale scheduler snapshot says the platform cannot be read, so
+nothing is judged then."""
 
 from __future__ import annotations
 
@@ -25,24 +27,28 @@ class QuotaReclaims:
         # When each over-quota run that a reclaim run follows ended (None: not stored), by run
         # id.
         self._over_quota_ends: dict[str, datetime | None] = {}
-        # Since when each waiting reclaim run's tenant has had room for it, by run id.
-        self._room_since: dict[str, datetime] = {}
+        # Each waiting reclaim run's hold, by run id.
+        self._holds: dict[str, quota_reclaim.Reclaim] = {}
+        # Since when the open findings' runs had room before a restart, by run id: each hold
+        # starts from it once its run is seen again.
+        self._resumed: dict[str, datetime] = {}
 
     def resume(self, left_open: Sequence[Finding], now: datetime) -> None:
-        """The waits of the open quota_not_reclaimed findings are timed on from their start."""
+        """The waits of the open quota_not_reclaimed findings are timed on from their start;
+        their usage series start over from the first snapshot after the restart."""
         mine = [f for f in left_open if f.detector == quota_reclaim.DETECTOR]
         self._reclaims.resume(mine)
         for finding in mine:
             since = finding.evidence.get("since")
             if isinstance(since, str):  # the wait it was opened on goes on being timed
-                self._room_since[finding.subject["run_id"]] = datetime.fromisoformat(since)
+                self._resumed[finding.subject["run_id"]] = datetime.fromisoformat(since)
 
     def check(self, look: Look) -> Checked:
         scheduler = look.scheduler
         if scheduler is None:
             self._reclaims.blind()
             return Checked()
-        reclaims = []
+        holds = {}
         for run in look.active:
             over = run.reclaims_run_id
             if over is None:
@@ -53,21 +59,17 @@ class QuotaReclaims:
             ended = self._over_quota_ends[over]
             if ended is None:
                 continue
-            # Room counts from the first snapshot that shows it, and starts over when the
-            # tenant's own work fills the quota again.
-            if scheduler.at >= ended and quota_reclaim.has_room(run, scheduler, self._quotas):
-                self._room_since.setdefault(run.run_id, max(ended, scheduler.at))
-            else:
-                self._room_since.pop(run.run_id, None)
-            reclaims.append(
-                quota_reclaim.Reclaim(run, over, ended, self._room_since.get(run.run_id))
+            hold = self._holds.get(run.run_id) or quota_reclaim.Reclaim(
+                run, over, ended, self._resumed.pop(run.run_id, None)
             )
+            holds[run.run_id] = quota_reclaim.observed(hold, run, scheduler, self._quotas)
         waiting = {r.reclaims_run_id for r in look.active}
         self._over_quota_ends = {k: v for k, v in self._over_quota_ends.items() if k in waiting}
+        self._holds = holds
         pending = {r.run_id for r in look.active}
-        self._room_since = {k: v for k, v in self._room_since.items() if k in pending}
+        self._resumed = {k: v for k, v in self._resumed.items() if k in pending}
         symptoms = quota_reclaim.evaluate(
-            reclaims,
+            list(holds.values()),
             scheduler,
             look.now,
             reclaim_seconds=self._reclaim_seconds,

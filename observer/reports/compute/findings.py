@@ -107,6 +107,13 @@ def _as_names(values: JsonValue) -> JsonValue:
     return [str(v) for v in values] if isinstance(values, list) else str(values)
 
 
+def _usage_series(s: Subject, e: Evidence) -> JsonValue:
+    """The tenant's own GPUs at each change the hold's series keeps, oldest first; as names,
+    since a bare count last would read as how many more were left out."""
+    series = e["tenant_usage_gpus_series"]
+    return [str(p[1]) for p in series if isinstance(p, list)] if isinstance(series, list) else []
+
+
 def _fault(s: Subject, e: Evidence) -> JsonValue:
     fault = e["fault"]
     assert isinstance(fault, Mapping)
@@ -479,7 +486,7 @@ _BY_DETECTOR: dict[str, Wording] = {
         job=_subject("run_id"),
         reason_words=_text("pending_reason"),
         waited_seconds=_evidence("waited_seconds"),
-        usage=_evidence("tenant_usage_gpus"),
+        usage=_usage_series,
         quota=_evidence("quota_gpus"),
     ),
     inference.UNAVAILABLE: _note(
