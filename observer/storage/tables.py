@@ -113,6 +113,9 @@ class ProbeRunRow(_Table, table=True):
     node_names: list[str] = Field(
         sa_column=sa.Column(JsonDocument, nullable=False, server_default="[]")
     )
+    owner_ids: list[str] = Field(
+        sa_column=sa.Column(JsonDocument, nullable=False, server_default="[]")
+    )
     reclaims_run_id: str | None = None
     # The attempts the platform ended and requeued, each a JSON object (storage/runs.py).
     attempts: list[dict[str, Any]] = Field(
