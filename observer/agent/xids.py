@@ -9,8 +9,9 @@ nothing else.
 `XidFindings`, on the sampling thread, makes each Xid one `gpu_xid` event finding with the
 GPU, the code's meaning and class from `observer/gpu/xid.py`, the owners of the work on the
 GPU when it was last seen (`gpu_owners` by name, `gpu_owner_ids` by the ids the scheduler
-gives its jobs), and the process and its owner where the Xid names a pid. The NVML event and the kernel-log line of one Xid (same GPU, same
-code, within `xid_merge_window_seconds`) are one finding, completed by the second source.
+gives its jobs), and the process and its owner where the Xid names a pid. The NVML event
+and the kernel-log line of one Xid (same GPU, same code, within `xid_merge_window_seconds`)
+are one finding, completed by the second source.
 """
 
 from __future__ import annotations

@@ -222,9 +222,9 @@ def _classify(
 ) -> Classified:
     around = _around(task, findings)
     gpu = [f for f in around if _gpu_fault(f)]
-    held = [f for f in gpu if _holds(task, f)]
-    if held or task.ended is Outcome.NO_GPU:
-        named = [_name(f) for f in held] or [
+    ours = [f for f in gpu if _holds(task, f)]
+    if ours or task.ended is Outcome.NO_GPU:
+        named = [_name(f) for f in ours] or [
             Note("cause.ev.no_gpu", {"outcome": Outcome.NO_GPU.value, "exit_code": task.exit_code})
         ]
         return Classified(Cause.GPU_DRIVER, tuple(named))

@@ -48,9 +48,7 @@ def failure_evidence(soak: PeriodData, rules: VerdictRules) -> CriterionResult:
     lost = [r for r in ended_badly if r.outcome is Outcome.LOST]
     bare = [r for r in ended_badly if _bare(r)]
     misreported = [
-        r
-        for r in ended_badly
-        if r.expectation in EXPECTED_FAILURES and r.outcome is Outcome.FAILED
+        r for r in ended_badly if r.expectation in EXPECTED_FAILURES and r.outcome is Outcome.FAILED
     ]
     evidence = [
         Note(
