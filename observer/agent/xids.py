@@ -8,9 +8,10 @@ nothing else.
 
 `XidFindings`, on the sampling thread, makes each Xid one `gpu_xid` event finding with the
 GPU, the code's meaning and class from `observer/gpu/xid.py`, the owners of the work on the
-GPU when it was last seen (`gpu_owners`), and the process and its owner where the Xid names
-a pid. The NVML event and the kernel-log line of one Xid (same GPU, same
-code, within `xid_merge_window_seconds`) are one finding, completed by the second source.
+GPU when it was last seen (`gpu_owners` by name, `gpu_owner_ids` by the ids the scheduler
+gives its jobs), and the process and its owner where the Xid names a pid. The NVML event
+and the kernel-log line of one Xid (same GPU, same code, within `xid_merge_window_seconds`)
+are one finding, completed by the second source.
 """
 
 from __future__ import annotations
@@ -177,6 +178,14 @@ class XidWatch:
 
 
 @dataclass(frozen=True, slots=True)
+class _Holders:
+    """The owners of a GPU's processes when last seen: what people call them, and their ids."""
+
+    names: list[str]
+    ids: list[str]
+
+
+@dataclass(frozen=True, slots=True)
 class _Seen:
     pci: str
     code: int
@@ -203,7 +212,7 @@ class XidFindings:
         self._counted = counted
         self._seen: list[_Seen] = []
         self._gpus: dict[str, GpuIdentity] = {}  # by pci_key: every GPU identified so far
-        self._owners: dict[str, list[str]] = {}  # by GPU uuid, as its processes last showed
+        self._owners: dict[str, _Holders] = {}  # by GPU uuid, as its processes last showed
 
     def findings(self) -> list[Finding]:
         return [s.finding for s in self._seen]
@@ -223,12 +232,10 @@ class XidFindings:
             if gpu.identity.pci_bus_id:
                 self._gpus[pci_key(gpu.identity.pci_bus_id)] = gpu.identity
             if gpu.sample is not None and gpu.sample.processes is not None:
-                self._owners[gpu.identity.uuid] = sorted(
-                    {
-                        p.owner_state.name or p.owner.label
-                        for p in processes
-                        if p.gpu_uuid == gpu.identity.uuid
-                    }
+                on_it = [p for p in processes if p.gpu_uuid == gpu.identity.uuid]
+                self._owners[gpu.identity.uuid] = _Holders(
+                    sorted({p.owner_state.name or p.owner.label for p in on_it}),
+                    sorted({p.owner.id for p in on_it if p.owner.id}),
                 )
         by_index = {g.index: g.identity for g in gpus if g.identity is not None}
         new: list[Finding] = []
@@ -270,7 +277,7 @@ def _finding(
     pci: str,
     event: XidEvent,
     identity: GpuIdentity | None,
-    owners: Mapping[str, list[str]],
+    owners: Mapping[str, _Holders],
     owner_of: OwnerOf,
 ) -> Finding:
     info = xid_info(event.code)
@@ -282,7 +289,7 @@ def _finding(
         "gpu_index": identity.index if identity else event.gpu_index,
         "gpu_uuid": identity.uuid if identity else None,
         "pci_bus_id": pci,
-        "gpu_owners": owners.get(identity.uuid) if identity else None,
+        **_held(identity, owners),
         "sources": [event.source.value],
         "reported_at": {event.source.value: event.at.isoformat()},
         "catalogue": "https://docs.nvidia.com/deploy/xid-errors/",
@@ -304,7 +311,7 @@ def _merge(
     finding: Finding,
     event: XidEvent,
     identity: GpuIdentity | None,
-    owners: Mapping[str, list[str]],
+    owners: Mapping[str, _Holders],
     owner_of: OwnerOf,
 ) -> Finding:
     evidence = dict(finding.evidence)
@@ -312,11 +319,20 @@ def _merge(
     evidence["reported_at"] = {**evidence["reported_at"], event.source.value: event.at.isoformat()}
     if evidence.get("gpu_uuid") is None and identity is not None:
         evidence["gpu_uuid"], evidence["gpu_index"] = identity.uuid, identity.index
-        evidence["gpu_owners"] = owners.get(identity.uuid)
+        evidence.update(_held(identity, owners))
     if evidence.get("pid") is None:
         evidence.update(_process(event, owner_of))
     merged = replace(finding, evidence=evidence)
     return replace(merged, summary=_summary(finding.subject["node"], merged))
+
+
+def _held(identity: GpuIdentity | None, owners: Mapping[str, _Holders]) -> dict[str, object]:
+    """Who held the GPU when its processes were last seen; None: never seen, or not known."""
+    held = owners.get(identity.uuid) if identity else None
+    return {
+        "gpu_owners": held.names if held else None,
+        "gpu_owner_ids": held.ids if held else None,
+    }
 
 
 def _process(event: XidEvent, owner_of: OwnerOf) -> dict[str, object]:

@@ -337,6 +337,7 @@ class ProbeRunner:
             message=status.message,
             pending_reasons=reasons,
             node_names=status.nodes or run.node_names,
+            owner_ids=status.owner_ids or run.owner_ids,
         )
         self._active[run.run_id] = run
         outcome = judge(run.expectation, status)

@@ -218,7 +218,8 @@ class Controller:
     def _job_classifier(self, listing: FinishedJobs) -> Callable[[JobStatus], Classified | None]:
         """Classes the listing's failed jobs by what happened on their nodes while they ran:
         the findings and node changes from the first one's start (JOB_EVIDENCE_LOOKBACK
-        before the listing at most), read once for them all."""
+        before the listing at most), read once for them all; the observer's probes against
+        what each expects, from its stored run."""
         began = [
             job.started_at or job.submitted_at or listing.since
             for job in listing.jobs
@@ -230,7 +231,14 @@ class Controller:
         end = listing.until + MARGIN
         findings = [f for f in self.store.findings(since=start) if f.opened_at <= end]
         changes = self.store.node_changes(start, end)
-        return lambda job: classify_job(job, findings, changes)
+        probes = [job.run_id for job in listing.jobs if job.phase is JobPhase.FAILED and job.run_id]
+        expected = {r.run_id: r.expectation for i in probes if (r := self.store.run(i))}
+
+        def classify(job: JobStatus) -> Classified | None:
+            expectation = expected.get(job.run_id) if job.run_id else None
+            return classify_job(job, findings, changes, expectation)
+
+        return classify
 
     def alive(self) -> None:
         """Record that this run is still alive: the last record is where a kill cut it off."""

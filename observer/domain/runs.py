@@ -91,6 +91,9 @@ class ProbeRun:
     message: str | None = None  # the platform's explanation text, as a person sees it
     pending_reasons: Mapping[str, float] = field(default_factory=dict)  # reason -> seconds seen
     node_names: tuple[str, ...] = ()  # where the platform ran it, once it started
+    # What the node agents name as the owner of its GPU processes (JobStatus.owner_ids), as
+    # the platform last gave them: the failure causes tell its GPUs by them.
+    owner_ids: tuple[str, ...] = ()
     # A quota-reclaim probe's over-quota run: its wait to start counts from that run's end.
     reclaims_run_id: str | None = None
 

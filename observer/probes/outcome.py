@@ -37,6 +37,8 @@ START_FAILURE_REASONS = frozenset(
 COMMAND_NOT_RUNNABLE_EXIT_CODES = frozenset({126, 127})
 OOM_MARKS = ("OOMKilled", "OUT_OF_MEMORY", "OutOfMemory")
 OOM_EXIT_CODE = 137
+# The probes meant to fail: their job failing the expected way is their pass.
+EXPECTED_FAILURES = frozenset({Expectation.FAIL, Expectation.FAIL_TO_START, Expectation.OOM})
 
 
 # The reasons the observer records itself: the message beside one is the observer's reasoning,

@@ -113,6 +113,9 @@ class ProbeRunRow(_Table, table=True):
     node_names: list[str] = Field(
         sa_column=sa.Column(JsonDocument, nullable=False, server_default="[]")
     )
+    owner_ids: list[str] = Field(
+        sa_column=sa.Column(JsonDocument, nullable=False, server_default="[]")
+    )
     reclaims_run_id: str | None = None
     # The attempts the platform ended and requeued, each a JSON object (storage/runs.py).
     attempts: list[dict[str, Any]] = Field(
@@ -313,7 +316,7 @@ controller_runs_table = sa.Table(
     sa.Column("stopped_at", UtcDateTime(), nullable=True),  # NULL: killed, crashed or running
     sa.Column("host", sa.String(), nullable=False),
     sa.Column("pid", sa.Integer(), nullable=False),
-    sa.Column("watching", JsonDocument, nullable=True),  # NULL: recorded before 0016
+    sa.Column("watching", JsonDocument, nullable=True),  # NULL: recorded before 0017
 )
 
 # The store's size on its volume, measured each hour by the controller: its growth per day.

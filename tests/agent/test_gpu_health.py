@@ -305,6 +305,7 @@ def test_an_nvml_xid_is_an_event_finding_within_one_tick_with_gpu_code_class_and
     assert (e["gpu_index"], e["gpu_uuid"], e["xid"]) == (3, "GPU-fake-3", 79)
     assert (e["xid_class"], e["fatal"]) == ("bus", True)
     assert e["gpu_owners"] == ["team-a/train-0"]
+    assert e["gpu_owner_ids"] == [POD.id]  # the pod's UID, as the scheduler names its jobs
     assert xid.severity.value == "critical"
     assert (
         node.metric("observer_agent_gpu_xid_events_total", gpu="3", uuid="GPU-fake-3", code="79")

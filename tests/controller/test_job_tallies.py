@@ -20,11 +20,14 @@ from observer.clock import ManualClock
 from observer.controller.compose import build_backend, build_controller
 from observer.controller.work import Controller, tally_slots
 from observer.domain import (
+    Expectation,
     Finding,
     FindingKind,
     JobPhase,
     JobRequest,
     JobStatus,
+    ProbeRun,
+    RunState,
     Severity,
     Workload,
 )
@@ -290,7 +293,13 @@ def test_each_failed_job_is_counted_by_what_happened_on_its_node_while_it_ran(
                 summary="Xid 79: GPU has fallen off the bus",
                 opened_at=now,
                 closed_at=now,
-                evidence={"xid": 79, "xid_class": "bus", "fatal": True},
+                # on the GPU the job's processes ran on, as the agent saw it
+                evidence={
+                    "xid": 79,
+                    "xid_class": "bus",
+                    "fatal": True,
+                    "gpu_owner_ids": [on_bad_gpu],
+                },
             )
         ]
     )
@@ -325,6 +334,26 @@ def test_the_observers_own_probes_are_tallied_apart_from_the_tenants_jobs(platfo
         (JobOrigin.OBSERVER, JobPhase.FAILED, 1),
         (JobOrigin.TENANT, JobPhase.FAILED, 1),
     ]
+
+
+def test_a_probe_job_that_failed_as_its_probe_expects_is_tallied_as_designed(platform: Platform):
+    platform.controller.tally_jobs()
+    meant = ProbeRun(
+        "run-1", "fail-exit", "prod", None, None, Expectation.FAIL, 1, 1, RunState.SUBMITTED
+    )
+    platform.store.save_runs([meant])
+    probe = Workload(gpus_per_node=1, duration_seconds=60, exit_code=3)
+    platform.cluster.submit(JobRequest("run-1", "fail-exit", "prod", None, probe))
+    platform.clock.advance(600)
+
+    platform.controller.tally_jobs()
+
+    [tally] = [t for s in platform.store.job_slots(T0, T0 + timedelta(hours=1)) for t in s.tallies]
+    assert (tally.origin, tally.phase, tally.cause) == (
+        JobOrigin.OBSERVER,
+        JobPhase.FAILED,
+        "as_designed",
+    )
 
 
 def test_a_quota_changed_during_the_soak_is_stored_once_with_who_changed_it(platform: Platform):

@@ -171,9 +171,9 @@ def test_the_failed_probe_is_classed_a_gpu_driver_fault_with_the_xid_as_evidence
 
     assert classified is not None
     assert classified.cause is Cause.GPU_DRIVER
-    assert Note("cause.ev.xid", {"xid": "79", "node": NODE, "xid_meaning": "79"}) in (
-        classified.evidence
-    )
+    # The Xid's GPU ran the probe's job: the run's own GPU, named.
+    xid = {"xid": "79", "node": NODE, "xid_meaning": "79", "gpu": "0"}
+    assert Note("cause.ev.xid.gpu", xid) in classified.evidence
 
 
 def test_a_node_kept_in_service_past_the_grace_after_its_gpu_fell_off_is_found(

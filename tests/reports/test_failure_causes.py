@@ -14,7 +14,9 @@ from datetime import timedelta
 import pytest
 
 from observer.backends.kubernetes.status import kueue_hold
+from observer.detectors.gpu_health import ECC_UNCORRECTED
 from observer.domain import (
+    Expectation,
     Finding,
     FindingKind,
     JobPhase,
@@ -24,7 +26,7 @@ from observer.domain import (
     SchedulerNode,
     Severity,
 )
-from observer.records import JOB_SLOT, JobSlot, JobTally, StoredNodeChange
+from observer.records import JOB_SLOT, JobOrigin, JobSlot, JobTally, StoredNodeChange
 from observer.reports.compute.causes import Cause, Classified, classify, classify_job
 from observer.reports.compute.criteria.result import Status
 from observer.reports.compute.daily import DailyInputs, build_daily
@@ -36,23 +38,34 @@ from observer.reports.render.i18n import Language, Words
 from tests.reports.builders import DAY, RULES, TZ, at, context, queue, run
 
 NODE = "node-3"
+OWNER = "4242"  # what the node agents name as the owner of the task's GPU processes
+GPU = 3  # the task's GPU on NODE
 
 
 def on_node(failed: ProbeRun) -> ProbeRun:
-    return replace(failed, node_names=(NODE,))
+    return replace(failed, node_names=(NODE,), owner_ids=(OWNER,))
 
 
-def xid(code: int, xid_class: str, when: float = 10.0) -> Finding:
+def xid(
+    code: int, xid_class: str, when: float = 10.0, gpu: int = GPU, held_by: str | None = OWNER
+) -> Finding:
+    """An Xid on `gpu` of NODE, whose processes were `held_by` that owner (None: unknown)."""
     hour, minute = int(when), round((when % 1) * 60)
     return Finding(
         detector="gpu_xid",
         kind=FindingKind.EVENT,
-        subject={"node": NODE, "pci_bus_id": "0000:3b:00.0", "xid": str(code)},
+        subject={"node": NODE, "pci_bus_id": f"0000:{gpu}b:00.0", "xid": str(code)},
         severity=Severity.CRITICAL,
         summary=f"Xid {code}",
         opened_at=at(hour, minute),
         closed_at=at(hour, minute),
-        evidence={"xid": code, "xid_class": xid_class, "fatal": xid_class != "application"},
+        evidence={
+            "xid": code,
+            "xid_class": xid_class,
+            "fatal": xid_class != "application",
+            "gpu_index": gpu,
+            "gpu_owner_ids": None if held_by is None else [held_by],
+        },
     )
 
 
@@ -136,6 +149,93 @@ def test_an_xid_on_another_node_or_hours_away_is_not_the_runs_evidence():
     assert classified is not None and classified.cause is Cause.APPLICATION
 
 
+def ecc(gpu: int, held_by: str) -> Finding:
+    """Uncorrected ECC errors on `gpu` of NODE, open from 09:55 to 10:30."""
+    return Finding(
+        detector=ECC_UNCORRECTED,
+        kind=FindingKind.CONDITION,
+        subject={"node": NODE, "gpu_uuid": f"GPU-{gpu}"},
+        severity=Severity.CRITICAL,
+        summary=f"GPU {gpu} on {NODE}: 2 new uncorrected ECC error(s)",
+        opened_at=at(9, 55),
+        closed_at=at(10, 30),
+        evidence={"gpu_index": gpu, "gpu_uuid": f"GPU-{gpu}", "gpu_owner_ids": [held_by]},
+    )
+
+
+def test_a_fail_exit_probe_failing_as_designed_beside_another_gpus_ecc_errors_is_as_designed():
+    """The probe's job, as the platform lists it, and its run: neither a GPU / driver fault."""
+    other_gpu = ecc(GPU + 1, held_by="7777")
+    job = replace(training("Error", 3), run_id="run-fail-exit", tenant="research")
+    meant = on_node(run("fail-exit", expectation=Expectation.FAIL, reason="Error", exit_code=3))
+
+    listed = classify_job(job, [other_gpu], [], Expectation.FAIL)
+    ran = classify(meant, [other_gpu], [])
+
+    assert listed is not None and listed.cause is Cause.AS_DESIGNED
+    assert ran is not None and ran.cause is Cause.AS_DESIGNED
+    assert evidence(listed) == evidence(ran) == ["expected to end: fail", "“Error”", "exit 3"]
+    assert evidence(listed, "zh-CN") == ["预期结果：失败", "「Error」", "退出码 3"]
+
+
+def test_a_probe_job_that_did_not_fail_as_its_probe_expects_is_classed_by_the_evidence():
+    exited_zero = replace(training("Completed", 0), run_id="run-fail-exit")
+
+    classified = classify_job(exited_zero, [xid(79, "bus")], [], Expectation.SUCCEED)
+
+    assert classified is not None and classified.cause is Cause.GPU_DRIVER
+
+
+def test_an_xid_79_on_another_jobs_gpu_of_its_node_is_not_the_runs_gpu_fault():
+    elsewhere = xid(79, "bus", gpu=GPU + 1, held_by="7777")
+
+    classified = classify(CRASHED, [elsewhere], [])
+
+    assert classified is not None and classified.cause is Cause.APPLICATION
+    assert evidence(classified) == ["exit 1"]
+
+
+def test_an_xid_79_on_the_runs_own_gpu_is_gpu_driver_naming_the_xid_and_its_gpu():
+    classified = classify(CRASHED, [xid(79, "bus")], [])
+
+    assert classified is not None and classified.cause is Cause.GPU_DRIVER
+    assert evidence(classified) == [f"Xid 79 on {NODE} GPU {GPU} (GPU has fallen off the bus)"]
+
+
+def test_a_gpu_fault_whose_gpus_holder_is_unknown_leaves_the_failure_unexplained_naming_it():
+    """Not GPU / driver (the GPU may be another job's), nor the exit code's (it may be not)."""
+    unknown_holder = xid(79, "bus", held_by=None)
+    no_owner_ids = replace(CRASHED, owner_ids=())
+
+    for failed, findings in ((CRASHED, [unknown_holder]), (no_owner_ids, [xid(79, "bus")])):
+        classified = classify(failed, findings, [])
+
+        assert classified is not None and classified.cause is Cause.UNEXPLAINED
+        assert evidence(classified) == [
+            f"Xid 79 on {NODE} GPU {GPU} (GPU has fallen off the bus)",
+            "not known to be on its GPUs",
+        ]
+        assert evidence(classified, "zh-CN")[1] == "无法确定是否发生在其占用的 GPU 上"
+
+
+def test_nvml_unavailable_on_its_node_is_every_gpu_of_it_the_runs_among_them():
+    blind = Finding(
+        detector="nvml_unavailable",
+        kind=FindingKind.CONDITION,
+        subject={"node": NODE},
+        severity=Severity.CRITICAL,
+        summary=f"NVML unavailable on {NODE}",
+        opened_at=at(9),
+        closed_at=None,
+        evidence={"driver_state": "not_loaded"},
+    )
+
+    classified = classify(replace(CRASHED, owner_ids=()), [blind], [])
+
+    assert classified is not None and classified.cause is Cause.GPU_DRIVER
+    assert evidence(classified) == [f"nvml_unavailable on {NODE}"]
+
+
 def training(
     reason: str | None = "Error",
     exit_code: int | None = 1,
@@ -157,6 +257,7 @@ def training(
         reason=reason,
         exit_code=exit_code,
         nodes=nodes if started else (),
+        owner_ids=(OWNER,),
     )
 
 
@@ -178,8 +279,8 @@ def evidence(classified: Classified | None, language: Language = "en") -> list[s
             [xid(79, "bus")],
             [],
             Cause.GPU_DRIVER,
-            [f"Xid 79 on {NODE} (GPU has fallen off the bus)"],
-            [f"{NODE} 上的 Xid 79（GPU 已掉出总线）"],
+            [f"Xid 79 on {NODE} GPU {GPU} (GPU has fallen off the bus)"],
+            [f"{NODE} 上 GPU {GPU} 的 Xid 79（GPU 已掉出总线）"],
         ),
         (
             training(),
@@ -248,13 +349,13 @@ def test_the_daily_summary_heads_its_failures_with_the_cause_and_names_the_xid()
 
     [group] = report.figures.tasks.failure_groups
     assert group.cause == "gpu_driver"
-    xid_79 = f"Xid 79 on {NODE} (GPU has fallen off the bus)"
+    xid_79 = f"Xid 79 on {NODE} GPU {GPU} (GPU has fallen off the bus)"
     assert f"| GPU / driver | {xid_79} | failed | “Error” |" in rendered.markdown
     assert rendered.csv is not None
     [row] = csv.DictReader(io.StringIO(rendered.csv))
     assert (row["cause"], row["cause_evidence"]) == ("gpu_driver", xid_79)
     chinese = render_daily(report, "zh-CN").markdown
-    assert f"| GPU / 驱动 | {NODE} 上的 Xid 79（GPU 已掉出总线） | 失败 |" in chinese
+    assert f"| GPU / 驱动 | {NODE} 上 GPU {GPU} 的 Xid 79（GPU 已掉出总线） | 失败 |" in chinese
 
 
 def test_the_verdict_fails_failure_evidence_when_too_many_causes_are_unknown():
@@ -303,6 +404,31 @@ def test_the_verdict_fails_failure_evidence_when_too_many_of_all_jobs_failures_a
     assert status is Status.FAIL
     assert jobs.params["unexplained_share"] == 2 / 11
     assert criterion(done) == (Status.PASS, [])
+
+
+def test_the_verdict_counts_failures_as_designed_in_no_share_of_causes():
+    snapshots = [DAY.start + timedelta(minutes=10 * i) for i in range(6 * 24)]
+    samples = [queue(s, "research") for s in snapshots]
+    meant = run("fail-exit", expectation=Expectation.FAIL, reason="Error", exit_code=3)
+    vague = on_node(run(outcome=Outcome.FAILED, reason="Error", message="terminated"))
+    runs = [*[CRASHED] * 9, vague, *[meant] * 20]
+    tallies = (
+        JobTally("prod", JobPhase.FAILED, "OOMKilled", "application", 9),
+        JobTally("prod", JobPhase.FAILED, None, "unexplained", 1),
+        JobTally("research", JobPhase.FAILED, "Error", "as_designed", 20, JobOrigin.OBSERVER),
+    )
+    slots = [JobSlot(DAY.start, DAY.start + JOB_SLOT, True, "", tallies)]
+    soak = PeriodData(DAY, runs=runs, queue_samples=samples, job_slots=slots)
+    inputs = VerdictInputs(context(snapshot_interval_seconds=600), soak, {}, RULES)
+
+    found = next(c for c in build_verdict(inputs).criteria if c.criterion == "failure_evidence")
+
+    assert found.status is Status.PASS  # 1 in 10 of the platform's failures: not over the limit
+    keys = ("ev.failure_causes", "ev.all_job_failure_causes")
+    for causes in (n for n in found.evidence if n.key in keys):
+        assert (causes.params["as_designed"], causes.params["unexplained_share"]) == (20, 1 / 10)
+        english = Words("en", TZ).note(causes)
+        assert english.endswith("failed as designed, counted in no share.")
 
 
 def test_a_probe_its_queue_held_until_its_deadline_is_a_quota_hold():

@@ -5,7 +5,23 @@ deadline). A task is a probe run or any tenant's job of the platform's listing; 
 platform names no node for is classed by its words alone. The acceptance guides ask that
 every failure be judged a problem of the code, the driver, the node, the scheduling policy
 or the platform's configuration; an outage of the platform's own infrastructure (its
-authentication, its controller) is apart from its configuration. Pure."""
+authentication, its controller) is apart from its configuration. Pure.
+
+A probe that failed the way it is meant to (a fail-exit probe's non-zero exit, an OOM probe's
+OOM: `probes.outcome.judge`) failed as designed, whatever happened around it: no one's fault.
+
+A GPU finding on a task's node is the task's only where it was on a GPU the task held. No task
+carries a list of GPUs: the findings name who held their GPU (the owner ids of its processes
+when last seen, `gpu_owner_ids`, and an Xid's own process's, `owner_id`), and a task is known
+by the owner ids its platform gave (`owner_ids`: Slurm's job id, the UIDs of a Kubernetes
+Job's pods). So a finding on one GPU:
+- names the task among its holders: the task's (GPU / driver, or its own application Xid);
+- names only others: not the task's, left out;
+- names no holder, or the task has no owner ids: it cannot be told, and a failure nothing
+  else explains is unexplained, with that finding named as a possible cause; never GPU /
+  driver, never the application's.
+A finding on the whole node (NVML unavailable: its driver) is the task's. A node that failed
+under the task is the node's fault (its drain, its state, the platform's NodeFail)."""
 
 from __future__ import annotations
 
@@ -19,6 +35,7 @@ from observer.detectors.gpu_health import ECC_UNCORRECTED, GPU_XID, ROW_REMAP_FA
 from observer.detectors.scheduler_terms import in_service
 from observer.domain import (
     Attempt,
+    Expectation,
     Finding,
     JobPhase,
     JobStatus,
@@ -27,11 +44,13 @@ from observer.domain import (
     SchedulerNode,
 )
 from observer.probes.outcome import (
+    EXPECTED_FAILURES,
     OOM_EXIT_CODE,
     OOM_MARKS,
     START_FAILURE_REASONS,
     cancelled_by_observer,
     is_quota_reason,
+    judge,
 )
 from observer.records import StoredNodeChange
 from observer.reports.compute.notes import Note
@@ -47,6 +66,8 @@ class Cause(StrEnum):
     # its controller unreachable; nothing to fix in the job or the platform's settings
     PLATFORM_OUTAGE = "platform_outage"
     UNEXPLAINED = "unexplained"
+    # a probe that failed the way it is meant to: no platform fault, counted in no share
+    AS_DESIGNED = "as_designed"
 
 
 # GPU findings of the agents that put the GPU or its driver at fault; an Xid whose class is
@@ -108,6 +129,7 @@ class _Task:
     message: str  # the platform's words beside the reason; "" when none
     exit_code: int | None
     nodes: frozenset[str]
+    owners: frozenset[str]  # the owner ids of its GPU processes, as its platform gave them
     submitted_at: datetime | None
     started_at: datetime | None
     finished_at: datetime | None
@@ -118,20 +140,24 @@ def classify(
     run: ProbeRun, findings: Sequence[Finding], node_changes: Sequence[StoredNodeChange]
 ) -> Classified | None:
     """The cause of a run that did not pass, or that passed after the platform ended an
-    attempt of it (a node failure under it: the node's fault all the same). None for a clean
-    pass, an unfinished run and one the observer itself cancelled (not the platform's
-    doing)."""
+    attempt of it (a node failure under it: the node's fault all the same); a run that passed
+    by failing as its probe expects failed as designed. None for a clean pass, an unfinished
+    run and one the observer itself cancelled (not the platform's doing)."""
     if run.outcome is None or cancelled_by_observer(run):
         return None
     if run.outcome is Outcome.PASSED:
-        ended = run.attempts[:1]
-        return _classify(_attempt(ended[0]), findings, node_changes) if ended else None
+        if run.attempts:
+            return _classify(_attempt(run.attempts[0], run.owner_ids), findings, node_changes)
+        if run.expectation in EXPECTED_FAILURES:
+            return _as_designed(run.expectation, run.reason, run.exit_code)
+        return None
     task = _Task(
         run.outcome,
         run.reason or "",
         run.message or "",
         run.exit_code,
         frozenset(run.node_names),
+        frozenset(run.owner_ids),
         run.submitted_at,
         run.started_at,
         run.finished_at,
@@ -140,13 +166,14 @@ def classify(
     return _classify(task, findings, node_changes)
 
 
-def _attempt(attempt: Attempt) -> _Task:
+def _attempt(attempt: Attempt, owners: Sequence[str]) -> _Task:
     return _Task(
         Outcome.FAILED,
         attempt.reason or attempt.state,
         "",
         None,
         frozenset(attempt.nodes),
+        frozenset(owners),
         attempt.eligible_at,
         attempt.started_at,
         attempt.ended_at,
@@ -155,17 +182,25 @@ def _attempt(attempt: Attempt) -> _Task:
 
 
 def classify_job(
-    job: JobStatus, findings: Sequence[Finding], node_changes: Sequence[StoredNodeChange]
+    job: JobStatus,
+    findings: Sequence[Finding],
+    node_changes: Sequence[StoredNodeChange],
+    expectation: Expectation | None = None,
 ) -> Classified | None:
-    """The cause of a job of the platform's listing that failed (None for any other)."""
+    """The cause of a job of the platform's listing that failed (None for any other).
+    `expectation`: the probe's, for one of the observer's probes the controller still knows;
+    its job failing as that expects failed as designed."""
     if job.phase is not JobPhase.FAILED:
         return None
+    if expectation is not None and judge(expectation, job) is Outcome.PASSED:
+        return _as_designed(expectation, job.reason, job.exit_code)
     task = _Task(
         Outcome.FAILED,
         job.reason or "",
         job.message or "",
         job.exit_code,
         frozenset(job.nodes),
+        frozenset(job.owner_ids),
         job.submitted_at,
         job.started_at,
         job.finished_at,
@@ -174,13 +209,22 @@ def classify_job(
     return _classify(task, findings, node_changes)
 
 
+def _as_designed(expectation: Expectation, reason: str | None, exit_code: int | None) -> Classified:
+    """Its expectation and the platform's words on how it ended."""
+    said = [_said(reason)] if reason else []
+    ended = [] if exit_code is None else [Note("cause.ev.exit", {"exit_code": exit_code})]
+    expected = Note("cause.ev.as_designed", {"expectation": expectation.value})
+    return Classified(Cause.AS_DESIGNED, (expected, *said, *ended))
+
+
 def _classify(
     task: _Task, findings: Sequence[Finding], node_changes: Sequence[StoredNodeChange]
 ) -> Classified:
     around = _around(task, findings)
     gpu = [f for f in around if _gpu_fault(f)]
-    if gpu or task.ended is Outcome.NO_GPU:
-        named = [_name(f) for f in gpu] or [
+    ours = [f for f in gpu if _holds(task, f)]
+    if ours or task.ended is Outcome.NO_GPU:
+        named = [_name(f) for f in ours] or [
             Note("cause.ev.no_gpu", {"outcome": Outcome.NO_GPU.value, "exit_code": task.exit_code})
         ]
         return Classified(Cause.GPU_DRIVER, tuple(named))
@@ -205,12 +249,20 @@ def _classify(
             else Note("cause.ev.pending", words)
         )
         return Classified(Cause.SCHEDULING, (why,))
-    app = [_name(f) for f in around if f.detector == GPU_XID and not _gpu_fault(f)]
+    app = [
+        _name(f) for f in around if f.detector == GPU_XID and not _gpu_fault(f) and _holds(task, f)
+    ]
+    failed = task.ended is Outcome.FAILED
     oom = any(mark in reason for mark in OOM_MARKS) or task.exit_code == OOM_EXIT_CODE
     ran_out = reason in _DEADLINES  # it started (held ones are above): past its own limit
-    if task.ended is Outcome.FAILED and (oom or ran_out or app or task.exit_code not in (0, None)):
-        decided = [Note("cause.ev.oom")] if oom else [_said(reason)] if ran_out else _exit(task)
-        return Classified(Cause.APPLICATION, (*decided, *app))
+    if failed and (oom or ran_out):
+        decided = Note("cause.ev.oom") if oom else _said(reason)
+        return Classified(Cause.APPLICATION, (decided, *app))
+    # A GPU fault that may have been on its GPUs: an exit code alone does not rule it out.
+    if maybe := [_name(f) for f in gpu if _holds(task, f) is None]:
+        return Classified(Cause.UNEXPLAINED, (*maybe, Note("cause.ev.holder_unknown")))
+    if failed and (app or task.exit_code not in (0, None)):
+        return Classified(Cause.APPLICATION, (*_exit(task), *app))
     return Classified(Cause.UNEXPLAINED, ())
 
 
@@ -242,6 +294,25 @@ def _around(task: _Task, findings: Sequence[Finding]) -> list[Finding]:
     ]
 
 
+def _holds(task: _Task, finding: Finding) -> bool | None:
+    """Whether `finding` was on a GPU the task held; None where that cannot be told (the
+    finding names no holder of its GPU, or the task has no owner ids)."""
+    if set(finding.subject) <= {"node"}:
+        return True  # the whole node's: every GPU of it, the task's among them
+    holders = _holders(finding)
+    if not holders or not task.owners:
+        return None
+    return not holders.isdisjoint(task.owners)
+
+
+def _holders(finding: Finding) -> frozenset[str]:
+    """The owner ids a finding names on its GPU: its processes' when last seen, and the
+    process an Xid names."""
+    seen, named = finding.evidence.get("gpu_owner_ids"), finding.evidence.get("owner_id")
+    held = [str(i) for i in seen] if isinstance(seen, list) else []
+    return frozenset([*held, named] if isinstance(named, str) and named else held)
+
+
 def _gpu_fault(finding: Finding) -> bool:
     if finding.detector == GPU_XID:
         return finding.evidence.get("xid_class") != _APPLICATION_XID
@@ -249,10 +320,23 @@ def _gpu_fault(finding: Finding) -> bool:
 
 
 def _name(finding: Finding) -> Note:
-    node = finding.subject.get("node", "?")
+    """The finding, by its Xid or detector, its node and its GPU where it names one."""
+    node, gpu = finding.subject.get("node", "?"), _gpu(finding)
     if xid := finding.subject.get("xid"):
-        return Note("cause.ev.xid", {"xid": xid, "node": node, "xid_meaning": xid})
-    return Note("cause.ev.finding", {"detector": finding.detector, "node": node})
+        said = {"xid": xid, "node": node, "xid_meaning": xid}
+        return Note("cause.ev.xid.gpu", {**said, "gpu": gpu}) if gpu else Note("cause.ev.xid", said)
+    named = {"detector": finding.detector, "node": node}
+    if gpu:
+        return Note("cause.ev.finding.gpu", {**named, "gpu": gpu})
+    return Note("cause.ev.finding", named)
+
+
+def _gpu(finding: Finding) -> str | None:
+    """The GPU a finding is on, by index where it says, else by uuid."""
+    index = finding.evidence.get("gpu_index")
+    if isinstance(index, int):
+        return str(index)
+    return finding.subject.get("gpu") or finding.subject.get("gpu_uuid")
 
 
 def _out_of_service(task: _Task, changes: Sequence[StoredNodeChange]) -> list[Note]:

@@ -129,6 +129,8 @@ class Words:
             return self.quoted(value)
         if name == "outcome" and isinstance(value, str) and self._known(f"outcome.{value}"):
             return self(f"outcome.{value}")
+        if name == "expectation" and isinstance(value, str):
+            return self(f"expectation.{value}")
         if name == "xid_meaning" and isinstance(value, str):
             return self(f"xid.{value}" if self._known(f"xid.{value}") else "xid.unknown")
         if name == "xid_class_id" and isinstance(value, str):

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections import Counter
 
 from observer.domain import Expectation, JsonValue, Outcome, ProbeRun
-from observer.probes.outcome import cancelled_by_observer
+from observer.probes.outcome import EXPECTED_FAILURES, cancelled_by_observer
 from observer.reports.compute.causes import Cause, classify
 from observer.reports.compute.criteria.result import (
     EXAMPLES,
@@ -21,8 +21,6 @@ from observer.reports.compute.criteria.result import (
 from observer.reports.compute.data import PeriodData
 from observer.reports.compute.events import InterventionFigures, InterventionItem
 from observer.reports.compute.notes import Note
-
-_EXPECTED_FAILURES = frozenset({Expectation.FAIL, Expectation.FAIL_TO_START, Expectation.OOM})
 
 
 def failure_evidence(soak: PeriodData, rules: VerdictRules) -> CriterionResult:
@@ -40,7 +38,7 @@ def failure_evidence(soak: PeriodData, rules: VerdictRules) -> CriterionResult:
         for r in runs
         if r.outcome is not None
         and (
-            r.expectation in _EXPECTED_FAILURES
+            r.expectation in EXPECTED_FAILURES
             or r.outcome in (Outcome.FAILED, Outcome.REJECTED, Outcome.TIMED_OUT, Outcome.LOST)
         )
         and r.expectation not in (Expectation.BLOCKED, Expectation.DENIED)
@@ -50,9 +48,7 @@ def failure_evidence(soak: PeriodData, rules: VerdictRules) -> CriterionResult:
     lost = [r for r in ended_badly if r.outcome is Outcome.LOST]
     bare = [r for r in ended_badly if _bare(r)]
     misreported = [
-        r
-        for r in ended_badly
-        if r.expectation in _EXPECTED_FAILURES and r.outcome is Outcome.FAILED
+        r for r in ended_badly if r.expectation in EXPECTED_FAILURES and r.outcome is Outcome.FAILED
     ]
     evidence = [
         Note(
@@ -85,9 +81,13 @@ def failure_evidence(soak: PeriodData, rules: VerdictRules) -> CriterionResult:
         ("ev.failure_causes", runs_by_cause),
         ("ev.all_job_failure_causes", jobs_by_cause),
     ):
+        # A probe that failed as designed is no failure of the platform's: named, not counted.
+        designed = counts.pop(Cause.AS_DESIGNED.value, 0)
         if counts:
             share = counts[Cause.UNEXPLAINED.value] / counts.total()
-            params = {cause.value: counts[cause.value] for cause in Cause}
+            params = {cause.value: counts[cause.value] for cause in Cause} | {
+                Cause.AS_DESIGNED.value: designed
+            }
             evidence.append(Note(key, {**params, "unexplained_share": share, "limit_share": limit}))
             failed |= share > limit
     return result(
