@@ -74,7 +74,7 @@ class Node:
         self.seq = 2000
 
     def _watch(self, metrics: AgentMetrics) -> XidWatch:
-        log = KernelLog(self.kmsg, self.position, "boot-1", BOOT)
+        log = KernelLog(self.kmsg, self.position, "boot-1", BOOT, self.clock)
         return XidWatch(
             self.gpus.xid_events(), log, 0.001, threading.Event(), metrics.xid_source_up
         )

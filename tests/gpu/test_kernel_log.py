@@ -9,12 +9,14 @@ from pathlib import Path
 
 import pytest
 
+from observer.clock import ManualClock
 from observer.domain import XidEvent, XidSource
 from observer.errors import GpuError
 from observer.gpu.kernel_log import KernelLog, parse_xid, pci_key
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "kernel-log" / "kmsg.txt"
 BOOT = datetime(2026, 12, 1, 0, 0, tzinfo=UTC)
+NOW = datetime(2026, 12, 8, 0, 0, tzinfo=UTC)
 
 
 def after_boot(usec: int) -> datetime:
@@ -29,7 +31,7 @@ def kmsg(tmp_path: Path) -> Path:
 
 
 def reader(kmsg: Path, state: Path, boot_id: str = "boot-1") -> KernelLog:
-    return KernelLog(kmsg, state, boot_id, BOOT)
+    return KernelLog(kmsg, state, boot_id, BOOT, ManualClock(NOW))
 
 
 def append(kmsg: Path, line: str) -> None:
@@ -109,6 +111,9 @@ def test_a_restarted_reader_reports_nothing_twice_and_misses_nothing_written_whi
 def test_after_a_reboot_the_old_position_means_nothing(kmsg: Path, tmp_path: Path) -> None:
     position = tmp_path / "position.json"
     reader(kmsg, position).read()
+    fresh = kmsg.with_name("kmsg.new")  # the new boot's /dev/kmsg: its own device
+    shutil.copy(FIXTURE, fresh)
+    fresh.replace(kmsg)
 
     rebooted = reader(kmsg, position, boot_id="boot-2")
 

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from observer.detectors import monitoring_lag
+from observer.detectors.gpu_health import XID_SOURCE_UNAVAILABLE
 from observer.detectors.node_leaks import OWNER_STATE_UNKNOWN
 from observer.domain import STALE_AFTER_INTERVALS, Finding, FindingKind, JsonValue, Severity
 from observer.records import (
@@ -29,6 +30,7 @@ from observer.reports.compute.notes import Note, named
 BLIND_DETECTORS = {
     "nvml_unavailable": "nvml",
     "gpu_lost": "nvml",
+    XID_SOURCE_UNAVAILABLE: "xid",
     "agent_unreachable": "agents",
     "prometheus_unreachable": "prometheus",
     "log_pipeline_unreachable": "logs",
@@ -43,12 +45,13 @@ BLIND_SOURCES = (
     "accounting",
     "agents",
     "nvml",
+    "xid",
     "prometheus",
     "logs",
     "alerts",
 )
 # Sources one node's agent stands for: blind there, the observer still sees the other nodes.
-NODE_SOURCES = frozenset({"agents", "nvml"})
+NODE_SOURCES = frozenset({"agents", "nvml", "xid"})
 SCHEDULER_GAP = "snapshot_gap"
 NODE_NAMES = 10  # nodes named in a sentence; a large fleet's are counted beyond
 
@@ -512,6 +515,7 @@ def blind_figures(data: PeriodData, context: ReportContext) -> BlindFigures:
         "accounting": True,  # every backend lists finished jobs and quota changes
         "agents": agents,
         "nvml": agents,
+        "xid": agents,
         "prometheus": prometheus,
         "logs": sources.logs,
         "alerts": sources.alertmanager,
