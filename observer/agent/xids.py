@@ -164,7 +164,7 @@ class XidWatch:
         self._kernel_log_up = True
         self._kernel_log_down = (
             f"unrecognised format: none of its first {UNRECOGNISED_AFTER_LINES} lines is a "
-            "/dev/kmsg record, a syslog line or a journald JSON entry"
+            "/dev/kmsg record, a dmesg or syslog line or a journalctl JSON entry"
             if self._kernel_log.unrecognised
             else None
         )
