@@ -173,7 +173,7 @@ class AgentMetrics:
         self.xid_source_up = Gauge(
             "observer_agent_xid_source_up",
             "1 while an Xid source works (nvml: at least one GPU registered for Xid events; "
-            "kernel_log: the last read succeeded).",
+            "kernel_log: the last read succeeded and its lines are in a known format).",
             ["source"],
             registry=registry,
         )

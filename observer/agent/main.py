@@ -112,7 +112,7 @@ def _kernel_log(cfg: AgentSettings, clock: Clock) -> KernelLog | None:
     # share.
     boot_time = clock.now() - timedelta(seconds=time.clock_gettime(time.CLOCK_MONOTONIC))
     return KernelLog(
-        cfg.kernel_log_path, cfg.state_dir / "kernel-log-position.json", boot_id, boot_time
+        cfg.kernel_log_path, cfg.state_dir / "kernel-log-position.json", boot_id, boot_time, clock
     )
 
 

@@ -1,5 +1,6 @@
-"""One agent tick: sample, attribute, detect, take the Xids the event thread reported,
-track conditions, publish the snapshot."""
+"""One agent tick: sample, attribute, detect (the GPU health rules with what the event thread
+last said of its Xid sources), take the Xids the event thread reported, track conditions,
+publish the snapshot."""
 
 from __future__ import annotations
 
@@ -89,7 +90,13 @@ class NodeAgent:
             allocation = self._owners.allocation()
             self.metrics.owner_directory_up.labels(allocation.source).set(allocation.up)
         view = node_leaks.NodeView(self._node, reading.driver, reading.gpus, processes, allocation)
-        health = gpu_health.HealthView(self._node, now, reading.gpus, processes)
+        health = gpu_health.HealthView(
+            self._node,
+            now,
+            reading.gpus,
+            processes,
+            self._xid_watch.state() if self._xid_watch else None,
+        )
         health_symptoms, self._health = gpu_health.evaluate(
             health, self._health, self._health_rules
         )

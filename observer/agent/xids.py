@@ -3,8 +3,11 @@
 `XidWatch` runs on its own thread: it registers every GPU for NVML's Xid events (a GPU that
 answers NOT_SUPPORTED is not asked again), waits for one with a short timeout so that it
 notices the stop event, and between waits reads the kernel log's new `NVRM: Xid` lines. It
-hands each Xid, a frozen value, to the sampling thread through a queue: the threads share
-nothing else.
+hands each Xid, a frozen value, to the sampling thread through a queue, and publishes after
+each round why each source misses Xids (`XidSourcesState`, a frozen value replaced whole: the
+event set not open, a GPU not registered or NOT_SUPPORTED, a failed wait; the kernel log not
+read or in no format its reader knows), from which the tick keeps the
+`xid_source_unavailable` condition: the threads share nothing else.
 
 `XidFindings`, on the sampling thread, makes each Xid one `gpu_xid` event finding with the
 GPU, the code's meaning and class from `observer/gpu/xid.py`, the owners of the work on the
@@ -36,10 +39,11 @@ from observer.domain import (
     ReadErrorKind,
     Severity,
     XidEvent,
+    XidSourcesState,
 )
 from observer.errors import GpuError
 from observer.gpu.backend import XidEventSource
-from observer.gpu.kernel_log import KernelLog, pci_key
+from observer.gpu.kernel_log import UNRECOGNISED_AFTER_LINES, KernelLog, pci_key
 from observer.gpu.xid import xid_info
 from observer.logging_setup import get_logger
 
@@ -71,9 +75,13 @@ class XidWatch:
         self._thread = threading.Thread(target=self._run, name="xid-watch", daemon=True)
         self._device_count: int | None = None  # None: the source is not open
         self._registered: set[int] = set()
-        self._unsupported: set[int] = set()
+        self._unsupported: dict[int, str] = {}  # by GPU index: NVML's answer
+        self._failed: dict[int, str] = {}  # by GPU index: registrations to try again
+        self._nvml_down: str | None = None  # the event set did not open, or its wait failed
         self._retry_in = 0
         self._kernel_log_up: bool | None = None  # None: not read yet
+        self._kernel_log_down: str | None = "not read"
+        self._state: XidSourcesState | None = None  # None: no round yet
 
     def start(self) -> None:
         self._thread.start()
@@ -91,22 +99,33 @@ class XidWatch:
             except queue.Empty:
                 return events
 
+    def state(self) -> XidSourcesState | None:
+        """What the sources missed as of the last round (None: no round yet)."""
+        return self._state
+
     def step(self) -> None:
         """One round: the kernel log's new lines, then one wait for an NVML event (or the
         stop event, while no GPU is registered)."""
         self._read_kernel_log()
-        if not self._register():
+        registered = self._register()
+        self._publish()
+        if not registered:
             self._stop.wait(self._wait)
             return
         assert self._source is not None
         got = self._source.wait(self._wait)
-        if isinstance(got, XidEvent):
-            self._queue.put(got)
-        elif got is not None:
-            _log.warning("NVML event wait failed", error=got.message, kind=got.kind.value)
-            if got.kind in (ReadErrorKind.DRIVER_NOT_LOADED, ReadErrorKind.GPU_LOST):
-                self._close_source()  # opened and registered again once the driver is back
-            self._stop.wait(self._wait)
+        if isinstance(got, XidEvent) or got is None:
+            self._nvml_down = None
+            if got is not None:
+                self._queue.put(got)
+            self._publish()
+            return
+        _log.warning("NVML event wait failed", error=got.message, kind=got.kind.value)
+        self._nvml_down = f"event wait failed: {got.message}"
+        if got.kind in (ReadErrorKind.DRIVER_NOT_LOADED, ReadErrorKind.GPU_LOST):
+            self._close_source()  # opened and registered again once the driver is back
+        self._publish()
+        self._stop.wait(self._wait)
 
     def _run(self) -> None:
         while not self._stop.is_set():
@@ -114,6 +133,22 @@ class XidWatch:
         self._close_source()
         if self._kernel_log is not None:
             self._kernel_log.close()
+
+    def _publish(self) -> None:
+        # One frozen value, replaced whole: the sampling thread reads it without a lock.
+        self._state = XidSourcesState(self._nvml_missing(), self._kernel_log_down)
+
+    def _nvml_missing(self) -> str | None:
+        if self._source is None:
+            return "not asked"
+        if self._nvml_down is not None:
+            return self._nvml_down
+        if self._device_count is None:
+            return "event set not open"
+        missing = {**self._unsupported, **self._failed}
+        if not missing:
+            return None
+        return "; ".join(f"GPU {index}: {why}" for index, why in sorted(missing.items()))
 
     def _read_kernel_log(self) -> None:
         if self._kernel_log is None:
@@ -124,10 +159,17 @@ class XidWatch:
             if self._kernel_log_up is not False:  # said once, not every wait
                 _log.warning("kernel log not read", error=str(exc))
             self._kernel_log_up = False
+            self._kernel_log_down = str(exc)
             self._up.labels("kernel_log").set(0)
             return
         self._kernel_log_up = True
-        self._up.labels("kernel_log").set(1)
+        self._kernel_log_down = (
+            f"unrecognised format: none of its first {UNRECOGNISED_AFTER_LINES} lines is a "
+            "/dev/kmsg record, a dmesg or syslog line or a journalctl JSON entry"
+            if self._kernel_log.unrecognised
+            else None
+        )
+        self._up.labels("kernel_log").set(0 if self._kernel_log.unrecognised else 1)
         for event in events:
             self._queue.put(event)
 
@@ -144,10 +186,12 @@ class XidWatch:
                 self._device_count = self._source.open()
             except GpuError as exc:
                 _log.warning("NVML events not available", error=str(exc))
+                self._nvml_down = f"events not opened: {exc}"
                 self._up.labels("nvml").set(0)
                 self._retry_in = _RETRY_WAITS
                 return False
-        failed = False
+            self._nvml_down = None
+        self._failed.clear()
         for index in range(self._device_count):
             if index in self._registered or index in self._unsupported:
                 continue
@@ -155,12 +199,12 @@ class XidWatch:
             if error is None:
                 self._registered.add(index)
             elif error.kind is ReadErrorKind.NOT_SUPPORTED:
-                self._unsupported.add(index)
+                self._unsupported[index] = f"NOT_SUPPORTED ({error.message})"
                 _log.info("Xid events not supported", gpu=index, error=error.message)
             else:
-                failed = True
+                self._failed[index] = f"not registered ({error.message})"
                 _log.warning("Xid events not registered", gpu=index, error=error.message)
-        if failed:
+        if self._failed:
             self._retry_in = _RETRY_WAITS
         self._up.labels("nvml").set(1 if self._registered else 0)
         return bool(self._registered)
@@ -170,6 +214,7 @@ class XidWatch:
             return
         self._device_count = None
         self._registered.clear()
+        self._failed.clear()
         self._up.labels("nvml").set(0)
         try:
             self._source.close()

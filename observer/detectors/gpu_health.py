@@ -11,7 +11,10 @@ Rules (each a condition on one GPU, subject node + gpu_uuid):
 - gpu_pcie_replay_rate: PCIe replays per minute between the last two counter reads above
   `pcie_replay_max_per_minute`;
 - gpu_nvlink_errors: between the last two counter reads an NVLink recovery error (critical),
-  or NVLink replay and CRC errors per minute above `nvlink_errors_max_per_minute`.
+  or NVLink replay and CRC errors per minute above `nvlink_errors_max_per_minute`;
+- xid_source_unavailable (subject node): some GPU's Xid errors would reach no source, neither
+  NVML's events nor the kernel log (the evidence says why each misses them); a node without
+  it is not known to have had no Xid.
 A counter that could not be read this tick neither opens nor closes its condition (`covers`).
 The rules that compare readings over time keep what they need in `HealthHistory`, a value
 the caller passes from one evaluation to the next.
@@ -30,6 +33,7 @@ from observer.domain import (
     Severity,
     Subject,
     Symptom,
+    XidSourcesState,
 )
 from observer.settings.detectors import GpuHealthSettings
 
@@ -41,8 +45,10 @@ RETIRED_PAGES_PENDING = "gpu_retired_pages_pending"
 CLOCK_SLOWDOWN = "gpu_clock_slowdown"
 PCIE_REPLAY_RATE = "gpu_pcie_replay_rate"
 NVLINK_ERRORS = "gpu_nvlink_errors"
+XID_SOURCE_UNAVAILABLE = "xid_source_unavailable"
 DETECTORS = frozenset(
     {
+        XID_SOURCE_UNAVAILABLE,
         ECC_UNCORRECTED,
         ROW_REMAP_PENDING,
         ROW_REMAP_FAILED,
@@ -95,13 +101,14 @@ class HealthView:
     at: datetime
     gpus: Sequence[GpuReading]
     processes: Sequence[AttributedProcess]
+    xid_sources: XidSourcesState | None = None  # None: not known yet, or no source asked
 
 
 def evaluate(
     view: HealthView, history: HealthHistory, rules: GpuHealthSettings
 ) -> tuple[list[Symptom], HealthHistory]:
     """The symptoms of this tick and the history the next evaluation needs."""
-    symptoms: list[Symptom] = []
+    symptoms: list[Symptom] = list(_xid_sources(view))
     updated: dict[str, GpuHistory] = dict(history)
     for gpu in view.gpus:
         if gpu.identity is None:
@@ -121,6 +128,8 @@ def evaluate(
 
 def covers(view: HealthView, detector: str, subject: Subject) -> bool:
     """Whether this tick read the counter a condition is about."""
+    if detector == XID_SOURCE_UNAVAILABLE:
+        return view.xid_sources is not None
     gpu = next(
         (g for g in view.gpus if g.identity and g.identity.uuid == subject.get("gpu_uuid")), None
     )
@@ -137,6 +146,21 @@ def covers(view: HealthView, detector: str, subject: Subject) -> bool:
         )
     read = _COUNTERS_READ.get(detector)
     return counters is not None and read is not None and read(counters)
+
+
+def _xid_sources(view: HealthView) -> Iterator[Symptom]:
+    sources = view.xid_sources
+    if sources is None or not sources.blind:
+        return
+    yield Symptom(
+        detector=XID_SOURCE_UNAVAILABLE,
+        subject={"node": view.node},
+        severity=Severity.WARNING,
+        summary=f"Xid errors unobserved on {view.node}: NVML's events {sources.nvml}; "
+        f"kernel log {sources.kernel_log}",
+        rule="a GPU's Xid errors reach neither NVML's events nor the kernel log",
+        evidence={"nvml": sources.nvml, "kernel_log": sources.kernel_log},
+    )
 
 
 # Whether the counters tier read what a condition of these detectors is about.

@@ -130,6 +130,21 @@ class XidEvent:
     detail: str = ""  # the driver's text after the code
 
 
+@dataclass(frozen=True, slots=True)
+class XidSourcesState:
+    """Why each of a node's Xid sources misses Xids, as its event thread last found them
+    (None: it misses none). `nvml`: some GPU not registered for NVML's events (which, and
+    why), or the event set not open or its wait failing; `kernel_log`: its lines not read, or
+    in no format the reader knows. The node sees its Xids while either source sees them."""
+
+    nvml: str | None
+    kernel_log: str | None
+
+    @property
+    def blind(self) -> bool:
+        return self.nvml is not None and self.kernel_log is not None
+
+
 class OwnerKind(StrEnum):
     POD = "pod"
     SLURM_JOB = "slurm_job"

@@ -76,7 +76,8 @@ class AgentSettings(Group):
     kernel_log_path: Path | None = Field(
         Path("/dev/kmsg"),
         description="The kernel log read for `NVRM: Xid` lines (a second source of Xid "
-        "errors beside NVML's events); unset: not read.",
+        "errors beside NVML's events): /dev/kmsg, or a file of syslog lines (kern.log), "
+        "`journalctl -o json` entries or dmesg lines; unset: not read.",
     )
     state_dir: Path = Field(
         Path("/var/lib/observer-agent"),

@@ -1,6 +1,7 @@
 """GPU health on the agent, on a fake node ticking once per second of fake time: conditions
 from the counters it samples (ECC, row remapping, retired pages, clock slowdown, PCIe
-replays, NVLink errors), and Xid errors from NVML's events and the kernel log as event findings."""
+replays, NVLink errors), Xid errors from NVML's events and the kernel log as event findings,
+and the node blind to Xids while neither source sees every GPU's."""
 
 from __future__ import annotations
 
@@ -41,9 +42,9 @@ RULES = GpuHealthSettings(
 
 class Node:
     """Four fake GPUs (PCI buses 01-04), counters read every 10 s, an Xid event thread
-    stepped by the test, and a kernel log the test writes."""
+    stepped by the test, and a kernel log the test writes (or none read)."""
 
-    def __init__(self, tmp_path: Path, gpus: int = 4) -> None:
+    def __init__(self, tmp_path: Path, gpus: int = 4, kernel_log: bool = True) -> None:
         self.clock = ManualClock(START)
         self.gpus = FakeGpuBackend(
             [
@@ -58,7 +59,7 @@ class Node:
         self.kmsg = tmp_path / "kmsg"
         self.kmsg.write_text("")
         self.position = tmp_path / "state" / "kernel-log-position.json"
-        self.watch = self._watch(metrics)
+        self.watch = self._watch(metrics, kernel_log)
         self.agent = NodeAgent(
             node="n1",
             sampler=Sampler(self.gpus, self.clock, metrics, counters_interval_seconds=10),
@@ -73,8 +74,10 @@ class Node:
         self.history: list[Finding] = []
         self.seq = 2000
 
-    def _watch(self, metrics: AgentMetrics) -> XidWatch:
-        log = KernelLog(self.kmsg, self.position, "boot-1", BOOT)
+    def _watch(self, metrics: AgentMetrics, kernel_log: bool) -> XidWatch:
+        log = (
+            KernelLog(self.kmsg, self.position, "boot-1", BOOT, self.clock) if kernel_log else None
+        )
         return XidWatch(
             self.gpus.xid_events(), log, 0.001, threading.Event(), metrics.xid_source_up
         )
@@ -354,6 +357,62 @@ def test_an_xid_on_a_gpu_without_nvml_events_comes_from_the_kernel_log(tmp_path:
     assert (xid.evidence["gpu_index"], xid.evidence["xid_class"]) == (0, "memory")
     assert xid.evidence["owner"] is None  # pid 77 is no process of this host
     assert node.metric("observer_agent_xid_source_up", source="nvml") == 1  # GPUs 1-3
+
+
+def test_xid_events_that_do_not_open_without_a_kernel_log_leave_the_node_blind_to_xids(
+    tmp_path: Path,
+) -> None:
+    node = Node(tmp_path, kernel_log=False)
+    node.gpus.driver_loaded = False
+    node.tick(3)
+
+    blind = node.open_findings()["xid_source_unavailable"]
+    assert blind.subject == {"node": "n1"}
+    assert blind.evidence["nvml"] == "events not opened: Driver Not Loaded"
+    assert blind.evidence["kernel_log"] == "not read"
+
+    node.gpus.driver_loaded = True
+    node.tick(40)  # the event set is opened again on its retry schedule: NVML alone sees all
+
+    assert "xid_source_unavailable" not in node.open_findings()
+    [closed] = [f for f in node.history if f.detector == "xid_source_unavailable" and f.closed_at]
+    assert closed.opened_at == START
+
+
+def test_gpus_without_xid_events_and_an_unreadable_kernel_log_are_blind_until_it_reads(
+    tmp_path: Path,
+) -> None:
+    node = Node(tmp_path)
+    for gpu in node.gpus.gpus:
+        gpu.unsupported.add("xid_events")
+    node.kmsg.unlink()
+    node.tick(2)
+
+    evidence = node.open()["xid_source_unavailable"]
+    assert evidence["nvml"] == "; ".join(
+        f"GPU {i}: NOT_SUPPORTED (Not Supported)" for i in range(4)
+    )
+    assert str(node.kmsg) in evidence["kernel_log"]
+
+    node.kmsg.write_text("")
+    node.tick()
+
+    assert "xid_source_unavailable" not in node.open()  # the kernel log alone sees them all
+    assert node.metric("observer_agent_xid_source_up", source="kernel_log") == 1
+
+
+def test_a_kernel_log_in_no_known_format_does_not_stand_in_for_missing_xid_events(
+    tmp_path: Path,
+) -> None:
+    node = Node(tmp_path)
+    node.gpus.gpus[2].unsupported.add("xid_events")
+    node.kmsg.write_text("NVRM: loading NVIDIA UNIX x86_64 Kernel Module  535.161.08\n" * 120)
+    node.tick(2)
+
+    evidence = node.open()["xid_source_unavailable"]
+    assert evidence["nvml"] == "GPU 2: NOT_SUPPORTED (Not Supported)"
+    assert str(evidence["kernel_log"]).startswith("unrecognised format")
+    assert node.metric("observer_agent_xid_source_up", source="kernel_log") == 0
 
 
 def test_the_same_code_again_later_is_another_event(tmp_path: Path) -> None:

@@ -1,6 +1,7 @@
 """The running agent over the stand-in libnvidia-ml.so.1, read over HTTP: an Xid queued in
 the library's state file reaches /v1/snapshot and /metrics, a row remap pending opens its
-condition, and a kernel-log Xid is reported once across a restart."""
+condition, a kernel-log Xid is reported once across a restart, and a node whose GPUs do not
+support Xid events is blind to Xids until its kernel log is read."""
 
 from __future__ import annotations
 
@@ -177,3 +178,33 @@ def test_an_agent_restarted_after_a_kernel_log_xid_reports_it_once(host: Host) -
         assert second["evidence"]["sources"] == ["kernel_log"]
         assert metric(base, "observer_agent_gpu_xid_events_total", code="31") is None
         assert metric(base, "observer_agent_gpu_xid_events_total", code="43") == 1
+
+
+def xid_blind(base: str) -> list[dict[str, Any]]:
+    return [f for f in snapshot(base)["findings"] if f["detector"] == "xid_source_unavailable"]
+
+
+def test_gpus_not_supporting_xid_events_and_no_kernel_log_leave_the_node_blind_until_it_reads(
+    host: Host,
+) -> None:
+    host.gpus = [fake_nvml.FakeNvmlGpu(unsupported=frozenset({"xid_events"})) for _ in range(4)]
+    host.sync()
+    host.kmsg.unlink()  # the kernel log is not there (not mounted)
+    with serving(host.settings) as base:
+        [blind] = wait_until(
+            lambda: xid_blind(base), "the blindness was never said", seconds=10, poll_seconds=0.01
+        )
+        assert blind["subject"] == {"node": "gpu-node-3"}
+        assert str(blind["evidence"]["nvml"]).count("NOT_SUPPORTED") == 4
+        assert "cannot be opened" in str(blind["evidence"]["kernel_log"])
+        assert blind["closed_at"] is None
+
+        host.kmsg.write_text("")
+        [closed] = wait_until(
+            lambda: [f for f in xid_blind(base) if f["closed_at"]],
+            "the blindness never ended once the kernel log was read",
+            seconds=10,
+            poll_seconds=0.01,
+        )
+        assert closed["opened_at"] == blind["opened_at"]
+        assert metric(base, "observer_agent_xid_source_up", source="kernel_log") == 1

@@ -299,7 +299,7 @@ def test_a_source_not_set_up_is_named_never_counted_healthy():
     b = _figures(
         PeriodData(DAY), agents=False, prometheus=False, logs=False, alertmanager=False
     ).blind
-    assert b.not_set_up == ("agents", "nvml", "prometheus", "logs", "alerts")
+    assert b.not_set_up == ("agents", "nvml", "xid", "prometheus", "logs", "alerts")
     # always set up: every backend lists finished jobs and quota changes
     assert set(b.by_source) == {"controller", "store", "scheduler", "accounting"}
     assert b.by_source["scheduler"] == 86400  # no snapshot at all: blind all day

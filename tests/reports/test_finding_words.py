@@ -61,6 +61,7 @@ from observer.domain import (
     SchedulerNode,
     SchedulerSnapshot,
     TargetState,
+    XidSourcesState,
 )
 from observer.gpu.fake import GIB
 from observer.gpu.xid import _TABLE as XIDS
@@ -176,6 +177,11 @@ def _agent(tmp_path: Path) -> Iterator[Said]:
     unattributed = HealthView(snapshot.node, snapshot.at, snapshot.gpus, ())
     slowed, _ = gpu_health.evaluate(unattributed, {}, GPU_RULES)
     yield from ((s.detector, s.subject, s.evidence) for s in slowed)
+    # Neither of its Xid sources sees the GPUs' Xids.
+    sources = XidSourcesState("events not opened: Driver Not Loaded", "not read")
+    blind = HealthView(snapshot.node, snapshot.at, (), (), sources)
+    unseen, _ = gpu_health.evaluate(blind, {}, GPU_RULES)
+    yield from ((s.detector, s.subject, s.evidence) for s in unseen)
 
 
 def _scheduler_side() -> Iterator[Said]:

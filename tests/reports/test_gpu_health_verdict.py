@@ -1,6 +1,7 @@
 """The verdict's GPU and node health criterion: the platform kept scheduling on a failed GPU,
 or fatal faults recur on a node, must be fixed; a fatal fault or GPU error limits the launch
-to the healthy nodes; throttling alone is a later optimisation; no GPU samples, not observed."""
+to the healthy nodes; throttling alone is a later optimisation; no GPU samples, or no Xid source
+seeing the GPUs' Xids, not observed."""
 
 from __future__ import annotations
 
@@ -47,6 +48,18 @@ def judged(result: CriterionResult) -> tuple[Status, FailureClass | None]:
 def test_healthy_gpus_pass_and_unsampled_ones_are_not_observed():
     assert judged(criterion()) == (Status.PASS, None)
     assert criterion(sampled_nodes=False).status is Status.NOT_OBSERVED
+
+
+def test_xid_detection_down_all_soak_leaves_healthy_looking_gpus_not_observed():
+    blind = [
+        finding("xid_source_unavailable", DAY.start, None, node=n) for n in ("node-1", "node-3")
+    ]
+
+    result = criterion(*blind)
+
+    assert result.status is Status.NOT_OBSERVED
+    [note] = [n for n in result.evidence if n.key == "ev.layer_blind"]
+    assert (note.params["layer"], note.params["share"]) == ("xid", 1.0)
 
 
 def test_one_fatal_fault_limits_the_launch_and_names_the_node():

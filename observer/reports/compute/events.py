@@ -8,6 +8,7 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+from observer.detectors.gpu_health import XID_SOURCE_UNAVAILABLE
 from observer.detectors.node_leaks import OWNER_STATE_UNKNOWN
 from observer.domain import STALE_AFTER_INTERVALS, Finding, FindingKind, JsonValue, Severity
 from observer.records import (
@@ -30,6 +31,7 @@ from observer.reports.compute.notes import Note, named
 BLIND_DETECTORS = {
     "nvml_unavailable": "nvml",
     "gpu_lost": "nvml",
+    XID_SOURCE_UNAVAILABLE: "xid",
     "agent_unreachable": "agents",
     "prometheus_unreachable": "prometheus",
     "log_pipeline_unreachable": "logs",
@@ -44,12 +46,13 @@ BLIND_SOURCES = (
     "accounting",
     "agents",
     "nvml",
+    "xid",
     "prometheus",
     "logs",
     "alerts",
 )
 # Sources one node's agent stands for: blind there, the observer still sees the other nodes.
-NODE_SOURCES = frozenset({"agents", "nvml"})
+NODE_SOURCES = frozenset({"agents", "nvml", "xid"})
 SCHEDULER_GAP = "snapshot_gap"
 NODE_NAMES = 10  # nodes named in a sentence; a large fleet's are counted beyond
 
@@ -554,7 +557,9 @@ def _set_up(data: PeriodData, context: ReportContext) -> dict[str, bool]:
         "store": True,
         "scheduler": True,
         "accounting": True,  # every backend lists finished jobs and quota changes
+        # The agents read NVML and the kernel's Xid records on their node.
         "nvml": watched["agents"],
+        "xid": watched["agents"],
         **watched,
     }
 
@@ -573,7 +578,7 @@ def _not_watched(
             if set_up[source] and source not in run.watching:
                 periods.append(BlindPeriod(source, "", lo, hi, "not_set_up"))
                 if source == "agents":
-                    periods.append(BlindPeriod("nvml", "", lo, hi, "not_set_up"))
+                    periods += [BlindPeriod(s, "", lo, hi, "not_set_up") for s in ("nvml", "xid")]
     return periods
 
 

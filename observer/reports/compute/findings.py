@@ -392,6 +392,12 @@ _BY_DETECTOR: dict[str, Wording] = {
     # The node agent's findings.
     "nvml_unavailable": _note("finding.nvml_unavailable", node=_subject("node")),
     "gpu_lost": _note("finding.gpu_lost", node=_subject("node"), gpu=_subject("gpu")),
+    gpu_health.XID_SOURCE_UNAVAILABLE: _note(
+        "finding.xid_source_unavailable",
+        node=_subject("node"),
+        nvml_words=_text("nvml"),
+        kernel_log_words=_text("kernel_log"),
+    ),
     "memory_without_process": _note(
         "finding.memory_without_process",
         node=_subject("node"),

@@ -50,7 +50,8 @@ NEEDS: Mapping[str, tuple[str, ...]] = {
     # The quota changes among the interventions come from the accounting.
     "interventions_audited": _ACCOUNTING,
     "tenant_isolation": _SCHEDULER,
-    "gpu_health": _NODES,
+    # Xid errors reach the agent through NVML's events or the kernel log, not its samples.
+    "gpu_health": (*_NODES, "xid"),
     # The service's replicas as the platform shows them; its requests go to them directly.
     "inference_available": _SCHEDULER,
 }
