@@ -34,9 +34,7 @@ def test_runs_are_kept_in_start_order_with_their_last_sign_of_life_and_clean_sto
     runs = store.controller_runs()
     assert runs == [
         ControllerRun(killed.id, at(0), at(50), "host-a", 11, watching=("agents", "prometheus")),
-        ControllerRun(
-            stopped.id, at(104), at(200), "host-a", 12, stopped_at=at(200), watching=()
-        ),
+        ControllerRun(stopped.id, at(104), at(200), "host-a", 12, stopped_at=at(200), watching=()),
         ControllerRun(running.id, at(230), at(230), "host-b", 13, watching=("agents",)),
     ]
     assert store.controller_runs(until=at(104)) == runs[:1]
