@@ -177,6 +177,7 @@ def verdict_json(verdict: Verdict, language: Language) -> dict[str, Any]:
             "evidence": [note(n) for n in c.evidence],
             "findings": plain(c.findings),
             "subjects": c.subjects.params(),
+            "not_observed": c.not_observed.params(),  # a pass holds everywhere else
         }
 
     return {
@@ -190,6 +191,7 @@ def verdict_json(verdict: Verdict, language: Language) -> dict[str, Any]:
         "soak_ended_at": _iso(verdict.soak_ended_at),
         "recommendation": verdict.recommendation.value,
         "recommendation_text": words.note(verdict.because),
+        "recommendation_because": note(verdict.because),
         "tiers": {
             tier.value: [
                 {
@@ -204,6 +206,7 @@ def verdict_json(verdict: Verdict, language: Language) -> dict[str, Any]:
         },
         "scope": [note(n) for n in verdict.scope],
         "observation_rule": note(verdict.observation_rule),
+        "layers": plain(verdict.layers),
         "criteria": [criterion(c) for c in verdict.criteria],
         "later_optimisations": [criterion(c) for c in verdict.later],
         "reverification": [note(n) for n in verdict.reverification],
