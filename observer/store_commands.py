@@ -82,6 +82,7 @@ def findings(args: argparse.Namespace, settings: Settings) -> int:
     from zoneinfo import ZoneInfo  # noqa: PLC0415
 
     from observer import codec  # noqa: PLC0415
+    from observer.reports.render.json import iso  # noqa: PLC0415
     from observer.storage.database import store_url  # noqa: PLC0415
     from observer.storage.store import Store  # noqa: PLC0415
 
@@ -96,7 +97,9 @@ def findings(args: argparse.Namespace, settings: Settings) -> int:
 
     for finding in found:
         if args.json:
-            print(json.dumps(codec.finding_to_json(finding)))
+            stored = codec.finding_to_json(finding)
+            opened, closed = iso(finding.opened_at, tz), iso(finding.closed_at, tz)
+            print(json.dumps({**stored, "opened_at": opened, "closed_at": closed}))
         else:
             state = f"closed {local(finding.closed_at)}" if finding.closed_at else "open"
             print(

@@ -5,13 +5,14 @@ taken port, a missing database, a reader gone early) as one line with nothing le
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import re
 import shlex
 import subprocess
 import sys
 from collections.abc import Iterator
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -343,3 +344,33 @@ def test_findings_read_in_the_platforms_time_with_its_offset(tmp_path: Path) -> 
     assert result.stdout.split()[:2] == ["2026-11-30", "03:20:00"]
     assert result.stdout.split()[2] == "+08:00"
     assert "closed 2026-11-30 04:20:00 +08:00" in result.stdout
+
+
+def test_findings_as_json_give_the_platforms_time_with_its_offset(tmp_path: Path) -> None:
+    url = migrated_sqlite(tmp_path / "soak.db")
+    opened = datetime(2026, 11, 29, 19, 20, tzinfo=UTC)
+    with Store(url) as store:
+        store.save_findings(
+            [
+                Finding(
+                    detector="stuck_terminating",
+                    kind=FindingKind.CONDITION,
+                    subject={"job_id": "j1", "node": "n1"},
+                    severity=Severity.CRITICAL,
+                    summary="pod j1 stuck Terminating",
+                    opened_at=opened,
+                    closed_at=opened.replace(hour=20),
+                )
+            ]
+        )
+    (tmp_path / "c.yaml").write_text(
+        f"storage: {{url: '{url}'}}\ncontroller: {{timezone: Asia/Shanghai}}\n"
+    )
+
+    result = run_cli("findings", "--json", "--config", "c.yaml", cwd=tmp_path)
+
+    assert result.exit_code == 0, result.stderr
+    found = json.loads(result.stdout)
+    said = [datetime.fromisoformat(found[key]) for key in ("opened_at", "closed_at")]
+    assert said == [opened, opened.replace(hour=20)]
+    assert {at.utcoffset() for at in said} == {timedelta(hours=8)}
