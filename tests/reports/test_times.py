@@ -1,19 +1,28 @@
 """Every time a report gives is in the platform's timezone: the JSON and the CSV in ISO 8601
-with the offset, whatever zone the store gave the instant in."""
+with the offset, whatever zone the store gave the instant in; a page names the zone once at
+its top, as its readers call it, and says an instant's zone only on a day its offset
+changes."""
 
 from __future__ import annotations
 
 import csv
 import io
 import json
+import re
 from collections.abc import Iterator
-from datetime import datetime, timedelta
+from dataclasses import replace
+from datetime import UTC, date, datetime, time, timedelta
 from typing import Any
+from zoneinfo import ZoneInfo
 
-from observer.reports.compute.daily import DailyInputs, build_daily
+import pytest
+
+from observer.domain import ProbeRun
+from observer.reports.compute.daily import DailyInputs, DailyReport, build_daily
 from observer.reports.compute.data import Period, PeriodData
 from observer.reports.render.daily import render_daily
-from tests.reports.builders import DAY, TZ, at, context, run, utc
+from observer.reports.render.i18n import Language
+from tests.reports.builders import CALENDAR, DAY, TZ, at, context, run, utc
 
 EIGHT_HOURS = timedelta(hours=8)
 
@@ -57,3 +66,58 @@ def test_the_daily_json_and_csv_give_every_instant_in_the_platforms_zone():
         assert times == [getattr(r, column) for r in runs]
         assert {t.utcoffset() for t in times} == {EIGHT_HOURS}
     assert TZ.key == document["timezone"]
+
+
+def daily_in(zone: str, day: date, *runs: ProbeRun) -> DailyReport:
+    """The day's summary of a platform in `zone`."""
+    tz = ZoneInfo(zone)
+    start = datetime.combine(day, time(), tz)
+    data = PeriodData(Period(start, datetime.combine(day + timedelta(days=1), time(), tz)), runs)
+    ctx = replace(context(), calendar=replace(CALENDAR, timezone=tz), soak_started_at=start)
+    return build_daily(DailyInputs(ctx, day, data, None, data, 900.0, 0.1))
+
+
+def top(page: str) -> str:
+    """What a page says before its first section."""
+    return re.split(r"\n## |<h2", page, maxsplit=1)[0]
+
+
+@pytest.mark.parametrize(
+    ("language", "zone", "named"),
+    [
+        ("en", "Asia/Shanghai", "Platform timezone: China Standard Time (UTC+8)"),
+        ("zh-CN", "Asia/Shanghai", "平台时区：北京时间（UTC+8）"),
+        ("en", "Asia/Kolkata", "Platform timezone: India Standard Time (UTC+5:30)"),
+        # The day the clocks go back: both offsets, under the name of neither.
+        ("en", "America/Chicago", "Platform timezone: Central Time (UTC-5/UTC-6)"),
+    ],
+)
+def test_a_page_names_its_zone_once_at_its_top_as_its_readers_know_it(
+    language: Language, zone: str, named: str
+):
+    rendered = render_daily(daily_in(zone, date(2026, 11, 1)), language)
+
+    for page in (rendered.markdown, rendered.html):
+        assert named in top(page) and page.count(named) == 1
+
+
+def test_on_the_day_the_clocks_go_back_the_repeated_hour_says_which_it_is():
+    # 01:30 in Chicago twice: in daylight time, then an hour later in standard time.
+    first = datetime(2026, 11, 1, 6, 30, tzinfo=UTC)
+    runs = [run(submitted=first), run(submitted=first + timedelta(hours=1))]
+
+    page = render_daily(daily_in("America/Chicago", date(2026, 11, 1), *runs), "en").markdown
+
+    assert "| 2026-11-01 01:30 CDT |" in page
+    assert "| 2026-11-01 01:30 CST |" in page
+
+
+def test_on_a_day_the_offset_stays_the_times_are_the_pages_zone_alone():
+    submitted = datetime(2026, 11, 2, 7, 30, tzinfo=UTC)
+
+    page = render_daily(
+        daily_in("America/Chicago", date(2026, 11, 2), run(submitted=submitted)), "en"
+    )
+
+    assert "Platform timezone: Central Standard Time (UTC-6)" in top(page.markdown)
+    assert "| 2026-11-02 01:30 |" in page.markdown
