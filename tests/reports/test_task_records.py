@@ -204,8 +204,9 @@ def test_observer_runs_prints_the_days_records_from_the_store(tmp_path: Path) ->
     [failed] = [json.loads(line) for line in runs("--date", day, "--failed", "--json").splitlines()]
     assert (failed["run_id"], failed["probe"]) == (held.run_id, "fail-image")
     assert failed["explanation"].startswith("Observer: never started")
-    text = runs("--date", day, "--probe", "fail-image").splitlines()
-    assert len(text) == 2 and held.run_id in text[1]
+    zone, headers, *rows = runs("--date", day, "--probe", "fail-image").splitlines()
+    assert zone == "Platform timezone: China Standard Time (UTC+8)"
+    assert headers.startswith("Run\t") and len(rows) == 1 and held.run_id in rows[0]
 
 
 def test_observer_runs_gives_its_times_in_the_platforms_zone(tmp_path: Path) -> None:
