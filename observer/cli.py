@@ -396,7 +396,7 @@ def _dispatch(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def _demo(args: argparse.Namespace) -> int:
-    from observer.demo.run import default_start, run_demo, summary  # noqa: PLC0415 - heavy
+    from observer.demo.run import LOG_FILE, default_start, run_demo, summary  # noqa: PLC0415
     from observer.demo.scenario import DEFAULT, load_scenario, what_would_play  # noqa: PLC0415
 
     scenario = load_scenario(args.scenario, args.out, args.language, days=args.days)
@@ -410,10 +410,13 @@ def _demo(args: argparse.Namespace) -> int:
     if args.check:
         print("\n".join(what_would_play(scenario, str(args.scenario or DEFAULT))))
         return EXIT_OK
-    # Every finding is logged as it opens and closes; the demo's progress lines say enough.
-    configure_logging("warning")
-    result = run_demo(scenario, args.out, port=args.port)
-    print(summary(result))
+    # Every finding is logged as it opens and closes, stamped by the real clock: the lines go
+    # to a file, the console keeps the simulated timeline.
+    args.out.mkdir(parents=True, exist_ok=True)
+    with (args.out / LOG_FILE).open("w", encoding="utf-8") as log:
+        configure_logging("warning", "json", log)
+        result = run_demo(scenario, args.out, port=args.port)
+        print(summary(result))
     return EXIT_OK if result.score.passed else EXIT_FAILURE
 
 

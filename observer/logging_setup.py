@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 import sys
-from typing import Literal
+from typing import Literal, TextIO
 
 import structlog
 
@@ -15,9 +15,14 @@ Format = Literal["auto", "json", "console"]
 _configured: tuple[str, Format] | None = None
 
 
-def configure_logging(level: str = "info", fmt: Format = "auto") -> None:
+def configure_logging(
+    level: str = "info", fmt: Format = "auto", stream: TextIO | None = None
+) -> None:
+    """`stream`: where the lines go, standard error when None (the demo gives a file, so that
+    they stay out of its console)."""
     global _configured  # noqa: PLW0603
-    as_json = fmt == "json" or (fmt == "auto" and not sys.stderr.isatty())
+    to = sys.stderr if stream is None else stream
+    as_json = fmt == "json" or (fmt == "auto" and not to.isatty())
     renderer: structlog.typing.Processor = (
         structlog.processors.JSONRenderer() if as_json else structlog.dev.ConsoleRenderer()
     )
@@ -30,7 +35,7 @@ def configure_logging(level: str = "info", fmt: Format = "auto") -> None:
             renderer,
         ],
         wrapper_class=structlog.make_filtering_bound_logger(logging.getLevelName(level.upper())),
-        logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
+        logger_factory=structlog.PrintLoggerFactory(file=to),
         cache_logger_on_first_use=False,
     )
     _configured = (level, "json" if as_json else "console")

@@ -10,7 +10,7 @@ import json
 import sys
 import threading
 from collections.abc import Sequence
-from datetime import datetime
+from datetime import datetime, tzinfo
 
 from observer.errors import EXIT_FAILURE, EXIT_OK
 from observer.records import StoredDelivery, StoredIntervention
@@ -29,10 +29,10 @@ def report(args: argparse.Namespace, settings: Settings) -> int:
     clock = SystemClock()
     now = clock.now()
     with Store(store_url(settings.storage.sqlite_path, settings.storage.url)) as store:
+        tz = ZoneInfo(settings.controller.timezone)
         if args.report_command == "deliveries":
-            return _deliveries(store.deliveries(report=args.report), args.json)
+            return _deliveries(store.deliveries(report=args.report), args.json, tz)
         if args.report_command == "daily":
-            tz = ZoneInfo(settings.controller.timezone)
             day = now.astimezone(tz).date() if args.today else args.date or yesterday(settings, now)
             paths = write_daily(store, settings, day, now, partial=args.today)
         else:
@@ -48,14 +48,15 @@ def report(args: argparse.Namespace, settings: Settings) -> int:
     return EXIT_FAILURE if failed else EXIT_OK
 
 
-def _deliveries(deliveries: Sequence[StoredDelivery], as_json: bool) -> int:
+def _deliveries(deliveries: Sequence[StoredDelivery], as_json: bool, tz: tzinfo) -> int:
     for d in deliveries:
+        at = d.at.astimezone(tz)
         if as_json:
-            print(json.dumps({**dataclasses.asdict(d), "at": d.at.isoformat()}))
+            print(json.dumps({**dataclasses.asdict(d), "at": at.isoformat()}))
         else:
             print(
-                f"{d.at:%Y-%m-%d %H:%M:%S}  {d.report:<28} {d.channel:<10} {d.outcome:<10} "
-                f"{d.attempts:>2}  {d.detail or '-'}"
+                f"{at:%Y-%m-%d %H:%M:%S} {at.isoformat()[-6:]}  {d.report:<28} {d.channel:<10} "
+                f"{d.outcome:<10} {d.attempts:>2}  {d.detail or '-'}"
             )
     return EXIT_OK
 
@@ -82,6 +83,7 @@ def findings(args: argparse.Namespace, settings: Settings) -> int:
     from zoneinfo import ZoneInfo  # noqa: PLC0415
 
     from observer import codec  # noqa: PLC0415
+    from observer.reports.render.json import iso  # noqa: PLC0415
     from observer.storage.database import store_url  # noqa: PLC0415
     from observer.storage.store import Store  # noqa: PLC0415
 
@@ -96,7 +98,9 @@ def findings(args: argparse.Namespace, settings: Settings) -> int:
 
     for finding in found:
         if args.json:
-            print(json.dumps(codec.finding_to_json(finding)))
+            stored = codec.finding_to_json(finding)
+            opened, closed = iso(finding.opened_at, tz), iso(finding.closed_at, tz)
+            print(json.dumps({**stored, "opened_at": opened, "closed_at": closed}))
         else:
             state = f"closed {local(finding.closed_at)}" if finding.closed_at else "open"
             print(
@@ -138,6 +142,7 @@ def runs(args: argparse.Namespace, settings: Settings) -> int:
         for record in records:
             print(json.dumps(task_record_json(record, words), ensure_ascii=False))
     else:
+        print(words("label.timezone", timezone=words.zone(bounds.start, bounds.end)))
         print("\t".join(task_headers(words)))
         for record in records:
             print("\t".join(str(c) for c in task_row(record, words, record.run.run_id)))

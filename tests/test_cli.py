@@ -5,19 +5,21 @@ taken port, a missing database, a reader gone early) as one line with nothing le
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import re
 import shlex
 import subprocess
 import sys
 from collections.abc import Iterator
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 
 from observer.cli import _parser
 from observer.domain import Finding, FindingKind, Severity
+from observer.records import StoredDelivery
 from observer.storage.store import Store
 from tests.support import net
 from tests.support.cli import run_cli
@@ -343,3 +345,52 @@ def test_findings_read_in_the_platforms_time_with_its_offset(tmp_path: Path) -> 
     assert result.stdout.split()[:2] == ["2026-11-30", "03:20:00"]
     assert result.stdout.split()[2] == "+08:00"
     assert "closed 2026-11-30 04:20:00 +08:00" in result.stdout
+
+
+def test_findings_as_json_give_the_platforms_time_with_its_offset(tmp_path: Path) -> None:
+    url = migrated_sqlite(tmp_path / "soak.db")
+    opened = datetime(2026, 11, 29, 19, 20, tzinfo=UTC)
+    with Store(url) as store:
+        store.save_findings(
+            [
+                Finding(
+                    detector="stuck_terminating",
+                    kind=FindingKind.CONDITION,
+                    subject={"job_id": "j1", "node": "n1"},
+                    severity=Severity.CRITICAL,
+                    summary="pod j1 stuck Terminating",
+                    opened_at=opened,
+                    closed_at=opened.replace(hour=20),
+                )
+            ]
+        )
+    (tmp_path / "c.yaml").write_text(
+        f"storage: {{url: '{url}'}}\ncontroller: {{timezone: Asia/Shanghai}}\n"
+    )
+
+    result = run_cli("findings", "--json", "--config", "c.yaml", cwd=tmp_path)
+
+    assert result.exit_code == 0, result.stderr
+    found = json.loads(result.stdout)
+    said = [datetime.fromisoformat(found[key]) for key in ("opened_at", "closed_at")]
+    assert said == [opened, opened.replace(hour=20)]
+    assert {at.utcoffset() for at in said} == {timedelta(hours=8)}
+
+
+def test_deliveries_read_in_the_platforms_time_with_its_offset(tmp_path: Path) -> None:
+    url = migrated_sqlite(tmp_path / "soak.db")
+    at = datetime(2026, 11, 29, 23, 5, tzinfo=UTC)
+    with Store(url) as store:
+        store.add_deliveries([StoredDelivery(at, "daily-2026-11-29", "slack", "full", 1)])
+    (tmp_path / "c.yaml").write_text(
+        f"storage: {{url: '{url}'}}\ncontroller: {{timezone: Asia/Shanghai}}\n"
+    )
+
+    text = run_cli("report", "deliveries", "--config", "c.yaml", cwd=tmp_path).stdout
+    as_json = run_cli("report", "deliveries", "--json", "--config", "c.yaml", cwd=tmp_path)
+
+    [recorded] = as_json.stdout.splitlines()
+
+    assert text.split()[:3] == ["2026-11-30", "07:05:00", "+08:00"]
+    said = datetime.fromisoformat(json.loads(recorded)["at"])
+    assert said == at and said.utcoffset() == timedelta(hours=8)

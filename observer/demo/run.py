@@ -45,6 +45,8 @@ QUIET_STEP_SECONDS = 60.0
 LOAD_EVERY_SECONDS = 300.0
 # Faults are armed this long before they are due, so the steps around them are fine.
 ARMING = timedelta(minutes=10)
+# In the demo's directory: the log lines of its run (`observer demo` writes them there).
+LOG_FILE = "observer.log"
 
 
 @dataclass(frozen=True)
@@ -54,6 +56,10 @@ class DemoResult:
     config: Path  # the demo's settings, for `observer report --config`
     score: Score
     score_file: Path
+
+    @property
+    def log(self) -> Path:
+        return self.score_file.parent / LOG_FILE
 
 
 def run_demo(
@@ -311,12 +317,16 @@ def summary(result: DemoResult) -> str:
         w("demo.rebuilt"),
         f"  observer report daily --config {result.config} --date <day>",
         w("demo.score", file=str(result.score_file)),
+        w("demo.log", file=str(result.log)),
         "",
         w("demo.faults"),
     ]
     for n, injection in enumerate(score.injections):
         fault = injection.fault
-        when = _when(fault.at, w) + (f"-{fault.until:%H:%M}" if fault.until else "")
+        # The scenario's times are naive: they are the platform's, never the host's.
+        when = _when(result.scenario.local(fault.at), w) + (
+            f"-{fault.until:%H:%M}" if fault.until else ""
+        )
         name = f"{fault.describe()} {when}"
         if not injection.injected:
             lines.append(f"  {w('demo.not_injected')}  {name}")

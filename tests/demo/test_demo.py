@@ -116,6 +116,13 @@ def test_it_shows_progress_and_writes_the_days_summary_and_the_verdict(demo: Dem
     assert daily["gpu_utilization_avg"] is not None
 
 
+def test_its_log_lines_go_to_its_file_not_between_its_progress_lines(demo: Demo):
+    log = (demo.out / "observer.log").read_text(encoding="utf-8").splitlines()
+    assert log and all(json.loads(line)["level"] for line in log)
+    assert not [line for line in demo.stderr.splitlines() if line.lstrip().startswith("{")]
+    assert f"Its log lines: {demo.out / 'observer.log'}" in demo.stdout
+
+
 def test_every_injected_fault_is_found_and_nothing_else(demo: Demo):
     assert "MISSED" not in demo.stdout
     assert "No finding that was not injected." in demo.stdout

@@ -8,7 +8,7 @@ import csv
 import io
 import json
 import re
-from datetime import timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -20,7 +20,7 @@ from observer.reports.compute.notes import Note
 from observer.reports.compute.tasks import explain
 from observer.reports.render.daily import render_daily
 from observer.storage.store import Store
-from tests.reports.builders import DAY, at, context, run
+from tests.reports.builders import DAY, TZ, at, context, run
 from tests.support.cli import run_cli
 from tests.support.databases import migrated_sqlite
 
@@ -204,5 +204,29 @@ def test_observer_runs_prints_the_days_records_from_the_store(tmp_path: Path) ->
     [failed] = [json.loads(line) for line in runs("--date", day, "--failed", "--json").splitlines()]
     assert (failed["run_id"], failed["probe"]) == (held.run_id, "fail-image")
     assert failed["explanation"].startswith("Observer: never started")
-    text = runs("--date", day, "--probe", "fail-image").splitlines()
-    assert len(text) == 2 and held.run_id in text[1]
+    zone, headers, *rows = runs("--date", day, "--probe", "fail-image").splitlines()
+    assert zone == "Platform timezone: China Standard Time (UTC+8)"
+    assert headers.startswith("Run\t") and len(rows) == 1 and held.run_id in rows[0]
+
+
+def test_observer_runs_gives_its_times_in_the_platforms_zone(tmp_path: Path) -> None:
+    database = tmp_path / "soak.db"
+    url = migrated_sqlite(database)
+    late = run(submitted=at(23, 50), wait_seconds=300)
+    with Store(url) as store:
+        store.save_runs([late])
+    config = tmp_path / "c.yaml"
+    config.write_text(
+        f"storage:\n  sqlite_path: {database}\ncontroller:\n  timezone: Asia/Shanghai\n"
+    )
+    day = ["--date", DAY.start.date().isoformat()]
+
+    table = run_cli("runs", "--config", str(config), *day, "--csv").stdout
+    record = run_cli("runs", "--config", str(config), *day, "--json").stdout
+
+    [row] = csv.DictReader(io.StringIO(table))
+    [stored] = [json.loads(line) for line in record.splitlines()]
+    for said in (row, stored):
+        times = [datetime.fromisoformat(said[k]) for k in ("submitted_at", "started_at")]
+        assert times == [late.submitted_at, late.started_at]
+        assert {t.utcoffset() for t in times} == {TZ.utcoffset(DAY.start)}

@@ -274,7 +274,7 @@ def test_the_summary_in_chinese(played: PlayedWeek):
     rendered = render_daily(report, "zh-CN")
     assert "每日运行摘要：2026年12月4日星期五" in rendered.markdown
     assert "| 失败任务数 |" in rendered.markdown
-    assert "平台时区：Asia/Shanghai" in rendered.markdown
+    assert "平台时区：北京时间（UTC+8）" in rendered.markdown
     assert '<html lang="zh-CN">' in rendered.html
     assert "各租户作业在采样时占用的 GPU 的利用率" in rendered.markdown
     assert "### 按任务类型" in rendered.markdown

@@ -61,7 +61,7 @@ def _daily_blocks(report: DailyReport, w: Words, title: str) -> list[Block]:
 
     blocks: list[Block] = [
         Heading(1, title),
-        Text(w("label.timezone", timezone=report.timezone), "meta"),
+        Text(w("label.timezone", timezone=w.zone(day.start, day.end)), "meta"),
         Text(w("label.period", start=w.instant(day.start), end=w.instant(day.end)), "meta"),
         *([Text(w("note.partial", at=day.end.isoformat()), "note")] if report.partial else []),
         Text(w("label.soak_started", start=w.instant(report.soak_started_at)), "meta"),

@@ -194,7 +194,7 @@ def finding_items(items: Sequence[FindingItem], w: Words) -> list[Block]:
     blocks += [
         Evidence(
             f"{i.detector} · {_subject(i.subject)} · {w.instant(i.opened_at)}",
-            {"summary": i.summary, "evidence": plain(i.evidence)},
+            {"summary": i.summary, "evidence": plain(i.evidence, w.timezone)},
         )
         for i in items
     ]

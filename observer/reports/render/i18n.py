@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import gettext
 from collections.abc import Iterable, Mapping, Sequence
-from datetime import date, datetime, tzinfo
+from datetime import date, datetime, time, timedelta, tzinfo
 from functools import cache, lru_cache
 from pathlib import Path
 from typing import Literal
 
 from babel import Locale
-from babel.dates import format_date, format_datetime
+from babel.dates import format_date, format_datetime, get_timezone_name
 from babel.lists import format_list
 from babel.numbers import format_decimal, format_percent
 from babel.units import format_unit
@@ -32,6 +32,11 @@ _LOCALE = {language: Locale.parse(name) for language, name in _LOCALES.items()}
 # full date (2026年12月4日星期五) and long date with the time.
 _DAY = {"en": "EEE yyyy-MM-dd", "zh-CN": "full"}
 _INSTANT = {"en": "yyyy-MM-dd HH:mm", "zh-CN": "y年M月d日 HH:mm"}
+# On a day the zone's offset changes an hour is repeated or skipped: its instants say their
+# zone ("01:30 CDT", "01:30 CST"; an offset where CLDR has no abbreviation).
+_ZONE_SUFFIX = " z"
+# A zone as its readers call it where CLDR's name is not what they say (中国标准时间).
+_READERS_ZONE = {("zh-CN", "Asia/Shanghai"): "北京时间"}
 # Durations in CLDR's short units ("6小时23分钟"), but English keeps the SI symbols the
 # detectors' rule texts use ("> 60 s"): CLDR's "2 hr 20 min", "0 sec" read worse beside them.
 _SI_UNITS = {
@@ -183,8 +188,20 @@ class Words:
         return format_date(value, _DAY[self.language], locale=_LOCALE[self.language])
 
     def instant(self, value: datetime | None) -> str:
-        """In the platform's timezone."""
+        """In the platform's timezone, which the page names once (`zone`); with its zone on a
+        day its offset changes."""
         return "—" if value is None else _instant(value, self.timezone, self.language)
+
+    def zone(self, start: datetime, end: datetime) -> str:
+        """The platform's timezone as its readers know it, with its UTC offset over [start,
+        end): both offsets, and the name of neither, when it changes in between."""
+        local = [at.astimezone(self.timezone) for at in (start, end - timedelta(microseconds=1))]
+        offsets = list(dict.fromkeys(_utc_offset(at) for at in local))
+        readers = _READERS_ZONE.get((self.language, str(self.timezone)))
+        # One offset: its own name (China Standard Time); two: the zone's (Central Time).
+        named = local[0] if len(offsets) == 1 else self.timezone
+        name = readers or get_timezone_name(named, locale=_LOCALE[self.language])
+        return self.aside(name, "/".join(offsets))
 
 
 def _is_count(value: JsonValue) -> bool:
@@ -240,4 +257,17 @@ def _unit(value: float, unit: str, language: Language) -> str:
 
 @lru_cache(maxsize=16384)
 def _instant(value: datetime, timezone: tzinfo, language: Language) -> str:
-    return format_datetime(value, _INSTANT[language], tzinfo=timezone, locale=_LOCALE[language])
+    day = datetime.combine(value.astimezone(timezone).date(), time(), timezone)
+    changes = day.utcoffset() != (day + timedelta(days=1)).utcoffset()
+    pattern = _INSTANT[language] + (_ZONE_SUFFIX if changes else "")
+    return format_datetime(value, pattern, tzinfo=timezone, locale=_LOCALE[language])
+
+
+def _utc_offset(at: datetime) -> str:
+    """UTC+8, UTC+5:30, UTC-6, UTC."""
+    offset = at.utcoffset()
+    minutes = 0 if offset is None else round(offset.total_seconds() / 60)
+    if minutes == 0:
+        return "UTC"
+    hours, rest = divmod(abs(minutes), 60)
+    return f"UTC{'+' if minutes > 0 else '-'}{hours}" + (f":{rest:02d}" if rest else "")

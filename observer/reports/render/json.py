@@ -5,14 +5,15 @@ and owner_state_known_nodes (null: no node sampled), alerts_total,
 manual_interventions_total, incidents_opened, findings...) at the top, the report's
 dataclass field names below them (the verdict's `tiers` by failure class, each item with its
 line of text); the daily summary's `task_records`, one per run, last.
-Nothing depends on when a report is rendered."""
+Every instant is in the platform's timezone, ISO 8601 with its offset. Nothing depends on
+when a report is rendered."""
 
 from __future__ import annotations
 
 import dataclasses
 import json
 from collections.abc import Mapping
-from datetime import date, datetime
+from datetime import date, datetime, tzinfo
 from enum import Enum
 from typing import Any
 from zoneinfo import ZoneInfo
@@ -62,32 +63,33 @@ def headline(f: PeriodFigures) -> dict[str, Any]:
     }
 
 
-def _period_json(f: PeriodFigures) -> dict[str, Any]:
+def _period_json(f: PeriodFigures, zone: tzinfo) -> dict[str, Any]:
     return {
-        "period": {"start": _iso(f.start), "end": _iso(f.end)},
+        "period": {"start": iso(f.start, zone), "end": iso(f.end, zone)},
         **headline(f),
-        "tasks": plain(f.tasks),
-        "probe_coverage": plain(f.coverage),
-        "all_jobs": plain(f.all_jobs),
-        "queue_wait": plain(f.queue),
-        "gpu": plain(f.gpu),
-        "gpu_health": plain(f.health),
-        "owner_state": plain(f.owners),
-        "alerts": plain(f.alerts),
-        "manual_interventions": plain(f.interventions),
-        "findings": plain(f.findings),
-        "blind_time": plain(f.blind),
-        "report_deliveries": plain(f.deliveries),
+        "tasks": plain(f.tasks, zone),
+        "probe_coverage": plain(f.coverage, zone),
+        "all_jobs": plain(f.all_jobs, zone),
+        "queue_wait": plain(f.queue, zone),
+        "gpu": plain(f.gpu, zone),
+        "gpu_health": plain(f.health, zone),
+        "owner_state": plain(f.owners, zone),
+        "alerts": plain(f.alerts, zone),
+        "manual_interventions": plain(f.interventions, zone),
+        "findings": plain(f.findings, zone),
+        "blind_time": plain(f.blind, zone),
+        "report_deliveries": plain(f.deliveries, zone),
     }
 
 
 def daily_json(report: DailyReport, language: Language) -> dict[str, Any]:
-    words = Words(language, ZoneInfo(report.timezone))
-    day = _period_json(report.figures)
+    zone = ZoneInfo(report.timezone)
+    words = Words(language, zone)
+    day = _period_json(report.figures, zone)
 
     def beside(f: PeriodFigures) -> dict[str, Any]:
         # Beside the day: its figures without the item lists (in the day's own report).
-        data = _period_json(f)
+        data = _period_json(f, zone)
         data["findings"] = {k: v for k, v in data["findings"].items() if k != "items"}
         data["manual_interventions"] = {
             k: v for k, v in data["manual_interventions"].items() if k != "items"
@@ -106,28 +108,28 @@ def daily_json(report: DailyReport, language: Language) -> dict[str, Any]:
         "date": report.day.isoformat(),
         "partial": report.partial,
         "timezone": report.timezone,
-        "soak_started_at": _iso(report.soak_started_at),
+        "soak_started_at": iso(report.soak_started_at, zone),
         **day,
         "previous_day": None if report.previous_day is None else beside(report.previous_day),
         "soak_to_date": beside(report.soak_to_date),
-        "tenants": plain(report.tenants),
+        "tenants": plain(report.tenants, zone),
         "task_records": [task_record_json(r, words) for r in report.tasks],
-        "inference_service": None if report.inference is None else inference_json(report),
+        "inference_service": None if report.inference is None else inference_json(report, zone),
     }
 
 
-def inference_json(report: DailyReport) -> dict[str, Any]:
+def inference_json(report: DailyReport, zone: tzinfo) -> dict[str, Any]:
     """Per window (the whole day's key is "", outside every window "-") and per change."""
     assert report.inference is not None
     figures = report.inference
     return {
         "services": list(figures.services),
         "windows": [
-            {**plain(row), "availability": _num(row.availability)} for row in figures.windows
+            {**plain(row, zone), "availability": _num(row.availability)} for row in figures.windows
         ],
         "phases": [
             {
-                **plain(row.phase),
+                **plain(row.phase, zone),
                 "windows": list(row.windows),
                 "ready_seconds": _num(row.ready_seconds),
             }
@@ -140,7 +142,7 @@ def task_record_json(record: TaskRecord, words: Words) -> dict[str, Any]:
     """One run of the per-task record: its stored fields, its waits, its explanation."""
     run = record.run
     return {
-        **plain(run),
+        **plain(run, words.timezone),
         "queue_wait_seconds": _num(run.queue_wait_seconds),
         "run_seconds": _num(run.run_seconds),
         "explanation": None if record.explanation is None else words.note(record.explanation),
@@ -162,10 +164,11 @@ def tier_text(item: TierItem, w: Words) -> str:
 
 
 def verdict_json(verdict: Verdict, language: Language) -> dict[str, Any]:
-    words = Words(language, ZoneInfo(verdict.timezone))
+    zone = ZoneInfo(verdict.timezone)
+    words = Words(language, zone)
 
     def note(n: Note) -> dict[str, Any]:
-        return {"key": n.key, "params": plain(n.params), "text": words.note(n)}
+        return {"key": n.key, "params": plain(n.params, zone), "text": words.note(n)}
 
     def criterion(c: CriterionResult) -> dict[str, Any]:
         return {
@@ -175,7 +178,7 @@ def verdict_json(verdict: Verdict, language: Language) -> dict[str, Any]:
             "failure_class": c.failure_class.value if c.failure_class else None,
             "class_reason": note(c.class_reason) if c.class_reason else None,
             "evidence": [note(n) for n in c.evidence],
-            "findings": plain(c.findings),
+            "findings": plain(c.findings, zone),
             "subjects": c.subjects.params(),
             "not_observed": c.not_observed.params(),  # a pass holds everywhere else
         }
@@ -187,8 +190,8 @@ def verdict_json(verdict: Verdict, language: Language) -> dict[str, Any]:
         "title": verdict_title(verdict, words),
         "provisional": verdict.provisional,
         "timezone": verdict.timezone,
-        "soak_started_at": _iso(verdict.soak_started_at),
-        "soak_ended_at": _iso(verdict.soak_ended_at),
+        "soak_started_at": iso(verdict.soak_started_at, zone),
+        "soak_ended_at": iso(verdict.soak_ended_at, zone),
         "recommendation": verdict.recommendation.value,
         "recommendation_text": words.note(verdict.because),
         "recommendation_because": note(verdict.because),
@@ -210,13 +213,14 @@ def verdict_json(verdict: Verdict, language: Language) -> dict[str, Any]:
         "criteria": [criterion(c) for c in verdict.criteria],
         "later_optimisations": [criterion(c) for c in verdict.later],
         "reverification": [note(n) for n in verdict.reverification],
-        "days": plain(verdict.days),
-        **_period_json(verdict.figures),
+        "days": plain(verdict.days, zone),
+        **_period_json(verdict.figures, zone),
     }
 
 
-def _iso(at: datetime | None) -> str | None:
-    return None if at is None else at.isoformat()
+def iso(at: datetime | None, zone: tzinfo) -> str | None:
+    """An instant as machines read it: ISO 8601 in the platform's timezone, with its offset."""
+    return None if at is None else at.astimezone(zone).isoformat()
 
 
 def _num(value: float | None) -> float | None:
@@ -224,18 +228,21 @@ def _num(value: float | None) -> float | None:
     return None if value is None else round(value, 3)
 
 
-def plain(value: Any) -> Any:
+def plain(value: Any, zone: tzinfo) -> Any:
+    """`value` as JSON, its instants in `zone` (the platform's)."""
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {f.name: plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
+        return {f.name: plain(getattr(value, f.name), zone) for f in dataclasses.fields(value)}
     if isinstance(value, Enum):
         return value.value
-    if isinstance(value, datetime | date):
+    if isinstance(value, datetime):
+        return iso(value, zone)
+    if isinstance(value, date):
         return value.isoformat()
     if isinstance(value, Mapping):
         # Sorted: PostgreSQL's JSONB gives evidence back in its own key order.
-        return {str(k): plain(value[k]) for k in sorted(value, key=str)}
+        return {str(k): plain(value[k], zone) for k in sorted(value, key=str)}
     if isinstance(value, list | tuple | frozenset | set):
-        items = [plain(v) for v in value]
+        items = [plain(v, zone) for v in value]
         return sorted(items) if isinstance(value, frozenset | set) else items
     if isinstance(value, float):
         return _num(value)

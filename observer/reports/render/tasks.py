@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from observer.reports.compute.tasks import TaskRecord
 from observer.reports.render.blocks import Block, Cell, Heading, Table, Text
 from observer.reports.render.i18n import Words
+from observer.reports.render.json import iso
 
 # Enough of a run id to tell a day's runs apart on a page; the CSV, JSON and `observer runs
 # --json` carry it whole.
@@ -114,7 +115,8 @@ def task_blocks(records: Sequence[TaskRecord], w: Words) -> list[Block]:
 
 
 def tasks_csv(records: Sequence[TaskRecord], w: Words) -> str:
-    """One row per run, stable English column names; times in ISO 8601 with their offset."""
+    """One row per run, stable English column names; times in the platform's timezone, ISO
+    8601 with their offset."""
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
     writer.writerow(CSV_COLUMNS)
@@ -130,8 +132,10 @@ def tasks_csv(records: Sequence[TaskRecord], w: Words) -> str:
                 run.expectation.value,
                 run.gpus,
                 run.nodes,
-                *(t.isoformat() if t else "" for t in (run.submitted_at, run.started_at)),
-                run.finished_at.isoformat() if run.finished_at else "",
+                *(
+                    iso(t, w.timezone) or ""
+                    for t in (run.submitted_at, run.started_at, run.finished_at)
+                ),
                 _number(run.queue_wait_seconds),
                 _number(run.run_seconds),
                 run.outcome.value if run.outcome else "",

@@ -38,6 +38,7 @@ def _verdict_blocks(v: Verdict, w: Words, title: str) -> list[Block]:
     rec = v.recommendation.value
     blocks: list[Block] = [
         Heading(1, title),
+        Text(w("label.timezone", timezone=w.zone(v.soak_started_at, v.soak_ended_at)), "meta"),
         Text(
             w(
                 "label.soak",
@@ -52,7 +53,6 @@ def _verdict_blocks(v: Verdict, w: Words, title: str) -> list[Block]:
             if v.provisional
             else []
         ),
-        Text(w("label.timezone", timezone=v.timezone), "meta"),
         Heading(2, w("sec.recommendation")),
         Text(w(f"rec.{rec}"), f"rec {rec}"),
         Text(w.note(v.because)),
