@@ -209,7 +209,7 @@ def verdict_json(verdict: Verdict, language: Language) -> dict[str, Any]:
         },
         "scope": [note(n) for n in verdict.scope],
         "observation_rule": note(verdict.observation_rule),
-        "layers": plain(verdict.layers),
+        "layers": plain(verdict.layers, zone),
         "criteria": [criterion(c) for c in verdict.criteria],
         "later_optimisations": [criterion(c) for c in verdict.later],
         "reverification": [note(n) for n in verdict.reverification],
