@@ -77,6 +77,26 @@ def test_a_task_whose_source_is_not_configured_is_left_out_with_the_setting_to_s
     assert "reports.alertmanager_url" in composition.left_out["alerts"]
 
 
+def test_each_run_records_the_sources_it_was_set_up_to_read(tmp_path: Path):
+    clock = ManualClock(T0)
+    store = _soak(tmp_path, clock, Sources(LocalFleet({}), FakePrometheus(clock))).store
+    settings = controller_settings(
+        plan=[], logs={"reader": "none"}, reports={"output_dir": str(tmp_path)}
+    )
+    composed = Sources(LocalFleet({"node-1": _no_snapshot}), alerts=_NoAlerts())
+    SimulatedSoak(settings, clock, store, simulated_cluster(settings, clock), composed)
+
+    # The settings' log reader is the pod logs by default; no agent answers in the first.
+    assert [r.watching for r in store.controller_runs()] == [
+        ("prometheus", "logs"),
+        ("agents", "alerts"),
+    ]
+
+
+def _no_snapshot() -> None:
+    raise AssertionError("not read at start")
+
+
 def test_a_hung_submission_holds_up_no_task_but_the_follow_loop(tmp_path: Path):
     clock = ManualClock(T0)
     prometheus = FakePrometheus(clock)
