@@ -10,7 +10,6 @@ deploy/local/infra/slurm-up.sh declares `File=.../fakedev/nvidia[0-3]`: index i 
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import subprocess
@@ -23,6 +22,7 @@ from observer.clock import Clock
 from observer.domain import OwnerKind
 from observer.errors import OwnerSourceError
 from observer.ownership.base import NodeOwners
+from observer.slurm_json import ShapeError, dialect, document
 
 # States in which a job still holds its node and its GPUs. COMPLETING is not one: the job's
 # programs have ended and Slurm is cleaning up, so memory still held then is already held
@@ -160,17 +160,22 @@ def gpu_indices(gres: str) -> list[int]:
 
 
 def _holding_jobs(document: Mapping[str, Any], node: str) -> dict[str, list[int]]:
-    """Job id -> GPU indices on `node` of every job holding it. squeue --json of 22.05
-    ignores -w and -t, so the node and the states are chosen here."""
+    """Job id -> GPU indices on `node` of every job holding it, in the shapes of the release
+    that printed `document`. squeue --json of 22.05 ignores -w and -t, so the node and the
+    states are chosen here."""
+    try:
+        read = dialect(document)
+    except ShapeError as exc:
+        raise OwnerSourceError(f"squeue --json: {exc}") from None
     jobs = document.get("jobs")
     if not isinstance(jobs, list):
-        raise OwnerSourceError("squeue --json printed no jobs list")
+        raise OwnerSourceError(f"squeue --json of {read} printed no jobs list")
     holding: dict[str, list[int]] = {}
     for job in jobs:
         try:
-            if job["job_state"] not in _HOLDING:
+            if read.job_state(job) not in _HOLDING:
                 continue
-            nodes = [n["nodename"] for n in job["job_resources"]["allocated_nodes"]]
+            nodes = read.job_nodes(job)
             details = job["gres_detail"]
             if node not in nodes:
                 continue
@@ -180,7 +185,7 @@ def _holding_jobs(document: Mapping[str, Any], node: str) -> dict[str, list[int]
         except (KeyError, IndexError, TypeError, ValueError) as exc:
             job_id = job.get("job_id") if isinstance(job, dict) else None
             raise OwnerSourceError(
-                f"squeue --json: job {job_id} has no readable node and GPUs: "
+                f"squeue --json of {read}: job {job_id} has no readable node and GPUs: "
                 f"{type(exc).__name__} {exc}"
             ) from exc
     return holding
@@ -188,17 +193,15 @@ def _holding_jobs(document: Mapping[str, Any], node: str) -> dict[str, list[int]
 
 def _document(queue: str) -> Mapping[str, Any]:
     try:
-        document = json.loads(queue)
-    except json.JSONDecodeError as exc:
-        raise OwnerSourceError(f"squeue --json printed no JSON: {exc}") from exc
-    if not isinstance(document, dict):
-        raise OwnerSourceError(f"squeue --json printed {type(document).__name__}, not an object")
-    if document.get("errors"):  # 22.05 exits 0 with an empty list when slurmctld is away
+        found = document(queue, "squeue --json")
+    except ShapeError as exc:
+        raise OwnerSourceError(str(exc)) from None
+    if found.get("errors"):  # 22.05 exits 0 with an empty list when slurmctld is away
         raise OwnerSourceError(
             "squeue --json could not read slurmctld: "
-            + "; ".join(f"{e.get('source')}: {e.get('description')}" for e in document["errors"])
+            + "; ".join(f"{e.get('source')}: {e.get('description')}" for e in found["errors"])
         )
-    return document
+    return found
 
 
 def _node_gpu_count(node_line: str) -> int:

@@ -91,13 +91,20 @@ def test_squeue_that_could_not_reach_slurmctld_fails_the_reading_in_its_words():
         node_owners("n2", UUIDS, N2, unreachable, AT)
 
 
+META = json.loads(QUEUE)["meta"]
+
+
 @pytest.mark.parametrize(
     ("queue", "reason"),
     [
-        ("squeue: error: Invalid user", "printed no JSON"),
-        ("[]", "printed list, not an object"),
-        ('{"jobs": null}', "no jobs list"),
-        ('{"jobs": [{"job_id": 7, "job_state": "RUNNING"}]}', "job 7 has no readable node"),
+        ("squeue: error: Invalid user", "printed no JSON object"),
+        ("[]", "printed no JSON object"),
+        ('{"jobs": []}', "no meta"),
+        (json.dumps({"meta": META, "jobs": None}), "no jobs list"),
+        (
+            json.dumps({"meta": META, "jobs": [{"job_id": 7, "job_state": "RUNNING"}]}),
+            "job 7 has no readable node",
+        ),
     ],
 )
 def test_an_answer_that_does_not_parse_fails_the_reading(queue: str, reason: str):

@@ -35,11 +35,12 @@ from observer.backends.slurm.isolation import IsolationProbe
 from observer.backends.slurm.parse import (
     ATTEMPT_FIELDS,
     SACCT_FIELDS,
+    listed_nodes,
+    node_listing,
     quota_changes,
     sacct_attempts,
     sacct_records,
     sbatch_job_id,
-    sinfo_nodes,
     squeue_jobs,
 )
 from observer.backends.slurm.script import batch_script, output_path, sbatch_args
@@ -49,7 +50,6 @@ from observer.domain import (
     Attempt,
     JobRequest,
     JobStatus,
-    SchedulerNode,
     SchedulerSnapshot,
 )
 from observer.errors import BackendError, ProbeError
@@ -168,9 +168,11 @@ class SlurmBackend(ServicesOf):
 
     def snapshot(self) -> SchedulerSnapshot:
         at = self._clock.now()
-        active = [s for s in self._squeue() if not s.phase.finished]
+        queue = self._commands.json("squeue")
+        active = [s for s in squeue_jobs(queue) if not s.phase.finished]
+        nodes = listed_nodes(self._commands.json(*node_listing(queue)))
         return SchedulerSnapshot(
-            at=at, queues=queue_states(active, at), nodes=tuple(self._sinfo()), jobs=tuple(active)
+            at=at, queues=queue_states(active, at), nodes=tuple(nodes), jobs=tuple(active)
         )
 
     # --- beyond the protocol ------------------------------------------------------------
@@ -228,9 +230,6 @@ class SlurmBackend(ServicesOf):
 
     def _squeue(self) -> list[JobStatus]:
         return squeue_jobs(self._commands.json("squeue"))
-
-    def _sinfo(self) -> list[SchedulerNode]:
-        return sinfo_nodes(self._commands.json("sinfo"))
 
 
 def _sacct_time(at: datetime) -> str:

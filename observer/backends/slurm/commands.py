@@ -8,7 +8,6 @@ be reached (after ~9 s of retries); the list is what says so.
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import subprocess
@@ -18,6 +17,7 @@ from typing import Any
 
 from observer.errors import BackendError, ProbeError
 from observer.settings.controller import SlurmSettings
+from observer.slurm_json import ShapeError, document
 
 Completed = subprocess.CompletedProcess[str]  # what a program answered: exit status and output
 
@@ -108,22 +108,21 @@ class SlurmCommands:
             raise BackendError(f"{command} as {user} failed: {words}")
         return done
 
-    def json(self, command: str) -> dict[str, Any]:
-        """What `<command> --json` printed, once it is sure slurmctld answered."""
-        done = self.run(command, ["--json"])
+    def json(self, command: str, *args: str) -> dict[str, Any]:
+        """What `<command> --json <args>` printed, once it is sure slurmctld answered."""
+        said = " ".join([command, "--json", *args])
+        done = self.run(command, ["--json", *args])
         if done.returncode != 0:
-            raise BackendError(f"{command} --json failed: {slurm_words(done.stderr)}")
+            raise BackendError(f"{said} failed: {slurm_words(done.stderr)}")
         try:
-            data = json.loads(done.stdout)
-        except json.JSONDecodeError as exc:
-            raise BackendError(f"{command} --json printed no JSON: {exc}") from exc
-        if not isinstance(data, dict):
-            raise BackendError(f"{command} --json printed {type(data).__name__}, not an object")
+            data = document(done.stdout, said)
+        except ShapeError as exc:
+            raise BackendError(str(exc)) from None
         if data.get("errors"):  # 22.05 exits 0 and answers empty when slurmctld is unreachable
             # The list says "Unspecified error" where the cause (munge) is on standard error.
-            said = f" ({slurm_words(done.stderr)})" if done.stderr.strip() else ""
+            words = f" ({slurm_words(done.stderr)})" if done.stderr.strip() else ""
             raise BackendError(
-                f"{command} could not read slurmctld: {_error_words(data['errors'])}{said}"
+                f"{command} could not read slurmctld: {_error_words(data['errors'])}{words}"
             )
         return data
 

@@ -13,14 +13,21 @@ readiness probe either: a replica is ready when its job runs and its /healthz an
 from __future__ import annotations
 
 import http.client
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from observer.backends.base import Replica, ServiceSpec
 from observer.backends.slurm.commands import SlurmCommands, slurm_words, unreachable
-from observer.backends.slurm.parse import ReplicaJob, node_addresses, replica_jobs, sbatch_job_id
+from observer.backends.slurm.parse import (
+    ReplicaJob,
+    node_addresses,
+    node_listing,
+    replica_jobs,
+    sbatch_job_id,
+)
 from observer.backends.slurm.script import replica_args, replica_port, replica_script
 from observer.domain import JobPhase
 from observer.errors import BackendError, ProbeError
@@ -110,20 +117,22 @@ class SlurmServices:
 
     # --- reading ---------------------------------------------------------------------------
 
-    def _jobs(self, spec: ServiceSpec) -> list[ReplicaJob]:
+    def _jobs(self, spec: ServiceSpec, queue: Mapping[str, Any] | None = None) -> list[ReplicaJob]:
+        """The service's replicas in `queue` (a `squeue --json` answer; None: read now)."""
         return [
             r
-            for r in replica_jobs(self._commands.json("squeue"))
+            for r in replica_jobs(queue or self._commands.json("squeue"))
             if r.service == spec.name and r.status.tenant == spec.tenant
         ]
 
     def _read(self, spec: ServiceSpec) -> _Service:
-        jobs = [r for r in self._jobs(spec) if not r.status.phase.finished]
+        queue = self._commands.json("squeue")
+        jobs = [r for r in self._jobs(spec, queue) if not r.status.phase.finished]
         # an ending job (COMPLETING: its processes being killed) is no replica, its port not
         # yet free
         live = [r for r in jobs if r.status.ending_since is None]
         running = [r for r in live if r.status.phase is JobPhase.RUNNING and r.status.nodes]
-        addresses = node_addresses(self._commands.json("sinfo")) if running else {}
+        addresses = node_addresses(self._commands.json(*node_listing(queue))) if running else {}
         return _Service(
             [_Seen(r, self._replica(spec, r, addresses)) for r in live],
             frozenset(r.ordinal for r in jobs),

@@ -1,13 +1,15 @@
-"""Pure reading of Slurm 22.05's answers into the observer's words: `squeue --json` and
-`sinfo --json` (openapi/v0.0.38) into JobStatus and SchedulerNode (and, for the inference
-probe, into its replicas' jobs and the nodes' addresses), `sacct --parsable2` into
+"""Pure reading of Slurm's answers into the observer's words: `squeue --json` and the node
+listing (`sinfo --json` of 22.05, `scontrol show nodes --json` from 23.02), in whichever
+family of shapes its release prints (observer.slurm_json), into JobStatus and SchedulerNode
+(and, for the inference probe, into its replicas' jobs and the nodes' addresses),
+`sacct --parsable2` into
 JobStatus, `sbatch --parsable` into a job id, `sacctmgr list transactions` into the limit
 changes people made. A shape or state this reader does not know is a BackendError, not a
 guess; a transaction is the exception: one not read as a limit change is passed over, since
 an error would hold up the job listing read with it, again at every retry.
 
 - `squeue --json` lists every job slurmctld still holds (finished ones for MinJobAge,
-  default 300 s) and ignores `--jobs`/`--states`; its `exit_code` is the raw wait status.
+  default 300 s); 22.05 ignores `--jobs`/`--states`.
 - `sacctmgr list transactions` keeps slurmdbd's SQL: a limit change's Info is the update it
   ran (`grp_tres = if (id_assoc=3, '1001=4', grp_tres)`, TRES by id, associations by
   id_assoc, a QOS list as `,1,2,`), so the ids are read back into names from the listings of
@@ -19,15 +21,18 @@ an error would hold up the job listing read with it, again at every retry.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypeVar
 
 from observer.backends.base import QuotaChange
 from observer.backends.slurm.script import RUN_ID_COMMENT_PREFIX, SERVICE_COMMENT_PREFIX
 from observer.domain import Attempt, JobPhase, JobStatus, SchedulerNode
 from observer.errors import BackendError
+from observer.slurm_json import Dialect, ShapeError, dialect
+
+T = TypeVar("T")
 
 _PHASES = {
     "PENDING": JobPhase.PENDING,
@@ -252,10 +257,7 @@ def _limit_words(
 
 def squeue_jobs(data: Mapping[str, Any]) -> list[JobStatus]:
     """Every job in `squeue --json`'s answer."""
-    try:
-        return [_from_squeue(job) for job in data["jobs"]]
-    except (KeyError, TypeError, ValueError) as exc:
-        raise BackendError(f"unexpected squeue --json shape ({exc!r}); {_version(data)}") from exc
+    return _read("squeue --json", data, lambda d: [_from_squeue(job, d) for job in data["jobs"]])
 
 
 @dataclass(frozen=True, slots=True)
@@ -270,37 +272,57 @@ class ReplicaJob:
 
 def replica_jobs(data: Mapping[str, Any]) -> list[ReplicaJob]:
     """Every job in `squeue --json`'s answer that is a service's replica, oldest first."""
-    found = []
-    try:
+
+    def replicas(read: Dialect) -> list[ReplicaJob]:
+        found = []
         for job in data["jobs"]:
             comment = str(job["comment"] or "")
             if not comment.startswith(SERVICE_COMMENT_PREFIX):
                 continue
             service, revision, ordinal = comment[len(SERVICE_COMMENT_PREFIX) :].split("/")
-            found.append(ReplicaJob(_from_squeue(job), service, int(revision), int(ordinal)))
-    except (KeyError, TypeError, ValueError) as exc:
-        raise BackendError(f"unexpected squeue --json shape ({exc!r}); {_version(data)}") from exc
-    return sorted(found, key=lambda r: int(r.status.job_id))
+            found.append(ReplicaJob(_from_squeue(job, read), service, int(revision), int(ordinal)))
+        return sorted(found, key=lambda r: int(r.status.job_id))
+
+    return _read("squeue --json", data, replicas)
 
 
 def node_addresses(data: Mapping[str, Any]) -> dict[str, str]:
-    """Each node's address in `sinfo --json`'s answer (NodeAddr, else NodeHostname, else
-    its name): where a job on it is reached."""
-    try:
-        return {
+    """Each node's address in the node listing (NodeAddr, else NodeHostname, else its name):
+    where a job on it is reached."""
+    return _read(
+        "the node listing",
+        data,
+        lambda _: {
             str(node["name"]): str(node.get("address") or node.get("hostname") or node["name"])
             for node in data["nodes"]
-        }
-    except (KeyError, TypeError) as exc:
-        raise BackendError(f"unexpected sinfo --json shape ({exc!r}); {_version(data)}") from exc
+        },
+    )
 
 
-def sinfo_nodes(data: Mapping[str, Any]) -> list[SchedulerNode]:
-    """Every node in `sinfo --json`'s answer."""
+def node_listing(queue: Mapping[str, Any]) -> tuple[str, ...]:
+    """The command, and its arguments, that lists the nodes one by one in the release that
+    printed `queue` (a `squeue --json` answer)."""
+    return _read("squeue --json", queue, lambda d: d.node_listing)
+
+
+def listed_nodes(data: Mapping[str, Any]) -> list[SchedulerNode]:
+    """Every node in the node listing (node_listing)."""
+    return _read("the node listing", data, lambda d: [_node(node, d) for node in data["nodes"]])
+
+
+def _read(what: str, data: Mapping[str, Any], read: Callable[[Dialect], T]) -> T:
+    """`read` in the document's dialect; a document, or a field of it, in a shape the
+    dialect does not know as one line naming the release and the field."""
     try:
-        return [_node(node) for node in data["nodes"]]
-    except (KeyError, TypeError, ValueError) as exc:
-        raise BackendError(f"unexpected sinfo --json shape ({exc!r}); {_version(data)}") from exc
+        found = dialect(data)
+    except ShapeError as exc:
+        raise BackendError(f"{what}: {exc}") from None
+    try:
+        return read(found)
+    except KeyError as exc:
+        raise BackendError(f"{what} of {found}: no field {exc}") from None
+    except (TypeError, ValueError) as exc:
+        raise BackendError(f"{what} of {found}: unexpected shape ({exc})") from None
 
 
 def parse_sacct(output: str) -> dict[str, JobStatus]:
@@ -366,10 +388,10 @@ def expand_hostlist(expression: str) -> tuple[str, ...]:
     return tuple(names)
 
 
-def _from_squeue(job: Mapping[str, Any]) -> JobStatus:
-    state = str(job["job_state"])
+def _from_squeue(job: Mapping[str, Any], read: Dialect) -> JobStatus:
+    state = read.job_state(job)
     phase = _phase(state)
-    exit_status = _wait_status(int(job["exit_code"])) if phase in _EXITED else None
+    exit_status = read.exit_status(job) if phase in _EXITED else None
     nodes = expand_hostlist(str(job["nodes"] or ""))
     reason = _reason(state, phase, str(job["state_reason"]), exit_status)
     restarts = int(job.get("restart_cnt") or 0)
@@ -381,19 +403,19 @@ def _from_squeue(job: Mapping[str, Any]) -> JobStatus:
         queue=str(job["partition"]) or None,
         phase=phase,
         gpus=_gpus(job["tres_alloc_str"]) or _gpus(job["tres_req_str"]),
-        submitted_at=_time(job["submit_time"]),
-        started_at=_time(job["start_time"]) if _started(phase, nodes) else None,
-        finished_at=_time(job["end_time"]) if phase.finished else None,
+        submitted_at=read.time(job, "submit_time"),
+        started_at=read.time(job, "start_time") if _started(phase, nodes) else None,
+        finished_at=read.time(job, "end_time") if phase.finished else None,
         reason=reason,
         message=str(job["state_description"] or "") or _message(state, reason, exit_status),
         exit_code=_exit_code(exit_status),
         nodes=nodes,
         owner_ids=(str(job["job_id"]),),  # the agents read it from the job's cgroup
-        ending_since=_time(job["end_time"]) if state == "COMPLETING" else None,
+        ending_since=read.time(job, "end_time") if state == "COMPLETING" else None,
         priority=str(job.get("qos") or "") or None,
         user=str(job.get("user_name") or "") or None,
         restarts=restarts,
-        eligible_at=_time(job["eligible_time"]) if restarts else None,
+        eligible_at=read.time(job, "eligible_time") if restarts else None,
     )
 
 
@@ -427,9 +449,8 @@ def _from_sacct(line: str) -> JobStatus:
     )
 
 
-def _node(node: Mapping[str, Any]) -> SchedulerNode:
-    flags = {str(flag) for flag in node["state_flags"]}
-    state = str(node["state"]).lower()
+def _node(node: Mapping[str, Any], read: Dialect) -> SchedulerNode:
+    state, flags = read.node_state(node)
     if "DRAIN" in flags:
         # sinfo's words: draining while jobs still run on it, drained once empty
         busy = state in ("mixed", "allocated") or "COMPLETING" in flags
@@ -508,11 +529,6 @@ def _limit_text(reason: str) -> str | None:
     return None
 
 
-def _wait_status(status: int) -> tuple[int, int]:
-    """(return code, signal) from a raw wait status as squeue --json gives it."""
-    return (status >> 8) & 0xFF, status & 0x7F
-
-
 def _exit_code(exit_status: tuple[int, int] | None) -> int | None:
     """A shell's convention: a signal n reads as 128 + n."""
     if exit_status is None:
@@ -548,8 +564,3 @@ def _time(value: object) -> datetime | None:
         return None
     seconds = int(str(value))
     return datetime.fromtimestamp(seconds, UTC) if seconds > 0 else None
-
-
-def _version(data: Mapping[str, Any]) -> str:
-    meta = data.get("meta", {})
-    return f"read as Slurm 22.05 openapi/v0.0.38, got {meta.get('plugin', {}).get('type', '?')}"

@@ -1,0 +1,132 @@
+"""Every release from 22.05 to 25.05 read alike: the jobs and nodes 22.05.8 printed, in the
+shapes each later data_parser prints them (tests/backends/slurm_releases.py says where each
+shape comes from), give the scheduler backend and the agent's owner source the same answers;
+a shape this observer does not know is one line naming the release and the field."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from observer.backends.slurm.parse import listed_nodes, node_listing, squeue_jobs
+from observer.errors import BackendError, OwnerSourceError
+from observer.ownership.slurmd import node_owners
+from observer.slurm_json import ShapeError, document
+from tests.backends.slurm_releases import RELEASES, as_printed_by, no_val
+from tests.backends.test_slurm_parse import recorded_json
+
+LATER = [p for p in RELEASES if p > 38]
+SLURMD = Path(__file__).parents[1] / "fixtures" / "slurmd"
+UUIDS = {i: f"GPU-0000000{i}-aaaa-bbbb-cccc-dddddddddddd" for i in range(4)}
+AT = datetime(2026, 12, 1, 22, 53, tzinfo=UTC)
+
+
+@pytest.mark.parametrize("parser", LATER)
+def test_each_release_reads_the_same_jobs_as_22_05(parser: int):
+    printed = recorded_json("squeue.json")
+
+    assert squeue_jobs(as_printed_by(printed, parser)) == squeue_jobs(printed)
+
+
+@pytest.mark.parametrize("parser", LATER)
+def test_each_release_reads_the_same_nodes_from_its_own_listing(parser: int):
+    printed = recorded_json("sinfo.json")
+
+    assert listed_nodes(as_printed_by(printed, parser)) == listed_nodes(printed)
+    queue = as_printed_by(recorded_json("squeue.json"), parser)
+    assert node_listing(queue) == ("scontrol", "show", "nodes")
+
+
+def test_22_05_lists_its_nodes_with_sinfo():
+    assert node_listing(recorded_json("squeue.json")) == ("sinfo",)
+
+
+@pytest.mark.parametrize("parser", LATER)
+def test_each_release_gives_the_agent_the_same_jobs_and_gpus_on_its_node(parser: int):
+    node = (SLURMD / "scontrol-show-node-n2.txt").read_text()
+    queue = json.loads((SLURMD / "squeue.json").read_text())
+    later = json.dumps(as_printed_by(queue, parser))
+
+    for name in ("n1", "n2", "n3"):
+        expected = node_owners(name, UUIDS, node, json.dumps(queue), AT)
+        assert node_owners(name, UUIDS, node, later, AT) == expected
+
+
+def test_a_completing_job_of_a_flag_listing_release_no_longer_holds_its_gpus():
+    queue = as_printed_by(json.loads((SLURMD / "squeue.json").read_text()), 42)
+    for job in queue["jobs"]:
+        if job["job_id"] == 383:
+            job["job_state"] = ["COMPLETED", "COMPLETING"]
+    node = (SLURMD / "scontrol-show-node-n2.txt").read_text()
+
+    owners = node_owners("n2", UUIDS, node, json.dumps(queue), AT)
+
+    assert owners.running == {"384", "387"}
+
+
+def test_a_job_of_24_11_ending_completing_is_ending_since_its_end():
+    queue = as_printed_by(recorded_json("squeue.json"), 42)
+    job = next(j for j in queue["jobs"] if j["job_id"] == 986)
+    job["job_state"] = ["RUNNING", "COMPLETING"]
+    job["end_time"] = no_val(1796155400)
+
+    read = {s.job_id: s for s in squeue_jobs(queue)}["986"]
+
+    assert read.ending_since == datetime.fromtimestamp(1796155400, UTC)
+
+
+def test_a_data_parser_newer_than_any_known_is_refused_naming_the_release():
+    queue = as_printed_by(recorded_json("squeue.json"), 43)
+    queue["meta"]["plugin"]["data_parser"] = "data_parser/v0.0.44"
+    queue["meta"]["slurm"]["release"] = "26.05.0"
+
+    with pytest.raises(BackendError) as refused:
+        squeue_jobs(queue)
+
+    assert str(refused.value) == (
+        "squeue --json: Slurm 26.05.0 prints data_parser v0.0.44, which this observer does not "
+        "read (it reads v0.0.38 to v0.0.43: Slurm 22.05 to 25.05)"
+    )
+
+
+def test_a_field_of_a_known_release_in_another_shape_names_the_release_and_the_field():
+    queue = as_printed_by(recorded_json("squeue.json"), 42)
+    queue["jobs"][0]["job_state"] = "COMPLETED"  # 22.05's string where 24.11 prints a list
+    del queue["jobs"][1]["submit_time"]
+
+    with pytest.raises(BackendError, match=r"Slurm 24\.11\.0 \(data_parser v0\.0\.42\).*job_state"):
+        squeue_jobs(queue)
+    queue["jobs"][0]["job_state"] = ["COMPLETED"]
+    with pytest.raises(BackendError, match=r"of Slurm 24\.11\.0 .*: no field 'submit_time'"):
+        squeue_jobs(queue)
+
+
+def test_the_agent_names_the_release_of_a_shape_it_cannot_read():
+    queue = as_printed_by(json.loads((SLURMD / "squeue.json").read_text()), 41)
+    running_on_n2 = next(j for j in queue["jobs"] if j["job_id"] == 383)
+    running_on_n2["job_resources"]["nodes"]["allocation"] = "n2"
+    node = (SLURMD / "scontrol-show-node-n2.txt").read_text()
+
+    with pytest.raises(OwnerSourceError, match=r"of Slurm 24\.05\.1 \(data_parser v0\.0\.41\)"):
+        node_owners("n2", UUIDS, node, json.dumps(queue), AT)
+
+
+def test_warning_lines_before_the_json_are_passed_over():
+    printed = (Path(__file__).parent / "slurm_output" / "squeue.json").read_text()
+    warned = "squeue: warning: the MinJobAge of 300 is low\nslurm_load_jobs: retrying\n" + printed
+
+    assert document(warned, "squeue --json") == json.loads(printed)
+
+
+def test_a_document_cut_short_says_so_with_how_much_came():
+    printed = (Path(__file__).parent / "slurm_output" / "squeue.json").read_text()
+
+    with pytest.raises(
+        ShapeError, match=r"squeue --json printed JSON cut short or broken after 500 bytes"
+    ):
+        document(printed[:500], "squeue --json")
+    with pytest.raises(ShapeError, match=r"printed no JSON object \('slurm_load_jobs error"):
+        document("slurm_load_jobs error: Unable to contact slurm controller\n", "squeue --json")
