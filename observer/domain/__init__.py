@@ -1,5 +1,6 @@
 """Pure value types shared by every layer. No I/O, no vendor types. The probe runs' own are
-in `runs.py`, and imported from here like the rest."""
+in `runs.py`, a figure against its reference as a sentence states it in `comparison.py`, both
+imported from here like the rest."""
 
 from __future__ import annotations
 
@@ -9,6 +10,9 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
+from observer.domain.comparison import Comparison as Comparison
+from observer.domain.comparison import compare as compare
+from observer.domain.comparison import written as written
 from observer.domain.runs import AccessAttempt as AccessAttempt
 from observer.domain.runs import Attempt as Attempt
 from observer.domain.runs import Expectation as Expectation

@@ -544,7 +544,8 @@ def test_the_tiers_list_each_failed_criterion_in_its_class_with_its_subject():
     assert later.endswith("Concerns pools a; nodes n2; windows weekday-peak.")
     zh = render_verdict(v, "zh-CN").markdown
     [limited] = _lines_under(zh, "#### 限制上线")
-    assert limited.startswith("- 无持续性不公平：有公平性探测的窗口次数")
+    # A finding stored without its occurrences names the tenant; it never says probe coverage.
+    assert limited.startswith("- 无持续性不公平：处于劣势：prod。")
     assert limited.endswith("涉及租户 prod；时间窗口 weekday-peak。")
     assert _lines_under(zh, "#### 必须修复") and _lines_under(zh, "#### 后续优化")
 
@@ -752,7 +753,7 @@ def test_the_unfairness_is_explained_its_stretch_who_held_the_gpus_and_who_waite
     assert (
         "prod's probes waited longer (24 min 10 s against 15 s, night), yet prod is not the "
         "disadvantaged one: it received 7.3 GPUs of its entitled 3.6, more than its share, and "
-        "its waits are the price of asking for more; research received less."
+        "its waits are the price of asking for more; research is."
     ) in en
     zh = render_verdict(v, "zh-CN").markdown
     assert (
@@ -762,9 +763,37 @@ def test_the_unfairness_is_explained_its_stretch_who_held_the_gpus_and_who_waite
     assert "同期 prod 超出其份额占用了 6.4 个 GPU。" in zh
     assert (
         "prod 的探测排队等待更久（24分钟10秒，其他租户为 15秒，night），"
-        "但处于劣势的并不是 prod：它在应得的 3.6 个 GPU 中获得了 7.3 个，超过其份额，"
-        "更长的等待是它申请超出份额的代价；获得不足的是 research。"
+        "但处于劣势的并不是 prod：它获得了 7.3 个 GPU，应得 3.6 个，多于其份额，"
+        "更长的等待是它申请超出份额的代价；处于劣势的是 research。"
     ) in zh
+
+
+def test_the_limited_launch_bullet_on_unfairness_states_the_tenants_shortfall():
+    history = [favoured_prod_night(day) for day in range(3)]
+    [unfair] = ConditionTracker().update(
+        evaluate(history, FAIRNESS_RULES),
+        history[-1].occurrence.end,
+        lambda detector, subject: covers(history, detector, subject),
+    )
+    v = _verdict(_soak(findings=[unfair]))
+
+    [item] = v.tiers[FailureClass.LIMITED_LAUNCH]
+    assert item.evidence.key == "ev.unfair_shortfall.less"
+    # research was held below its share in each of its three 8-hour nights.
+    assert item.evidence.params["received_gpus"] < item.evidence.params["entitled_gpus"]
+    [limited] = _lines_under(render_verdict(v, "en").markdown, "#### Limited launch")
+    assert limited == (
+        "- No persistent unfairness: research was held short: it received 4.7 GPUs of its "
+        "entitled 8.4 while its jobs waited, less than its share, on average over the 3 of the "
+        "last 3 window occurrences it was disadvantaged in (night; 1 d in all). Concerns tenants "
+        "research; windows night."
+    )
+    [limited] = _lines_under(render_verdict(v, "zh-CN").markdown, "#### 限制上线")
+    assert limited.startswith(
+        "- 无持续性不公平：research 获得不足："
+        "在其处于劣势的 3 次窗口（最近 3 次中；night，共 1天）里，"
+        "作业等待期间平均获得 4.7 个 GPU，应得 8.4 个，少于其份额。"
+    )
 
 
 def test_an_unfairness_weighed_against_a_queues_nominal_quota_says_so():

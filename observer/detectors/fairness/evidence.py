@@ -1,6 +1,6 @@
 """What a persistent_unfairness symptom says: its summary, its rule in words, and its evidence
 (each weighed occurrence as the tenant saw it, the stretch that lost it the most GPUs and who
-held them, and the tenants whose probes waited longer yet received their share)."""
+held them, and the tenants whose probes waited longer yet were not held short)."""
 
 from __future__ import annotations
 
@@ -13,8 +13,16 @@ from observer.detectors.fairness.assessment import (
     WindowAssessment,
     stretch_words,
 )
-from observer.domain import JsonValue
+from observer.domain import Comparison, JsonValue, compare, written
 from observer.settings.detectors import FairnessSettings
+
+# A tenant that waited longer yet was not disadvantaged received at least its share less the
+# rule's tolerance: possibly less than its share, which its sentence then says.
+_AGAINST_SHARE = {
+    Comparison.LESS: "less than its share but within the rule's tolerance",
+    Comparison.EQUAL: "its share",
+    Comparison.MORE: "more than its share",
+}
 
 
 def describe(
@@ -35,10 +43,11 @@ def describe(
     if worst is not None:
         summary += f"; worst stretch: {stretch_words(worst[1])}"
     for other in favoured:
+        received, entitled = float(other["received_gpus"]), float(other["entitled_gpus"])
         summary += (
             f"; {other['tenant']} waited longer but is not disadvantaged: it received "
-            f"{other['received_gpus']:.1f} of its entitled {other['entitled_gpus']:.1f} GPUs, "
-            "more than its share"
+            f"{written(received)} of its entitled {written(entitled)} GPUs, "
+            + _AGAINST_SHARE[compare(received, entitled)]
         )
     evidence: dict[str, JsonValue] = {
         "tenant": tenant,

@@ -1,6 +1,6 @@
 """The scheduling criteria: every queue wait explained (queue_explainable), and no tenant
-given less than its share window after window (no_persistent_unfairness), with who held the
-GPUs instead. Pure."""
+given less than its share window after window (no_persistent_unfairness), with what each
+disadvantaged tenant received against its entitlement and who held the GPUs instead. Pure."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from datetime import datetime
 
 from observer.detectors import fairness, unexplained_wait
-from observer.domain import Finding, ProbeRun
+from observer.domain import Finding, JsonValue, ProbeRun, compare
 from observer.probes.windows import occurrence_of
 from observer.reports.compute.criteria.result import (
     CriterionResult,
@@ -85,17 +85,22 @@ def no_persistent_unfairness(
         if occurrence is not None:
             seen.setdefault(run.window, set()).add(occurrence.start)
     per_window = [f"{w} {len(s)}" for w, s in sorted(seen.items())]
-    evidence = [
-        Note("ev.fairness", {"occurrences": per_window, "needed": rules.fairness_persistence_k})
-    ]
+    covered = Note(
+        "ev.fairness", {"occurrences": per_window, "needed": rules.fairness_persistence_k}
+    )
     unfair = found_by(soak.findings, [fairness.PERSISTENT_UNFAIRNESS])
     if not unfair and sum(len(s) for s in seen.values()) < rules.fairness_persistence_k:
-        return result(name, Status.NOT_OBSERVED, evidence)
+        return result(name, Status.NOT_OBSERVED, [covered])
+    evidence = []
     if unfair:
+        # The tenants' shortfalls first: a failure's first evidence is its tier's item.
+        ordered = sorted(unfair, key=lambda f: (str(f.subject.get("tenant")), f.opened_at))
+        evidence += [note for f in ordered if (note := _shortfall(f)) is not None]
         tenants = sorted({str(f.subject.get("tenant")) for f in unfair})
         evidence.append(Note("ev.unfair", {"tenants": tenants}))
-        for finding in sorted(unfair, key=lambda f: (str(f.subject.get("tenant")), f.opened_at)):
+        for finding in ordered:
             evidence += _unfairness_explained(finding)
+    evidence.append(covered)
     return result(
         name,
         Status.FAIL if unfair else Status.PASS,
@@ -107,10 +112,47 @@ def no_persistent_unfairness(
     )
 
 
+def _shortfall(finding: Finding) -> Note | None:
+    """What the tenant received against its entitlement while its jobs were held, over the
+    occurrences it was disadvantaged in (means weighted by their held samples), and how long
+    those occurrences lasted; worded by how the two compare. None: a finding stored without
+    its occurrences."""
+    bad = [o for o in finding.evidence.get("occurrences") or [] if o.get("disadvantaged")]
+    if not bad:
+        return None
+    params: dict[str, JsonValue] = {
+        "tenant": finding.subject.get("tenant"),
+        "disadvantaged": len(bad),
+        "weighed": finding.evidence.get("occurrences_weighed"),
+        "windows": sorted({str(o.get("window")) for o in bad}),
+        "span_seconds": sum(
+            (datetime.fromisoformat(o["end"]) - datetime.fromisoformat(o["start"])).total_seconds()
+            for o in bad
+        ),
+    }
+    held = [
+        (float(o["received_gpus"]), float(o["entitled_gpus"]), int(o["pending_samples"]))
+        for o in bad
+        if o.get("received_gpus") is not None
+        and o.get("entitled_gpus")
+        and o.get("pending_samples")
+    ]
+    samples = sum(n for _, _, n in held)
+    if not samples:
+        # Disadvantaged with no GPUs weighed: by its probes' waits alone.
+        return Note("ev.unfair_shortfall.unmeasured", params)
+    received = sum(r * n for r, _, n in held) / samples
+    entitled = sum(e * n for _, e, n in held) / samples
+    return Note(
+        f"ev.unfair_shortfall.{compare(received, entitled)}",
+        {**params, "received_gpus": received, "entitled_gpus": entitled},
+    )
+
+
 def _unfairness_explained(finding: Finding) -> list[Note]:
     """What a persistent_unfairness finding's evidence says of why: the stretch in which the
     tenant got least (when, how many GPUs short, against which entitlement), who held the GPUs
-    then, and each tenant that waited longer yet received more than its share."""
+    then, and each tenant that waited longer yet was not held short."""
     tenant = str(finding.subject.get("tenant"))
     notes: list[Note] = []
     worst = finding.evidence.get("worst_stretch")
@@ -140,9 +182,10 @@ def _unfairness_explained(finding: Finding) -> list[Note]:
                     names = [f"{who} {gpus:.1f}" for who, gpus in by.items()]
                     notes.append(Note(f"ev.unfair_holder_{kind}", {"holder": name, "names": names}))
     for other in finding.evidence.get("favoured_with_longer_waits") or []:
+        received, entitled = other.get("received_gpus"), other.get("entitled_gpus")
         notes.append(
             Note(
-                "ev.unfair_favoured",
+                f"ev.unfair_favoured.{compare(received, entitled)}",
                 {
                     "tenant": other.get("tenant"),
                     "disadvantaged": tenant,

@@ -1,0 +1,178 @@
+"""What the observer costs slurmctld, counted by slurmctld itself (`sdiag`), on a real Slurm.
+
+The queue is first filled with held job arrays (`--queue-jobs` jobs, `sbatch --hold
+--array`, partition debug), then each reader is run against it and `sdiag`'s RPC statistics by
+message type are read before and after:
+
+- the agent: `SlurmdOwners.read()` of one node (agent.owners: slurm), `--reads` times; the
+  first read apart (a job the node has never seen is named once), then the steady state;
+- the controller: `SlurmBackend.snapshot()` (one per controller.snapshot_interval_seconds) and
+  `SlurmBackend.jobs()` of the probes it follows (one per controller.follow_interval_seconds
+  while a probe is active), `--reads` times each.
+
+Per reader: the RPCs per call by type, scaled to a minute at the default intervals, and the
+server time they cost slurmctld (sdiag's total_time, microseconds) per minute and as a share of
+the interval. What else reached slurmctld meanwhile (slurmd's registrations, sdiag's own
+request) is measured over an idle stretch as long and taken out. The arrays are cancelled at
+the end. Run as root (or SlurmUser) with SLURM_CONF set, on the cluster of
+deploy/local/infra/slurm-up.sh:
+
+    SLURM_CONF=/tmp/observer-infra/slurm/etc/slurm.conf .venv/bin/python bench/slurm_load.py \
+        [--queue-jobs 10000] [--reads 5] [--node n1]
+
+Prints one JSON object as its last line:
+{"releases": [{"release", "queue_jobs", "agent": {...}, "controller": {...}}]}."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import subprocess
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from observer.backends.slurm.backend import SlurmBackend
+from observer.clock import SystemClock
+from observer.ownership.slurmd import SlurmdOwners
+from observer.settings.agent import AgentSettings
+from observer.settings.controller import ControllerSettings, SlurmSettings
+
+_RPC = re.compile(r"^\s+(\w+)\s+\(\s*\d+\)\s+count:(\d+)\s+ave_time:\d+\s+total_time:(\d+)", re.M)
+ARRAY = 1000  # slurm.conf's MaxArraySize is 1001 by default: one array per thousand jobs
+# Requests that are not the readers': slurmd's own, sdiag's, the bench's submissions.
+_NOT_READERS = re.compile(
+    r"^(MESSAGE_|REQUEST_STATS_INFO|REQUEST_SUBMIT|REQUEST_COMPLETE|"
+    r"REQUEST_KILL|REQUEST_CANCEL|REQUEST_PING|ACCOUNTING_)"
+)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--queue-jobs", type=int, default=10_000)
+    parser.add_argument("--reads", type=int, default=5)
+    parser.add_argument("--node", default="n1")
+    args = parser.parse_args()
+    conf = Path(os.environ["SLURM_CONF"])
+    arrays = _fill(args.queue_jobs)
+    try:
+        result = _measure(conf, args)
+    finally:
+        subprocess.run(["scancel", *arrays], check=False)
+    print(json.dumps({"releases": [result]}))
+
+
+def _measure(conf: Path, args: argparse.Namespace) -> dict[str, Any]:
+    slurm = SlurmSettings(slurm_conf=conf)
+    controller = ControllerSettings(backend="slurm", slurm=slurm)
+    backend = SlurmBackend(slurm, SystemClock())
+    queue = backend._commands.json("squeue")
+    release = queue["meta"].get("slurm", queue["meta"].get("Slurm", {})).get("release", "?")
+    agent_settings = AgentSettings()
+    owners = SlurmdOwners(
+        args.node,
+        lambda: {i: f"GPU-{i:08d}-0000-0000-0000-000000000000" for i in range(4)},
+        slurm_conf=conf,
+        commands_dir=None,
+        timeout_seconds=30,
+        clock=SystemClock(),
+    )
+    probes = [s.job_id for s in backend.probe_jobs()][:4] or ["1"]
+    first = _rpcs(owners.read, 1)
+    steady = _rpcs(owners.read, args.reads)
+    snapshot = _rpcs(backend.snapshot, args.reads)
+    follow = _rpcs(lambda: backend.jobs(probes), args.reads)
+    return {
+        "release": release,
+        "queue_jobs": len(queue["jobs"]),
+        "queue_json_bytes": len(json.dumps(queue)),
+        "agent": {
+            "first_read": first,
+            **_per_minute([(steady, agent_settings.owners_interval_seconds)]),
+        },
+        "controller": _per_minute(
+            [
+                (snapshot, controller.snapshot_interval_seconds),
+                (follow, controller.follow_interval_seconds),
+            ]
+        ),
+    }
+
+
+def _fill(jobs: int) -> list[str]:
+    ids = []
+    for first in range(0, jobs, ARRAY):
+        size = min(ARRAY, jobs - first)
+        done = subprocess.run(
+            [
+                "sbatch",
+                "--parsable",
+                "--hold",
+                "-p",
+                "debug",
+                f"--array=0-{size - 1}",
+                "--job-name=slurm-load-bench",
+                "--wrap",
+                "true",
+            ],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        ids.append(done.stdout.strip().split(";")[0])
+    return ids
+
+
+def _sdiag() -> dict[str, tuple[int, int]]:
+    text = subprocess.run(["sdiag"], capture_output=True, text=True, check=True).stdout
+    block = text.split("by message type", 1)[1].split("\n\n", 1)[0]
+    return {m[0]: (int(m[1]), int(m[2])) for m in _RPC.findall(block)}
+
+
+def _rpcs(call: Callable[[], object], times: int) -> dict[str, Any]:
+    """RPCs per call by type, and slurmctld's microseconds per call, with the background
+    of an idle stretch as long taken out."""
+    subprocess.run(["sdiag", "--reset"], check=True)
+    began = time.monotonic()
+    for _ in range(times):
+        call()
+    took = time.monotonic() - began
+    during = _sdiag()
+    subprocess.run(["sdiag", "--reset"], check=True)
+    time.sleep(took)
+    idle = _sdiag()
+    per_call, server_us = {}, 0.0
+    for kind, (busy_count, busy_us) in during.items():
+        if _NOT_READERS.match(kind):
+            continue
+        quiet_count, quiet_us = idle.get(kind, (0, 0))
+        count = max(busy_count - quiet_count, 0)
+        if count:
+            per_call[kind] = round(count / times, 2)
+            server_us += max(busy_us - quiet_us, 0) / times
+    return {"rpcs_per_call": per_call, "server_us_per_call": round(server_us), "seconds": took}
+
+
+def _per_minute(calls: list[tuple[dict[str, Any], float]]) -> dict[str, Any]:
+    """The calls at their intervals: per minute, and slurmctld's time per interval."""
+    by_type: dict[str, float] = {}
+    server_us = 0.0
+    for measured, interval in calls:
+        per_minute = 60 / interval
+        for kind, count in measured["rpcs_per_call"].items():
+            by_type[kind] = round(by_type.get(kind, 0) + count * per_minute, 1)
+        server_us += measured["server_us_per_call"] * per_minute
+    return {
+        "rpcs_per_minute": by_type,
+        "total_per_minute": round(sum(by_type.values()), 1),
+        "server_us_per_minute": round(server_us),
+        "server_share_of_a_minute": round(server_us / 60e6, 5),
+        "per_call": [m for m, _ in calls],
+    }
+
+
+if __name__ == "__main__":
+    main()
