@@ -22,6 +22,7 @@ from observer.records import (
     controller_not_running,
     controller_restarts,
 )
+from observer.reports.compute import gpu_incidents
 from observer.reports.compute import interventions as detected_interventions
 from observer.reports.compute.data import PeriodData, ReportContext
 from observer.reports.compute.findings import Sentence, describe
@@ -367,9 +368,11 @@ _SEVERITY_ORDER = (Severity.CRITICAL.value, Severity.WARNING.value, Severity.INF
 
 def incidents(items: Sequence[FindingItem]) -> tuple[Incident, ...]:
     """The findings grouped: two are one incident when they name the same pipeline, node,
-    job or run and opened within INCIDENT_WINDOW_SECONDS of each other (and so on, through
-    every finding joined this way). Per shared name, joining each finding to the one opened
-    just before it is enough: any two within the window have only such steps between them."""
+    job or run and opened within INCIDENT_WINDOW_SECONDS of each other, or when one GPU
+    fault led to the other (gpu_incidents: an Xid 79 and the node kept in service on it
+    however long after), and so on, through every finding joined this way. Per shared name,
+    joining each finding to the one opened just before it is enough: any two within the
+    window have only such steps between them."""
     group = list(range(len(items)))
 
     def root(i: int) -> int:
@@ -388,6 +391,9 @@ def incidents(items: Sequence[FindingItem]) -> tuple[Incident, ...]:
             apart = (items[after].opened_at - items[before].opened_at).total_seconds()
             if apart <= INCIDENT_WINDOW_SECONDS:
                 group[root(after)] = root(before)
+    for ids in gpu_incidents.groups(items):
+        for before, after in itertools.pairwise(ids):
+            group[root(after)] = root(before)
     members: dict[int, list[int]] = {}
     for i in range(len(items)):
         members.setdefault(root(i), []).append(i)
