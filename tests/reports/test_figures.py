@@ -30,6 +30,7 @@ from observer.reports.compute.figures import period_figures
 from observer.reports.compute.notes import Note
 from observer.reports.compute.queues import wait_stats
 from observer.reports.render.daily import render_daily
+from observer.reports.render.i18n import Language
 from tests.reports.builders import CALENDAR, DAY, at, context, finding, gpu, node, queue, run
 
 
@@ -428,7 +429,7 @@ def test_the_blind_table_lists_every_source_each_agent_and_the_causes() -> None:
     section = markdown.split("## Observer blind time")[1].split("\n## ")[0]
     for row in (
         "| scheduler | 1 d | — | 1 d |",
-        # Two agents of two for 1 h and 30 min: 1.5 node-hours, of 2 nodes × 24 h.
+        # Two agents of two for 1 h and 30 min: 1.5 node-hours, of 2 nodes for 24 h.
         "| node agents | 1.5 node-hours, 3.1% of the fleet's node time | — | 1.5 node-hours, 3.1% "
         "of the fleet's node time |",
         "| node agents · agent=n1 | 1 h | — | 1 h |",
@@ -467,10 +468,11 @@ def test_one_gpu_of_48_lost_for_two_hours_is_two_gpu_hours_of_the_fleets_gpu_tim
     assert b.by_source_share["nvml"] == pytest.approx(gpu_share)
     assert b.share == pytest.approx(gpu_share)
     assert b.everywhere_seconds == 0
-    for language, words in (
-        ("en", "2.0 GPU-hours, 0.2% of the fleet's GPU time"),
-        ("zh-CN", "2.0 GPU·小时，占集群 GPU 时间的 0.2%"),
-    ):
+    expected: dict[Language, str] = {
+        "en": "2.0 GPU-hours, 0.2% of the fleet's GPU time",
+        "zh-CN": "2.0 GPU·小时，占集群 GPU 时间的 0.2%",
+    }
+    for language, words in expected.items():
         section = render_daily(report, language).markdown.split("\n## ")
         [blind] = [s for s in section if "nvml" in s.lower() and "gpu_lost" in s]
         assert f"| NVML | {words} |" in blind, blind
