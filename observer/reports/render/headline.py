@@ -68,13 +68,14 @@ def owner_state_text(f: PeriodFigures, w: Words) -> str:
 
 def blind_text(f: PeriodFigures, w: Words) -> str:
     """Blind time on every node, and each node source's part as what it was (GPU- or
-    node-hours), then the fleet's blind share."""
+    node-hours), then the fleet's blind share; 0 s only when nothing was blind."""
     b = f.blind
     parts = [
-        f"{w(f'src.{source}')}: {blind_part_text(part, w)}"
+        w("value.blind_source_part", source=w(f"src.{source}"), part=blind_part_text(part, w))
         for source, part in sorted(b.by_source_part.items())
     ]
-    return w.aside(w.lines([w.duration(b.everywhere_seconds), *parts]), w.share(b.share))
+    everywhere = [w.duration(b.everywhere_seconds)] if b.everywhere_seconds or not parts else []
+    return w.aside(w.lines([*everywhere, *parts]), w.share(b.share))
 
 
 def blind_part_text(part: PartBlind, w: Words) -> str:
