@@ -30,6 +30,7 @@ from observer.reports.compute.figures import period_figures
 from observer.reports.compute.notes import Note
 from observer.reports.compute.queues import wait_stats
 from observer.reports.render.daily import render_daily
+from observer.reports.render.i18n import Language
 from tests.reports.builders import CALENDAR, DAY, at, context, finding, gpu, node, queue, run
 
 
@@ -428,7 +429,9 @@ def test_the_blind_table_lists_every_source_each_agent_and_the_causes() -> None:
     section = markdown.split("## Observer blind time")[1].split("\n## ")[0]
     for row in (
         "| scheduler | 1 d | — | 1 d |",
-        "| node agents | 1 h 30 min | — | 1 h 30 min |",
+        # Two agents of two for 1 h and 30 min: 1.5 node-hours, of 2 nodes for 24 h.
+        "| node agents | 1.5 node-hours, 3.1% of the fleet's node time | — | 1.5 node-hours, 3.1% "
+        "of the fleet's node time |",
         "| node agents · agent=n1 | 1 h | — | 1 h |",
         "| node agents · agent=n2 | 30 min | — | 30 min |",
         "| NVML | 0 s | — | 0 s |",
@@ -441,3 +444,35 @@ def test_the_blind_table_lists_every_source_each_agent_and_the_causes() -> None:
     assert "| node agents | agent=n1 | agent_unreachable |" in section
     zh = render_daily(report, "zh-CN").markdown
     assert "| Prometheus | 未配置 | — | 未配置 |" in zh
+
+
+def test_one_gpu_of_48_lost_for_two_hours_is_two_gpu_hours_of_the_fleets_gpu_time():
+    lost = finding("gpu_lost", at(10), at(12), node="n1", gpu="3")
+    nodes = [node(f"n{i}", "a", 8, 0) for i in range(1, 7)]
+    samples = [gpu(f"n{i}", at(9), 50) for i in range(1, 7)]
+    snapshots = [queue(at(0) + timedelta(seconds=30 * i), "research") for i in range(2 * 60 * 24)]
+    data = PeriodData(
+        DAY,
+        findings=[lost],
+        queue_samples=snapshots,
+        nodes_at_start=nodes,
+        gpu=gpu_usage(samples, {}, CALENDAR),
+    )
+    report = build_daily(
+        DailyInputs(context(), DAY.start.date(), data, None, data, 0, layer_blind_max_share=0.1)
+    )
+
+    b = report.figures.blind
+    gpu_share = 2 / (48 * 24)
+    assert (b.by_source_part["nvml"].unit, b.by_source_part["nvml"].hours) == ("gpu", 2.0)
+    assert b.by_source_share["nvml"] == pytest.approx(gpu_share)
+    assert b.share == pytest.approx(gpu_share)
+    assert b.everywhere_seconds == 0
+    expected: dict[Language, str] = {
+        "en": "2.0 GPU-hours, 0.2% of the fleet's GPU time",
+        "zh-CN": "2.0 GPU·小时，占集群 GPU 时间的 0.2%",
+    }
+    for language, words in expected.items():
+        section = render_daily(report, language).markdown.split("\n## ")
+        [blind] = [s for s in section if "nvml" in s.lower() and "gpu_lost" in s]
+        assert f"| NVML | {words} |" in blind, blind

@@ -302,3 +302,64 @@ def test_nodes_the_agents_did_not_sample_are_named_beside_the_healthy_ones():
 
     assert section.strip() == said("en", "note.health_healthy_but", sampled=2, nodes="node-2")
     assert data["gpu_health"]["nodes_not_sampled"] == ["node-2"]
+
+
+def incident_rows(section: str, language: Language) -> list[dict[str, str]]:
+    return table(section, language, "sub.health_incidents")
+
+
+@pytest.mark.parametrize("language", ["en", "zh-CN"])
+def test_an_xid_79_the_gpu_it_leaves_lost_and_the_node_kept_in_service_are_one_incident(
+    language: Language,
+):
+    kept = kept_in_service(FELL_OFF, at(3, 15), "slurm-41")
+
+    section, data = rendered(*NODE_3, kept, language=language)
+
+    assert said(language, "note.health_incidents", incidents=1, fatal=1, findings=3) in section
+    [row] = incident_rows(section, language)
+    assert (row[col(language, "col.node")], row[col(language, "col.gpu")]) == ("node-3", "2")
+    assert row[col(language, "col.fatal")] == said(language, "word.yes")
+    symptoms = row[col(language, "col.symptoms")].split(said(language, "cell.separator"))
+    names = [
+        f"{said(language, 'health.cond.gpu_xid')} 79",
+        said(language, "health.cond.gpu_lost"),
+        said(language, "health.cond.unhealthy_gpu_in_service"),
+    ]
+    assert [s.startswith(n) for s, n in zip(symptoms, names, strict=True)] == [True] * 3
+    [incident] = data["gpu_health"]["incidents"]
+    assert [s["detector"] for s in incident["symptoms"]] == [
+        "gpu_xid",
+        "gpu_lost",
+        "unhealthy_gpu_in_service",
+    ]
+    assert incident["fatal"] is True
+
+
+def test_an_ecc_error_and_the_row_remap_it_needs_are_one_incident():
+    ecc = ecc_rise(at(11), "node-1", 0, before=3, after=5)
+    remap = condition("gpu_row_remap_pending", at(11, 1), None, "node-1", 0)
+
+    section, data = rendered(ecc, remap)
+
+    assert said("en", "note.health_incidents", incidents=1, fatal=0, findings=2) in section
+    [incident] = data["gpu_health"]["incidents"]
+    assert [s["detector"] for s in incident["symptoms"]] == [
+        "gpu_ecc_uncorrected",
+        "gpu_row_remap_pending",
+    ]
+
+
+def test_faults_on_two_gpus_or_apart_in_time_on_one_are_separate_incidents():
+    other_gpu = condition("gpu_row_remap_pending", at(11, 1), None, "node-1", 1)
+    long_after = condition("gpu_row_remap_pending", at(20), None, "node-1", 0)
+    ecc = replace(ecc_rise(at(11), "node-1", 0, before=3, after=5), closed_at=at(12))
+
+    _, data = rendered(ecc, other_gpu, long_after, *NODE_3)
+
+    assert [(i["node"], i["gpu"], len(i["symptoms"])) for i in data["gpu_health"]["incidents"]] == [
+        ("node-3", "2", 2),
+        ("node-1", "0", 1),
+        ("node-1", "1", 1),
+        ("node-1", "0", 1),
+    ]

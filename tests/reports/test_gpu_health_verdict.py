@@ -5,14 +5,18 @@ seeing the GPUs' Xids, not observed."""
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import UTC, timedelta
+
+import pytest
 
 from observer.domain import Finding, FindingKind, Severity
 from observer.reports.compute.criteria.result import CriterionResult, FailureClass, Status
 from observer.reports.compute.data import PeriodData
 from observer.reports.compute.verdict import VerdictInputs, build_verdict
+from observer.reports.render.i18n import Language, Words
 from observer.reports.render.verdict import render_verdict
 from tests.reports.builders import DAY, RULES, at, context, finding, queue, sampled
+from tests.reports.test_gpu_health_daily import condition, ecc_rise, kept_in_service, xid
 
 SNAPSHOTS = [queue(DAY.start + timedelta(minutes=10 * i), "research") for i in range(6 * 24)]
 
@@ -80,7 +84,55 @@ def test_one_failure_reported_twice_is_one_fault_not_a_recurrence():
     # A GPU falling off the bus is Xid 79 and, seconds later, the lost GPU it leaves.
     lost = finding("gpu_lost", at(3, 0, 5), None, node="node-3", gpu="2")
 
-    assert judged(criterion(fatal_xid(3), lost)) == (Status.FAIL, FailureClass.LIMITED_LAUNCH)
+    result = criterion(fatal_xid(3), lost)
+
+    assert judged(result) == (Status.FAIL, FailureClass.LIMITED_LAUNCH)
+    assert (counts(result)["incidents"], counts(result)["fatal"]) == (1, 1)
+
+
+def counts(result: CriterionResult) -> dict[str, object]:
+    [note] = [n for n in result.evidence if n.key == "ev.gpu_health"]
+    keys = ("incidents", "symptoms", "fatal", "errors", "in_service")
+    return {k: note.params[k] for k in keys}
+
+
+@pytest.mark.parametrize("language", ["en", "zh-CN"])
+def test_an_xid_79_the_gpu_it_leaves_lost_and_the_node_kept_in_service_are_one_fatal_fault(
+    language: Language,
+):
+    fell_off = xid(79, at(3), "node-3", 2)
+    lost = condition("gpu_lost", at(3, 0, 5), None, "node-3", 2)
+    kept = kept_in_service(fell_off, at(3, 15))
+    soak = PeriodData(
+        DAY, findings=[fell_off, lost, kept], queue_samples=SNAPSHOTS, gpu=sampled("node-3")
+    )
+    verdict = build_verdict(VerdictInputs(context(snapshot_interval_seconds=600), soak, {}, RULES))
+    result = next(c for c in verdict.criteria if c.criterion == "gpu_health")
+
+    assert counts(result) == {
+        "incidents": 1,
+        "symptoms": 3,
+        "fatal": 1,
+        "errors": 0,
+        "in_service": 1,
+    }
+    [note] = [n for n in result.evidence if n.key == "ev.gpu_health"]
+    assert Words(language, UTC).note(note) in render_verdict(verdict, language).markdown
+
+
+def test_an_ecc_error_and_the_row_remap_it_needs_are_one_error_and_two_gpus_two():
+    ecc = ecc_rise(at(11), "node-1", 0, before=3, after=5)
+    remap = condition("gpu_row_remap_pending", at(11, 1), None, "node-1", 0)
+    elsewhere = condition("gpu_row_remap_pending", at(11, 1), None, "node-3", 4)
+
+    assert counts(criterion(ecc, remap))["errors"] == 1
+    assert counts(criterion(ecc, remap, elsewhere)) == {
+        "incidents": 2,
+        "symptoms": 3,
+        "fatal": 0,
+        "errors": 2,
+        "in_service": 0,
+    }
 
 
 def test_throttling_alone_is_a_later_optimisation():

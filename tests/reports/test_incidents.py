@@ -10,6 +10,7 @@ from observer.reports.compute.data import PeriodData
 from observer.reports.compute.events import finding_figures
 from observer.reports.render.daily import render_daily
 from tests.reports.builders import DAY, at, context, finding
+from tests.reports.test_gpu_health_daily import FELL_OFF, LOST, kept_in_service
 
 STALL = [
     finding("monitoring_lag", at(14, minute), at(14, 20), pipeline="prometheus", check=check)
@@ -74,3 +75,12 @@ def test_the_daily_summary_counts_incidents_before_findings():
     assert incidents < findings
     assert rows[incidents].split(" | ")[1] == "2" and rows[findings].split(" | ")[1] == "12"
     assert "12 findings in 2 incidents" in markdown
+
+
+def test_a_gpu_fault_and_the_node_kept_in_service_on_it_later_are_one_incident():
+    kept = kept_in_service(FELL_OFF, at(3, 25))  # past the grace, long after the Xid
+
+    figures = finding_figures([FELL_OFF, LOST, kept], DAY.start, DAY.end)
+
+    [incident] = figures.incidents
+    assert incident.detectors == ("gpu_lost", "gpu_xid", "unhealthy_gpu_in_service")

@@ -540,7 +540,9 @@ def test_the_tiers_list_each_failed_criterion_in_its_class_with_its_subject():
     assert must.startswith("- No unreleased resources: Leaks: 1; allocated but idle: 0")
     assert must.endswith("Concerns pools a; nodes n1; windows night.")
     [later] = _lines_under(en, "#### Later optimisation")
-    assert later.startswith("- GPU and node health: 0 fatal GPU faults")
+    assert later.startswith(
+        "- GPU and node health: GPU incidents (one per root cause, from 1 findings): 1;"
+    )
     assert later.endswith("Concerns pools a; nodes n2; windows weekday-peak.")
     zh = render_verdict(v, "zh-CN").markdown
     [limited] = _lines_under(zh, "#### 限制上线")

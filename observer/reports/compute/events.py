@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Collection, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 
 from observer.detectors.gpu_health import XID_SOURCE_UNAVAILABLE
@@ -22,6 +22,7 @@ from observer.records import (
     controller_not_running,
     controller_restarts,
 )
+from observer.reports.compute import gpu_incidents
 from observer.reports.compute import interventions as detected_interventions
 from observer.reports.compute.data import PeriodData, ReportContext
 from observer.reports.compute.findings import Sentence, describe
@@ -191,12 +192,30 @@ class BlindPeriod:
 
 
 @dataclass(frozen=True, slots=True)
+class PartBlind:
+    """A node source blind on part of the fleet: `everywhere_seconds` it was blind on every
+    node; beyond that, `hours` of the GPUs (`unit` "gpu": NVML, Xid; a node's NVML down is
+    each of its GPUs) or of the nodes ("node": the agents, or where the scheduler does not
+    say how many GPUs each node has) it could not see; `share`: both, of the layer's capacity
+    (its GPUs' or nodes' time in the period)."""
+
+    everywhere_seconds: float
+    unit: str
+    hours: float
+    share: float
+
+
+@dataclass(frozen=True, slots=True)
 class BlindFigures:
     """Time the observer could not see a source. Per source set up: the union of its periods
     (two agents out at once count once), and per agent that was blind; total: the union of
     all. `share`: the fleet's blind share of the period, what decides whether a verdict can be
-    given: a source blind everywhere counts whole, a node's agent or GPUs blind count as that
-    node's part of the fleet (one lost GPU of six nodes for an hour: a sixth of an hour).
+    given: a source blind everywhere counts whole, a node's agent count as that node's part of
+    the fleet, a lost GPU as that GPU's (one GPU of 48 for two hours: two GPU-hours, 0.17 %;
+    its node's part, where the scheduler does not say how many GPUs the nodes have).
+    `by_source_share`: each source's share of its layer's capacity, the same way;
+    `by_source_part`: the node sources blind on part of the fleet, as what they were.
+    `everywhere_seconds`: the union of the periods blind on every node.
     `not_set_up`: sources not configured at all, never observed (a source set up that was
     never reachable is blind all along, never "not set up")."""
 
@@ -208,6 +227,9 @@ class BlindFigures:
     not_set_up: tuple[str, ...]
     scheduler_gap_seconds: float
     restarts: tuple[ControllerRestart, ...] = ()  # the controller came back up in the period
+    everywhere_seconds: float = 0.0
+    by_source_share: Mapping[str, float] = field(default_factory=dict)
+    by_source_part: Mapping[str, PartBlind] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -367,9 +389,11 @@ _SEVERITY_ORDER = (Severity.CRITICAL.value, Severity.WARNING.value, Severity.INF
 
 def incidents(items: Sequence[FindingItem]) -> tuple[Incident, ...]:
     """The findings grouped: two are one incident when they name the same pipeline, node,
-    job or run and opened within INCIDENT_WINDOW_SECONDS of each other (and so on, through
-    every finding joined this way). Per shared name, joining each finding to the one opened
-    just before it is enough: any two within the window have only such steps between them."""
+    job or run and opened within INCIDENT_WINDOW_SECONDS of each other, or when one GPU
+    fault led to the other (gpu_incidents: an Xid 79 and the node kept in service on it
+    however long after), and so on, through every finding joined this way. Per shared name,
+    joining each finding to the one opened just before it is enough: any two within the
+    window have only such steps between them."""
     group = list(range(len(items)))
 
     def root(i: int) -> int:
@@ -388,6 +412,9 @@ def incidents(items: Sequence[FindingItem]) -> tuple[Incident, ...]:
             apart = (items[after].opened_at - items[before].opened_at).total_seconds()
             if apart <= INCIDENT_WINDOW_SECONDS:
                 group[root(after)] = root(before)
+    for ids in gpu_incidents.groups(items):
+        for before, after in itertools.pairwise(ids):
+            group[root(after)] = root(before)
     members: dict[int, list[int]] = {}
     for i in range(len(items)):
         members.setdefault(root(i), []).append(i)
@@ -519,15 +546,29 @@ def blind_figures(data: PeriodData, context: ReportContext) -> BlindFigures:
     }
     total = union_seconds(periods)
     not_set_up = tuple(s for s in BLIND_SOURCES if not set_up[s])
+    fleet = Fleet(_node_gpus(data), len(data.gpu.nodes), period.seconds)
+    parts = {
+        source: part
+        for source in NODE_SOURCES & by_source.keys()
+        if (part := _part(source, [p for p in periods if p.source == source], fleet))
+    }
     return BlindFigures(
         total_seconds=total,
-        share=_fleet_share(periods, data.gpu.nodes, period.seconds),
+        share=_fleet_share(periods, fleet),
         by_source=by_source,
         by_agent=by_agent,
         periods=tuple(periods),
         not_set_up=not_set_up,
         scheduler_gap_seconds=gap,
         restarts=tuple(r for r in restarts if period.start <= r.up_at < period.end),
+        everywhere_seconds=union_seconds([p for p in periods if _scope(p) is None]),
+        by_source_share={
+            source: parts[source].share
+            if source in parts
+            else (seconds / period.seconds if period.seconds else 0.0)
+            for source, seconds in by_source.items()
+        },
+        by_source_part=parts,
     )
 
 
@@ -582,23 +623,111 @@ def _not_watched(
     return periods
 
 
-def _fleet_share(
-    periods: Sequence[BlindPeriod], nodes: Collection[str], seconds: float
-) -> float | None:
-    if not seconds:
+@dataclass(frozen=True, slots=True)
+class Fleet:
+    """What a node-scoped blind period is a part of: `gpus` per node, as the scheduler listed
+    them; `sampled`, the nodes the agents sampled; the period's `seconds`."""
+
+    gpus: Mapping[str, int]
+    sampled: int
+    seconds: float
+
+    def nodes(self, blind: Collection[str]) -> int:
+        # An agent is named as the controller reaches it, not always by its node's name.
+        return max(len(self.gpus), self.sampled, len(blind))
+
+
+def _node_gpus(data: PeriodData) -> dict[str, int]:
+    gpus: dict[str, int] = {}
+    for n in [*data.nodes_at_start, *(c.node for c in data.node_changes)]:
+        if n.gpus_total > 0:
+            gpus[n.name] = max(gpus.get(n.name, 0), n.gpus_total)
+    return gpus
+
+
+def _scope(period: BlindPeriod) -> tuple[str, str | None] | None:
+    """A node source's period on one node (and GPU, for a lost one); None: on every node."""
+    if period.source not in NODE_SOURCES:
         return None
+    node = node_of(period)
+    if node is None:
+        return None
+    parts = dict(part.partition("=")[::2] for part in period.subject.split(","))
+    return node, parts.get("gpu") or parts.get("gpu_uuid") or None
+
+
+def _blind_beyond(
+    periods: Sequence[BlindPeriod], everywhere: Sequence[BlindPeriod]
+) -> dict[str, tuple[float, dict[str, float]]]:
+    """Per node, the seconds its node-wide periods add to `everywhere`, and per GPU, the
+    seconds its own add to both."""
     by_node: dict[str, list[BlindPeriod]] = {}
-    fleet = []
+    by_gpu: dict[tuple[str, str], list[BlindPeriod]] = {}
     for p in periods:
-        node = node_of(p) if p.source in NODE_SOURCES else None
-        if node is None:
-            fleet.append(p)
+        scope = _scope(p)
+        if scope is None:
+            continue
+        node, gpu = scope
+        by_node.setdefault(node, [])
+        if gpu is None:
+            by_node[node].append(p)
         else:
-            by_node.setdefault(node, []).append(p)
-    # An agent is named as the controller reaches it, not always by its node's name.
-    count = max(len(nodes), len(by_node))
-    partial = sum(union_seconds(ps) for ps in by_node.values()) / count if count else 0.0
-    return min((union_seconds(fleet) + partial) / seconds, 1.0)
+            by_gpu.setdefault((node, gpu), []).append(p)
+    base = union_seconds(everywhere)
+    beyond = {}
+    for node, own in by_node.items():
+        wide = [*everywhere, *own]
+        wide_seconds = union_seconds(wide)
+        gpus = {
+            gpu: union_seconds([*wide, *ps]) - wide_seconds
+            for (n, gpu), ps in by_gpu.items()
+            if n == node
+        }
+        beyond[node] = (wide_seconds - base, gpus)
+    return beyond
+
+
+def _part(source: str, periods: Sequence[BlindPeriod], fleet: Fleet) -> PartBlind | None:
+    everywhere = [p for p in periods if _scope(p) is None]
+    beyond = _blind_beyond(periods, everywhere)
+    if not beyond or not fleet.seconds:
+        return None
+    whole = union_seconds(everywhere)
+    total_gpus = sum(fleet.gpus.values())
+    if source != "agents" and total_gpus and beyond.keys() <= fleet.gpus.keys():
+        gpu_seconds = sum(
+            node_seconds * fleet.gpus[node] + sum(gpus.values())
+            for node, (node_seconds, gpus) in beyond.items()
+        )
+        return PartBlind(
+            whole, "gpu", gpu_seconds / 3600, (whole + gpu_seconds / total_gpus) / fleet.seconds
+        )
+    node_wide = _blind_beyond([_node_wide(p) for p in periods], everywhere)
+    node_seconds = sum(seconds for seconds, _ in node_wide.values())
+    nodes = fleet.nodes(node_wide.keys())
+    return PartBlind(
+        whole, "node", node_seconds / 3600, (whole + node_seconds / nodes) / fleet.seconds
+    )
+
+
+def _node_wide(period: BlindPeriod) -> BlindPeriod:
+    """A period on one GPU as one on its node."""
+    scope = _scope(period)
+    return period if scope is None else replace(period, subject=f"node={scope[0]}")
+
+
+def _fleet_share(periods: Sequence[BlindPeriod], fleet: Fleet) -> float | None:
+    """A node's blind periods count as its part of the fleet, a lost GPU's as that GPU's
+    where the scheduler says how many GPUs the fleet has, else as its node's."""
+    if not fleet.seconds:
+        return None
+    everywhere = [p for p in periods if _scope(p) is None]
+    total_gpus = sum(fleet.gpus.values())
+    beyond = _blind_beyond(periods if total_gpus else [_node_wide(p) for p in periods], everywhere)
+    nodes = fleet.nodes(beyond.keys())
+    node_part = sum(n for n, _ in beyond.values()) / nodes if nodes else 0.0
+    gpu_part = sum(sum(g.values()) for _, g in beyond.values()) / total_gpus if total_gpus else 0.0
+    return min((union_seconds(everywhere) + node_part + gpu_part) / fleet.seconds, 1.0)
 
 
 def node_of(period: BlindPeriod) -> str | None:

@@ -1,6 +1,7 @@
 """The GPUs' and nodes' health in a period, as the agents saw it, and the platform's reaction:
 each GPU with a fault (its Xids, the conditions its agent kept, the hours it was throttled),
-the Xid codes seen, per node with a fatal fault whether and when the scheduler took it out
+the incidents (one root cause on one GPU, its symptoms under it: gpu_incidents), the Xid
+codes seen, per node with a fatal fault whether and when the scheduler took it out
 of service and the jobs it placed there meanwhile, and the probes' attempts the platform
 ended on a node and queued again. Pure."""
 
@@ -14,6 +15,7 @@ from observer.detectors import gpu_health, gpu_in_service
 from observer.detectors.scheduler_terms import in_service
 from observer.domain import Finding, JsonValue, SchedulerNode
 from observer.records import StoredNodeChange
+from observer.reports.compute import gpu_incidents
 from observer.reports.compute.data import Period, PeriodData
 from observer.reports.compute.events import NODE_NAMES
 from observer.reports.compute.notes import Note, named
@@ -73,6 +75,29 @@ class GpuHealthRow:
 
 
 @dataclass(frozen=True, slots=True)
+class IncidentSymptom:
+    """One finding of an incident: `xid`, its code for an Xid; `closed_at` None: still open."""
+
+    detector: str
+    xid: int | None
+    opened_at: datetime
+    closed_at: datetime | None
+
+
+@dataclass(frozen=True, slots=True)
+class GpuIncident:
+    """One root cause on one GPU and the findings it showed as, in time order (the first is
+    the cause as the observer saw it). `gpu`: as GpuHealthRow's, None when no finding named
+    it; `fatal`: a symptom left the GPU unfit for new work (is_fatal)."""
+
+    node: str
+    gpu: str | None
+    opened_at: datetime
+    fatal: bool
+    symptoms: tuple[IncidentSymptom, ...]
+
+
+@dataclass(frozen=True, slots=True)
 class PlacedJob:
     job_id: str
     tenant: str | None
@@ -124,6 +149,7 @@ class GpuHealthFigures:
     throttled_gpu_hours: float
     reactions: tuple[Reaction, ...]
     ended_attempts: tuple[EndedAttempt, ...] = ()
+    incidents: tuple[GpuIncident, ...] = ()
 
     @property
     def faulty(self) -> bool:
@@ -138,6 +164,7 @@ def gpu_health_figures(data: PeriodData) -> GpuHealthFigures:
         if f.detector == gpu_health.GPU_XID and period.start <= f.opened_at < period.end
     ]
     conditions = [f for f in data.findings if f.detector in CONDITIONS]
+    kept = [f for f in data.findings if f.detector == gpu_in_service.UNHEALTHY_GPU_IN_SERVICE]
     rows = _rows(xids, conditions, period)
     known = {n.name for n in data.nodes_at_start if n.gpus_total > 0} | {
         c.node.name for c in data.node_changes if c.node.gpus_total > 0
@@ -151,6 +178,7 @@ def gpu_health_figures(data: PeriodData) -> GpuHealthFigures:
         throttled_gpu_hours=sum(r.throttled_gpu_hours for r in rows),
         reactions=_reactions(data, xids + conditions),
         ended_attempts=_ended_attempts(data),
+        incidents=incidents([*xids, *conditions, *kept]),
     )
 
 
@@ -184,6 +212,36 @@ def is_fatal(finding: Finding) -> bool:
     if finding.detector == gpu_health.GPU_XID:
         return finding.evidence.get("fatal") is True
     return finding.detector in gpu_in_service.FATAL_CONDITIONS
+
+
+# --- incidents -------------------------------------------------------------------------
+
+
+def incidents(findings: Sequence[Finding]) -> tuple[GpuIncident, ...]:
+    """The GPU health findings (Xids, CONDITIONS, unhealthy_gpu_in_service) grouped into
+    incidents by their root cause, in time order."""
+    found = []
+    for ids in gpu_incidents.groups(findings):
+        members = [findings[i] for i in ids]
+        gpus = [g for f in members if (g := gpu_incidents.gpu_of(f)) is not None]
+        found.append(
+            GpuIncident(
+                node=members[0].subject.get("node", ""),
+                gpu=gpus[0] if gpus else members[0].subject.get("pci_bus_id"),
+                opened_at=members[0].opened_at,
+                fatal=any(is_fatal(f) for f in members),
+                symptoms=tuple(
+                    IncidentSymptom(
+                        f.detector,
+                        _code(f) if f.detector == gpu_health.GPU_XID else None,
+                        f.opened_at,
+                        f.closed_at,
+                    )
+                    for f in members
+                ),
+            )
+        )
+    return tuple(found)
 
 
 # --- per GPU ---------------------------------------------------------------------------

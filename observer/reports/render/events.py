@@ -9,7 +9,7 @@ from collections.abc import Mapping, Sequence
 from observer.reports.compute.events import BLIND_SOURCES, FindingFigures, FindingItem
 from observer.reports.compute.figures import PeriodFigures
 from observer.reports.render.blocks import Block, Evidence, Heading, Table, Text
-from observer.reports.render.headline import blind_text
+from observer.reports.render.headline import blind_part_text, blind_text
 from observer.reports.render.i18n import Words
 from observer.reports.render.json import plain
 
@@ -212,7 +212,12 @@ def blind_blocks(
         if source in f.blind.not_set_up:
             return w("word.not_set_up")
         if agent is None:
-            return w.duration(f.blind.by_source.get(source))
+            part = f.blind.by_source_part.get(source)
+            return (
+                w.duration(f.blind.by_source.get(source))
+                if part is None
+                else blind_part_text(part, w)
+            )
         return w.duration(f.blind.by_agent.get(agent, 0.0))
 
     # Every source, each blind agent under the agents: not set up is never read as healthy.

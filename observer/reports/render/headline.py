@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from observer.reports.compute.daily import DailyReport
+from observer.reports.compute.events import PartBlind
 from observer.reports.compute.figures import PeriodFigures
 from observer.reports.compute.gpu import UtilizationStats
 from observer.reports.compute.jobs import AllJobFigures
@@ -66,7 +67,29 @@ def owner_state_text(f: PeriodFigures, w: Words) -> str:
 
 
 def blind_text(f: PeriodFigures, w: Words) -> str:
-    return w.aside(w.duration(f.blind.total_seconds), w.share(f.blind.share))
+    """Blind time on every node, and each node source's part as what it was (GPU- or
+    node-hours), then the fleet's blind share; 0 s only when nothing was blind."""
+    b = f.blind
+    parts = [
+        w("value.blind_source_part", source=w(f"src.{source}"), part=blind_part_text(part, w))
+        for source, part in sorted(b.by_source_part.items())
+    ]
+    everywhere = [w.duration(b.everywhere_seconds)] if b.everywhere_seconds or not parts else []
+    return w.aside(w.lines([*everywhere, *parts]), w.share(b.share))
+
+
+def blind_part_text(part: PartBlind, w: Words) -> str:
+    """A node source blind on part of the fleet: its GPU- or node-hours and their share."""
+    text = (
+        w("value.blind_part_gpu", hours=w.decimal(part.hours, 1), share=part.share)
+        if part.unit == "gpu"
+        else w("value.blind_part_node", hours=w.decimal(part.hours, 1), share=part.share)
+    )
+    if not part.everywhere_seconds:
+        return text
+    return w(
+        "value.blind_everywhere_and_part", everywhere=w.duration(part.everywhere_seconds), part=text
+    )
 
 
 def all_jobs_text(

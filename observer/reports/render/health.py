@@ -1,6 +1,6 @@
-"""The daily summary's GPU and node health section as blocks: the GPUs with faults by node, the
-Xid codes seen, and the platform's reaction to fatal faults; one sentence on a healthy day,
-said only where the agents saw the GPUs."""
+"""The daily summary's GPU and node health section as blocks: the GPUs with faults by node,
+the incidents with their symptoms under each, the Xid codes seen, and the platform's reaction
+to fatal faults; one sentence on a healthy day, said only where the agents saw the GPUs."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from observer.reports.compute.health import (
     GpuCondition,
     GpuHealthFigures,
     GpuHealthRow,
+    GpuIncident,
     PlacedJob,
     Reaction,
     XidCount,
@@ -43,6 +44,23 @@ def health_blocks(day: PeriodFigures, w: Words) -> list[Block]:
                 [_gpu_row(row, h, w) for row in h.gpus],
             ),
             Text(w("note.health_throttled", hours=w.decimal(h.throttled_gpu_hours, 2)), "note"),
+        ]
+    if h.incidents:
+        blocks += [
+            Heading(3, w("sub.health_incidents")),
+            Text(
+                w(
+                    "note.health_incidents",
+                    incidents=len(h.incidents),
+                    fatal=sum(1 for i in h.incidents if i.fatal),
+                    findings=sum(len(i.symptoms) for i in h.incidents),
+                ),
+                "note",
+            ),
+            Table(
+                [w("col.node"), w("col.gpu"), w("col.fatal"), w("col.symptoms")],
+                [_incident_row(i, w) for i in h.incidents],
+            ),
         ]
     if h.xids:
         blocks += [
@@ -118,6 +136,24 @@ def _gpu_row(row: GpuHealthRow, h: GpuHealthFigures, w: Words) -> list[str]:
         w.lines(xids) or "—",
         w.lines(conditions) or "—",
         w.decimal(row.throttled_gpu_hours, 2) if row.throttled_gpu_hours else "—",
+    ]
+
+
+def _incident_row(incident: GpuIncident, w: Words) -> list[str]:
+    symptoms = []
+    for s in incident.symptoms:
+        name = w(f"health.cond.{s.detector}") + ("" if s.xid is None else f" {s.xid}")
+        at = s.opened_at.isoformat()
+        symptoms.append(
+            w("health.symptom_open", symptom=name, at=at)
+            if s.closed_at is None
+            else w("health.symptom", symptom=name, at=at)
+        )
+    return [
+        incident.node,
+        incident.gpu or "—",
+        w("word.yes") if incident.fatal else w("word.no"),
+        w.lines(symptoms),
     ]
 
 

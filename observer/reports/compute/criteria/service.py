@@ -8,7 +8,6 @@ from datetime import datetime, timedelta
 
 from observer.detectors import gpu_in_service, inference
 from observer.detectors.gpu_health import CLOCK_SLOWDOWN
-from observer.domain import Finding
 from observer.records import PhaseKind
 from observer.reports.compute import health
 from observer.reports.compute.criteria.result import (
@@ -26,8 +25,8 @@ from observer.reports.compute.notes import Note
 GPU_ERRORS = frozenset(health.CONDITIONS) - gpu_in_service.FATAL_CONDITIONS - {CLOCK_SLOWDOWN}
 
 
-# One failure is often several reports minutes apart (Xid 79 and the GPU it leaves lost, Xid 48
-# then 63 or 64): a node's fatal faults recur when they lie further apart than this.
+# Fatal faults minutes apart on a node are often one failure its findings do not tie to one
+# GPU (two GPUs of one board): a node's fatal faults recur when they lie further apart than this.
 RECURS_AFTER = timedelta(hours=1)
 
 
@@ -35,27 +34,41 @@ def gpu_health(soak: PeriodData, context: ReportContext) -> CriterionResult:
     """The GPUs' and nodes' health as the agents saw it, and the platform's reaction: a node
     kept in service after a fatal fault, or fatal faults recurring on a node, must be fixed;
     any fatal fault or GPU error limits the launch (its nodes named); throttling alone is a
-    later optimisation. Without GPU samples it was not observed."""
+    later optimisation. Without GPU samples it was not observed. Faults are counted as
+    incidents, one per root cause (health.incidents): Xid 79, the GPU it leaves lost and the
+    node kept in service on it are one fatal fault."""
     name = "gpu_health"
     in_service = found_by(soak.findings, [gpu_in_service.UNHEALTHY_GPU_IN_SERVICE])
     fatal = [f for f in soak.findings if health.is_fatal(f)]
     errors = found_by(soak.findings, GPU_ERRORS)
     throttled = found_by(soak.findings, [CLOCK_SLOWDOWN])
+    judged = health.incidents([*fatal, *errors, *throttled, *in_service])
+    fatal_incidents = [i for i in judged if i.fatal]
+    error_incidents = [
+        i for i in judged if not i.fatal and any(s.detector in GPU_ERRORS for s in i.symptoms)
+    ]
+    counted = [
+        i
+        for i in judged
+        if i.fatal or any(s.detector in GPU_ERRORS | {CLOCK_SLOWDOWN} for s in i.symptoms)
+    ]
     affected = sorted({f.subject.get("node", "") for f in fatal + errors + in_service + throttled})
     evidence = [
         Note(
             "ev.gpu_health",
             {
-                "fatal": len(fatal),
-                "errors": len(errors),
+                "incidents": len(counted),
+                "symptoms": sum(len(i.symptoms) for i in counted),
+                "fatal": len(fatal_incidents),
+                "errors": len(error_incidents),
                 "throttled": len(throttled),
-                "in_service": len(in_service),
+                "in_service": len({f.subject.get("node", "") for f in in_service}),
                 "nodes": affected,
             },
         )
     ]
     shown = in_service + fatal + errors
-    if in_service or _recurring(fatal):
+    if in_service or _recurring(fatal_incidents):
         return result(
             name, Status.FAIL, evidence, FailureClass.MUST_FIX, shown, soak.period, context.calendar
         )
@@ -84,10 +97,10 @@ def gpu_health(soak: PeriodData, context: ReportContext) -> CriterionResult:
     return result(name, Status.PASS, evidence)
 
 
-def _recurring(fatal: Iterable[Finding]) -> bool:
+def _recurring(fatal: Iterable[health.GpuIncident]) -> bool:
     times: dict[str, list[datetime]] = {}
-    for f in fatal:
-        times.setdefault(f.subject.get("node", ""), []).append(f.opened_at)
+    for incident in fatal:
+        times.setdefault(incident.node, []).append(incident.opened_at)
     return any(max(at) - min(at) > RECURS_AFTER for at in times.values())
 
 
