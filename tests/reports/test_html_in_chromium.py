@@ -16,8 +16,10 @@ from typing import Any
 import pytest
 
 from observer.reports.compute.daily import build_daily
-from observer.reports.inputs import load_daily
+from observer.reports.compute.verdict import build_verdict
+from observer.reports.inputs import load_daily, load_verdict
 from observer.reports.render.daily import render_daily
+from observer.reports.render.verdict import render_verdict
 from tests import components
 from tests.reports.conftest import PlayedWeek
 from tests.reports.week import DAYS
@@ -143,11 +145,13 @@ LAYOUT_PROBE = """<script>window.addEventListener("load", () => {
 });</script>"""
 
 
-def _at_width(chromium: str, page: Path, width: int, out: Path) -> tuple[Path, dict[str, Any]]:
+def _at_width(
+    chromium: str, page: Path, width: int, out: Path, probe: str = LAYOUT_PROBE
+) -> tuple[Path, dict[str, Any]]:
     """The page in a frame `width` px wide (headless Chromium's window is never narrower than
-    500 px): its screenshot, and the layout measured in it."""
+    500 px): its screenshot, and what `probe` measured in it."""
     framed = out / f"{page.stem}-{width}.html"
-    inner = page.read_text(encoding="utf-8").replace("</body>", LAYOUT_PROBE + "</body>")
+    inner = page.read_text(encoding="utf-8").replace("</body>", probe + "</body>")
     framed.write_text(
         '<!doctype html><html><body style="margin:0">'
         f'<iframe style="width:{width}px;height:2400px;border:0" '
@@ -182,3 +186,63 @@ def test_every_report_fits_a_phone_and_a_desktop_without_scrolling_sideways(
         # The frame's own scrollbar takes a little; the page is never wider than what is left.
         assert width - 20 <= layout["viewport"] <= width, layout
         assert layout["page"] == layout["viewport"] and layout["wide"] == [], (page, layout)
+
+
+# Measured inside the page: every date or figure kept whole (nowrap) fits its cell; every
+# table sits in a box that scrolls on its own, no wider than the page; every chart fits the
+# page, its smallest text as shown, its window bands and its hour axis.
+READING_PROBE = """<script>window.addEventListener("load", () => {
+  const root = document.documentElement;
+  const cells = [...document.querySelectorAll("td.num, td.when")];
+  const broken = cells
+    .filter((c) => getComputedStyle(c).whiteSpace !== "nowrap" || c.scrollWidth > c.clientWidth)
+    .map((c) => c.textContent);
+  const tables = [...document.querySelectorAll("table")].filter(
+    (t) => !t.parentElement.classList.contains("scroll")
+      || t.parentElement.getBoundingClientRect().width > root.clientWidth);
+  const charts = [...document.querySelectorAll("svg.chart")].map((svg) => {
+    const scale = svg.getBoundingClientRect().width / svg.viewBox.baseVal.width;
+    const sizes = [...svg.querySelectorAll("text")]
+      .map((t) => scale * parseFloat(t.getAttribute("font-size")));
+    return {name: svg.dataset.chart, width: svg.getBoundingClientRect().width,
+            font: Math.min(...sizes), bands: svg.querySelectorAll("rect.band").length,
+            axis: (svg.querySelector("text.axis") || {}).textContent || null};
+  });
+  const out = parent.document.createElement("pre");
+  out.id = "layout";
+  out.textContent = JSON.stringify({viewport: root.clientWidth, cells: cells.length, broken,
+                                    tables: tables.length, charts});
+  parent.document.body.appendChild(out);
+});</script>"""
+
+
+@pytest.mark.parametrize("width", [420, 1400])
+def test_dates_figures_and_charts_read_at_a_phone_and_a_desktop_width(
+    played: PlayedWeek, chromium: str, tmp_path_factory: pytest.TempPathFactory, width: int
+):
+    out = tmp_path_factory.mktemp(f"reading-{width}")
+    print(f"\nscreenshots at {width} px in {out}")
+    pages = []
+    for language in ("en", "zh-CN"):
+        settings = played.settings.model_copy(
+            update={"reports": played.settings.reports.model_copy(update={"language": language})}
+        )
+        daily = build_daily(load_daily(played.store, settings, DAYS[4], played.built_at))
+        verdict = build_verdict(load_verdict(played.store, settings, played.built_at))
+        for name, text in (
+            (f"daily-{language}", render_daily(daily, language).html),
+            (f"verdict-{language}", render_verdict(verdict, language).html),
+        ):
+            page = out / f"{name}.html"
+            page.write_text(text, encoding="utf-8")
+            pages.append(page)
+    for page in pages:
+        screenshot, layout = _at_width(chromium, page, width, out, probe=READING_PROBE)
+        assert screenshot.read_bytes().startswith(PNG_MAGIC)
+        assert layout["cells"] > 10 and layout["broken"] == [], (page.name, layout["broken"])
+        assert layout["tables"] == 0, page.name
+        hours = [c for c in layout["charts"] if c["name"] == "utilisation"]
+        assert hours and all(c["bands"] >= 2 and c["axis"] for c in hours), hours
+        for chart in layout["charts"]:
+            assert chart["width"] <= layout["viewport"], (page.name, chart)
+            assert chart["font"] >= 10, (page.name, chart)

@@ -45,11 +45,11 @@ def test_a_failed_delivery_is_listed_in_every_format_and_language():
     assert "## Report deliveries" in english.markdown
     assert "1 of 3 deliveries of earlier reports in this period failed" in english.markdown
     assert "| dingtalk | 4 | errcode 310000: sign not match |" in english.markdown
-    assert "<h2>Report deliveries</h2>" in english.html
+    assert '<h2 id="deliveries">Report deliveries</h2>' in english.html
     assert "<td>dingtalk</td>" in english.html
     assert "## 报告投递" in chinese.markdown
     assert "有 1 次失败" in chinese.markdown
-    assert "<h2>报告投递</h2>" in chinese.html
+    assert '<h2 id="deliveries">报告投递</h2>' in chinese.html
     for rendered in (english, chinese):
         data = json.loads(rendered.json)
         assert data["report_deliveries_failed"] == 1

@@ -1,14 +1,18 @@
 """The GPU figures of one period: utilisation overall and per pool, window, local hour,
 tenant, kind of task and tenant within each window, from the agents' samples, beside what
-the scheduler allocated. Pure. A figure the observer could not see is None, never 0."""
+the scheduler allocated, and the hours each window covers. Pure. A figure the observer could
+not see is None, never 0."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import timedelta
 
+from observer.probes.windows import Calendar
 from observer.reports.compute.data import (
     Allocation,
+    Period,
     PeriodData,
     ReportContext,
     UtilizationHistogram,
@@ -61,6 +65,7 @@ class GpuFigures:
     by_pool: Mapping[str, PoolUse]
     by_window: Mapping[str, UtilizationStats]
     by_hour: Mapping[str, UtilizationStats]  # local hour "00".."23"
+    hours_by_window: Mapping[str, tuple[str, ...]]  # the local hours each window covers
     allocated_share: float | None
     allocated_share_by_hour: Mapping[str, float]
     tenant_running_gpus_avg: Mapping[str, float]
@@ -96,6 +101,7 @@ def gpu_figures(data: PeriodData, context: ReportContext) -> GpuFigures:
         by_pool=by_pool,
         by_window={k: utilization_stats(v) for k, v in usage.by_window.items()},
         by_hour={k: utilization_stats(v) for k, v in usage.by_hour.items()},
+        hours_by_window=_window_hours(context.calendar, data.period),
         allocated_share=_share(
             sum(alloc.allocated_gpu_seconds.values()), sum(alloc.total_gpu_seconds.values())
         ),
@@ -112,6 +118,18 @@ def gpu_figures(data: PeriodData, context: ReportContext) -> GpuFigures:
         nodes_known=len(known),
         unread_samples=usage.unread_samples,
     )
+
+
+def _window_hours(calendar: Calendar, period: Period) -> dict[str, tuple[str, ...]]:
+    """The local hours ("00".."23") of which a quarter, in the period, falls in each window."""
+    hours: dict[str, set[str]] = {}
+    at = period.start
+    while at < period.end:
+        local = f"{at.astimezone(calendar.timezone).hour:02d}"
+        for window in calendar.windows_at(at):
+            hours.setdefault(window, set()).add(local)
+        at += timedelta(minutes=15)
+    return {window: tuple(sorted(h)) for window, h in sorted(hours.items())}
 
 
 def _share(part: float | None, whole: float | None) -> float | None:

@@ -25,6 +25,7 @@ class Heading:
     level: int
     text: str
     html_only: bool = False  # a heading over charts only
+    anchor: str = ""  # the HTML id that the contents and the first screen lead to
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,4 +73,21 @@ class Chart:
     svg: str
 
 
-Block = Heading | Text | Table | List | Evidence | Chart
+@dataclass(frozen=True, slots=True)
+class Lead:
+    """The first screen: the decision or the day in a few lines, each followed by the
+    headings of the sections that say more."""
+
+    lines: Sequence[tuple[str, Sequence[Heading]]]
+
+
+@dataclass(frozen=True, slots=True)
+class Contents:
+    """One entry per section, and for each kind of reader the sections written for them."""
+
+    title: str
+    sections: Sequence[Heading]
+    readers: Sequence[tuple[str, Sequence[Heading]]]
+
+
+Block = Heading | Text | Table | List | Evidence | Chart | Lead | Contents

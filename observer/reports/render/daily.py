@@ -13,7 +13,15 @@ from observer.reports.compute.jobs import AllJobFigures
 from observer.reports.compute.queues import WaitStats
 from observer.reports.compute.tasks import ProbeCoverage
 from observer.reports.render import charts
-from observer.reports.render.blocks import Block, Chart, Heading, Link, Rendered, Table, Text
+from observer.reports.render.blocks import (
+    Block,
+    Chart,
+    Heading,
+    Link,
+    Rendered,
+    Table,
+    Text,
+)
 from observer.reports.render.events import (
     alert_blocks,
     blind_blocks,
@@ -24,6 +32,7 @@ from observer.reports.render.events import (
 from observer.reports.render.gpu import gpu_blocks, utilisation_chart
 from observer.reports.render.headline import (
     all_jobs_text,
+    blind_text,
     daily_title,
     headline_rows,
     utilization,
@@ -33,6 +42,7 @@ from observer.reports.render.i18n import Language, Words, forget_texts
 from observer.reports.render.inference import inference_blocks
 from observer.reports.render.json import daily_json, json_text
 from observer.reports.render.layout import to_html, to_markdown
+from observer.reports.render.page import page_blocks
 from observer.reports.render.tasks import run_anchor, short_run_id, task_blocks, tasks_csv
 from observer.reports.render.tenants import tenant_blocks
 
@@ -59,40 +69,69 @@ def _daily_blocks(report: DailyReport, w: Words, title: str) -> list[Block]:
     def row(key: str, value: Callable[[PeriodFigures], str]) -> list[str]:
         return [w(key), value(day), value(prev) if prev else "—", value(soak)]
 
-    blocks: list[Block] = [
-        Heading(1, title),
+    period: list[Block] = [
         Text(w("label.timezone", timezone=w.zone(day.start, day.end)), "meta"),
         Text(w("label.period", start=w.instant(day.start), end=w.instant(day.end)), "meta"),
         *([Text(w("note.partial", at=day.end.isoformat()), "note")] if report.partial else []),
         Text(w("label.soak_started", start=w.instant(report.soak_started_at)), "meta"),
         Text(w("note.generated_for"), "note"),
-        Heading(2, w("sec.headline")),
+    ]
+    body: list[Block] = [
+        Heading(2, w("sec.headline"), anchor="headline"),
         Table(columns, [row(key, value) for key, value in headline_rows(w)], "headline"),
-        Heading(2, w("sec.charts"), html_only=True),
+        Heading(2, w("sec.charts"), html_only=True, anchor="charts"),
         Chart(utilisation_chart("chart.util_over_day", day, w)),
         Chart(_tenant_wait_chart(day, w)),
         Chart(_window_chart(day, w)),
     ]
-    blocks += _task_blocks(day, prev, soak, w)
-    blocks += _queue_blocks(day, prev, soak, w)
-    blocks += tenant_blocks(report.tenants, w)
-    blocks += gpu_blocks(day, prev, soak, w)
-    blocks += health_blocks(day, w)
-    blocks += inference_blocks(report.inference, w)
-    blocks += alert_blocks(day, prev, soak, w)
-    blocks += intervention_blocks(day, w)
-    blocks += finding_blocks(day, soak, w)
-    blocks += blind_blocks(day, prev, soak, w)
-    blocks += delivery_blocks(day, w)
-    blocks += task_blocks(report.tasks, w)
-    return blocks
+    body += _task_blocks(day, prev, soak, w)
+    body += _queue_blocks(day, prev, soak, w)
+    body += tenant_blocks(report.tenants, w)
+    body += gpu_blocks(day, prev, soak, w)
+    body += health_blocks(day, w)
+    body += inference_blocks(report.inference, w)
+    body += alert_blocks(day, prev, soak, w)
+    body += intervention_blocks(day, w)
+    body += finding_blocks(day, soak, w)
+    body += blind_blocks(day, prev, soak, w)
+    body += delivery_blocks(day, w)
+    body += task_blocks(report.tasks, w)
+    return page_blocks(title, _lead(day, w), period, body, w)
+
+
+def _lead(day: PeriodFigures, w: Words) -> list[tuple[str, tuple[str, ...]]]:
+    """The day in five lines, each with the sections that say more."""
+    t, f, q = day.tasks, day.findings, day.queue.overall
+    return [
+        (
+            w("lead.tasks", total=t.total, failed=t.failed, unfinished=t.unfinished),
+            ("tasks", "task_records"),
+        ),
+        (
+            w("lead.findings", opened=f.opened, open=f.still_open, alerts=day.alerts.total),
+            ("findings", "alerts", "health"),
+        ),
+        (
+            w(
+                "lead.gpu",
+                used=w.percent(utilization(day.gpu.overall, "avg_percent")),
+                allocated=w.share(day.gpu.allocated_share),
+            ),
+            ("gpu", "tenants"),
+        ),
+        (
+            w("lead.queue", p95=w.duration(q.p95_seconds), avg=w.duration(q.avg_seconds)),
+            ("queue",),
+        ),
+        (w("lead.blind", blind=blind_text(day, w)), ("blind",)),
+    ]
 
 
 def _task_blocks(
     day: PeriodFigures, prev: PeriodFigures | None, soak: PeriodFigures, w: Words
 ) -> list[Block]:
     blocks: list[Block] = [
-        Heading(2, w("sec.tasks")),
+        Heading(2, w("sec.tasks"), anchor="tasks"),
         *_all_job_blocks(day, prev, soak, w),
         Heading(3, w("sub.failures")),
     ]
@@ -334,7 +373,7 @@ def _queue_blocks(
     q = day.queue
     pq = prev.queue if prev else None
     blocks: list[Block] = [
-        Heading(2, w("sec.queue")),
+        Heading(2, w("sec.queue"), anchor="queue"),
         Heading(3, w("sub.by_tenant")),
         _wait_table(
             w, w("col.tenant"), q.by_tenant, pq.by_tenant if pq else None, soak.queue.by_tenant

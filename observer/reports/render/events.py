@@ -17,7 +17,7 @@ from observer.reports.render.json import plain
 def alert_blocks(
     day: PeriodFigures, prev: PeriodFigures | None, soak: PeriodFigures, w: Words
 ) -> list[Block]:
-    blocks: list[Block] = [Heading(2, w("sec.alerts"))]
+    blocks: list[Block] = [Heading(2, w("sec.alerts"), anchor="alerts")]
     if day.alerts.total is None:
         return [*blocks, Text(w("note.alerts_not_set_up"), "note")]
     blind = day.blind.by_source.get("alerts")
@@ -57,7 +57,7 @@ def alert_blocks(
 
 def intervention_blocks(day: PeriodFigures, w: Words) -> list[Block]:
     items = day.interventions.items
-    blocks: list[Block] = [Heading(2, w("sec.interventions"))]
+    blocks: list[Block] = [Heading(2, w("sec.interventions"), anchor="interventions")]
     if not items:
         return [*blocks, Text(w("note.no_items"))]
     return [
@@ -95,7 +95,10 @@ def _subject(subject: Mapping[str, str]) -> str:
 def finding_blocks(day: PeriodFigures, soak: PeriodFigures, w: Words) -> list[Block]:
     f = day.findings
     detectors = sorted(f.by_detector)
-    blocks: list[Block] = [Heading(2, w("sec.findings")), Heading(3, w("sub.by_detector"))]
+    blocks: list[Block] = [
+        Heading(2, w("sec.findings"), anchor="findings"),
+        Heading(3, w("sub.by_detector")),
+    ]
     if not detectors:
         return [*blocks, Text(w("note.no_items"))]
     blocks.append(
@@ -235,7 +238,7 @@ def blind_blocks(
                 for a in sorted(b.by_agent)
             ]
     blocks: list[Block] = [
-        Heading(2, w("sec.blind")),
+        Heading(2, w("sec.blind"), anchor="blind"),
         Table(
             [w("col.source"), w("col.day"), w("col.previous_day"), w("col.soak_to_date")],
             [
@@ -299,7 +302,7 @@ def blind_blocks(
 
 def delivery_blocks(day: PeriodFigures, w: Words) -> list[Block]:
     d = day.deliveries
-    blocks: list[Block] = [Heading(2, w("sec.deliveries"))]
+    blocks: list[Block] = [Heading(2, w("sec.deliveries"), anchor="deliveries")]
     if d.failures:
         blocks += [
             Text(w("note.deliveries_failed", failed=d.failed, total=d.total)),

@@ -1,5 +1,5 @@
 """The daily summary's GPU section as blocks, and the utilisation-by-hour chart the verdict
-shows too."""
+shows too (its hours in the platform's timezone, the windows shaded)."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ def gpu_blocks(
     day: PeriodFigures, prev: PeriodFigures | None, soak: PeriodFigures, w: Words
 ) -> list[Block]:
     g = day.gpu
-    blocks: list[Block] = [Heading(2, w("sec.gpu"))]
+    blocks: list[Block] = [Heading(2, w("sec.gpu"), anchor="gpu")]
     if not g.observed:
         blocks.append(Text(w("note.no_gpu_samples"), "note"))
     pools = sorted(g.by_pool.keys() | soak.gpu.by_pool.keys())
@@ -248,5 +248,9 @@ def utilisation_chart(title_key: str, f: PeriodFigures, w: Words) -> str:
         [charts.Series(w("chart.used"), util), charts.Series(w("chart.allocated"), allocated)],
         w.percent,
         w("chart.no_data"),
+        axis=w("chart.hour_axis", timezone=w.zone(f.start, f.end)),
+        bands=[
+            charts.Band(window, frozenset(hours)) for window, hours in f.gpu.hours_by_window.items()
+        ],
         y_max=100.0,
     )

@@ -26,7 +26,7 @@ JOBS_NAMED = 5  # jobs named in a cell; the rest are counted
 
 def health_blocks(day: PeriodFigures, w: Words) -> list[Block]:
     h = day.health
-    blocks: list[Block] = [Heading(2, w("sec.health"))]
+    blocks: list[Block] = [Heading(2, w("sec.health"), anchor="health")]
     note = health_note(h)
     if note is not None:
         blocks.append(Text(w.note(note), "note"))

@@ -21,7 +21,7 @@ def inference_blocks(figures: InferenceFigures | None, w: Words) -> list[Block]:
         return w("inference.ms", ms=w.decimal(value)) if value is not None else w.decimal(None)
 
     blocks: list[Block] = [
-        Heading(2, w("sec.inference")),
+        Heading(2, w("sec.inference"), anchor="inference"),
         Text(w("inference.services", services=w.names(figures.services))),
         Heading(3, w("sub.inference_windows")),
         Table(

@@ -7,13 +7,17 @@ import re
 from collections.abc import Mapping, Sequence
 
 import jinja2
+from markupsafe import Markup, escape
 
+from observer.reports.render import charts
 from observer.reports.render.blocks import (
     Block,
     Cell,
     Chart,
+    Contents,
     Evidence,
     Heading,
+    Lead,
     List,
     Table,
     Text,
@@ -23,7 +27,9 @@ from observer.reports.render.json import json_text
 
 
 def to_html(title: str, language: Language, blocks: Sequence[Block]) -> str:
-    return _HTML.render(title=title, language=language, blocks=blocks)
+    return _HTML.render(
+        title=title, language=language, blocks=blocks, chart_max_width=charts.MAX_WIDTH
+    )
 
 
 def to_markdown(blocks: Sequence[Block]) -> str:
@@ -32,7 +38,21 @@ def to_markdown(blocks: Sequence[Block]) -> str:
 
 def _cell_class(cell: str, cell_css: Mapping[str, str]) -> str | None:
     css = cell_css.get(cell)
-    return "num" if css is None and _NUMBER.match(cell) else css
+    if css is not None:
+        return css
+    if _NUMBER.match(cell):
+        return "num"
+    return "when" if _WHEN.match(cell) else None
+
+
+def _code(text: str) -> Markup:
+    """HTML: the catalogue's `command` spans as code, not as backticks."""
+    return Markup(_CODE.sub(r"<code>\1</code>", str(escape(text))))
+
+
+def _slug(text: str) -> str:
+    """The id GitHub and GitLab give a Markdown heading."""
+    return _NOT_IN_SLUG.sub("", text.lower()).replace(" ", "-")
 
 
 def _md_cell(cell: Cell) -> str:
@@ -45,6 +65,13 @@ def _md_cell(cell: Cell) -> str:
 _NUMBER = re.compile(
     r"^-?[\d.,]+(%|\s?[^\d\s]{1,3})?(\s[\d.,]+\s?[^\d\s]{1,3})?(\s?[(\uff08][\d.,]+%[)\uff09])?$"
 )
+
+# A day, or an instant: printed whole, never broken across lines.
+_WHEN = re.compile(
+    r"^\d{4}-\d{2}-\d{2}( \d{2}:\d{2}(:\d{2})?)?( \(?(UTC|GMT)?[+\-\u2212]\d{1,2}(:?\d{2})?\)?)?$"
+)
+_CODE = re.compile(r"`([^`]+)`")
+_NOT_IN_SLUG = re.compile(r"[^\w\- ]")
 
 
 def _environment(*, html: bool) -> jinja2.Environment:
@@ -63,11 +90,15 @@ def _environment(*, html: bool) -> jinja2.Environment:
         "list": List,
         "evidence": Evidence,
         "chart": Chart,
+        "lead": Lead,
+        "contents": Contents,
     }
     environment.tests.update(
         {name: (lambda block, kind=kind: isinstance(block, kind)) for name, kind in kinds.items()}
     )
-    environment.filters.update(cell_class=_cell_class, md_cell=_md_cell, json_text=json_text)
+    environment.filters.update(
+        cell_class=_cell_class, md_cell=_md_cell, json_text=json_text, code=_code, slug=_slug
+    )
     return environment
 
 

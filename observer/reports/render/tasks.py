@@ -100,7 +100,10 @@ def task_row(record: TaskRecord, w: Words, run_id: str) -> list[Cell]:
 
 
 def task_blocks(records: Sequence[TaskRecord], w: Words) -> list[Block]:
-    blocks: list[Block] = [Heading(2, w("sec.task_records")), Text(w("note.task_records"), "note")]
+    blocks: list[Block] = [
+        Heading(2, w("sec.task_records"), anchor="task_records"),
+        Text(w("note.task_records"), "note"),
+    ]
     if not records:
         return [*blocks, Text(w("note.no_items"))]
     return [

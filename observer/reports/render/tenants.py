@@ -13,7 +13,7 @@ from observer.reports.render.tasks import run_anchor, short_run_id
 
 
 def tenant_blocks(figures: TenantFigures, w: Words) -> list[Block]:
-    blocks: list[Block] = [Heading(2, w("sec.tenants"))]
+    blocks: list[Block] = [Heading(2, w("sec.tenants"), anchor="tenants")]
     records = figures.tenants
     if not records:
         return [*blocks, Text(w("note.no_items"))]

@@ -18,6 +18,7 @@ from observer.reports.render.headline import headline_rows, verdict_title
 from observer.reports.render.i18n import Language, Words, forget_texts
 from observer.reports.render.json import json_text, tier_text, verdict_json
 from observer.reports.render.layout import to_html, to_markdown
+from observer.reports.render.page import page_blocks
 
 
 def render_verdict(verdict: Verdict, language: Language) -> Rendered:
@@ -36,8 +37,7 @@ def render_verdict(verdict: Verdict, language: Language) -> Rendered:
 
 def _verdict_blocks(v: Verdict, w: Words, title: str) -> list[Block]:
     rec = v.recommendation.value
-    blocks: list[Block] = [
-        Heading(1, title),
+    period: list[Block] = [
         Text(w("label.timezone", timezone=w.zone(v.soak_started_at, v.soak_ended_at)), "meta"),
         Text(
             w(
@@ -53,7 +53,9 @@ def _verdict_blocks(v: Verdict, w: Words, title: str) -> list[Block]:
             if v.provisional
             else []
         ),
-        Heading(2, w("sec.recommendation")),
+    ]
+    blocks: list[Block] = [
+        Heading(2, w("sec.recommendation"), anchor="recommendation"),
         Text(w(f"rec.{rec}"), f"rec {rec}"),
         Text(w.note(v.because)),
         Heading(3, w("sec.tiers")),
@@ -65,7 +67,7 @@ def _verdict_blocks(v: Verdict, w: Words, title: str) -> list[Block]:
         blocks.append(List([w.note(n) for n in v.scope]))
     blocks += [
         *_layer_blocks(v, w),
-        Heading(2, w("sec.criteria")),
+        Heading(2, w("sec.criteria"), anchor="criteria"),
         Table(
             [w("col.criterion"), w("col.status"), w("col.class"), w("col.reason")],
             [
@@ -86,13 +88,13 @@ def _verdict_blocks(v: Verdict, w: Words, title: str) -> list[Block]:
     for c in v.criteria:
         blocks += _criterion_blocks(c, w)
     if v.later:
-        blocks.append(Heading(2, w("sec.later")))
+        blocks.append(Heading(2, w("sec.later"), anchor="later"))
         for c in v.later:
             blocks += _criterion_blocks(c, w, later=True)
     blocks += [
-        Heading(2, w("sec.reverification")),
+        Heading(2, w("sec.reverification"), anchor="reverification"),
         List([w.note(n) for n in v.reverification], ordered=True),
-        Heading(2, w("sec.days")),
+        Heading(2, w("sec.days"), anchor="days"),
         Chart(_days_chart(v, w)),
         Chart(utilisation_chart("chart.util_by_hour", v.figures, w)),
         Table(
@@ -118,14 +120,41 @@ def _verdict_blocks(v: Verdict, w: Words, title: str) -> list[Block]:
                 for d in v.days
             ],
         ),
-        Heading(2, w("sec.headline")),
+        Heading(2, w("sec.headline"), anchor="headline"),
         Table(
             [w("col.figure"), w("col.soak_to_date")],
             [[w(key), value(v.figures)] for key, value in headline_rows(w)],
             "headline",
         ),
     ]
-    return blocks
+    return page_blocks(title, _lead(v, w), period, blocks, w)
+
+
+def _lead(v: Verdict, w: Words) -> list[tuple[str, tuple[str, ...]]]:
+    """The decision, why, and each tier's criteria, each with the sections that say more."""
+    rec = v.recommendation.value
+    later = {c.criterion for c in v.later}
+    lines: list[tuple[str, tuple[str, ...]]] = [
+        (
+            w("lead.recommendation", recommendation=w(f"rec.{rec}"), because=w.note(v.because)),
+            ("recommendation",),
+        )
+    ]
+    for tier, items in v.tiers.items():
+        named = w.names([w(f"crit.{i.criterion}") for i in items]) if items else w("word.none")
+        anchors = tuple(_anchor(i.criterion, later=i.criterion in later) for i in items)
+        lines.append((w("lead.tier", tier=w(f"tier.{tier.value}"), criteria=named), anchors))
+    lines.append(
+        (
+            w("lead.soak", tasks=v.figures.tasks.total, failed=v.figures.tasks.failed),
+            ("days", "layers"),
+        )
+    )
+    return lines
+
+
+def _anchor(criterion: str, *, later: bool) -> str:
+    return f"later-{criterion}" if later else f"criterion-{criterion}"
 
 
 def _status(c: CriterionResult, w: Words) -> str:
@@ -155,7 +184,11 @@ def _layer_blocks(v: Verdict, w: Words) -> list[Block]:
         w("col.nodes_covered"),
         w("col.not_covered"),
     ]
-    return [Heading(2, w("sec.layers")), Text(w("note.layers"), "note"), Table(columns, rows)]
+    return [
+        Heading(2, w("sec.layers"), anchor="layers"),
+        Text(w("note.layers"), "note"),
+        Table(columns, rows),
+    ]
 
 
 def _tier_blocks(tier: FailureClass, items: Sequence[TierItem], w: Words) -> list[Block]:
@@ -174,7 +207,9 @@ def _criterion_blocks(c: CriterionResult, w: Words, later: bool = False) -> list
         status = w(f"verdict.status.{c.status.value}")
         evidence = [w.note(n) for n in c.evidence]
     blocks: list[Block] = [
-        Heading(3, f"{w(f'crit.{c.criterion}')} — {status}"),
+        Heading(
+            3, f"{w(f'crit.{c.criterion}')} — {status}", anchor=_anchor(c.criterion, later=later)
+        ),
         List(evidence),
     ]
     if c.findings:
