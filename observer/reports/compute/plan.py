@@ -76,7 +76,7 @@ def plan(
             "criterion": c.criterion,
             "subject": c.subjects.params(),
             "probes": ", ".join(probes),
-            "detectors": ", ".join(detectors),
+            "detectors": list(detectors),
             **watch,
         }
         if c.criterion == "quota_released":

@@ -110,7 +110,7 @@ def finding_blocks(day: PeriodFigures, soak: PeriodFigures, w: Words) -> list[Bl
             ],
             [
                 [
-                    d,
+                    w.detector(d),
                     w.integer(f.by_detector[d].opened),
                     w.integer(f.by_detector[d].closed),
                     w.integer(f.by_detector[d].still_open),
@@ -156,7 +156,7 @@ def _incident_blocks(f: FindingFigures, w: Words) -> list[Block]:
                     _subject(i.subject),
                     w(f"severity.{i.severity}"),
                     w.integer(len(i.findings)),
-                    w.names(i.detectors),
+                    w.names([w.detector(d) for d in i.detectors]),
                 ]
                 for i in shown
             ],
@@ -181,7 +181,7 @@ def finding_items(items: Sequence[FindingItem], w: Words) -> list[Block]:
                 [
                     w.instant(i.opened_at),
                     w.instant(i.closed_at) if i.closed_at else "—",
-                    i.detector,
+                    w.detector(i.detector),
                     w(f"severity.{i.severity}"),
                     w(f"status.{i.status}"),
                     _subject(i.subject),
@@ -193,8 +193,11 @@ def finding_items(items: Sequence[FindingItem], w: Words) -> list[Block]:
     ]
     blocks += [
         Evidence(
-            f"{i.detector} · {_subject(i.subject)} · {w.instant(i.opened_at)}",
-            {"summary": i.summary, "evidence": plain(i.evidence, w.timezone)},
+            f"{w.detector(i.detector)} · {_subject(i.subject)} · {w.instant(i.opened_at)}",
+            {
+                "summary": w.finding(i.sentence, i.summary),
+                "evidence": plain(i.evidence, w.timezone),
+            },
         )
         for i in items
     ]
