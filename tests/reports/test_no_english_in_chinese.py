@@ -59,7 +59,7 @@ def prose(text: str, form: str) -> str:
 _CJK = "\u4e00-\u9fff"
 _FULL_WIDTH = "（）「」，。：；、！？“”"
 # A duration or a date as CLDR writes it (Babel): digits and Chinese units with no space.
-_MEASURE = re.compile(rf"(?:\d[\d,.]*(?:年|月|日|天|小时|分钟|秒|毫秒))+")
+_MEASURE = re.compile(r"(?:\d[\d,.]*(?:年|月|日|天|小时|分钟|秒|毫秒))+")
 # Stands for a measure: a digit at its start, a Chinese unit at its end, and a joiner between
 # them that no rule below reads as a letter or a character.
 _MEASURED = "0\u2060时"

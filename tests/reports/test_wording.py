@@ -128,3 +128,5 @@ def test_detectors_are_named_in_chinese_and_by_their_ids_in_english():
     assert "| 2026年12月1日 10:00 | 2026年12月1日 11:00 | 显存未释放 | 警告 |" in zh.markdown
     # The evidence too is headed by the detector's name.
     assert "<details><summary>日志丢失 · pipeline=loki, run_id=r1 · " in zh.markdown
+    # And why the observer was blind: the scheduler's snapshots missing, in words.
+    assert "| 调度器 | snapshots | 调度器快照间隔过长 |" in zh.markdown

@@ -6,7 +6,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from observer.reports.compute.events import BLIND_SOURCES, FindingFigures, FindingItem
+from observer.reports.compute.events import (
+    BLIND_SOURCES,
+    NOT_SET_UP,
+    SCHEDULER_GAP,
+    BlindPeriod,
+    FindingFigures,
+    FindingItem,
+)
 from observer.reports.compute.figures import PeriodFigures
 from observer.reports.render.blocks import Block, Evidence, Heading, Table, Text
 from observer.reports.render.headline import blind_text
@@ -165,6 +172,16 @@ def _incident_blocks(f: FindingFigures, w: Words) -> list[Block]:
     return blocks
 
 
+def _blind_cause(period: BlindPeriod, w: Words) -> str:
+    if period.source == "controller":
+        return w(f"restart.{period.cause}")
+    if period.cause == SCHEDULER_GAP:
+        return w("cause.snapshot_gap")
+    if period.cause == NOT_SET_UP:
+        return w("word.not_set_up")
+    return w.detector(period.cause)
+
+
 def finding_items(items: Sequence[FindingItem], w: Words) -> list[Block]:
     blocks: list[Block] = [
         Table(
@@ -262,7 +279,7 @@ def blind_blocks(
                     [
                         w(f"src.{p.source}"),
                         p.subject,
-                        w(f"restart.{p.cause}") if p.source == "controller" else p.cause,
+                        _blind_cause(p, w),
                         w.instant(p.start),
                         w.instant(p.end),
                         w.duration(p.seconds),
