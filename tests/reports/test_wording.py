@@ -10,6 +10,7 @@ from observer.domain import Expectation, FindingKind, Outcome
 from observer.records import StoredAlert, StoredNodeChange
 from observer.reports.compute.daily import DailyInputs, build_daily
 from observer.reports.compute.data import PeriodData
+from observer.reports.compute.findings import describe
 from observer.reports.compute.notes import Note, named
 from observer.reports.compute.verdict import VerdictInputs, build_verdict
 from observer.reports.render.blocks import Rendered
@@ -130,3 +131,15 @@ def test_detectors_are_named_in_chinese_and_by_their_ids_in_english():
     assert "<details><summary>日志丢失 · pipeline=loki, run_id=r1 · " in zh.markdown
     # And why the observer was blind: the scheduler's snapshots missing, in words.
     assert "| 调度器 | snapshots | 调度器快照间隔过长 |" in zh.markdown
+
+
+def test_a_findings_evidence_is_summed_up_in_the_reports_language():
+    lost = finding("gpu_lost", at(10), None, node="n1", gpu="0")
+    sentence = describe(lost.detector, lost.subject, lost.evidence)
+    data = PeriodData(DAY, findings=[lost])
+
+    chinese = ZH.finding(sentence, lost.summary)
+    assert any("\u4e00" <= c <= "\u9fff" for c in chinese)
+    assert f'"summary": "{chinese}"' in _daily(data, "zh-CN")
+    # In English, the summary the detector stored.
+    assert f'"summary": "{lost.summary}"' in _daily(data, "en")

@@ -212,7 +212,8 @@ def finding_items(items: Sequence[FindingItem], w: Words) -> list[Block]:
         Evidence(
             f"{w.detector(i.detector)} · {_subject(i.subject)} · {w.instant(i.opened_at)}",
             {
-                "summary": w.finding(i.sentence, i.summary),
+                # The stored summary is English: another language reads the finding's sentence.
+                "summary": i.summary if w.language == "en" else w.finding(i.sentence, i.summary),
                 "evidence": plain(i.evidence, w.timezone),
             },
         )
