@@ -175,7 +175,7 @@ def test_a_fail_exit_probe_failing_as_designed_beside_another_gpus_ecc_errors_is
     assert listed is not None and listed.cause is Cause.AS_DESIGNED
     assert ran is not None and ran.cause is Cause.AS_DESIGNED
     assert evidence(listed) == evidence(ran) == ["expected to end: fail", "“Error”", "exit 3"]
-    assert evidence(listed, "zh-CN") == ["预期结果：失败", "「Error」", "退出码 3"]
+    assert evidence(listed, "zh-CN") == ["预期失败", "「Error」", "退出码 3"]
 
 
 def test_a_probe_job_that_did_not_fail_as_its_probe_expects_is_classed_by_the_evidence():

@@ -338,6 +338,16 @@ def test_each_sentence_reads_in_both_languages(said: list[Said]):
         assert any("\u4e00" <= c <= "\u9fff" for c in chinese), chinese
 
 
+def test_every_detector_is_named_in_chinese_and_by_its_id_in_english(said: list[Said]):
+    zh, en = Words("zh-CN", ZoneInfo("Asia/Shanghai")), Words("en", ZoneInfo("Asia/Shanghai"))
+    for detector in {d for d, _, _ in said} | OWN_SOURCES:
+        assert en.detector(detector) == detector
+        name = zh.detector(detector)
+        assert name != detector and any("\u4e00" <= c <= "\u9fff" for c in name), detector
+    # A detector a newer observer stored, which this catalogue does not know: its id.
+    assert zh.detector("gpu_new_rule") == "gpu_new_rule"
+
+
 def test_an_accounting_outage_is_said_with_the_platforms_words_in_both_languages():
     refused = "finished_jobs: sacct failed: Problem talking to the database: Connection refused"
     sentence = describe("accounting_unreachable", {"accounting": "slurm"}, {"error": refused})

@@ -1,7 +1,10 @@
 """The zh-CN reports of the played week, Markdown and HTML, say nothing in English: once code,
 evidence, ids (runs, nodes, tenants, probes, windows, detectors, metrics, Xid numbers, units)
 and the platform's own words, quoted「so」, are taken out, no three Latin-script words in a
-row remain. And the check does catch a report with one English finding summary left."""
+row remain. And the check does catch a report with one English finding summary left. Their
+Chinese text is spaced by one rule (docs/ARCHITECTURE.md, "Chinese text"): a space between
+Chinese and Latin letters or digits, none between two Chinese characters or beside full-width
+punctuation, never two; a measure Babel writes (4小时, 2026年12月1日) is one word."""
 
 from __future__ import annotations
 
@@ -51,6 +54,40 @@ def prose(text: str, form: str) -> str:
     if form == "html":
         text = html.unescape(text)
     return _URL.sub(" | ", _QUOTED.sub(" | ", text))
+
+
+_CJK = "\u4e00-\u9fff"
+_FULL_WIDTH = "（）「」，。：；、！？“”"
+# A duration or a date as CLDR writes it (Babel): digits and Chinese units with no space.
+_MEASURE = re.compile(r"(?:\d[\d,.]*(?:年|月|日|天|小时|分钟|秒|毫秒))+")
+# Stands for a measure: a digit at its start, a Chinese unit at its end, and a joiner between
+# them that no rule below reads as a letter or a character.
+_MEASURED = "0\u2060时"
+_SPACING = {
+    "Chinese against a letter or digit": re.compile(rf"[{_CJK}][A-Za-z0-9]|[A-Za-z0-9][{_CJK}]"),
+    "a space between Chinese characters": re.compile(rf"[{_CJK}] +[{_CJK}]"),
+    "a space beside full-width punctuation": re.compile(rf" [{_FULL_WIDTH}]|[{_FULL_WIDTH}] "),
+    "a measure's number and unit apart": re.compile(r"\d (?:年|月|日|天|小时|分钟|秒|毫秒)"),
+    "two spaces": re.compile(r"\S  +\S"),
+}
+# Markdown's table cells and a heading's " — status" are layout, not text.
+_CELLS = re.compile(r" *\| *| — ")
+
+
+def spacing_left(text: str, form: str) -> list[str]:
+    """Cells and lines of Chinese text that break the spacing rule, each with what breaks it."""
+    for pattern in _MARKDOWN_OUT if form == "md" else _HTML_OUT:
+        text = pattern.sub("\n", text)
+    if form == "html":
+        text = html.unescape(text)
+    text = _URL.sub("\n", _QUOTED.sub("「」", text))
+    return [
+        f"{rule}: {cell}"
+        for line in text.splitlines()
+        for cell in _CELLS.split(line.strip().strip("#").strip())
+        for rule, pattern in _SPACING.items()
+        if pattern.search(_MEASURE.sub(_MEASURED, cell.strip()))
+    ]
 
 
 def half_width_left(text: str, form: str) -> list[str]:
@@ -122,6 +159,36 @@ def test_the_chinese_reports_punctuate_chinese_text_in_full_width(chinese, form)
         for line in half_width_left(r.markdown if form == "md" else r.html, form)
     }
     assert not left, sorted(left)
+
+
+@pytest.mark.parametrize("form", ["md", "html"])
+def test_the_chinese_reports_space_chinese_text_by_one_rule(chinese, form):
+    daily, verdict = chinese
+    rendered = [render_daily(report, "zh-CN") for report in daily.values()]
+    rendered.append(render_verdict(verdict, "zh-CN"))
+    left = {
+        line
+        for r in rendered
+        for line in spacing_left(r.markdown if form == "md" else r.html, form)
+    }
+    assert not left, sorted(left)
+
+
+@pytest.mark.parametrize(
+    ("text", "rule"),
+    [
+        ("观测器：在时限 4小时 内未开始", "a space between Chinese characters"),
+        ("在 10 分钟内相继出现", "a measure's number and unit apart"),
+        ("NVML在 1.5% 的观察期内", "Chinese against a letter or digit"),
+        ("共 3个节点", "Chinese against a letter or digit"),
+        ("退出码 3 ；已取消", "a space beside full-width punctuation"),
+        ("租户  research", "two spaces"),
+    ],
+)
+def test_the_spacing_check_catches_each_break_of_the_rule(text, rule):
+    assert spacing_left(text, "md") == [f"{rule}: {text}"]
+    good = "| 在时限 4小时内未开始，被平台以「QuotaExceeded」挂起 10分钟；退出码 3 | GPU 利用率 |"
+    assert spacing_left(good, "md") == []
 
 
 @pytest.mark.parametrize("form", ["md", "html"])

@@ -180,7 +180,7 @@ def test_the_release_is_verified_again_for_the_tenant_with_its_bound():
 
     [step] = [n for n in v.reverification if n.key == "reverify.quota_released"]
     assert step.params["probes"] == "quota"
-    assert step.params["detectors"] == "quota_not_reclaimed"
+    assert step.params["detectors"] == ["quota_not_reclaimed"]
     assert step.params["subject"] == {
         "tenants": ["prod"],
         "jobs": [held.run_id],
@@ -195,7 +195,7 @@ def test_the_release_is_verified_again_for_the_tenant_with_its_bound():
     ) in en
     zh = render_verdict(v, "zh-CN").markdown
     assert (
-        "租户自身用量留出空间后每个探测都在 5分钟内启动，且未出现 quota_not_reclaimed，即为通过。"
+        "租户自身用量留出空间后每个探测都在 5分钟内启动，且未出现相关问题（配额未释放），即为通过。"
     ) in zh
 
 
@@ -273,7 +273,7 @@ def test_an_unavailable_service_limits_the_launch_online_inference_waits():
     assert "在线推理需暂缓上线，批处理与训练作业可以上线。" in zh
     assert "租户 prod 的推理服务 svc 不可用：就绪副本 1 个，2 个请求中 1 个失败" in zh
     [step] = [n for n in v.reverification if n.key == "reverify.inference_available"]
-    assert step.params["detectors"] == "inference_unavailable, inference_scale_out_stalled"
+    assert step.params["detectors"] == ["inference_unavailable", "inference_scale_out_stalled"]
 
 
 def test_a_service_that_never_answered_limits_the_launch():

@@ -179,7 +179,7 @@ def test_the_tenants_record_in_english():
         "| 2026-12-01 10:00",
         "research",
         "9 GPU(s) × 2 node(s)",
-        "passed",
+        "passed (refused)",
         words,
         "45 s",  # from the refusal's end at 10:02 to the reclaim's start
     ]

@@ -671,7 +671,7 @@ def test_a_reverification_step_names_the_node_the_probe_the_window_and_the_watch
     assert v.reverification[-1].key == "reverify.rerun"
     assert step.params["subject"] == {"pools": ["a"], "nodes": ["n2"], "windows": ["weekday-peak"]}
     assert step.params["probes"] == "gpu-busy"
-    assert "gpu_lost" in str(step.params["detectors"]).split(", ")
+    assert "gpu_lost" in step.params["detectors"]
     plan = _lines_under(render_verdict(v, "en").markdown, "## Re-verification plan")
     [en] = [line for line in plan if "GPU and node health:" in line]
     assert (
@@ -680,7 +680,7 @@ def test_a_reverification_step_names_the_node_the_probe_the_window_and_the_watch
     ) in en
     plan = _lines_under(render_verdict(v, "zh-CN").markdown, "## 复验计划")
     [zh] = [line for line in plan if "GPU 与节点健康：" in line]
-    assert "于资源池 a；节点 n2；时间窗口 weekday-peak 重新运行 gpu-busy，持续 1天" in zh
+    assert "重新运行 gpu-busy（范围：资源池 a；节点 n2；时间窗口 weekday-peak），持续 1天" in zh
 
 
 def test_unfairness_is_watched_for_the_windows_its_persistence_rule_needs():
@@ -703,7 +703,7 @@ def test_a_criterion_without_findings_is_reverified_on_the_whole_platform():
     assert "rerun isolation for every tenant on the whole platform for 1 d" in (
         render_verdict(v, "en").markdown
     )
-    assert "为每个租户于整个平台 重新运行 isolation" in render_verdict(v, "zh-CN").markdown
+    assert "为每个租户重新运行 isolation（范围：整个平台）" in render_verdict(v, "zh-CN").markdown
 
 
 def test_the_scope_names_only_the_parts_a_criterion_concerns():

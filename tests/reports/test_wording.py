@@ -6,17 +6,18 @@ report's language around its codes and names)."""
 
 from __future__ import annotations
 
-from observer.domain import Outcome
+from observer.domain import Expectation, FindingKind, Outcome
 from observer.records import StoredAlert, StoredNodeChange
 from observer.reports.compute.daily import DailyInputs, build_daily
 from observer.reports.compute.data import PeriodData
+from observer.reports.compute.findings import describe
 from observer.reports.compute.notes import Note, named
 from observer.reports.compute.verdict import VerdictInputs, build_verdict
 from observer.reports.render.blocks import Rendered
 from observer.reports.render.daily import render_daily
 from observer.reports.render.i18n import Language, Words
 from observer.reports.render.verdict import render_verdict
-from tests.reports.builders import DAY, RULES, TZ, at, context, node, run
+from tests.reports.builders import DAY, RULES, TZ, at, context, finding, node, run
 
 EN, ZH = Words("en", TZ), Words("zh-CN", TZ)
 
@@ -88,3 +89,57 @@ def test_an_unaudited_interventions_reason_is_the_operators_words_quoted():
     assert "未登记：2026年12月1日 10:00 对 node=n1 的 drain（「replace NIC」）。" in zh
     assert "Not recorded: drain on node=n1 at 2026-12-01 10:00 (“replace NIC”)." in en
     assert "未登记：2026年12月1日 12:00 对 node=n1 的 resume（「replace NIC」）。" in zh
+
+
+def _row(markdown: str, probe: str) -> str:
+    """The day's task row of the one run of `probe`."""
+    (row,) = [line for line in markdown.splitlines() if f"| {probe} |" in line and "卡 ×" in line]
+    return row
+
+
+def test_a_probe_refused_or_failed_as_expected_reads_as_expected_not_as_passed():
+    """'通过' beside an over-quota request reads as 'approved': a pass of a probe the platform
+    must refuse (or fail) says that it did."""
+    runs = [
+        run(probe="short", submitted=at(10)),
+        run(probe="isolation", submitted=at(10), expectation=Expectation.DENIED, wait_seconds=None),
+        run(probe="quota", submitted=at(10), expectation=Expectation.BLOCKED, wait_seconds=None),
+        run(probe="fail-exit", submitted=at(10), expectation=Expectation.FAIL, exit_code=3),
+    ]
+    zh = _daily(PeriodData(DAY, runs=runs), "zh-CN")
+
+    assert "| 通过 |" in _row(zh, "short")
+    assert "| 符合预期（已拒绝） |" in _row(zh, "isolation")
+    assert "| 符合预期（已拒绝） |" in _row(zh, "quota")
+    assert "| 符合预期（已失败） |" in _row(zh, "fail-exit")
+    assert "| passed (refused) |" in _daily(PeriodData(DAY, runs=runs), "en")
+
+
+def test_detectors_are_named_in_chinese_and_by_their_ids_in_english():
+    found = [
+        finding("log_loss", at(10), None, kind=FindingKind.EVENT, pipeline="loki", run_id="r1"),
+        finding("unreleased_memory", at(10), at(11), node="n1"),
+    ]
+    zh = _rendered(PeriodData(DAY, findings=found), "zh-CN")
+    en = _daily(PeriodData(DAY, findings=found), "en")
+
+    assert "| 日志丢失 | 0 | 0 | 0 | 1 |" in zh.markdown
+    assert "| 显存未释放 | 1 | 1 | 0 | 0 |" in zh.markdown
+    assert "| log_loss | 0 | 0 | 0 | 1 |" in en
+    assert "| 2026年12月1日 10:00 | 2026年12月1日 11:00 | 显存未释放 | 警告 |" in zh.markdown
+    # The evidence too is headed by the detector's name.
+    assert "<details><summary>日志丢失 · pipeline=loki, run_id=r1 · " in zh.markdown
+    # And why the observer was blind: the scheduler's snapshots missing, in words.
+    assert "| 调度器 | snapshots | 调度器快照间隔过长 |" in zh.markdown
+
+
+def test_a_findings_evidence_is_summed_up_in_the_reports_language():
+    lost = finding("gpu_lost", at(10), None, node="n1", gpu="0")
+    sentence = describe(lost.detector, lost.subject, lost.evidence)
+    data = PeriodData(DAY, findings=[lost])
+
+    chinese = ZH.finding(sentence, lost.summary)
+    assert any("\u4e00" <= c <= "\u9fff" for c in chinese)
+    assert f'"summary": "{chinese}"' in _daily(data, "zh-CN")
+    # In English, the summary the detector stored.
+    assert f'"summary": "{lost.summary}"' in _daily(data, "en")

@@ -55,6 +55,7 @@ BLIND_SOURCES = (
 # Sources one node's agent stands for: blind there, the observer still sees the other nodes.
 NODE_SOURCES = frozenset({"agents", "nvml", "xid"})
 SCHEDULER_GAP = "snapshot_gap"
+NOT_SET_UP = "not_set_up"  # a source the settings never configured: blind the whole period
 NODE_NAMES = 10  # nodes named in a sentence; a large fleet's are counted beyond
 
 
@@ -617,9 +618,9 @@ def _not_watched(
             continue
         for source in WATCHABLE:
             if set_up[source] and source not in run.watching:
-                periods.append(BlindPeriod(source, "", lo, hi, "not_set_up"))
+                periods.append(BlindPeriod(source, "", lo, hi, NOT_SET_UP))
                 if source == "agents":
-                    periods += [BlindPeriod(s, "", lo, hi, "not_set_up") for s in ("nvml", "xid")]
+                    periods += [BlindPeriod(s, "", lo, hi, NOT_SET_UP) for s in ("nvml", "xid")]
     return periods
 
 

@@ -76,7 +76,7 @@ def plan(
             "criterion": c.criterion,
             "subject": c.subjects.params(),
             "probes": ", ".join(probes),
-            "detectors": ", ".join(detectors),
+            "detectors": list(detectors),
             **watch,
         }
         if c.criterion == "quota_released":
@@ -85,7 +85,7 @@ def plan(
         unplanned = [p for p in probes if p not in context.planned_copies]
         if unplanned:
             steps.append(Note("reverify.add_to_plan", {"probes": ", ".join(unplanned)}))
-    windows = ", ".join(w.name for w in context.calendar.windows) or "-"
+    windows = [w.name for w in context.calendar.windows]
     days = max(MIN_REVERIFY_DAYS, rules.fairness_persistence_m)
     steps.append(Note("reverify.rerun", {"days": days, "windows": windows}))
     return tuple(steps)

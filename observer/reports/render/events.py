@@ -6,7 +6,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from observer.reports.compute.events import BLIND_SOURCES, FindingFigures, FindingItem
+from observer.reports.compute.events import (
+    BLIND_SOURCES,
+    NOT_SET_UP,
+    SCHEDULER_GAP,
+    BlindPeriod,
+    FindingFigures,
+    FindingItem,
+)
 from observer.reports.compute.figures import PeriodFigures
 from observer.reports.render.blocks import Block, Evidence, Heading, Table, Text
 from observer.reports.render.headline import blind_part_text, blind_text
@@ -113,7 +120,7 @@ def finding_blocks(day: PeriodFigures, soak: PeriodFigures, w: Words) -> list[Bl
             ],
             [
                 [
-                    d,
+                    w.detector(d),
                     w.integer(f.by_detector[d].opened),
                     w.integer(f.by_detector[d].closed),
                     w.integer(f.by_detector[d].still_open),
@@ -159,13 +166,23 @@ def _incident_blocks(f: FindingFigures, w: Words) -> list[Block]:
                     _subject(i.subject),
                     w(f"severity.{i.severity}"),
                     w.integer(len(i.findings)),
-                    w.names(i.detectors),
+                    w.names([w.detector(d) for d in i.detectors]),
                 ]
                 for i in shown
             ],
         )
     )
     return blocks
+
+
+def _blind_cause(period: BlindPeriod, w: Words) -> str:
+    if period.source == "controller":
+        return w(f"restart.{period.cause}")
+    if period.cause == SCHEDULER_GAP:
+        return w("cause.snapshot_gap")
+    if period.cause == NOT_SET_UP:
+        return w("word.not_set_up")
+    return w.detector(period.cause)
 
 
 def finding_items(items: Sequence[FindingItem], w: Words) -> list[Block]:
@@ -184,7 +201,7 @@ def finding_items(items: Sequence[FindingItem], w: Words) -> list[Block]:
                 [
                     w.instant(i.opened_at),
                     w.instant(i.closed_at) if i.closed_at else "—",
-                    i.detector,
+                    w.detector(i.detector),
                     w(f"severity.{i.severity}"),
                     w(f"status.{i.status}"),
                     _subject(i.subject),
@@ -196,8 +213,12 @@ def finding_items(items: Sequence[FindingItem], w: Words) -> list[Block]:
     ]
     blocks += [
         Evidence(
-            f"{i.detector} · {_subject(i.subject)} · {w.instant(i.opened_at)}",
-            {"summary": i.summary, "evidence": plain(i.evidence, w.timezone)},
+            f"{w.detector(i.detector)} · {_subject(i.subject)} · {w.instant(i.opened_at)}",
+            {
+                # The stored summary is English: another language reads the finding's sentence.
+                "summary": i.summary if w.language == "en" else w.finding(i.sentence, i.summary),
+                "evidence": plain(i.evidence, w.timezone),
+            },
         )
         for i in items
     ]
@@ -267,7 +288,7 @@ def blind_blocks(
                     [
                         w(f"src.{p.source}"),
                         p.subject,
-                        w(f"restart.{p.cause}") if p.source == "controller" else p.cause,
+                        _blind_cause(p, w),
                         w.instant(p.start),
                         w.instant(p.end),
                         w.duration(p.seconds),

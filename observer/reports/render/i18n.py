@@ -17,7 +17,7 @@ from babel.lists import format_list
 from babel.numbers import format_decimal, format_percent
 from babel.units import format_unit
 
-from observer.domain import JsonValue
+from observer.domain import Expectation, JsonValue
 from observer.reports.compute.findings import Sentence
 from observer.reports.compute.notes import Note
 
@@ -37,6 +37,9 @@ _INSTANT = {"en": "yyyy-MM-dd HH:mm", "zh-CN": "y年M月d日 HH:mm"}
 _ZONE_SUFFIX = " z"
 # A zone as its readers call it where CLDR's name is not what they say (中国标准时间).
 _READERS_ZONE = {("zh-CN", "Asia/Shanghai"): "北京时间"}
+# How a probe was expected to end (observer.domain.Expectation): refused, or failed.
+_REFUSALS = frozenset({Expectation.BLOCKED, Expectation.DENIED})
+_FAILURES = frozenset({Expectation.FAIL, Expectation.FAIL_TO_START, Expectation.OOM})
 # Durations in CLDR's short units ("6小时23分钟"), but English keeps the SI symbols the
 # detectors' rule texts use ("> 60 s"): CLDR's "2 hr 20 min", "0 sec" read worse beside them.
 _SI_UNITS = {
@@ -102,6 +105,21 @@ class Words:
     def evidence(self, notes: Sequence[Note]) -> str:
         return self.lines(self.note(n) for n in notes)
 
+    def detector(self, detector: str) -> str:
+        """A detector by the name the catalogue gives it (English keeps the id, which metrics
+        and alerts label it by); one the catalogue does not know, by its id."""
+        key = f"detector.{detector}"
+        return self(key) if self._known(key) else detector
+
+    def outcome(self, outcome: str, expectation: str) -> str:
+        """How a run ended, read against how it was expected to end: a pass of a probe the
+        platform must refuse, or must fail, says so ("passed" alone reads as "approved")."""
+        if outcome == "passed" and expectation in _REFUSALS:
+            return self("outcome.passed.refused")
+        if outcome == "passed" and expectation in _FAILURES:
+            return self("outcome.passed.failed")
+        return self(f"outcome.{outcome}")
+
     def severity(self, severity: str) -> str:
         """A severity in the catalogue's words; one the catalogue does not know (an
         Alertmanager label is whatever the platform's rules say) in the platform's words."""
@@ -125,6 +143,14 @@ class Words:
             return self(f"crit.{value}")
         if name == "criteria" and isinstance(value, list):
             return self.names([self(f"crit.{c}") for c in value])
+        if name in ("detector", "fault") and isinstance(value, str):
+            return self.detector(value)
+        if name == "detectors" and isinstance(value, list):
+            return self.names([self.detector(str(d)) for d in value])
+        if name == "detector_counts" and isinstance(value, Mapping):
+            return self.names(
+                [self("detector.counted", detector=d, count=n) for d, n in value.items()]
+            )
         if name == "layer" and isinstance(value, str):
             return self(f"src.{value}")
         if name == "why" and isinstance(value, str):

@@ -92,7 +92,7 @@ def task_row(record: TaskRecord, w: Words, run_id: str) -> list[Cell]:
         w.instant(run.finished_at),
         waited,
         w.duration(run.run_seconds) if run.run_seconds is not None else "—",
-        w(f"outcome.{run.outcome.value}") if run.outcome else w("word.unfinished"),
+        w.outcome(run.outcome, run.expectation) if run.outcome else w("word.unfinished"),
         _cause(record, w),
         w.note(record.explanation) if record.explanation else "—",
         w.names(run.node_names),

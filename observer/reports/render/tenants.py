@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from observer.domain import Expectation
 from observer.reports.compute.tenants import OverQuotaAttempt, QuotaChangeItem, TenantFigures
 from observer.reports.render.blocks import Block, Heading, Link, Table, Text
 from observer.reports.render.i18n import Words
@@ -90,7 +91,10 @@ def tenant_blocks(figures: TenantFigures, w: Words) -> list[Block]:
                         w.instant(a.submitted_at),
                         a.tenant,
                         w("cell.asked", gpus=a.gpus, nodes=a.nodes),
-                        w(f"outcome.{a.outcome}") if a.outcome else w("word.unfinished"),
+                        # An over-quota probe is expected to be refused (or held).
+                        w.outcome(a.outcome, Expectation.BLOCKED)
+                        if a.outcome
+                        else w("word.unfinished"),
                         _words(a.reason, a.message, w),
                         _reclaimed(a, w),
                         (Link(short_run_id(a.run_id), run_anchor(a.run_id)),),

@@ -4,6 +4,7 @@ when their job ends (no_unreleased_resources). Pure."""
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable
 
 from observer.detectors import quota_reclaim
@@ -103,7 +104,11 @@ def no_unreleased_resources(
     evidence = [
         Note(
             "ev.unreleased",
-            {"leaks": len(leaks), "idle": len(idle), "detectors": _detectors(leaks + idle)},
+            {
+                "leaks": len(leaks),
+                "idle": len(idle),
+                "detector_counts": _detector_counts(leaks + idle),
+            },
         )
     ]
     if owners.known is not None:
@@ -130,8 +135,6 @@ def no_unreleased_resources(
     return result(name, Status.PASS, evidence)
 
 
-def _detectors(findings: Iterable[Finding]) -> list[JsonValue]:
-    counts: dict[str, int] = {}
-    for f in findings:
-        counts[f.detector] = counts.get(f.detector, 0) + 1
-    return [f"{d} {n}" for d, n in sorted(counts.items())]
+def _detector_counts(findings: Iterable[Finding]) -> dict[str, JsonValue]:
+    """How many findings each detector opened, by detector."""
+    return dict(sorted(Counter(f.detector for f in findings).items()))
