@@ -26,6 +26,7 @@ from observer.reports.compute.daily import DailyReport, build_daily
 from observer.reports.compute.verdict import Verdict, build_verdict
 from observer.reports.inputs import load_daily, load_verdict
 from observer.reports.render.daily import render_daily
+from observer.reports.render.i18n import Words
 from observer.reports.render.verdict import render_verdict
 from observer.settings import load_settings
 from observer.storage.store import Store
@@ -157,7 +158,8 @@ def test_every_injected_fault_is_found_and_nothing_else(demo: Demo):
         "failed",
         "gpu_driver",
     )
-    assert f"Xid 79 on {hit['node']} (GPU has fallen off the bus)" in record["cause_evidence"]
+    on_its_gpu = rf"Xid 79 on {hit['node']} GPU {hit['gpu']} \(GPU has fallen off the bus\)"
+    assert any(re.fullmatch(on_its_gpu, e) for e in record["cause_evidence"])
     assert off_bus["miscaused"] == []
 
 
@@ -319,7 +321,9 @@ def test_its_console_speaks_the_language_of_its_reports(demo: Demo, tmp_path: Pa
         names |= {scenario.spec.name, *(p.probe for p in scenario.settings.controller.plan)}
     assert "Findings no injected fault explains:" in said["en"]
     assert "没有注入故障可以解释的发现：" in said["zh-CN"]
-    assert all(f"{f.detector} " in said["zh-CN"] for f in findings)
+    assert all(f"{f.detector} " in said["en"] for f in findings)
+    chinese = Words("zh-CN", ZoneInfo("Asia/Shanghai"))
+    assert all(chinese.detector(f.detector) in said["zh-CN"] for f in findings)
     assert "fairness persistence 2 of 3 windows" in said["en"]
     assert "公平性持续判定：3 个窗口中 2 个" in said["zh-CN"]
     # The command that rebuilds a report is code, in either language.

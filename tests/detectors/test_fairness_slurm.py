@@ -92,7 +92,7 @@ class Rounds:
         self.controller: Controller = build_controller(
             settings, harness.backend, store, SystemClock(), metrics
         )
-        self.controller.start()
+        self.controller.start(watching=())
         self.waits = ConditionTracker()
         self.pending_checks = 0
 

@@ -31,11 +31,16 @@ def page_blocks(
     def to(anchors: Sequence[str]) -> list[Heading]:
         return [by_anchor[a] for a in anchors if a in by_anchor]
 
+    def see(text: str, anchors: Sequence[str]) -> tuple[str, list[Heading]]:
+        # The arrow to the links is spaced as the language spaces it (none in Chinese).
+        links = to(anchors)
+        return (w("lead.see", text=text) if links else text), links
+
     sections = [h for h in headings if h.level == 2]
-    readers = [(label, to(anchors)) for label, anchors in _readers(w)]
+    readers = [(w("toc.reader", label=label), to(anchors)) for label, anchors in _readers(w)]
     return [
         Heading(1, title),
-        Lead([(text, to(anchors)) for text, anchors in lead]),
+        Lead([see(text, anchors) for text, anchors in lead]),
         *period,
         Contents(w("toc.title"), sections, readers),
         *(b for b in body if not isinstance(b, Evidence)),
