@@ -39,30 +39,31 @@ elapsed() {
 
 mkdir -p "$D"
 
-# ---- the chroot: debootstrap, then the packages; the marker is written only once both worked
-if [ ! -e "$D/.installed" ]; then
+# ---- the chroot: debootstrap, then the packages; each marker is written once its step worked
+if [ ! -e "$D/.debootstrapped" ]; then
   command -v debootstrap >/dev/null || {
     echo "installing debootstrap"
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq debootstrap >/dev/null
   }
-  if [ ! -x "$R/usr/bin/apt-get" ]; then
-    echo "debootstrap trixie into $R"
-    rm -rf --one-file-system "$R"
-    debootstrap --variant=minbase trixie "$R" "${DEBIAN_MIRROR:-http://deb.debian.org/debian}" >"$D/debootstrap.log"
-  fi
+  echo "debootstrap trixie into $R"
+  rm -rf --one-file-system "$R"
+  debootstrap --variant=minbase trixie "$R" "${DEBIAN_MIRROR:-http://deb.debian.org/debian}" >"$D/debootstrap.log"
+  touch "$D/.debootstrapped"
+fi
+# the packages' scripts, slurmd and the job accounting read /proc; hwloc reads /sys
+mountpoint -q "$R/proc" || mount -t proc proc "$R/proc"
+mountpoint -q "$R/sys" || mount -t sysfs sysfs "$R/sys"
+if [ ! -e "$D/.installed" ]; then
   # no daemon starts from a package's postinst: this script starts them
   printf '#!/bin/sh\nexit 101\n' >"$R/usr/sbin/policy-rc.d"
   chmod +x "$R/usr/sbin/policy-rc.d"
   echo "installing Slurm 24.11, munge and MariaDB in the chroot"
   chroot "$R" env DEBIAN_FRONTEND=noninteractive sh -c 'apt-get update -qq &&
     apt-get install -y -qq --no-install-recommends \
-      munge slurmctld slurmd slurm-client slurmdbd mariadb-server' >"$D/apt.log"
+      munge slurmctld slurmd slurm-client slurmdbd mariadb-server' >"$D/apt.log" 2>&1 ||
+    { tail -20 "$D/apt.log" >&2; exit 1; }
   touch "$D/.installed"
 fi
-
-# slurmd and the job accounting read /proc; hwloc reads /sys
-mountpoint -q "$R/proc" || mount -t proc proc "$R/proc"
-mountpoint -q "$R/sys" || mount -t sysfs sysfs "$R/sys"
 
 in_root() { chroot "$R" "$@"; }
 alive() { local pid; pid=$(cat "$R$1" 2>/dev/null) && kill -0 "$pid" 2>/dev/null; }
