@@ -14,7 +14,7 @@ PORT ?= 9500
 WORKERS ?= 4
 PYTEST := OBSERVER_TEST_FAKE_NVML_LIB=$(CURDIR)/$(FAKE_NVML) $(BIN)/pytest
 PARALLEL := -n $(WORKERS) --dist loadgroup
-COMPONENTS := slurm postgres prometheus rsyslog chromium chart systemd
+COMPONENTS := slurm slurm24 postgres prometheus rsyslog chromium chart systemd
 
 .PHONY: setup run run-agent check test $(COMPONENTS:%=test-%) lint locale bench chart-tools clean
 

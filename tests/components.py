@@ -18,6 +18,7 @@ import pytest
 # Each marker: what the test needs. The `real` ones run in `make test` only.
 REAL = {
     "slurm": "the local Slurm 22.05 with slurmdbd (deploy/local/infra/slurm-up.sh)",
+    "slurm24": "the local Slurm 24.11 in a Debian 13 chroot (deploy/local/infra/slurm24-up.sh)",
     "postgres": "the PostgreSQL server (OBSERVER_TEST_POSTGRES_URL)",
     "prometheus": "a local Prometheus (deploy/local/infra/prometheus-up.sh)",
     "rsyslog": "rsyslog and logrotate (deploy/local/infra/logs-up.sh)",
@@ -29,10 +30,10 @@ STAND_INS = {
     "fake_nvml": "the stand-in libnvidia-ml.so.1 (OBSERVER_TEST_FAKE_NVML_LIB)",
 }
 # One xdist worker runs all of a component's tests where they share one instance: PostgreSQL,
-# which one of them stops (the store outage); the Slurm cluster, which takes one test at a
+# which one of them stops (the store outage); each Slurm cluster, which takes one test at a
 # time; what starts once per worker (the systemd test's venv, Prometheus, rsyslog,
 # Chromium). A test of two goes with the first: it waits for the Slurm cluster's lock.
-SHARED_INSTANCE = ("postgres", "systemd", "prometheus", "rsyslog", "chromium", "slurm")
+SHARED_INSTANCE = ("postgres", "systemd", "prometheus", "rsyslog", "chromium", "slurm", "slurm24")
 # Fixtures that cost tens of seconds once per process (the reports' played week, the demo as
 # a process, checkov over every render): their tests stay on one worker.
 EXPENSIVE_FIXTURES = ("played", "demo", "checkov_report")

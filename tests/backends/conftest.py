@@ -5,6 +5,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.backends.slurm24_harness import Slurm24, slurm24_cluster
 from tests.backends.slurm_harness import SlurmHarness, require_slurm, slurm_harness
 
 
@@ -18,3 +19,10 @@ def slurm_conf() -> Path:
 def slurm(slurm_conf: Path) -> Iterator[SlurmHarness]:
     with slurm_harness() as harness:
         yield harness
+
+
+@pytest.fixture
+def slurm24() -> Iterator[Slurm24]:
+    """The local Slurm 24.11 (deploy/local/infra/slurm24-up.sh), one test at a time."""
+    with slurm24_cluster() as cluster:
+        yield cluster
