@@ -8,10 +8,12 @@ from __future__ import annotations
 import json
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from observer.backends.slurm.parse import listed_nodes, node_listing, squeue_jobs
+from observer.backends.slurm.parse import listed_nodes, node_listing, parse_sacct, squeue_jobs
+from observer.domain import JobStatus
 from observer.errors import BackendError, OwnerSourceError
 from observer.ownership.slurmd import node_owners
 from observer.slurm_json import ShapeError, document
@@ -130,3 +132,71 @@ def test_a_document_cut_short_says_so_with_how_much_came():
         document(printed[:500], "squeue --json")
     with pytest.raises(ShapeError, match=r"printed no JSON object \('slurm_load_jobs error"):
         document("slurm_load_jobs error: Unable to contact slurm controller\n", "squeue --json")
+
+
+RECORDED = Path(__file__).parents[1] / "fixtures" / "slurm"
+
+
+def _recorded(release: str) -> tuple[dict[str, str], dict[str, Any], str]:
+    """The jobs record.sh submitted (id -> what it is), squeue --json and sacct --parsable2 as
+    the real `release` printed them (tests/fixtures/slurm/README.md)."""
+    lines = (RECORDED / release / "jobs.txt").read_text().splitlines()
+    named = dict(reversed(line.split()) for line in lines if line and not line.startswith("#"))
+    queue = json.loads((RECORDED / release / "squeue.json").read_text())
+    return named, queue, (RECORDED / release / "sacct-parsable2.txt").read_text()
+
+
+def _by_name(named: dict[str, str], jobs: list[JobStatus]) -> dict[str, tuple[object, ...]]:
+    return {
+        named[s.job_id]: (
+            s.phase,
+            s.reason,
+            s.exit_code,
+            s.gpus,
+            len(s.nodes),
+            s.ending_since is not None,
+        )
+        for s in jobs
+        if s.job_id in named
+    }
+
+
+def test_the_same_jobs_read_alike_from_the_real_22_05_and_the_real_24_11():
+    old_names, old_queue, old_sacct = _recorded("22.05")
+    new_names, new_queue, new_sacct = _recorded("24.11")
+
+    old, new = (
+        _by_name(old_names, squeue_jobs(old_queue)),
+        _by_name(new_names, squeue_jobs(new_queue)),
+    )
+
+    # 24.11 lists no ended job without --states=all; what both list reads the same.
+    assert set(new) == {
+        "gpu-running",
+        "completing",
+        "qos-limited",
+        "wants-all",
+        "behind",
+        "held-array",
+    }
+    assert {name: old[name] for name in new} == new
+    assert new["completing"][-1] and new["qos-limited"][1] == "QOSMaxGRESPerJob"
+    old_ended = _by_name(old_names, list(parse_sacct(old_sacct).values()))
+    new_ended = _by_name(new_names, list(parse_sacct(new_sacct).values()))
+    for name in ("completed", "exit-3", "killed"):
+        assert new_ended[name] == old_ended[name]
+
+
+def test_the_real_24_11_lists_its_nodes_with_scontrol_and_they_read_as_22_05s():
+    _, new_queue, _ = _recorded("24.11")
+    listing = node_listing(new_queue)
+    printed = "-".join(listing[1:])
+    nodes = listed_nodes(
+        json.loads((RECORDED / "24.11" / f"{listing[0]}-{printed}.json").read_text())
+    )
+    old = listed_nodes(json.loads((RECORDED / "22.05" / "sinfo.json").read_text()))
+
+    assert [(n.name, n.pool, n.gpus_total) for n in nodes] == [
+        (n.name, n.pool, n.gpus_total) for n in old
+    ]
+    assert {n.name: n.state for n in nodes} == {"n1": "mixed", "n2": "idle", "n3": "idle"}
