@@ -168,7 +168,7 @@ class SlurmBackend(ServicesOf):
 
     def snapshot(self) -> SchedulerSnapshot:
         at = self._clock.now()
-        queue = self._commands.json("squeue")
+        queue = self._commands.queue()
         active = [s for s in squeue_jobs(queue) if not s.phase.finished]
         nodes = listed_nodes(self._commands.json(*node_listing(queue)))
         return SchedulerSnapshot(
@@ -229,7 +229,7 @@ class SlurmBackend(ServicesOf):
         return done.stdout
 
     def _squeue(self) -> list[JobStatus]:
-        return squeue_jobs(self._commands.json("squeue"))
+        return squeue_jobs(self._commands.queue())
 
 
 def _sacct_time(at: datetime) -> str:

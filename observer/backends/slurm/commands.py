@@ -108,6 +108,11 @@ class SlurmCommands:
             raise BackendError(f"{command} as {user} failed: {words}")
         return done
 
+    def queue(self) -> dict[str, Any]:
+        """`squeue --json` of every job slurmctld holds, the ended ones within MinJobAge
+        included: 22.05 lists them all along, 23.02 on only when asked (--states=all)."""
+        return self.json("squeue", "--states=all")
+
     def json(self, command: str, *args: str) -> dict[str, Any]:
         """What `<command> --json <args>` printed, once it is sure slurmctld answered."""
         said = " ".join([command, "--json", *args])

@@ -121,12 +121,12 @@ class SlurmServices:
         """The service's replicas in `queue` (a `squeue --json` answer; None: read now)."""
         return [
             r
-            for r in replica_jobs(queue or self._commands.json("squeue"))
+            for r in replica_jobs(queue or self._commands.queue())
             if r.service == spec.name and r.status.tenant == spec.tenant
         ]
 
     def _read(self, spec: ServiceSpec) -> _Service:
-        queue = self._commands.json("squeue")
+        queue = self._commands.queue()
         jobs = [r for r in self._jobs(spec, queue) if not r.status.phase.finished]
         # an ending job (COMPLETING: its processes being killed) is no replica, its port not
         # yet free

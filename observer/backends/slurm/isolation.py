@@ -69,7 +69,7 @@ class IsolationProbe:
         """A job of `account` to try to read: its newest unfinished one, or else a held job
         placed there now (True: placed, to be cancelled), as the account's own user when
         tenant_users names one."""
-        listed = squeue_jobs(self._commands.json("squeue"))
+        listed = squeue_jobs(self._commands.queue())
         theirs = [int(s.job_id) for s in listed if s.tenant == account and not s.phase.finished]
         if theirs:
             return str(max(theirs)), False
