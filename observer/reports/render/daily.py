@@ -108,7 +108,9 @@ def _lead(day: PeriodFigures, w: Words) -> list[tuple[str, tuple[str, ...]]]:
             ("tasks", "task_records"),
         ),
         (
-            w("lead.findings", opened=f.opened, open=f.still_open, alerts=day.alerts.total),
+            w("lead.findings", opened=f.opened, open=f.still_open, alerts=day.alerts.total)
+            if day.alerts.total is not None
+            else w("lead.findings_no_alerts", opened=f.opened, open=f.still_open),
             ("findings", "alerts", "health"),
         ),
         (

@@ -75,6 +75,8 @@ def blind_text(f: PeriodFigures, w: Words) -> str:
         for source, part in sorted(b.by_source_part.items())
     ]
     everywhere = [w.duration(b.everywhere_seconds)] if b.everywhere_seconds or not parts else []
+    if len(parts) == 1 and not everywhere:
+        return parts[0]  # its own share is the fleet's
     return w.aside(w.lines([*everywhere, *parts]), w.share(b.share))
 
 
