@@ -141,7 +141,8 @@ def _recorded(release: str) -> tuple[dict[str, str], dict[str, Any], str]:
     """The jobs record.sh submitted (id -> what it is), squeue --json and sacct --parsable2 as
     the real `release` printed them (tests/fixtures/slurm/README.md)."""
     lines = (RECORDED / release / "jobs.txt").read_text().splitlines()
-    named = dict(reversed(line.split()) for line in lines if line and not line.startswith("#"))
+    rows = [line.split() for line in lines if line and not line.startswith("#")]
+    named = {job_id: name for name, job_id in rows}
     queue = json.loads((RECORDED / release / "squeue.json").read_text())
     return named, queue, (RECORDED / release / "sacct-parsable2.txt").read_text()
 
