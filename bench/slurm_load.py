@@ -18,7 +18,7 @@ the end. Run as root (or SlurmUser) with SLURM_CONF set, on the cluster of
 deploy/local/infra/slurm-up.sh:
 
     SLURM_CONF=/tmp/observer-infra/slurm/etc/slurm.conf .venv/bin/python bench/slurm_load.py \
-        [--queue-jobs 10000] [--reads 5] [--node n1]
+        [--queue-jobs 9000] [--reads 5] [--node n1]
 
 Prints one JSON object as its last line:
 {"releases": [{"release", "queue_jobs", "agent": {...}, "controller": {...}}]}."""
@@ -52,13 +52,14 @@ _NOT_READERS = re.compile(
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--queue-jobs", type=int, default=10_000)
+    parser.add_argument("--queue-jobs", type=int, default=9_000)
     parser.add_argument("--reads", type=int, default=5)
     parser.add_argument("--node", default="n1")
     args = parser.parse_args()
     conf = Path(os.environ["SLURM_CONF"])
-    arrays = _fill(args.queue_jobs)
+    arrays: list[str] = []
     try:
+        _fill(args.queue_jobs, arrays)
         result = _measure(conf, args)
     finally:
         subprocess.run(["scancel", *arrays], check=False)
@@ -102,8 +103,9 @@ def _measure(conf: Path, args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
-def _fill(jobs: int) -> list[str]:
-    ids = []
+def _fill(jobs: int, ids: list[str]) -> None:
+    """Held arrays of `jobs` jobs in all, their ids into `ids` as they are accepted (slurm.conf's
+    MaxJobCount, 10,000 by default, bounds the queue)."""
     for first in range(0, jobs, ARRAY):
         size = min(ARRAY, jobs - first)
         done = subprocess.run(
@@ -123,7 +125,6 @@ def _fill(jobs: int) -> list[str]:
             check=True,
         )
         ids.append(done.stdout.strip().split(";")[0])
-    return ids
 
 
 def _sdiag() -> dict[str, tuple[int, int]]:
