@@ -1,7 +1,7 @@
 """What the observer costs slurmctld, counted by slurmctld itself (`sdiag`), on a real Slurm.
 
-The queue is first filled with held job arrays (`--queue-jobs` jobs, `sbatch --hold
---array`, partition debug), then each reader is run against it and `sdiag`'s RPC statistics by
+The queue is first filled with held jobs (`--queue-jobs` of them, `sbatch --hold`, partition
+debug), then each reader is run against it and `sdiag`'s RPC statistics by
 message type are read before and after:
 
 - the agent: `SlurmdOwners.read()` of one node (agent.owners: slurm), `--reads` times; the
@@ -13,12 +13,12 @@ message type are read before and after:
 Per reader: the RPCs per call by type, scaled to a minute at the default intervals, and the
 server time they cost slurmctld (sdiag's total_time, microseconds) per minute and as a share of
 the interval. What else reached slurmctld meanwhile (slurmd's registrations, sdiag's own
-request) is measured over an idle stretch as long and taken out. The arrays are cancelled at
+request) is measured over an idle stretch as long and taken out. The jobs are cancelled at
 the end. Run as root (or SlurmUser) with SLURM_CONF set, on the cluster of
 deploy/local/infra/slurm-up.sh:
 
     SLURM_CONF=/tmp/observer-infra/slurm/etc/slurm.conf .venv/bin/python bench/slurm_load.py \
-        [--queue-jobs 9000] [--reads 5] [--node n1]
+        [--queue-jobs 8000] [--reads 5] [--node n1]
 
 Prints one JSON object as its last line:
 {"releases": [{"release", "queue_jobs", "agent": {...}, "controller": {...}}]}."""
@@ -42,7 +42,7 @@ from observer.settings.agent import AgentSettings
 from observer.settings.controller import ControllerSettings, SlurmSettings
 
 _RPC = re.compile(r"^\s+(\w+)\s+\(\s*\d+\)\s+count:(\d+)\s+ave_time:\d+\s+total_time:(\d+)", re.M)
-ARRAY = 1000  # slurm.conf's MaxArraySize is 1001 by default: one array per thousand jobs
+NAME = "slurm-load-bench"
 # Requests that are not the readers': slurmd's own, sdiag's, the bench's submissions.
 _NOT_READERS = re.compile(
     r"^(MESSAGE_|REQUEST_STATS_INFO|REQUEST_SUBMIT|REQUEST_COMPLETE|"
@@ -52,17 +52,16 @@ _NOT_READERS = re.compile(
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--queue-jobs", type=int, default=9_000)
+    parser.add_argument("--queue-jobs", type=int, default=8_000)
     parser.add_argument("--reads", type=int, default=5)
     parser.add_argument("--node", default="n1")
     args = parser.parse_args()
     conf = Path(os.environ["SLURM_CONF"])
-    arrays: list[str] = []
     try:
-        _fill(args.queue_jobs, arrays)
+        _fill(args.queue_jobs)
         result = _measure(conf, args)
     finally:
-        subprocess.run(["scancel", *arrays], check=False)
+        subprocess.run(["scancel", f"--name={NAME}"], check=False)
     print(json.dumps({"releases": [result]}))
 
 
@@ -103,20 +102,19 @@ def _measure(conf: Path, args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
-def _fill(jobs: int, ids: list[str]) -> None:
-    """Held arrays of `jobs` jobs in all, their ids into `ids` as they are accepted (slurm.conf's
-    MaxJobCount, 10,000 by default, bounds the queue)."""
-    for first in range(0, jobs, ARRAY):
-        size = min(ARRAY, jobs - first)
-        done = subprocess.run(
+def _fill(jobs: int) -> None:
+    """`jobs` held jobs, one record each as slurmctld keeps them (a held array stays one
+    record until its tasks start: it would not fill the listing). slurm.conf's MaxJobCount,
+    10,000 by default, ended jobs within MinJobAge included, bounds the queue."""
+    for _ in range(jobs):
+        subprocess.run(
             [
                 "sbatch",
                 "--parsable",
                 "--hold",
                 "-p",
                 "debug",
-                f"--array=0-{size - 1}",
-                "--job-name=slurm-load-bench",
+                f"--job-name={NAME}",
                 "--wrap",
                 "true",
             ],
@@ -124,7 +122,6 @@ def _fill(jobs: int, ids: list[str]) -> None:
             text=True,
             check=True,
         )
-        ids.append(done.stdout.strip().split(";")[0])
 
 
 def _sdiag() -> dict[str, tuple[int, int]]:
