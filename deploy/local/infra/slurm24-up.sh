@@ -89,7 +89,7 @@ write_if_changed() { # write $1 from stdin only when it differs; returns 1 when 
 }
 
 # ---- the clients, run in the chroot with this cluster's configuration
-for cmd in squeue sinfo scontrol sbatch sacct sacctmgr scancel srun; do
+for cmd in squeue sinfo scontrol sbatch sacct sacctmgr scancel srun sdiag; do
   write_if_changed "$D/bin/$cmd" <<EOF || true
 #!/bin/sh
 exec chroot $R /bin/sh -c 'cd /tmp && exec "\$0" "\$@"' env SLURM_CONF=$conf $cmd "\$@"
