@@ -54,6 +54,8 @@ BLIND_SOURCES = (
 )
 # Sources one node's agent stands for: blind there, the observer still sees the other nodes.
 NODE_SOURCES = frozenset({"agents", "nvml", "xid"})
+# What the node agents read on their node: set up, or not, with them.
+_READ_BY_AGENTS = ("nvml", "xid")
 SCHEDULER_GAP = "snapshot_gap"
 NOT_SET_UP = "not_set_up"  # a source the settings never configured: blind the whole period
 NODE_NAMES = 10  # nodes named in a sentence; a large fleet's are counted beyond
@@ -599,9 +601,7 @@ def _set_up(data: PeriodData, context: ReportContext) -> dict[str, bool]:
         "store": True,
         "scheduler": True,
         "accounting": True,  # every backend lists finished jobs and quota changes
-        # The agents read NVML and the kernel's Xid records on their node.
-        "nvml": watched["agents"],
-        "xid": watched["agents"],
+        **dict.fromkeys(_READ_BY_AGENTS, watched["agents"]),
         **watched,
     }
 
@@ -620,7 +620,7 @@ def _not_watched(
             if set_up[source] and source not in run.watching:
                 periods.append(BlindPeriod(source, "", lo, hi, NOT_SET_UP))
                 if source == "agents":
-                    periods += [BlindPeriod(s, "", lo, hi, NOT_SET_UP) for s in ("nvml", "xid")]
+                    periods += [BlindPeriod(s, "", lo, hi, NOT_SET_UP) for s in _READ_BY_AGENTS]
     return periods
 
 

@@ -158,7 +158,7 @@ def observed(
     only some nodes holds on those, the others in `not_observed`."""
     judged = []
     for result in criteria:
-        unseen, narrowed = _judged(result.criterion, layers, limit_share)
+        unseen, partly, narrowed = _judged(result.criterion, layers, limit_share)
         status = result.status
         if status is Status.PASS and unseen:
             status = Status.NOT_OBSERVED
@@ -166,7 +166,7 @@ def observed(
             replace(
                 result,
                 status=status,
-                evidence=result.evidence + unseen + _narrowed(result.criterion, layers),
+                evidence=result.evidence + unseen + partly,
                 not_observed=Subjects(nodes=narrowed)
                 if status is Status.PASS and narrowed
                 else result.not_observed,
@@ -177,10 +177,12 @@ def observed(
 
 def _judged(
     criterion: str, layers: Mapping[str, LayerCoverage], limit_share: float
-) -> tuple[tuple[Note, ...], tuple[str, ...]]:
-    """Why each layer `criterion` needs went unobserved (empty: every one was observed), and
-    the nodes a node layer did not cover where it covered others."""
+) -> tuple[tuple[Note, ...], tuple[Note, ...], tuple[str, ...]]:
+    """Why each layer `criterion` needs went unobserved (empty: every one was observed); the
+    coverage of each node layer that covered part of its nodes (the owner state says its own:
+    events.owner_state_note); and the nodes those did not cover."""
     notes: list[Note] = []
+    partly: list[Note] = []
     nodes: set[str] = set()
     for name in NEEDS[criterion]:
         layer = layers[name]
@@ -195,30 +197,22 @@ def _judged(
                 notes.append(Note("ev.owner_state_not_observed", {"nodes": layer.nodes}))
             elif layer.covered:
                 nodes.update(layer.not_covered)
-        elif layer.nodes:
-            if layer.covered:
-                nodes.update(layer.not_covered)
-            else:
-                notes.append(blind)
-        elif 1 - layer.share > limit_share:
+        elif layer.nodes and not layer.covered:
             notes.append(blind)
-    return tuple(notes), tuple(sorted(nodes))
-
-
-def _narrowed(criterion: str, layers: Mapping[str, LayerCoverage]) -> tuple[Note, ...]:
-    """Each node layer that covered part of its nodes, with its coverage (the owner state says
-    its own: events.owner_state_note)."""
-    return tuple(
-        Note(
-            "ev.layer_covered_nodes",
-            {
-                "layer": name,
-                "covered": layer.covered,
-                "nodes": layer.nodes,
-                "share": layer.share,
-                "not_covered": named(list(layer.not_covered), NODE_NAMES),
-            },
-        )
-        for name in NEEDS[criterion]
-        if name != OWNERS and (layer := layers[name]).set_up and layer.not_covered and layer.covered
-    )
+        elif layer.nodes and layer.not_covered:
+            nodes.update(layer.not_covered)
+            partly.append(
+                Note(
+                    "ev.layer_covered_nodes",
+                    {
+                        "layer": name,
+                        "covered": layer.covered,
+                        "nodes": layer.nodes,
+                        "share": layer.share,
+                        "not_covered": named(list(layer.not_covered), NODE_NAMES),
+                    },
+                )
+            )
+        elif not layer.nodes and 1 - layer.share > limit_share:
+            notes.append(blind)
+    return tuple(notes), tuple(partly), tuple(sorted(nodes))
