@@ -85,7 +85,8 @@ def test_findings_as_json_give_the_evidences_instants_in_the_platforms_zone(
 def test_findings_name_the_zone_once_at_the_top_and_each_time_with_its_offset(
     tmp_path: Path, language: str, named: str
 ) -> None:
-    platform_in(tmp_path, "America/Chicago", *(stuck_job(at, at) for at in CLOCKS_BACK), language=language)
+    stuck = [stuck_job(at, at) for at in CLOCKS_BACK]
+    platform_in(tmp_path, "America/Chicago", *stuck, language=language)
 
     result = run_cli("findings", "--config", "c.yaml", cwd=tmp_path)
 
