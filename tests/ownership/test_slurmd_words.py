@@ -61,7 +61,7 @@ def _node_with_steps(directory: Path, listpids: str) -> None:
         directory,
         f"""case "$1 $2" in
 "show node") echo 'NodeName=n1 Arch=x86_64 Gres=(null) State=MIXED' ;;
-"show job") printf 'JobId=7 JobName=wrap\\n   JobState=RUNNING\\n     Nodes=n1 CPU_IDs=0 Mem=100 GRES=\\n\\n' ;;
+"show job") printf 'JobId=7 JobName=wrap\\n     Nodes=n1 CPU_IDs=0 Mem=100 GRES=\\n\\n' ;;
 "listpids *") printf 'PID      JOBID    STEPID   LOCALID GLOBALID\\n' ; {listpids} ;;
 esac""",
     )
