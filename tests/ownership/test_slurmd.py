@@ -6,7 +6,6 @@ OwnerSourceError that says which command failed and why."""
 
 from __future__ import annotations
 
-import re
 import subprocess
 import time
 from collections.abc import Iterator
@@ -22,6 +21,7 @@ from observer.ownership.procfs import ProcFs
 from observer.ownership.slurmd import SlurmdOwners
 from observer.ownership.tracked import TrackedOwners
 from tests.backends.slurm_harness import SlurmHarness, require_slurm, slurm_harness
+from tests.ownership.sdiag import counted_since, requests
 from tests.support.net import free_port
 
 pytestmark = pytest.mark.slurm
@@ -116,28 +116,17 @@ def test_once_its_jobs_are_known_the_node_asks_slurmctld_nothing(slurm: SlurmHar
     job = submit(slurm, "n2", gpus=2, seconds=60)
     slurm.settle(lambda: bool(source.pids()), 20)
 
-    before = requests(slurm)
+    before = requests(slurm.cli("sdiag"))
     assert source.read().running == {job}
-    known = requests(slurm)
+    known = requests(slurm.cli("sdiag"))
     for _ in range(5):
         assert source.read().gpus == {job: {UUIDS[0], UUIDS[1]}}
-    steady = counted_since(known, requests(slurm))
+    steady = counted_since(known, requests(slurm.cli("sdiag")))
 
     named = counted_since(before, known)
     assert named["REQUEST_JOB_INFO_SINGLE"] == 1  # the new job, once
     assert "REQUEST_JOB_INFO" not in named  # never the queue
     assert steady == {}
-
-
-def requests(slurm: SlurmHarness) -> dict[str, int]:
-    """slurmctld's count of each request type a client sends (sdiag), but sdiag's own."""
-    text = slurm.cli("sdiag").split("by message type", 1)[1].split("\n\n", 1)[0]
-    counts = re.findall(r"^\s+(REQUEST_\w+)\s+\(\s*\d+\)\s+count:(\d+)", text, re.MULTILINE)
-    return {kind: int(n) for kind, n in counts if kind != "REQUEST_STATS_INFO"}
-
-
-def counted_since(before: dict[str, int], after: dict[str, int]) -> dict[str, int]:
-    return {k: n - before.get(k, 0) for k, n in after.items() if n != before.get(k, 0)}
 
 
 def test_listpids_names_the_job_of_each_process_slurmd_tracks(slurm: SlurmHarness):
