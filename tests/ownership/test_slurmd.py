@@ -92,14 +92,17 @@ def test_the_process_of_a_running_job_is_its_and_running_until_the_job_ends(slur
     directory = TrackedOwners(source, interval_seconds=0)
     proc = ProcFs()
     # proctrack/linuxproc, as this cluster runs: no cgroup names the job, its environ does
-    owner = proc.inspect(min(source.pids())).owner  # type: ignore[union-attr]
+    inside = proc.inspect(min(source.pids()))
     outside = subprocess.Popen(["sleep", "60"])  # started on the node, outside Slurm
+    stray = proc.inspect(outside.pid)
+    assert inside is not None and stray is not None
+    owner = inside.owner
 
     try:
         directory.refresh(datetime.now(UTC))
         assert owner == Owner(OwnerKind.SLURM_JOB, job)
         assert directory.state(owner).phase is OwnerPhase.RUNNING
-        assert proc.inspect(outside.pid).owner == NO_OWNER  # type: ignore[union-attr]
+        assert stray.owner == NO_OWNER
 
         slurm.cli("scancel", job)
         slurm.settle(lambda: not source.pids(), 30)
