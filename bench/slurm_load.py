@@ -4,8 +4,10 @@ The queue is first filled with held jobs (`--queue-jobs` of them, `sbatch --hold
 debug), then each reader is run against it and `sdiag`'s RPC statistics by
 message type are read before and after:
 
-- the agent: `SlurmdOwners.read()` of one node (agent.owners: slurm), `--reads` times; the
-  first read apart (a job the node has never seen is named once), then the steady state;
+- the agent: `SlurmdOwners.read()` of one node (agent.owners: slurm) running one job of the
+  bench's: the first read apart (the node's GPUs, and the job the node has never seen named
+  once, `scontrol show job -d`), then `--reads` reads of the steady state (`scontrol
+  listpids`, answered on the node: the target is no request at all);
 - the controller: `SlurmBackend.snapshot()` (one per controller.snapshot_interval_seconds) and
   `SlurmBackend.jobs()` of the probes it follows (one per controller.follow_interval_seconds
   while a probe is active), `--reads` times each.
@@ -81,6 +83,7 @@ def _measure(conf: Path, args: argparse.Namespace) -> dict[str, Any]:
         clock=SystemClock(),
     )
     probes = [s.job_id for s in backend.probe_jobs()][:4] or ["1"]
+    _run_on(args.node, owners)
     first = _rpcs(owners.read, 1)
     steady = _rpcs(owners.read, args.reads)
     snapshot = _rpcs(backend.snapshot, args.reads)
@@ -122,6 +125,31 @@ def _fill(jobs: int) -> None:
             text=True,
             check=True,
         )
+
+
+def _run_on(node: str, owners: SlurmdOwners) -> None:
+    """One job of the bench's running on `node` (partition gpu, 1 GPU), once its slurmstepd
+    tracks its script."""
+    subprocess.run(
+        [
+            "sbatch",
+            "-w",
+            node,
+            "--gres=gpu:1",
+            "-o",
+            "/dev/null",
+            f"--job-name={NAME}",
+            "--wrap",
+            "sleep 600",
+        ],
+        capture_output=True,
+        check=True,
+    )
+    deadline = time.monotonic() + 60
+    while not owners.pids():
+        if time.monotonic() > deadline:
+            raise SystemExit(f"the bench's job did not start on {node} within 60 s")
+        time.sleep(0.5)
 
 
 def _sdiag() -> dict[str, tuple[int, int]]:
