@@ -354,8 +354,10 @@ def test_an_unreachable_slurmctld_is_a_backend_error(slurm: SlurmHarness, tmp_pa
     )
     backend = SlurmBackend(dead, SystemClock())
 
-    with pytest.raises(BackendError, match="squeue could not read slurmctld"):
+    with pytest.raises(BackendError, match="scontrol show job 1 failed: .*Unable to contact"):
         backend.jobs(["1"])
+    with pytest.raises(BackendError, match="squeue could not read slurmctld"):
+        backend.probe_jobs()
     with pytest.raises(BackendError, match="could not read slurmctld"):
         backend.snapshot()
     with pytest.raises(BackendError, match="sbatch could not reach slurmctld"):
