@@ -316,8 +316,11 @@ class SlurmBackend(ServicesOf):
 
     def _job(self, job_id: str) -> JobStatus | None:
         """One job as slurmctld holds it; None once it has forgotten it."""
+        # --local: no REQUEST_FED_INFO before each (the observer reads its own cluster)
         done = self._commands.run(
-            "scontrol", ["--oneliner", "show", "job", job_id], env={"SLURM_TIME_FORMAT": "%s"}
+            "scontrol",
+            ["--local", "--oneliner", "show", "job", job_id],
+            env={"SLURM_TIME_FORMAT": "%s"},
         )
         if done.returncode != 0:
             words = slurm_words(done.stderr)
