@@ -208,8 +208,8 @@ class SlurmBackend(ServicesOf):
         return self._view
 
     def snapshot(self) -> SchedulerSnapshot:
-        self._check_view()
         listing, queue = self._list()
+        self._check_view()
         active = [s for s in listing.jobs.values() if not s.phase.finished]
         nodes = listed_nodes(self._commands.json(*node_listing(queue)))
         return SchedulerSnapshot(
