@@ -527,5 +527,6 @@ _BY_DETECTOR: dict[str, Wording] = {
         limit_seconds=_evidence("limit_seconds"),
     ),
     "accounting_unreachable": _error("accounting_unreachable", "accounting"),
+    "scheduler_partly_visible": _error("scheduler_partly_visible", "scheduler"),
     "alertmanager_unreachable": _error("alertmanager_unreachable"),
 }
