@@ -106,6 +106,16 @@ app.kubernetes.io/part-of: gpu-soak-observer
 {{- (dig "agent" "listen_port" 9400 .Values.settings) | int -}}
 {{- end -}}
 
+{{/* The agent's metrics-only port; "" when unset (/metrics on its listen_port). */}}
+{{- define "observer.agentMetricsPort" -}}
+{{- with (dig "agent" "metrics_port" nil .Values.settings) -}}{{- . | int -}}{{- end -}}
+{{- end -}}
+
+{{/* The container port Prometheus scrapes, by component: call with (dict "ctx" $ "component" "agent"). */}}
+{{- define "observer.scrapePortName" -}}
+{{- if and (eq .component "agent") (include "observer.agentMetricsPort" .ctx) -}}metrics{{- else -}}http{{- end -}}
+{{- end -}}
+
 {{- define "observer.controllerPort" -}}
 {{- (dig "controller" "listen_port" 9401 .Values.settings) | int -}}
 {{- end -}}
