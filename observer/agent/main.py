@@ -191,9 +191,15 @@ def run_agent(
         return codec.snapshot_to_json(snap) if snap else None
 
     with serving(
-        cfg.listen_host, cfg.listen_port, registry, health, snapshot, on_listening
+        cfg.listen_host, cfg.listen_port, registry, health, snapshot, on_listening, cfg.metrics_port
     ) as port:
-        _log.info("agent listening", host=cfg.listen_host, port=port, node=cfg.node_name)
+        _log.info(
+            "agent listening",
+            host=cfg.listen_host,
+            port=port,
+            metrics_port=cfg.metrics_port,
+            node=cfg.node_name,
+        )
         agent.start()
         loop.start()
         stop.wait()
