@@ -68,6 +68,7 @@ from observer.domain import Behaviour
 from observer.settings.controller import KubernetesSettings
 from observer.workloads import serve
 from tests.backends.pod_security import ENFORCE_LABEL, RESTRICTED, restricted_refusal
+from tests.backends.selectors import SelectingEmulator
 
 GPU = "nvidia.com/gpu"
 POOL_LABEL = "nvidia.com/gpu.product"
@@ -179,7 +180,7 @@ def _pod_gpus(spec: dict[str, Any]) -> int:
     )
 
 
-class _ApiServer(kmock.KubernetesEmulator):
+class _ApiServer(SelectingEmulator):
     """kmock's emulator, plus what a real API server does by itself: uid, creationTimestamp
     and namespace on create, the managedFields of a ResourceQuota's spec.hard and of a
     ClusterQueue's spec.resourceGroups (each manager's latest Update and the fields it owns),
