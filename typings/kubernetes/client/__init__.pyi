@@ -228,7 +228,9 @@ class V1EnvVar:
 class V1ResourceRequirements:
     limits: dict[str, str] | None
     requests: dict[str, str] | None
-    def __init__(self, *, limits: dict[str, str] | None = None) -> None: ...
+    def __init__(
+        self, *, limits: dict[str, str] | None = None, requests: dict[str, str] | None = None
+    ) -> None: ...
 
 class V1Capabilities:
     add: list[str] | None
@@ -354,6 +356,7 @@ class V1PodSpec:
     init_containers: list[V1Container] | None
     node_name: str | None
     priority_class_name: str | None
+    runtime_class_name: str | None
     affinity: V1Affinity | None
     security_context: V1PodSecurityContext | None
     def __init__(
@@ -362,6 +365,7 @@ class V1PodSpec:
         containers: list[V1Container],
         restart_policy: str | None = None,
         priority_class_name: str | None = None,
+        runtime_class_name: str | None = None,
         affinity: V1Affinity | None = None,
         node_selector: dict[str, str] | None = None,
         tolerations: list[V1Toleration] | None = None,
