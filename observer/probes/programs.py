@@ -21,9 +21,10 @@ class ProgramSize:
 
 
 # Every program measured at a 48 MiB peak RSS and half a second of CPU to start (Python and
-# the observer's imports; docs/BENCHMARKS.md): a request that small, a limit with room for the
-# start. log-burst writes as fast as it can, gpu-burn drives a GPU and holds a CUDA context,
-# serve answers requests: each a CPU of its own. gpu-burn's memory is not measured on a GPU.
+# the observer's imports; `/usr/bin/time -f %M observer probe ...`, 2 CPUs, no GPU): a request
+# that small, a limit with room for the start. log-burst writes as fast as it can, gpu-burn
+# drives a GPU and holds a CUDA context, serve answers requests: each a CPU of its own.
+# gpu-burn's memory is not measured on a GPU.
 _SMALL = ProgramSize(50, 500, 64, 128)
 PROGRAM_SIZES = {
     "sleep": _SMALL,

@@ -20,7 +20,7 @@ from typing import Any
 
 Spec = dict[str, Any]
 
-_SUFFIXES = {
+_SUFFIXES: dict[str, Decimal | int] = {
     "": 1,
     "m": Decimal("0.001"),
     "k": 10**3,

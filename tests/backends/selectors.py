@@ -158,7 +158,7 @@ def _bad_request(message: str) -> kmock.KubernetesError:
 
 def selection(request: kmock.Request) -> Match:
     """Both selectors of a list or watch request."""
-    plural = request.resource.plural if request.resource else ""
+    plural = (request.resource.plural if request.resource else None) or ""
     labels = label_selector(request.params.get("labelSelector", ""))
     fields = field_selector(plural, request.params.get("fieldSelector", ""))
     return lambda obj: labels(obj) and fields(obj)
@@ -169,7 +169,7 @@ class SelectingEmulator(kmock.KubernetesEmulator):
 
     async def _serve_list(self, request: kmock.Request) -> Any:
         keep = selection(request)
-        listing = await super()._serve_list(request)
+        listing: Any = await super()._serve_list(request)
         return {**listing, "items": [obj for obj in listing["items"] if keep(obj)]}
 
     async def _serve_watch(self, request: kmock.Request) -> AsyncIterator[Any]:

@@ -30,7 +30,7 @@ def probe(run_id: str, tenant: str = "research", **workload: Any) -> JobRequest:
 def pod_spec(settings: KubernetesSettings, request: JobRequest) -> dict[str, Any]:
     job = job_manifest(settings, request, "observer-hold-0123456789")
     spec: dict[str, Any] = client.ApiClient().sanitize_for_serialization(job)["spec"]
-    return spec["template"]["spec"]  # type: ignore[no-any-return]
+    return spec["template"]["spec"]
 
 
 @pytest.fixture
@@ -166,7 +166,10 @@ def test_a_limit_range_defaults_what_a_pod_leaves_out(k8s: KubernetesHarness) ->
 
     k8s.core.create_namespaced_pod("research", body)
 
-    resources = k8s.core.read_namespaced_pod("own", "research").spec.containers[0].resources
+    [own] = k8s.core.list_namespaced_pod("research", field_selector="metadata.name=own").items
+    assert own.spec is not None
+    resources = own.spec.containers[0].resources
+    assert resources is not None
     assert (resources.limits, resources.requests) == ({"cpu": "1"}, {"cpu": "1"})
 
 
@@ -196,7 +199,10 @@ def _over_its_limit_range(k8s: KubernetesHarness) -> tuple[str, str]:
     k8s.set_limit_range("research", LimitRange("small", max={"cpu": "250m"}))
     job_id = k8s.backend.submit(probe("run-1"))
     namespace, name = job_id.split("/")
-    [container] = k8s.batch.read_namespaced_job(name, namespace).spec.template.spec.containers
+    spec = k8s.batch.read_namespaced_job(name, namespace).spec
+    assert spec is not None and spec.template.spec is not None
+    [container] = spec.template.spec.containers
+    assert container.resources is not None and container.resources.limits is not None
     limit = container.resources.limits["cpu"]
     return job_id, f"maximum cpu usage per Container is 250m, but limit is {limit}"
 

@@ -28,9 +28,13 @@ LABELLED = {
 }
 
 
-def pods_selected(k8s: KubernetesHarness, **selectors: str) -> list[str]:
-    listed = k8s.core.list_namespaced_pod("research", **selectors).items
-    return sorted(pod.metadata.name for pod in listed)
+def pods_selected(
+    k8s: KubernetesHarness, label_selector: str | None = None, field_selector: str | None = None
+) -> list[str]:
+    listed = k8s.core.list_namespaced_pod(
+        "research", label_selector=label_selector, field_selector=field_selector
+    ).items
+    return sorted(str(pod.metadata.name) for pod in listed if pod.metadata)
 
 
 @pytest.fixture
@@ -78,6 +82,7 @@ def test_field_selectors_read_the_fields_each_resource_declares(k8s: KubernetesH
     )
     k8s.settle(lambda: k8s.backend.jobs([job_id])[job_id].phase is JobPhase.RUNNING, 30)
     [pod] = k8s.pods_of(job_id)
+    assert pod.spec is not None and pod.metadata is not None
     node, name = pod.spec.node_name, pod.metadata.name
     k8s.core.create_namespaced_pod(
         "research", {"metadata": {"name": "unscheduled"}, "spec": {"containers": []}}
@@ -112,7 +117,7 @@ def test_events_are_selected_by_type_and_involved_object(k8s: KubernetesHarness)
 
     def events(selector: str) -> list[str]:
         listed = k8s.core.list_namespaced_event("research", field_selector=selector).items
-        return sorted(event.metadata.name for event in listed)
+        return sorted(str(event.metadata.name) for event in listed)
 
     assert events("type=Warning") == ["w"]
     assert events("involvedObject.name=pod-n,involvedObject.kind=Pod") == ["n"]

@@ -40,6 +40,7 @@ class CoreV1Api:
         namespace: str,
         *,
         label_selector: str | None = None,
+        field_selector: str | None = None,
         limit: int | None = None,
         _request_timeout: _Timeout = None,
     ) -> V1PodList: ...
@@ -115,7 +116,7 @@ class AppsV1Api:
 class BatchV1Api:
     def __init__(self, api_client: ApiClient | None = None) -> None: ...
     def create_namespaced_job(
-        self, namespace: str, body: V1Job, *, _request_timeout: _Timeout = None
+        self, namespace: str, body: V1Job | _Body, *, _request_timeout: _Timeout = None
     ) -> V1Job: ...
     def read_namespaced_job(
         self, name: str, namespace: str, *, _request_timeout: _Timeout = None
@@ -125,6 +126,7 @@ class BatchV1Api:
         namespace: str,
         *,
         label_selector: str | None = None,
+        field_selector: str | None = None,
         _request_timeout: _Timeout = None,
     ) -> V1JobList: ...
     def delete_namespaced_job(
