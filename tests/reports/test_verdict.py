@@ -338,7 +338,7 @@ def test_no_lag_is_counted_while_no_controller_ran():
     v = _verdict(_soak(findings=[lag], controller_runs=runs))
     criterion = next(c for c in v.criteria if c.criterion == "monitoring_lag_bound")
     assert criterion.status is Status.PASS
-    [note] = [n for n in criterion.evidence if n.key == "ev.lag"]
+    [note] = [n for n in criterion.evidence if n.key == "ev.lag.within"]
     assert note.params["longest_seconds"] == 7 * 60
     lasting = replace(lag, closed_at=at(3, 15))  # 17 minutes observed: over the bound
     v = _verdict(_soak(findings=[lasting], controller_runs=runs))
