@@ -9,7 +9,15 @@ from datetime import datetime
 from typing import Any
 
 from observer.detectors import fairness, unexplained_wait
-from observer.domain import Comparison, Finding, JsonValue, ProbeRun, compare, written
+from observer.domain import (
+    Comparison,
+    Finding,
+    JsonValue,
+    ProbeRun,
+    compare,
+    compare_seconds,
+    written,
+)
 from observer.probes.windows import occurrence_of
 from observer.reports.compute.criteria.result import (
     CriterionResult,
@@ -190,6 +198,10 @@ def _unfairness_explained(finding: Finding) -> list[Note]:
                     notes.append(Note(f"ev.unfair_holder_{kind}", {"holder": name, "names": names}))
     for other in finding.evidence.get("favoured_with_longer_waits") or []:
         received, entitled = other.get("received_gpus"), other.get("entitled_gpus")
+        waits = other.get("median_wait_seconds"), other.get("others_median_wait_seconds")
+        # "Waited longer" only where the two waits, as written, say so.
+        if None in waits or compare_seconds(*waits) is not Comparison.MORE:
+            continue
         notes.append(
             Note(
                 f"ev.unfair_favoured.{compare(received, entitled)}",
