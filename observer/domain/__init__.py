@@ -12,7 +12,11 @@ from typing import Any
 
 from observer.domain.comparison import Comparison as Comparison
 from observer.domain.comparison import compare as compare
+from observer.domain.comparison import compare_seconds as compare_seconds
+from observer.domain.comparison import compare_shares as compare_shares
+from observer.domain.comparison import duration_parts as duration_parts
 from observer.domain.comparison import written as written
+from observer.domain.comparison import written_seconds as written_seconds
 from observer.domain.runs import AccessAttempt as AccessAttempt
 from observer.domain.runs import Attempt as Attempt
 from observer.domain.runs import Expectation as Expectation

@@ -338,7 +338,7 @@ def test_no_lag_is_counted_while_no_controller_ran():
     v = _verdict(_soak(findings=[lag], controller_runs=runs))
     criterion = next(c for c in v.criteria if c.criterion == "monitoring_lag_bound")
     assert criterion.status is Status.PASS
-    [note] = [n for n in criterion.evidence if n.key == "ev.lag"]
+    [note] = [n for n in criterion.evidence if n.key == "ev.lag.within"]
     assert note.params["longest_seconds"] == 7 * 60
     lasting = replace(lag, closed_at=at(3, 15))  # 17 minutes observed: over the bound
     v = _verdict(_soak(findings=[lasting], controller_runs=runs))
@@ -607,13 +607,13 @@ def test_utilisation_far_below_allocation_is_a_later_optimisation_naming_the_poo
     assert [i.criterion for i in v.tiers[FailureClass.LATER_OPTIMISATION]] == ["low_utilisation"]
     [line] = _lines_under(render_verdict(v, "en").markdown, "#### Later optimisation")
     assert line == (
-        "- GPU utilisation against allocation: Pool a: GPU utilisation averaged 29.0% against "
-        "43.0% of its GPUs allocated (below 75.0% of the allocation). Concerns pools a."
+        "- GPU utilisation against allocation: Pool a: GPU utilisation averaged 29.0% with "
+        "43.0% of its GPUs allocated: 67.4% of the allocation used, below 75.0%. Concerns pools a."
     )
     [line] = _lines_under(render_verdict(v, "zh-CN").markdown, "#### 后续优化")
     assert line == (
         "- GPU 利用率与分配量：资源池 a：GPU 平均利用率 29.0%，已分配 GPU 占 43.0%"
-        "（低于分配量的 75.0%）。涉及资源池 a。"
+        "：分配量的使用率为 67.4%，低于 75.0%。涉及资源池 a。"
     )
     assert [
         c["criterion"] for c in json.loads(render_verdict(v, "en").json)["later_optimisations"]

@@ -25,7 +25,7 @@ from observer.detectors import (
     unexplained_wait,
     unreleased,
 )
-from observer.domain import JsonValue
+from observer.domain import JsonValue, compare_seconds
 from observer.reports.compute.notes import Note
 
 Evidence = Mapping[str, JsonValue]
@@ -388,6 +388,26 @@ def _monitoring_lag(s: Subject, e: Evidence) -> Sentence:
 # A GPU health condition's: which GPU, on which node.
 _HEALTH: dict[str, Reader] = {"gpu": _gpu, "node": _subject("node")}
 
+
+def _store_space_low(s: Subject, e: Evidence) -> Sentence:
+    """When the store fills its volume against the warning's horizon, as both are written."""
+    fills_in, limit = e["fills_in_seconds"], e["limit_seconds"]
+    if not isinstance(fills_in, int | float) or not isinstance(limit, int | float):
+        raise TypeError("store_space_low's evidence lacks its figures")
+    return (
+        Note(
+            f"finding.store_space_low.{compare_seconds(fills_in, limit)}",
+            {
+                "store": s["store"],
+                "free": _bytes(e["free_bytes"]),
+                "growth": _bytes(e["growth_bytes_per_day"]),
+                "fills_in_seconds": fills_in,
+                "limit_seconds": limit,
+            },
+        ),
+    )
+
+
 _BY_DETECTOR: dict[str, Wording] = {
     # The node agent's findings.
     "nvml_unavailable": _note("finding.nvml_unavailable", node=_subject("node")),
@@ -518,14 +538,7 @@ _BY_DETECTOR: dict[str, Wording] = {
     "agent_unreachable": _error("agent_unreachable", "agent"),
     "log_pipeline_unreachable": _error("log_pipeline_unreachable", "pipeline"),
     "store_unreachable": _error("store_unreachable", "store"),
-    "store_space_low": _note(
-        "finding.store_space_low",
-        store=_subject("store"),
-        free=_memory("free_bytes"),
-        growth=_memory("growth_bytes_per_day"),
-        fills_in_seconds=_evidence("fills_in_seconds"),
-        limit_seconds=_evidence("limit_seconds"),
-    ),
+    "store_space_low": _store_space_low,
     "accounting_unreachable": _error("accounting_unreachable", "accounting"),
     "scheduler_partly_visible": _error("scheduler_partly_visible", "scheduler"),
     "alertmanager_unreachable": _error("alertmanager_unreachable"),

@@ -7,6 +7,7 @@ from __future__ import annotations
 import gettext
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import date, datetime, time, timedelta, tzinfo
+from decimal import Decimal
 from functools import cache, lru_cache
 from pathlib import Path
 from typing import Literal
@@ -17,7 +18,7 @@ from babel.lists import format_list
 from babel.numbers import format_decimal, format_percent
 from babel.units import format_unit
 
-from observer.domain import Expectation, JsonValue
+from observer.domain import Expectation, JsonValue, duration_parts
 from observer.reports.compute.findings import Sentence
 from observer.reports.compute.notes import Note
 
@@ -153,6 +154,8 @@ class Words:
             )
         if name == "layer" and isinstance(value, str):
             return self(f"src.{value}")
+        if name == "basis" and isinstance(value, str):
+            return self(f"basis.{value}")
         if name == "why" and isinstance(value, str):
             return self(f"coverage.why.{value}")
         if (name == "words" or name.endswith("_words")) and isinstance(value, str):
@@ -247,7 +250,7 @@ def forget_texts() -> None:
 
 
 @lru_cache(maxsize=16384)
-def _number(value: float, pattern: str, language: Language) -> str:
+def _number(value: float | Decimal, pattern: str, language: Language) -> str:
     return format_decimal(value, pattern, locale=_LOCALE[language])
 
 
@@ -258,23 +261,11 @@ def _percent(value: float, language: Language) -> str:
 
 @lru_cache(maxsize=16384)
 def _duration(seconds: float, language: Language) -> str:
-    if seconds < 60:
-        return _unit(seconds, "duration-second", language)
-    days, rest = divmod(round(seconds), 86400)
-    hours, rest = divmod(rest, 3600)
-    minutes, secs = divmod(rest, 60)
-    # The two largest units that are not zero; seconds only under an hour.
-    parts = [
-        (days, "duration-day"),
-        (hours, "duration-hour"),
-        (minutes, "duration-minute"),
-        (0 if days or hours else secs, "duration-second"),
-    ]
-    shown = [_unit(n, unit, language) for n, unit in parts if n][:2]
+    shown = [_unit(n, f"duration-{unit}", language) for n, unit in duration_parts(seconds)]
     return format_list(shown, style="unit-narrow", locale=_LOCALE[language])
 
 
-def _unit(value: float, unit: str, language: Language) -> str:
+def _unit(value: float | Decimal, unit: str, language: Language) -> str:
     symbols = _SI_UNITS.get(language)
     if symbols is not None:
         return symbols[unit].format(_number(value, "#,##0.#", language))
