@@ -17,6 +17,9 @@ CUDA_SUCCESS = 0
 CUDA_ERROR_OUT_OF_MEMORY = 2
 CUDA_ERROR_NO_DEVICE = 100
 CUDA_ERROR_INVALID_DEVICE = 101
+# cuCtxCreate's flag: a synchronising thread sleeps until the GPU is done instead of spinning
+# a CPU core through each of the burn's duty-cycle slices (the probe's pod asks for little CPU).
+CU_CTX_SCHED_BLOCKING_SYNC = 0x04
 
 _NO_DRIVER = (
     f"no {LIBRARY}: this node has no NVIDIA driver, or the container was not started "
@@ -61,7 +64,9 @@ class CudaDriver:
                 "(CUDA_VISIBLE_DEVICES or the job's GPU allocation decides which are seen)"
             )
         driver._check(
-            "cuCtxCreate_v2", library.cuCtxCreate_v2(ctypes.byref(driver._context), 0, handle)
+            "cuCtxCreate_v2", library.cuCtxCreate_v2(
+                ctypes.byref(driver._context), CU_CTX_SCHED_BLOCKING_SYNC, handle
+            ),
         )
         return driver
 
