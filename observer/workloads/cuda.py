@@ -64,7 +64,8 @@ class CudaDriver:
                 "(CUDA_VISIBLE_DEVICES or the job's GPU allocation decides which are seen)"
             )
         driver._check(
-            "cuCtxCreate_v2", library.cuCtxCreate_v2(
+            "cuCtxCreate_v2",
+            library.cuCtxCreate_v2(
                 ctypes.byref(driver._context), CU_CTX_SCHED_BLOCKING_SYNC, handle
             ),
         )

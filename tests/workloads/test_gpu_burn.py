@@ -185,7 +185,7 @@ def _ptxas() -> str:
     try:
         from nvidia import cuda_nvcc  # noqa: PLC0415 - only where the wheel is installed
     except ImportError:
-        unavailable("ptxas: neither on PATH nor from nvidia-cuda-nvcc-cu12 (pip install -e '.[dev]')")
+        unavailable("ptxas: neither on PATH nor from nvidia-cuda-nvcc-cu12 (the dev extra)")
     wheel = Path(next(iter(cuda_nvcc.__path__))) / "bin" / "ptxas"
     if not wheel.is_file():
         unavailable(f"ptxas: nvidia-cuda-nvcc-cu12 has no {wheel}")
