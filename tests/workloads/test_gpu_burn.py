@@ -7,6 +7,7 @@ kernel name, bad launch parameters); a refused command line in this process."""
 from __future__ import annotations
 
 import ctypes.util
+import importlib.util
 import os
 import re
 import shutil
@@ -183,10 +184,12 @@ def _ptxas() -> str:
     if found := shutil.which("ptxas"):
         return found
     try:
-        from nvidia import cuda_nvcc  # noqa: PLC0415 - only where the wheel is installed
-    except ImportError:
+        spec = importlib.util.find_spec("nvidia.cuda_nvcc")
+    except ModuleNotFoundError:
+        spec = None
+    if spec is None or not spec.submodule_search_locations:
         unavailable("ptxas: neither on PATH nor from nvidia-cuda-nvcc-cu12 (the dev extra)")
-    wheel = Path(next(iter(cuda_nvcc.__path__))) / "bin" / "ptxas"
+    wheel = Path(spec.submodule_search_locations[0]) / "bin" / "ptxas"
     if not wheel.is_file():
         unavailable(f"ptxas: nvidia-cuda-nvcc-cu12 has no {wheel}")
     return str(wheel)
