@@ -171,7 +171,8 @@ def classify(
     if run.probe == GPU_COMM_PROBE and run.exit_code == GpuCommunicationError.exit_code:
         held = [_name(f) for f in _around(task, findings) if _gpu_fault(f) and _holds(task, f)]
         said = Note("cause.ev.gpu_comm", {"exit_code": run.exit_code})
-        return Classified(Cause.GPU_DRIVER, (said, *held))
+        words = [_said(run.message)] if run.message else []  # the program's: the pairs
+        return Classified(Cause.GPU_DRIVER, (said, *words, *held))
     return _classify(task, findings, node_changes)
 
 
