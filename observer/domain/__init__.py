@@ -373,6 +373,7 @@ class Behaviour(StrEnum):
     BAD_COMMAND = "bad_command"  # a command that does not exist
     BAD_IMAGE = "bad_image"  # an image that cannot be pulled (container platforms)
     OOM = "oom"  # allocate past the memory limit
+    GPU_COMM = "gpu_comm"  # copy between every pair of the job's GPUs, judged by link rate
 
 
 @dataclass(frozen=True, slots=True)

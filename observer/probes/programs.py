@@ -60,6 +60,8 @@ def probe_arguments(request: JobRequest, oom_mebibytes: int | None = None) -> li
                 "--utilization",
                 f"{work.gpu_utilization_percent:g}",
             ]
+        case Behaviour.GPU_COMM:
+            return ["probe", "gpu-comm"]
         case Behaviour.LOG_CANARY:
             burst = work.log_line_bytes > 0 and not work.log_interval_seconds
             return [
