@@ -230,7 +230,7 @@ def _util_row(
         w.percent(utilization(day, "avg_percent")),
         w.percent(utilization(day, "p50_percent")),
         w.percent(utilization(day, "p95_percent")),
-        " ".join(str(n) for n in day.deciles) if day else "—",
+        " ".join(w.integer(n) for n in day.deciles) if day else "—",
         w.percent(utilization(prev, "avg_percent")),
         w.percent(utilization(soak, "avg_percent")),
     ]
