@@ -31,7 +31,7 @@ NUMBER = r"(\d[\d,]*(?:\.\d+)?)"
 # how they compare.
 RECEIVED = {
     "en": re.compile(rf"received {NUMBER} GPUs of its entitled {NUMBER}"),
-    "zh-CN": re.compile(rf"获得了? {NUMBER} 个 GPU，应得 {NUMBER} 个"),
+    "zh-CN": re.compile(rf"获得了? {NUMBER} 块 GPU，应得 {NUMBER} 块"),
 }
 AGAINST_SHARE = {
     "en": {
