@@ -67,7 +67,9 @@ def test_days_times_numbers_and_notes():
             "reason_words": "maint",
         },
     )
-    assert en.note(unaudited) == "Not recorded: drain on node=n1 at 2026-12-04 10:05 (“maint”)."
+    assert en.note(unaudited) == (
+        "Not recorded: node drained on node=n1 at 2026-12-04 10:05 (“maint”)."
+    )
 
 
 GIB, MIB = 2**30, 2**20

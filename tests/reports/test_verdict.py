@@ -670,7 +670,7 @@ def test_a_reverification_step_names_the_node_the_probe_the_window_and_the_watch
     [step] = [n for n in v.reverification if n.key == "reverify.gpu_health"]
     assert v.reverification[-1].key == "reverify.rerun"
     assert step.params["subject"] == {"pools": ["a"], "nodes": ["n2"], "windows": ["weekday-peak"]}
-    assert step.params["probes"] == "gpu-busy"
+    assert step.params["probes"] == ["gpu-busy"]
     assert "gpu_lost" in step.params["detectors"]
     plan = _lines_under(render_verdict(v, "en").markdown, "## Re-verification plan")
     [en] = [line for line in plan if "GPU and node health:" in line]
@@ -726,7 +726,7 @@ def test_a_step_whose_probes_the_plan_does_not_run_says_to_add_them():
     v = build_verdict(VerdictInputs(planned, _soak(findings=[lost]), {}, RULES))
     keys = [n.key for n in v.reverification]
     added = v.reverification[keys.index("reverify.gpu_health") + 1]
-    assert added == Note("reverify.add_to_plan", {"probes": "gpu-busy"})
+    assert added == Note("reverify.add_to_plan", {"probes": ["gpu-busy"]})
     plan = _lines_under(render_verdict(v, "en").markdown, "## Re-verification plan")
     assert "The soak's plan does not run gpu-busy: add them to controller.plan first." in "\n".join(
         plan

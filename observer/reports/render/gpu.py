@@ -248,6 +248,7 @@ def utilisation_chart(title_key: str, f: PeriodFigures, w: Words) -> str:
         [charts.Series(w("chart.used"), util), charts.Series(w("chart.allocated"), allocated)],
         w.percent,
         w("chart.no_data"),
+        w.labelled,
         axis=w("chart.hour_axis", timezone=w.zone(f.start, f.end)),
         bands=[
             charts.Band(window, frozenset(hours)) for window, hours in f.gpu.hours_by_window.items()

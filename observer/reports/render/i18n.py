@@ -95,6 +95,10 @@ class Words:
         Chinese, with no space before)."""
         return self("word.aside", text=text, aside=aside)
 
+    def labelled(self, label: str, value: str) -> str:
+        """A value after its label (a chart's tooltip), with the language's colon."""
+        return self("word.labelled", label=label, value=value)
+
     def names(self, names: Sequence[str], more: int = 0) -> str:
         """Names (tenants, pools, nodes, probes) listed as the language lists them, and how
         many more a list cut short leaves out."""
@@ -165,6 +169,8 @@ class Words:
             return self.quoted(value)
         if name == "outcome" and isinstance(value, str) and self._known(f"outcome.{value}"):
             return self(f"outcome.{value}")
+        if name == "action" and isinstance(value, str) and self._known(f"action.{value}"):
+            return self(f"action.{value}")
         if name == "expectation" and isinstance(value, str):
             return self(f"expectation.{value}")
         if name == "xid_meaning" and isinstance(value, str):
