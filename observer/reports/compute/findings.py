@@ -311,7 +311,7 @@ def _log_loss(s: Subject, e: Evidence) -> Sentence:
                 {
                     "lines": e["missing_lines"],
                     "expected": e["expected_lines"],
-                    "seqs": ", ".join(shown),
+                    "seqs": shown,
                     "more": more,
                 },
             )
