@@ -300,7 +300,7 @@ def evidence(classified: Classified | None, language: Language = "en") -> list[s
             [],
             Cause.GPU_DRIVER,
             [f"Xid 79 on {NODE} GPU {GPU} (GPU has fallen off the bus)"],
-            [f"{NODE} 上 GPU {GPU} 的 Xid 79（GPU 已掉出总线）"],
+            [f"{NODE} 上 GPU {GPU} 的 Xid 79（GPU 从总线掉线）"],
         ),
         (
             training(),
@@ -375,7 +375,7 @@ def test_the_daily_summary_heads_its_failures_with_the_cause_and_names_the_xid()
     [row] = csv.DictReader(io.StringIO(rendered.csv))
     assert (row["cause"], row["cause_evidence"]) == ("gpu_driver", xid_79)
     chinese = render_daily(report, "zh-CN").markdown
-    assert f"| GPU / 驱动 | {NODE} 上 GPU {GPU} 的 Xid 79（GPU 已掉出总线） | 失败 |" in chinese
+    assert f"| GPU / 驱动 | {NODE} 上 GPU {GPU} 的 Xid 79（GPU 从总线掉线） | 失败 |" in chinese
 
 
 def test_the_verdict_fails_failure_evidence_when_too_many_causes_are_unknown():

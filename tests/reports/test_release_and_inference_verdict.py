@@ -180,7 +180,7 @@ def test_the_release_is_verified_again_for_the_tenant_with_its_bound():
     v = verdict((QUOTA, held), (not_reclaimed(held),))
 
     [step] = [n for n in v.reverification if n.key == "reverify.quota_released"]
-    assert step.params["probes"] == "quota"
+    assert step.params["probes"] == ["quota"]
     assert step.params["detectors"] == ["quota_not_reclaimed"]
     assert step.params["subject"] == {
         "tenants": ["prod"],
@@ -211,7 +211,7 @@ def test_a_service_that_answered_all_day_passes_with_its_availability_and_latenc
     assert result.evidence[0] == Note(
         "ev.inference",
         {
-            "services": "svc",
+            "services": ["svc"],
             "looks": len(LOOKS),
             "availability_share": 1.0,
             "requests": 2 * len(LOOKS),
@@ -286,7 +286,7 @@ def test_a_service_that_never_answered_limits_the_launch():
     result = criterion(v, "inference_available")
     assert judged(result) == (Status.FAIL, FailureClass.LIMITED_LAUNCH)
     assert result.evidence[0] == Note(
-        "ev.inference_unanswered", {"services": "svc", "looks": len(LOOKS)}
+        "ev.inference_unanswered", {"services": ["svc"], "looks": len(LOOKS)}
     )
     assert f"Service svc: no request answered in {len(LOOKS)} looks." in (
         render_verdict(v, "en").markdown

@@ -72,6 +72,7 @@ def _text(name: str) -> Reader:
 
 
 def _memory(name: str) -> Reader:
+    """A size in bytes (rendering writes it in GiB or MiB); not observed: not a number."""
     return lambda s, e: _bytes(e[name])
 
 
@@ -96,10 +97,8 @@ def _program(s: Subject, e: Evidence) -> JsonValue:
     return str(e.get("command") or e.get("executable") or "?")
 
 
-def _bytes(n: JsonValue) -> str:
-    if not isinstance(n, int):
-        return "?"
-    return f"{n / 2**30:.1f} GiB" if n >= 2**30 else f"{n / 2**20:.0f} MiB"
+def _bytes(n: JsonValue) -> int | float | None:
+    return n if isinstance(n, int | float) and not isinstance(n, bool) else None
 
 
 def _as_names(values: JsonValue) -> JsonValue:
@@ -157,7 +156,11 @@ def _allocated_idle(s: Subject, e: Evidence) -> Sentence:
     return (
         Note(
             "finding.allocated_idle.process",
-            {"owner": _owner(s, e), "memory": _bytes(e["used_memory_bytes"]), "gpu": _gpu(s, e)},
+            {
+                "owner": _owner(s, e),
+                "memory_bytes": _bytes(e["used_memory_bytes"]),
+                "gpu": _gpu(s, e),
+            },
         ),
     )
 
@@ -173,7 +176,7 @@ def _orphan_process(s: Subject, e: Evidence) -> Sentence:
         "pid": str(e["pid"]),
         "program_words": _program(s, e),
         "gpu": _gpu(s, e),
-        "memory": _bytes(e["used_memory_bytes"]),
+        "memory_bytes": _bytes(e["used_memory_bytes"]),
     }
     return (Note(form, params),)
 
@@ -308,7 +311,7 @@ def _log_loss(s: Subject, e: Evidence) -> Sentence:
                 {
                     "lines": e["missing_lines"],
                     "expected": e["expected_lines"],
-                    "seqs": ", ".join(shown),
+                    "seqs": shown,
                     "more": more,
                 },
             )
@@ -399,8 +402,8 @@ def _store_space_low(s: Subject, e: Evidence) -> Sentence:
             f"finding.store_space_low.{compare_seconds(fills_in, limit)}",
             {
                 "store": s["store"],
-                "free": _bytes(e["free_bytes"]),
-                "growth": _bytes(e["growth_bytes_per_day"]),
+                "free_bytes": _bytes(e["free_bytes"]),
+                "growth_bytes": _bytes(e["growth_bytes_per_day"]),
                 "fills_in_seconds": fills_in,
                 "limit_seconds": limit,
             },
@@ -422,20 +425,23 @@ _BY_DETECTOR: dict[str, Wording] = {
         "finding.memory_without_process",
         node=_subject("node"),
         gpu=_gpu,
-        memory=_memory("excess_bytes"),
+        memory_bytes=_memory("excess_bytes"),
     ),
     node_leaks.OWNER_STATE_UNKNOWN: _note(
         "finding.owner_state_unknown", node=_subject("node"), source=_text("source")
     ),
     "allocated_idle": _allocated_idle,
     "vanished_process": _note(
-        "finding.vanished_process", pid=_text("pid"), gpu=_gpu, memory=_memory("used_memory_bytes")
+        "finding.vanished_process",
+        pid=_text("pid"),
+        gpu=_gpu,
+        memory_bytes=_memory("used_memory_bytes"),
     ),
     "orphan_process": _orphan_process,
     "unreleased_memory": _note(
         "finding.unreleased_memory",
         pid=_text("pid"),
-        memory=_memory("used_memory_bytes"),
+        memory_bytes=_memory("used_memory_bytes"),
         gpu=_gpu,
         owner=_owner,
     ),

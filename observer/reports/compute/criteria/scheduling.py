@@ -93,7 +93,7 @@ def no_persistent_unfairness(
         occurrence = occurrence_of(calendar, run.window, run.submitted_at)
         if occurrence is not None:
             seen.setdefault(run.window, set()).add(occurrence.start)
-    per_window = [f"{w} {len(s)}" for w, s in sorted(seen.items())]
+    per_window = {w: len(s) for w, s in sorted(seen.items())}
     covered = Note(
         "ev.fairness", {"occurrences": per_window, "needed": rules.fairness_persistence_k}
     )
@@ -194,8 +194,7 @@ def _unfairness_explained(finding: Finding) -> list[Note]:
             notes.append(Note("ev.unfair_holder", {"holder": name, "beyond_gpus": beyond}))
             for kind in ("priority", "user"):
                 if by := holder.get(f"by_{kind}"):
-                    names = [f"{who} {gpus:.1f}" for who, gpus in by.items()]
-                    notes.append(Note(f"ev.unfair_holder_{kind}", {"holder": name, "names": names}))
+                    notes.append(Note(f"ev.unfair_holder_{kind}", {"holder": name, "names": by}))
     for other in finding.evidence.get("favoured_with_longer_waits") or []:
         received, entitled = other.get("received_gpus"), other.get("entitled_gpus")
         waits = other.get("median_wait_seconds"), other.get("others_median_wait_seconds")
