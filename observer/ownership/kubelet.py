@@ -142,8 +142,7 @@ class KubeletPodResources:
                 return None
             raise self._error("GetAllocatableResources", exc) from exc
         return frozenset(
-            plugin_device(device_id, node_gpus).gpu
-            for device_id in _gpu_ids(answer.devices)
+            plugin_device(device_id, node_gpus).gpu for device_id in _gpu_ids(answer.devices)
         )
 
     def _error(self, method: str, exc: grpc.RpcError) -> OwnerSourceError:

@@ -44,7 +44,7 @@ class KubeletPods:
             request = urllib.request.Request(
                 self._url, headers={"Authorization": f"Bearer {token}"}
             )
-            with urllib.request.urlopen(  # noqa: S310 - the URL is the operator's setting
+            with urllib.request.urlopen(
                 request, timeout=self._timeout_seconds, context=self._tls
             ) as answer:
                 body = answer.read(_MAX_BYTES + 1)

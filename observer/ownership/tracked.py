@@ -91,7 +91,9 @@ class TrackedOwners:
             return NodeAllocation(self.source, False, self._error, None)
         assignments = [
             GpuAssignment(
-                gpu, Owner(reading.kind, owner), _named(reading, owner, gpu, reading.names.get(owner))
+                gpu,
+                Owner(reading.kind, owner),
+                _named(reading, owner, gpu, reading.names.get(owner)),
             )
             for owner, gpus in reading.gpus.items()
             for gpu in gpus

@@ -51,7 +51,9 @@ class Pod:
                                     driver_name=driver,
                                     pool_name=pool,
                                     device_name=device,
-                                    cdi_devices=[api_pb2.CDIDevice(name=f"k8s.{driver}/device={device}")],
+                                    cdi_devices=[
+                                        api_pb2.CDIDevice(name=f"k8s.{driver}/device={device}")
+                                    ],
                                 )
                                 for driver, pool, device in resources
                             ],

@@ -112,7 +112,10 @@ def test_mig_devices_are_the_gpu_they_are_part_of_and_the_owner_names_them(kubel
     read = source.read()
 
     assert read.gpus == {UID_A: {GPU[0], GPU[2]}, UID_B: {GPU[3]}}
-    assert read.parts == {UID_A: {GPU[0]: {MIG}, GPU[2]: {old_style}}, UID_B: {GPU[3]: {"nvidia3/gi2"}}}
+    assert read.parts == {
+        UID_A: {GPU[0]: {MIG}, GPU[2]: {old_style}},
+        UID_B: {GPU[3]: {"nvidia3/gi2"}},
+    }
     owners = TrackedOwners(source, 10)
     owners.refresh(T0)
     assert {(a.gpu_uuid, a.label) for a in owners.allocation().assignments} == {
@@ -128,7 +131,7 @@ def test_a_mig_device_on_a_gpu_the_node_does_not_know_is_kept_as_it_is_listed(ku
 
     read = adapter(kubelet, gpus=NodeGpus(BY_MINOR)).read()
 
-    assert read.gpus == {UID_A: {MIG}} and read.allocatable == {MIG}
+    assert read.gpus == {UID_A: {MIG}} and read.allocatable == frozenset({MIG})
 
 
 def test_device_ids_by_minor_number_are_the_gpus_the_driver_gives_those_minors(kubelet):
@@ -164,7 +167,7 @@ def test_a_gpu_given_by_a_dra_claim_is_assigned_and_spoken_of(kubelet):
 
     assert read.gpus == {UID_A: {BY_MINOR[1], BY_MINOR[3]}}
     assert read.parts == {UID_A: {BY_MINOR[3]: {"gpu-3-mig-19-2-1"}}}
-    assert read.allocatable == {BY_MINOR[1], BY_MINOR[3]}
+    assert read.allocatable == frozenset({BY_MINOR[1], BY_MINOR[3]})
 
 
 def test_a_completed_pod_still_listed_is_not_running_and_holds_no_gpu(kubelet, token_file):
@@ -190,7 +193,10 @@ def test_without_the_kubelets_pods_every_listed_pod_runs(kubelet):
 def test_a_kubelet_refusing_the_token_is_an_error_naming_its_url_and_answer(kubelet, token_file):
     kubelet.start_pod(Pod("team-a", "train-0", UID_A))
 
-    with pods_endpoint(kubelet, "another-token") as endpoint, pytest.raises(OwnerSourceError) as error:
+    with (
+        pods_endpoint(kubelet, "another-token") as endpoint,
+        pytest.raises(OwnerSourceError) as error,
+    ):
         adapter(kubelet, pods=pods_of(endpoint.url, token_file)).read()
 
     assert endpoint.url in str(error.value) and "HTTP 401" in str(error.value)
