@@ -12,8 +12,9 @@ the GPU they are or are part of, whichever plugin or driver named them:
   `gpu-<minor>`, a MIG device `gpu-<minor>-mig-<profile>-<start>-<size>`.
 
 The minor number is the one in /dev/nvidia<minor>, which the driver reports beside each GPU's
-UUID. A device id none of these forms names, or whose GPU the node does not know, is kept as
-it is: it matches no GPU, so that GPU is never said to be assigned to nobody on its account."""
+UUID. A device id none of these forms names, whose GPU the node does not know, or a MIG UUID
+(which GPU it is on only NVML can tell), is kept as it is: it matches no GPU, so no GPU is said
+to be assigned to nobody, or to the wrong pod, on its account."""
 
 from __future__ import annotations
 
@@ -57,7 +58,8 @@ def plugin_device(device_id: str, gpus: NodeGpus) -> Device:
     if old := _OLD_MIG.match(device_id):
         return Device(old[1], device_id)
     if device_id.startswith("MIG-"):
-        return Device(gpus.mig_parents.get(device_id, device_id), device_id)
+        # Only NVML knows which GPU a MIG UUID is on, and the agent does not ask it yet.
+        return Device(device_id, device_id)
     if minor := _MINOR.match(device_id):
         return _by_minor(gpus, int(minor[1]), device_id, whole=minor[2] is None)
     return Device(device_id)

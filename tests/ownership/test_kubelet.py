@@ -44,16 +44,14 @@ def kubelet(tmp_path: Path) -> Iterator[StandInKubelet]:
 def adapter(
     kubelet: StandInKubelet,
     timeout: float = 2.0,
-    gpus: NodeGpus | None = None,
     pods: KubeletPods | None = None,
 ) -> KubeletPodResources:
-    node_gpus = gpus or NodeGpus(BY_MINOR)
     return KubeletPodResources(
         ManualClock(T0),
         kubelet.socket,
         kubelet.pod_logs_dir,
         timeout,
-        gpus=lambda: node_gpus,
+        gpus=lambda: NodeGpus(BY_MINOR),
         pods=pods,
     )
 
@@ -104,32 +102,28 @@ def test_time_sliced_replicas_are_the_gpu_they_share(kubelet):
 def test_mig_devices_are_the_gpu_they_are_part_of_and_the_owner_names_them(kubelet):
     old_style = f"MIG-{GPU[2]}/1/0"  # drivers before R470
     kubelet.start_pod(
-        Pod("team-a", "mig", UID_A, {"c": [("nvidia.com/mig-1g.18gb", [MIG, f"{old_style}::1"])]})
+        Pod("team-a", "mig", UID_A, {"c": [("nvidia.com/mig-1g.18gb", [f"{old_style}::1"])]})
     )
     kubelet.start_pod(Pod("team-b", "mig", UID_B, {"c": [("nvidia.com/gpu", ["nvidia3/gi2"])]}))
-    source = adapter(kubelet, gpus=NodeGpus(BY_MINOR, {MIG: GPU[0]}))
+    source = adapter(kubelet)
 
     read = source.read()
 
-    assert read.gpus == {UID_A: {GPU[0], GPU[2]}, UID_B: {GPU[3]}}
-    assert read.parts == {
-        UID_A: {GPU[0]: {MIG}, GPU[2]: {old_style}},
-        UID_B: {GPU[3]: {"nvidia3/gi2"}},
-    }
+    assert read.gpus == {UID_A: {GPU[2]}, UID_B: {GPU[3]}}
+    assert read.parts == {UID_A: {GPU[2]: {old_style}}, UID_B: {GPU[3]: {"nvidia3/gi2"}}}
     owners = TrackedOwners(source, 10)
     owners.refresh(T0)
     assert {(a.gpu_uuid, a.label) for a in owners.allocation().assignments} == {
-        (GPU[0], f"team-a/mig ({MIG})"),
         (GPU[2], f"team-a/mig ({old_style})"),
         (GPU[3], "team-b/mig (nvidia3/gi2)"),
     }
 
 
-def test_a_mig_device_on_a_gpu_the_node_does_not_know_is_kept_as_it_is_listed(kubelet):
+def test_a_mig_uuid_whose_gpu_only_nvml_knows_is_kept_as_it_is_listed(kubelet):
     kubelet.allocatable = [MIG]
     kubelet.start_pod(Pod("team-a", "mig", UID_A, {"c": [("nvidia.com/mig-1g.18gb", [MIG])]}))
 
-    read = adapter(kubelet, gpus=NodeGpus(BY_MINOR)).read()
+    read = adapter(kubelet).read()
 
     assert read.gpus == {UID_A: {MIG}} and read.allocatable == frozenset({MIG})
 
