@@ -59,6 +59,23 @@ class AgentSettings(Group):
         "<namespace>_<name>_<uid> entries join the pods the kubelet lists by name to the "
         "pod UIDs in processes' cgroups.",
     )
+    kubelet_pods_url: str | None = Field(
+        None,
+        description="The kubelet's own /pods on its HTTPS port (`https://<node IP>:10250/pods`), "
+        "which says each pod's phase: a pod that completed is ended though the pod-resources "
+        "API still lists it (kubelets before 1.34). The agent's ServiceAccount needs `get` on "
+        "`nodes/pods` (Kubernetes 1.33+; `nodes/proxy` before). Unset: every listed pod runs.",
+    )
+    kubelet_token_file: Path = Field(
+        Path("/var/run/secrets/kubernetes.io/serviceaccount/token"),
+        description="The bearer token sent to the kubelet's /pods, read at every call.",
+    )
+    kubelet_ca_file: Path | None = Field(
+        Path("/var/run/secrets/kubernetes.io/serviceaccount/ca.crt"),
+        description="The CA that signed the kubelet's serving certificate (the cluster's, "
+        "with serverTLSBootstrap); unset: the certificate is not checked (a kubelet's "
+        "self-signed default).",
+    )
     owners_interval_seconds: float = Field(
         10.0,
         gt=0,
