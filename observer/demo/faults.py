@@ -22,6 +22,7 @@ from typing import Annotated, Any, ClassVar, Literal
 from pydantic import Field, field_validator
 
 from observer.controller.observe import AGENT_UNREACHABLE
+from observer.controller.watches.outages import ACCOUNTING_UNREACHABLE
 from observer.detectors.fairness import PERSISTENT_UNFAIRNESS
 from observer.detectors.gpu_health import (
     CLOCK_SLOWDOWN,
@@ -72,6 +73,9 @@ class FaultSpec(Group):
     cause: ClassVar[str | None] = None
     # What must happen while it is on for it to be injected, said when it did not.
     trigger: ClassVar[str] = ""
+    # Findings that say the observer is blind where the fault blinds it: explained when they
+    # open while it is on, never required (no read may fall inside it).
+    blinds: ClassVar[tuple[Expected, ...]] = ()
 
     @field_validator("at", "until", mode="before")
     @classmethod
@@ -191,11 +195,13 @@ class PrometheusBlip(FaultSpec):
 
 
 class SchedulerUnreachable(FaultSpec):
-    """Every call to the scheduler's API fails: blind time, retried, and no finding."""
+    """Every call to the scheduler's API fails: blind time, retried, and no finding; its
+    accounting is unreadable with it, which a read of it inside the outage says."""
 
     kind: Literal["scheduler_unreachable"]
     needs_until: ClassVar[bool] = True
     confounder: ClassVar[bool] = True
+    blinds: ClassVar[tuple[Expected, ...]] = (Expected(ACCOUNTING_UNREACHABLE),)
 
 
 class AgentDown(FaultSpec):
@@ -391,8 +397,9 @@ class Injection:
         return self.start <= at <= (self.end or at) + MATCH_SLACK
 
     def explains(self, finding: Finding) -> bool:
-        return self.on_at(finding.opened_at) and any(
-            _matches(finding, e, subject) for e, subject in self.expected()
+        return self.on_at(finding.opened_at) and (
+            any(_matches(finding, e, subject) for e, subject in self.expected())
+            or any(_matches(finding, e, e.subject) for e in self.fault.blinds)
         )
 
 

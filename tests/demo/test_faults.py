@@ -26,6 +26,9 @@ DECLARED = {
         kind="prometheus_stall", at=AT, until=AT + timedelta(minutes=20)
     ),
     "prometheus_blip": faults.PrometheusBlip(kind="prometheus_blip", at=AT),
+    "scheduler_unreachable": faults.SchedulerUnreachable(
+        kind="scheduler_unreachable", at=AT, until=AT + timedelta(minutes=30)
+    ),
 }
 
 
@@ -103,6 +106,21 @@ def test_a_finding_while_a_confounder_is_on_is_unexpected_and_names_it():
     assert result.unexpected == [lag] and result.missed == []
     assert result.confounders_on(lag) == ["prometheus_blip"]
     assert not result.passed
+
+
+def test_the_accounting_blind_under_a_scheduler_outage_is_explained_never_required():
+    outage = _fault("scheduler_unreachable")
+    outage.start, outage.end = T0, T0 + timedelta(minutes=30)
+    blind = _finding("accounting_unreachable", {"accounting": "simulated"}, minutes=5)
+    after = _finding("accounting_unreachable", {"accounting": "simulated"}, minutes=45)
+
+    during = score([outage], [blind])
+    later = score([outage], [after])
+    quiet = score([outage], [])
+
+    assert during.unexpected == [] and during.passed
+    assert later.unexpected == [after] and not later.passed
+    assert quiet.passed
 
 
 def test_each_detector_is_scored_for_recall_precision_and_delay():
