@@ -95,6 +95,7 @@ OWN_SOURCES = {
     "store_space_low",
     "alertmanager_unreachable",
     "accounting_unreachable",
+    "scheduler_partly_visible",
 }
 ENDED_POD = Owner(OwnerKind.POD, "0a1b2c3d-2222-4b4b-8d8d-0123456789ab")
 OTHER_POD = Owner(OwnerKind.POD, "7e6d5c4b-3333-4c4c-9e9e-0123456789ab")
