@@ -4,11 +4,16 @@ The queue is first filled with held jobs (`--queue-jobs` of them, `sbatch --hold
 debug), then each reader is run against it and `sdiag`'s RPC statistics by
 message type are read before and after:
 
-- the agent: `SlurmdOwners.read()` of one node (agent.owners: slurm), `--reads` times; the
-  first read apart (a job the node has never seen is named once), then the steady state;
-- the controller: `SlurmBackend.snapshot()` (one per controller.snapshot_interval_seconds) and
-  `SlurmBackend.jobs()` of the probes it follows (one per controller.follow_interval_seconds
-  while a probe is active), `--reads` times each.
+- the agent: `SlurmdOwners.read()` of one node (agent.owners: slurm) running one job of the
+  bench's: the first read apart (the node's GPUs, and the job the node has never seen named
+  once, `scontrol show job -d`), then `--reads` reads of the steady state (`scontrol
+  listpids`, answered on the node: the target is no request at all);
+- the controller: one snapshot interval as its loops make it, `--reads` times:
+  `SlurmBackend.snapshot()` (the one listing of the queue), then `SlurmBackend.jobs()` of four
+  probes at each follow (controller.snapshot_interval_seconds /
+  controller.follow_interval_seconds of them), the backend's clock stepped by the follow
+  interval between them, as compose.py builds it: the first follow reads the fresh listing,
+  the others each probe alone (scontrol show job).
 
 Per reader: the RPCs per call by type, scaled to a minute at the default intervals, and the
 server time they cost slurmctld (sdiag's total_time, microseconds) per minute and as a share of
@@ -31,12 +36,13 @@ import os
 import re
 import subprocess
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from observer.backends.slurm.backend import SlurmBackend
-from observer.clock import SystemClock
+from observer.clock import ManualClock, SystemClock
 from observer.ownership.slurmd import SlurmdOwners
 from observer.settings.agent import AgentSettings
 from observer.settings.controller import ControllerSettings, SlurmSettings
@@ -68,7 +74,8 @@ def main() -> None:
 def _measure(conf: Path, args: argparse.Namespace) -> dict[str, Any]:
     slurm = SlurmSettings(slurm_conf=conf)
     controller = ControllerSettings(backend="slurm", slurm=slurm)
-    backend = SlurmBackend(slurm, SystemClock())
+    clock = ManualClock(datetime.now(UTC))
+    backend = SlurmBackend(slurm, clock, fresh_listing_seconds=controller.follow_interval_seconds)
     queue = backend._commands.json("squeue")
     release = queue["meta"].get("slurm", queue["meta"].get("Slurm", {})).get("release", "?")
     agent_settings = AgentSettings()
@@ -80,11 +87,11 @@ def _measure(conf: Path, args: argparse.Namespace) -> dict[str, Any]:
         timeout_seconds=30,
         clock=SystemClock(),
     )
-    probes = [s.job_id for s in backend.probe_jobs()][:4] or ["1"]
+    probes = sorted((str(j["job_id"]) for j in queue["jobs"]), key=int)[-4:]  # held bench jobs
+    _run_on(args.node, owners)
     first = _rpcs(owners.read, 1)
     steady = _rpcs(owners.read, args.reads)
-    snapshot = _rpcs(backend.snapshot, args.reads)
-    follow = _rpcs(lambda: backend.jobs(probes), args.reads)
+    interval = _rpcs(lambda: _snapshot_interval(backend, clock, controller, probes), args.reads)
     return {
         "release": release,
         "queue_jobs": len(queue["jobs"]),
@@ -93,13 +100,20 @@ def _measure(conf: Path, args: argparse.Namespace) -> dict[str, Any]:
             "first_read": first,
             **_per_minute([(steady, agent_settings.owners_interval_seconds)]),
         },
-        "controller": _per_minute(
-            [
-                (snapshot, controller.snapshot_interval_seconds),
-                (follow, controller.follow_interval_seconds),
-            ]
-        ),
+        "controller": _per_minute([(interval, controller.snapshot_interval_seconds)]),
     }
+
+
+def _snapshot_interval(
+    backend: SlurmBackend, clock: ManualClock, cfg: ControllerSettings, probes: Sequence[str]
+) -> None:
+    """What the controller reads of slurmctld in one snapshot interval: the snapshot, then the
+    follows of that interval, the first one at the snapshot's moment."""
+    backend.snapshot()
+    follows = round(cfg.snapshot_interval_seconds / cfg.follow_interval_seconds)
+    for _ in range(follows):
+        backend.jobs(probes)
+        clock.advance(cfg.follow_interval_seconds)
 
 
 def _fill(jobs: int) -> None:
@@ -122,6 +136,31 @@ def _fill(jobs: int) -> None:
             text=True,
             check=True,
         )
+
+
+def _run_on(node: str, owners: SlurmdOwners) -> None:
+    """One job of the bench's running on `node` (partition gpu, 1 GPU), once its slurmstepd
+    tracks its script."""
+    subprocess.run(
+        [
+            "sbatch",
+            "-w",
+            node,
+            "--gres=gpu:1",
+            "-o",
+            "/dev/null",
+            f"--job-name={NAME}",
+            "--wrap",
+            "sleep 600",
+        ],
+        capture_output=True,
+        check=True,
+    )
+    deadline = time.monotonic() + 60
+    while not owners.pids():
+        if time.monotonic() > deadline:
+            raise SystemExit(f"the bench's job did not start on {node} within 60 s")
+        time.sleep(0.5)
 
 
 def _sdiag() -> dict[str, tuple[int, int]]:

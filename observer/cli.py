@@ -24,6 +24,7 @@ from observer.errors import (
     NO_GPU_EXIT_CODE,
     ConfigError,
     CudaCallError,
+    GpuCommunicationError,
     GpuOutOfMemoryError,
     ListenAddressError,
     ObserverError,
@@ -214,7 +215,9 @@ PROBE_EPILOG = (
     f"exit status: 0 done; 2 bad arguments; {NO_GPU_EXIT_CODE} no GPU here (no libcuda.so.1, "
     'or the driver sees no device: read as "no GPU on the node"); '
     f"{GpuOutOfMemoryError.exit_code} out of GPU memory; {CudaCallError.exit_code} another "
-    "CUDA driver call failed; exit: the code asked for. Every failure is one line on stderr."
+    f"CUDA driver call failed; {GpuCommunicationError.exit_code} (gpu-comm) GPUs of the job "
+    "could not reach each other at their link's rate; exit: the code asked for. Every failure "
+    "is one line on stderr."
 )
 
 
@@ -234,6 +237,26 @@ def _add_probe(commands: Any) -> None:
         "--utilization", type=_percent, default=100.0, help="target busy share, 1-100 (100)"
     )
     burn.add_argument("--device", type=int, default=0, help="CUDA device ordinal (0)")
+    comm = workloads.add_parser(
+        "gpu-comm",
+        help="copy between every pair of the job's GPUs and judge each pair's rate",
+        epilog=PROBE_EPILOG,
+    )
+    comm.add_argument("--size-mib", type=_positive, default=256, help="each copy (256)")
+    comm.add_argument("--repeats", type=_positive, default=10, help="timed copies a pair (10)")
+    comm.add_argument(
+        "--expect-gbps",
+        type=_positive,
+        help="a pair's expected rate, GB/s one way (default: by GPU model, where known)",
+    )
+    comm.add_argument(
+        "--min-percent", type=_percent, default=75.0, help="of the expected rate a pair needs (75)"
+    )
+    comm.add_argument(
+        "--allow-no-peer",
+        action="store_true",
+        help="a pair without a direct path is measured, not failed (PCIe without P2P)",
+    )
     for name, what, line_bytes in (
         ("log-canary", "sequenced log lines at an interval", 0),
         ("log-burst", "sequenced, padded log lines as fast as they can be written", 1024),
@@ -430,6 +453,27 @@ def _probe(args: argparse.Namespace) -> int:
             f"gpu-burn: device {work.device}, {args.memory_gib:g} GiB held, {result.launches} "
             f"launches, busy {result.duty_percent:.1f}% of {result.elapsed_seconds:.1f} s"
         )
+    elif args.workload == "gpu-comm":
+        from observer.workloads.gpu_comm import Comm, PairResult, communicate  # noqa: PLC0415
+
+        def say(pair: PairResult) -> None:
+            path = "peer" if pair.copy.peer_access else "no peer access"
+            expected = f"expected {pair.expected_gbps:g}" if pair.expected_gbps else "not judged"
+            verdict = "FAILED" if pair.failure else "ok"
+            print(
+                f"gpu-comm: GPU {pair.copy.source} -> GPU {pair.copy.target}: {path}, "
+                f"{pair.gbps:.1f} GB/s ({expected}): {verdict}",
+                flush=True,
+            )
+
+        comm = Comm(
+            int(args.size_mib * 2**20),
+            int(args.repeats),
+            args.expect_gbps,
+            args.min_percent / 100,
+            not args.allow_no_peer,
+        )
+        communicate(comm, report=say)
     elif args.workload in ("log-canary", "log-burst"):
         from observer.workloads.canary import write_canary  # noqa: PLC0415
 

@@ -116,3 +116,10 @@ class CudaCallError(WorkloadError):
     """Any other CUDA driver call failed; the message names the call and CUDA's error."""
 
     exit_code = 70
+
+
+class GpuCommunicationError(WorkloadError):
+    """GPUs of one job could not reach each other, or only slower than their link should:
+    the message names each pair and what it measured (`observer probe gpu-comm`)."""
+
+    exit_code = 72

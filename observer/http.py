@@ -1,6 +1,7 @@
 """The HTTP surface of the agent and the controller: /metrics for Prometheus, /healthz for
-the kubelet, /v1/snapshot for whoever reads the process's state. Standard library server:
-three read-only routes need nothing more."""
+the kubelet, /v1/snapshot for whoever reads the process's state, and optionally a second port
+without /v1/snapshot (the agent's metrics_port), which a NetworkPolicy can open to Prometheus
+alone. Standard library server: three read-only routes need nothing more."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import json
 import socket
 import threading
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -24,12 +25,11 @@ Snapshot = Callable[[], dict[str, Any] | None]
 
 
 def serve(
-    host: str, port: int, registry: CollectorRegistry, health: Health, snapshot: Snapshot
+    host: str, port: int, registry: CollectorRegistry, health: Health, snapshot: Snapshot | None
 ) -> ThreadingHTTPServer:
     """Start serving on a daemon thread; the caller shuts the returned server down. Raises
     PortInUseError when another process holds the port, ListenAddressError when `host` is not
-    an address of this machine. The served registry also gets this
-    process's own process_* and python_* metrics: it is the process that is scraped."""
+    an address of this machine. `snapshot` None: no /v1/snapshot route on this port."""
 
     class Handler(BaseHTTPRequestHandler):
         def handle(self) -> None:
@@ -52,7 +52,7 @@ def serve(
             elif path == "/healthz":
                 ok, body = health()
                 self._json(200 if ok else 503, body)
-            elif path == "/v1/snapshot":
+            elif path == "/v1/snapshot" and snapshot is not None:
                 snap = snapshot()
                 if snap is None:
                     self._json(503, {"error": "no tick has completed yet"})
@@ -86,8 +86,6 @@ def serve(
         if isinstance(exc, socket.gaierror) or exc.errno == errno.EADDRNOTAVAIL:
             raise ListenAddressError(host, exc.strerror or str(exc)) from None
         raise
-    ProcessCollector(registry=registry)
-    PlatformCollector(registry=registry)
     server.daemon_threads = True
     threading.Thread(target=server.serve_forever, name="http", daemon=True).start()
     return server
@@ -101,15 +99,28 @@ def serving(
     health: Health,
     snapshot: Snapshot,
     on_listening: Callable[[int], object] | None = None,
+    metrics_port: int | None = None,
 ) -> Iterator[int]:
-    """Serve for the duration of the block, yielding the bound port (port 0 picks one);
-    the server is shut down and its socket closed on the way out."""
-    server = serve(host, port, registry, health, snapshot)
-    bound = int(server.server_address[1])
-    if on_listening is not None:
-        on_listening(bound)
-    try:
+    """Serve for the duration of the block, yielding the bound port (port 0 picks one), and
+    with `metrics_port` /metrics and /healthz alone on that port too; each server is shut down
+    and its socket closed on the way out. The served registry also gets this process's own
+    process_* and python_* metrics: it is the process that is scraped."""
+    with ExitStack() as servers:
+        server = servers.enter_context(_running(serve(host, port, registry, health, snapshot)))
+        if metrics_port is not None:
+            servers.enter_context(_running(serve(host, metrics_port, registry, health, None)))
+        ProcessCollector(registry=registry)
+        PlatformCollector(registry=registry)
+        bound = int(server.server_address[1])
+        if on_listening is not None:
+            on_listening(bound)
         yield bound
+
+
+@contextmanager
+def _running(server: ThreadingHTTPServer) -> Iterator[ThreadingHTTPServer]:
+    try:
+        yield server
     finally:
         server.shutdown()
         server.server_close()

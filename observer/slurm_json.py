@@ -1,22 +1,21 @@
 """The JSON Slurm's commands print (`squeue --json`, `sinfo --json`, `scontrol show nodes
 --json`), told apart by what each document says of itself, and read into plain values for the
-scheduler backend and the agent's owner source alike. Pure.
+scheduler backend. Pure.
 
 Each release prints one family of shapes, named by its data_parser (SchedMD's
 `src/plugins/data_parser/v0.0.<n>/parsers.c` at the release's tag; 22.05 has no data_parser
 and names its openapi plugin):
 
 - 22.05, openapi/v0.0.38 (`meta.plugin.type`): `job_state` "RUNNING"; times in seconds;
-  `exit_code` the raw wait status; a job's nodes `job_resources.allocated_nodes[].nodename`;
-  a node's `state` "idle" with `state_flags`; nodes listed by `sinfo --json`.
+  `exit_code` the raw wait status; a node's `state` "idle" with `state_flags`; nodes listed
+  by `sinfo --json`.
 - 23.02, v0.0.39 (`meta.plugins.data_parser`): as 22.05, but `exit_code` is the raw wait
   status as `{set, infinite, number}`, a node's `state` a list ["IDLE", "DRAIN"], and the nodes
   listed by `scontrol show nodes --json`.
 - 23.11, v0.0.40 (`meta.plugin.data_parser`): `job_state` a list of the base state and its
   flags (["RUNNING", "COMPLETING"]); times `{set, infinite, number}`; `exit_code`
   `{status, return_code, signal: {id, name}}`.
-- 24.05, 24.11, 25.05, v0.0.41 to v0.0.43: as 23.11, a job's nodes
-  `job_resources.nodes.allocation[].name`.
+- 24.05, 24.11, 25.05, v0.0.41 to v0.0.43: as 23.11.
 
 From 23.02 `sinfo --json` prints `sinfo` summaries instead of the nodes. A document of a
 data_parser this reader does not know is refused in one line naming the release, never read
@@ -111,17 +110,6 @@ class Dialect:
             return None
         status = int(raw)
         return (status >> 8) & 0xFF, status & 0x7F
-
-    def job_nodes(self, job: Mapping[str, Any]) -> list[str]:
-        """The nodes allocated to the job, in its allocation's order (gres_detail's)."""
-        resources = job.get("job_resources") or {}
-        if not resources:
-            return []
-        if self.data_parser >= 41:
-            allocation = (resources.get("nodes") or {}).get("allocation") or []
-            return [_text(n["name"], "job_resources.nodes.allocation.name") for n in allocation]
-        allocated = resources.get("allocated_nodes") or []
-        return [_text(n["nodename"], "job_resources.allocated_nodes.nodename") for n in allocated]
 
     def node_state(self, node: Mapping[str, Any]) -> tuple[str, frozenset[str]]:
         """A node's base state in sinfo's lower case, and its flags (DRAIN, NOT_RESPONDING...)."""

@@ -10,7 +10,7 @@ import json
 import sys
 import threading
 from collections.abc import Sequence
-from datetime import datetime, tzinfo
+from datetime import datetime, timedelta, tzinfo
 
 from observer.errors import EXIT_FAILURE, EXIT_OK
 from observer.records import StoredDelivery, StoredIntervention
@@ -83,30 +83,36 @@ def findings(args: argparse.Namespace, settings: Settings) -> int:
     from zoneinfo import ZoneInfo  # noqa: PLC0415
 
     from observer import codec  # noqa: PLC0415
-    from observer.reports.render.json import iso  # noqa: PLC0415
+    from observer.reports.render.i18n import Words  # noqa: PLC0415
+    from observer.reports.render.json import plain  # noqa: PLC0415
     from observer.storage.database import store_url  # noqa: PLC0415
     from observer.storage.store import Store  # noqa: PLC0415
 
     with Store(store_url(settings.storage.sqlite_path, settings.storage.url)) as store:
         found = store.findings(open_only=args.open, since=args.since, detector=args.detector)
     tz = ZoneInfo(settings.controller.timezone)
+    if args.json:
+        # The evidence's instants too, as the reports' JSON gives them.
+        for finding in found:
+            print(json.dumps(plain(codec.finding_to_json(finding), tz), ensure_ascii=False))
+        return EXIT_OK
 
     def local(at: datetime) -> str:
         """The platform's time a person reads in the reports, with its offset."""
         at = at.astimezone(tz)
         return f"{at:%Y-%m-%d %H:%M:%S} {at.isoformat()[-6:]}"
 
+    if found:
+        words = Words(settings.reports.language, tz)
+        instants = [at for f in found for at in (f.opened_at, f.closed_at) if at is not None]
+        zone = words.zone(min(instants), max(instants) + timedelta(microseconds=1))
+        print(words("label.timezone", timezone=zone))
     for finding in found:
-        if args.json:
-            stored = codec.finding_to_json(finding)
-            opened, closed = iso(finding.opened_at, tz), iso(finding.closed_at, tz)
-            print(json.dumps({**stored, "opened_at": opened, "closed_at": closed}))
-        else:
-            state = f"closed {local(finding.closed_at)}" if finding.closed_at else "open"
-            print(
-                f"{local(finding.opened_at)}  {finding.severity.value:<8} "
-                f"{finding.detector:<24} {state:<33} {finding.summary}"
-            )
+        state = f"closed {local(finding.closed_at)}" if finding.closed_at else "open"
+        print(
+            f"{local(finding.opened_at)}  {finding.severity.value:<8} "
+            f"{finding.detector:<24} {state:<33} {finding.summary}"
+        )
     return EXIT_OK
 
 
@@ -150,8 +156,6 @@ def runs(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def db_size(args: argparse.Namespace, settings: Settings) -> int:
-    from datetime import timedelta  # noqa: PLC0415
-
     from observer.clock import SystemClock  # noqa: PLC0415
     from observer.records import days_until_full, growth_per_day, size_text  # noqa: PLC0415
     from observer.storage.database import store_url  # noqa: PLC0415

@@ -342,9 +342,10 @@ def test_findings_read_in_the_platforms_time_with_its_offset(tmp_path: Path) -> 
     result = run_cli("findings", "--config", "c.yaml", cwd=tmp_path)
 
     assert result.exit_code == 0, result.stderr
-    assert result.stdout.split()[:2] == ["2026-11-30", "03:20:00"]
-    assert result.stdout.split()[2] == "+08:00"
-    assert "closed 2026-11-30 04:20:00 +08:00" in result.stdout
+    zone, line = result.stdout.splitlines()
+    assert zone == "Platform timezone: China Standard Time (UTC+8)"
+    assert line.split()[:3] == ["2026-11-30", "03:20:00", "+08:00"]
+    assert "closed 2026-11-30 04:20:00 +08:00" in line
 
 
 def test_findings_as_json_give_the_platforms_time_with_its_offset(tmp_path: Path) -> None:

@@ -36,7 +36,7 @@ DOMAIN = "observer"
 SOURCE_LOCALE = "en"
 LOCALES = ("en", "zh_CN")
 # Words.__call__ (named w, words, and self inside Words), Note(key, params), the table helpers
-# that take a key (row) and utilisation_chart (its title).
+# that take a key (row) and utilisation_chart (its title), and a run's why (_said).
 KEYWORDS: dict[str, tuple[int, ...] | None] = {
     "w": None,
     "_note": None,
@@ -45,6 +45,7 @@ KEYWORDS: dict[str, tuple[int, ...] | None] = {
     "Note": None,
     "row": None,
     "utilisation_chart": None,
+    "_said": None,
 }
 
 

@@ -25,6 +25,7 @@ from observer.clock import Clock, ManualClock, SystemClock, TraceTimeline
 from observer.domain import DriverState, Finding
 from observer.gpu.backend import GpuBackend, XidEventSource
 from observer.gpu.kernel_log import KernelLog
+from observer.gpu.minors import uuids_by_minor
 from observer.gpu.replay import ReplayGpuBackend, Trace
 from observer.http import serving
 from observer.logging_setup import get_logger
@@ -36,6 +37,7 @@ from observer.ownership.base import (
     ProcessTable,
     Undetected,
 )
+from observer.ownership.devices import NodeGpus
 from observer.ownership.procfs import ProcFs
 from observer.ownership.replay import ReplayOwners
 from observer.ownership.tracked import TrackedOwners
@@ -139,9 +141,23 @@ def owner_source(
             )
     if choice == "kubelet":
         from observer.ownership.kubelet import KubeletPodResources  # noqa: PLC0415 - gRPC
+        from observer.ownership.kubelet_pods import KubeletPods  # noqa: PLC0415
 
+        pods = None
+        if cfg.kubelet_pods_url is not None:
+            pods = KubeletPods(
+                cfg.kubelet_pods_url,
+                cfg.kubelet_token_file,
+                cfg.kubelet_ca_file,
+                cfg.owners_timeout_seconds,
+            )
         return KubeletPodResources(
-            clock, cfg.pod_resources_socket, cfg.pod_logs_dir, cfg.owners_timeout_seconds
+            clock,
+            cfg.pod_resources_socket,
+            cfg.pod_logs_dir,
+            cfg.owners_timeout_seconds,
+            gpus=lambda: NodeGpus(uuids_by_minor(cfg.proc_root)),
+            pods=pods,
         )
     from observer.ownership.slurmd import SlurmdOwners  # noqa: PLC0415 - Slurm nodes only
 
@@ -191,9 +207,15 @@ def run_agent(
         return codec.snapshot_to_json(snap) if snap else None
 
     with serving(
-        cfg.listen_host, cfg.listen_port, registry, health, snapshot, on_listening
+        cfg.listen_host, cfg.listen_port, registry, health, snapshot, on_listening, cfg.metrics_port
     ) as port:
-        _log.info("agent listening", host=cfg.listen_host, port=port, node=cfg.node_name)
+        _log.info(
+            "agent listening",
+            host=cfg.listen_host,
+            port=port,
+            metrics_port=cfg.metrics_port,
+            node=cfg.node_name,
+        )
         agent.start()
         loop.start()
         stop.wait()

@@ -86,6 +86,24 @@ class Replica:
     pending_reason: str | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class PartialView:
+    """Since `since`, the scheduler has shown the observer only part of what it holds;
+    `error` says which part and why, in the platform's terms (Slurm's PrivateData)."""
+
+    since: datetime
+    error: str
+
+
+@runtime_checkable
+class PartlyVisible(Protocol):
+    """A platform that can hide other users' work from the observer's account, and says so."""
+
+    def partial_view(self) -> PartialView | None:
+        """What it hides as last checked (None: nothing); cheap, read by any thread."""
+        ...
+
+
 @runtime_checkable
 class ServiceBackend(Protocol):
     """A platform that can keep a long-running service up: deployed, scaled, restarted in a

@@ -15,7 +15,13 @@ from typing import TypeVar
 
 from prometheus_client import Counter
 
-from observer.backends.base import FinishedJobs, QuotaChange, SchedulerBackend
+from observer.backends.base import (
+    FinishedJobs,
+    PartialView,
+    PartlyVisible,
+    QuotaChange,
+    SchedulerBackend,
+)
 from observer.clock import Clock
 from observer.domain import AccessAttempt, JobRequest, JobStatus, SchedulerSnapshot
 from observer.errors import ProbeError
@@ -62,6 +68,12 @@ class CountedBackend:
         if not failing:
             return None
         return LayerOutage(min(f.since for f in failing), failing[-1].error)
+
+    def partial_view(self) -> PartialView | None:
+        """The part of the scheduler's layer hidden from the observer; None from a backend
+        that cannot hide any."""
+        backend = self._backend
+        return backend.partial_view() if isinstance(backend, PartlyVisible) else None
 
     def _call(self, operation: str, call: Callable[[], T]) -> T:
         try:

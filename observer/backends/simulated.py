@@ -35,7 +35,7 @@ from observer.domain import (
     Workload,
     canary_padding,
 )
-from observer.errors import BackendError, ProbeError
+from observer.errors import BackendError, GpuCommunicationError, ProbeError
 
 # A finished job stays visible this long, as Slurm's MinJobAge or a Job's TTL keep it.
 FINISHED_RETENTION = timedelta(hours=1)
@@ -142,6 +142,9 @@ class Faults:
     held_tenants: dict[str, str] = field(default_factory=dict)
     # Each submission blocks this long (real time) before it is taken: a hung sbatch or call.
     submit_hang_seconds: float = 0.0
+    # node -> a pair of its GPUs ("1-3") whose link runs at half its rate: a gpu-comm probe
+    # there ends as `observer probe gpu-comm` does on such a pair
+    comm_degraded: dict[str, str] = field(default_factory=dict)
 
 
 class SimulatedCluster:
@@ -449,6 +452,17 @@ class SimulatedCluster:
                 "StartError",
                 'exec: "observer-no-such-command": executable file not found in $PATH',
             )
+        elif behaviour is Behaviour.GPU_COMM and (pair := self._degraded_pair(job)):
+            source, target = pair.split("-")
+            self._end(
+                job,
+                at,
+                JobPhase.FAILED,
+                GpuCommunicationError.exit_code,
+                "NonZeroExitCode",
+                f"observer probe gpu-comm: multi-GPU communication failed: GPU {source} -> GPU "
+                f"{target} at half its link's rate",
+            )
         elif job.workload.exit_code != 0:
             self._end(
                 job,
@@ -460,6 +474,11 @@ class SimulatedCluster:
             )
         else:
             self._end(job, at, JobPhase.SUCCEEDED, 0, None, None)
+
+    def _degraded_pair(self, job: _Job) -> str | None:
+        """The GPU pair whose link is degraded on a node the job holds, if any."""
+        degraded = self.faults.comm_degraded
+        return next((degraded[n] for n in job.placement if n in degraded), None)
 
     def _end(
         self,

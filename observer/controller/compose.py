@@ -221,7 +221,7 @@ def build_backend(cfg: ControllerSettings, clock: Clock) -> SchedulerBackend:
         return KubernetesBackend(k8s, clock)
     from observer.backends.slurm.backend import SlurmBackend  # noqa: PLC0415
 
-    return SlurmBackend(cfg.slurm, clock)
+    return SlurmBackend(cfg.slurm, clock, fresh_listing_seconds=cfg.follow_interval_seconds)
 
 
 def log_reader_preconditions(cfg: ControllerSettings) -> list[str]:
@@ -395,6 +395,7 @@ def build_controller(
             unusable_gpus.UnusableGpus(),
             outages.Unreachable(outages.store(store)),
             outages.Unreachable(outages.accounting(backend, cfg.backend)),
+            outages.Unreachable(outages.partly_visible(backend, cfg.backend)),
             outages.Unreachable(outages.room(store, room.get)),
             waits.UnexplainedWaits(rules.fairness, quotas),
             reclaims.QuotaReclaims(store, quotas, cfg.quota_reclaim_seconds),

@@ -119,7 +119,9 @@ def run_controller(
             SCHEDULER: counted.outage(SCHEDULER),
             ACCOUNTING: counted.outage(ACCOUNTING),
         }
-        ok, body = health_body(ages, limits, clock.monotonic() - began, outages)
+        ok, body = health_body(
+            ages, limits, clock.monotonic() - began, outages, counted.partial_view()
+        )
         return ok, {**body, "active_runs": len(controller.runner.active())}
 
     def snapshot() -> dict[str, Any]:
@@ -154,9 +156,11 @@ class Outage(Protocol):
 PARTS = ("follow", SCHEDULER, ACCOUNTING, "store")
 # Without these the controller can neither follow its probes nor keep what it sees: 503. The
 # accounting's outage blinds only the all-jobs figures and the quota audit, which the reports
-# say, and the probes go on: 200, with its words in the status.
+# say, and the probes go on: 200, with its words in the status; so does a scheduler that shows
+# only part of its jobs (the observer's own, probes included, among them).
 SERVING = frozenset({"follow", SCHEDULER, "store"})
 _WORDS = {"follow": "follow loop"}
+PARTLY_BLIND = "partly blind"
 
 
 def health_body(
@@ -164,11 +168,13 @@ def health_body(
     limits: Mapping[str, float],
     uptime_seconds: float,
     outages: Mapping[str, Outage | None],
+    partial: Outage | None = None,
 ) -> tuple[bool, dict[str, Any]]:
     """Each part's state and the status words that name those not ok. `ages`: seconds since
     each loop's last good tick (None: none yet), stale past its limit; the accounting is
     listed seldom, and its first listing may read days back, so its age counts from the start
-    until then. A part whose last read failed is failing, with the platform's words."""
+    until then. A part whose last read failed is failing, with the platform's words; a
+    scheduler that answers but hides part of its jobs (`partial`) is partly blind, with its."""
 
     def stale(loop: str, before_first: float | None = None) -> bool:
         age = ages[loop] if ages[loop] is not None else before_first
@@ -184,11 +190,14 @@ def health_body(
     for part in PARTS:
         if (outage := outages.get(part)) is not None:
             parts[part], errors[part] = "failing", outage.error
+        elif part == SCHEDULER and partial is not None and not stale_by_part[part]:
+            parts[part], errors[part] = PARTLY_BLIND, partial.error
         else:
             parts[part] = "stale" if stale_by_part[part] else "ok"
     trouble = [part for part in PARTS if parts[part] != "ok"]
     status = ", ".join(f"{_WORDS.get(p, p)} {parts[p]}" for p in trouble) or "ok"
-    return not SERVING.intersection(trouble), {
+    serving = SERVING.intersection(p for p in trouble if parts[p] != PARTLY_BLIND)
+    return not serving, {
         "status": status,
         "parts": parts,
         "errors": errors,

@@ -315,6 +315,19 @@ class ThermalSlowdown(FaultSpec):
         return (Expected(CLOCK_SLOWDOWN, {"node": self.node}),)
 
 
+class CommDegraded(FaultSpec):
+    """The link between two GPUs of the node (`pair`, "a-b") runs at half its rate: the next
+    gpu-comm probe there fails naming the pair, and the reports must put it down to the
+    GPUs. Nothing else notices: no finding."""
+
+    kind: Literal["comm_degraded"]
+    node: str
+    pair: str = Field("0-1", pattern=r"^\d+-\d+$")
+    needs_until: ClassVar[bool] = True
+    trigger: ClassVar[str] = "no gpu-comm probe ran on the node"
+    cause: ClassVar[str | None] = GPU_DRIVER
+
+
 AnyFault = Annotated[
     UnfairScheduler
     | BriefUnfairness
@@ -333,7 +346,8 @@ AnyFault = Annotated[
     | GpuOffBus
     | NodeFailure
     | EccBurst
-    | ThermalSlowdown,
+    | ThermalSlowdown
+    | CommDegraded,
     Field(discriminator="kind"),
 ]
 KINDS: tuple[type[FaultSpec], ...] = AnyFault.__origin__.__args__  # type: ignore[attr-defined]

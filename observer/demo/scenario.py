@@ -193,6 +193,7 @@ def _span(names: Sequence[str]) -> str:
 EVERY_PROBE_IN_A_WINDOW = (
     ("isolation", 3600),
     ("fail-image", 3600),
+    ("gpu-comm", 3600),
     ("multi-gpu", 1800),
     ("fail-exit", 1800),
     ("log-canary", 1800),

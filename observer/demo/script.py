@@ -16,6 +16,7 @@ from observer.demo.scenario import Scenario
 from observer.domain import JobPhase, ProbeRun
 from observer.fleet.local import LocalFleet
 from observer.monitoring.fake import FakeTarget
+from observer.probes.catalog import GPU_COMM_PROBE
 from observer.records import StoredIntervention
 from observer.storage.store import Store
 
@@ -327,6 +328,37 @@ class _ThermalSlowdown(Switch):
         super().off(now)
 
 
+class _CommDegraded(Switch):
+    def on(self, now: datetime) -> None:
+        assert isinstance(self.fault, kinds.CommDegraded)
+        self.world.cluster.faults.comm_degraded[self.fault.node] = self.fault.pair
+        super().on(now)
+
+    def tick(self, now: datetime) -> None:
+        assert isinstance(self.fault, kinds.CommDegraded)
+        node = self.fault.node
+        hits = [
+            {"node": node, "run_id": r.run_id, "job_id": r.job_id or ""}
+            for r in self.world.active()
+            if r.probe == GPU_COMM_PROBE and node in r.node_names
+        ]
+        known = {hit["run_id"] for hit in self.injection.hit}
+        if new := [hit for hit in hits if hit["run_id"] not in known]:
+            if self.injection.start is None:
+                self.injection.start = now
+            self.injection.hit += new
+
+    def off(self, now: datetime) -> None:
+        assert isinstance(self.fault, kinds.CommDegraded)
+        self.world.cluster.faults.comm_degraded.pop(self.fault.node, None)
+        # A run still going ends on a healthy link: not hit.
+        going = {r.run_id for r in self.world.active()}
+        self.injection.hit = [h for h in self.injection.hit if h["run_id"] not in going]
+        if not self.injection.hit:
+            self.injection.start = None
+        super().off(now)
+
+
 _SWITCHES: dict[type[FaultSpec], type[Switch]] = {
     kinds.UnfairScheduler: _Unfair,
     kinds.BriefUnfairness: _Unfair,
@@ -346,6 +378,7 @@ _SWITCHES: dict[type[FaultSpec], type[Switch]] = {
     kinds.NodeFailure: _NodeFailure,
     kinds.EccBurst: _EccBurst,
     kinds.ThermalSlowdown: _ThermalSlowdown,
+    kinds.CommDegraded: _CommDegraded,
 }
 
 

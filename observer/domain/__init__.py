@@ -12,7 +12,11 @@ from typing import Any
 
 from observer.domain.comparison import Comparison as Comparison
 from observer.domain.comparison import compare as compare
+from observer.domain.comparison import compare_seconds as compare_seconds
+from observer.domain.comparison import compare_shares as compare_shares
+from observer.domain.comparison import duration_parts as duration_parts
 from observer.domain.comparison import written as written
+from observer.domain.comparison import written_seconds as written_seconds
 from observer.domain.runs import AccessAttempt as AccessAttempt
 from observer.domain.runs import Attempt as Attempt
 from observer.domain.runs import Expectation as Expectation
@@ -391,6 +395,7 @@ class Behaviour(StrEnum):
     BAD_COMMAND = "bad_command"  # a command that does not exist
     BAD_IMAGE = "bad_image"  # an image that cannot be pulled (container platforms)
     OOM = "oom"  # allocate past the memory limit
+    GPU_COMM = "gpu_comm"  # copy between every pair of the job's GPUs, judged by link rate
 
 
 @dataclass(frozen=True, slots=True)

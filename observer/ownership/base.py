@@ -57,6 +57,9 @@ class NodeOwners:
     # Owners it runs whose id the node cannot tell (by name, with their GPUs): while one is,
     # an owner missing from `running` may be it, so only an owner named otherwise is ended.
     unmatched: Mapping[str, frozenset[str]] = field(default_factory=dict)
+    # Of a GPU given in parts (MIG devices), the parts each owner (id, or name when unmatched)
+    # was given, as the source names them.
+    parts: Mapping[str, Mapping[str, frozenset[str]]] = field(default_factory=dict)
 
 
 class OwnerSource(Protocol):

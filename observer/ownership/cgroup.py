@@ -3,7 +3,10 @@
 Layouts covered: Kubernetes pods under cgroup v1 and v2 with the cgroupfs driver
 (`/kubepods/burstable/pod<uid>/<container>`) and the systemd driver
 (`kubepods-burstable-pod<uid_with_underscores>.slice/cri-containerd-<id>.scope`); Slurm jobs
-under v1 (`/slurm/uid_N/job_N/step_N`) and v2 (`/system.slice/slurmstepd.scope/job_N/...`).
+under proctrack/cgroup, v1 (`/slurm/uid_N/job_N/step_S/task_N`) and v2
+(`/system.slice/<node>_slurmstepd.scope/job_N/step_S/user/task_N`), the step S as listpids names
+it (`0`, `batch`, `extern`, `0+1`) in the owner's `container_id`, as a pod's container is.
+Under proctrack/linuxproc the cgroup names no job: the environ's SLURM_JOB_ID may.
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ from observer.domain import NO_OWNER, Owner, OwnerKind
 
 _POD = re.compile(r"pod([0-9a-f]{8}[-_][0-9a-f]{4}[-_][0-9a-f]{4}[-_][0-9a-f]{4}[-_][0-9a-f]{12})")
 _CONTAINER = re.compile(r"(?:^|[/-])([0-9a-f]{64})(?:\.scope)?$")
-_SLURM_JOB = re.compile(r"/job_(\d+)(?:/|$)")
+_SLURM_JOB = re.compile(r"/job_(\d+)(?:/step_([^/]+))?(?:/|$)")
 _SLURM_ENV = re.compile(rb"(?:^|\x00)SLURM_JOB_ID=(\d+)(?:\x00|$)")
 
 
@@ -32,7 +35,7 @@ def owner_from_cgroup(text: str) -> Owner:
             )
         job = _SLURM_JOB.search(path)
         if job and "slurm" in path:
-            return Owner(OwnerKind.SLURM_JOB, job.group(1))
+            return Owner(OwnerKind.SLURM_JOB, job.group(1), job.group(2) or "")
     return NO_OWNER
 
 

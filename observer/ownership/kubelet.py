@@ -10,15 +10,21 @@ before the pod's sandbox, so every pod that can run a process has one, and remov
 the pod is deleted. A listed pod whose name no directory names, or two do (the pod a
 StatefulSet replaced, not yet collected), is `unmatched`: no UID is guessed for it.
 
-Device ids are the NVIDIA device plugin's (`nvidia.com/gpu`, `nvidia.com/mig-*`): GPU or MIG
-UUIDs, with a `::<n>` replica suffix under time-slicing, dropped here."""
+A listed pod's GPUs are its containers' devices (`nvidia.com/gpu`, `nvidia.com/mig-*`) and
+their DRA claims (`dynamic_resources`), each mapped to its GPU's UUID (`devices.py`), a MIG
+device to the GPU it is part of; the GPUs it can assign are the allocatable devices and the
+GPUs DRA gave a running pod (`GetAllocatableResources` lists devices of device plugins only).
+
+A listed pod is running unless the kubelet's /pods (`kubelet_pods.py`, when set up) says it
+completed: before 1.34 `List` also includes completed pods. A completed pod holds nothing:
+its GPUs are assigned to nobody, and a process of it still on one is a leak."""
 
 from __future__ import annotations
 
 import os
 import re
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 import grpc
@@ -27,6 +33,14 @@ from observer.clock import Clock
 from observer.domain import OwnerKind
 from observer.errors import OwnerSourceError
 from observer.ownership.base import NodeOwners
+from observer.ownership.devices import (
+    Device,
+    NodeGpus,
+    dra_device,
+    is_gpu_resource,
+    plugin_device,
+)
+from observer.ownership.kubelet_pods import KubeletPods
 from observer.ownership.podresources import api_pb2
 from observer.ownership.podresources.api_pb2_grpc import PodResourcesListerStub
 
@@ -38,10 +52,6 @@ _UID = r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
 _LOG_DIR = re.compile(rf"^([^_]+)_([^_]+)_({_UID})$")
 
 
-def is_gpu_resource(resource_name: str) -> bool:
-    return resource_name == "nvidia.com/gpu" or resource_name.startswith("nvidia.com/mig-")
-
-
 class KubeletPodResources:
     name = "kubelet"
 
@@ -51,8 +61,12 @@ class KubeletPodResources:
         socket: Path = DEFAULT_SOCKET,
         pod_logs_dir: Path = DEFAULT_POD_LOGS_DIR,
         timeout_seconds: float = 2.0,
+        gpus: Callable[[], NodeGpus] = NodeGpus,
+        pods: KubeletPods | None = None,
     ) -> None:
         self._clock = clock
+        self._gpus = gpus
+        self._pods = pods
         self._socket = socket
         self._pod_logs_dir = pod_logs_dir
         self._timeout_seconds = timeout_seconds
@@ -75,22 +89,33 @@ class KubeletPodResources:
             )
         except grpc.RpcError as exc:
             raise self._error("List", exc) from exc
-        allocatable = self._allocatable()
+        node_gpus = self._gpus()
+        allocatable = self._allocatable(node_gpus)
         uids = self._uids_by_pod()
+        ended = self._pods.ended() if self._pods is not None else frozenset()
         running: set[str] = set()
         gpus: dict[str, frozenset[str]] = {}
+        parts: dict[str, dict[str, frozenset[str]]] = {}
         unmatched: dict[str, frozenset[str]] = {}
         for pod in listed.pod_resources:
             name = f"{pod.namespace}/{pod.name}"
-            devices = frozenset(_gpu_ids(d for c in pod.containers for d in c.devices))
+            devices = list(_pod_devices(pod, node_gpus))
             candidates = uids.get(name, set())
             if len(candidates) == 1:
-                [uid] = candidates
-                running.add(uid)
-                gpus[uid] = devices
+                [key] = candidates
+                if key in ended:
+                    continue  # listed by a kubelet before 1.34, though it completed
+                running.add(key)
+                gpus[key] = frozenset(d.gpu for d in devices)
             else:
-                unmatched[name] = devices
+                key = name
+                unmatched[name] = frozenset(d.gpu for d in devices)
+            if split := _parts(devices):
+                parts[key] = split
         names = {uid: name for name, found in uids.items() for uid in found}
+        if allocatable is not None:
+            # DRA's GPUs are in no allocatable list: the kubelet speaks of those it gave.
+            allocatable |= {gpu for held in (*gpus.values(), *unmatched.values()) for gpu in held}
         return NodeOwners(
             at=at,
             kind=OwnerKind.POD,
@@ -99,12 +124,13 @@ class KubeletPodResources:
             allocatable=allocatable,
             names=names,
             unmatched=unmatched,
+            parts=parts,
         )
 
     def close(self) -> None:
         self._channel.close()
 
-    def _allocatable(self) -> frozenset[str] | None:
+    def _allocatable(self, node_gpus: NodeGpus) -> frozenset[str] | None:
         try:
             answer = self._stub.GetAllocatableResources(
                 api_pb2.AllocatableResourcesRequest(), timeout=self._timeout_seconds
@@ -115,7 +141,9 @@ class KubeletPodResources:
             if _code(exc) is grpc.StatusCode.UNIMPLEMENTED:
                 return None
             raise self._error("GetAllocatableResources", exc) from exc
-        return frozenset(_gpu_ids(answer.devices))
+        return frozenset(
+            plugin_device(device_id, node_gpus).gpu for device_id in _gpu_ids(answer.devices)
+        )
 
     def _error(self, method: str, exc: grpc.RpcError) -> OwnerSourceError:
         code = _code(exc)
@@ -144,8 +172,28 @@ class KubeletPodResources:
 def _gpu_ids(devices: Iterable[api_pb2.ContainerDevices]) -> Iterable[str]:
     for device in devices:
         if is_gpu_resource(device.resource_name):
-            for device_id in device.device_ids:
-                yield device_id.partition("::")[0]
+            yield from device.device_ids
+
+
+def _pod_devices(pod: api_pb2.PodResources, node_gpus: NodeGpus) -> Iterable[Device]:
+    """The GPUs (or parts of them) a pod's containers were given, by a device plugin or DRA."""
+    for container in pod.containers:
+        for device_id in _gpu_ids(container.devices):
+            yield plugin_device(device_id, node_gpus)
+        for claim in container.dynamic_resources:
+            for resource in claim.claim_resources:
+                device = dra_device(resource.driver_name, resource.device_name, node_gpus)
+                if device is not None:
+                    yield device
+
+
+def _parts(devices: Iterable[Device]) -> dict[str, frozenset[str]]:
+    """The parts (MIG devices) given of each GPU, for GPUs not given whole."""
+    found: dict[str, set[str]] = defaultdict(set)
+    for device in devices:
+        if device.part is not None:
+            found[device.gpu].add(device.part)
+    return {gpu: frozenset(named) for gpu, named in found.items()}
 
 
 def _code(exc: grpc.RpcError) -> grpc.StatusCode | None:

@@ -1,6 +1,10 @@
-"""The node's own Slurm as an OwnerSource: the jobs that hold this node and the GPUs each was
-given (`squeue --json`, `scontrol show node`), and the pids slurmd tracks as whose job
-(`scontrol listpids`). Every failure of a command is one OwnerSourceError naming it.
+"""The node's own Slurm as an OwnerSource, costing slurmctld nothing in steady state: the jobs
+this node runs are those whose steps its slurmstepds track (`scontrol listpids`, answered on the
+node through the slurmstepds' sockets, not by slurmctld); slurmctld is asked only for the
+node's GPU count, once (`scontrol show node`), and for the GPUs of a job this node starts to
+run, once per appearance (`scontrol show job -d`). A job has ended once no slurmstepd of it is
+left on the node (its cgroup goes with the last one). Every failure of a command is one
+OwnerSourceError naming it.
 
 Slurm numbers a node's GPUs 0..N-1 in the order its gres.conf declares them; the caller maps
 those indices to NVML UUIDs. On a real node that order is the NVML minor numbers when gres.conf
@@ -13,28 +17,31 @@ from __future__ import annotations
 import os
 import re
 import subprocess
-from collections.abc import Callable, Iterable, Mapping
-from datetime import datetime
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
-from typing import Any
 
 from observer.clock import Clock
 from observer.domain import OwnerKind
 from observer.errors import OwnerSourceError
 from observer.ownership.base import NodeOwners
-from observer.slurm_json import ShapeError, dialect, document
 
-# States in which a job still holds its node and its GPUs. COMPLETING is not one: the job's
-# programs have ended and Slurm is cleaning up, so memory still held then is already held
-# past the job's end (and a job stuck in COMPLETING with GPU memory is the leak to find).
-_HOLDING = frozenset({"RUNNING", "SUSPENDED", "CONFIGURING", "RESIZING", "SIGNALING"})
 _GPU_INDICES = re.compile(r"(?:^|,)gpu(?::[^,(]*)?\(IDX:([^)]*)\)")
 _NODE_GPUS = re.compile(r"(?:^|,)gpu(?::[^,:(]+)?:(\d+)")
+# One line per group of nodes given alike, the same from 22.05 to 25.05
+# (src/api/job_info.c): `  Nodes=n[1,3] CPU_IDs=0 Mem=100 GRES=gpu:2(IDX:0-1)`.
+_ALLOCATION = re.compile(r"^\s+Nodes=(\S+) .*\bGRES=(\S*)\s*$", re.MULTILINE)
 _NO_STEPS = "No job steps exist on this node."
+# What listpids says of a step that ended between its listing of the slurmstepds' sockets and
+# its question to that slurmstepd (src/scontrol/info_job.c): the other steps' rows still stand.
+# (Refused: its socket outlived it. Any other reason, such as no permission, fails the read.)
+_STEP_GONE = re.compile(
+    r"^(?:\S+ does not exist on this node\.|Unable to connect to slurmstepd: Connection refused)$"
+)
 
 
 class SlurmdOwners:
-    """What this node's Slurm says runs on it, asked afresh at each read."""
+    """What this node's slurmstepds run, with the GPUs slurmctld gave each job, remembered
+    while the job runs here."""
 
     name = "slurm"
 
@@ -59,25 +66,48 @@ class SlurmdOwners:
         self._env = dict(os.environ)
         if slurm_conf is not None:
             self._env["SLURM_CONF"] = str(slurm_conf)
+        self._gpu_count: int | None = None  # once known: GRES change only with a restart
+        self._indices: dict[str, list[int]] = {}  # by job id, of the jobs running here
 
     def close(self) -> None:
         """Nothing held between reads: each is its own commands."""
 
     def read(self) -> NodeOwners:
-        # the node first: a node_name Slurm does not know must fail, not read as "no jobs"
-        node = self._run("scontrol", "show", "node", self._node, "--oneliner")
-        queue = self._run("squeue", "--json")
+        if self._gpu_count is None:
+            # the node first: a node_name Slurm does not know must fail, not read as "no jobs"
+            line = self._run("scontrol", "show", "node", self._node, "--oneliner")
+            self._gpu_count = node_gpu_count(line)
+        running = set(self.pids().values())
         # the time of the answer: a job missing from it ended before then, perhaps just before
-        return node_owners(self._node, self._uuids(), node, queue, self._clock.now())
+        at = self._clock.now()
+        for job in sorted(running - self._indices.keys()):
+            detail = self._run("scontrol", "show", "job", "-d", job)
+            self._indices[job] = job_gpu_indices(detail, job, self._node)
+        # a job that leaves and comes back (requeued) is asked again: its GPUs may differ
+        self._indices = {job: self._indices[job] for job in running}
+        uuids = self._uuids()
+        gpus = {
+            job: frozenset(_uuids(uuids, indices, f"job {job}"))
+            for job, indices in self._indices.items()
+        }
+        return NodeOwners(
+            at=at,
+            kind=OwnerKind.SLURM_JOB,
+            running=frozenset(gpus),
+            gpus=gpus,
+            allocatable=frozenset(_uuids(uuids, range(self._gpu_count), f"node {self._node}")),
+        )
 
     def pids(self) -> dict[int, str]:
-        """pid -> job id of the processes slurmd tracks on this node: names the job of a
-        process whose cgroup does not (proctrack/linuxproc or pgid) and whose environ cannot
-        be read (another user's process, without CAP_SYS_PTRACE). A process that escaped its
-        job (double fork, setsid) is not tracked, so this never says a job has ended."""
+        """pid -> job id of the processes this node's slurmstepds track: every job with a
+        step here. A process that escaped its job (double fork, setsid, under
+        proctrack/linuxproc) is not tracked, so this never names the job of every process."""
         done = self._answer("scontrol", "listpids", "*", self._node)
-        if done.returncode == 1 and done.stderr.strip() == _NO_STEPS:  # an idle node's answer
+        said = [line.strip() for line in done.stderr.splitlines() if line.strip()]
+        if done.returncode == 1 and said == [_NO_STEPS]:  # an idle node's answer
             return {}
+        if done.returncode == 1 and said and all(_STEP_GONE.search(s) for s in said):
+            return listpids(done.stdout)
         return listpids(_checked(done))
 
     def _run(self, command: str, *args: str) -> str:
@@ -118,25 +148,6 @@ def _checked(done: subprocess.CompletedProcess[str]) -> str:
     return done.stdout
 
 
-def node_owners(
-    node: str, uuid_of_index: Mapping[int, str], node_line: str, queue: str, at: datetime
-) -> NodeOwners:
-    """The reading from `scontrol show node <node> --oneliner` and `squeue --json`."""
-    count = _node_gpu_count(node_line)
-    allocatable = frozenset(_uuids(uuid_of_index, range(count), f"node {node}"))
-    gpus = {
-        job_id: frozenset(_uuids(uuid_of_index, indices, f"job {job_id}"))
-        for job_id, indices in _holding_jobs(_document(queue), node).items()
-    }
-    return NodeOwners(
-        at=at,
-        kind=OwnerKind.SLURM_JOB,
-        running=frozenset(gpus),
-        gpus=gpus,
-        allocatable=allocatable,
-    )
-
-
 def listpids(text: str) -> dict[int, str]:
     """`scontrol listpids` as pid -> job id (its header and step columns left out)."""
     rows = [line.split() for line in text.splitlines()[1:] if line.strip()]
@@ -159,56 +170,45 @@ def gpu_indices(gres: str) -> list[int]:
     return indices
 
 
-def _holding_jobs(document: Mapping[str, Any], node: str) -> dict[str, list[int]]:
-    """Job id -> GPU indices on `node` of every job holding it, in the shapes of the release
-    that printed `document`. squeue --json of 22.05 ignores -w and -t, so the node and the
-    states are chosen here."""
-    try:
-        read = dialect(document)
-    except ShapeError as exc:
-        raise OwnerSourceError(f"squeue --json: {exc}") from None
-    jobs = document.get("jobs")
-    if not isinstance(jobs, list):
-        raise OwnerSourceError(f"squeue --json of {read} printed no jobs list")
-    holding: dict[str, list[int]] = {}
-    for job in jobs:
-        try:
-            if read.job_state(job) not in _HOLDING:
-                continue
-            nodes = read.job_nodes(job)
-            details = job["gres_detail"]
-            if node not in nodes:
-                continue
-            # one gres_detail entry per allocated node, in the same order; none without GRES
-            gres = details[nodes.index(node)] if details else ""
-            holding[str(job["job_id"])] = gpu_indices(gres)
-        except (KeyError, IndexError, TypeError, ValueError) as exc:
-            job_id = job.get("job_id") if isinstance(job, dict) else None
-            raise OwnerSourceError(
-                f"squeue --json of {read}: job {job_id} has no readable node and GPUs: "
-                f"{type(exc).__name__} {exc}"
-            ) from exc
-    return holding
-
-
-def _document(queue: str) -> Mapping[str, Any]:
-    try:
-        found = document(queue, "squeue --json")
-    except ShapeError as exc:
-        raise OwnerSourceError(str(exc)) from None
-    if found.get("errors"):  # 22.05 exits 0 with an empty list when slurmctld is away
-        raise OwnerSourceError(
-            "squeue --json could not read slurmctld: "
-            + "; ".join(f"{e.get('source')}: {e.get('description')}" for e in found["errors"])
-        )
-    return found
-
-
-def _node_gpu_count(node_line: str) -> int:
+def node_gpu_count(node_line: str) -> int:
+    """The GPUs `scontrol show node <node> --oneliner` says the node has."""
     fields = dict(f.partition("=")[::2] for f in node_line.split() if "=" in f)
     if "Gres" not in fields:
         raise OwnerSourceError(f"scontrol show node printed no Gres field: {node_line[:80]!r}")
     return sum(int(n) for n in _NODE_GPUS.findall(fields["Gres"]))
+
+
+def job_gpu_indices(detail: str, job_id: str, node: str) -> list[int]:
+    """The GPU indices on `node` of job `job_id`, from `scontrol show job -d <job_id>` (a
+    heterogeneous job's components each a record of their own)."""
+    record = next((r for r in detail.split("\n\n") if r.startswith(f"JobId={job_id} ")), None)
+    if record is None:
+        raise OwnerSourceError(f"scontrol show job -d {job_id} printed no record of job {job_id}")
+    for nodes, gres in _ALLOCATION.findall(record):
+        if node in hostnames(nodes):
+            return gpu_indices(gres)
+    raise OwnerSourceError(
+        f"scontrol show job -d {job_id} names no allocation on node {node}, where it runs"
+    )
+
+
+def hostnames(hostlist: str) -> list[str]:
+    """The node names of a Slurm hostlist: `n[1,3]`, `gpu[01-04]`, `a1,b[2-3]-ib`."""
+    parts = re.findall(r"(?:[^,\[]|\[[^\]]*\])+", hostlist)  # commas inside brackets kept
+    return [name for part in parts for name in _expand(part)]
+
+
+def _expand(part: str) -> Iterator[str]:
+    bracket = re.search(r"\[([^\]]*)\]", part)
+    if bracket is None:
+        yield part
+        return
+    head, tail = part[: bracket.start()], part[bracket.end() :]
+    for listed in bracket.group(1).split(","):
+        first, _, last = listed.partition("-")
+        for number in range(int(first), int(last or first) + 1):
+            for rest in _expand(tail):
+                yield f"{head}{number:0{len(first)}d}{rest}"
 
 
 def _uuids(uuid_of_index: Mapping[int, str], indices: Iterable[int], whose: str) -> list[str]:

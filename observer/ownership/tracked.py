@@ -90,11 +90,15 @@ class TrackedOwners:
         if reading is None:
             return NodeAllocation(self.source, False, self._error, None)
         assignments = [
-            GpuAssignment(gpu, Owner(reading.kind, owner), reading.names.get(owner))
+            GpuAssignment(
+                gpu,
+                Owner(reading.kind, owner),
+                _named(reading, owner, gpu, reading.names.get(owner)),
+            )
             for owner, gpus in reading.gpus.items()
             for gpu in gpus
         ] + [
-            GpuAssignment(gpu, Owner(reading.kind), name)
+            GpuAssignment(gpu, Owner(reading.kind), _named(reading, name, gpu, name))
             for name, gpus in reading.unmatched.items()
             for gpu in gpus
         ]
@@ -127,3 +131,11 @@ class TrackedOwners:
         if self._reading is None:
             _log.info("owner directory up", source=self.source)
         self._reading, self._error = reading, ""
+
+
+def _named(reading: NodeOwners, key: str, gpu: str, name: str | None) -> str | None:
+    """The owner's name, with the parts of the GPU it was given when not the whole GPU."""
+    parts = reading.parts.get(key, {}).get(gpu)
+    if not parts:
+        return name
+    return f"{name or Owner(reading.kind, key).label} ({', '.join(sorted(parts))})"

@@ -11,6 +11,7 @@ from observer.domain import Behaviour, Expectation, Workload
 
 DEFAULT_DEADLINE_SECONDS = 4 * 3600.0
 QUOTA_PROBE = "quota"
+GPU_COMM_PROBE = "gpu-comm"
 RECLAIM_PROBE = "quota-reclaim"
 
 
@@ -112,6 +113,12 @@ def builtin_catalog(gpus_per_node: int) -> dict[str, ProbeSpec]:
             "gpu-busy",
             "a known busy interval, for the monitoring-lag check",
             Workload(1, duration_seconds=5 * minute, behaviour=Behaviour.GPU_BUSY),
+            Expectation.SUCCEED,
+        ),
+        ProbeSpec(
+            GPU_COMM_PROBE,
+            "every GPU of one node copies to every other: each pair's rate against its link's",
+            Workload(gpus_per_node, duration_seconds=minute, behaviour=Behaviour.GPU_COMM),
             Expectation.SUCCEED,
         ),
         ProbeSpec(

@@ -89,11 +89,37 @@ def is_quota_hold(reason: str | None, message: str | None) -> bool:
     return is_quota_reason(reason) or (message is not None and RESOURCE_QUOTA_REFUSAL in message)
 
 
+# The API server's words when admission refuses a pod for good: the Job stays FailedCreate with
+# them in its event, and however long it waits the same pod is refused the same way. "exceeded
+# quota" is not among them: usage falls as other pods end.
+ADMISSION_REFUSALS = (
+    # ResourceQuota covering cpu or memory, the pod not stating them
+    # (plugin/resourcequota: 'failed quota: <quota>: must specify limits.cpu for: probe; ...')
+    "failed quota:",
+    # LimitRange (plugin/pkg/admission/limitranger: 'maximum cpu usage per Container is 2, but
+    # limit is 4', 'minimum memory usage per Pod is ...', '... limit to request ratio per ...')
+    " usage per Container is ",
+    " usage per Pod is ",
+    " limit to request ratio per ",
+    # Pod Security admission ('violates PodSecurity "restricted:latest": ...')
+    "violates PodSecurity",
+    # a validating or mutating webhook ('admission webhook "<name>" denied the request: ...')
+    "admission webhook ",
+)
+
+
+def is_admission_refusal(message: str | None) -> bool:
+    """Whether the platform's words say admission refused the job's pods for good."""
+    return message is not None and any(mark in message for mark in ADMISSION_REFUSALS)
+
+
 def judge(expectation: Expectation, status: JobStatus) -> Outcome | None:
     """The outcome the job's current state settles, or None while it is not settled yet."""
     phase, reason = status.phase, status.reason or ""
     if phase is JobPhase.CANCELLED:
         return Outcome.CANCELLED
+    if phase is JobPhase.PENDING and is_admission_refusal(status.message):
+        return Outcome.REJECTED  # never admitted, whatever it was meant to show
     if expectation is Expectation.SUCCEED:
         if phase is JobPhase.FAILED and status.exit_code == NO_GPU_EXIT_CODE:
             return Outcome.NO_GPU

@@ -1,11 +1,45 @@
 """The command line of each behaviour's program, `observer probe <workload> ...`, as every
 backend runs it (the observer's image on Kubernetes, the node's observer on Slurm). The
 arguments say everything the program does, so `kubectl describe` or `scontrol show job`
-shows what a probe was asked."""
+shows what a probe was asked. Each program's size, what it asks of its node besides GPUs, is
+here too: a platform that admits only pods stating their CPU and memory (a ResourceQuota
+covering them) needs it."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from observer.domain import Behaviour, JobRequest
+
+
+@dataclass(frozen=True, slots=True)
+class ProgramSize:
+    cpu_request_millicores: int
+    cpu_limit_millicores: int
+    memory_request_mebibytes: int
+    memory_limit_mebibytes: int
+
+
+# Every program measured at a 48 MiB peak RSS and half a second of CPU to start (Python and
+# the observer's imports; `/usr/bin/time -f %M observer probe ...`, 2 CPUs, no GPU): a request
+# that small, a limit with room for the start. log-burst writes as fast as it can, gpu-burn
+# drives a GPU and holds a CUDA context, serve answers requests: each a CPU of its own.
+# gpu-burn's memory is not measured on a GPU.
+_SMALL = ProgramSize(50, 500, 64, 128)
+PROGRAM_SIZES = {
+    "sleep": _SMALL,
+    "exit": _SMALL,
+    "log-canary": _SMALL,
+    "oom": _SMALL,  # the backend's memory limit is what it runs into
+    "log-burst": ProgramSize(250, 1000, 64, 128),
+    "gpu-burn": ProgramSize(1000, 2000, 512, 2048),
+    "serve": ProgramSize(100, 1000, 64, 256),
+}
+
+
+def program_size(arguments: list[str]) -> ProgramSize:
+    """The size of the program `arguments` (probe_arguments or serve_arguments) run."""
+    return PROGRAM_SIZES[arguments[1]]
 
 
 def probe_arguments(request: JobRequest, oom_mebibytes: int | None = None) -> list[str]:
@@ -26,6 +60,8 @@ def probe_arguments(request: JobRequest, oom_mebibytes: int | None = None) -> li
                 "--utilization",
                 f"{work.gpu_utilization_percent:g}",
             ]
+        case Behaviour.GPU_COMM:
+            return ["probe", "gpu-comm"]
         case Behaviour.LOG_CANARY:
             burst = work.log_line_bytes > 0 and not work.log_interval_seconds
             return [

@@ -59,6 +59,23 @@ class AgentSettings(Group):
         "<namespace>_<name>_<uid> entries join the pods the kubelet lists by name to the "
         "pod UIDs in processes' cgroups.",
     )
+    kubelet_pods_url: str | None = Field(
+        None,
+        description="The kubelet's own /pods on its HTTPS port (`https://<node IP>:10250/pods`), "
+        "which says each pod's phase: a pod that completed is ended though the pod-resources "
+        "API still lists it (kubelets before 1.34). The agent's ServiceAccount needs `get` on "
+        "`nodes/pods` (Kubernetes 1.33+; `nodes/proxy` before). Unset: every listed pod runs.",
+    )
+    kubelet_token_file: Path = Field(
+        Path("/var/run/secrets/kubernetes.io/serviceaccount/token"),
+        description="The bearer token sent to the kubelet's /pods, read at every call.",
+    )
+    kubelet_ca_file: Path | None = Field(
+        Path("/var/run/secrets/kubernetes.io/serviceaccount/ca.crt"),
+        description="The CA that signed the kubelet's serving certificate (the cluster's, "
+        "with serverTLSBootstrap); unset: the certificate is not checked (a kubelet's "
+        "self-signed default).",
+    )
     owners_interval_seconds: float = Field(
         10.0,
         gt=0,
@@ -101,6 +118,14 @@ class AgentSettings(Group):
         "0.0.0.0", description="Address of /metrics, /healthz, /v1/snapshot."
     )
     listen_port: int = Field(9400, ge=0, le=65535, description="0 picks a free port.")
+    metrics_port: int | None = Field(
+        None,
+        ge=0,
+        le=65535,
+        description="A second port serving /metrics and /healthz alone, so that a "
+        "NetworkPolicy can let Prometheus in there while /v1/snapshot (every GPU process and "
+        "its owner) stays on listen_port for the controller; unset: one port for all three.",
+    )
     healthz_max_age_seconds: float = Field(
         30.0, gt=0, description="/healthz fails when the last good tick is older than this."
     )
@@ -124,6 +149,13 @@ class AgentSettings(Group):
         lean = info.data.get("interval_seconds")
         if lean is not None and value < lean:
             raise ValueError("must not be shorter than agent.interval_seconds")
+        return value
+
+    @field_validator("metrics_port")
+    @classmethod
+    def _apart_from_listen_port(cls, value: int | None, info: ValidationInfo) -> int | None:
+        if value is not None and value != 0 and value == info.data.get("listen_port"):
+            raise ValueError("must differ from agent.listen_port (unset it for one port)")
         return value
 
     @field_validator("healthz_max_age_seconds")

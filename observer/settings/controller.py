@@ -24,6 +24,7 @@ from observer.settings.base import (
 )
 from observer.settings.inference import InferenceSettings
 from observer.settings.log_readers import LogsSettings
+from observer.settings.placement import PodResourcesSettings, PoolSettings, TolerationSettings
 
 
 class WindowSettings(Group):
@@ -100,34 +101,6 @@ class SimulationSettings(Group):
         return self.pools[index % len(self.pools)]
 
 
-class TolerationSettings(Group):
-    """One toleration of the probe pods, as in a pod spec (snake_case names)."""
-
-    key: str | None = Field(None, description="Taint key; unset with operator Exists: any taint.")
-    operator: Literal["Exists", "Equal"] = "Equal"
-    value: str | None = Field(None, description="Taint value, with operator Equal.")
-    effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] | None = Field(
-        None, description="Taint effect tolerated; unset: every effect."
-    )
-    toleration_seconds: int | None = Field(
-        None, ge=0, description="With effect NoExecute: how long the pod stays once tainted."
-    )
-
-    @model_validator(mode="after")
-    def _as_the_api_validates(self) -> TolerationSettings:
-        # The API server refuses these; found at load, not as a failed probe at 3 am.
-        problems = []
-        if self.operator == "Exists" and self.value:
-            problems.append(("value", "must be empty when operator is Exists"))
-        if self.key is None and self.operator != "Exists":
-            problems.append(("operator", "must be Exists when key is unset"))
-        if self.toleration_seconds is not None and self.effect != "NoExecute":
-            problems.append(("toleration_seconds", "is allowed only with effect NoExecute"))
-        if problems:
-            raise FieldProblems(problems)
-        return self
-
-
 class KubernetesSettings(Group):
     """The Kubernetes scheduler backend (controller.backend: kubernetes)."""
 
@@ -191,6 +164,28 @@ class KubernetesSettings(Group):
     )
     priority_class_name: str | None = Field(
         None, description="PriorityClass of probe pods whose tenant sets no `priority`."
+    )
+    runtime_class_name: str | None = Field(
+        None, description="RuntimeClass of every probe pod; a pool's own wins. Unset: the default."
+    )
+    pools: dict[str, PoolSettings] = Field(
+        default_factory=dict,
+        description="Placement on each pool, by its name (the nodes' `pool_label` value).",
+    )
+    tenant_pools: dict[str, str] = Field(
+        default_factory=dict,
+        description="Tenant (namespace) -> the pool of `pools` its probe pods run on: the pod "
+        "requires the pool's label, tolerates its taints and takes its runtime and priority.",
+    )
+    probe_resources: dict[str, PodResourcesSettings] = Field(
+        default_factory=dict,
+        description="Probe name -> CPU and memory of its pod, over the size of its program "
+        "(observer/probes/programs.py).",
+    )
+    tenant_resources: dict[str, PodResourcesSettings] = Field(
+        default_factory=dict,
+        description="Tenant (namespace) -> CPU and memory of its probe pods, over every other "
+        "size: for a namespace whose LimitRange or ResourceQuota wants other figures.",
     )
     image_pull_secrets: tuple[str, ...] = Field(
         (), description="Secrets, in each tenant namespace, to pull the probe images with."
@@ -452,10 +447,23 @@ class ControllerSettings(Group):
             problems.append(("simulation.favoured_tenant", _unknown("tenant", favoured, tenants)))
         # The isolation probe's identities, by tenant: one under a misspelt name is never used,
         # and its tenant has none.
+        kubernetes = self.kubernetes
         identities: dict[str, Collection[str]] = {
             "slurm.tenant_users": self.slurm.tenant_users.keys(),
-            "kubernetes.tenant_token_files": self.kubernetes.tenant_token_files.keys(),
+            "kubernetes.tenant_token_files": kubernetes.tenant_token_files.keys(),
+            "kubernetes.tenant_pools": kubernetes.tenant_pools.keys(),
+            "kubernetes.tenant_resources": kubernetes.tenant_resources.keys(),
         }
+        problems += [
+            (f"kubernetes.probe_resources.{name}", _unknown("probe", name, probes))
+            for name in kubernetes.probe_resources
+            if name not in probes
+        ]
+        problems += [
+            (f"kubernetes.tenant_pools.{tenant}", _unknown("pool", pool, kubernetes.pools))
+            for tenant, pool in kubernetes.tenant_pools.items()
+            if pool not in kubernetes.pools
+        ]
         problems += [
             (f"{field}.{name}", _unknown("tenant", name, tenants))
             for field, by_tenant in identities.items()

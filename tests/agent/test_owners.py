@@ -1,7 +1,8 @@
 """The agent on a Kubernetes node with `agent.owners: kubelet`: the stand-in NVML, a /proc tree
 of pods' processes (their cgroups as the kubelet's systemd driver lays them out) and the test
-playing the kubelet over a real gRPC unix socket, pods coming and going. The agent is built as
-`observer agent` builds it and ticked on a manual clock, one second a tick."""
+playing the kubelet over a real gRPC unix socket (and its /pods over HTTP), pods coming,
+completing and going. The agent is built as `observer agent` builds it and ticked on a manual
+clock, one second a tick."""
 
 from __future__ import annotations
 
@@ -33,7 +34,8 @@ from observer.settings import Settings
 from tests.agent.test_snapshot_processes import serving as serving_agent
 from tests.backends.slurm_harness import require_slurm
 from tests.gpu import fake_nvml
-from tests.ownership.kubelet_stand_in import Pod, StandInKubelet, serving
+from tests.gpu.test_minors import write_gpu
+from tests.ownership.kubelet_stand_in import Pod, StandInKubelet, pods_endpoint, serving
 from tests.ownership.test_procfs import write_process
 
 pytestmark = pytest.mark.fake_nvml
@@ -58,7 +60,13 @@ def pod_cgroup(uid: str) -> str:
 
 
 class Node:
-    def __init__(self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kubelet: StandInKubelet):
+    def __init__(
+        self,
+        tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch,
+        kubelet: StandInKubelet,
+        **settings: object,
+    ):
         self.nvml = fake_nvml.install(fake_nvml.require_library(), tmp_path, monkeypatch)
         self.kubelet = kubelet
         self.proc = tmp_path / "proc"
@@ -75,6 +83,7 @@ class Node:
             "pod_logs_dir": kubelet.pod_logs_dir,
             "owners_interval_seconds": INTERVAL,
             "owners_timeout_seconds": 1,
+            **settings,
         }
         self.clock = ManualClock(T0)
         self.registry = CollectorRegistry()
@@ -131,6 +140,21 @@ def node(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Node]:
     socket.unlink(missing_ok=True)
 
 
+@pytest.fixture
+def pods_node(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Node]:
+    """A node whose agent also asks the kubelet's /pods for its pods' phases."""
+    socket = Path(f"/tmp/kubelet-agent-{tmp_path.name[-20:]}.sock")
+    token = tmp_path / "token"
+    token.write_text("agent-token")
+    stand_in = StandInKubelet(socket, tmp_path / "pods", [gpu_uuid(0), gpu_uuid(1)])
+    with serving(stand_in) as kubelet, pods_endpoint(kubelet, "agent-token") as endpoint:
+        settings = {"kubelet_pods_url": endpoint.url, "kubelet_token_file": token}
+        built = Node(tmp_path, monkeypatch, kubelet, kubelet_ca_file=None, **settings)
+        yield built
+        built.agent.close()
+    socket.unlink(missing_ok=True)
+
+
 def train_pod(uid: str = UID_A, gpu: int = 0) -> Pod:
     return Pod("team-a", "train-0", uid, {"trainer": [("nvidia.com/gpu", [gpu_uuid(gpu)])]})
 
@@ -166,6 +190,45 @@ def test_a_process_that_outlives_its_pod_opens_unreleased_memory_naming_the_pod_
     node.tick()
     assert "unreleased_memory" not in node.open()
     assert [f.closed_at for f in node.history if f.detector == "unreleased_memory"][-1]
+
+
+def test_a_completed_pod_the_kubelet_still_lists_leaves_its_process_as_a_leak(
+    pods_node: Node,
+) -> None:
+    node = pods_node
+    node.kubelet.start_pod(train_pod())
+    node.run(4242, UID_A, gpu=0)
+    node.tick(10)
+    assert node.open() == {}
+
+    node.kubelet.complete_pod(UID_A)  # Succeeded, still listed by List, its process stuck
+    completed_at = node.clock.now()
+    node.tick(GRACE + INTERVAL + 1)
+
+    [finding] = node.opened("unreleased_memory")
+    assert finding.evidence["owner_name"] == "team-a/train-0"
+    assert finding.evidence["gpu_assigned_to"] == []
+    ended_at = datetime.fromisoformat(finding.evidence["owner_ended_at"])
+    assert completed_at <= ended_at < completed_at + timedelta(seconds=INTERVAL + 1)
+
+
+def test_a_gpu_given_by_dra_is_its_pods_and_not_another_pods(node: Node) -> None:
+    """NVIDIA's DRA driver names GPUs by device minor, which need not follow NVML's order."""
+    write_gpu(node.proc, "0000:00:01.0", gpu_uuid(0), minor=1)
+    write_gpu(node.proc, "0000:00:02.0", gpu_uuid(1), minor=0)
+    node.kubelet.allocatable = []
+    claim = ("gpu", [("gpu.nvidia.com", "gpu-node-0", "gpu-0")])
+    node.kubelet.start_pod(Pod("team-a", "dra", UID_A, claims={"trainer": [claim]}))
+    node.kubelet.start_pod(Pod("team-b", "notebook", UID_B))
+    node.run(4242, UID_A, gpu=1)
+    write_process(node.proc, 5151, cgroup=pod_cgroup(UID_B))
+    node.set_gpu(1, processes=((4242, 8 * GIB), (5151, GIB)), util=60, memory=9 * GIB)
+
+    node.tick(GRACE + 2)
+
+    [finding] = node.opened("gpu_not_assigned")
+    assert finding.subject == {"node": "gpu-node-0", "gpu_uuid": gpu_uuid(1), "pid": "5151"}
+    assert finding.evidence["gpu_assigned_to"] == ["team-a/dra"]
 
 
 def test_a_pod_whose_process_exits_with_it_opens_nothing(node: Node) -> None:

@@ -1,6 +1,7 @@
 """What the running agent's /v1/snapshot says of each GPU process, read over HTTP from an
 agent on the stand-in NVML with a /proc tree on disk: the executable and its owner always,
-the full command line (which often carries tokens) only with agent.expose_command_lines."""
+the full command line (which often carries tokens) only with agent.expose_command_lines, and
+never on agent.metrics_port, the port a NetworkPolicy opens to Prometheus."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from observer.agent.main import run_agent
 from observer.settings import Settings
 from tests.gpu import fake_nvml
 from tests.ownership.test_procfs import POD_CGROUP, POD_UID, write_process
+from tests.support.net import free_port
 from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.fake_nvml
@@ -101,3 +103,22 @@ def test_with_expose_command_lines_the_full_command_line_is_served_too(
 
     assert process["command"] == " ".join(ARGV)
     assert (process["executable"], process["user"]) == ("python3", "alice")
+
+
+def test_the_metrics_port_serves_metrics_and_health_but_no_snapshot(
+    node: dict[str, Any],
+) -> None:
+    metrics_port = free_port()
+    with serving({**node, "metrics_port": metrics_port}) as base:
+        processes(base)
+        there = f"http://127.0.0.1:{metrics_port}"
+        answers = {path: httpx.get(f"{there}{path}") for path in ("/metrics", "/healthz")}
+        snapshot = httpx.get(f"{there}/v1/snapshot")
+
+    assert {path: answer.status_code for path, answer in answers.items()} == {
+        "/metrics": 200,
+        "/healthz": 200,
+    }
+    assert "observer_gpu_memory_used_bytes" in answers["/metrics"].text
+    assert snapshot.status_code == 404
+    assert "python3" not in snapshot.text and str(PID) not in snapshot.text

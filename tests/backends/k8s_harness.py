@@ -67,7 +67,15 @@ from observer.clock import ManualClock
 from observer.domain import Behaviour
 from observer.settings.controller import KubernetesSettings
 from observer.workloads import serve
+from tests.backends.admission import (
+    LimitRange,
+    compute_quota_refusal,
+    limit_range_defaults,
+    limit_range_refusal,
+    webhook_refusal,
+)
 from tests.backends.pod_security import ENFORCE_LABEL, RESTRICTED, restricted_refusal
+from tests.backends.selectors import SelectingEmulator
 
 GPU = "nvidia.com/gpu"
 POOL_LABEL = "nvidia.com/gpu.product"
@@ -85,6 +93,7 @@ RESOURCES = (
     "v1/secrets",
     "v1/services",
     "v1/resourcequotas",
+    "v1/limitranges",
     "batch/v1/jobs",
     "apps/v1/deployments",
 )
@@ -157,6 +166,9 @@ class Quota:
     name: str
     gpus: int | None = None  # requests.nvidia.com/gpu of live pods
     jobs: int | None = None  # count/jobs.batch
+    # requests.cpu, limits.memory, ...: each pod must state what these cover (their usage is
+    # not counted)
+    compute: tuple[tuple[str, str], ...] = ()
 
 
 def _resource_groups(gpus: int, borrowing_limit: int | None) -> list[dict[str, Any]]:
@@ -179,13 +191,14 @@ def _pod_gpus(spec: dict[str, Any]) -> int:
     )
 
 
-class _ApiServer(kmock.KubernetesEmulator):
+class _ApiServer(SelectingEmulator):
     """kmock's emulator, plus what a real API server does by itself: uid, creationTimestamp
     and namespace on create, the managedFields of a ResourceQuota's spec.hard and of a
     ClusterQueue's spec.resourceGroups (each manager's latest Update and the fields it owns),
-    an audit log of their writes (`audit_log`, at level RequestResponse), ResourceQuota
-    admission (403 "exceeded quota") and Pod Security admission (403 "violates
-    PodSecurity")."""
+    an audit log of their writes (`audit_log`, at level RequestResponse), and pod admission
+    in the API server's order (admission.py): LimitRange defaults and limits, Pod Security
+    (403 "violates PodSecurity"), a validating webhook's denial, ResourceQuota (403 "failed
+    quota: ... must specify", "exceeded quota")."""
 
     def __init__(self, clock: ManualClock) -> None:
         super().__init__()
@@ -207,6 +220,8 @@ class _ApiServer(kmock.KubernetesEmulator):
         self.grants: dict[tuple[str, str], frozenset[str]] = {}
         self.tenant_requests: list[tuple[str, str, str, str]] = []  # (user, verb, resource, ns)
         self.lists: Counter[str] = Counter()  # resource plural -> how many times it was listed
+        self.limit_ranges: dict[str, LimitRange] = {}  # namespace -> its LimitRange
+        self.webhook_denials: dict[str, tuple[str, str]] = {}  # namespace -> (webhook, words)
 
     async def _handle(self, request: kmock.Request) -> Any:
         # kmock keeps every request and matches each new one against all before it, which is
@@ -358,7 +373,7 @@ class _ApiServer(kmock.KubernetesEmulator):
         )
 
     def _admit(self, request: kmock.Request) -> None:
-        self._admit_pod_security(request)
+        self._admit_pod(request)
         quota = self.quotas.get(request.namespace or "")
         if quota is None or request.resource is None:
             return
@@ -393,16 +408,30 @@ class _ApiServer(kmock.KubernetesEmulator):
             and obj.get("status", {}).get("phase") not in ("Succeeded", "Failed")
         )
 
-    def _admit_pod_security(self, request: kmock.Request) -> None:
-        labels = self.namespace_labels.get(request.namespace or "", {})
+    def _admit_pod(self, request: kmock.Request) -> None:
+        """A pod, as the admission plugins take it in turn: LimitRanger mutates then checks,
+        then Pod Security, a validating webhook, and the ResourceQuota's requirements."""
         if request.resource is None or request.resource.plural != "pods":
             return
-        if labels.get(ENFORCE_LABEL) != RESTRICTED:
-            return
+        namespace = request.namespace or ""
         name = request.data.get("metadata", {}).get("name", "")
-        refusal = restricted_refusal(name, request.data.get("spec", {}))
+        limits = self.limit_ranges.get(namespace)
+        spec = request.data["spec"] = limit_range_defaults(request.data.get("spec", {}), limits)
+        forbidden = f'pods "{name}" is forbidden: '
+        refusal = limit_range_refusal(spec, limits)
         if refusal is not None:
-            raise kmock.KubernetesError(status=403, reason="Forbidden", message=refusal)
+            raise kmock.KubernetesError(status=403, reason="Forbidden", message=forbidden + refusal)
+        if self.namespace_labels.get(namespace, {}).get(ENFORCE_LABEL) == RESTRICTED:
+            refusal = restricted_refusal(name, spec)
+            if refusal is not None:
+                raise kmock.KubernetesError(status=403, reason="Forbidden", message=refusal)
+        if namespace in self.webhook_denials:
+            words = webhook_refusal(*self.webhook_denials[namespace])
+            raise kmock.KubernetesError(status=400, reason="BadRequest", message=words)
+        quota = self.quotas.get(namespace)
+        refusal = compute_quota_refusal(spec, quota.name, dict(quota.compute)) if quota else None
+        if refusal is not None:
+            raise kmock.KubernetesError(status=403, reason="Forbidden", message=forbidden + refusal)
 
     @staticmethod
     def _check(quota: Quota, what: str, resource: str, wanted: int, used: int, hard: int) -> None:
@@ -580,17 +609,20 @@ class KubernetesHarness:
         *,
         gpus: int | None = None,
         jobs: int | None = None,
+        compute: dict[str, str] | None = None,
         by: str = "kubectl-edit",
         user: str | None = None,
     ) -> None:
         """`by` (its field manager) creates or changes the namespace's ResourceQuota, as
-        `user` where named (with an administrator's token of that user's)."""
-        quota = Quota(f"{namespace}-quota", gpus=gpus, jobs=jobs)
+        `user` where named (with an administrator's token of that user's). `compute`: its
+        cpu and memory limits (e.g. {"requests.cpu": "8"}), which every pod must state."""
+        covered = tuple(sorted((compute or {}).items()))
+        quota = Quota(f"{namespace}-quota", gpus=gpus, jobs=jobs, compute=covered)
         exists = namespace in self.server.quotas
         self.server.quotas[namespace] = quota
         hard = {
             key: str(value)
-            for key, value in ((f"requests.{GPU}", gpus), ("count/jobs.batch", jobs))
+            for key, value in ((f"requests.{GPU}", gpus), ("count/jobs.batch", jobs), *covered)
             if value is not None
         }
         body = {"metadata": {"name": quota.name}, "spec": {"hard": hard}}
@@ -600,6 +632,15 @@ class KubernetesHarness:
                 core.patch_namespaced_resource_quota(quota.name, namespace, body, field_manager=by)
             else:
                 core.create_namespaced_resource_quota(namespace, body, field_manager=by)
+
+    def set_limit_range(self, namespace: str, limits: LimitRange) -> None:
+        """The namespace's LimitRange: the API server defaults and checks each pod by it."""
+        self.core.create_namespaced_limit_range(namespace, limits.document())
+        self.server.limit_ranges[namespace] = limits
+
+    def deny_pods(self, namespace: str, webhook: str, words: str) -> None:
+        """A validating webhook (a policy engine's) that denies every pod of the namespace."""
+        self.server.webhook_denials[namespace] = (webhook, words)
 
     def stall_quota_controller(self, namespace: str) -> None:
         """The resource quota controller stops recounting the namespace (kube-controller-manager

@@ -91,7 +91,8 @@ def test_a_probe_is_a_job_in_its_tenants_namespace_labelled_and_limited(
     assert pod.spec.priority_class_name == "soak-low"
     [container] = pod.spec.containers
     assert container.image == k8s.settings.image
-    assert container.resources.limits == {GPU: "4"}
+    assert container.resources.limits[GPU] == "4"
+    assert set(container.resources.requests) == {"cpu", "memory"}  # what a quota counts
     assert {e.name: e.value for e in container.env}[ENV_RUN_ID] == "run-7"
     [spread] = (
         pod.spec.affinity.pod_anti_affinity.required_during_scheduling_ignored_during_execution
@@ -142,7 +143,9 @@ def test_each_behaviour_has_its_image_and_command(
     [container] = k8s.batch.read_namespaced_job(name, namespace).spec.template.spec.containers
     assert container.image == getattr(k8s.settings, image)
     assert container.command == command.split()
-    assert container.resources.limits.get("memory") == memory
+    oom_limit = k8s.settings.oom_memory_limit
+    limited = (container.resources.requests["memory"], container.resources.limits["memory"])
+    assert (limited == (oom_limit, oom_limit)) == (memory is not None)
 
 
 def test_the_probe_image_is_the_observers_own_by_default() -> None:

@@ -23,7 +23,7 @@ from observer.backends.simulated import (
 )
 from observer.clock import ManualClock
 from observer.domain import Behaviour, JobPhase, JobRequest, JobStatus, SchedulerNode, Workload
-from observer.errors import BackendError, ProbeError
+from observer.errors import BackendError, GpuCommunicationError, ProbeError
 from tests.support.times import seconds_after
 
 T0 = datetime(2026, 11, 30, 9, 0, tzinfo=UTC)
@@ -380,6 +380,24 @@ def test_an_oom_probe_fails_with_exit_137_and_reason_oomkilled(
     assert done.exit_code == 137
     assert done.reason == "OOMKilled"
     assert done.finished_at == at(OOM_AFTER_SECONDS)
+
+
+def test_a_gpu_comm_probe_fails_with_its_own_status_only_on_a_node_with_a_degraded_link(
+    make_cluster: MakeCluster, clock: ManualClock
+) -> None:
+    cluster = make_cluster(nodes=(4, 4))
+    cluster.faults.comm_degraded["n2"] = "1-3"
+    comm = workload(gpus=4, seconds=60, behaviour=Behaviour.GPU_COMM)
+    first, second = submit(cluster, RESEARCH, comm), submit(cluster, RESEARCH, comm)
+
+    clock.advance(60)
+
+    ended = {tuple(status(cluster, j).nodes): status(cluster, j) for j in (first, second)}
+    assert ended[("n1",)].phase is JobPhase.SUCCEEDED
+    degraded = ended[("n2",)]
+    assert degraded.phase is JobPhase.FAILED
+    assert degraded.exit_code == GpuCommunicationError.exit_code
+    assert degraded.message is not None and "GPU 1 -> GPU 3" in degraded.message
 
 
 def test_a_bad_command_fails_with_exit_127_and_reason_start_error(

@@ -13,7 +13,8 @@ from typing import Any
 import pytest
 
 from observer.backends.slurm.backend import SlurmBackend
-from observer.clock import SystemClock
+from observer.backends.slurm.parse import hidden_jobs
+from observer.clock import ManualClock, SystemClock
 from observer.domain import (
     Behaviour,
     Expectation,
@@ -297,6 +298,73 @@ def test_probe_jobs_lists_the_observers_unfinished_jobs_only(slurm: SlurmHarness
     assert finished.job_id not in everyone
 
 
+def test_a_job_asked_of_slurmctld_alone_reads_as_the_listing_shows_it(slurm: SlurmHarness):
+    # slurm.backend keeps no listing fresh: its jobs() asks scontrol for each job
+    listing = SlurmBackend(slurm.settings, ManualClock(datetime.now(UTC)), fresh_listing_seconds=1)
+    held = SlurmBackend(
+        slurm.settings.model_copy(update={"sbatch_extra_args": ("--hold",)}), SystemClock()
+    ).submit(_request(slurm, Workload(gpus_per_node=1)))
+    running = slurm.backend.submit(_request(slurm, Workload(gpus_per_node=2, duration_seconds=60)))
+    failed = _run_to_end(slurm, Workload(gpus_per_node=1, duration_seconds=0, exit_code=3))
+    slurm.settle(lambda: _status(slurm, running).phase is JobPhase.RUNNING, 30)
+    ids = [held, running, failed.job_id]
+
+    listing.probe_jobs()  # lists the queue
+    from_listing = listing.jobs(ids)
+
+    assert from_listing == slurm.backend.jobs(ids)
+    assert [from_listing[i].phase for i in ids] == [
+        JobPhase.PENDING,
+        JobPhase.RUNNING,
+        JobPhase.FAILED,
+    ]
+    assert from_listing[held].reason == "JobHeldUser"
+    assert from_listing[failed.job_id] == failed
+
+
+def test_jobs_answers_from_a_listing_only_while_it_is_fresh(slurm: SlurmHarness):
+    clock = ManualClock(datetime.now(UTC))
+    backend = SlurmBackend(slurm.settings, clock, fresh_listing_seconds=5)
+    job_id = slurm.backend.submit(_request(slurm, Workload(gpus_per_node=1, duration_seconds=300)))
+    slurm.settle(lambda: _status(slurm, job_id).phase is JobPhase.RUNNING, 30)
+    backend.snapshot()
+    slurm.backend.cancel(job_id)
+    slurm.settle(lambda: _status(slurm, job_id).phase.finished, 30)
+    later = slurm.backend.submit(_request(slurm, Workload(gpus_per_node=1, duration_seconds=300)))
+
+    clock.advance(5)
+    fresh = backend.jobs([job_id, later])
+    clock.advance(0.1)
+    stale = backend.jobs([job_id])
+
+    assert fresh[job_id].phase is JobPhase.RUNNING  # as listed, 5 s ago
+    assert later in fresh  # submitted after the listing: asked of slurmctld
+    assert stale[job_id].phase is JobPhase.CANCELLED
+
+
+def test_private_jobs_are_hidden_from_a_user_who_is_not_an_operator(slurm: SlurmHarness):
+    with slurm.private_data("jobs"):
+        config = slurm.cli("scontrol", "show", "config")
+
+        def admin_level(user: str) -> str:
+            return slurm.cli(
+                "sacctmgr", "--parsable2", "--noheader", "list", "user", user, "format=AdminLevel"
+            ).strip()
+
+        alice = hidden_jobs(config, "alice", admin_level)
+        root = hidden_jobs(config, "root", admin_level)
+        operator = hidden_jobs(config, "alice", lambda _: "Operator")
+        slurm.backend.snapshot()
+    unset = hidden_jobs(slurm.cli("scontrol", "show", "config"), "alice", admin_level)
+
+    assert alice == (
+        "slurmctld shows alice only its own jobs (PrivateData=jobs, AdminLevel None): "
+        "other users' jobs and queues are not seen"
+    )
+    assert (root, operator, unset) == (None, None, None)
+    assert slurm.backend.partial_view() is None  # the tests run as root, Slurm's SlurmUser
+
+
 def test_a_drained_node_shows_draining_then_drained_with_its_reason(slurm: SlurmHarness):
     on_n3 = slurm.settings.model_copy(update={"sbatch_extra_args": ("--nodelist=n3",)})
     job_id = SlurmBackend(on_n3, SystemClock()).submit(
@@ -354,8 +422,10 @@ def test_an_unreachable_slurmctld_is_a_backend_error(slurm: SlurmHarness, tmp_pa
     )
     backend = SlurmBackend(dead, SystemClock())
 
-    with pytest.raises(BackendError, match="squeue could not read slurmctld"):
+    with pytest.raises(BackendError, match=r"scontrol show job 1 failed: .*Unable to contact"):
         backend.jobs(["1"])
+    with pytest.raises(BackendError, match="squeue could not read slurmctld"):
+        backend.probe_jobs()
     with pytest.raises(BackendError, match="could not read slurmctld"):
         backend.snapshot()
     with pytest.raises(BackendError, match="sbatch could not reach slurmctld"):

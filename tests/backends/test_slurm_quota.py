@@ -30,7 +30,7 @@ from pathlib import Path
 
 import pytest
 
-from observer.backends.slurm.parse import quota_changes
+from observer.backends.slurm.transactions import quota_changes
 from tests.backends.slurm_harness import SlurmHarness
 
 pytestmark = pytest.mark.slurm

@@ -1,6 +1,6 @@
 """Every release from 22.05 to 25.05 read alike: the jobs and nodes 22.05.8 printed, in the
 shapes each later data_parser prints them (tests/backends/slurm_releases.py says where each
-shape comes from), give the scheduler backend and the agent's owner source the same answers;
+shape comes from), give the scheduler backend the same answers;
 a shape this observer does not know is one line naming the release and the field."""
 
 from __future__ import annotations
@@ -14,16 +14,12 @@ import pytest
 
 from observer.backends.slurm.parse import listed_nodes, node_listing, parse_sacct, squeue_jobs
 from observer.domain import JobStatus
-from observer.errors import BackendError, OwnerSourceError
-from observer.ownership.slurmd import node_owners
+from observer.errors import BackendError
 from observer.slurm_json import ShapeError, document
 from tests.backends.slurm_releases import RELEASES, as_printed_by, no_val
 from tests.backends.test_slurm_parse import recorded_json
 
 LATER = [p for p in RELEASES if p > 38]
-SLURMD = Path(__file__).parents[1] / "fixtures" / "slurmd"
-UUIDS = {i: f"GPU-0000000{i}-aaaa-bbbb-cccc-dddddddddddd" for i in range(4)}
-AT = datetime(2026, 12, 1, 22, 53, tzinfo=UTC)
 
 
 @pytest.mark.parametrize("parser", LATER)
@@ -44,29 +40,6 @@ def test_each_release_reads_the_same_nodes_from_its_own_listing(parser: int):
 
 def test_22_05_lists_its_nodes_with_sinfo():
     assert node_listing(recorded_json("squeue.json")) == ("sinfo",)
-
-
-@pytest.mark.parametrize("parser", LATER)
-def test_each_release_gives_the_agent_the_same_jobs_and_gpus_on_its_node(parser: int):
-    node = (SLURMD / "scontrol-show-node-n2.txt").read_text()
-    queue = json.loads((SLURMD / "squeue.json").read_text())
-    later = json.dumps(as_printed_by(queue, parser))
-
-    for name in ("n1", "n2", "n3"):
-        expected = node_owners(name, UUIDS, node, json.dumps(queue), AT)
-        assert node_owners(name, UUIDS, node, later, AT) == expected
-
-
-def test_a_completing_job_of_a_flag_listing_release_no_longer_holds_its_gpus():
-    queue = as_printed_by(json.loads((SLURMD / "squeue.json").read_text()), 42)
-    for job in queue["jobs"]:
-        if job["job_id"] == 383:
-            job["job_state"] = ["COMPLETED", "COMPLETING"]
-    node = (SLURMD / "scontrol-show-node-n2.txt").read_text()
-
-    owners = node_owners("n2", UUIDS, node, json.dumps(queue), AT)
-
-    assert owners.running == {"384", "387"}
 
 
 def test_a_job_of_24_11_ending_completing_is_ending_since_its_end():
@@ -104,16 +77,6 @@ def test_a_field_of_a_known_release_in_another_shape_names_the_release_and_the_f
     queue["jobs"][0]["job_state"] = ["COMPLETED"]
     with pytest.raises(BackendError, match=r"of Slurm 24\.11\.0 .*: no field 'submit_time'"):
         squeue_jobs(queue)
-
-
-def test_the_agent_names_the_release_of_a_shape_it_cannot_read():
-    queue = as_printed_by(json.loads((SLURMD / "squeue.json").read_text()), 41)
-    running_on_n2 = next(j for j in queue["jobs"] if j["job_id"] == 383)
-    running_on_n2["job_resources"]["nodes"]["allocation"] = "n2"
-    node = (SLURMD / "scontrol-show-node-n2.txt").read_text()
-
-    with pytest.raises(OwnerSourceError, match=r"of Slurm 24\.05\.1 \(data_parser v0\.0\.41\)"):
-        node_owners("n2", UUIDS, node, json.dumps(queue), AT)
 
 
 def test_warning_lines_before_the_json_are_passed_over():

@@ -76,3 +76,18 @@ def test_loops_that_never_ticked_are_stale():
     ok, body = health_body({"follow": None, "scheduler": None, "jobs": None}, LIMITS, 0, NONE)
     assert not ok
     assert body["parts"]["follow"] == body["parts"]["scheduler"] == "stale"
+
+
+def test_a_scheduler_hiding_other_users_jobs_is_named_partly_blind_and_still_serves():
+    hidden = "slurmctld shows observer only its own jobs (PrivateData=jobs, AdminLevel None)"
+    ok, body = health_body(FRESH, LIMITS, 3600, NONE, Down(hidden))
+    assert ok
+    assert body["status"] == "scheduler partly blind"
+    assert body["parts"]["scheduler"] == "partly blind"
+    assert body["errors"] == {"scheduler": hidden}
+
+    ok, body = health_body(
+        FRESH, LIMITS, 3600, {**NONE, "scheduler": Down("timed out")}, Down(hidden)
+    )
+    assert not ok
+    assert body["status"] == "scheduler failing"

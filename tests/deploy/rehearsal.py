@@ -30,8 +30,9 @@ What differs from a cluster, each in one place:
   <pod root>/P. Args, env values and the ConfigMaps' settings that name a path under a
   mountPath are rewritten through it, and TMPDIR names the mapped /tmp where /tmp is mounted.
 - the image: its ENV's venv is the one running these tests, with this checkout on PYTHONPATH.
-- ports: each containerPort is a free port here, handed to the daemon as
-  OBSERVER_<command>__LISTEN_PORT (the setting the chart renders containerPort from).
+- ports: each containerPort is a free port here, handed to the daemon as the setting the
+  chart renders it from (`PORT_SETTINGS`: OBSERVER_<command>__LISTEN_PORT for `http`,
+  OBSERVER_AGENT__METRICS_PORT for `metrics`).
 - service names: `service_urls` maps http://<service>[.<namespace>[.svc[.cluster.local]]]:<port>
   to 127.0.0.1 and the port of the container the Service selects.
 - the Kubernetes API: a pod that mounts its service-account token gets a kubeconfig for the
@@ -85,6 +86,8 @@ BASE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 SERVICE_ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
 KUBECONFIG_ENV = "OBSERVER_CONTROLLER__KUBERNETES__KUBECONFIG_PATH"
 STORE_URL_ENV = "OBSERVER_STORAGE__URL"
+# A containerPort's name -> the setting of its daemon's group the chart renders it from.
+PORT_SETTINGS = {"http": "LISTEN_PORT", "metrics": "METRICS_PORT"}
 # Where a process may write whatever its mounts: what readOnlyRootFilesystem is checked on.
 WORLD_WRITABLE = ("/tmp", "/var/tmp", "/dev/shm")
 LOG_TAIL_LINES = 25
@@ -479,15 +482,15 @@ class Rehearsal:
         words = [*(container.get("command") or self.img.entrypoint), *container.get("args", [])]
         argv = [self.urls(pod.rewrite(expand(word, env))) for word in words]
         ports = self.ports.get(pod.name, {}).get(container["name"], {})
-        if ports:
-            # The daemons take their port from <command>.listen_port, as the chart's
-            # containerPort does: here the free port stands for it.
-            (port,) = ports.values()
-            command = _parser().parse_args(argv[1:]).command
-            env[f"OBSERVER_{command.upper()}__LISTEN_PORT"] = str(port)
         by_name = {
             p["name"]: ports[p["containerPort"]] for p in container.get("ports", []) if "name" in p
         }
+        if ports:
+            # The daemons take each port from the setting the chart's containerPort of that
+            # name renders from: here the free port stands for it.
+            command = _parser().parse_args(argv[1:]).command
+            for name, port in by_name.items():
+                env[f"OBSERVER_{command.upper()}__{PORT_SETTINGS[name]}"] = str(port)
         log = self.root / f"{pod.name}.{container['name']}.log"
         cwd = pod.here(container.get("workingDir", self.img.workdir))
         with log.open("wb") as out:

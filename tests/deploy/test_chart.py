@@ -262,7 +262,10 @@ def test_agent_sees_host_pids_and_gpus_without_requesting_one(rendered):
     assert volumes[socket_dir["name"]]["hostPath"]["path"] == "/var/lib/kubelet/pod-resources"
     assert all(m.get("readOnly") for m in agent["volumeMounts"] if m["mountPath"] != "/tmp")
     assert "add" not in agent["securityContext"]["capabilities"]
-    assert agent["ports"] == [{"name": "http", "containerPort": 9400, "protocol": "TCP"}]
+    assert agent["ports"] == [
+        {"name": "http", "containerPort": 9400, "protocol": "TCP"},
+        {"name": "metrics", "containerPort": 9402, "protocol": "TCP"},
+    ]
     assert agent["livenessProbe"]["httpGet"]["path"] == "/healthz"
     service = one(rendered["defaults"], "Service", "-agent")
     assert service["spec"]["clusterIP"] == "None"
@@ -422,7 +425,11 @@ def test_service_monitors_name_the_jobs_the_alerts_use(rendered):
     for name, monitor in monitors.items():
         assert monitor["metadata"]["labels"]["release"] == "kube-prometheus-stack"
         (endpoint,) = monitor["spec"]["endpoints"]
-        assert endpoint["port"] == "http" and endpoint["interval"] == "15s"
+        # the agent's metrics port, without /v1/snapshot (tests/deploy/test_networkpolicy.py)
+        assert (
+            endpoint["port"] == {"observer-agent": "metrics", "observer-controller": "http"}[name]
+        )
+        assert endpoint["interval"] == "15s"
         assert {"targetLabel": "job", "replacement": name} in endpoint["relabelings"]
     rule = one(objects, "PrometheusRule")
     assert rule["metadata"]["labels"]["release"] == "kube-prometheus-stack"

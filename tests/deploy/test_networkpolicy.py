@@ -1,10 +1,13 @@
 """Who may reach the agents and the controller, as the rendered NetworkPolicies decide it for
-the rendered pods: the policies' selectors are evaluated against the labels the DaemonSet,
-the Deployment and the test Pod really carry, as Kubernetes evaluates them."""
+the rendered pods (tests/deploy/network_policy.py evaluates them as Kubernetes does): the
+agent's /v1/snapshot port admits the controller alone, and the metrics ports admit Prometheus
+wherever it runs, in `monitoring`, in `observability` or in the release namespace, by default
+and with the selectors narrowed to where it is."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import subprocess
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -23,6 +26,7 @@ from tests.deploy.chart import (
     runs_agents,
     tool,
 )
+from tests.deploy.network_policy import METADATA_NAME, Pod, reachable
 
 pytestmark = pytest.mark.chart
 
@@ -35,68 +39,9 @@ WITH_AGENTS = [
     for values in (None, *CI_VALUES)
     if runs_agents(values)
 ]
-RELEASE_NAMESPACE = "gpu-soak"
-METADATA_NAME = "kubernetes.io/metadata.name"  # every namespace carries its name as this label
-
-
-@dataclass(frozen=True)
-class Pod:
-    name: str
-    namespace: str
-    labels: dict[str, str]
-    namespace_labels: dict[str, str] = field(default_factory=dict)
-    ports: tuple[int, ...] = ()
-
-
-def selects(selector: dict[str, Any], labels: dict[str, str]) -> bool:
-    """A LabelSelector's verdict: every matchLabels pair and every matchExpression."""
-    if any(labels.get(key) != value for key, value in selector.get("matchLabels", {}).items()):
-        return False
-    for expression in selector.get("matchExpressions", []):
-        key, operator, values = expression["key"], expression["operator"], expression.get("values")
-        verdict = {
-            "In": key in labels and labels[key] in values,
-            "NotIn": key not in labels or labels[key] not in values,
-            "Exists": key in labels,
-            "DoesNotExist": key not in labels,
-        }[operator]
-        if not verdict:
-            return False
-    return True
-
-
-def peer_admits(peer: dict[str, Any], policy_namespace: str, source: Pod) -> bool:
-    namespaces = peer.get("namespaceSelector")
-    if namespaces is None:
-        in_namespace = source.namespace == policy_namespace
-    else:
-        in_namespace = selects(namespaces, source.namespace_labels)
-    return in_namespace and selects(peer.get("podSelector", {}), source.labels)
-
-
-def reachable(policies: list[dict[str, Any]], source: Pod, target: Pod, port: int) -> bool:
-    """Ingress to `target` on `port` from `source`: open when no policy isolates the target,
-    else when a rule of one of the policies that select it admits the source and the port."""
-    selecting = [
-        p
-        for p in policies
-        if p["metadata"]["namespace"] == target.namespace
-        and "Ingress" in p["spec"]["policyTypes"]
-        and selects(p["spec"]["podSelector"], target.labels)
-    ]
-    if not selecting:
-        return True
-    for policy in selecting:
-        for rule in policy["spec"].get("ingress", []):
-            ports = [p["port"] for p in rule.get("ports", [])]
-            peers = rule.get("from")
-            port_ok = not ports or port in ports
-            peer_ok = peers is None or any(
-                peer_admits(peer, policy["metadata"]["namespace"], source) for peer in peers
-            )
-            if port_ok and peer_ok:
-                return True
-    return False
+RELEASE_NAMESPACE = "gpu-soak"  # chart.render's
+PLACEMENTS = ["monitoring", "observability", RELEASE_NAMESPACE]
+PROMETHEUS_LABELS = {"app.kubernetes.io/name": "prometheus"}  # kube-prometheus-stack's
 
 
 def chart_pods(objects: list[dict[str, Any]]) -> dict[str, Pod]:
@@ -106,110 +51,159 @@ def chart_pods(objects: list[dict[str, Any]]) -> dict[str, Pod]:
         if obj["kind"] not in ("DaemonSet", "Deployment", "Pod"):
             continue
         meta = obj["metadata"] if obj["kind"] == "Pod" else obj["spec"]["template"]["metadata"]
-        ports = tuple(
-            port["containerPort"]
+        ports = {
+            port.get("name", str(port["containerPort"])): port["containerPort"]
             for container in pod_spec(obj)["containers"]
             for port in container.get("ports", [])
-        )
+        }
         labels = meta["labels"]
-        namespace = obj["metadata"]["namespace"]
         pods[labels["app.kubernetes.io/component"]] = Pod(
-            obj["metadata"]["name"], namespace, labels, {METADATA_NAME: namespace}, ports
+            obj["metadata"]["name"], obj["metadata"]["namespace"], labels, ports
         )
     return pods
 
 
-def prometheus(values: dict[str, Any], namespace: str | None = None) -> Pod:
-    """A pod with the labels the values select Prometheus by, in the namespace they select
-    (or in another one). A null label is one the values drop from the chart's defaults."""
-
-    def labels(selector: str) -> dict[str, str]:
-        matching = values["networkPolicy"]["prometheus"][selector]["matchLabels"]
-        return {key: value for key, value in matching.items() if value is not None}
-
-    namespace_labels = (
-        labels("namespaceSelector") if namespace is None else {METADATA_NAME: namespace}
-    )
-    return Pod(
-        "prometheus-0",
-        namespace_labels.get(METADATA_NAME, "observability"),
-        labels("podSelector"),
-        namespace_labels,
-    )
+def prometheus_in(namespace: str) -> Pod:
+    return Pod("prometheus-0", namespace, PROMETHEUS_LABELS)
 
 
-def default_values() -> dict[str, Any]:
-    values: dict[str, Any] = yaml.safe_load((CHART / "values.yaml").read_text())
-    return values
+def other_pod_in(namespace: str) -> Pod:
+    return Pod("train-0", namespace, {"app": "train"})
 
 
-def tenant_pod() -> Pod:
-    return Pod("train-0", "team-a", {"app": "train"}, {METADATA_NAME: "team-a"})
+def selectors_for(namespace: str) -> dict[str, Any]:
+    """Values that admit kube-prometheus-stack's pods in `namespace` alone."""
+    return {
+        "networkPolicy": {
+            "prometheus": {
+                "namespaceSelector": {"matchLabels": {METADATA_NAME: namespace}},
+                "podSelector": {"matchLabels": PROMETHEUS_LABELS},
+            }
+        }
+    }
+
+
+def render_with(values: dict[str, Any], tmp_path: Path, **sets: str) -> list[dict[str, Any]]:
+    path = tmp_path / "values.yaml"
+    path.write_text(yaml.safe_dump(values))
+    return render(tool("helm"), path, sets=sets)
 
 
 @pytest.mark.parametrize("values", WITH_AGENTS)
-def test_only_prometheus_and_the_controller_reach_the_agents(values):
+def test_the_agents_snapshot_port_admits_the_controller_alone(values):
     objects = render(tool("helm"), *([values] if values else []))
     policies, pods = kinds(objects, "NetworkPolicy"), chart_pods(objects)
     agent = pods["agent"]
-    (port,) = agent.ports
-    scraper = prometheus(default_values())
+    snapshot_port = agent.ports["http"]
 
-    assert reachable(policies, scraper, agent, port)
-    assert reachable(policies, pods["controller"], agent, port)
-    assert not reachable(policies, pods["test"], agent, port)
-    assert not reachable(policies, tenant_pod(), agent, port)
-    assert not reachable(policies, prometheus(default_values(), "team-a"), agent, port)
-    assert not reachable(policies, scraper, agent, port + 1)
+    assert reachable(policies, pods["controller"], agent, snapshot_port)
+    for namespace in PLACEMENTS:
+        assert not reachable(policies, prometheus_in(namespace), agent, snapshot_port)
+        assert not reachable(policies, other_pod_in(namespace), agent, snapshot_port)
+    assert not reachable(policies, pods["test"], agent, snapshot_port)
 
 
-@pytest.mark.parametrize("values", VALUE_SETS)
-def test_only_prometheus_and_the_helm_test_reach_the_controller(values):
+@pytest.mark.parametrize("values", WITH_AGENTS)
+@pytest.mark.parametrize("namespace", PLACEMENTS)
+def test_by_default_prometheus_scrapes_both_metrics_ports_wherever_it_runs(values, namespace):
     objects = render(tool("helm"), *([values] if values else []))
     policies, pods = kinds(objects, "NetworkPolicy"), chart_pods(objects)
-    controller = pods["controller"]
-    (port,) = controller.ports
-    scraper = prometheus(default_values())
+    agent, controller = pods["agent"], pods["controller"]
+    scraper = prometheus_in(namespace)
 
-    assert reachable(policies, scraper, controller, port)
-    assert reachable(policies, pods["test"], controller, port)
-    assert not reachable(policies, tenant_pod(), controller, port)
-    if "agent" in pods:
-        assert not reachable(policies, pods["agent"], controller, port)
-    assert not reachable(policies, tenant_pod(), pods["test"], port)
+    assert reachable(policies, scraper, agent, agent.ports["metrics"])
+    assert reachable(policies, scraper, controller, controller.ports["http"])
+    assert not reachable(policies, scraper, agent, agent.ports["metrics"] + 1)
 
 
-def test_the_policies_follow_a_moved_port_and_other_prometheus_selectors(tmp_path):
-    ours = {
-        "networkPolicy": {
-            "prometheus": {
-                # Helm merges maps: null drops the default's key
-                "namespaceSelector": {
-                    "matchLabels": {"team": "observability", METADATA_NAME: None}
-                },
-                "podSelector": {
-                    "matchLabels": {"app": "prometheus-server", "app.kubernetes.io/name": None}
-                },
-            }
-        },
-        "settings": {"agent": {"listen_port": 9500}},
+@pytest.mark.parametrize("namespace", PLACEMENTS)
+def test_selectors_narrowed_to_prometheus_admit_it_and_no_other_pod(namespace, tmp_path):
+    objects = render_with(selectors_for(namespace), tmp_path)
+    policies, pods = kinds(objects, "NetworkPolicy"), chart_pods(objects)
+    agent, controller = pods["agent"], pods["controller"]
+    scrapes = [(agent, agent.ports["metrics"]), (controller, controller.ports["http"])]
+
+    for target, port in scrapes:
+        assert reachable(policies, prometheus_in(namespace), target, port)
+        assert not reachable(policies, other_pod_in(namespace), target, port)
+        for elsewhere in set(PLACEMENTS) - {namespace}:
+            assert not reachable(policies, prometheus_in(elsewhere), target, port)
+    assert not reachable(policies, prometheus_in(namespace), agent, agent.ports["http"])
+    assert reachable(policies, pods["controller"], agent, agent.ports["http"])
+    assert reachable(policies, pods["test"], controller, controller.ports["http"])
+
+
+@pytest.mark.parametrize("monitor", ["serviceMonitor", "podMonitor"])
+def test_the_monitors_scrape_the_ports_the_policies_open_to_prometheus(monitor, tmp_path):
+    objects = render_with(
+        selectors_for("observability"), tmp_path, **{f"{monitor}.enabled": "true"}
+    )
+    policies, pods = kinds(objects, "NetworkPolicy"), chart_pods(objects)
+    kind = monitor[0].upper() + monitor[1:]
+    endpoints = "endpoints" if kind == "ServiceMonitor" else "podMetricsEndpoints"
+    services = {s["metadata"]["name"]: s for s in kinds(objects, "Service")}
+    scraped = {}
+    for obj in kinds(objects, kind):
+        component = obj["metadata"]["labels"]["app.kubernetes.io/component"]
+        (endpoint,) = obj["spec"][endpoints]
+        name = endpoint["port"]
+        if kind == "ServiceMonitor":  # the Service's port names its target container port
+            service = services[obj["metadata"]["name"]]
+            (port,) = [p for p in service["spec"]["ports"] if p["name"] == name]
+            name = port["targetPort"]
+        scraped[component] = pods[component].ports[name]
+
+    assert scraped == {
+        "agent": pods["agent"].ports["metrics"],
+        "controller": pods["controller"].ports["http"],
     }
-    values = tmp_path / "values.yaml"
-    values.write_text(yaml.safe_dump(ours))
-    objects = render(tool("helm"), values)
+    for component, port in scraped.items():
+        assert reachable(policies, prometheus_in("observability"), pods[component], port)
+
+
+def test_the_policies_follow_moved_ports(tmp_path):
+    objects = render(
+        tool("helm"),
+        sets={"settings.agent.listen_port": "9500", "settings.agent.metrics_port": "9501"},
+    )
     policies, pods = kinds(objects, "NetworkPolicy"), chart_pods(objects)
     agent = pods["agent"]
-    assert agent.ports == (9500,)
 
-    assert reachable(policies, prometheus(ours), agent, 9500)
-    assert not reachable(policies, prometheus(default_values()), agent, 9500)
+    assert agent.ports == {"http": 9500, "metrics": 9501}
+    assert reachable(policies, prometheus_in("monitoring"), agent, 9501)
+    assert not reachable(policies, prometheus_in("monitoring"), agent, 9500)
+    assert reachable(policies, pods["controller"], agent, 9500)
 
 
-def test_no_policy_when_disabled():
-    objects = render(tool("helm"), sets={"networkPolicy.enabled": "false"})
-    assert not kinds(objects, "NetworkPolicy")
+def test_without_a_metrics_port_the_policies_refuse_to_render():
+    """One port for everything would open /v1/snapshot to whoever may scrape."""
+    helm_template = [str(tool("helm")), "template", "observer", str(CHART)]
+    refused = subprocess.run(
+        [*helm_template, "--set", "settings.agent.metrics_port=null"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert refused.returncode != 0
+    assert "networkPolicy.enabled needs settings.agent.metrics_port" in refused.stderr
+
+
+def test_without_policies_one_agent_port_is_scraped():
+    sets = {
+        "networkPolicy.enabled": "false",
+        "settings.agent.metrics_port": "null",
+        "serviceMonitor.enabled": "true",
+    }
+    objects = render(tool("helm"), sets=sets)
     pods = chart_pods(objects)
-    assert reachable([], tenant_pod(), pods["agent"], pods["agent"].ports[0])
+    (agent_monitor,) = [
+        m for m in kinds(objects, "ServiceMonitor") if "agent" in m["metadata"]["name"]
+    ]
+
+    assert not kinds(objects, "NetworkPolicy")
+    assert pods["agent"].ports == {"http": 9400}
+    assert [e["port"] for e in agent_monitor["spec"]["endpoints"]] == ["http"]
+    assert reachable([], other_pod_in("team-a"), pods["agent"], 9400)
 
 
 def test_with_the_inference_probe_on_the_controller_alone_reaches_its_replicas():
@@ -228,10 +222,46 @@ def test_with_the_inference_probe_on_the_controller_alone_reaches_its_replicas()
     }
     policies, pods = [*kinds(objects, "NetworkPolicy"), site_deny], chart_pods(objects)
     spec = inference_spec(Settings.model_validate(config_of(objects)).controller)
-    replica = Pod("observer-inference-1", "team-a", service_labels(spec), {METADATA_NAME: "team-a"})
+    replica = Pod("observer-inference-1", "team-a", service_labels(spec))
 
     assert spec.tenant == "team-a" and spec.port == 8080
     assert reachable(policies, pods["controller"], replica, 8080)
     assert not reachable(policies, pods["controller"], replica, 8081)
     assert not reachable(policies, pods["agent"], replica, 8080)
-    assert not reachable(policies, prometheus(default_values()), replica, 8080)
+    assert not reachable(policies, prometheus_in("monitoring"), replica, 8080)
+
+
+def test_the_evaluator_reads_peers_as_the_kubernetes_docs_do():
+    """One peer with both selectors is their AND; two peers are an OR; no `from` is anyone."""
+    target = Pod("db-0", "prod", {"role": "db"}, {"pg": 5432})
+    client_here = Pod("client", "prod", {"role": "client"})
+    client_there = Pod("client", "other", {"role": "client"}, namespace_labels={"team": "x"})
+    stranger_there = Pod("stranger", "other", {"role": "web"}, namespace_labels={"team": "x"})
+
+    def policy(ingress: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        spec = {"podSelector": {"matchLabels": {"role": "db"}}, "ingress": ingress}
+        return [{"metadata": {"namespace": "prod"}, "spec": spec}]
+
+    team_x = {"matchLabels": {"team": "x"}}
+    clients = {"matchLabels": {"role": "client"}}
+    both = policy([{"from": [{"namespaceSelector": team_x, "podSelector": clients}]}])
+    either = policy([{"from": [{"namespaceSelector": team_x}, {"podSelector": clients}]}])
+    anyone_on_pg = policy([{"ports": [{"port": "pg"}]}])
+
+    assert [
+        reachable(both, p, target, 5432) for p in (client_here, client_there, stranger_there)
+    ] == [
+        False,
+        True,
+        False,
+    ]
+    assert [
+        reachable(either, p, target, 5432) for p in (client_here, client_there, stranger_there)
+    ] == [
+        True,
+        True,
+        True,
+    ]
+    assert reachable(anyone_on_pg, stranger_there, target, 5432)
+    assert not reachable(anyone_on_pg, stranger_there, target, 5433)
+    assert not reachable(policy([]), client_here, target, 5432)

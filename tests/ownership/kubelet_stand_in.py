@@ -1,15 +1,18 @@
 """The test plays the kubelet: a real gRPC server on a unix socket serving the vendored
-pod-resources v1 API, and the pod log directory the kubelet keeps beside it
-(<namespace>_<name>_<uid>, made when a pod's sandbox is, removed once the pod is deleted).
-Pods come and go as the test says."""
+pod-resources v1 API, the pod log directory the kubelet keeps beside it
+(<namespace>_<name>_<uid>, made when a pod's sandbox is, removed once the pod is deleted), and
+its /pods over real HTTP, each pod with its phase, to a bearer token. Pods come, complete and
+go as the test says; like a kubelet before 1.34, `List` keeps listing a completed pod."""
 
 from __future__ import annotations
 
+import json
 import threading
 from collections.abc import Iterator
 from concurrent import futures
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import grpc
@@ -24,6 +27,9 @@ class Pod:
     uid: str
     # container name -> (resource name, device ids)
     containers: dict[str, list[tuple[str, list[str]]]] = field(default_factory=dict)
+    # container name -> DRA claims: (claim name, [(driver, pool, device name)])
+    claims: dict[str, list[tuple[str, list[tuple[str, str, str]]]]] = field(default_factory=dict)
+    phase: str = "Running"
 
     def message(self) -> api_pb2.PodResources:
         return api_pb2.PodResources(
@@ -34,12 +40,38 @@ class Pod:
                     name=container,
                     devices=[
                         api_pb2.ContainerDevices(resource_name=r, device_ids=ids)
-                        for r, ids in devices
+                        for r, ids in self.containers.get(container, [])
+                    ],
+                    dynamic_resources=[
+                        api_pb2.DynamicResource(
+                            claim_name=claim,
+                            claim_namespace=self.namespace,
+                            claim_resources=[
+                                api_pb2.ClaimResource(
+                                    driver_name=driver,
+                                    pool_name=pool,
+                                    device_name=device,
+                                    cdi_devices=[
+                                        api_pb2.CDIDevice(name=f"k8s.{driver}/device={device}")
+                                    ],
+                                )
+                                for driver, pool, device in resources
+                            ],
+                        )
+                        for claim, resources in self.claims.get(container, [])
                     ],
                 )
-                for container, devices in self.containers.items()
+                for container in {**self.containers, **self.claims}
             ],
         )
+
+    def api_object(self) -> dict[str, object]:
+        """The pod as the kubelet's /pods gives it (the fields the agent reads, and a few)."""
+        return {
+            "metadata": {"name": self.name, "namespace": self.namespace, "uid": self.uid},
+            "spec": {"restartPolicy": "Never"},
+            "status": {"phase": self.phase},
+        }
 
 
 class StandInKubelet(api_pb2_grpc.PodResourcesListerServicer):
@@ -67,6 +99,10 @@ class StandInKubelet(api_pb2_grpc.PodResourcesListerServicer):
     def start_pod(self, pod: Pod) -> None:
         self.log_dir(pod).mkdir()
         self.pods[pod.uid] = pod
+
+    def complete_pod(self, uid: str, phase: str = "Succeeded") -> None:
+        """Its containers ended; it stays on the node (and in `List`) until it is deleted."""
+        self.pods[uid].phase = phase
 
     def delete_pod(self, uid: str, *, collect_logs: bool = True) -> None:
         pod = self.pods.pop(uid)
@@ -108,6 +144,52 @@ class StandInKubelet(api_pb2_grpc.PodResourcesListerServicer):
         self.calls.append(method)
         if self.hang.is_set():
             self.released.wait(10)
+
+
+class PodsEndpoint:
+    """The kubelet's /pods over HTTP: the node's pods to the one token it was told to admit."""
+
+    def __init__(self, kubelet: StandInKubelet, token: str) -> None:
+        self.token = token
+        self.requests: list[str] = []
+        endpoint = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                endpoint.requests.append(self.path)
+                if self.headers.get("Authorization") != f"Bearer {endpoint.token}":
+                    self._answer(401, {"kind": "Status", "message": "Unauthorized"})
+                elif self.path != "/pods":
+                    self._answer(404, {"kind": "Status", "message": "not found"})
+                else:
+                    items = [p.api_object() for p in kubelet.pods.values()]
+                    self._answer(200, {"kind": "PodList", "apiVersion": "v1", "items": items})
+
+            def _answer(self, status: int, body: dict[str, object]) -> None:
+                raw = json.dumps(body).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(raw)))
+                self.end_headers()
+                self.wfile.write(raw)
+
+            def log_message(self, format: str, *args: object) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/pods"
+
+
+@contextmanager
+def pods_endpoint(kubelet: StandInKubelet, token: str) -> Iterator[PodsEndpoint]:
+    endpoint = PodsEndpoint(kubelet, token)
+    thread = threading.Thread(target=endpoint.server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield endpoint
+    finally:
+        endpoint.server.shutdown()
+        endpoint.server.server_close()
 
 
 @contextmanager

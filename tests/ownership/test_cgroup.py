@@ -41,8 +41,8 @@ def pod(container: str = CONTAINER_ID) -> Owner:
     return Owner(OwnerKind.POD, POD_UID, container)
 
 
-def slurm_job(job_id: str) -> Owner:
-    return Owner(OwnerKind.SLURM_JOB, job_id)
+def slurm_job(job_id: str, step: str = "") -> Owner:
+    return Owner(OwnerKind.SLURM_JOB, job_id, step)
 
 
 # --- Kubernetes, cgroupfs driver ------------------------------------------------------------
@@ -149,9 +149,11 @@ def test_the_container_id_is_the_one_on_the_pods_line_not_a_neighbours() -> None
 
 
 # --- Slurm ----------------------------------------------------------------------------------
+# The layouts of proctrack/cgroup: src/plugins/cgroup/v1/xcgroup.c and v2/cgroup_v2.c, the step
+# named as log_build_step_id_str writes it without its job (what listpids prints as STEPID).
 
 
-def test_a_v1_slurm_task_is_owned_by_its_job() -> None:
+def test_a_v1_slurm_task_is_owned_by_its_job_and_step() -> None:
     text = "\n".join(
         [
             "11:memory:/slurm/uid_1000/job_42/step_0/task_0",
@@ -162,30 +164,33 @@ def test_a_v1_slurm_task_is_owned_by_its_job() -> None:
         ]
     )
 
-    assert owner_from_cgroup(text) == slurm_job("42")
+    assert owner_from_cgroup(text) == slurm_job("42", "0")
 
 
 def test_the_devices_line_alone_is_enough_to_name_the_slurm_job() -> None:
-    assert owner_from_cgroup("4:devices:/slurm/uid_1000/job_42/step_0/task_0\n") == slurm_job("42")
+    text = "4:devices:/slurm/uid_1000/job_42/step_batch/task_0\n"
+
+    assert owner_from_cgroup(text) == slurm_job("42", "batch")
 
 
 @pytest.mark.parametrize(
-    "path",
+    ("path", "step"),
     [
-        "/system.slice/slurmstepd.scope/job_42/step_batch/user/task_0",
-        "/system.slice/slurmstepd.scope/job_42/step_0/user/task_3",
-        "/system.slice/slurmstepd.scope/job_42/step_extern/user/task_special",
-        "/system.slice/slurmstepd.scope/job_42",
+        ("/system.slice/slurmstepd.scope/job_42/step_batch/user/task_0", "batch"),
+        ("/system.slice/slurmstepd.scope/job_42/step_0/user/task_3", "0"),
+        ("/system.slice/n1_slurmstepd.scope/job_42/step_3+1/user/task_0", "3+1"),
+        ("/system.slice/slurmstepd.scope/job_42/step_extern/user/task_special", "extern"),
+        ("/system.slice/slurmstepd.scope/job_42", ""),
     ],
 )
-def test_a_v2_slurm_task_is_owned_by_its_job(path: str) -> None:
-    assert owner_from_cgroup(f"0::{path}\n") == slurm_job("42")
+def test_a_v2_slurm_task_is_owned_by_its_job_and_step(path: str, step: str) -> None:
+    assert owner_from_cgroup(f"0::{path}\n") == slurm_job("42", step)
 
 
 def test_a_slurm_job_id_is_kept_whole_not_truncated() -> None:
     text = "0::/system.slice/slurmstepd.scope/job_1234567/step_0/user/task_0\n"
 
-    assert owner_from_cgroup(text) == slurm_job("1234567")
+    assert owner_from_cgroup(text) == slurm_job("1234567", "0")
 
 
 # --- no owner -------------------------------------------------------------------------------

@@ -1,20 +1,27 @@
 """SlurmdOwners against the real Slurm 22.05 of deploy/local/infra/slurm-up.sh (nodes n1..n3,
-4 GPUs each declared in gres.conf as fakedev/nvidia[0-3]): the jobs it lists on a node are the
-ones Slurm runs there, with the GPUs Slurm gave them, and every way of failing to ask is one
+4 GPUs each declared in gres.conf as fakedev/nvidia[0-3], proctrack/linuxproc): the jobs it
+lists on a node are the ones Slurm runs there, with the GPUs Slurm gave them; once it knows
+them it asks slurmctld nothing (sdiag's counts); and every way of failing to ask is one
 OwnerSourceError that says which command failed and why."""
 
 from __future__ import annotations
 
+import subprocess
 import time
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 
 from observer.clock import SystemClock
+from observer.domain import NO_OWNER, Owner, OwnerKind, OwnerPhase
 from observer.errors import OwnerSourceError
+from observer.ownership.procfs import ProcFs
 from observer.ownership.slurmd import SlurmdOwners
+from observer.ownership.tracked import TrackedOwners
 from tests.backends.slurm_harness import SlurmHarness, require_slurm, slurm_harness
+from tests.ownership.sdiag import counted_since, requests
 from tests.support.net import free_port
 
 pytestmark = pytest.mark.slurm
@@ -60,9 +67,11 @@ def test_a_job_is_listed_on_its_node_with_its_gpus_until_it_ends(slurm: SlurmHar
     short = submit(slurm, "n2", gpus=2, seconds=3)
     elsewhere = submit(slurm, "n1", gpus=1, seconds=60)
     slurm.settle(lambda: running(slurm, short, elsewhere), 20)
+    source = owners(slurm.slurm_conf)
+    slurm.settle(lambda: bool(source.pids()), 10)  # slurmstepd starts the script a moment later
 
     before = time.time()
-    reading = owners(slurm.slurm_conf).read()
+    reading = source.read()
 
     assert reading.running == {short}  # the job on n1 is not n2's
     # an idle node gives the first GPUs in gres.conf order
@@ -70,9 +79,57 @@ def test_a_job_is_listed_on_its_node_with_its_gpus_until_it_ends(slurm: SlurmHar
     assert reading.allocatable == frozenset(UUIDS.values())
     assert before <= reading.at.timestamp() <= time.time()
 
-    slurm.settle(lambda: short not in slurm.cli("squeue", "-h", "-o", "%i"), 30)
-    assert owners(slurm.slurm_conf).read().running == frozenset()
+    slurm.settle(lambda: short not in source.read().running, 30)
+    assert source.read().gpus == {}
     assert owners(slurm.slurm_conf, node="n1").read().running == {elsewhere}
+
+
+def test_the_process_of_a_running_job_is_its_and_running_until_the_job_ends(slurm: SlurmHarness):
+    job = submit(slurm, "n2", gpus=1, seconds=60)
+    slurm.settle(lambda: running(slurm, job), 20)
+    source = owners(slurm.slurm_conf)
+    slurm.settle(lambda: bool(source.pids()), 10)
+    directory = TrackedOwners(source, interval_seconds=0)
+    proc = ProcFs()
+    # proctrack/linuxproc, as this cluster runs: no cgroup names the job, its environ does
+    inside = proc.inspect(min(source.pids()))
+    outside = subprocess.Popen(["sleep", "60"])  # started on the node, outside Slurm
+    stray = proc.inspect(outside.pid)
+    assert inside is not None and stray is not None
+    owner = inside.owner
+
+    try:
+        directory.refresh(datetime.now(UTC))
+        assert owner == Owner(OwnerKind.SLURM_JOB, job)
+        assert directory.state(owner).phase is OwnerPhase.RUNNING
+        assert stray.owner == NO_OWNER
+
+        slurm.cli("scancel", job)
+        slurm.settle(lambda: not source.pids(), 30)
+        directory.refresh(datetime.now(UTC))
+        assert directory.state(owner).phase is OwnerPhase.ENDED
+    finally:
+        outside.kill()
+        outside.wait()
+
+
+def test_once_its_jobs_are_known_the_node_asks_slurmctld_nothing(slurm: SlurmHarness):
+    source = owners(slurm.slurm_conf)
+    source.read()  # at start: the node's GPUs
+    job = submit(slurm, "n2", gpus=2, seconds=60)
+    slurm.settle(lambda: bool(source.pids()), 20)
+
+    before = requests(slurm.cli("sdiag"))
+    assert source.read().running == {job}
+    known = requests(slurm.cli("sdiag"))
+    for _ in range(5):
+        assert source.read().gpus == {job: {UUIDS[0], UUIDS[1]}}
+    steady = counted_since(known, requests(slurm.cli("sdiag")))
+
+    named = counted_since(before, known)
+    assert named["REQUEST_JOB_INFO_SINGLE"] == 1  # the new job, once
+    assert "REQUEST_JOB_INFO" not in named  # never the queue
+    assert steady == {}
 
 
 def test_listpids_names_the_job_of_each_process_slurmd_tracks(slurm: SlurmHarness):
@@ -114,14 +171,29 @@ def test_a_bad_slurm_conf_fails_with_slurms_one_line_reason(tmp_path: Path):
 
 def test_commands_missing_from_commands_dir_fail_naming_the_program(tmp_path: Path):
     slurm_conf = require_slurm()
-    (tmp_path / "scontrol").symlink_to("/usr/bin/scontrol")  # squeue is missing
 
     with pytest.raises(OwnerSourceError) as failed:
         owners(slurm_conf, commands_dir=tmp_path).read()
 
     assert str(failed.value) == (
-        f"squeue --json: cannot run {tmp_path}/squeue: No such file or directory"
+        f"scontrol show node n2 --oneliner: cannot run {tmp_path}/scontrol: "
+        "No such file or directory"
     )
+
+
+def test_a_gpu_index_nvml_does_not_know_fails_the_reading_rather_than_guessing():
+    three = {i: UUIDS[i] for i in range(3)}  # n2 declares 4 in gres.conf
+    source = SlurmdOwners(
+        "n2",
+        lambda: three,
+        slurm_conf=require_slurm(),
+        commands_dir=None,
+        timeout_seconds=20,
+        clock=SystemClock(),
+    )
+
+    with pytest.raises(OwnerSourceError, match=r"node n2 GPU index 3, which is none of .*0, 1, 2"):
+        source.read()
 
 
 def test_a_command_that_hangs_is_cut_off_by_the_timeout(tmp_path: Path):

@@ -1,65 +1,80 @@
-"""Reading what the local Slurm 22.05.8 printed (tests/fixtures/slurmd/), recorded while n2 ran
-job 383 (2 GPUs), 384 (1 GPU) and 387 (1 GPU, suspended), n1 ran 385, and 386 ran on n1 and n3
-with 2 GPUs each; 388 had just completed on n2. squeue.json keeps, of the 83 jobs squeue --json
-printed (it ignores -w and -t), those from 375 on, 330 (cancelled across n[1-3]) and 339
-(cancelled while pending, no job_resources)."""
+"""Reading what the node's Slurm printed (tests/fixtures/slurmd/).
+
+`scontrol listpids` of n2 (22.05.8) while it ran jobs 383, 384 and 387. `scontrol show job -d`
+of the local 22.05.8 and 24.11 clusters (deploy/local/infra/slurm-up.sh, slurm24-up.sh, nodes
+n1..n3 with 4 GPUs each): a job given 2 GPUs on n2; a job on n1 and n3, given GPUs 1-2 on n1
+and 0-1 on n3 by 22.05 and 0-1 on both by 24.11 (which prints them as one line, `n[1,3]`); a
+job given no GPU."""
 
 from __future__ import annotations
 
-import json
-from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 
-from observer.domain import OwnerKind
 from observer.errors import OwnerSourceError
-from observer.ownership.slurmd import gpu_indices, listpids, node_owners
+from observer.ownership.slurmd import (
+    gpu_indices,
+    hostnames,
+    job_gpu_indices,
+    listpids,
+    node_gpu_count,
+)
 
 RECORDED = Path(__file__).parents[1] / "fixtures" / "slurmd"
-AT = datetime(2026, 12, 1, 22, 53, tzinfo=UTC)
-UUIDS = {i: f"GPU-0000000{i}-aaaa-bbbb-cccc-dddddddddddd" for i in range(4)}
-N2 = (RECORDED / "scontrol-show-node-n2.txt").read_text()  # Gres=gpu:4, as on n1 and n3
-QUEUE = (RECORDED / "squeue.json").read_text()
 
 
-def test_n2_runs_its_three_jobs_each_with_the_gpus_slurm_gave_it():
-    owners = node_owners("n2", UUIDS, N2, QUEUE, AT)
-
-    assert owners.kind is OwnerKind.SLURM_JOB
-    assert owners.at == AT
-    assert owners.running == {"383", "384", "387"}  # 387 is suspended: it still holds GPU 2
-    assert owners.gpus == {
-        "383": {UUIDS[0], UUIDS[1]},
-        "384": {UUIDS[3]},
-        "387": {UUIDS[2]},
-    }
-    assert owners.allocatable == frozenset(UUIDS.values())
+def recorded(name: str) -> str:
+    return (RECORDED / name).read_text()
 
 
-def test_a_job_on_two_nodes_counts_on_each_with_that_nodes_gpus_only():
-    n1 = node_owners("n1", UUIDS, N2, QUEUE, AT)
-    n3 = node_owners("n3", UUIDS, N2, QUEUE, AT)
+@pytest.mark.parametrize(
+    ("name", "job", "node", "indices"),
+    [
+        ("scontrol-show-job-d-22.05-n2-2gpus.txt", "4", "n2", [0, 1]),
+        ("scontrol-show-job-d-22.05-n1-n3.txt", "5", "n1", [1, 2]),
+        ("scontrol-show-job-d-22.05-n1-n3.txt", "5", "n3", [0, 1]),
+        ("scontrol-show-job-d-22.05-no-gres.txt", "6", "n2", []),
+        ("scontrol-show-job-d-24.11-n2-2gpus.txt", "1", "n2", [0, 1]),
+        ("scontrol-show-job-d-24.11-n1-n3.txt", "2", "n1", [0, 1]),
+        ("scontrol-show-job-d-24.11-n1-n3.txt", "2", "n3", [0, 1]),
+    ],
+)
+def test_a_jobs_gpus_on_a_node_are_those_its_allocation_line_for_that_node_gives(
+    name: str, job: str, node: str, indices: list[int]
+):
+    assert job_gpu_indices(recorded(name), job, node) == indices
 
-    assert n1.gpus == {"385": {UUIDS[0]}, "386": {UUIDS[1], UUIDS[2]}}
-    assert n3.gpus == {"386": {UUIDS[0], UUIDS[1]}}  # 381 and 382 had completed on n3
+
+def test_a_job_with_no_allocation_on_the_node_fails_rather_than_reading_as_no_gpus():
+    detail = recorded("scontrol-show-job-d-22.05-n1-n3.txt")
+
+    with pytest.raises(OwnerSourceError, match="job -d 5 names no allocation on node n2"):
+        job_gpu_indices(detail, "5", "n2")
 
 
-def test_a_completing_job_no_longer_runs():
-    document = json.loads(QUEUE)
-    for job in document["jobs"]:
-        if job["job_id"] == 383:
-            job["job_state"] = "COMPLETING"
+def test_only_the_asked_jobs_record_is_read_when_several_are_printed():
+    # a heterogeneous job prints each component as a record of its own
+    other = recorded("scontrol-show-job-d-22.05-n2-2gpus.txt").replace("JobId=4 ", "JobId=40 ")
+    mine = recorded("scontrol-show-job-d-22.05-no-gres.txt")
 
-    owners = node_owners("n2", UUIDS, N2, json.dumps(document), AT)
+    assert job_gpu_indices(other + mine, "6", "n2") == []
+    with pytest.raises(OwnerSourceError, match="printed no record of job 7"):
+        job_gpu_indices(other + mine, "7", "n2")
 
-    assert owners.running == {"384", "387"}
 
-
-def test_a_node_without_gres_can_assign_no_gpu():
-    no_gres = N2.replace("Gres=gpu:4", "Gres=(null)")
-
-    assert node_owners("n2", UUIDS, no_gres, QUEUE, AT).allocatable == frozenset()
+@pytest.mark.parametrize(
+    ("hostlist", "names"),
+    [
+        ("n2", ["n2"]),
+        ("n[1,3]", ["n1", "n3"]),
+        ("gpu[08-11]", ["gpu08", "gpu09", "gpu10", "gpu11"]),
+        ("a1,b[2-3]-ib", ["a1", "b2-ib", "b3-ib"]),
+        ("r[1-2]n[1,4]", ["r1n1", "r1n4", "r2n1", "r2n4"]),
+    ],
+)
+def test_a_hostlist_names_every_node_it_ranges_over(hostlist: str, names: list[str]):
+    assert hostnames(hostlist) == names
 
 
 @pytest.mark.parametrize(
@@ -77,48 +92,21 @@ def test_gpu_indices_read_every_form_of_a_gres_detail_entry(gres: str, indices: 
     assert gpu_indices(gres) == indices
 
 
-def test_an_index_nvml_does_not_know_fails_the_reading_rather_than_guessing():
-    three = {i: UUIDS[i] for i in range(3)}
+def test_the_node_line_gives_the_nodes_gpu_count():
+    n2 = recorded("scontrol-show-node-n2.txt")  # Gres=gpu:4
 
-    with pytest.raises(OwnerSourceError, match=r"GPU index 3, which is none of .*\(0, 1, 2\)"):
-        node_owners("n2", three, N2, QUEUE, AT)
-
-
-def test_squeue_that_could_not_reach_slurmctld_fails_the_reading_in_its_words():
-    unreachable = (RECORDED / "squeue-unreachable.json").read_text()
-
-    with pytest.raises(OwnerSourceError, match="slurm_load_jobs: Failed while looking for jobs"):
-        node_owners("n2", UUIDS, N2, unreachable, AT)
-
-
-META = json.loads(QUEUE)["meta"]
-
-
-@pytest.mark.parametrize(
-    ("queue", "reason"),
-    [
-        ("squeue: error: Invalid user", "printed no JSON object"),
-        ("[]", "printed no JSON object"),
-        ('{"jobs": []}', "no meta"),
-        (json.dumps({"meta": META, "jobs": None}), "no jobs list"),
-        (
-            json.dumps({"meta": META, "jobs": [{"job_id": 7, "job_state": "RUNNING"}]}),
-            "job 7 has no readable node",
-        ),
-    ],
-)
-def test_an_answer_that_does_not_parse_fails_the_reading(queue: str, reason: str):
-    with pytest.raises(OwnerSourceError, match=reason):
-        node_owners("n2", UUIDS, N2, queue, AT)
+    assert node_gpu_count(n2) == 4
+    assert node_gpu_count(n2.replace("Gres=gpu:4", "Gres=gpu:a100:2,gpu:v100:1")) == 3
+    assert node_gpu_count(n2.replace("Gres=gpu:4", "Gres=(null)")) == 0
 
 
 def test_a_node_line_without_gres_fails_the_reading():
     with pytest.raises(OwnerSourceError, match="no Gres field"):
-        node_owners("n2", UUIDS, "NodeName=n2 Arch=x86_64", QUEUE, AT)
+        node_gpu_count("NodeName=n2 Arch=x86_64")
 
 
 def test_listpids_maps_every_pid_slurmd_tracks_to_its_job():
-    pids = listpids((RECORDED / "scontrol-listpids-n2.txt").read_text())
+    pids = listpids(recorded("scontrol-listpids-n2.txt"))
 
     assert pids == {
         26822: "383",

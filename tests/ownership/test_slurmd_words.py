@@ -52,3 +52,43 @@ def test_a_command_silent_until_the_deadline_is_no_answer(tmp_path: Path):
     with pytest.raises(OwnerSourceError) as failed:
         _owners(tmp_path).read()
     assert str(failed.value) == "scontrol show node n1 --oneliner: no answer within 0.5 s"
+
+
+def _node_with_steps(directory: Path, listpids: str) -> None:
+    """n1 without GRES, whose listpids answers as `listpids` (a shell body) says, and job 7
+    given no GPU there."""
+    _scontrol(
+        directory,
+        f"""case "$1 $2" in
+"show node") echo 'NodeName=n1 Arch=x86_64 Gres=(null) State=MIXED' ;;
+"show job") printf 'JobId=7 JobName=wrap\\n     Nodes=n1 CPU_IDs=0 Mem=100 GRES=\\n\\n' ;;
+"listpids *") printf 'PID      JOBID    STEPID   LOCALID GLOBALID\\n' ; {listpids} ;;
+esac""",
+    )
+
+
+def test_a_step_that_ends_while_listpids_asks_leaves_the_other_jobs_read(tmp_path: Path):
+    _node_with_steps(
+        tmp_path,
+        "printf '4242     7        batch    0       0\\n'; "
+        "echo 'StepId=8.0 does not exist on this node.' >&2; "
+        "echo 'Unable to connect to slurmstepd: Connection refused' >&2; exit 1",
+    )
+
+    assert _owners(tmp_path).read().running == {"7"}
+
+
+def test_a_slurmstepd_that_refuses_the_agent_fails_the_reading(tmp_path: Path):
+    # not a step that ended: its job may still run
+    _node_with_steps(
+        tmp_path,
+        "printf '4242     7        batch    0       0\\n'; "
+        "echo 'Unable to connect to slurmstepd: Permission denied' >&2; exit 1",
+    )
+
+    with pytest.raises(
+        OwnerSourceError,
+        match=r"^scontrol listpids \* n1: exit status 1: Unable to connect to slurmstepd: "
+        "Permission denied",
+    ):
+        _owners(tmp_path).read()

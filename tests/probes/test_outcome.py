@@ -68,3 +68,35 @@ QUOTA_REFUSAL = (
 )
 def test_judgement(expectation: Expectation, status: JobStatus, outcome: Outcome | None):
     assert judge(expectation, status) is outcome
+
+
+# The Job controller's event when admission refuses the Job's pod for good, one per kind, in
+# the API server's words (each plugin's message, after 'pods "<name>" is forbidden: ').
+POD = 'Error creating: pods "observer-short-1-x" is forbidden: '
+ADMISSION_REFUSALS = {
+    "compute quota": POD + "failed quota: research-compute: must specify limits.cpu for: "
+    "probe; requests.memory for: probe",
+    "limit range": POD + "maximum cpu usage per Container is 2, but limit is 4",
+    "limit range ratio": POD + "cpu max limit to request ratio per Container is 4, but "
+    "provided ratio is 10.000000",
+    "pod security": POD + 'violates PodSecurity "restricted:latest": runAsNonRoot != true '
+    '(pod or container "probe" must set securityContext.runAsNonRoot=true)',
+    "webhook": 'Error creating: admission webhook "validate.kyverno.svc-fail" denied the '
+    "request: resource Pod/research/observer-short-1-x was blocked",
+}
+
+
+@pytest.mark.parametrize("kind", sorted(ADMISSION_REFUSALS))
+@pytest.mark.parametrize("expectation", list(Expectation))
+def test_a_pod_admission_refuses_for_good_is_rejected_not_waited_for(
+    kind: str, expectation: Expectation
+) -> None:
+    refused = _status(P.PENDING, reason="FailedCreate", message=ADMISSION_REFUSALS[kind])
+
+    assert judge(expectation, refused) is Outcome.REJECTED
+
+
+def test_a_quota_exceeded_for_now_is_waited_for() -> None:
+    held = _status(P.PENDING, reason="FailedCreate", message=QUOTA_REFUSAL)
+
+    assert judge(Expectation.SUCCEED, held) is None

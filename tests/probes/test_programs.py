@@ -75,6 +75,11 @@ def test_the_gpu_busy_probe_is_gpu_burn_with_its_memory_and_utilisation():
     assert args[args.index("--utilization") + 1] == "100"
 
 
+def test_the_gpu_comm_probe_holds_a_whole_node_and_runs_gpu_comm():
+    assert _container("gpu-comm")["command"] == ["observer", "probe", "gpu-comm"]
+    assert CATALOG["gpu-comm"].workload.gpus_per_node == 8
+
+
 @pytest.mark.parametrize("probe", sorted(set(RUNS_A_JOB) - NOT_OURS))
 def test_each_probe_command_line_both_backends_render_parses_through_the_real_cli(probe: str):
     kubernetes = _container(probe)["command"]

@@ -4,6 +4,7 @@ criterion that needs the blind scheduler passes."""
 from __future__ import annotations
 
 import json
+import re
 from datetime import timedelta
 
 from observer.domain import SchedulerSnapshot
@@ -16,17 +17,16 @@ from observer.settings import Settings
 from observer.storage.store import Store
 from tests.reports.builders import DAY, DAY_START, node, queue, run
 
+# A soak of one day in Shanghai, the scheduler read every 30 s.
+SETTINGS = Settings.model_validate(
+    {
+        "controller": {"timezone": "Asia/Shanghai", "snapshot_interval_seconds": 30},
+        "reports": {"soak_started_at": DAY.start.isoformat(), "soak_ended_at": DAY.end.isoformat()},
+    }
+)
+
 
 def test_a_soak_blind_97_percent_is_not_decidable(store: Store) -> None:
-    settings = Settings.model_validate(
-        {
-            "controller": {"timezone": "Asia/Shanghai", "snapshot_interval_seconds": 30},
-            "reports": {
-                "soak_started_at": DAY.start.isoformat(),
-                "soak_ended_at": DAY.end.isoformat(),
-            },
-        }
-    )
     # The scheduler was read for the first 42 minutes, then never again.
     for i in range(84):
         at = DAY_START + timedelta(seconds=30 * i)
@@ -36,7 +36,7 @@ def test_a_soak_blind_97_percent_is_not_decidable(store: Store) -> None:
         )
     store.save_runs([run(submitted=DAY_START + timedelta(minutes=10))])
 
-    verdict = build_verdict(load_verdict(store, settings, DAY.end + timedelta(hours=9)))
+    verdict = build_verdict(load_verdict(store, SETTINGS, DAY.end + timedelta(hours=9)))
 
     assert verdict.figures.blind.share is not None and verdict.figures.blind.share > 0.97
     assert verdict.recommendation is Recommendation.NOT_DECIDABLE
@@ -49,3 +49,21 @@ def test_a_soak_blind_97_percent_is_not_decidable(store: Store) -> None:
     assert data["recommendation_text"].startswith("Not decidable: the observer was blind 97.1%")
     zh = json.loads(render_verdict(verdict, "zh-CN").json)
     assert zh["recommendation_text"].startswith("无法判定：观测器在 97.1% 的观察期内处于盲区")
+
+
+def test_the_days_blind_time_reads_as_a_duration_as_the_headline_gives_it(store: Store) -> None:
+    # One day, read for its first 42 minutes: the day's blind time is the soak's.
+    for i in range(84):
+        at = DAY_START + timedelta(seconds=30 * i)
+        store.save_scheduler_snapshot(
+            SchedulerSnapshot(at, (queue(at, "research").state,), (node("n1", "a", 8, 0),), ())
+        )
+    verdict = build_verdict(load_verdict(store, SETTINGS, DAY.end + timedelta(hours=9)))
+
+    page = render_verdict(verdict, "en").markdown
+
+    [day] = [line for line in page.splitlines() if line.startswith(f"| {DAY.start.date()} |")]
+    blind = day.strip("| ").split(" | ")[-1]
+    [headline] = [line for line in page.splitlines() if line.startswith("| Observer blind time |")]
+    assert re.fullmatch(r"\d+ h \d+ min", blind)
+    assert headline.startswith(f"| Observer blind time | {blind} (")

@@ -186,6 +186,26 @@ def test_a_probe_job_that_did_not_fail_as_its_probe_expects_is_classed_by_the_ev
     assert classified is not None and classified.cause is Cause.GPU_DRIVER
 
 
+def test_a_gpu_comm_probe_ending_with_its_own_status_is_a_multi_gpu_communication_fault():
+    degraded = on_node(
+        run("gpu-comm", outcome=Outcome.FAILED, reason="NonZeroExitCode", exit_code=72)
+    )
+    same_exit_of_another_probe = on_node(
+        run("short", outcome=Outcome.FAILED, reason="NonZeroExitCode", exit_code=72)
+    )
+
+    classified = classify(degraded, [], [])
+    other = classify(same_exit_of_another_probe, [], [])
+
+    assert classified is not None and classified.cause is Cause.GPU_DRIVER
+    assert evidence(classified) == [
+        "multi-GPU communication failed: a pair of its GPUs could not reach each other at "
+        "their link's rate (gpu-comm, exit 72)"
+    ]
+    assert evidence(classified, "zh-CN")[0].startswith("多卡通信失败")
+    assert other is not None and other.cause is Cause.APPLICATION  # a status of its own program
+
+
 def test_an_xid_79_on_another_jobs_gpu_of_its_node_is_not_the_runs_gpu_fault():
     elsewhere = xid(79, "bus", gpu=GPU + 1, held_by="7777")
 
@@ -280,7 +300,7 @@ def evidence(classified: Classified | None, language: Language = "en") -> list[s
             [],
             Cause.GPU_DRIVER,
             [f"Xid 79 on {NODE} GPU {GPU} (GPU has fallen off the bus)"],
-            [f"{NODE} 上 GPU {GPU} 的 Xid 79（GPU 已掉出总线）"],
+            [f"{NODE} 上 GPU {GPU} 的 Xid 79（GPU 从总线掉线）"],
         ),
         (
             training(),
@@ -355,7 +375,7 @@ def test_the_daily_summary_heads_its_failures_with_the_cause_and_names_the_xid()
     [row] = csv.DictReader(io.StringIO(rendered.csv))
     assert (row["cause"], row["cause_evidence"]) == ("gpu_driver", xid_79)
     chinese = render_daily(report, "zh-CN").markdown
-    assert f"| GPU / 驱动 | {NODE} 上 GPU {GPU} 的 Xid 79（GPU 已掉出总线） | 失败 |" in chinese
+    assert f"| GPU / 驱动 | {NODE} 上 GPU {GPU} 的 Xid 79（GPU 从总线掉线） | 失败 |" in chinese
 
 
 def test_the_verdict_fails_failure_evidence_when_too_many_causes_are_unknown():

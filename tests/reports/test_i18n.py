@@ -9,7 +9,8 @@ from zoneinfo import ZoneInfo
 import pytest
 
 from observer.reports.compute.daily import DailyInputs, build_daily
-from observer.reports.compute.data import Period, PeriodData
+from observer.reports.compute.data import GpuUsage, Period, PeriodData, UtilizationHistogram
+from observer.reports.compute.findings import describe
 from observer.reports.compute.notes import Note
 from observer.reports.render import i18n
 from observer.reports.render.daily import render_daily
@@ -66,7 +67,68 @@ def test_days_times_numbers_and_notes():
             "reason_words": "maint",
         },
     )
-    assert en.note(unaudited) == "Not recorded: drain on node=n1 at 2026-12-04 10:05 (“maint”)."
+    assert en.note(unaudited) == (
+        "Not recorded: node drained on node=n1 at 2026-12-04 10:05 (“maint”)."
+    )
+
+
+GIB, MIB = 2**30, 2**20
+
+
+@pytest.mark.parametrize(
+    ("language", "size_bytes", "text"),
+    [
+        ("en", 3 * GIB // 2, "1.5 GiB"),
+        ("zh-CN", 80 * GIB + GIB // 4, "80.2 GiB"),  # one decimal, rounded half to even
+        ("en", 12 * 1024 * GIB, "12,288.0 GiB"),
+        ("zh-CN", 12 * 1024 * GIB, "12,288.0 GiB"),
+        ("en", 600 * MIB, "600 MiB"),
+        ("zh-CN", 1023 * MIB, "1,023 MiB"),
+        ("en", None, "not observed"),
+        ("zh-CN", None, "未观测"),
+    ],
+)
+def test_memory_sizes_in_the_binary_units_nvml_counts_in(language, size_bytes, text):
+    assert Words(language, SHANGHAI).memory(size_bytes) == text
+
+
+def test_a_findings_memory_and_a_holders_figures_are_written_by_the_reports_language():
+    held = 20 * GIB + GIB // 2
+    sentence = describe(
+        "unreleased_memory",
+        {"node": "n1"},
+        {"pid": 418, "used_memory_bytes": held, "gpu_index": 3, "owner": "job/7"},
+    )
+    en, zh = Words("en", SHANGHAI), Words("zh-CN", SHANGHAI)
+    assert (
+        en.finding(sentence, "")
+        == "pid 418 still holds 20.5 GiB on GPU 3 after its owner job/7 ended"
+    )
+    assert "20.5 GiB" in zh.finding(sentence, "")
+    # A holder's users, each with the GPUs it held on average: names with their figures.
+    by_user = {"alice": 2.25, "bob": 1234.5}
+    holder = Note("ev.unfair_holder_user", {"holder": "research", "names": by_user})
+    assert en.note(holder) == "research's GPUs by user: alice 2.2, bob 1,234.5."
+    assert zh.note(holder) == "research 按用户占用的 GPU：alice 2.2、bob 1,234.5。"
+
+
+def test_the_utilisation_deciles_are_counts_written_as_the_language_writes_counts():
+    busy = 1500  # samples at 55 %: the sixth tenth
+    usage = GpuUsage(overall=UtilizationHistogram.of([55] * busy), nodes=frozenset({"n1"}))
+    report = build_daily(
+        DailyInputs(
+            context=context(),
+            day=DAY.start.date(),
+            data=PeriodData(DAY, gpu=usage),
+            previous=PeriodData(Period(DAY.start - timedelta(days=1), DAY.start)),
+            soak=PeriodData(DAY, gpu=usage),
+            intervention_match_seconds=0,
+            layer_blind_max_share=0.1,
+        )
+    )
+    deciles = " ".join(["0"] * 5 + ["1,500"] + ["0"] * 4)
+    assert f"| {deciles} |" in render_daily(report, "en").markdown
+    assert f"| {deciles} |" in render_daily(report, "zh-CN").markdown
 
 
 def test_a_rendered_report_keeps_none_of_its_texts_for_the_next():

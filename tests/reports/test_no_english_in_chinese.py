@@ -1,7 +1,9 @@
 """The zh-CN reports of the played week, Markdown and HTML, say nothing in English: once code,
 evidence, ids (runs, nodes, tenants, probes, windows, detectors, metrics, Xid numbers, units)
 and the platform's own words, quoted「so」, are taken out, no three Latin-script words in a
-row remain. And the check does catch a report with one English finding summary left. Their
+row remain, and no id the catalogue has words for (a detector, a criterion, an intervention,
+an outcome, ...) is written raw. And the check does catch a report with one English finding
+summary left. Their
 Chinese text is spaced by one rule (docs/ARCHITECTURE.md, "Chinese text"): a space between
 Chinese and Latin letters or digits, none between two Chinese characters or beside full-width
 punctuation, never two; a measure Babel writes (4小时, 2026年12月1日) is one word."""
@@ -13,11 +15,13 @@ import re
 from dataclasses import replace
 
 import pytest
+from babel.messages.pofile import read_po
 
 from observer.reports.compute.daily import build_daily
 from observer.reports.compute.verdict import build_verdict
 from observer.reports.inputs import load_daily, load_verdict
 from observer.reports.render.daily import render_daily
+from observer.reports.render.i18n import LOCALE_DIR
 from observer.reports.render.verdict import render_verdict
 from tests.reports.conftest import PlayedWeek
 from tests.reports.week import DAYS
@@ -33,7 +37,7 @@ _MARKDOWN_OUT = [
     re.compile(r"`[^`\n]*`"),
 ]
 _HTML_OUT = [
-    re.compile(r"<(style|script|pre|code|details|svg)\b.*?</\1>", re.S),
+    re.compile(r"<(style|script|pre|code|details)\b.*?</\1>", re.S),
     re.compile(r"<[^>]+>"),
     re.compile(r"`[^`\n]*`"),
 ]
@@ -105,6 +109,25 @@ def english_left(text: str, form: str, names: set[str]) -> list[str]:
     return [m.group(0) for line in text.splitlines() for m in _SENTENCE.finditer(line)]
 
 
+# The kinds of id the catalogue gives words to (its keys' prefixes), and an id as written:
+# snake_case, not inside a setting's dotted name, a subject's a=b or a path.
+_WORDED = ("detector.", "crit.", "action.", "cause.", "outcome.", "expectation.", "xid_class.")
+_SNAKE = re.compile(r"(?<![\w.=/-])[a-z][a-z0-9]*(?:_[a-z0-9]+)+(?![\w.=/-])")
+
+
+def worded_ids() -> set[str]:
+    """Every snake_case id the zh-CN catalogue has words for."""
+    with (LOCALE_DIR / "zh_CN" / "LC_MESSAGES" / "observer.po").open("rb") as po:
+        keys = [str(m.id) for m in read_po(po) if m.id]
+    ids = {k.removeprefix(p) for k in keys for p in _WORDED if k.startswith(p)}
+    return {i for i in ids if _SNAKE.fullmatch(i)}
+
+
+def raw_ids_left(text: str, form: str, ids: set[str]) -> list[str]:
+    """Ids written raw in a report's text where the catalogue has words for them."""
+    return [m.group(0) for m in _SNAKE.finditer(prose(text, form)) if m.group(0) in ids]
+
+
 def _names(played: PlayedWeek) -> set[str]:
     """What the week names: its tenants, windows, probes, pipelines, detectors, nodes."""
     c = played.settings.controller
@@ -146,6 +169,27 @@ def test_no_english_sentence_is_left_in_the_chinese_reports(played: PlayedWeek, 
         for phrase in english_left(r.markdown if form == "md" else r.html, form, names)
     }
     assert not left, sorted(left)
+
+
+@pytest.mark.parametrize("form", ["md", "html"])
+def test_no_id_the_catalogue_has_words_for_is_left_raw(chinese, form):
+    daily, verdict = chinese
+    rendered = [render_daily(report, "zh-CN") for report in daily.values()]
+    rendered.append(render_verdict(verdict, "zh-CN"))
+    ids = worded_ids()
+    left = {
+        i for r in rendered for i in raw_ids_left(r.markdown if form == "md" else r.html, form, ids)
+    }
+    assert not left, sorted(left)
+
+
+def test_the_raw_id_check_catches_an_id_and_spares_settings_and_subjects():
+    ids = worded_ids()
+    assert {"job_cancelled", "gpu_unusable", "tenant_isolation"} <= ids
+    said = "未登记：11:00 对 run_id=c798, tenant=research 的 job_cancelled。记为 gpu_unusable 发现"
+    assert raw_ids_left(said, "md", ids) == ["job_cancelled", "gpu_unusable"]
+    spared = "设置 storage.space_warning_days；对象 detector=gpu_lost；见 `gpu_lost`"
+    assert raw_ids_left(spared, "md", ids) == []
 
 
 @pytest.mark.parametrize("form", ["md", "html"])

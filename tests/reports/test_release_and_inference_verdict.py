@@ -157,7 +157,8 @@ def test_a_quota_never_given_back_is_a_must_fix_naming_the_tenant_in_its_words()
     assert "### Quota given back once over-quota work ended — fail" in en
     assert (
         f"Tenant prod: task {held.run_id} within its quota was still held 21 min after the "
-        "over-quota task ended and its own usage left room (bound 5 min): “QuotaExceeded” — "
+        "over-quota task ended and its own usage left room, beyond its bound of 5 min: "
+        "“QuotaExceeded” — "
         "“exceeded quota: prod-quota, used: requests.nvidia.com/gpu=6”"
     ) in en
     assert "the tenant cannot use what it pays for" in en
@@ -165,7 +166,7 @@ def test_a_quota_never_given_back_is_a_must_fix_naming_the_tenant_in_its_words()
     assert "### 超配额作业结束后配额按时释放 — 未通过" in zh
     assert (
         f"租户 prod：超配额任务结束且自身用量已留出空间 21分钟后，配额内任务 {held.run_id} "
-        "仍被挂起（上限 5分钟）：平台原因「QuotaExceeded」"
+        "仍被挂起，超过上限 5分钟：平台原因「QuotaExceeded」"
     ) in zh
     assert (
         "租户 prod 的配额未释放：超配额任务结束、且此后每次调度器快照中租户自身用量都留有空间 "
@@ -179,7 +180,7 @@ def test_the_release_is_verified_again_for_the_tenant_with_its_bound():
     v = verdict((QUOTA, held), (not_reclaimed(held),))
 
     [step] = [n for n in v.reverification if n.key == "reverify.quota_released"]
-    assert step.params["probes"] == "quota"
+    assert step.params["probes"] == ["quota"]
     assert step.params["detectors"] == ["quota_not_reclaimed"]
     assert step.params["subject"] == {
         "tenants": ["prod"],
@@ -210,7 +211,7 @@ def test_a_service_that_answered_all_day_passes_with_its_availability_and_latenc
     assert result.evidence[0] == Note(
         "ev.inference",
         {
-            "services": "svc",
+            "services": ["svc"],
             "looks": len(LOOKS),
             "availability_share": 1.0,
             "requests": 2 * len(LOOKS),
@@ -285,7 +286,7 @@ def test_a_service_that_never_answered_limits_the_launch():
     result = criterion(v, "inference_available")
     assert judged(result) == (Status.FAIL, FailureClass.LIMITED_LAUNCH)
     assert result.evidence[0] == Note(
-        "ev.inference_unanswered", {"services": "svc", "looks": len(LOOKS)}
+        "ev.inference_unanswered", {"services": ["svc"], "looks": len(LOOKS)}
     )
     assert f"Service svc: no request answered in {len(LOOKS)} looks." in (
         render_verdict(v, "en").markdown

@@ -89,8 +89,9 @@ def test_failures_are_grouped_with_every_distinct_explanation_and_its_runs():
     [
         (
             run(outcome=Outcome.FAILED, reason="Error", message="exit 1", exit_code=1),
-            "why.platform",
+            "why.platform.exit",
         ),
+        (run(outcome=Outcome.FAILED, reason="Error", message="Segfault"), "why.platform"),
         (run(outcome=Outcome.FAILED), "why.none"),
         (
             run(outcome=Outcome.REJECTED, reason="SubmissionFailed", message="sbatch: timeout"),
@@ -109,7 +110,7 @@ def test_failures_are_grouped_with_every_distinct_explanation_and_its_runs():
         (run(outcome=Outcome.TIMED_OUT, wait_seconds=None), "why.timed_out_silent"),
         (
             run("gpu-busy", outcome=Outcome.NO_GPU, reason="NonZeroExitCode", exit_code=69),
-            "why.no_gpu",
+            "why.no_gpu.exit",
         ),
     ],
 )
@@ -119,12 +120,19 @@ def test_each_explanation_says_whose_words_it_gives(failed: ProbeRun, key: str) 
     text = render_daily(daily(failed), "en").markdown
     whose = (
         "Platform:"
-        if key == "why.platform"
+        if key.startswith("why.platform")
         else "No explanation"
         if key == "why.none"
         else "Observer:"
     )
     assert whose in text
+
+
+def test_an_exit_code_is_said_by_the_report_not_quoted_as_the_platforms_words():
+    failed = run(outcome=Outcome.FAILED, reason="Error", exit_code=3)
+    assert explain(failed) == Note("why.platform.exit", {"words": "Error", "exit_code": 3})
+    assert "平台：「Error」，退出码 3" in render_daily(daily(failed), "zh-CN").markdown
+    assert "Platform: “Error”, exit code 3" in render_daily(daily(failed), "en").markdown
 
 
 def test_a_pass_has_no_explanation():

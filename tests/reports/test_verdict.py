@@ -338,7 +338,7 @@ def test_no_lag_is_counted_while_no_controller_ran():
     v = _verdict(_soak(findings=[lag], controller_runs=runs))
     criterion = next(c for c in v.criteria if c.criterion == "monitoring_lag_bound")
     assert criterion.status is Status.PASS
-    [note] = [n for n in criterion.evidence if n.key == "ev.lag"]
+    [note] = [n for n in criterion.evidence if n.key == "ev.lag.within"]
     assert note.params["longest_seconds"] == 7 * 60
     lasting = replace(lag, closed_at=at(3, 15))  # 17 minutes observed: over the bound
     v = _verdict(_soak(findings=[lasting], controller_runs=runs))
@@ -607,13 +607,13 @@ def test_utilisation_far_below_allocation_is_a_later_optimisation_naming_the_poo
     assert [i.criterion for i in v.tiers[FailureClass.LATER_OPTIMISATION]] == ["low_utilisation"]
     [line] = _lines_under(render_verdict(v, "en").markdown, "#### Later optimisation")
     assert line == (
-        "- GPU utilisation against allocation: Pool a: GPU utilisation averaged 29.0% against "
-        "43.0% of its GPUs allocated (below 75.0% of the allocation). Concerns pools a."
+        "- GPU utilisation against allocation: Pool a: GPU utilisation averaged 29.0% with "
+        "43.0% of its GPUs allocated: 67.4% of the allocation used, below 75.0%. Concerns pools a."
     )
     [line] = _lines_under(render_verdict(v, "zh-CN").markdown, "#### 后续优化")
     assert line == (
         "- GPU 利用率与分配量：资源池 a：GPU 平均利用率 29.0%，已分配 GPU 占 43.0%"
-        "（低于分配量的 75.0%）。涉及资源池 a。"
+        "：分配量的使用率为 67.4%，低于 75.0%。涉及资源池 a。"
     )
     assert [
         c["criterion"] for c in json.loads(render_verdict(v, "en").json)["later_optimisations"]
@@ -670,7 +670,7 @@ def test_a_reverification_step_names_the_node_the_probe_the_window_and_the_watch
     [step] = [n for n in v.reverification if n.key == "reverify.gpu_health"]
     assert v.reverification[-1].key == "reverify.rerun"
     assert step.params["subject"] == {"pools": ["a"], "nodes": ["n2"], "windows": ["weekday-peak"]}
-    assert step.params["probes"] == "gpu-busy"
+    assert step.params["probes"] == ["gpu-busy"]
     assert "gpu_lost" in step.params["detectors"]
     plan = _lines_under(render_verdict(v, "en").markdown, "## Re-verification plan")
     [en] = [line for line in plan if "GPU and node health:" in line]
@@ -726,7 +726,7 @@ def test_a_step_whose_probes_the_plan_does_not_run_says_to_add_them():
     v = build_verdict(VerdictInputs(planned, _soak(findings=[lost]), {}, RULES))
     keys = [n.key for n in v.reverification]
     added = v.reverification[keys.index("reverify.gpu_health") + 1]
-    assert added == Note("reverify.add_to_plan", {"probes": "gpu-busy"})
+    assert added == Note("reverify.add_to_plan", {"probes": ["gpu-busy"]})
     plan = _lines_under(render_verdict(v, "en").markdown, "## Re-verification plan")
     assert "The soak's plan does not run gpu-busy: add them to controller.plan first." in "\n".join(
         plan
@@ -760,12 +760,12 @@ def test_the_unfairness_is_explained_its_stretch_who_held_the_gpus_and_who_waite
     zh = render_verdict(v, "zh-CN").markdown
     assert (
         "research 在 2026年11月30日 22:05 至 2026年11月30日 22:15（night）获得最少："
-        "在应得的 8.4 个 GPU（按权重的公平份额）中只获得 2.0 个，缺少 6.4 个。"
+        "在应得的 8.4 块 GPU（按权重的公平份额）中只获得 2.0 块，缺少 6.4 块。"
     ) in zh
-    assert "同期 prod 超出其份额占用了 6.4 个 GPU。" in zh
+    assert "同期 prod 超出其份额占用了 6.4 块 GPU。" in zh
     assert (
         "prod 的探测排队等待更久（24分钟10秒，其他租户为 15秒，night），"
-        "但处于劣势的并不是 prod：它获得了 7.3 个 GPU，应得 3.6 个，多于其份额，"
+        "但处于劣势的并不是 prod：它获得了 7.3 块 GPU，应得 3.6 块，多于其份额，"
         "更长的等待是它申请超出份额的代价；处于劣势的是 research。"
     ) in zh
 
@@ -794,7 +794,7 @@ def test_the_limited_launch_bullet_on_unfairness_states_the_tenants_shortfall():
     assert limited.startswith(
         "- 无持续性不公平：research 获得不足："
         "在其处于劣势的 3 次窗口（最近 3 次中；night，共 1天）里，"
-        "作业等待期间平均获得 4.7 个 GPU，应得 8.4 个，少于其份额。"
+        "作业等待期间平均获得 4.7 块 GPU，应得 8.4 块，少于其份额。"
     )
 
 
@@ -820,6 +820,6 @@ def test_an_unfairness_weighed_against_a_queues_nominal_quota_says_so():
         "research got least from 2026-11-30 22:05 to 2026-11-30 22:15 (night): 2.0 GPUs of its "
         "entitled 8.0 (its queue's nominal quota and what it may borrow), 6.0 short."
     ) in render_verdict(v, "en").markdown
-    assert "（其队列的名义配额及可借用部分）中只获得 2.0 个，缺少 6.0 个。" in (
+    assert "（其队列的名义配额及可借用部分）中只获得 2.0 块，缺少 6.0 块。" in (
         render_verdict(v, "zh-CN").markdown
     )

@@ -60,6 +60,9 @@ def test_names_are_listed_with_the_chinese_enumeration_comma():
         for tenant in ("team-a", "team-b")
     ]
     assert "| team-a、team-b |" in _daily(PeriodData(DAY, runs=failed), "zh-CN")
+    # The probes a reverification step reruns are names too.
+    unplanned = Note("reverify.add_to_plan", {"probes": ["gpu-busy", "short"]})
+    assert ZH.note(unplanned).startswith("本次稳定性观察的计划未运行 gpu-busy、short：")
 
 
 def test_alertmanager_severities_in_the_catalogues_words_or_the_platforms_quoted():
@@ -86,9 +89,9 @@ def test_an_unaudited_interventions_reason_is_the_operators_words_quoted():
 
     zh = render_verdict(verdict, "zh-CN").markdown
     en = render_verdict(verdict, "en").markdown
-    assert "未登记：2026年12月1日 10:00 对 node=n1 的 drain（「replace NIC」）。" in zh
-    assert "Not recorded: drain on node=n1 at 2026-12-01 10:00 (“replace NIC”)." in en
-    assert "未登记：2026年12月1日 12:00 对 node=n1 的 resume（「replace NIC」）。" in zh
+    assert "未登记：2026年12月1日 10:00，node=n1：节点被 drain（「replace NIC」）。" in zh
+    assert "Not recorded: node drained on node=n1 at 2026-12-01 10:00 (“replace NIC”)." in en
+    assert "未登记：2026年12月1日 12:00，node=n1：节点恢复（「replace NIC」）。" in zh
 
 
 def _row(markdown: str, probe: str) -> str:

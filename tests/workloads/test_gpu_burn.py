@@ -7,6 +7,7 @@ kernel name, bad launch parameters); a refused command line in this process."""
 from __future__ import annotations
 
 import ctypes.util
+import importlib.util
 import os
 import re
 import shutil
@@ -18,6 +19,7 @@ import pytest
 
 from observer.errors import NO_GPU_EXIT_CODE
 from observer.workloads.gpu_burn import KERNEL_NAME, PTX
+from tests.components import unavailable
 from tests.support.cli import run_cli
 
 
@@ -133,6 +135,7 @@ def test_a_burn_makes_the_driver_calls_in_order_with_valid_arguments(
         "cuModuleUnload",
         "cuCtxDestroy_v2",
     ]
+    assert "cuCtxCreate_v2 flags=4 device=0" in lines  # CU_CTX_SCHED_BLOCKING_SYNC: no spinning
     assert f"cuMemAlloc_v2 bytes={2 * 2**30}" in lines
     assert f"cuModuleLoadData bytes={len(PTX)} valid=1 entry={KERNEL_NAME}" in lines
     assert f"cuModuleGetFunction name={KERNEL_NAME}" in lines
@@ -162,9 +165,7 @@ def test_the_kernel_is_ptx_the_driver_can_jit(tmp_path: Path) -> None:
     assert re.search(r"^\.version \d+\.\d+$", PTX, flags=re.MULTILINE)
     assert re.search(r"^\.target sm_\d+$", PTX, flags=re.MULTILINE)
     assert re.search(rf"^\.visible \.entry {KERNEL_NAME}\(", PTX, flags=re.MULTILINE)
-    ptxas = shutil.which("ptxas")
-    if ptxas is None:
-        return  # the toolkit's assembler is not here: the declarations above are all we check
+    ptxas = _ptxas()
     source = tmp_path / "burn.ptx"
     source.write_text(PTX)
     for arch in ("sm_80", "sm_90"):  # A100, H100/H200
@@ -176,6 +177,22 @@ def test_the_kernel_is_ptx_the_driver_can_jit(tmp_path: Path) -> None:
             timeout=60,
         )
         assert done.returncode == 0, done.stderr
+
+
+def _ptxas() -> str:
+    """The toolkit's assembler: on PATH, or from the dev extra's nvidia-cuda-nvcc-cu12 wheel."""
+    if found := shutil.which("ptxas"):
+        return found
+    try:
+        spec = importlib.util.find_spec("nvidia.cuda_nvcc")
+    except ModuleNotFoundError:
+        spec = None
+    if spec is None or not spec.submodule_search_locations:
+        unavailable("ptxas: neither on PATH nor from nvidia-cuda-nvcc-cu12 (the dev extra)")
+    wheel = Path(spec.submodule_search_locations[0]) / "bin" / "ptxas"
+    if not wheel.is_file():
+        unavailable(f"ptxas: nvidia-cuda-nvcc-cu12 has no {wheel}")
+    return str(wheel)
 
 
 def test_a_utilisation_out_of_range_is_refused_by_the_parser() -> None:

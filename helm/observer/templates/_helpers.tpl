@@ -106,6 +106,16 @@ app.kubernetes.io/part-of: gpu-soak-observer
 {{- (dig "agent" "listen_port" 9400 .Values.settings) | int -}}
 {{- end -}}
 
+{{/* The agent's metrics-only port; "" when unset (/metrics on its listen_port). */}}
+{{- define "observer.agentMetricsPort" -}}
+{{- with (dig "agent" "metrics_port" nil .Values.settings) -}}{{- . | int -}}{{- end -}}
+{{- end -}}
+
+{{/* The container port Prometheus scrapes, by component: call with (dict "ctx" $ "component" "agent"). */}}
+{{- define "observer.scrapePortName" -}}
+{{- if and (eq .component "agent") (include "observer.agentMetricsPort" .ctx) -}}metrics{{- else -}}http{{- end -}}
+{{- end -}}
+
 {{- define "observer.controllerPort" -}}
 {{- (dig "controller" "listen_port" 9401 .Values.settings) | int -}}
 {{- end -}}
@@ -227,4 +237,119 @@ app.kubernetes.io/part-of: gpu-soak-observer
 - secretRef:
     name: {{ . }}
 {{- end }}
+{{- end -}}
+
+{{/* Volumes ---------------------------------------------------------------------------- */}}
+{{/* The mounts of the agent's container, as a YAML list. */}}
+{{- define "observer.agentVolumeMounts" -}}
+- name: config
+  mountPath: /etc/observer
+  readOnly: true
+- name: host-proc
+  mountPath: /host/proc
+  readOnly: true
+{{- if .Values.agent.podResources.enabled }}
+- name: pod-resources
+  mountPath: /var/lib/kubelet/pod-resources
+  readOnly: true
+- name: pod-logs
+  mountPath: /var/log/pods
+  readOnly: true
+{{- end }}
+- name: tmp
+  mountPath: /tmp
+{{- with .Values.agent.extraVolumeMounts }}
+{{ toYaml . }}
+{{- end }}
+{{- end -}}
+
+{{/* The mounts of the controller's container, as a YAML list. */}}
+{{- define "observer.controllerVolumeMounts" -}}
+- name: config
+  mountPath: /etc/observer
+  readOnly: true
+- name: data
+  mountPath: /var/lib/observer
+- name: tmp
+  mountPath: /tmp
+{{- range $tenant, $_ := .Values.controller.tenantTokenSecrets }}
+- name: token-{{ $tenant }}
+  mountPath: {{ include "observer.tenantTokenDir" $ }}/{{ $tenant }}
+  readOnly: true
+{{- end }}
+{{- with .Values.controller.extraVolumeMounts }}
+{{ toYaml . }}
+{{- end }}
+{{- end -}}
+
+{{/* A workload's extraVolumes and extraHostVolumes as pod volumes: call with its values. */}}
+{{- define "observer.extraVolumes" -}}
+{{- with .extraVolumes }}
+{{ toYaml . }}
+{{- end }}
+{{- range .extraHostVolumes }}
+- name: {{ .name }}
+  hostPath:
+    path: {{ .hostPath }}
+    {{- with .type }}
+    type: {{ . }}
+    {{- end }}
+{{- end }}
+{{- end -}}
+
+{{/* The settings that name a file or directory, by the container that reads them
+(tests/deploy/test_chart_volumes.py derives the list from observer/settings/). */}}
+{{- define "observer.pathSettings" -}}
+agent:
+  - agent.nvml_library_path
+  - agent.replay_trace_dir
+  - agent.proc_root
+  - agent.passwd_file
+  - agent.pod_resources_socket
+  - agent.pod_logs_dir
+  - agent.kernel_log_path
+  - agent.state_dir
+controller:
+  - controller.kubernetes.kubeconfig_path
+  - controller.kubernetes.audit_log_path
+  - controller.slurm.slurm_conf
+  - controller.slurm.commands_dir
+  - controller.slurm.output_dir
+  - controller.slurm.observer_program
+  - controller.logs.files.pattern
+  - controller.logs.loki.auth.password.file
+  - controller.logs.loki.auth.bearer_token.file
+  - controller.logs.elasticsearch.auth.password.file
+  - controller.logs.elasticsearch.auth.bearer_token.file
+  - storage.sqlite_path
+  - reports.output_dir
+{{- end -}}
+
+{{/* Fails on a path-valued setting of the rendered config that lies outside every mount of
+its container, which the process would find missing (or on the image's read-only root):
+call with (dict "ctx" $ "component" "agent" "mounts" <the container's volumeMounts YAML>).
+A relative path is taken from the image's WORKDIR, a glob (logs.files.pattern) up to its
+first wildcard. */}}
+{{- define "observer.checkPaths" -}}
+{{- $component := .component -}}
+{{- $config := include "observer.config" .ctx | fromYaml -}}
+{{- $mounts := list -}}
+{{- range (fromYamlArray .mounts) -}}{{- $mounts = append $mounts (trimSuffix "/" .mountPath) -}}{{- end -}}
+{{- range $setting := get (include "observer.pathSettings" .ctx | fromYaml) $component -}}
+{{- $value := $config -}}
+{{- range $key := splitList "." $setting -}}
+{{- if kindIs "map" $value -}}{{- $value = get $value $key -}}{{- else -}}{{- $value = "" -}}{{- end -}}
+{{- end -}}
+{{- if $value -}}
+{{- $path := regexReplaceAll "[*?\\[].*$" (toString $value) "" -}}
+{{- if not (hasPrefix "/" $path) -}}{{- $path = printf "/var/lib/observer/%s" $path -}}{{- end -}}
+{{- $inside := false -}}
+{{- range $mount := $mounts -}}
+{{- if or (eq $path $mount) (hasPrefix (printf "%s/" $mount) $path) -}}{{- $inside = true -}}{{- end -}}
+{{- end -}}
+{{- if not $inside -}}
+{{- fail (printf "settings.%s (%v) is outside every volume the %s container mounts (%s): mount it with %s.extraHostVolumes or %s.extraVolumes, and %s.extraVolumeMounts" $setting $value $component (join ", " $mounts) $component $component $component) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
 {{- end -}}

@@ -3,7 +3,9 @@ tenant), named after its run id and labelled with it, whose one container runs t
 program (`observer probe ...`, probes/programs.py) from the observer's image, its parameters
 also in the environment for a site's own burner. The inference probe is a Deployment of
 `observer probe serve` behind a Service. Every pod passes Pod Security `restricted`, so tenant
-namespaces that enforce it admit it."""
+namespaces that enforce it admit it, and states its CPU and memory, requests and limits (its
+program's size, then the probe's and the tenant's settings), so a namespace whose
+ResourceQuota covers them admits it too; a tenant's probes go to its pool (`tenant_pools`)."""
 
 from __future__ import annotations
 
@@ -20,9 +22,10 @@ from observer.backends.base import (
     ServiceSpec,
 )
 from observer.domain import Behaviour, JobRequest
-from observer.probes.programs import probe_arguments, serve_arguments
+from observer.probes.programs import ProgramSize, probe_arguments, program_size, serve_arguments
 from observer.records import SERVICE_TASK
-from observer.settings.controller import KubernetesSettings, TolerationSettings
+from observer.settings.controller import KubernetesSettings
+from observer.settings.placement import PodResourcesSettings, PoolSettings, TolerationSettings
 
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"  # Kueue's LocalQueue of a Job
 SERVICE_LABEL = "soak.observer/service"  # the inference probe's pods, selected by it
@@ -57,8 +60,9 @@ def job_manifest(settings: KubernetesSettings, request: JobRequest, name: str) -
     }
     if request.queue is not None:
         labels[QUEUE_LABEL] = request.queue
-    image, command = settings.image, [PROGRAM, *probe_arguments(request)]
-    limits = {settings.gpu_resource: str(workload.gpus_per_node)}
+    arguments = probe_arguments(request)
+    image, command = settings.image, [PROGRAM, *arguments]
+    sizes = [_size(program_size(arguments))]
     match workload.behaviour:
         case Behaviour.GPU_BUSY:
             image = settings.gpu_busy_image or settings.image
@@ -68,12 +72,16 @@ def job_manifest(settings: KubernetesSettings, request: JobRequest, name: str) -
         case Behaviour.BAD_IMAGE:
             image = settings.bad_image
         case Behaviour.OOM:
-            limits["memory"] = settings.oom_memory_limit  # no bound of its own: the limit kills it
+            # No bound of its own: the limit kills it, and it asks for all it will touch.
+            oom = settings.oom_memory_limit
+            sizes.append(PodResourcesSettings(memory_request=oom, memory_limit=oom))
+    sizes.append(settings.probe_resources.get(request.probe, PodResourcesSettings()))
     pod_spec = _pod_spec(
         settings,
+        request.tenant,
         image,
         command,
-        limits,
+        _resources(settings, request.tenant, sizes, workload.gpus_per_node),
         probe_env(request),
         restart_policy="Never",
         priority=request.priority,
@@ -103,11 +111,13 @@ def deployment_manifest(
     removes an old one, so a restart keeps every replica asked for."""
     labels = service_labels(spec)
     container_port = client.V1ContainerPort(container_port=spec.port, name=SERVE_PORT_NAME)
+    arguments = serve_arguments(spec.port, spec.latency_ms, spec.warmup_seconds)
     pod_spec = _pod_spec(
         settings,
+        spec.tenant,
         settings.image,
-        [PROGRAM, *serve_arguments(spec.port, spec.latency_ms, spec.warmup_seconds)],
-        {settings.gpu_resource: str(spec.gpus_per_replica)},
+        [PROGRAM, *arguments],
+        _resources(settings, spec.tenant, [_size(program_size(arguments))], spec.gpus_per_replica),
         {},
         restart_policy="Always",
         ports=[container_port],
@@ -179,11 +189,36 @@ def job_name(probe: str, run_id: str) -> str:
     return f"observer-{slug}-{digest}" if slug else f"observer-{digest}"
 
 
+def _size(size: ProgramSize) -> PodResourcesSettings:
+    return PodResourcesSettings(
+        cpu_request=f"{size.cpu_request_millicores}m",
+        cpu_limit=f"{size.cpu_limit_millicores}m",
+        memory_request=f"{size.memory_request_mebibytes}Mi",
+        memory_limit=f"{size.memory_limit_mebibytes}Mi",
+    )
+
+
+def _resources(
+    settings: KubernetesSettings, tenant: str, sizes: list[PodResourcesSettings], gpus: int
+) -> client.V1ResourceRequirements:
+    """The container's requests and limits: each size over the one before it, the tenant's
+    last; its GPUs as a limit (an extended resource's request is its limit)."""
+    merged: dict[str, str] = {}
+    for size in [*sizes, settings.tenant_resources.get(tenant, PodResourcesSettings())]:
+        merged |= size.model_dump(exclude_none=True)
+    requests = {r: merged[f"{r}_request"] for r in ("cpu", "memory") if f"{r}_request" in merged}
+    limits = {r: merged[f"{r}_limit"] for r in ("cpu", "memory") if f"{r}_limit" in merged}
+    return client.V1ResourceRequirements(
+        requests=requests, limits={**limits, settings.gpu_resource: str(gpus)}
+    )
+
+
 def _pod_spec(
     settings: KubernetesSettings,
+    tenant: str,
     image: str,
     command: list[str],
-    limits: dict[str, str],
+    resources: client.V1ResourceRequirements,
     env: dict[str, str],
     *,
     restart_policy: str,
@@ -192,13 +227,20 @@ def _pod_spec(
     ports: list[client.V1ContainerPort] | None = None,
     readiness: client.V1Probe | None = None,
 ) -> client.V1PodSpec:
-    """A probe pod: the site's placement, and Pod Security `restricted`."""
+    """A probe pod: the site's placement (its tenant's pool's over every probe's), and Pod
+    Security `restricted`."""
+    pool_name = settings.tenant_pools.get(tenant)
+    pool = settings.pools[pool_name] if pool_name is not None else PoolSettings()
+    node_selector = dict(settings.node_selector)
+    if pool_name is not None:
+        node_selector |= {settings.pool_label: pool_name, **pool.node_selector}
     return client.V1PodSpec(
         restart_policy=restart_policy,
-        priority_class_name=priority or settings.priority_class_name,
+        priority_class_name=priority or pool.priority_class_name or settings.priority_class_name,
+        runtime_class_name=pool.runtime_class_name or settings.runtime_class_name,
         affinity=affinity,
-        node_selector=dict(settings.node_selector) or None,
-        tolerations=[_toleration(t) for t in settings.tolerations] or None,
+        node_selector=node_selector or None,
+        tolerations=[_toleration(t) for t in (*settings.tolerations, *pool.tolerations)] or None,
         image_pull_secrets=[
             client.V1LocalObjectReference(name=n) for n in settings.image_pull_secrets
         ]
@@ -219,7 +261,7 @@ def _pod_spec(
                 env=[client.V1EnvVar(name=key, value=value) for key, value in env.items()] or None,
                 ports=ports,
                 readiness_probe=readiness,
-                resources=client.V1ResourceRequirements(limits=limits),
+                resources=resources,
                 security_context=client.V1SecurityContext(
                     allow_privilege_escalation=False,
                     capabilities=client.V1Capabilities(drop=["ALL"]),

@@ -7,11 +7,18 @@ relies on:
 
 - slurmctld forgets a job MinJobAge after it ends; slurmdbd keeps every job of every user, so
   jobs() falls back to sacct and finished_jobs() asks sacct alone.
+- A listing of the whole queue (`squeue --json`, REQUEST_JOB_INFO) costs slurmctld a walk of
+  every job it holds, and 22.05 ignores `--jobs` in JSON mode; `scontrol show job <id>` asks
+  for that job alone (REQUEST_JOB_INFO_SINGLE). So the queue is listed once per snapshot, and
+  jobs() reads the probes from that listing while it is fresh, one by one otherwise.
 - `sacctmgr list transactions Start= End=` lists slurmdbd's changes made in [Start, End),
   to the second, read in sacctmgr's timezone like sacct's -S/-E.
 - `sacct --state=<final states> -S -E` lists the jobs that ended in the period, bounds
   included (slurmdbd compares their end time); sacct reads -S/-E in its own timezone, so
   they are given in UTC with TZ=UTC.
+- With `PrivateData=jobs`, slurmctld shows a user who is neither root, SlurmUser nor an
+  operator (sacctmgr's AdminLevel Operator or Administrator) only that user's own jobs: every
+  listing of the queue is then partial, which partial_view() says.
 - A batch job requeued (its node failed, it was preempted, `scontrol requeue`) keeps its id;
   squeue counts the requeues (`restart_cnt`) and resets its submit time, and slurmdbd keeps
   each attempt as its own record, which sacct lists only with `--duplicates`.
@@ -19,12 +26,16 @@ relies on:
 
 from __future__ import annotations
 
+import os
+import pwd
 from collections.abc import Collection, Iterable, Mapping, Sequence
-from dataclasses import replace
-from datetime import UTC, datetime
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from observer.backends.base import (
     FinishedJobs,
+    PartialView,
     QuotaChange,
     ServicesOf,
     queue_states,
@@ -35,15 +46,17 @@ from observer.backends.slurm.isolation import IsolationProbe
 from observer.backends.slurm.parse import (
     ATTEMPT_FIELDS,
     SACCT_FIELDS,
+    hidden_jobs,
     listed_nodes,
     node_listing,
-    quota_changes,
     sacct_attempts,
     sacct_records,
     sbatch_job_id,
+    scontrol_job,
     squeue_jobs,
 )
 from observer.backends.slurm.script import batch_script, output_path, sbatch_args
+from observer.backends.slurm.transactions import quota_changes
 from observer.clock import Clock
 from observer.domain import (
     AccessAttempt,
@@ -60,15 +73,33 @@ _log = get_logger("observer.backends.slurm")
 
 # sacct's short names of every final state, for --state
 _FINAL_STATES = "BF,CA,CD,DL,F,NF,OOM,PR,RV,TO"
+# PrivateData changes only with a reconfiguration of slurmctld: checked with the snapshots,
+# this often, one RPC to slurmctld (and one read of slurmdbd when jobs are private)
+_VIEW_CHECK_INTERVAL = timedelta(hours=1)
+
+
+@dataclass(frozen=True, slots=True)
+class Listing:
+    """Every job slurmctld held at `at`, by id, as one listing of the queue showed them."""
+
+    at: datetime
+    jobs: Mapping[str, JobStatus]
 
 
 class SlurmBackend(ServicesOf):
     """SchedulerBackend and ServiceBackend over Slurm's CLIs; see SlurmSettings for what it
-    needs."""
+    needs. `fresh_listing_seconds`: how old a listing of the queue may be and still answer
+    jobs() (the follow interval: what the follow would have read itself); 0, never."""
 
-    def __init__(self, settings: SlurmSettings, clock: Clock) -> None:
+    def __init__(
+        self, settings: SlurmSettings, clock: Clock, fresh_listing_seconds: float = 0.0
+    ) -> None:
         self._settings = settings
         self._clock = clock
+        self._fresh_listing_seconds = fresh_listing_seconds
+        self._last: Listing | None = None  # replaced whole: the snapshot's thread writes it
+        self._view: PartialView | None = None
+        self._view_checked_at: datetime | None = None
         self._output_dir = settings.output_dir.absolute()
         self._commands = SlurmCommands(settings)
         self._isolation = IsolationProbe(self._commands, settings, clock, self.cancel)
@@ -97,7 +128,12 @@ class SlurmBackend(ServicesOf):
         wanted = {job_id for job_id in job_ids if job_id.isdigit()}
         if not wanted:
             return {}
-        found = {s.job_id: s for s in self._squeue() if s.job_id in wanted}
+        listed = listing.jobs if (listing := self._fresh()) is not None else {}
+        found = {job_id: listed[job_id] for job_id in wanted if job_id in listed}
+        # not in a fresh listing (none, or submitted since): asked of slurmctld one by one
+        for job_id in sorted(wanted - found.keys(), key=int):
+            if (status := self._job(job_id)) is not None:
+                found[job_id] = status
         forgotten = wanted - found.keys()  # slurmctld drops a job MinJobAge after it ends
         if forgotten:
             found.update(self.accounting(forgotten))
@@ -123,7 +159,9 @@ class SlurmBackend(ServicesOf):
             raise BackendError(f"no output of job {job_id} at {path}: {exc.strerror}") from exc
 
     def probe_jobs(self) -> list[JobStatus]:
-        return [s for s in self._squeue() if s.run_id is not None and not s.phase.finished]
+        # listed now: a listing from before a submission that timed out would not show its job
+        listing, _ = self._list()
+        return [s for s in listing.jobs.values() if s.run_id is not None and not s.phase.finished]
 
     def close(self) -> None:
         return None  # every call is its own process: nothing is held open
@@ -166,13 +204,19 @@ class SlurmBackend(ServicesOf):
             self._sacctmgr("tres", "withdeleted", "format=ID,Type,Name"),
         )
 
+    def partial_view(self) -> PartialView | None:
+        return self._view
+
     def snapshot(self) -> SchedulerSnapshot:
-        at = self._clock.now()
-        queue = self._commands.queue()
-        active = [s for s in squeue_jobs(queue) if not s.phase.finished]
+        listing, queue = self._list()
+        self._check_view()
+        active = [s for s in listing.jobs.values() if not s.phase.finished]
         nodes = listed_nodes(self._commands.json(*node_listing(queue)))
         return SchedulerSnapshot(
-            at=at, queues=queue_states(active, at), nodes=tuple(nodes), jobs=tuple(active)
+            at=listing.at,
+            queues=queue_states(active, listing.at),
+            nodes=tuple(nodes),
+            jobs=tuple(active),
         )
 
     # --- beyond the protocol ------------------------------------------------------------
@@ -228,8 +272,62 @@ class SlurmBackend(ServicesOf):
             raise BackendError(f"sacctmgr list {entity} failed: {slurm_words(done.stderr)}")
         return done.stdout
 
-    def _squeue(self) -> list[JobStatus]:
-        return squeue_jobs(self._commands.queue())
+    def _list(self) -> tuple[Listing, dict[str, Any]]:
+        """The whole queue, listed now and kept for jobs(), and the document it was read from."""
+        at = self._clock.now()
+        queue = self._commands.queue()
+        self._last = Listing(at, {s.job_id: s for s in squeue_jobs(queue)})
+        return self._last, queue
+
+    def _fresh(self) -> Listing | None:
+        """The last listing while it is no older than fresh_listing_seconds. An older one
+        answers nothing: a listing that failed leaves the one before to age out, and the reads
+        it would have served go to slurmctld, or fail as its blind time."""
+        last = self._last
+        if last is None:
+            return None
+        age = (self._clock.now() - last.at).total_seconds()
+        return last if age <= self._fresh_listing_seconds else None
+
+    def _check_view(self) -> None:
+        """Whether slurmctld hides other users' jobs from the observer's user, checked once
+        per _VIEW_CHECK_INTERVAL. An AdminLevel slurmdbd cannot give (down) is asked again at
+        the next snapshot, the view kept as it was."""
+        now = self._clock.now()
+        if self._view_checked_at is not None and now - self._view_checked_at < _VIEW_CHECK_INTERVAL:
+            return
+        done = self._commands.run("scontrol", ["show", "config"])
+        if done.returncode != 0:
+            raise BackendError(f"scontrol show config failed: {slurm_words(done.stderr)}")
+        user = pwd.getpwuid(os.geteuid()).pw_name
+        try:
+            hidden = hidden_jobs(done.stdout, user, self._admin_level)
+        except BackendError as exc:
+            _log.warning("the observer's AdminLevel not read", user=user, error=str(exc))
+            return
+        self._view_checked_at = now
+        if hidden is None:
+            self._view = None
+        elif self._view is None:
+            self._view = PartialView(now, hidden)
+
+    def _admin_level(self, user: str) -> str:
+        return self._sacctmgr("user", user, "format=AdminLevel").strip() or "None"
+
+    def _job(self, job_id: str) -> JobStatus | None:
+        """One job as slurmctld holds it; None once it has forgotten it."""
+        # --local: no REQUEST_FED_INFO before each (the observer reads its own cluster)
+        done = self._commands.run(
+            "scontrol",
+            ["--local", "--oneliner", "show", "job", job_id],
+            env={"SLURM_TIME_FORMAT": "%s"},
+        )
+        if done.returncode != 0:
+            words = slurm_words(done.stderr)
+            if "Invalid job id" in words and not unreachable(words):
+                return None
+            raise BackendError(f"scontrol show job {job_id} failed: {words}")
+        return scontrol_job(done.stdout)
 
 
 def _sacct_time(at: datetime) -> str:

@@ -1,19 +1,14 @@
-"""Pure reading of Slurm's answers into the observer's words: `squeue --json` and the node
-listing (`sinfo --json` of 22.05, `scontrol show nodes --json` from 23.02), in whichever
-family of shapes its release prints (observer.slurm_json), into JobStatus and SchedulerNode
-(and, for the inference probe, into its replicas' jobs and the nodes' addresses),
-`sacct --parsable2` into
-JobStatus, `sbatch --parsable` into a job id, `sacctmgr list transactions` into the limit
-changes people made. A shape or state this reader does not know is a BackendError, not a
-guess; a transaction is the exception: one not read as a limit change is passed over, since
-an error would hold up the job listing read with it, again at every retry.
+"""Pure reading of Slurm's answers about jobs and nodes into the observer's words: `squeue
+--json` and the node listing (`sinfo --json` of 22.05, `scontrol show nodes --json` from
+23.02), in whichever family of shapes its release prints (observer.slurm_json), into
+JobStatus and SchedulerNode (and, for the inference probe, into its replicas' jobs and the
+nodes' addresses); `sacct --parsable2` and `scontrol --oneliner show job` (one job, read as
+its sacct record is) into JobStatus; `sbatch --parsable` into a job id. A shape or state this
+reader does not know is a BackendError, not a guess. (sacctmgr's transactions:
+transactions.py.)
 
 - `squeue --json` lists every job slurmctld still holds (finished ones for MinJobAge,
   default 300 s); 22.05 ignores `--jobs`/`--states`.
-- `sacctmgr list transactions` keeps slurmdbd's SQL: a limit change's Info is the update it
-  ran (`grp_tres = if (id_assoc=3, '1001=4', grp_tres)`, TRES by id, associations by
-  id_assoc, a QOS list as `,1,2,`), so the ids are read back into names from the listings of
-  associations, QOS and TRES.
 - `sacct --json` reports `{"status": "SUCCESS", "return_code": 0}` for a job that exited 3,
   so accounting is read from `sacct --parsable2` with `SLURM_TIME_FORMAT=%s` instead.
 """
@@ -22,11 +17,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
-from observer.backends.base import QuotaChange
 from observer.backends.slurm.script import RUN_ID_COMMENT_PREFIX, SERVICE_COMMENT_PREFIX
 from observer.domain import Attempt, JobPhase, JobStatus, SchedulerNode
 from observer.errors import BackendError
@@ -66,6 +60,7 @@ _PHASES = {
 # Phases with an exit code of the job's own. A cancelled job has none: squeue shows
 # slurmstepd's SIGTERM, sacct 0:0, and the answer must not change between the two.
 _EXITED = (JobPhase.SUCCEEDED, JobPhase.FAILED)
+_OPERATORS = frozenset({"Operator", "Administrator"})  # sacctmgr's AdminLevels above None
 
 # squeue shows these reasons on ended jobs; sacct mostly says "None", so they are derived
 _END_REASONS = {
@@ -118,141 +113,29 @@ SACCT_FIELDS = (
 )
 
 
+# `scontrol --oneliner show job`'s keys by the sacct field each stands for: TRES is what the job
+# holds once it runs, what it asks for until then
+_SCONTROL_KEYS = {
+    "JobIDRaw": "JobId",
+    "Account": "Account",
+    "Partition": "Partition",
+    "State": "JobState",
+    "ExitCode": "ExitCode",
+    "Submit": "SubmitTime",
+    "Start": "StartTime",
+    "End": "EndTime",
+    "Reason": "Reason",
+    "NodeList": "NodeList",
+    "AllocTRES": "TRES",
+    "ReqTRES": "TRES",
+    "QOS": "QOS",
+    "User": "UserId",  # "alice(1001)"
+    "Comment": "Comment",
+}
+_SCONTROL_KEY = re.compile(r"(?:^|\s)([A-Za-z][\w/:]*)=")
+
 # what sacct_attempts reads of `sacct --duplicates`: every attempt of a requeued job
 ATTEMPT_FIELDS = ("JobIDRaw", "State", "Eligible", "Start", "End", "NodeList", "Reason")
-
-# slurmdbd's columns of an association's or QOS's limits, in sacctmgr's words
-_LIMITS = {
-    "grp_jobs": "GrpJobs",
-    "grp_jobs_accrue": "GrpJobsAccrue",
-    "grp_submit_jobs": "GrpSubmitJobs",
-    "grp_tres": "GrpTRES",
-    "grp_tres_mins": "GrpTRESMins",
-    "grp_tres_run_mins": "GrpTRESRunMins",
-    "grp_wall": "GrpWall",
-    "max_jobs": "MaxJobs",
-    "max_jobs_accrue": "MaxJobsAccrue",
-    "max_submit_jobs": "MaxSubmitJobs",
-    "max_tres_pj": "MaxTRES",
-    "max_tres_pn": "MaxTRESPerNode",
-    "max_tres_mins_pj": "MaxTRESMins",
-    "max_tres_run_mins": "MaxTRESRunMins",
-    "max_wall_pj": "MaxWall",
-    "max_jobs_pa": "MaxJobsPerAccount",
-    "max_jobs_per_user": "MaxJobsPerUser",
-    "max_jobs_accrue_pa": "MaxJobsAccruePerAccount",
-    "max_jobs_accrue_pu": "MaxJobsAccruePerUser",
-    "max_submit_jobs_pa": "MaxSubmitJobsPerAccount",
-    "max_submit_jobs_per_user": "MaxSubmitJobsPerUser",
-    "max_tres_pa": "MaxTRESPerAccount",
-    "max_tres_pu": "MaxTRESPerUser",
-    "max_tres_run_mins_pa": "MaxTRESRunMinsPerAccount",
-    "max_tres_run_mins_pu": "MaxTRESRunMinsPerUser",
-    "min_tres_pj": "MinTRESPerJob",
-    "max_wall_duration_per_job": "MaxWall",
-    "qos": "QOS",
-}
-_LIMIT_ACTIONS = ("Modify Associations", "Modify QOS")
-# a transaction's Where: `(id_assoc=4 || id_assoc=3)`, `(name='high' || name='low')`
-_WHERE = re.compile(r"\((?:id_assoc=\d+|name='[^']*')(?: \|\| (?:id_assoc=\d+|name='[^']*'))*\)")
-_WHERE_ITEM = re.compile(r"(?:id_assoc=(\d+)|name='([^']*)')")
-# a value set for one of them: `if (id_assoc=3, '1001=4', grp_tres)`, `if (id=2, ...)`
-_ONE = re.compile(r"if \((?:id_assoc|id)=(\d+), '([^']*)', \w+\)$")
-_QOS_ADDED = re.compile(r", ',(\d+),'\)")
-_QOS_NAMED = re.compile(r"',(\d+),'")
-
-
-def quota_changes(transactions: str, associations: str, qos: str, tres: str) -> list[QuotaChange]:
-    """The limit changes among `sacctmgr -P -n list transactions
-    format=Time,Action,Actor,Where,Info` (SLURM_TIME_FORMAT=%s), one per association or QOS
-    changed, in order; ids named from `list associations withdeleted format=ID,Account,User`,
-    `list qos withdeleted format=ID,Name` and `list tres withdeleted format=ID,Type,Name`.
-    An association is a tenant (its account) and, for one user's limits, that user."""
-    accounts = {row[0]: row[1:3] for row in _rows(associations, 3)}
-    qos_names = {row[0]: row[1] for row in _rows(qos, 2)}
-    tres_names = {row[0]: "/".join(p for p in row[1:3] if p) for row in _rows(tres, 3)}
-
-    def subject(action: str, key: str) -> dict[str, str]:
-        if action == "Modify QOS":
-            return {"qos": key}
-        if key not in accounts:
-            return {"association": key}
-        account, user = accounts[key]
-        return {"tenant": account, "user": user} if user else {"tenant": account}
-
-    found = []
-    for line in transactions.splitlines():
-        at, action, actor, rest = [*line.split("|", 3), "", "", ""][:4]
-        where = _WHERE.match(rest)
-        if action not in _LIMIT_ACTIONS or where is None:
-            continue
-        keys = [assoc or name for assoc, name in _WHERE_ITEM.findall(where.group())]
-        words: dict[str, list[str]] = {key: [] for key in keys}
-        for column, value in _assignments(rest[where.end() + 1 :]):
-            if column not in _LIMITS:
-                continue
-            one = _ONE.match(value)
-            key = one.group(1) if one else None
-            if key is not None and action == "Modify QOS":
-                key = qos_names.get(key, key)
-            text = _limit_words(column, one.group(2) if one else value, qos_names, tres_names)
-            if text:  # a QOS list only tidied up
-                for k in keys if key is None else [key]:
-                    words.setdefault(k, []).append(text)
-        try:
-            when = datetime.fromtimestamp(int(at), UTC)
-        except ValueError as exc:
-            raise BackendError(f"unexpected sacctmgr transaction time {at!r}") from exc
-        found += [
-            QuotaChange(when, actor, subject(action, key), " ".join(texts))
-            for key, texts in words.items()
-            if texts
-        ]
-    return found
-
-
-def _rows(output: str, width: int) -> list[list[str]]:
-    return [(line.split("|") + [""] * width)[:width] for line in output.splitlines() if line]
-
-
-def _assignments(info: str) -> list[tuple[str, str]]:
-    """`a=1, b = if (x, 'y, z', b)` as [("a", "1"), ("b", "if (x, 'y, z', b)")]."""
-    items, depth, quoted, start = [], 0, False, 0
-    for i, char in enumerate(info + ","):
-        if char == "'":
-            quoted = not quoted
-        elif not quoted and char in "()":
-            depth += 1 if char == "(" else -1
-        elif not quoted and depth == 0 and char == ",":
-            items.append(info[start:i])
-            start = i + 1
-    pairs = [item.split("=", 1) for item in items if "=" in item]
-    return [(column.strip(), value.strip()) for column, value in pairs]
-
-
-def _limit_words(
-    column: str, value: str, qos_names: Mapping[str, str], tres_names: Mapping[str, str]
-) -> str:
-    """One column's new value as sacctmgr is told it; -1 for no limit, "" for no change."""
-    name = _LIMITS[column]
-    if column == "qos" and value.startswith("if ("):
-        added = set(_QOS_ADDED.findall(value))
-        removed = set(_QOS_NAMED.findall(value)) - added
-        return " ".join(
-            f"{name}{sign}={','.join(qos_names.get(q, q) for q in sorted(ids, key=int))}"
-            for sign, ids in (("+", added), ("-", removed))
-            if ids
-        )
-    value = value.strip("'")
-    if value in ("", "NULL"):
-        return f"{name}=-1"
-    if column == "qos":
-        ids = [q for q in value.split(",") if q]
-        return f"{name}={','.join(qos_names.get(q, q) for q in ids)}"
-    if "tres" in column:
-        pairs = [pair.split("=", 1) for pair in value.split(",")]
-        return f"{name}={','.join(f'{tres_names.get(k, k)}={v}' for k, v in pairs)}"
-    return f"{name}={value}"
 
 
 def squeue_jobs(data: Mapping[str, Any]) -> list[JobStatus]:
@@ -336,9 +219,31 @@ def sacct_records(output: str) -> list[JobStatus]:
     is a record of its own."""
     lines = [line for line in output.splitlines() if line.strip()]
     try:
-        return list(map(_from_sacct, lines))
+        rows = [line.split("|", len(SACCT_FIELDS) - 1) for line in lines]
+        return [_from_record(dict(zip(SACCT_FIELDS, row, strict=True))) for row in rows]
     except ValueError as exc:
         raise BackendError(f"unexpected sacct output ({exc})") from exc
+
+
+def scontrol_job(output: str) -> JobStatus:
+    """`scontrol --oneliner show job <id>` (SLURM_TIME_FORMAT=%s) of one job, read as its
+    sacct record is, with its requeues (`Restarts`) and, once requeued, when its current
+    attempt became eligible."""
+    line = next((line for line in output.splitlines() if line.strip()), "")
+    keys = list(_SCONTROL_KEY.finditer(line))
+    values = {
+        key[1]: line[key.end() : after.start() if after else None].strip()
+        for key, after in zip(keys, [*keys[1:], None], strict=True)
+    }
+    try:
+        row = {field: values.get(key, "") for field, key in _SCONTROL_KEYS.items()}
+        status = _from_record({**row, "User": row["User"].partition("(")[0]})
+        restarts = int(values["Restarts"])
+    except (KeyError, ValueError) as exc:
+        raise BackendError(f"unexpected scontrol show job output ({exc}): {line[:200]!r}") from exc
+    if not restarts:
+        return status
+    return replace(status, restarts=restarts, eligible_at=_time(values.get("EligibleTime")))
 
 
 def sacct_attempts(output: str, restarts: Mapping[str, int]) -> dict[str, tuple[Attempt, ...]]:
@@ -419,8 +324,8 @@ def _from_squeue(job: Mapping[str, Any], read: Dialect) -> JobStatus:
     )
 
 
-def _from_sacct(line: str) -> JobStatus:
-    row = dict(zip(SACCT_FIELDS, line.split("|", len(SACCT_FIELDS) - 1), strict=True))
+def _from_record(row: Mapping[str, str]) -> JobStatus:
+    """A job from its SACCT_FIELDS, by name."""
     state = row["State"].split()[0]  # "CANCELLED by 0"
     phase = _phase(state)
     code, _, signal = row["ExitCode"].partition(":")
@@ -564,3 +469,30 @@ def _time(value: object) -> datetime | None:
         return None
     seconds = int(str(value))
     return datetime.fromtimestamp(seconds, UTC) if seconds > 0 else None
+
+
+def hidden_jobs(config: str, user: str, admin_level: Callable[[str], str]) -> str | None:
+    """What slurmctld hides from `user` by its configuration (`scontrol show config`), in
+    words, or None when it shows every job: PrivateData=jobs hides other users' jobs from all
+    but root, SlurmUser and operators (`admin_level(user)`, sacctmgr's AdminLevel, asked only
+    then)."""
+    private = _config_value(config, "PrivateData") or "none"
+    slurm_user = (_config_value(config, "SlurmUser") or "").partition("(")[0]
+    if "jobs" not in private.split(",") or user in ("root", slurm_user):
+        return None
+    level = admin_level(user)
+    if level in _OPERATORS:
+        return None
+    return (
+        f"slurmctld shows {user} only its own jobs (PrivateData={private}, AdminLevel "
+        f"{level}): other users' jobs and queues are not seen"
+    )
+
+
+def _config_value(config: str, key: str) -> str | None:
+    """`key`'s value in `scontrol show config`'s `Key = value` lines; None when absent."""
+    for line in config.splitlines():
+        name, equals, value = line.partition("=")
+        if equals and name.strip() == key:
+            return value.strip()
+    return None

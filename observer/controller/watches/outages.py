@@ -1,7 +1,9 @@
 """The blind time of a source every loop reads through, as a condition open from the source's
 first failed operation (any thread's) until the next one that succeeds: the store
 (store_unreachable) and the platform's accounting (accounting_unreachable: the finished jobs
-and quota changes the all-jobs figures and the quota audit are made of); and, as such a
+and quota changes the all-jobs figures and the quota audit are made of); the scheduler
+showing the observer only part of its jobs (scheduler_partly_visible: Slurm's PrivateData);
+and, as such a
 condition too, the store's volume about to fill (store_space_low), which would make the
 store unreachable."""
 
@@ -12,6 +14,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Generic, Protocol, TypeVar
 
+from observer.backends.base import PartialView
 from observer.backends.counted import ACCOUNTING, CountedBackend, LayerOutage
 from observer.controller.watches.base import Checked, Look
 from observer.domain import Finding, FindingKind, JsonValue, Severity
@@ -22,6 +25,7 @@ from observer.storage.store import Store
 STORE_UNREACHABLE = "store_unreachable"
 ACCOUNTING_UNREACHABLE = "accounting_unreachable"
 STORE_SPACE_LOW = "store_space_low"
+SCHEDULER_PARTLY_VISIBLE = "scheduler_partly_visible"
 
 
 class Outage(Protocol):
@@ -73,6 +77,19 @@ def accounting(backend: CountedBackend, platform: str) -> Source[LayerOutage]:
         "a read of finished jobs or quota changes failed; closed when each read that failed "
         "succeeds",
         lambda: backend.outage(ACCOUNTING),
+    )
+
+
+def partly_visible(backend: CountedBackend, platform: str) -> Source[PartialView]:
+    return Source(
+        SCHEDULER_PARTLY_VISIBLE,
+        {"scheduler": platform},
+        Severity.WARNING,
+        f"the {platform} scheduler shows the observer only part of its jobs: the queues and "
+        "waits of what it hides are not seen",
+        "the scheduler's configuration hides jobs from the observer's account, checked with "
+        "the snapshots; closed when it no longer does",
+        backend.partial_view,
     )
 
 

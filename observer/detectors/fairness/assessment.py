@@ -10,7 +10,7 @@ import statistics
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Protocol
 
 from observer.detectors.fairness.entitlement import Capacity, Guarantee, entitlements, jain_index
@@ -380,12 +380,13 @@ def _mean_by(counts: Iterable[Mapping[str, int]]) -> dict[str, float]:
 
 
 def stretch_words(stretch: Stretch) -> str:
-    """The stretch in words, for a tenant's reason and the symptom's summary."""
+    """The stretch in words, for a tenant's reason and the symptom's summary: how long, not
+    when, which its evidence gives as instants that readers see in the platform's zone."""
     held = "; ".join(_holder_words(holder) for holder in stretch.holders)
-    start, end = stretch.start.astimezone(UTC), stretch.end.astimezone(UTC)
+    minutes = (stretch.end - stretch.start).total_seconds() / 60
     return (
-        f"{stretch.short_gpus:.1f} GPUs short from {start:%Y-%m-%d %H:%M} to "
-        f"{end:%H:%M} UTC ({stretch.samples} samples)" + (f", while {held}" if held else "")
+        f"{stretch.short_gpus:.1f} GPUs short for {minutes:.0f} min "
+        f"({stretch.samples} samples)" + (f", while {held}" if held else "")
     )
 
 

@@ -7,6 +7,9 @@ every failure be judged a problem of the code, the driver, the node, the schedul
 or the platform's configuration; an outage of the platform's own infrastructure (its
 authentication, its controller) is apart from its configuration. Pure.
 
+The gpu-comm probe ending with its own status for pairs of its GPUs that could not reach each
+other at their link's rate is a GPU fault (the GPUs or the links between them), named as such.
+
 A probe that failed the way it is meant to (a fail-exit probe's non-zero exit, an OOM probe's
 OOM: `probes.outcome.judge`) failed as designed, whatever happened around it: no one's fault.
 
@@ -43,6 +46,8 @@ from observer.domain import (
     ProbeRun,
     SchedulerNode,
 )
+from observer.errors import GpuCommunicationError
+from observer.probes.catalog import GPU_COMM_PROBE
 from observer.probes.outcome import (
     EXPECTED_FAILURES,
     OOM_EXIT_CODE,
@@ -163,6 +168,11 @@ def classify(
         run.finished_at,
         run.pending_reasons,
     )
+    if run.probe == GPU_COMM_PROBE and run.exit_code == GpuCommunicationError.exit_code:
+        held = [_name(f) for f in _around(task, findings) if _gpu_fault(f) and _holds(task, f)]
+        said = Note("cause.ev.gpu_comm", {"exit_code": run.exit_code})
+        words = [_said(run.message)] if run.message else []  # the program's: the pairs
+        return Classified(Cause.GPU_DRIVER, (said, *words, *held))
     return _classify(task, findings, node_changes)
 
 

@@ -25,7 +25,7 @@ from observer.detectors import (
     unexplained_wait,
     unreleased,
 )
-from observer.domain import JsonValue
+from observer.domain import JsonValue, compare_seconds
 from observer.reports.compute.notes import Note
 
 Evidence = Mapping[str, JsonValue]
@@ -72,6 +72,7 @@ def _text(name: str) -> Reader:
 
 
 def _memory(name: str) -> Reader:
+    """A size in bytes (rendering writes it in GiB or MiB); not observed: not a number."""
     return lambda s, e: _bytes(e[name])
 
 
@@ -96,10 +97,8 @@ def _program(s: Subject, e: Evidence) -> JsonValue:
     return str(e.get("command") or e.get("executable") or "?")
 
 
-def _bytes(n: JsonValue) -> str:
-    if not isinstance(n, int):
-        return "?"
-    return f"{n / 2**30:.1f} GiB" if n >= 2**30 else f"{n / 2**20:.0f} MiB"
+def _bytes(n: JsonValue) -> int | float | None:
+    return n if isinstance(n, int | float) and not isinstance(n, bool) else None
 
 
 def _as_names(values: JsonValue) -> JsonValue:
@@ -154,7 +153,11 @@ def _allocated_idle(s: Subject, e: Evidence) -> Sentence:
                 {"owner": str(e["owner"]), "gpu": _gpu(s, e), "node": s["node"]},
             ),
         )
-    params = {"owner": _owner(s, e), "memory": _bytes(e["used_memory_bytes"]), "gpu": _gpu(s, e)}
+    params = {
+        "owner": _owner(s, e),
+        "memory_bytes": _bytes(e["used_memory_bytes"]),
+        "gpu": _gpu(s, e),
+    }
     if "sm_active_ratio" not in e:
         return (Note("finding.allocated_idle.process", params),)
     # Judged on SM activity (GPM): busy to utilisation, maybe, but not to the SMs.
@@ -176,7 +179,7 @@ def _orphan_process(s: Subject, e: Evidence) -> Sentence:
         "pid": str(e["pid"]),
         "program_words": _program(s, e),
         "gpu": _gpu(s, e),
-        "memory": _bytes(e["used_memory_bytes"]),
+        "memory_bytes": _bytes(e["used_memory_bytes"]),
     }
     return (Note(form, params),)
 
@@ -311,7 +314,7 @@ def _log_loss(s: Subject, e: Evidence) -> Sentence:
                 {
                     "lines": e["missing_lines"],
                     "expected": e["expected_lines"],
-                    "seqs": ", ".join(shown),
+                    "seqs": shown,
                     "more": more,
                 },
             )
@@ -391,6 +394,26 @@ def _monitoring_lag(s: Subject, e: Evidence) -> Sentence:
 # A GPU health condition's: which GPU, on which node.
 _HEALTH: dict[str, Reader] = {"gpu": _gpu, "node": _subject("node")}
 
+
+def _store_space_low(s: Subject, e: Evidence) -> Sentence:
+    """When the store fills its volume against the warning's horizon, as both are written."""
+    fills_in, limit = e["fills_in_seconds"], e["limit_seconds"]
+    if not isinstance(fills_in, int | float) or not isinstance(limit, int | float):
+        raise TypeError("store_space_low's evidence lacks its figures")
+    return (
+        Note(
+            f"finding.store_space_low.{compare_seconds(fills_in, limit)}",
+            {
+                "store": s["store"],
+                "free_bytes": _bytes(e["free_bytes"]),
+                "growth_bytes": _bytes(e["growth_bytes_per_day"]),
+                "fills_in_seconds": fills_in,
+                "limit_seconds": limit,
+            },
+        ),
+    )
+
+
 _BY_DETECTOR: dict[str, Wording] = {
     # The node agent's findings.
     "nvml_unavailable": _note("finding.nvml_unavailable", node=_subject("node")),
@@ -405,20 +428,23 @@ _BY_DETECTOR: dict[str, Wording] = {
         "finding.memory_without_process",
         node=_subject("node"),
         gpu=_gpu,
-        memory=_memory("excess_bytes"),
+        memory_bytes=_memory("excess_bytes"),
     ),
     node_leaks.OWNER_STATE_UNKNOWN: _note(
         "finding.owner_state_unknown", node=_subject("node"), source=_text("source")
     ),
     "allocated_idle": _allocated_idle,
     "vanished_process": _note(
-        "finding.vanished_process", pid=_text("pid"), gpu=_gpu, memory=_memory("used_memory_bytes")
+        "finding.vanished_process",
+        pid=_text("pid"),
+        gpu=_gpu,
+        memory_bytes=_memory("used_memory_bytes"),
     ),
     "orphan_process": _orphan_process,
     "unreleased_memory": _note(
         "finding.unreleased_memory",
         pid=_text("pid"),
-        memory=_memory("used_memory_bytes"),
+        memory_bytes=_memory("used_memory_bytes"),
         gpu=_gpu,
         owner=_owner,
     ),
@@ -521,14 +547,8 @@ _BY_DETECTOR: dict[str, Wording] = {
     "agent_unreachable": _error("agent_unreachable", "agent"),
     "log_pipeline_unreachable": _error("log_pipeline_unreachable", "pipeline"),
     "store_unreachable": _error("store_unreachable", "store"),
-    "store_space_low": _note(
-        "finding.store_space_low",
-        store=_subject("store"),
-        free=_memory("free_bytes"),
-        growth=_memory("growth_bytes_per_day"),
-        fills_in_seconds=_evidence("fills_in_seconds"),
-        limit_seconds=_evidence("limit_seconds"),
-    ),
+    "store_space_low": _store_space_low,
     "accounting_unreachable": _error("accounting_unreachable", "accounting"),
+    "scheduler_partly_visible": _error("scheduler_partly_visible", "scheduler"),
     "alertmanager_unreachable": _error("alertmanager_unreachable"),
 }

@@ -5,7 +5,7 @@ names what to tune after launch and never blocks one. Pure."""
 
 from __future__ import annotations
 
-from observer.domain import Expectation
+from observer.domain import Comparison, Expectation, compare_seconds, compare_shares
 from observer.probes.outcome import is_quota_reason
 from observer.reports.compute.criteria.result import (
     CriterionResult,
@@ -34,12 +34,16 @@ def _low_utilisation(gpu: GpuFigures, rules: VerdictRules) -> CriterionResult | 
     allocated GPUs all ran flat out would average its allocated share. The lowest use of
     its allocation first."""
     limit = rules.later_utilisation_share_of_allocated
-    low: dict[str, tuple[float, float]] = {}
+    low: dict[str, tuple[float, float, float]] = {}
     for pool, use in gpu.by_pool.items():
-        used = use.utilization.avg_percent if use.utilization else None
+        percent = use.utilization.avg_percent if use.utilization else None
         allocated = use.allocated_share
-        if used is not None and allocated and used / 100.0 < limit * allocated:
-            low[pool] = (used / 100.0, allocated)
+        if percent is None or not allocated:
+            continue
+        used = percent / 100.0
+        # Below the limit as both are written in percent beside each other.
+        if compare_shares(used / allocated, limit) is Comparison.LESS:
+            low[pool] = (used, allocated, used / allocated)
     if not low:
         return None
     evidence = [
@@ -49,10 +53,11 @@ def _low_utilisation(gpu: GpuFigures, rules: VerdictRules) -> CriterionResult | 
                 "pool": pool,
                 "utilisation_share": used,
                 "allocated_share": allocated,
+                "used_share": used_of_allocated,
                 "limit_share": limit,
             },
         )
-        for pool, (used, allocated) in sorted(low.items(), key=lambda p: p[1][0] / p[1][1])
+        for pool, (used, allocated, used_of_allocated) in sorted(low.items(), key=lambda p: p[1][2])
     ]
     return _later(LOW_UTILISATION, evidence, Subjects(pools=tuple(sorted(low))))
 
@@ -74,7 +79,11 @@ def _long_quota_holds(soak: PeriodData, rules: VerdictRules) -> CriterionResult 
         if reasons and all(is_quota_reason(r) for r in reasons):
             held(sample.state.tenant, sample.state.longest_wait_seconds)
     bound = rules.later_quota_hold_seconds
-    long = {tenant: seconds for tenant, seconds in longest.items() if seconds > bound}
+    long = {
+        tenant: seconds
+        for tenant, seconds in longest.items()
+        if compare_seconds(seconds, bound) is Comparison.MORE
+    }
     if not long:
         return None
     evidence = [

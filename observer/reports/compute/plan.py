@@ -75,7 +75,7 @@ def plan(
         params = {
             "criterion": c.criterion,
             "subject": c.subjects.params(),
-            "probes": ", ".join(probes),
+            "probes": list(probes),
             "detectors": list(detectors),
             **watch,
         }
@@ -84,7 +84,7 @@ def plan(
         steps.append(Note(f"reverify.{c.criterion}", params))
         unplanned = [p for p in probes if p not in context.planned_copies]
         if unplanned:
-            steps.append(Note("reverify.add_to_plan", {"probes": ", ".join(unplanned)}))
+            steps.append(Note("reverify.add_to_plan", {"probes": unplanned}))
     windows = [w.name for w in context.calendar.windows]
     days = max(MIN_REVERIFY_DAYS, rules.fairness_persistence_m)
     steps.append(Note("reverify.rerun", {"days": days, "windows": windows}))

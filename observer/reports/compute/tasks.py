@@ -10,7 +10,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from observer.domain import Expectation, Finding, Outcome, ProbeRun
+from observer.domain import Expectation, Finding, JsonValue, Outcome, ProbeRun
 from observer.probes.outcome import OBSERVER_REASONS, cancelled_by_observer
 from observer.records import ProbeSkip, SkipReason, StoredNodeChange
 from observer.reports.compute.causes import Cause, Classified, classify
@@ -107,7 +107,7 @@ def explain(run: ProbeRun) -> Note | None:
         said = " — ".join(w for w in (first.state, first.reason) if w)
         return Note(
             "why.passed_after_requeue",
-            {"nodes": ", ".join(first.nodes) or "—", "words": said, "attempts": len(run.attempts)},
+            {"nodes": list(first.nodes), "words": said, "attempts": len(run.attempts)},
         )
     if cancelled_by_observer(run):
         return Note(
@@ -129,22 +129,23 @@ def explain(run: ProbeRun) -> Note | None:
             )
         return Note("why.timed_out_silent", {"deadline_seconds": deadline})
     if run.outcome is Outcome.NO_GPU:
-        return Note("why.no_gpu", {"nodes": ", ".join(run.node_names) or "—", **_words(run)})
+        return _said("why.no_gpu", run, nodes=list(run.node_names))
     if run.reason in OBSERVER_REASONS:
         return Note("why.observer", {"reason": run.reason, "message_words": run.message or "—"})
     if run.outcome is Outcome.FAILED and run.expectation is not Expectation.SUCCEED:
-        return Note("why.unexpected", {"expectation": run.expectation.value, **_words(run)})
+        return _said("why.unexpected", run, expectation=run.expectation.value)
     if run.reason is None and run.message is None and run.exit_code is None:
         return Note("why.none")
-    return Note("why.platform", _words(run))
+    return _said("why.platform", run)
 
 
-def _words(run: ProbeRun) -> dict[str, str]:
-    """The platform's words on a run as one phrase: reason, message, exit code."""
-    said = [w for w in (run.reason, run.message) if w]
-    if run.exit_code is not None:
-        said.append(f"exit {run.exit_code}")
-    return {"words": " — ".join(said) or "—"}
+def _said(key: str, run: ProbeRun, **params: JsonValue) -> Note:
+    """`key` with the platform's words on a run (reason, message) as one phrase; for a run
+    that exited, `key`.exit with its exit code, which is no word of the platform's."""
+    words = " — ".join(w for w in (run.reason, run.message) if w) or "—"
+    if run.exit_code is None:
+        return Note(key, {**params, "words": words})
+    return Note(f"{key}.exit", {**params, "words": words, "exit_code": run.exit_code})
 
 
 def _between(start: datetime | None, end: datetime | None) -> float | None:

@@ -71,6 +71,7 @@ def bars(
     series: Sequence[Series],
     fmt: Callable[[float | None], str],
     no_data: str,
+    labelled: Callable[[str, str], str],
 ) -> str:
     """Horizontal grouped bars, one group per category, one bar per series, scaled to the
     largest value."""
@@ -98,7 +99,7 @@ def bars(
                 body.append(
                     f'<rect x="{label_width}" y="{by}" width="{width:.1f}" '
                     f'height="{bar_height - 3}" fill="{PALETTE[i % len(PALETTE)]}">'
-                    f"<title>{escape(s.label)}: {escape(text)}</title></rect>"
+                    f"<title>{escape(labelled(s.label, text))}</title></rect>"
                 )
             else:
                 width = 0.0
@@ -117,6 +118,7 @@ def lines(
     series: Sequence[Series],
     fmt: Callable[[float | None], str],
     no_data: str,
+    labelled: Callable[[str, str], str],
     *,
     axis: str,
     bands: Sequence[Band] = (),
@@ -181,8 +183,8 @@ def lines(
             runs[-1].append(f"{x:.1f},{y:.1f}")
             body.append(
                 f'<circle cx="{x:.1f}" cy="{y:.1f}" r="3" fill="{colour}">'
-                f"<title>{escape(categories[c])} {escape(s.label)}: "
-                f"{escape(fmt(value))}</title></circle>"
+                f"<title>{escape(categories[c])} {escape(labelled(s.label, fmt(value)))}"
+                "</title></circle>"
             )
         body += [
             f'<polyline points="{" ".join(points)}" fill="none" stroke="{colour}" '

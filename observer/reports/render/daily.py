@@ -430,6 +430,7 @@ def _tenant_wait_chart(f: PeriodFigures, w: Words) -> str:
         ],
         w.duration,
         w("chart.no_data"),
+        w.labelled,
     )
 
 
@@ -450,6 +451,7 @@ def _window_chart(f: PeriodFigures, w: Words) -> str:
         ],
         w.duration,
         w("chart.no_data"),
+        w.labelled,
     )
     util = charts.bars(
         "peak-vs-night-utilisation",
@@ -463,5 +465,6 @@ def _window_chart(f: PeriodFigures, w: Words) -> str:
         ],
         w.percent,
         w("chart.no_data"),
+        w.labelled,
     )
     return waits + util

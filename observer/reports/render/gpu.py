@@ -230,7 +230,7 @@ def _util_row(
         w.percent(utilization(day, "avg_percent")),
         w.percent(utilization(day, "p50_percent")),
         w.percent(utilization(day, "p95_percent")),
-        " ".join(str(n) for n in day.deciles) if day else "—",
+        " ".join(w.integer(n) for n in day.deciles) if day else "—",
         w.percent(utilization(prev, "avg_percent")),
         w.percent(utilization(soak, "avg_percent")),
     ]
@@ -248,6 +248,7 @@ def utilisation_chart(title_key: str, f: PeriodFigures, w: Words) -> str:
         [charts.Series(w("chart.used"), util), charts.Series(w("chart.allocated"), allocated)],
         w.percent,
         w("chart.no_data"),
+        w.labelled,
         axis=w("chart.hour_axis", timezone=w.zone(f.start, f.end)),
         bands=[
             charts.Band(window, frozenset(hours)) for window, hours in f.gpu.hours_by_window.items()

@@ -7,6 +7,7 @@ from __future__ import annotations
 import gettext
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import date, datetime, time, timedelta, tzinfo
+from decimal import Decimal
 from functools import cache, lru_cache
 from pathlib import Path
 from typing import Literal
@@ -17,7 +18,7 @@ from babel.lists import format_list
 from babel.numbers import format_decimal, format_percent
 from babel.units import format_unit
 
-from observer.domain import Expectation, JsonValue
+from observer.domain import Expectation, JsonValue, duration_parts
 from observer.reports.compute.findings import Sentence
 from observer.reports.compute.notes import Note
 
@@ -40,6 +41,9 @@ _READERS_ZONE = {("zh-CN", "Asia/Shanghai"): "北京时间"}
 # How a probe was expected to end (observer.domain.Expectation): refused, or failed.
 _REFUSALS = frozenset({Expectation.BLOCKED, Expectation.DENIED})
 _FAILURES = frozenset({Expectation.FAIL, Expectation.FAIL_TO_START, Expectation.OOM})
+# Memory in the binary units NVML and nvidia-smi count in (CLDR has only the decimal GB and
+# MB): GiB with one decimal from 1 GiB, whole MiB under it; the number as the language writes it.
+_BINARY_UNITS = ((2**30, "GiB", "#,##0.0"), (2**20, "MiB", "#,##0"))
 # Durations in CLDR's short units ("6小时23分钟"), but English keeps the SI symbols the
 # detectors' rule texts use ("> 60 s"): CLDR's "2 hr 20 min", "0 sec" read worse beside them.
 _SI_UNITS = {
@@ -92,6 +96,10 @@ class Words:
         Chinese, with no space before)."""
         return self("word.aside", text=text, aside=aside)
 
+    def labelled(self, label: str, value: str) -> str:
+        """A value after its label (a chart's tooltip), with the language's colon."""
+        return self("word.labelled", label=label, value=value)
+
     def names(self, names: Sequence[str], more: int = 0) -> str:
         """Names (tenants, pools, nodes, probes) listed as the language lists them, and how
         many more a list cut short leaves out."""
@@ -137,6 +145,8 @@ class Words:
             return self.duration(float(value))
         if (name == "share" or name.endswith("_share")) and isinstance(value, int | float):
             return self.percent(100.0 * value)
+        if name.endswith("_bytes") and isinstance(value, int | float):
+            return self.memory(value)
         if name == "subject" and isinstance(value, Mapping):
             return self.subject(value)
         if name == "criterion" and isinstance(value, str):
@@ -153,6 +163,8 @@ class Words:
             )
         if name == "layer" and isinstance(value, str):
             return self(f"src.{value}")
+        if name == "basis" and isinstance(value, str):
+            return self(f"basis.{value}")
         if name == "why" and isinstance(value, str):
             return self(f"coverage.why.{value}")
         if (name == "words" or name.endswith("_words")) and isinstance(value, str):
@@ -160,6 +172,8 @@ class Words:
             return self.quoted(value)
         if name == "outcome" and isinstance(value, str) and self._known(f"outcome.{value}"):
             return self(f"outcome.{value}")
+        if name == "action" and isinstance(value, str) and self._known(f"action.{value}"):
+            return self(f"action.{value}")
         if name == "expectation" and isinstance(value, str):
             return self(f"expectation.{value}")
         if name == "xid_meaning" and isinstance(value, str):
@@ -168,6 +182,9 @@ class Words:
             return self(f"xid_class.{value}")
         if (name == "at" or name.endswith("_at")) and isinstance(value, str):
             return self.instant(datetime.fromisoformat(value))
+        if isinstance(value, Mapping):
+            # Names, each with its figure (a tenant's users and their GPUs).
+            return self.names([self("names.figure", name=k, figure=v) for k, v in value.items()])
         if isinstance(value, list | tuple):
             shown, more = (value[:-1], value[-1]) if value and _is_count(value[-1]) else (value, 0)
             return self.names([str(v) for v in shown], more)
@@ -208,6 +225,14 @@ class Words:
     def duration(self, seconds: float | None) -> str:
         return self("word.not_observed") if seconds is None else _duration(seconds, self.language)
 
+    def memory(self, size_bytes: float | None) -> str:
+        if size_bytes is None:
+            return self("word.not_observed")
+        size, symbol, pattern = next(
+            (unit for unit in _BINARY_UNITS if size_bytes >= unit[0]), _BINARY_UNITS[-1]
+        )
+        return f"{_number(size_bytes / size, pattern, self.language)} {symbol}"
+
     # -- times ---------------------------------------------------------------------------
 
     def day(self, value: date) -> str:
@@ -247,7 +272,7 @@ def forget_texts() -> None:
 
 
 @lru_cache(maxsize=16384)
-def _number(value: float, pattern: str, language: Language) -> str:
+def _number(value: float | Decimal, pattern: str, language: Language) -> str:
     return format_decimal(value, pattern, locale=_LOCALE[language])
 
 
@@ -258,23 +283,11 @@ def _percent(value: float, language: Language) -> str:
 
 @lru_cache(maxsize=16384)
 def _duration(seconds: float, language: Language) -> str:
-    if seconds < 60:
-        return _unit(seconds, "duration-second", language)
-    days, rest = divmod(round(seconds), 86400)
-    hours, rest = divmod(rest, 3600)
-    minutes, secs = divmod(rest, 60)
-    # The two largest units that are not zero; seconds only under an hour.
-    parts = [
-        (days, "duration-day"),
-        (hours, "duration-hour"),
-        (minutes, "duration-minute"),
-        (0 if days or hours else secs, "duration-second"),
-    ]
-    shown = [_unit(n, unit, language) for n, unit in parts if n][:2]
+    shown = [_unit(n, f"duration-{unit}", language) for n, unit in duration_parts(seconds)]
     return format_list(shown, style="unit-narrow", locale=_LOCALE[language])
 
 
-def _unit(value: float, unit: str, language: Language) -> str:
+def _unit(value: float | Decimal, unit: str, language: Language) -> str:
     symbols = _SI_UNITS.get(language)
     if symbols is not None:
         return symbols[unit].format(_number(value, "#,##0.#", language))

@@ -68,7 +68,7 @@ def inference_blocks(figures: InferenceFigures | None, w: Words) -> list[Block]:
             [
                 [
                     w(f"inference.phase.{row.kind.value}"),
-                    ", ".join(window(name) for name in row.windows),
+                    w.names([window(name) for name in row.windows]),
                     w.instant(row.phase.started_at),
                     w(
                         "inference.replicas",

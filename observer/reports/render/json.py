@@ -5,8 +5,10 @@ and owner_state_known_nodes (null: no node sampled), alerts_total,
 manual_interventions_total, incidents_opened, findings...) at the top, the report's
 dataclass field names below them (the verdict's `tiers` by failure class, each item with its
 line of text); the daily summary's `task_records`, one per run, last.
-Every instant is in the platform's timezone, ISO 8601 with its offset. Nothing depends on
-when a report is rendered."""
+Every instant is in the platform's timezone, ISO 8601 with its offset: the report's own and
+those detectors keep in their evidence, in UTC, as text (`plain`, which the pages' evidence and
+`observer findings` and `runs` print through too). Nothing depends on when a report is
+rendered."""
 
 from __future__ import annotations
 
@@ -229,7 +231,8 @@ def _num(value: float | None) -> float | None:
 
 
 def plain(value: Any, zone: tzinfo) -> Any:
-    """`value` as JSON, its instants in `zone` (the platform's)."""
+    """`value` as JSON, its instants in `zone` (the platform's): datetimes, and the ISO 8601
+    texts with an offset that evidence holds."""
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return {f.name: plain(getattr(value, f.name), zone) for f in dataclasses.fields(value)}
     if isinstance(value, Enum):
@@ -246,7 +249,21 @@ def plain(value: Any, zone: tzinfo) -> Any:
         return sorted(items) if isinstance(value, frozenset | set) else items
     if isinstance(value, float):
         return _num(value)
+    if isinstance(value, str):
+        return _instant_text(value, zone)
     return value
+
+
+def _instant_text(text: str, zone: tzinfo) -> str:
+    """An instant a detector wrote into its evidence (`isoformat()`, in UTC), in `zone`; any
+    other text, a time without an offset included (its zone is not known), as it is."""
+    if len(text) < 19 or text[10] != "T":
+        return text
+    try:
+        at = datetime.fromisoformat(text)
+    except ValueError:
+        return text
+    return text if at.tzinfo is None else at.astimezone(zone).isoformat()
 
 
 def json_text(data: Mapping[str, Any]) -> str:

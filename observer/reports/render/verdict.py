@@ -228,4 +228,5 @@ def _days_chart(v: Verdict, w: Words) -> str:
         ],
         lambda x: w.integer(None if x is None else round(x)),
         w("chart.no_data"),
+        w.labelled,
     )

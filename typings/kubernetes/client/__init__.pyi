@@ -40,6 +40,7 @@ class CoreV1Api:
         namespace: str,
         *,
         label_selector: str | None = None,
+        field_selector: str | None = None,
         limit: int | None = None,
         _request_timeout: _Timeout = None,
     ) -> V1PodList: ...
@@ -115,7 +116,7 @@ class AppsV1Api:
 class BatchV1Api:
     def __init__(self, api_client: ApiClient | None = None) -> None: ...
     def create_namespaced_job(
-        self, namespace: str, body: V1Job, *, _request_timeout: _Timeout = None
+        self, namespace: str, body: V1Job | _Body, *, _request_timeout: _Timeout = None
     ) -> V1Job: ...
     def read_namespaced_job(
         self, name: str, namespace: str, *, _request_timeout: _Timeout = None
@@ -125,6 +126,7 @@ class BatchV1Api:
         namespace: str,
         *,
         label_selector: str | None = None,
+        field_selector: str | None = None,
         _request_timeout: _Timeout = None,
     ) -> V1JobList: ...
     def delete_namespaced_job(
@@ -228,7 +230,9 @@ class V1EnvVar:
 class V1ResourceRequirements:
     limits: dict[str, str] | None
     requests: dict[str, str] | None
-    def __init__(self, *, limits: dict[str, str] | None = None) -> None: ...
+    def __init__(
+        self, *, limits: dict[str, str] | None = None, requests: dict[str, str] | None = None
+    ) -> None: ...
 
 class V1Capabilities:
     add: list[str] | None
@@ -354,6 +358,7 @@ class V1PodSpec:
     init_containers: list[V1Container] | None
     node_name: str | None
     priority_class_name: str | None
+    runtime_class_name: str | None
     affinity: V1Affinity | None
     security_context: V1PodSecurityContext | None
     def __init__(
@@ -362,6 +367,7 @@ class V1PodSpec:
         containers: list[V1Container],
         restart_policy: str | None = None,
         priority_class_name: str | None = None,
+        runtime_class_name: str | None = None,
         affinity: V1Affinity | None = None,
         node_selector: dict[str, str] | None = None,
         tolerations: list[V1Toleration] | None = None,

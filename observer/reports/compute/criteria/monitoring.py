@@ -4,7 +4,15 @@ bound while a controller ran (monitoring_lag_bound). Pure."""
 
 from __future__ import annotations
 
-from observer.domain import Finding, FindingKind, Outcome, Severity
+from observer.domain import (
+    Comparison,
+    Finding,
+    FindingKind,
+    JsonValue,
+    Outcome,
+    Severity,
+    compare_seconds,
+)
 from observer.records import controller_not_running, overlap_seconds
 from observer.reports.compute.criteria.result import (
     CriterionResult,
@@ -121,23 +129,21 @@ def monitoring_lag_bound(
         closed = f.closed_at or end
         return (closed - f.opened_at).total_seconds() - overlap_seconds(f.opened_at, closed, down)
 
+    # Over the bound as both durations are written: "lasted 1 h, bound 1 h" is within it.
+    conditions = [f for f in lag if f.kind is FindingKind.CONDITION]
     over = [
         f
-        for f in lag
-        if f.kind is FindingKind.CONDITION and lasted(f) > rules.monitoring_lag_max_seconds
+        for f in conditions
+        if compare_seconds(lasted(f), rules.monitoring_lag_max_seconds) is Comparison.MORE
     ]
-    longest = max((lasted(f) for f in lag), default=0.0)
-    evidence = [
-        Note(
-            "ev.lag",
-            {
-                "conditions": len(lag),
-                "over": len(over),
-                "longest_seconds": longest,
-                "limit_seconds": rules.monitoring_lag_max_seconds,
-            },
-        )
-    ]
+    params: dict[str, JsonValue] = {
+        "conditions": len(conditions),
+        "over": len(over),
+        "longest_seconds": max((lasted(f) for f in conditions), default=0.0),
+        "limit_seconds": rules.monitoring_lag_max_seconds,
+    }
+    form = "ev.lag.over" if over else "ev.lag.within" if conditions else "ev.lag.none"
+    evidence = [Note(form, params)]
     return result(
         name,
         Status.FAIL if over else Status.PASS,

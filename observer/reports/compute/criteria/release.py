@@ -8,7 +8,7 @@ from collections import Counter
 from collections.abc import Iterable
 
 from observer.detectors import quota_reclaim
-from observer.domain import Finding, JsonValue
+from observer.domain import Finding, JsonValue, compare_seconds
 from observer.probes.catalog import QUOTA_PROBE, RECLAIM_PROBE
 from observer.reports.compute.criteria.result import (
     EXAMPLES,
@@ -73,26 +73,30 @@ def quota_released(
                 "limit_seconds": rules.quota_reclaim_seconds,
             },
         ),
-        *(
-            Note(
-                "ev.quota_not_reclaimed",
-                {
-                    "tenant": f.subject.get("tenant"),
-                    "run_id": f.subject.get("run_id"),
-                    "waited_seconds": f.evidence.get("waited_seconds"),
-                    "limit_seconds": f.evidence.get("reclaim_seconds"),
-                    "reason_words": f.evidence.get("pending_reason") or "-",
-                    "message_words": f.evidence.get("pending_message") or "-",
-                },
-            )
-            for f in sorted(held, key=lambda f: f.opened_at)[:EXAMPLES]
-        ),
+        *(_not_reclaimed(f) for f in sorted(held, key=lambda f: f.opened_at)[:EXAMPLES]),
     ]
     if held:
         return result(
             name, Status.FAIL, evidence, FailureClass.MUST_FIX, held, soak.period, context.calendar
         )
     return result(name, Status.PASS if waits else Status.NOT_OBSERVED, evidence)
+
+
+def _not_reclaimed(finding: Finding) -> Note:
+    """A within-quota task still held, worded by its wait against the bound as both are
+    written."""
+    waited, limit = finding.evidence.get("waited_seconds"), finding.evidence.get("reclaim_seconds")
+    params: dict[str, JsonValue] = {
+        "tenant": finding.subject.get("tenant"),
+        "run_id": finding.subject.get("run_id"),
+        "waited_seconds": waited,
+        "limit_seconds": limit,
+        "reason_words": finding.evidence.get("pending_reason") or "-",
+        "message_words": finding.evidence.get("pending_message") or "-",
+    }
+    if not isinstance(waited, int | float) or not isinstance(limit, int | float):
+        return Note("ev.quota_not_reclaimed.unmeasured", params)
+    return Note(f"ev.quota_not_reclaimed.{compare_seconds(waited, limit)}", params)
 
 
 def no_unreleased_resources(

@@ -6,9 +6,18 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from datetime import datetime
+from typing import Any
 
 from observer.detectors import fairness, unexplained_wait
-from observer.domain import Finding, JsonValue, ProbeRun, compare
+from observer.domain import (
+    Comparison,
+    Finding,
+    JsonValue,
+    ProbeRun,
+    compare,
+    compare_seconds,
+    written,
+)
 from observer.probes.windows import occurrence_of
 from observer.reports.compute.criteria.result import (
     CriterionResult,
@@ -84,7 +93,7 @@ def no_persistent_unfairness(
         occurrence = occurrence_of(calendar, run.window, run.submitted_at)
         if occurrence is not None:
             seen.setdefault(run.window, set()).add(occurrence.start)
-    per_window = [f"{w} {len(s)}" for w, s in sorted(seen.items())]
+    per_window = {w: len(s) for w, s in sorted(seen.items())}
     covered = Note(
         "ev.fairness", {"occurrences": per_window, "needed": rules.fairness_persistence_k}
     )
@@ -149,6 +158,25 @@ def _shortfall(finding: Finding) -> Note | None:
     )
 
 
+def _stretch(tenant: str, worst: Mapping[str, Any]) -> Note:
+    """The stretch the tenant got least in, worded by its GPUs against its entitlement as both
+    are written; how many short is their written difference, so the three figures add up."""
+    received, entitled = float(worst["received_gpus"]), float(worst["entitled_gpus"])
+    params: dict[str, JsonValue] = {
+        "tenant": tenant,
+        "window": worst.get("window"),
+        "start_at": worst.get("start"),
+        "end_at": worst.get("end"),
+        "received_gpus": received,
+        "entitled_gpus": entitled,
+        "basis": str(worst.get("entitlement_basis") or fairness.WEIGHTED_SHARE),
+    }
+    comparison = compare(received, entitled)
+    if comparison is Comparison.LESS:
+        params["short_gpus"] = float(written(entitled) - written(received))
+    return Note(f"ev.unfair_stretch.{comparison}", params)
+
+
 def _unfairness_explained(finding: Finding) -> list[Note]:
     """What a persistent_unfairness finding's evidence says of why: the stretch in which the
     tenant got least (when, how many GPUs short, against which entitlement), who held the GPUs
@@ -157,32 +185,22 @@ def _unfairness_explained(finding: Finding) -> list[Note]:
     notes: list[Note] = []
     worst = finding.evidence.get("worst_stretch")
     if isinstance(worst, Mapping):
-        basis = str(worst.get("entitlement_basis") or fairness.WEIGHTED_SHARE)
-        notes.append(
-            Note(
-                f"ev.unfair_stretch.{basis}",
-                {
-                    "tenant": tenant,
-                    "window": worst.get("window"),
-                    "start_at": worst.get("start"),
-                    "end_at": worst.get("end"),
-                    "short_gpus": worst.get("short_gpus"),
-                    "received_gpus": worst.get("received_gpus"),
-                    "entitled_gpus": worst.get("entitled_gpus"),
-                },
-            )
-        )
+        notes.append(_stretch(tenant, worst))
         for holder in worst.get("holders") or []:
-            name = holder.get("tenant")
-            notes.append(
-                Note("ev.unfair_holder", {"holder": name, "beyond_gpus": holder.get("beyond_gpus")})
-            )
+            name, beyond = holder.get("tenant"), holder.get("beyond_gpus")
+            # A holder whose GPUs beyond its share are written 0.0 held none that shows.
+            if compare(beyond or 0.0, 0.0) is not Comparison.MORE:
+                continue
+            notes.append(Note("ev.unfair_holder", {"holder": name, "beyond_gpus": beyond}))
             for kind in ("priority", "user"):
                 if by := holder.get(f"by_{kind}"):
-                    names = [f"{who} {gpus:.1f}" for who, gpus in by.items()]
-                    notes.append(Note(f"ev.unfair_holder_{kind}", {"holder": name, "names": names}))
+                    notes.append(Note(f"ev.unfair_holder_{kind}", {"holder": name, "names": by}))
     for other in finding.evidence.get("favoured_with_longer_waits") or []:
         received, entitled = other.get("received_gpus"), other.get("entitled_gpus")
+        waits = other.get("median_wait_seconds"), other.get("others_median_wait_seconds")
+        # "Waited longer" only where the two waits, as written, say so.
+        if None in waits or compare_seconds(*waits) is not Comparison.MORE:
+            continue
         notes.append(
             Note(
                 f"ev.unfair_favoured.{compare(received, entitled)}",

@@ -118,7 +118,7 @@ def inference_available(soak: PeriodData, context: ReportContext) -> CriterionRe
     if figures is None and not unavailable and not stalled:
         return result(name, Status.NOT_OBSERVED, [Note("ev.no_inference")])
     whole = next((w for w in figures.windows if w.window == WHOLE_DAY), None) if figures else None
-    services = ", ".join(figures.services) if figures else "-"
+    services = list(figures.services) if figures else []
     evidence = [
         Note(
             "ev.inference",

@@ -1,0 +1,239 @@
+"""The checks only a machine with a real NVIDIA GPU can make, in one command of a few minutes.
+
+    bash bench/device_check.sh              # a GPU node: the real driver and libcuda.so.1
+    bash bench/device_check.sh --stand-in   # anywhere: the stand-in libraries, to keep it working
+
+Progress goes to stderr; the last line of stdout is one JSON object:
+- device: the driver's version and each GPU's name and memory, as NVML gives them;
+- burn: `observer probe gpu-burn` for --seconds on GPU 0 with `observer agent` beside it:
+  the utilisation of GPU 0 the agent read each second (p50 and min over the burn's middle),
+  the burn's own duty figure, whether the agent listed the burn's pid on GPU 0 and with what
+  GPU memory, and the burn's CPU seconds per GPU-second (its context syncs blocking);
+- sampling: the agent's sampler per GPU against the bare pynvml loop of the same calls
+  (bench/agent_sampling.py's measure), on every GPU present;
+- xid: whether NVML's event set takes each GPU's Xid errors (`registered`, or the error);
+- not_checked: what this script does not check yet, and why.
+
+On the stand-in the GPU's utilisation and process list are what the script writes into the
+stand-in's state file, so `burn` proves the path (agent, attribution, JSON), not the GPU.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pynvml
+from agent_sampling import _cpu_seconds, _free_port, _get, _per_gpu_us, _raw_round, _wait_until
+from prometheus_client import CollectorRegistry
+
+from observer.agent.sampler import Sampler
+from observer.clock import SystemClock
+from observer.gpu.nvml import NvmlGpuBackend, NvmlXidEvents
+from observer.metrics import AgentMetrics
+
+REPO = Path(__file__).resolve().parent.parent
+SAMPLING_ROUNDS = 500
+# What the issue asks of this check that the observer cannot do yet (issue 33).
+NOT_CHECKED = {
+    "gpm": "the agent does not sample GPM (SM activity) yet",
+    "gpu_comm": "`observer probe gpu-comm` is not built yet",
+    "mig": "the agent does not enumerate MIG instances yet",
+}
+
+
+def say(message: str) -> None:
+    print(f"device_check: {message}", file=sys.stderr, flush=True)
+
+
+def device(library: Path | None) -> dict[str, Any]:
+    backend = NvmlGpuBackend(SystemClock(), library)
+    info = backend.open()
+    try:
+        gpus = [backend.identify(index) for index in range(info.device_count)]
+    finally:
+        backend.close()
+    return {
+        "driver_version": info.driver_version,
+        "gpus": [
+            {"index": g.index, "name": g.name, "memory_total_bytes": g.memory_total_bytes}
+            for g in gpus
+        ],
+    }
+
+
+@contextmanager
+def agent_beside(work: Path, library: Path | None, env: dict[str, str]) -> Iterator[str]:
+    """`observer agent` at 1 Hz with no owner directory; yields its base URL."""
+    port = _free_port()
+    agent = {"interval_seconds": 1.0, "owners": "none", "listen_host": "127.0.0.1"}
+    agent |= {"listen_port": port, "node_name": "device-check"}
+    if library is not None:
+        agent["nvml_library_path"] = str(library)
+    config = work / "agent.yaml"
+    config.write_text(json.dumps({"agent": agent}))
+    log = work / "agent.log"
+    with log.open("wb") as out:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "observer.cli", "agent", "--config", str(config)],
+            env=env,
+            stdout=out,
+            stderr=out,
+        )
+    base = f"http://127.0.0.1:{port}"
+    try:
+        _wait_until(lambda: _get(f"{base}/healthz")["status"] == "ok", proc, "the agent", log)
+        yield base
+    finally:
+        proc.terminate()
+        proc.wait(30)
+
+
+def burn(work: Path, seconds: int, stand_in: Stand | None) -> dict[str, Any]:
+    env = {**os.environ, "PYTHONPATH": str(REPO), "CUDA_VISIBLE_DEVICES": "0"}
+    library = None
+    if stand_in is not None:
+        env |= stand_in.env
+        library = stand_in.nvml
+    with agent_beside(work, library, env) as base:
+        command = [sys.executable, "-m", "observer.cli", "probe", "gpu-burn"]
+        command += ["--seconds", str(seconds), "--memory-gib", "1"]
+        proc = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, text=True)
+        if stand_in is not None:
+            stand_in.busy(proc.pid)
+        utilisation, attributed, memory = [], False, None
+        started = time.monotonic()
+        cpu_before = _cpu_seconds(proc.pid)[0]
+        cpu = cpu_before
+        while proc.poll() is None:
+            time.sleep(1)
+            elapsed = time.monotonic() - started
+            try:
+                cpu = _cpu_seconds(proc.pid)[0]
+            except OSError:
+                break  # it ended between poll() and the read
+            snapshot = _get(f"{base}/v1/snapshot")
+            gpu0 = next((g for g in snapshot["gpus"] if g["index"] == 0), None)
+            if 0.2 * seconds < elapsed < 0.8 * seconds and gpu0 and gpu0["sample"]:
+                utilisation.append(gpu0["sample"]["utilization_gpu_percent"])
+            for process in snapshot["processes"]:
+                if process["pid"] == proc.pid and process["gpu_index"] == 0:
+                    attributed, memory = True, process["used_memory_bytes"]
+        output, _ = proc.communicate()
+    known = [u for u in utilisation if u is not None]
+    return {
+        "seconds": seconds,
+        "exit_code": proc.returncode,
+        "burn_says": output.strip().splitlines()[-1] if output.strip() else None,
+        "utilization_gpu_percent": {
+            "p50": statistics.median(known) if known else None,
+            "min": min(known) if known else None,
+            "samples": len(utilisation),
+        },
+        "agent_attributed_pid": attributed,
+        "agent_used_memory_bytes": memory,
+        "cpu_seconds_per_gpu_second": round((cpu - cpu_before) / seconds, 4),
+    }
+
+
+def sampling(library: Path | None) -> dict[str, Any]:
+    clock = SystemClock()
+    backend = NvmlGpuBackend(clock, library)
+    sampler = Sampler(backend, clock, AgentMetrics(CollectorRegistry()), 1e9)
+    sampler.tick()  # opens NVML: pynvml's handles below are the sampler's library's
+    try:
+        gpus = pynvml.nvmlDeviceGetCount()
+        handles = [pynvml.nvmlDeviceGetHandleByIndex(i) for i in range(gpus)]
+        raw = _per_gpu_us(lambda: _raw_round(handles), SAMPLING_ROUNDS)
+        observer = _per_gpu_us(sampler.tick, SAMPLING_ROUNDS)
+    finally:
+        backend.close()
+    # _per_gpu_us divides by bench's 8 GPUs; here it is the GPUs present.
+    scale = 8 / gpus
+    return {
+        "gpus": gpus,
+        "observer_us_per_gpu": round(observer * scale, 2),
+        "raw_nvml_us_per_gpu": round(raw * scale, 2),
+        "ratio": round(observer / raw, 2),
+    }
+
+
+def xid(library: Path | None) -> dict[str, str]:
+    events = NvmlXidEvents(SystemClock(), library)
+    count = events.open()
+    try:
+        found = {}
+        for index in range(count):
+            error = events.register(index)
+            found[str(index)] = "registered" if error is None else f"{error.kind}: {error.message}"
+        return found
+    finally:
+        events.close()
+
+
+class Stand:
+    """The stand-in libraries and the state file that plays GPU 0 busy under the burn."""
+
+    def __init__(self, work: Path) -> None:
+        self.nvml = REPO / ".build/fake-nvml/libnvidia-ml.so.1"
+        self.cuda_dir = REPO / ".build/fake-cuda"
+        self.state = work / "nvml-state"
+        self.state.write_text(self._gpus(None))
+        self.env = {
+            "FAKE_NVML_STATE": str(self.state),
+            "LD_LIBRARY_PATH": f"{self.cuda_dir}:{os.environ.get('LD_LIBRARY_PATH', '')}",
+        }
+
+    def busy(self, pid: int) -> None:
+        self.state.write_text(self._gpus(pid))
+
+    @staticmethod
+    def _gpus(pid: int | None) -> str:
+        lines = []
+        for index in range(2):
+            busy = pid is not None and index == 0
+            line = (
+                f"gpu utilization_gpu_percent={97 if busy else 0} utilization_memory_percent=0 "
+                f"memory_used_bytes={2**30 if busy else 0} memory_total_bytes={141 * 2**30}"
+            )
+            lines.append(line + (f" processes={pid}:{2**30}" if busy else ""))
+        return "\n".join(lines) + "\n"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--stand-in", action="store_true", help="the stand-in libraries")
+    parser.add_argument("--seconds", type=int, default=60, help="how long the burn runs")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        work = Path(tmp)
+        stand = Stand(work) if args.stand_in else None
+        library = stand.nvml if stand else None
+        if stand is not None:
+            os.environ.update(stand.env)
+        say("device")
+        result: dict[str, Any] = {"library": "stand-in" if stand else "driver"}
+        result["device"] = device(library)
+        say(f"burn for {args.seconds} s with the agent beside it")
+        result["burn"] = burn(work, args.seconds, stand)
+        say("sampling cost")
+        result["sampling"] = sampling(library)
+        say("xid event registration")
+        result["xid"] = xid(library)
+        result["not_checked"] = NOT_CHECKED
+    print(json.dumps(result))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
