@@ -122,8 +122,10 @@ class _RawGpm:
                 pynvml.nvmlGpmSampleFree(sample)
 
 
-def _raw_round(handles: list[pynvml.c_nvmlDevice_t], gpm: _RawGpm) -> None:
-    gpm.round()
+def _raw_round(handles: list[pynvml.c_nvmlDevice_t], gpm: _RawGpm | None) -> None:
+    """The sampler's lean calls; GPM's too where the GPUs have it (`gpm`)."""
+    if gpm is not None:
+        gpm.round()
     for h in handles:
         pynvml.nvmlDeviceGetUtilizationRates(h)
         pynvml.nvmlDeviceGetMemoryInfo(h)
