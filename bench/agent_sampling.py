@@ -1,8 +1,12 @@
 """What the node agent costs a node, over the stand-in libnvidia-ml.so.1 with 8 GPUs.
 
 Prints one JSON line. The sampler alone, against a fake host: observer_us_per_gpu (the lean
-tier, per GPU), raw_nvml_us_per_gpu (the same NVML calls in a bare loop), ratio,
-agent_tick_us (a whole tick) and cpu_percent_of_one_core_at_1hz.
+tier with GPM's activity, per GPU), raw_nvml_us_per_gpu (the same NVML calls in a bare loop),
+ratio, agent_tick_us (a whole tick) and cpu_percent_of_one_core_at_1hz; `gpm`, the part of
+both that GPM's two calls per GPU and tick are (nvmlGpmSampleGet, nvmlGpmMetricsGet):
+observer_us_per_gpu through the adapter's `activity`, raw_nvml_us_per_gpu in a bare loop.
+The stand-in's GPM answers from memory: what the real driver's counter reads cost is not in
+these figures.
 
 Then `live`, per owner directory (bench/live_node.py: `kubelet`, `slurm`; one this machine
 cannot provide says why): 8 GPUs x 4 live processes read through the real /proc, the agent
@@ -74,12 +78,54 @@ def _state() -> str:
             f"gpu utilization_gpu_percent=90 utilization_memory_percent=40 "
             f"memory_used_bytes={22 * 2**30} memory_total_bytes={141 * 2**30} "
             f"power_milliwatts=650000 temperature_celsius=60 sm_clock_mhz=1980 "
-            f"performance_state=0 energy_millijoules=123456 processes={procs}"
+            f"performance_state=0 energy_millijoules=123456 processes={procs} "
+            f"sm_active_percent=70 sm_occupancy_percent=35 tensor_active_percent=40 "
+            f"dram_active_percent=55"
         )
     return "\n".join(lines) + "\n"
 
 
-def _raw_round(handles: list[pynvml.c_nvmlDevice_t]) -> None:
+class _RawGpm:
+    """GPM in a bare loop: per GPU two sample buffers, one metrics request for GpmActivity's
+    four metrics, a sample taken and the metrics of the last two asked each round."""
+
+    def __init__(self, handles: list[pynvml.c_nvmlDevice_t]) -> None:
+        self.handles = handles
+        self.samples = [[pynvml.nvmlGpmSampleAlloc(), pynvml.nvmlGpmSampleAlloc()] for _ in handles]
+        self.request = pynvml.c_nvmlGpmMetricsGet_t()
+        self.request.version = pynvml.NVML_GPM_METRICS_GET_VERSION
+        self.request.numMetrics = 4
+        for metric, metric_id in zip(
+            self.request.metrics,
+            (
+                pynvml.NVML_GPM_METRIC_SM_UTIL,
+                pynvml.NVML_GPM_METRIC_SM_OCCUPANCY,
+                pynvml.NVML_GPM_METRIC_ANY_TENSOR_UTIL,
+                pynvml.NVML_GPM_METRIC_DRAM_BW_UTIL,
+            ),
+            strict=False,
+        ):
+            metric.metricId = metric_id
+        for h, (first, _) in zip(handles, self.samples, strict=True):
+            pynvml.nvmlGpmSampleGet(h, first)
+
+    def round(self) -> None:
+        for h, pair in zip(self.handles, self.samples, strict=True):
+            pynvml.nvmlGpmSampleGet(h, pair[1])
+            self.request.sample1, self.request.sample2 = pair
+            pynvml.nvmlGpmMetricsGet(self.request)
+            pair.reverse()
+
+    def close(self) -> None:
+        for pair in self.samples:
+            for sample in pair:
+                pynvml.nvmlGpmSampleFree(sample)
+
+
+def _raw_round(handles: list[pynvml.c_nvmlDevice_t], gpm: _RawGpm | None) -> None:
+    """The sampler's lean calls; GPM's too where the GPUs have it (`gpm`)."""
+    if gpm is not None:
+        gpm.round()
     for h in handles:
         pynvml.nvmlDeviceGetUtilizationRates(h)
         pynvml.nvmlDeviceGetMemoryInfo(h)
@@ -385,9 +431,13 @@ def main() -> int:
         sampler = Sampler(backend, clock, metrics, counters_interval_seconds=1e9)
         sampler.tick()
         handles = [pynvml.nvmlDeviceGetHandleByIndex(i) for i in range(GPUS)]
+        raw_gpm = _RawGpm(handles)
 
-        raw = _per_gpu_us(lambda: _raw_round(handles), ROUNDS)
+        raw = _per_gpu_us(lambda: _raw_round(handles, raw_gpm), ROUNDS)
         observer = _per_gpu_us(sampler.tick, ROUNDS)
+        gpm_raw = _per_gpu_us(raw_gpm.round, ROUNDS)
+        gpm_observer = _per_gpu_us(lambda: [backend.activity(i) for i in range(GPUS)], ROUNDS)
+        raw_gpm.close()
 
         host = FakeHost()
         agent = NodeAgent(
@@ -408,6 +458,10 @@ def main() -> int:
                 "observer_us_per_gpu": round(observer, 2),
                 "raw_nvml_us_per_gpu": round(raw, 2),
                 "ratio": round(observer / raw, 2),
+                "gpm": {
+                    "observer_us_per_gpu": round(gpm_observer, 2),
+                    "raw_nvml_us_per_gpu": round(gpm_raw, 2),
+                },
                 "agent_tick_us": round(tick_us, 1),
                 "cpu_percent_of_one_core_at_1hz": round(tick_us / 1e6 * 100, 3),
                 "library": "stand-in libnvidia-ml.so.1 (state cached; see deploy/local/fake_nvml)",

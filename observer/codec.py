@@ -13,6 +13,8 @@ from typing import Any
 from observer.domain import (
     Attempt,
     Finding,
+    GpmActivity,
+    GpmState,
     GpuCounters,
     GpuIdentity,
     GpuProcess,
@@ -57,6 +59,7 @@ def snapshot_to_json(snap: NodeSnapshot) -> dict[str, Any]:
                 "baseline_memory_bytes": gpu.baseline_memory_bytes,
                 "sample": _reading(gpu.sample),
                 "counters": _reading(gpu.counters),
+                "activity": _activity(gpu.activity),
             }
             for gpu in snap.gpus
         ],
@@ -120,7 +123,16 @@ def _reading(reading: GpuSample | GpuCounters | None) -> dict[str, Any] | None:
     return data
 
 
-def _fields(value: GpuIdentity | GpuProcess | GpuSample | GpuCounters) -> dict[str, Any]:
+def _activity(activity: GpmActivity | GpmState | None) -> dict[str, Any] | str | None:
+    """GPM's ratios, or why the GPU has none ("not_supported")."""
+    if isinstance(activity, GpmState):
+        return activity.value
+    return None if activity is None else _fields(activity)
+
+
+def _fields(
+    value: GpuIdentity | GpuProcess | GpuSample | GpuCounters | GpmActivity,
+) -> dict[str, Any]:
     """A dataclass's fields as they are (dataclasses.asdict deep-copies every value: it was
     four fifths of encoding a snapshot)."""
     return {f.name: getattr(value, f.name) for f in fields(value)}

@@ -20,6 +20,8 @@ from observer.domain import (
     DriverState,
     Finding,
     FindingKind,
+    GpmActivity,
+    GpmState,
     GpuCounters,
     GpuReading,
     GpuSample,
@@ -460,6 +462,19 @@ def _counted_by(*reads: tuple[str, Callable[[GpuCounters], int | None]]) -> _Rea
     return series
 
 
+def _active(read: Callable[[GpmActivity], float]) -> _Read:
+    """The series of a GPM ratio: none while the GPU has no activity to report."""
+    return lambda gpu, _: _one(
+        read(gpu.activity) if isinstance(gpu.activity, GpmActivity) else None
+    )
+
+
+def _gpm_supported(gpu: GpuReading, _: NodeSnapshot) -> list[_Series]:
+    if gpu.activity is None:  # not known this tick
+        return []
+    return _one(0.0 if gpu.activity is GpmState.NOT_SUPPORTED else 1.0)
+
+
 def _unreleased(gpu: GpuReading, snap: NodeSnapshot) -> list[_Series]:
     """The memory held by the processes of the GPU's open leak findings."""
     if gpu.identity is None:
@@ -491,6 +506,21 @@ _PER_GPU = (
                _sampled(lambda s: s.utilization_gpu_percent, 0.01)),
     _GpuFamily("observer_gpu_memory_utilization_ratio", "Memory controller busy fraction.",
                _sampled(lambda s: s.utilization_memory_percent, 0.01)),
+    _GpuFamily("observer_gpu_sm_active_ratio",
+               "Mean share of SMs busy since the previous tick (GPM; none where not supported).",
+               _active(lambda a: a.sm_active_ratio)),
+    _GpuFamily("observer_gpu_sm_occupancy_ratio",
+               "Resident warps over the SMs' maximum since the previous tick (GPM).",
+               _active(lambda a: a.sm_occupancy_ratio)),
+    _GpuFamily("observer_gpu_tensor_active_ratio",
+               "Share of cycles a tensor pipe was busy since the previous tick (GPM).",
+               _active(lambda a: a.tensor_active_ratio)),
+    _GpuFamily("observer_gpu_dram_active_ratio",
+               "DRAM bandwidth used over its peak since the previous tick (GPM).",
+               _active(lambda a: a.dram_active_ratio)),
+    _GpuFamily("observer_gpu_gpm_supported",
+               "1 where the GPU reports GPM activity, 0 where it cannot (before Hopper).",
+               _gpm_supported),
     _GpuFamily("observer_gpu_memory_used_bytes", "GPU memory in use, driver reservation included.",
                _sampled(lambda s: s.memory_used_bytes)),
     _GpuFamily("observer_gpu_memory_total_bytes", "GPU memory size.",

@@ -1,5 +1,5 @@
-"""Types for the parts of nvidia-ml-py's pynvml (13.x) the observer uses: observer.gpu.nvml's calls
-and the event-set API for Xid events.
+"""Types for the parts of nvidia-ml-py's pynvml (13.x) the observer uses: observer.gpu.nvml's calls,
+the event-set API for Xid events and GPM's samples and metrics.
 
 Functions return what pynvml's wrappers return: ctypes values as int, strings decoded to str,
 and structs whose fields read as Python values (_PrintableStructure decodes char arrays).
@@ -58,6 +58,12 @@ NVML_NVLINK_ERROR_DL_RECOVERY: Final = 1
 NVML_NVLINK_ERROR_DL_CRC_FLIT: Final = 2
 NVML_NVLINK_ERROR_DL_CRC_DATA: Final = 3
 nvmlEventTypeXidCriticalError: Final = 0x0000000000000008
+NVML_GPM_METRIC_SM_UTIL: Final = 2
+NVML_GPM_METRIC_SM_OCCUPANCY: Final = 3
+NVML_GPM_METRIC_ANY_TENSOR_UTIL: Final = 5
+NVML_GPM_METRIC_DRAM_BW_UTIL: Final = 10
+NVML_GPM_METRIC_MAX: Final = 477
+NVML_GPM_METRICS_GET_VERSION: Final = 1
 
 class NVMLError(Exception):
     value: int
@@ -110,6 +116,42 @@ c_nvmlDevice_t: TypeAlias = _Pointer[struct_c_nvmlDevice_t]
 class struct_c_nvmlEventSet_t(Structure): ...
 
 c_nvmlEventSet_t: TypeAlias = _Pointer[struct_c_nvmlEventSet_t]
+
+class struct_c_nvmlGpmSample_t(Structure): ...
+
+c_nvmlGpmSample_t: TypeAlias = _Pointer[struct_c_nvmlGpmSample_t]
+
+class c_metricInfo_t(Structure):
+    shortName: bytes | None
+    longName: bytes | None
+    unit: bytes | None
+
+class c_nvmlGpmMetric_t(_PrintableStructure):
+    metricId: int
+    nvmlReturn: int
+    value: float
+    metricInfo: c_metricInfo_t
+
+# Stub-only: the `c_nvmlGpmMetric_t * NVML_GPM_METRIC_MAX` array of c_nvmlGpmMetricsGet_t.
+class _GpmMetricArray(Array[c_nvmlGpmMetric_t]):
+    _length_: int
+    _type_: type[c_nvmlGpmMetric_t]
+    @overload
+    def __getitem__(self, key: int, /) -> c_nvmlGpmMetric_t: ...
+    @overload
+    def __getitem__(self, key: slice, /) -> list[c_nvmlGpmMetric_t]: ...
+    def __iter__(self) -> Iterator[c_nvmlGpmMetric_t]: ...
+
+class c_nvmlGpmMetricsGet_t(_PrintableStructure):
+    version: int
+    numMetrics: int
+    sample1: c_nvmlGpmSample_t
+    sample2: c_nvmlGpmSample_t
+    metrics: _GpmMetricArray
+
+class c_nvmlGpmSupport_t(_PrintableStructure):
+    version: int
+    isSupportedDevice: int
 
 class nvmlPciInfo_t(_PrintableStructure):
     busIdLegacy: str
@@ -231,3 +273,8 @@ def nvmlDeviceRegisterEvents(
 # Raises NVMLError_Timeout when no event arrives within timeoutms.
 def nvmlEventSetWait_v2(eventSet: c_nvmlEventSet_t, timeoutms: int) -> c_nvmlEventData_t: ...
 def nvmlEventSetFree(eventSet: c_nvmlEventSet_t) -> None: ...
+def nvmlGpmQueryDeviceSupport(device: c_nvmlDevice_t) -> c_nvmlGpmSupport_t: ...
+def nvmlGpmSampleAlloc() -> c_nvmlGpmSample_t: ...
+def nvmlGpmSampleFree(gpmSample: c_nvmlGpmSample_t) -> None: ...
+def nvmlGpmSampleGet(device: c_nvmlDevice_t, gpmSample: c_nvmlGpmSample_t) -> c_nvmlGpmSample_t: ...
+def nvmlGpmMetricsGet(metricsGet: c_nvmlGpmMetricsGet_t) -> c_nvmlGpmMetricsGet_t: ...

@@ -4,7 +4,8 @@ The lean tier (about 30 µs of NVML per GPU on an H200) runs every tick; the exp
 (energy 3 ms, PCIe throughput 21 ms per GPU) runs every `counters_interval_seconds`. A call
 that answers NOT_SUPPORTED is remembered per GPU and not made again; a lost GPU is retried
 every tick; a driver that is not loaded leaves the node in a clear blind state until NVML
-initialises again."""
+initialises again. GPM's activity is read with the lean tier, once per tick of every GPU that
+answered its sample: the figures cover the time since the previous tick."""
 
 from __future__ import annotations
 
@@ -15,6 +16,8 @@ from observer.clock import Clock
 from observer.domain import (
     DriverState,
     DriverStatus,
+    GpmActivity,
+    GpmState,
     GpuCounters,
     GpuIdentity,
     GpuReading,
@@ -72,8 +75,8 @@ class Sampler:
             return NodeReading(self._driver, ())
         started = self._clock.monotonic()
         try:
-            samples = [self._sample(index, state) for index, state in enumerate(self._gpus)]
-            if any(s is not None and _driver_gone(s) for s in samples):
+            reads = [self._read(index, state) for index, state in enumerate(self._gpus)]
+            if any(s is not None and _driver_gone(s) for s, _ in reads):
                 raise DriverNotLoadedError("the driver was unloaded under the agent")
         except DriverNotLoadedError as exc:
             self._driver_gone(str(exc))
@@ -92,9 +95,16 @@ class Sampler:
             self._driver,
             tuple(
                 GpuReading(
-                    index, state.identity, sample, state.counters, state.baseline_memory_bytes
+                    index,
+                    state.identity,
+                    sample,
+                    state.counters,
+                    state.baseline_memory_bytes,
+                    activity,
                 )
-                for index, (state, sample) in enumerate(zip(self._gpus, samples, strict=True))
+                for index, (state, (sample, activity)) in enumerate(
+                    zip(self._gpus, reads, strict=True)
+                )
             ),
         )
 
@@ -137,6 +147,18 @@ class Sampler:
                 self._device_count = info.device_count
             return
         self._metrics.nvml_init_errors_total.labels(state=self._driver.state.value).inc()
+
+    def _read(
+        self, index: int, state: _GpuState
+    ) -> tuple[GpuSample | None, GpmActivity | GpmState | None]:
+        sample = self._sample(index, state)
+        if sample is None or sample.lost or _driver_gone(sample):
+            return sample, None
+        activity = self._backend.activity(index)
+        if isinstance(activity, ReadError):
+            self._count(index, activity)
+            return sample, None
+        return sample, activity
 
     def _sample(self, index: int, state: _GpuState) -> GpuSample | None:
         if state.identity is None:

@@ -2,8 +2,10 @@
 processes follow the jobs the cluster runs there, and the real node agent on each.
 
 What runs on a GPU is what the platform would show: another tenant's training job and a
-GPU-busy probe put a process there; the other probes only hold their GPUs (their scripts need
-no GPU library), and a job stuck after its end has no process left. The leak fault leaves
+GPU-busy probe put a process there, and GPM tells them apart (a probe's burn keeps its SMs
+busy on plain arithmetic; training runs its tensor pipes and leaves SMs waiting on memory);
+the other probes only hold their GPUs (their scripts need no GPU library), and a job stuck
+after its end has no process left. The leak fault leaves
 the next probe's process behind, memory and all, when its job ends, until it is released.
 
 The GPU faults act on one GPU as the hardware would: an Xid 79 takes the GPU off the bus and
@@ -30,6 +32,7 @@ from observer.backends.simulated import SimulatedCluster
 from observer.clock import Clock
 from observer.domain import (
     Behaviour,
+    GpmActivity,
     JobPhase,
     JobStatus,
     NodeSnapshot,
@@ -46,6 +49,10 @@ from observer.settings.detectors import GpuHealthSettings, NodeLeakSettings
 
 GPU_MEMORY_BYTES = 141 * GIB  # an H200's
 DRIVER_BASELINE_BYTES = 600 * 2**20
+# What GPM reports of each (an idle H200's counters count nothing).
+IDLE_ACTIVITY = GpmActivity(0.0, 0.0, 0.0, 0.0)
+TRAINING_ACTIVITY = GpmActivity(0.62, 0.31, 0.44, 0.38)
+BUSY_PROBE_ACTIVITY = GpmActivity(0.97, 0.5, 0.0, 0.02)
 TRAINING_MEMORY_BYTES = 60 * GIB
 BUSY_PROBE_MEMORY_BYTES = 8 * GIB
 RESTING_TEMPERATURE_CELSIUS = 35
@@ -80,6 +87,7 @@ class _Node:
                     memory_used_bytes=DRIVER_BASELINE_BYTES,
                     temperature_celsius=RESTING_TEMPERATURE_CELSIUS,
                     pci_bus_id=f"00000000:{0x18 + 0x10 * i:02X}:00.0",
+                    activity=IDLE_ACTIVITY,
                 )
                 for i in range(gpus)
             ],
@@ -138,6 +146,7 @@ class _Node:
             gpu.processes[process] = used
             gpu.memory_used_bytes = DRIVER_BASELINE_BYTES + used
             gpu.utilization_gpu_percent = 72 + (index * 7 + process) % 25 if background else 99
+            gpu.activity = TRAINING_ACTIVITY if background else BUSY_PROBE_ACTIVITY
             command = "python train.py" if background else behaviour.value
             self.host.spawn(process, owner, command, start_ticks=started)
             self.held[index] = (job.job_id, process)
@@ -150,6 +159,7 @@ class _Node:
                 gpu.processes.pop(process, None)
                 gpu.memory_used_bytes = DRIVER_BASELINE_BYTES
                 gpu.utilization_gpu_percent = 0
+                gpu.activity = IDLE_ACTIVITY
                 self.host.kill(process)
                 self.last_ended = process
                 del self.held[index]
@@ -271,6 +281,7 @@ class DemoNodes:
         device.lost = False
         device.memory_used_bytes = DRIVER_BASELINE_BYTES
         device.utilization_gpu_percent = 0
+        device.activity = IDLE_ACTIVITY
 
     def ecc_burst(self, node: str, gpu: int, errors: int = 8) -> None:
         """`errors` uncorrected ECC errors on the GPU: its volatile and aggregate counts rise

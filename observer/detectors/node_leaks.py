@@ -5,9 +5,10 @@ Rules (each a condition, opened by the tracker after its hold time):
 - orphan_process: a process on the GPU that belongs to no pod or job, beyond grace;
 - vanished_process: NVML lists a pid that no longer exists on the host, beyond grace;
 - memory_without_process: memory above the driver baseline with no process listed;
-- allocated_idle: an owner that has not ended holds GPU memory while the GPU stays at 0 %, or
-  (the node layer) a GPU the node's scheduler agent gave a running owner has no process and
-  stays at 0 %;
+- allocated_idle: an owner that has not ended holds GPU memory while the GPU stays at 0 %
+  (with `idle_sm_active_ratio` set, on a GPU that reports GPM: while its SM activity stays
+  below that, so that one warp spinning on one SM is not work), or (the node layer) a GPU
+  the node's scheduler agent gave a running owner has no process and stays at 0 %;
 - gpu_not_assigned: a process of a running owner on a GPU the scheduler agent did not give it
   (a container that sees GPUs it did not request: isolation);
 - owner_state_unknown: the node's scheduler agent cannot be read, so no owner's state is known;
@@ -25,7 +26,9 @@ from observer.domain import (
     AttributedProcess,
     DriverState,
     DriverStatus,
+    GpmActivity,
     GpuReading,
+    JsonValue,
     NodeAllocation,
     Owner,
     OwnerKind,
@@ -294,24 +297,42 @@ def _process_symptoms(
             evidence={**evidence, "owner_gpus": given, "source": allocation.source},
             hold_seconds=rules.grace_seconds,
         )
-    if (
-        # Unknown counts: a live process in a pod's or job's cgroup is the best sign of a
-        # running owner a node has when no scheduler directory is wired.
-        gpu is not None
-        and gpu.sample is not None
-        and gpu.sample.utilization_gpu_percent == 0
-        and proc.used_memory_bytes != 0
-    ):
+    # Unknown counts: a live process in a pod's or job's cgroup is the best sign of a
+    # running owner a node has when no scheduler directory is wired.
+    idle = _idleness(gpu, rules)
+    if idle is not None and proc.used_memory_bytes != 0:
+        sm_active = idle.get("sm_active_ratio")
+        if sm_active is None:
+            doing, measure = "the GPU does nothing", "GPU utilisation 0 %"
+        else:
+            doing = f"its SMs are {sm_active:.0%} active"
+            measure = f"SM activity below {rules.idle_sm_active_ratio:.0%} (GPM)"
         yield Symptom(
             detector="allocated_idle",
             subject=subject,
             severity=Severity.WARNING,
-            summary=f"{owner} holds {held} on GPU {proc.gpu_index} while the GPU does nothing",
-            rule=f"owner not ended, process holds memory, GPU utilisation 0 % for "
-            f"{rules.idle_seconds:g} s",
-            evidence={**evidence, "utilization_gpu_percent": 0},
+            summary=f"{owner} holds {held} on GPU {proc.gpu_index} while {doing}",
+            rule=f"owner not ended, process holds memory, {measure} for {rules.idle_seconds:g} s",
+            evidence={**evidence, **idle},
             hold_seconds=rules.idle_seconds,
         )
+
+
+def _idleness(gpu: GpuReading | None, rules: NodeLeakSettings) -> dict[str, JsonValue] | None:
+    """What shows the GPU idle this tick, as evidence; None while it works or is unread. SM
+    activity where the setting asks for it and the GPU reported it this tick, else 0 %
+    utilisation."""
+    if gpu is None or gpu.sample is None:
+        return None
+    threshold = rules.idle_sm_active_ratio
+    if threshold is not None and isinstance(gpu.activity, GpmActivity):
+        if gpu.activity.sm_active_ratio >= threshold:
+            return None
+        return {
+            "sm_active_ratio": gpu.activity.sm_active_ratio,
+            "utilization_gpu_percent": gpu.sample.utilization_gpu_percent,
+        }
+    return {"utilization_gpu_percent": 0} if gpu.sample.utilization_gpu_percent == 0 else None
 
 
 def _bare(proc: AttributedProcess) -> Owner:

@@ -92,6 +92,24 @@ class GpuSample:
 
 
 @dataclass(frozen=True, slots=True)
+class GpmActivity:
+    """What a GPU did between two GPM samples (NVML's GPU Performance Monitoring, Hopper and
+    later), each a fraction 0..1 of the interval: what `utilization_gpu_percent`, the share
+    of time any kernel ran, cannot tell (one warp spinning on one SM reads 100 % there)."""
+
+    sm_active_ratio: float  # the mean share of SMs busy (a warp resident)
+    sm_occupancy_ratio: float  # resident warps over the SMs' maximum
+    tensor_active_ratio: float  # the share of cycles any tensor pipe was busy
+    dram_active_ratio: float  # DRAM bandwidth used over its peak
+
+
+class GpmState(StrEnum):
+    """A GPU's GPM answer that is no activity: never read as a 0."""
+
+    NOT_SUPPORTED = "not_supported"  # a GPU before Hopper, or a driver without GPM
+
+
+@dataclass(frozen=True, slots=True)
 class GpuCounters:
     """The expensive tier: cumulative and health counters read on a slower cadence."""
 
@@ -280,13 +298,17 @@ class DriverStatus:
 @dataclass(frozen=True, slots=True)
 class GpuReading:
     """One GPU on one tick: identity (None while the device cannot be opened), the lean
-    sample, the latest expensive counters, and the learned driver memory baseline."""
+    sample, the latest expensive counters, the learned driver memory baseline, and what its
+    SMs did (GPM)."""
 
     index: int
     identity: GpuIdentity | None
     sample: GpuSample | None
     counters: GpuCounters | None
     baseline_memory_bytes: int | None
+    # Since the previous tick; None: not read this tick (the first of a GPU's two samples,
+    # a read that failed, or a backend that has none).
+    activity: GpmActivity | GpmState | None = None
 
     @property
     def lost(self) -> bool:

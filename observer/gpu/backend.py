@@ -3,8 +3,10 @@
 Per-call failures are data: `sample` and `counters` return every read that worked and one
 ReadError per read that failed (a device whose handle cannot be had fails every call the
 same way). Only `open` (driver not loaded, library missing) and `identify` (device lost)
-raise. Xid events come through a separate `XidEventSource`, owned by the agent's event
-thread, so that waiting for an event never holds up sampling.
+raise. `activity` answers what GPM measured since its previous call for the device, a GPU
+without GPM as GpmState.NOT_SUPPORTED and a failed read as a ReadError. Xid events come
+through a separate `XidEventSource`, owned by the agent's event thread, so that waiting for
+an event never holds up sampling.
 """
 
 from __future__ import annotations
@@ -12,7 +14,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
-from observer.domain import GpuCounters, GpuIdentity, GpuSample, ReadError, ReadErrorKind, XidEvent
+from observer.domain import (
+    GpmActivity,
+    GpmState,
+    GpuCounters,
+    GpuIdentity,
+    GpuSample,
+    ReadError,
+    ReadErrorKind,
+    XidEvent,
+)
 
 LEAN_CALLS = (
     "utilization",
@@ -38,6 +49,8 @@ COUNTER_CALLS = (
 )
 # The call name of registering a device for Xid events (in ReadErrors of XidEventSource).
 XID_EVENTS_CALL = "xid_events"
+# The call name of GPM (in `activity`'s ReadErrors; the stand-in's `unsupported` takes it).
+GPM_CALL = "gpm"
 
 # NVML return codes (nvml.h) that the sampler treats differently; everything else is UNKNOWN.
 _KIND_BY_NVML_CODE = {
@@ -79,6 +92,12 @@ class GpuBackend(Protocol):
 
     def counters(self, index: int, skip: frozenset[str]) -> GpuCounters:
         """The expensive tier, on a slower cadence."""
+        ...
+
+    def activity(self, index: int) -> GpmActivity | GpmState | ReadError | None:
+        """What the device did since the previous call for it. NOT_SUPPORTED for a GPU
+        without GPM (asked once); None when there is no earlier sample to compare with (the
+        first call, or the first after the device was lost) or the backend records none."""
         ...
 
     def xid_events(self) -> XidEventSource:

@@ -1,7 +1,8 @@
 """An in-memory GPU node whose state a test or the simulator sets directly: devices with
 utilisation, memory, processes and health counters, plus the faults NVML shows (a call not
 supported, a lost device, a driver that is not loaded, an Xid error). It counts the calls it
-answers."""
+answers. GPM answers each GPU's `activity` (a GPU without one has no GPM) from the first call,
+the fake having no counters to sample twice."""
 
 from __future__ import annotations
 
@@ -11,6 +12,8 @@ from dataclasses import dataclass, field
 
 from observer.clock import Clock
 from observer.domain import (
+    GpmActivity,
+    GpmState,
     GpuCounters,
     GpuIdentity,
     GpuProcess,
@@ -21,7 +24,13 @@ from observer.domain import (
     XidSource,
 )
 from observer.errors import DriverNotLoadedError, GpuLostError
-from observer.gpu.backend import COUNTER_CALLS, LEAN_CALLS, XID_EVENTS_CALL, DriverInfo
+from observer.gpu.backend import (
+    COUNTER_CALLS,
+    GPM_CALL,
+    LEAN_CALLS,
+    XID_EVENTS_CALL,
+    DriverInfo,
+)
 
 GIB = 2**30
 
@@ -49,6 +58,7 @@ class FakeGpu:
     lost: bool = False
     unsupported: set[str] = field(default_factory=set)  # call names, XID_EVENTS_CALL too
     pci_bus_id: str | None = None
+    activity: GpmActivity | None = None  # what GPM reports; None: a GPU without GPM
 
 
 class FakeGpuBackend:
@@ -163,6 +173,15 @@ class FakeGpuBackend:
             nvlink_crc_errors=gpu.nvlink_crc_errors if ok["nvlink_errors"] else None,
             errors=tuple(errors),
         )
+
+    def activity(self, index: int) -> GpmActivity | GpmState | ReadError | None:
+        gpu = self.gpus[index]
+        self.calls[GPM_CALL] += 1
+        if not self.driver_loaded:
+            return ReadError(GPM_CALL, ReadErrorKind.DRIVER_NOT_LOADED, "Driver Not Loaded")
+        if gpu.lost:
+            return ReadError(GPM_CALL, ReadErrorKind.GPU_LOST, "GPU is lost")
+        return GpmState.NOT_SUPPORTED if gpu.activity is None else gpu.activity
 
 
 class FakeXidEvents:

@@ -3,11 +3,14 @@ module that imports pynvml.
 
 pynvml errors stop here. A failed call on one device becomes a ReadError in the sample (the
 field stays None); a failed nvmlInit raises DriverNotLoadedError, LibraryNotFoundError or
-GpuError; identify() on a lost device raises GpuLostError.
+GpuError; identify() on a lost device raises GpuLostError. GPM keeps two sample buffers per
+device (the previous call's and the one taken next), freed when the device is lost and on
+close().
 """
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 from collections.abc import Callable
 from pathlib import Path
@@ -17,6 +20,8 @@ import pynvml
 
 from observer.clock import Clock
 from observer.domain import (
+    GpmActivity,
+    GpmState,
     GpuCounters,
     GpuIdentity,
     GpuProcess,
@@ -28,6 +33,7 @@ from observer.domain import (
 )
 from observer.errors import DriverNotLoadedError, GpuError, GpuLostError, LibraryNotFoundError
 from observer.gpu.backend import (
+    GPM_CALL,
     NVML_ERROR_DRIVER_NOT_LOADED,
     NVML_ERROR_GPU_IS_LOST,
     NVML_ERROR_LIBRARY_NOT_FOUND,
@@ -44,6 +50,15 @@ _FINAL_KINDS = frozenset({ReadErrorKind.GPU_LOST, ReadErrorKind.DRIVER_NOT_LOADE
 
 _NVML_ERROR_NOT_SUPPORTED = 3
 _NVML_ERROR_TIMEOUT = 10
+# GPM answers NOT_SUPPORTED on a device without it; a driver older than GPM lacks the symbols.
+_NO_GPM = frozenset({_NVML_ERROR_NOT_SUPPORTED, pynvml.NVML_ERROR_FUNCTION_NOT_FOUND})
+# GpmActivity's fields, in this order.
+_GPM_METRIC_IDS = (
+    pynvml.NVML_GPM_METRIC_SM_UTIL,
+    pynvml.NVML_GPM_METRIC_SM_OCCUPANCY,
+    pynvml.NVML_GPM_METRIC_ANY_TENSOR_UTIL,
+    pynvml.NVML_GPM_METRIC_DRAM_BW_UTIL,
+)
 _NOT_AVAILABLE = 2**64 - 1  # NVML_VALUE_NOT_AVAILABLE in an unsigned long long
 _PCIE_REPLAY_FIELD_ID = 94  # NVML_FI_DEV_PCIE_REPLAY_COUNTER
 _PAST_THE_LAST_LINK = frozenset({pynvml.NVML_ERROR_INVALID_ARGUMENT, _NVML_ERROR_NOT_SUPPORTED})
@@ -190,6 +205,60 @@ def _pci_bus_id(handle: Handle) -> str:
     return str(pynvml.nvmlDeviceGetPciInfo(handle).busId)
 
 
+def _gpm_supported(handle: Handle) -> bool:
+    try:
+        return bool(pynvml.nvmlGpmQueryDeviceSupport(handle).isSupportedDevice)
+    except pynvml.NVMLError as exc:
+        if exc.value in _NO_GPM:
+            return False
+        raise
+
+
+class _GpmSamples:
+    """One device's two GPM sample buffers: the last one taken and the one taken next, with
+    the request nvmlGpmMetricsGet fills (made once: it holds room for every metric id)."""
+
+    __slots__ = ("_last", "_next", "_request", "_taken")
+
+    def __init__(self) -> None:
+        self._last = pynvml.nvmlGpmSampleAlloc()
+        try:
+            self._next = pynvml.nvmlGpmSampleAlloc()
+        except pynvml.NVMLError:
+            pynvml.nvmlGpmSampleFree(self._last)
+            raise
+        self._taken = False
+        self._request = pynvml.c_nvmlGpmMetricsGet_t()
+        self._request.version = pynvml.NVML_GPM_METRICS_GET_VERSION
+        self._request.numMetrics = len(_GPM_METRIC_IDS)
+        for metric, metric_id in zip(self._request.metrics, _GPM_METRIC_IDS, strict=False):
+            metric.metricId = metric_id
+
+    def activity(self, handle: Handle) -> GpmActivity | None:
+        """What the device did since the last sample; None when this is the first."""
+        pynvml.nvmlGpmSampleGet(handle, self._next)
+        earlier, self._last, self._next = self._last, self._next, self._last
+        if not self._taken:
+            self._taken = True
+            return None
+        self._request.sample1 = earlier
+        self._request.sample2 = self._last
+        metrics = pynvml.nvmlGpmMetricsGet(self._request).metrics
+        percents = []
+        for metric in metrics[: len(_GPM_METRIC_IDS)]:
+            if metric.nvmlReturn != pynvml.NVML_SUCCESS:
+                raise pynvml.NVMLError(metric.nvmlReturn)
+            percents.append(metric.value)
+        sm_active, sm_occupancy, tensor_active, dram_active = (p / 100 for p in percents)
+        return GpmActivity(sm_active, sm_occupancy, tensor_active, dram_active)
+
+    def free(self) -> None:
+        # A buffer NVML will not free is memory lost, not a reading: nothing to report.
+        for sample in (self._last, self._next):
+            with contextlib.suppress(pynvml.NVMLError):
+                pynvml.nvmlGpmSampleFree(sample)
+
+
 def _load_library(path: Path | None) -> ctypes.CDLL | None:
     if path is None:
         return None
@@ -262,6 +331,7 @@ class NvmlGpuBackend:
         self._library: ctypes.CDLL | None = None
         self._initialised = False
         self._handles: dict[int, Handle] = {}
+        self._gpm: dict[int, _GpmSamples | None] = {}  # None: the device has no GPM
 
     def open(self) -> DriverInfo:
         if self._library is None:
@@ -279,6 +349,10 @@ class NvmlGpuBackend:
 
     def close(self) -> None:
         self._handles.clear()
+        for samples in self._gpm.values():
+            if samples is not None:
+                samples.free()
+        self._gpm.clear()
         if not self._initialised:
             return
         self._initialised = False
@@ -296,7 +370,7 @@ class NvmlGpuBackend:
             pci_bus_id = _unless_not_supported(_pci_bus_id, handle)
         except pynvml.NVMLError as exc:
             if exc.value == NVML_ERROR_GPU_IS_LOST:
-                self._handles.pop(index, None)
+                self._forget(index)
                 raise GpuLostError(f"GPU {index}: {exc}") from exc
             if exc.value == NVML_ERROR_DRIVER_NOT_LOADED:
                 raise DriverNotLoadedError(f"GPU {index}: {exc}") from exc
@@ -316,7 +390,7 @@ class NvmlGpuBackend:
         pstate = read("performance_state", _performance_state)
         ecc = read("ecc_volatile_uncorrected", _ecc_volatile_uncorrected)
         if read.gpu_lost:
-            self._handles.pop(index, None)
+            self._forget(index)
         return GpuSample(
             at=at,
             index=index,
@@ -347,7 +421,7 @@ class NvmlGpuBackend:
         replay = read("pcie_replay", _pcie_replay)
         nvlink = read("nvlink_errors", _nvlink_errors)
         if read.gpu_lost:
-            self._handles.pop(index, None)
+            self._forget(index)
         return GpuCounters(
             at=at,
             index=index,
@@ -369,8 +443,41 @@ class NvmlGpuBackend:
             errors=tuple(read.errors),
         )
 
+    def activity(self, index: int) -> GpmActivity | GpmState | ReadError | None:
+        if index in self._gpm and self._gpm[index] is None:
+            return GpmState.NOT_SUPPORTED
+        try:
+            handle = self._handle(index)
+            samples = self._gpm.get(index)
+            if samples is None:
+                if not _gpm_supported(handle):
+                    self._gpm[index] = None
+                    return GpmState.NOT_SUPPORTED
+                samples = self._gpm[index] = _GpmSamples()
+            return samples.activity(handle)
+        except pynvml.NVMLError as exc:
+            if exc.value in _NO_GPM:  # said supported, but a sample cannot be had
+                self._free_gpm(index)
+                self._gpm[index] = None
+                return GpmState.NOT_SUPPORTED
+            kind = read_error_kind(exc.value)
+            if kind is ReadErrorKind.GPU_LOST:
+                self._forget(index)
+            return ReadError(GPM_CALL, kind, str(exc))
+
     def xid_events(self) -> NvmlXidEvents:
         return NvmlXidEvents(self._clock, self._library_path)
+
+    def _forget(self, index: int) -> None:
+        """Drops a lost device's handle and GPM samples: a device that comes back answers a
+        new handle, and its counters restart."""
+        self._handles.pop(index, None)
+        self._free_gpm(index)
+
+    def _free_gpm(self, index: int) -> None:
+        samples = self._gpm.pop(index, None)
+        if samples is not None:
+            samples.free()
 
     def _handle(self, index: int) -> Handle:
         handle = self._handles.get(index)

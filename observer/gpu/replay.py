@@ -8,7 +8,8 @@ the Xids to replay, each returned once when the timeline passes it (a trace with
 recorded none). A sample record's optional `nvlink` holds the device's links as
 `{"ok": [{"state": 1, "replay": n, "recovery": n, "crc_flit": n, "crc_data": n}, ...]}` (state
 as nvmlDeviceGetNvLinkState answered, the counters as nvmlDeviceGetNvLinkErrorCounter did) or
-the error NVML gave; a trace without it recorded no NVLink counters.
+the error NVML gave; a trace without it recorded no NVLink counters. The format records no
+GPM: `activity` is always None.
 """
 
 from __future__ import annotations
@@ -234,6 +235,9 @@ class ReplayGpuBackend:
         return self._trace.identities[index]
 
     def close(self) -> None:
+        return None
+
+    def activity(self, index: int) -> None:
         return None
 
     def xid_events(self) -> ReplayXidEvents:

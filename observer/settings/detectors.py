@@ -25,6 +25,14 @@ class NodeLeakSettings(Group):
         description="A running owner holding GPU memory at 0 % utilisation this long is "
         "allocated-but-idle; ten minutes lets data loading and checkpoints pass.",
     )
+    idle_sm_active_ratio: float | None = Field(
+        None,
+        ge=0,
+        le=1,
+        description="Where a GPU reports GPM (Hopper and later), it is idle while its SM "
+        "activity stays below this share, whatever its utilisation (one warp spinning on one "
+        "SM reads 100 %); null: idle only at 0 % utilisation.",
+    )
     memory_tolerance_bytes: int = Field(
         256 * MIB,
         ge=0,

@@ -10,7 +10,15 @@ from observer.agent.attribution import Attributor
 from observer.agent.sampler import Sampler
 from observer.agent.tick import NodeAgent
 from observer.clock import ManualClock
-from observer.domain import DriverState, Finding, Owner, OwnerKind, OwnerPhase, OwnerState
+from observer.domain import (
+    DriverState,
+    Finding,
+    GpmActivity,
+    Owner,
+    OwnerKind,
+    OwnerPhase,
+    OwnerState,
+)
 from observer.gpu.fake import GIB, FakeGpu, FakeGpuBackend
 from observer.metrics import AgentMetrics, GpuCollector
 from observer.ownership.fake import FakeHost
@@ -23,7 +31,13 @@ POD = Owner(OwnerKind.POD, "5f0c2a9e-1111-4a4a-9c9c-0123456789ab")
 class Node:
     """A fake GPU node and an agent watching it, ticking once per second of fake time."""
 
-    def __init__(self, gpus: int = 2, grace: float = 5, idle: float = 30) -> None:
+    def __init__(
+        self,
+        gpus: int = 2,
+        grace: float = 5,
+        idle: float = 30,
+        idle_sm_active_ratio: float | None = None,
+    ) -> None:
         self.clock = ManualClock(START)
         self.gpus = FakeGpuBackend([FakeGpu(f"GPU-fake-{i}") for i in range(gpus)], self.clock)
         self.host = FakeHost()
@@ -33,7 +47,11 @@ class Node:
             node="n1",
             sampler=Sampler(self.gpus, self.clock, metrics, counters_interval_seconds=10),
             attributor=Attributor(self.host, self.host),
-            rules=NodeLeakSettings(grace_seconds=grace, idle_seconds=idle),
+            rules=NodeLeakSettings(
+                grace_seconds=grace,
+                idle_seconds=idle,
+                idle_sm_active_ratio=idle_sm_active_ratio,
+            ),
             clock=self.clock,
             metrics=metrics,
         )
@@ -188,6 +206,36 @@ def test_allocated_but_idle_needs_a_running_owner_and_zero_utilisation_for_the_w
     assert "allocated_idle" not in node.open()
     node.tick(2)
     assert "allocated_idle" in node.open()
+
+
+def test_asked_to_judge_on_sm_activity_a_job_spinning_one_sm_is_idle_at_full_utilisation():
+    node = Node(gpus=3, idle=30, idle_sm_active_ratio=0.05)
+    for gpu in range(3):
+        node.run_job(gpu, pid=90 + gpu, util=100)
+    node.gpus.gpus[0].activity = GpmActivity(0.01, 0.002, 0.0, 0.0)  # one warp spinning
+    node.gpus.gpus[1].activity = GpmActivity(0.92, 0.48, 0.61, 0.35)  # training
+    # GPU 2 has no GPM: its utilisation, 100 %, is all there is to judge it by.
+    node.tick(29)
+    assert "allocated_idle" not in node.open()
+
+    node.tick(2)
+
+    snap = node.agent.snapshot()
+    assert snap is not None
+    idle = [f for f in snap.findings if f.detector == "allocated_idle" and f.is_open]
+    assert [(f.subject["pid"], f.evidence["sm_active_ratio"]) for f in idle] == [("90", 0.01)]
+    assert idle[0].evidence["utilization_gpu_percent"] == 100
+    assert idle[0].summary.endswith("while its SMs are 1% active")
+
+
+def test_without_the_sm_setting_utilisation_alone_judges_a_gpu_with_gpm():
+    node = Node(gpus=1, idle=30)
+    node.run_job(0, pid=90, util=100)
+    node.gpus.gpus[0].activity = GpmActivity(0.01, 0.002, 0.0, 0.0)
+
+    node.tick(32)
+
+    assert "allocated_idle" not in node.open()
 
 
 def test_a_lost_gpu_opens_a_condition_and_blinds_only_that_gpu():

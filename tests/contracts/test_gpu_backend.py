@@ -1,6 +1,6 @@
 """What every GpuBackend promises, checked on the replay of the recorded H200 trace, on the
 in-memory fake and on the real NVML adapter over the stand-in libnvidia-ml.so.1: sampling,
-and Xid events through each backend's XidEventSource."""
+Xid events through each backend's XidEventSource, and GPM's activity."""
 
 from __future__ import annotations
 
@@ -8,16 +8,26 @@ import gzip
 import json
 import time
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import astuple, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 
 from observer.clock import ManualClock, TraceTimeline
-from observer.domain import GpuCounters, GpuProcess, GpuSample, ReadError, XidEvent, XidSource
+from observer.domain import (
+    GpmActivity,
+    GpmState,
+    GpuCounters,
+    GpuProcess,
+    GpuSample,
+    ReadError,
+    XidEvent,
+    XidSource,
+)
 from observer.gpu.backend import (
     COUNTER_CALLS,
+    GPM_CALL,
     LEAN_CALLS,
     XID_EVENTS_CALL,
     DriverInfo,
@@ -96,6 +106,7 @@ def fake_subject() -> Iterator[Subject]:
         memory_used_bytes=23 * GIB,
         processes={418: 21 * GIB},
         pci_bus_id="00000000:02:00.0",
+        activity=GpmActivity(0.8, 0.4, 0.3, 0.5),
         nvlink_replay_errors=NVLINK_ERRORS[0],
         nvlink_recovery_errors=NVLINK_ERRORS[1],
         nvlink_crc_errors=NVLINK_ERRORS[2],
@@ -124,6 +135,10 @@ def nvml_subject(fake: FakeNvml) -> Iterator[Subject]:
         clock_event_reasons=4,
         energy_millijoules=6_383_683,
         pcie_tx_kilobytes_per_second=7378,
+        sm_active_percent=80,
+        sm_occupancy_percent=40,
+        tensor_active_percent=30,
+        dram_active_percent=50,
         processes=((418, 22_525_509_632),),
         nvlinks=tuple(
             FakeNvLink(
@@ -266,6 +281,22 @@ def test_skipped_calls_read_as_none_without_an_error(
     assert not {e.call for e in reading.errors} & skip
     for call in skip:
         assert all(getattr(reading, f) is None for f in fields_by_call[call]), call
+
+
+def test_activity_is_ratios_of_the_interval_or_not_supported_never_made_up(
+    subject: Subject,
+) -> None:
+    for index in range(subject.info.device_count):
+        for _ in range(2):
+            answer = subject.backend.activity(index)
+            subject.clock.advance(1)
+
+            assert (
+                answer is None
+                or answer is GpmState.NOT_SUPPORTED
+                or (type(answer) is GpmActivity and all(0 <= r <= 1 for r in astuple(answer)))
+                or (type(answer) is ReadError and answer.call == GPM_CALL)
+            ), answer
 
 
 def test_every_device_registers_for_xid_events_or_says_why_not(subject: Subject) -> None:

@@ -13,7 +13,7 @@ from pathlib import Path
 from observer.clock import ManualClock
 from observer.controller.compose import Sources, Task
 from observer.demo.nodes import DemoNodes
-from observer.domain import Behaviour, Finding, JobPhase, NodeSnapshot, Workload
+from observer.domain import Behaviour, Finding, GpmActivity, JobPhase, NodeSnapshot, Workload
 from observer.fleet.local import LocalFleet
 from observer.reports.compute.causes import Cause, classify
 from observer.reports.compute.notes import Note
@@ -117,6 +117,22 @@ def test_the_nodes_exporter_shows_the_fallen_gpu_down_and_no_utilisation_of_it(t
     assert up == {str(i): (0.0 if i == gpu else 1.0) for i in range(4)}
     used = {labels["gpu"] for name, labels, _ in series if name == "observer_gpu_utilization_ratio"}
     assert str(gpu) not in used and len(used) == 3
+
+
+def test_the_gpu_busy_probe_shows_sm_activity_beside_utilisation_and_idle_gpus_none(
+    tmp_path: Path,
+):
+    world = World(tmp_path)
+    world.run_for(310)  # the first probe runs
+
+    running = {g.index: g for g in world.snapshot().gpus if g.sample and g.sample.processes}
+    idle = [g.activity for g in world.snapshot().gpus if g.index not in running]
+
+    assert running and idle
+    for gpu in running.values():
+        assert gpu.sample is not None and gpu.sample.utilization_gpu_percent == 99
+        assert isinstance(gpu.activity, GpmActivity) and gpu.activity.sm_active_ratio > 0.9
+    assert all(a == GpmActivity(0.0, 0.0, 0.0, 0.0) for a in idle)
 
 
 def test_the_probe_on_the_fallen_gpu_fails_as_a_gpu_fault_and_the_node_stays_in_service(

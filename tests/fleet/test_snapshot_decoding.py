@@ -16,7 +16,7 @@ from observer.agent.attribution import Attributor
 from observer.agent.sampler import Sampler
 from observer.agent.tick import NodeAgent
 from observer.clock import ManualClock
-from observer.domain import NO_OWNER, NodeSnapshot, Owner, OwnerKind
+from observer.domain import NO_OWNER, GpmActivity, GpmState, NodeSnapshot, Owner, OwnerKind
 from observer.errors import SnapshotError
 from observer.fleet import wire
 from observer.gpu.fake import GIB, FakeGpu, FakeGpuBackend
@@ -27,9 +27,13 @@ from observer.settings.detectors import NodeLeakSettings
 
 def busy_snapshot(pod_processes: int = 1) -> NodeSnapshot:
     """An 8-GPU node with an orphan and `pod_processes` of a pod's processes on each GPU, and
-    their findings (bench/snapshot_decode.py decodes it too)."""
+    their findings, half its GPUs reporting GPM activity and half without GPM
+    (bench/snapshot_decode.py decodes it too)."""
     clock = ManualClock(datetime(2026, 11, 30, 9, 0, tzinfo=UTC))
-    gpus = FakeGpuBackend([FakeGpu(f"GPU-{i}") for i in range(8)], clock)
+    activity = GpmActivity(0.5, 0.25, 0.125, 0.75)
+    gpus = FakeGpuBackend(
+        [FakeGpu(f"GPU-{i}", activity=None if i % 2 else activity) for i in range(8)], clock
+    )
     host = FakeHost()
     metrics = AgentMetrics(CollectorRegistry())
     agent = NodeAgent(
@@ -58,6 +62,7 @@ def busy_snapshot(pod_processes: int = 1) -> NodeSnapshot:
 def test_what_an_agent_writes_reads_back_the_same() -> None:
     snap = busy_snapshot()
     assert snap.findings and snap.processes
+    assert {type(gpu.activity) for gpu in snap.gpus} == {GpmActivity, GpmState}
     assert wire.snapshot_from_bytes(json.dumps(codec.snapshot_to_json(snap)).encode()) == snap
 
 
@@ -79,6 +84,14 @@ Change = Callable[[dict[str, Any]], object]
         (
             lambda d: d["findings"][0]["subject"].update(pid=700),
             "findings[0].subject.pid: expected string, got int",
+        ),
+        (
+            lambda d: d["gpus"][1].update(activity="idle"),
+            "gpus[1].activity: 'idle' is not an allowed value",
+        ),
+        (
+            lambda d: d["gpus"][0]["activity"].update(sm_active_ratio="high"),
+            "gpus[0].activity.sm_active_ratio: expected number, got string",
         ),
         (lambda d: d.update(gpus={}), "snapshot field gpus: expected array, got object"),
         (lambda d: d.update(driver=None), "snapshot field driver: expected object, got null"),

@@ -73,8 +73,9 @@ H200_NVLINKS = (FakeNvLink(),) * 18  # an H200 SXM's NVLink 4 links, all up and 
 @dataclass(frozen=True)
 class FakeNvmlGpu:
     """One device of the state file. Defaults are an idle H200 as recorded in the h200-trace
-    (whose VM recorded no NVLink: its links are an H200 SXM's); field names are the state-file
-    keys and, but for the last four, GpuSample / GpuCounters fields."""
+    (whose VM recorded no NVLink: its links are an H200 SXM's), its SMs idle; field names are
+    the state-file keys and, but for GPM's four and the last four, GpuSample / GpuCounters
+    fields."""
 
     utilization_gpu_percent: int = 0
     utilization_memory_percent: int = 0
@@ -98,6 +99,10 @@ class FakeNvmlGpu:
     retired_pages_pending: bool = False
     ecc_aggregate_uncorrected_errors: int = 0
     pcie_replay_errors: int = 1
+    sm_active_percent: int = 0  # what GPM reports (GpmActivity's ratios, in percent)
+    sm_occupancy_percent: int = 0
+    tensor_active_percent: int = 0
+    dram_active_percent: int = 0
     processes: tuple[tuple[int, int | None], ...] = ()  # (pid, used bytes or None: "na")
     nvlinks: tuple[FakeNvLink, ...] = H200_NVLINKS  # () : a device without NVLink
     unsupported: frozenset[str] = frozenset()

@@ -46,6 +46,7 @@ from observer.domain import (
     DriverState,
     DriverStatus,
     Expectation,
+    GpmActivity,
     GpuAssignment,
     JobPhase,
     JobStatus,
@@ -174,6 +175,11 @@ def _agent(tmp_path: Path) -> Iterator[Said]:
     views.append(NodeView(snapshot.node, snapshot.driver, quiet, tuple(idle), kubelet))
     for view in views:
         yield from ((s.detector, s.subject, s.evidence) for s in node_leaks.evaluate(view, rules))
+    # Busy to utilisation while one warp spins, judged on SM activity.
+    spinning = tuple(replace(g, activity=GpmActivity(0.01, 0.0, 0.0, 0.0)) for g in snapshot.gpus)
+    on_sm = rules.model_copy(update={"idle_sm_active_ratio": 0.05})
+    view = NodeView(snapshot.node, snapshot.driver, spinning, tuple(idle), None)
+    yield from ((s.detector, s.subject, s.evidence) for s in node_leaks.evaluate(view, on_sm))
     # A GPU slowed under a process the agent could not yet attribute to anyone.
     unattributed = HealthView(snapshot.node, snapshot.at, snapshot.gpus, ())
     slowed, _ = gpu_health.evaluate(unattributed, {}, GPU_RULES)

@@ -40,7 +40,9 @@ def test_the_device_check_runs_on_the_stand_ins_and_the_agent_sees_the_burn() ->
     assert burn["agent_attributed_pid"] is True
     assert burn["agent_used_memory_bytes"] == 2**30  # what the burn's GPU lists for its pid
     assert burn["utilization_gpu_percent"]["samples"] >= 1
+    assert burn["sm_active_ratio"]["p50"] == pytest.approx(0.93)  # what the stand-in was told
     assert 0 <= burn["cpu_seconds_per_gpu_second"] < 1
     assert result["sampling"]["gpus"] == 2 and result["sampling"]["observer_us_per_gpu"] > 0
+    assert result["sampling"]["gpm"]["observer_us_per_gpu"] > 0
     assert result["xid"] == {"0": "registered", "1": "registered"}
-    assert set(result["not_checked"]) == {"gpm", "gpu_comm", "mig"}
+    assert set(result["not_checked"]) == {"gpu_comm", "mig"}

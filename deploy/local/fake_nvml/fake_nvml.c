@@ -24,6 +24,9 @@
  *   remapped_rows_correctable remapped_rows_uncorrectable remapped_rows_pending remapped_rows_failed
  *   retired_pages_single_bit retired_pages_double_bit retired_pages_pending
  *   ecc_aggregate_uncorrected_errors pcie_replay_errors
+ *   sm_active_percent sm_occupancy_percent tensor_active_percent dram_active_percent
+ *                              what the GPM metrics SM_UTIL, SM_OCCUPANCY, ANY_TENSOR_UTIL and
+ *                              DRAM_BW_UTIL report (see GPM below)
  *   lost                       1: every call on the device, handle lookup included, answers
  *                              NVML_ERROR_GPU_IS_LOST; as on real NVML, a handle taken before the
  *                              device was seen lost stays lost after it comes back
@@ -34,8 +37,9 @@
  *                              counters; a link past the last answers NVML_ERROR_INVALID_ARGUMENT
  *                              and a device without the key has no NVLink (NOT_SUPPORTED)
  *   unsupported=CALL,...       these calls answer NVML_ERROR_NOT_SUPPORTED; CALL is a call name of
- *                              observer/gpu/backend.py (LEAN_CALLS, COUNTER_CALLS, and
- *                              XID_EVENTS_CALL: Xid events not among the supported event types)
+ *                              observer/gpu/backend.py (LEAN_CALLS, COUNTER_CALLS,
+ *                              XID_EVENTS_CALL: Xid events not among the supported event types,
+ *                              and GPM_CALL: a GPU without GPM, as before Hopper)
  * Example:
  *   gpu utilization_gpu_percent=100 memory_used_bytes=22808494080 processes=418:22154313728 unsupported=retired_pages
  *   gpu nvlinks=1:0:0:0:0,1:4:1:2:0,0:0:0:0:0
@@ -51,6 +55,14 @@
  * EVENTS: nvmlEventSetCreate/Free, nvmlDeviceGetSupportedEventTypes, nvmlDeviceRegisterEvents
  * (Xid critical errors only) and nvmlEventSetWait_v2, which fills nvml.h's nvmlEventData_t and
  * polls the state file every 2 ms until its timeout (NVML_ERROR_TIMEOUT).
+ *
+ * GPM: nvmlGpmQueryDeviceSupport (isSupportedDevice 0 with unsupported=gpm, whose
+ * nvmlGpmSampleGet then answers NOT_SUPPORTED), nvmlGpmSampleAlloc/Free, nvmlGpmSampleGet and
+ * nvmlGpmMetricsGet. Each device integrates its configured activity over time, as the hardware
+ * counts cycles; a sample holds the integrals and the time it was taken, and the metrics of two
+ * samples are the time-weighted mean activity between them (a state change mid-interval counts
+ * for the part of the interval after it). The four metrics above are served; any other metric
+ * id answers NOT_SUPPORTED in its own nvmlReturn.
  *
  * Thread-safe like NVML: one lock around every call (a wait holds it only while it looks).
  */
@@ -77,7 +89,7 @@ enum call {
     C_UTILIZATION, C_MEMORY, C_PROCESSES, C_POWER, C_TEMPERATURE, C_SM_CLOCK,
     C_CLOCK_EVENT_REASONS, C_PERFORMANCE_STATE, C_ECC_VOLATILE_UNCORRECTED, C_ENERGY,
     C_PCIE_TX, C_PCIE_RX, C_REMAPPED_ROWS, C_RETIRED_PAGES, C_RETIRED_PAGES_PENDING,
-    C_ECC_AGGREGATE_UNCORRECTED, C_PCIE_REPLAY, C_NVLINK_ERRORS, C_XID_EVENTS, C_COUNT,
+    C_ECC_AGGREGATE_UNCORRECTED, C_PCIE_REPLAY, C_NVLINK_ERRORS, C_XID_EVENTS, C_GPM, C_COUNT,
     C_ALWAYS = -1 /* identity calls, and those of other NVML clients: never made unsupported */
 };
 static const char *const CALL_NAMES[C_COUNT] = {
@@ -85,7 +97,7 @@ static const char *const CALL_NAMES[C_COUNT] = {
     "clock_event_reasons", "performance_state", "ecc_volatile_uncorrected", "energy",
     "pcie_tx_throughput", "pcie_rx_throughput", "remapped_rows", "retired_pages",
     "retired_pages_pending", "ecc_aggregate_uncorrected", "pcie_replay", "nvlink_errors",
-    "xid_events",
+    "xid_events", "gpm",
 };
 
 typedef struct {
@@ -95,7 +107,8 @@ typedef struct {
         energy_millijoules, pcie_tx_kilobytes_per_second, pcie_rx_kilobytes_per_second,
         remapped_rows_correctable, remapped_rows_uncorrectable, remapped_rows_pending,
         remapped_rows_failed, retired_pages_single_bit, retired_pages_double_bit,
-        retired_pages_pending, ecc_aggregate_uncorrected_errors, pcie_replay_errors, lost;
+        retired_pages_pending, ecc_aggregate_uncorrected_errors, pcie_replay_errors,
+        sm_active_percent, sm_occupancy_percent, tensor_active_percent, dram_active_percent, lost;
     unsigned nprocs;
     unsigned pid[MAX_PROCS];
     unsigned long long used[MAX_PROCS];
@@ -113,7 +126,32 @@ static const struct { const char *name; size_t offset; } KEYS[] = {
     KEY(remapped_rows_correctable), KEY(remapped_rows_uncorrectable), KEY(remapped_rows_pending),
     KEY(remapped_rows_failed), KEY(retired_pages_single_bit), KEY(retired_pages_double_bit),
     KEY(retired_pages_pending), KEY(ecc_aggregate_uncorrected_errors), KEY(pcie_replay_errors),
-    KEY(lost),
+    KEY(sm_active_percent), KEY(sm_occupancy_percent), KEY(tensor_active_percent),
+    KEY(dram_active_percent), KEY(lost),
+};
+
+/* The GPM metrics served: nvml.h's id, the key of the activity, the names NVML gives it. */
+#define GPM_SERVED 4
+static const struct {
+    unsigned id;
+    size_t offset;
+    char *short_name, *long_name;
+} GPM_METRICS[GPM_SERVED] = {
+    {NVML_GPM_METRIC_SM_UTIL, offsetof(gpu_t, sm_active_percent), "sm_util", "SM utilization"},
+    {NVML_GPM_METRIC_SM_OCCUPANCY, offsetof(gpu_t, sm_occupancy_percent), "sm_occupancy",
+     "SM occupancy"},
+    {NVML_GPM_METRIC_ANY_TENSOR_UTIL, offsetof(gpu_t, tensor_active_percent), "any_tensor_util",
+     "Any tensor utilization"},
+    {NVML_GPM_METRIC_DRAM_BW_UTIL, offsetof(gpu_t, dram_active_percent), "dram_bw_util",
+     "DRAM bandwidth utilization"},
+};
+
+/* A GPM sample: whose, when, and each served metric's activity integral at that time. */
+struct nvmlGpmSample_st {
+    int taken;
+    unsigned gpu;
+    unsigned long long at_ns;
+    double percent_seconds[GPM_SERVED];
 };
 
 typedef struct { unsigned long long id, gpu, code; } xid_t;
@@ -132,6 +170,8 @@ static struct stat LOADED_STAT;
 static unsigned GENERATION[MAX_GPUS]; /* bumped each time a device is seen lost */
 static int WAS_LOST[MAX_GPUS];
 static xid_t XIDS[MAX_XIDS];
+static double GPM_PERCENT_SECONDS[MAX_GPUS][GPM_SERVED]; /* activity integrated until GPM_AT_NS */
+static unsigned long long GPM_AT_NS[MAX_GPUS];
 static unsigned NXIDS;
 static pthread_mutex_t LOCK = PTHREAD_RECURSIVE_MUTEX_INITIALIZER_NP;
 
@@ -232,6 +272,26 @@ static int unchanged(const char *path, const struct stat *st) {
         && st->st_ctim.tv_nsec == was->st_ctim.tv_nsec;
 }
 
+static unsigned long long monotonic_ns(void) {
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    return (unsigned long long)now.tv_sec * 1000000000ULL + (unsigned long long)now.tv_nsec;
+}
+
+static unsigned long long gpm_rate_percent(const gpu_t *g, unsigned k) {
+    return *(const unsigned long long *)((const char *)g + GPM_METRICS[k].offset);
+}
+
+/* Integrates device i's activity, at the rates configured now, up to `now_ns`. */
+static void gpm_advance(unsigned i, unsigned long long now_ns) {
+    unsigned k;
+    if (GPM_AT_NS[i])
+        for (k = 0; k < GPM_SERVED; k++)
+            GPM_PERCENT_SECONDS[i][k] +=
+                (double)gpm_rate_percent(&G[i], k) * (double)(now_ns - GPM_AT_NS[i]) / 1e9;
+    GPM_AT_NS[i] = now_ns;
+}
+
 static void load(void) {
     const char *path = getenv("FAKE_NVML_STATE");
     struct stat st;
@@ -239,10 +299,13 @@ static void load(void) {
     char line[8192];
     unsigned line_no = 0, i;
     if (!path || stat(path, &st) != 0) {
+        for (i = 0; i < N; i++) gpm_advance(i, monotonic_ns());
         N = 0; DRIVER_NOT_LOADED = 0; BAD[0] = '\0'; LOADED_PATH[0] = '\0';
         return;
     }
     if (unchanged(path, &st)) return;
+    /* The activity so far was at the old rates: count it before they change. */
+    for (i = 0; i < N; i++) gpm_advance(i, monotonic_ns());
     N = 0; NXIDS = 0; DRIVER_NOT_LOADED = 0; BAD[0] = '\0';
     /* A path too long to remember is parsed on every call. */
     if (snprintf(LOADED_PATH, sizeof LOADED_PATH, "%s", path) >= (int)sizeof LOADED_PATH)
@@ -351,6 +414,8 @@ const char *nvmlErrorString(nvmlReturn_t r) {
     case NVML_ERROR_GPU_IS_LOST: return "GPU is lost";
     case NVML_ERROR_TIMEOUT: return "Timeout";
     case NVML_ERROR_NOT_FOUND: return "Not Found";
+    case NVML_ERROR_MEMORY: return "Insufficient Memory";
+    case NVML_ERROR_ARGUMENT_VERSION_MISMATCH: return "Argument Version Mismatch";
     default: return "Unknown Error";
     }
 }
@@ -746,4 +811,75 @@ nvmlReturn_t nvmlEventSetWait_v2(nvmlEventSet_t set, nvmlEventData_t *data, unsi
         nanosleep(&tick, NULL);
         waited += 2;
     }
+}
+
+nvmlReturn_t nvmlGpmQueryDeviceSupport(nvmlDevice_t d, nvmlGpmSupport_t *support) {
+    DEVICE_CALL(d, C_ALWAYS); /* an older GPU answers the query: "not supported" */
+    if (!support) return NVML_ERROR_INVALID_ARGUMENT;
+    if (support->version != NVML_GPM_SUPPORT_VERSION) return NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
+    support->isSupportedDevice = !(g->unsupported >> C_GPM & 1u);
+    return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlGpmSampleAlloc(nvmlGpmSample_t *sample) {
+    LOCKED;
+    nvmlReturn_t rc = system_call(__func__);
+    if (rc != NVML_SUCCESS) return rc;
+    if (!sample) return NVML_ERROR_INVALID_ARGUMENT;
+    return (*sample = calloc(1, sizeof **sample)) ? NVML_SUCCESS : NVML_ERROR_MEMORY;
+}
+
+nvmlReturn_t nvmlGpmSampleFree(nvmlGpmSample_t sample) {
+    LOCKED;
+    log_call(__func__);
+    if (!sample) return NVML_ERROR_INVALID_ARGUMENT;
+    free(sample);
+    return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlGpmSampleGet(nvmlDevice_t d, nvmlGpmSample_t sample) {
+    unsigned i, k;
+    DEVICE_CALL(d, C_GPM);
+    if (!sample) return NVML_ERROR_INVALID_ARGUMENT;
+    i = device_index(g);
+    gpm_advance(i, monotonic_ns());
+    sample->taken = 1;
+    sample->gpu = i;
+    sample->at_ns = GPM_AT_NS[i];
+    for (k = 0; k < GPM_SERVED; k++) sample->percent_seconds[k] = GPM_PERCENT_SECONDS[i][k];
+    return NVML_SUCCESS;
+}
+
+/* The mean activity between two samples of one device, sample1 the earlier. */
+nvmlReturn_t nvmlGpmMetricsGet(nvmlGpmMetricsGet_t *get) {
+    LOCKED;
+    const struct nvmlGpmSample_st *first, *second;
+    double seconds;
+    unsigned m, k;
+    nvmlReturn_t rc = system_call(__func__);
+    if (rc != NVML_SUCCESS) return rc;
+    if (!get) return NVML_ERROR_INVALID_ARGUMENT;
+    if (get->version != NVML_GPM_METRICS_GET_VERSION) return NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
+    first = get->sample1;
+    second = get->sample2;
+    if (get->numMetrics > NVML_GPM_METRIC_MAX || !first || !second || !first->taken
+        || !second->taken || first->gpu != second->gpu || second->at_ns <= first->at_ns)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    seconds = (double)(second->at_ns - first->at_ns) / 1e9;
+    for (m = 0; m < get->numMetrics; m++) {
+        nvmlGpmMetric_t *metric = &get->metrics[m];
+        for (k = 0; k < GPM_SERVED && GPM_METRICS[k].id != metric->metricId; k++) {}
+        metric->value = 0;
+        memset(&metric->metricInfo, 0, sizeof metric->metricInfo);
+        if (k == GPM_SERVED) {
+            metric->nvmlReturn = NVML_ERROR_NOT_SUPPORTED;
+            continue;
+        }
+        metric->nvmlReturn = NVML_SUCCESS;
+        metric->value = (second->percent_seconds[k] - first->percent_seconds[k]) / seconds;
+        metric->metricInfo.shortName = GPM_METRICS[k].short_name;
+        metric->metricInfo.longName = GPM_METRICS[k].long_name;
+        metric->metricInfo.unit = "%";
+    }
+    return NVML_SUCCESS;
 }

@@ -153,16 +153,19 @@ def _allocated_idle(s: Subject, e: Evidence) -> Sentence:
                 {"owner": str(e["owner"]), "gpu": _gpu(s, e), "node": s["node"]},
             ),
         )
-    return (
-        Note(
-            "finding.allocated_idle.process",
-            {
-                "owner": _owner(s, e),
-                "memory_bytes": _bytes(e["used_memory_bytes"]),
-                "gpu": _gpu(s, e),
-            },
-        ),
-    )
+    params = {
+        "owner": _owner(s, e),
+        "memory_bytes": _bytes(e["used_memory_bytes"]),
+        "gpu": _gpu(s, e),
+    }
+    if "sm_active_ratio" not in e:
+        return (Note("finding.allocated_idle.process", params),)
+    # Judged on SM activity (GPM): busy to utilisation, maybe, but not to the SMs.
+    shares = {
+        "sm_active_share": e["sm_active_ratio"],
+        "utilization_share": e["utilization_gpu_percent"] / 100,
+    }
+    return (Note("finding.allocated_idle.process_sm", {**params, **shares}),)
 
 
 def _orphan_process(s: Subject, e: Evidence) -> Sentence:
