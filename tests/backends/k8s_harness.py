@@ -45,6 +45,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from http.server import ThreadingHTTPServer
 from pathlib import Path
+from time import monotonic, sleep
 from types import TracebackType
 from typing import Any
 
@@ -64,7 +65,7 @@ from observer.backends.kubernetes.manifests import (
 )
 from observer.cli import _parser
 from observer.clock import ManualClock
-from observer.domain import Behaviour
+from observer.domain import Behaviour, SchedulerSnapshot
 from observer.settings.controller import KubernetesSettings
 from observer.workloads import serve
 from tests.backends.admission import (
@@ -75,7 +76,7 @@ from tests.backends.admission import (
     webhook_refusal,
 )
 from tests.backends.pod_security import ENFORCE_LABEL, RESTRICTED, restricted_refusal
-from tests.backends.selectors import SelectingEmulator
+from tests.backends.watches import VersionedEmulator
 
 GPU = "nvidia.com/gpu"
 POOL_LABEL = "nvidia.com/gpu.product"
@@ -191,7 +192,7 @@ def _pod_gpus(spec: dict[str, Any]) -> int:
     )
 
 
-class _ApiServer(SelectingEmulator):
+class _ApiServer(VersionedEmulator):
     """kmock's emulator, plus what a real API server does by itself: uid, creationTimestamp
     and namespace on create, the managedFields of a ResourceQuota's spec.hard and of a
     ClusterQueue's spec.resourceGroups (each manager's latest Update and the fields it owns),
@@ -445,6 +446,28 @@ class _ApiServer(SelectingEmulator):
             )
 
 
+class _SyncedBackend(KubernetesBackend):
+    """The backend under test, whose snapshot first lets its informers catch up with the
+    writes the harness has made: a real controller reads its caches at any moment, a test
+    asserts on a moment it has just made."""
+
+    def __init__(self, settings: KubernetesSettings, clock: ManualClock, server: _ApiServer):
+        super().__init__(settings, clock)
+        self._server = server
+
+    def snapshot(self) -> SchedulerSnapshot:
+        deadline = monotonic() + 10
+        while any(
+            int(view.version or 0) < self._server.latest[view.what.split()[0]]
+            for view in self.watched()
+            if view.up
+        ):
+            if monotonic() > deadline:
+                raise AssertionError(f"the informers did not catch up: {self.watched()}")
+            sleep(0.005)
+        return super().snapshot()
+
+
 class KubernetesHarness:
     """The emulated cluster and a KubernetesBackend on it: `nodes` nodes of `gpus_per_node`
     GPUs in two pools, one namespace per tenant. Use it as a context manager."""
@@ -537,7 +560,7 @@ class KubernetesHarness:
         self.registry = {self.settings.image, self.settings.gpu_busy_image or self.settings.image}
         try:
             self._create_cluster()
-            self.backend = KubernetesBackend(self.settings, self.clock)
+            self.backend = _SyncedBackend(self.settings, self.clock, self.server)
         except BaseException:
             self._shut_down()
             raise
@@ -923,6 +946,23 @@ class KubernetesHarness:
         encoded = {key: base64.b64encode(value.encode()).decode() for key, value in data.items()}
         body = {"metadata": {"name": name, "namespace": namespace}, "data": encoded}
         self.core.create_namespaced_secret(namespace, body)
+
+    def compact_versions(self) -> None:
+        """etcd's compaction: every version so far is forgotten (watches.py)."""
+        self._on_server_loop(self.server.compact)
+
+    def refuse_reads(self, plural: str) -> None:
+        """The API server fails `plural`'s watches and answers its lists 503."""
+        self._on_server_loop(lambda: self.server.refuse(plural))
+
+    def allow_reads(self, plural: str) -> None:
+        self._on_server_loop(lambda: self.server.allow(plural))
+
+    def _on_server_loop(self, call: Callable[[], None]) -> None:
+        assert self._loop is not None
+        done = threading.Event()
+        self._loop.call_soon_threadsafe(lambda: (call(), done.set()))
+        done.wait(5)
 
     def cordon(self, node: str) -> None:
         taint = {

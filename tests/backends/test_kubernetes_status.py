@@ -1,6 +1,7 @@
 """The Kubernetes translation of jobs, queues and nodes (status.py, queues.py, objects.py), on
 API documents recorded as the API server returns them (tests/backends/kubernetes_api/), read
-by the client's own deserializer."""
+as the backend reads them: pods and nodes by wire.py's decoder, the rest by the client's own
+deserializer."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from typing import Any
 
 from kubernetes.client import ApiClient, CoreV1Event
 
+from observer.backends.kubernetes import wire
 from observer.backends.kubernetes.objects import controller_of, has_gpus, scheduler_node
 from observer.backends.kubernetes.queues import (
     cluster_queue_quota,
@@ -34,6 +36,10 @@ from observer.probes.outcome import is_quota_reason
 from tests.support.times import on_day
 
 RECORDED = Path(__file__).parent / "kubernetes_api"
+WIRE: dict[str, Callable[[str], Any]] = {
+    "V1Pod": wire.PODS.object.decode,
+    "V1Node": wire.NODES.object.decode,
+}
 GPU = "nvidia.com/gpu"
 POOL_LABEL = "nvidia.com/gpu.product"
 UNSCHEDULABLE = (
@@ -47,6 +53,8 @@ def recorded(name: str, model: str, edit: Callable[[dict[str, Any]], None] | Non
     document = json.loads((RECORDED / f"{name}.json").read_text())
     if edit is not None:
         edit(document)
+    if model in WIRE:
+        return WIRE[model](json.dumps(document))
     return ApiClient().deserialize(json.dumps(document), model, "application/json")
 
 

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from prometheus_client import CollectorRegistry
 
+from observer.backends.kubernetes.backend import KubernetesBackend
 from observer.backends.slurm.backend import SlurmBackend
 from observer.clock import SystemClock
 from observer.controller.compose import build_controller
@@ -126,7 +127,7 @@ def test_a_tenant_whose_credentials_are_missing_is_rejected_with_the_reason(tmp_
             plan=[{"window": "always", "probe": "isolation", "every_seconds": 60}],
         )
         only_prod = {"prod": k8s.settings.tenant_token_files["prod"]}
-        backend = type(k8s.backend)(
+        backend = KubernetesBackend(
             k8s.settings.model_copy(update={"tenant_token_files": only_prod}), k8s.clock
         )
         metrics = ControllerMetrics(CollectorRegistry())

@@ -1,8 +1,9 @@
 """The controller's RBAC grants exactly what the Kubernetes backend calls, read from the source
 of every module of its package: a call is checked in whichever module makes it.
 
-Every call the adapter makes on its API objects (`self._core.list_node(...)`) names its verb
-and resource: list_* -> list, read_* -> get, create_* -> create, delete_* -> delete, patch_*
+Every method of its API objects the adapter calls or hands to an informer
+(`self._core.list_node`) names its verb and resource: list_* -> list (watch when called with
+`watch=True`: the informers'), read_* -> get, create_* -> create, delete_* -> delete, patch_*
 -> patch; `namespaced` calls are made in the probe namespaces (a Role in each), the others
 (`list_node`, `*_for_all_namespaces`) cluster-wide (the ClusterRole). A custom-object call
 (`self._custom.list_namespaced_custom_object(...)`, `list_cluster_custom_object`) reaches
@@ -28,7 +29,14 @@ KUBERNETES = REPO / "observer" / "backends" / "kubernetes"
 CONNECTION = KUBERNETES / "client.py"
 ISOLATION = KUBERNETES / "isolation.py"  # a tenant's calls, not the controller's
 ADAPTER = sorted(set(KUBERNETES.glob("*.py")) - {ISOLATION})
-VERBS = {"list": "list", "read": "get", "create": "create", "delete": "delete", "patch": "patch"}
+VERBS = {
+    "list": "list",
+    "watch": "watch",
+    "read": "get",
+    "create": "create",
+    "delete": "delete",
+    "patch": "patch",
+}
 SUBRESOURCES = ("log", "status", "scale", "exec", "eviction", "binding")
 CUSTOM_OBJECTS = "CustomObjectsApi"
 
@@ -42,9 +50,10 @@ def api_group(api_class: str) -> str:
     return "" if group[1] == "Core" else group[1].lower()
 
 
-def grant(api_class: str, method: str) -> tuple[Grant, bool]:
+def grant(api_class: str, method: str, watch: bool = False) -> tuple[Grant, bool]:
     """A client method's (apiGroup, resource, verb), and whether it is namespaced."""
     action, _, rest = method.partition("_")
+    action = "watch" if watch and action == "list" else action
     assert action in VERBS, f"{api_class}.{method}: a verb the test does not map"
     cluster_wide = rest.endswith("_for_all_namespaces") or not rest.startswith("namespaced_")
     kind = rest.removesuffix("_for_all_namespaces").removeprefix("namespaced_")
@@ -134,14 +143,21 @@ def called_grants() -> tuple[set[Grant], set[Grant]]:
     for tree in trees:
         aliases = aliases_of(tree, classes)
         used |= set(aliases.values())
+        watching = {  # the methods called with watch=True: the informers' watches
+            id(node.func)
+            for node in ast.walk(tree)
+            if isinstance(node, ast.Call)
+            and any(k.arg == "watch" and getattr(k.value, "value", None) for k in node.keywords)
+        }
+        # Every method named, called here or handed to an informer that calls it.
         for node in ast.walk(tree):
-            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
-                api_class = aliases.get(self_attribute(node.func.value) or "")
+            if isinstance(node, ast.Attribute):
+                api_class = aliases.get(self_attribute(node.value) or "")
                 if api_class == CUSTOM_OBJECTS:
-                    rules, in_namespace = custom_grants(trees, node.func.attr)
+                    rules, in_namespace = custom_grants(trees, node.attr)
                     (namespaced if in_namespace else cluster).update(rules)
                 elif api_class:
-                    rule, in_namespace = grant(api_class, node.func.attr)
+                    rule, in_namespace = grant(api_class, node.attr, id(node) in watching)
                     (namespaced if in_namespace else cluster).add(rule)
     assert used == set(classes.values()), used
     return cluster, namespaced
@@ -180,6 +196,7 @@ def test_the_call_reader_names_verbs_resources_and_scope():
     assert grant("CoreV1Api", "read_namespaced_pod_log") == (("", "pods/log", "get"), True)
     assert grant("CoreV1Api", "list_pod_for_all_namespaces") == (("", "pods", "list"), False)
     assert grant("CoreV1Api", "list_node") == (("", "nodes", "list"), False)
+    assert grant("CoreV1Api", "list_node", watch=True) == (("", "nodes", "watch"), False)
     assert grant("BatchV1Api", "delete_namespaced_job") == (("batch", "jobs", "delete"), True)
     assert grant("CoreV1Api", "list_namespaced_resource_quota") == (
         ("", "resourcequotas", "list"),

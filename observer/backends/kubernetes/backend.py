@@ -22,7 +22,7 @@ from dataclasses import replace
 from datetime import datetime
 from types import TracebackType
 
-from kubernetes.client import CoreV1Event, V1Job, V1Pod
+from kubernetes.client import CoreV1Event, V1Job
 
 from observer.backends.base import (
     MANAGED_BY,
@@ -34,7 +34,7 @@ from observer.backends.base import (
     queue_states,
     with_guarantees,
 )
-from observer.backends.kubernetes import isolation
+from observer.backends.kubernetes import isolation, wire
 from observer.backends.kubernetes.audit import AuditLog, AuditWrite
 from observer.backends.kubernetes.client import (
     Apis,
@@ -44,6 +44,7 @@ from observer.backends.kubernetes.client import (
     observer_configuration,
 )
 from observer.backends.kubernetes.inference_service import KubernetesServices
+from observer.backends.kubernetes.informer import Informer, View
 from observer.backends.kubernetes.manifests import job_manifest, job_name
 from observer.backends.kubernetes.objects import (
     TERMINAL_POD_PHASES,
@@ -104,8 +105,11 @@ class KubernetesBackend(ServicesOf):
         ] = {}
         path = settings.audit_log_path
         self._audit = AuditLog(path) if path is not None else None
+        self._informers: tuple[Informer[wire.Node], Informer[wire.Pod]] | None = None
 
     def close(self) -> None:
+        for informer in self._informers or ():
+            informer.stop()
         self._apis.close()
 
     def __enter__(self) -> KubernetesBackend:
@@ -238,22 +242,20 @@ class KubernetesBackend(ServicesOf):
 
     def snapshot(self) -> SchedulerSnapshot:
         now = self._clock.now()
-        with api("list nodes"):
-            nodes = self._core.list_node(_request_timeout=self._timeout).items
-        # Every pod, not only the tenants': a node's GPUs are held by whoever runs there.
-        with api("list pods in all namespaces"):
-            pods = self._core.list_pod_for_all_namespaces(_request_timeout=self._timeout).items
-        by_namespace: dict[str, list[V1Pod]] = {}
+        nodes, pods = self._watched()
+        by_namespace: dict[str, list[wire.Pod]] = {n: [] for n in self._settings.namespaces}
         # As the scheduler counts: a pod holds its GPUs until it is gone, Terminating or not.
+        # Every pod, not only the tenants': a node's GPUs are held by whoever runs there.
         allocated: Counter[str] = Counter()
-        for pod in pods:
-            by_namespace.setdefault(namespace_of(pod), []).append(pod)
+        for pod in pods.objects():
+            if (tenant := by_namespace.get(namespace_of(pod))) is not None:
+                tenant.append(pod)
             if pod.spec and pod.spec.node_name and pod_phase(pod) not in TERMINAL_POD_PHASES:
                 allocated[pod.spec.node_name] += pod_spec_gpus(pod.spec, self._gpu)
         jobs: list[JobStatus] = []
         reads = QueueReads(self._apis, self._timeout, self._gpu)
-        for namespace in self._settings.namespaces:
-            jobs += self._unfinished_work(namespace, by_namespace.get(namespace, []), reads)
+        for namespace, tenant_pods in by_namespace.items():
+            jobs += self._unfinished_work(namespace, tenant_pods, reads)
         quotas = reads.quotas(self._settings.namespaces, jobs)
         return SchedulerSnapshot(
             at=now,
@@ -265,12 +267,49 @@ class KubernetesBackend(ServicesOf):
                     self._gpu,
                     self._settings.pool_label,
                 )
-                for node in sorted(nodes, key=lambda node: object_name(node.metadata))
+                for node in sorted(nodes.objects(), key=lambda node: object_name(node.metadata))
                 if has_gpus(node, self._gpu)
             ),
             jobs=tuple(jobs),
             quotas=quotas,
         )
+
+    def watched(self) -> tuple[View[wire.Node] | View[wire.Pod], ...]:
+        """The informers' latest views (none before the first snapshot): what they hold and
+        how fresh it is."""
+        return tuple(informer.view() for informer in self._informers or ())
+
+    def _watched(self) -> tuple[View[wire.Node], View[wire.Pod]]:
+        """The nodes' and pods' latest views, their informers started at the first call (and
+        waited for as long as a list may take); a view whose watch is down is blind time."""
+        if self._informers is None:
+            self._informers = (
+                Informer(
+                    "nodes",
+                    self._core.list_node,
+                    lambda **since: self._core.list_node(watch=True, **since),
+                    wire.NODES,
+                    self._clock,
+                    self._timeout,
+                ),
+                Informer(
+                    "pods in all namespaces",
+                    self._core.list_pod_for_all_namespaces,
+                    lambda **since: self._core.list_pod_for_all_namespaces(watch=True, **since),
+                    wire.PODS,
+                    self._clock,
+                    self._timeout,
+                ),
+            )
+            for informer in self._informers:
+                informer.start()
+        nodes, pods = self._informers
+        for informer in self._informers:
+            informer.wait_synced(self._timeout)
+        for view in (nodes.view(), pods.view()):
+            if not view.up:
+                raise BackendError(view.blindness())
+        return nodes.view(), pods.view()
 
     def quota_changes(self, since: datetime, until: datetime) -> list[QuotaChange]:
         # Each manager's latest write of each tenant namespace's ResourceQuotas and of the
@@ -339,11 +378,16 @@ class KubernetesBackend(ServicesOf):
                 namespace, label_selector=selector, _request_timeout=self._timeout
             ).items
 
-    def _list_pods(self, namespace: str, selector: str) -> list[V1Pod]:
-        with api(f"list pods in {namespace}"):
-            return self._core.list_namespaced_pod(
-                namespace, label_selector=selector, _request_timeout=self._timeout
-            ).items
+    def _list_pods(self, namespace: str, selector: str) -> list[wire.Pod]:
+        what = f"list pods in {namespace}"
+        with api(what):
+            response = self._core.list_namespaced_pod(
+                namespace,
+                label_selector=selector,
+                _preload_content=False,
+                _request_timeout=self._timeout,
+            )
+        return wire.decoded(wire.PODS.page, response.data, what).items or []
 
     def _job_statuses(
         self,
@@ -380,7 +424,7 @@ class KubernetesBackend(ServicesOf):
         return job is not None and labels_of(job.metadata).get(RUN_ID_LABEL) == run_id
 
     def _unfinished_work(
-        self, namespace: str, pods: list[V1Pod], reads: QueueReads
+        self, namespace: str, pods: list[wire.Pod], reads: QueueReads
     ) -> list[JobStatus]:
         """Every unfinished Job that asks for GPUs, and every other group of live pods using
         GPUs, grouped by their controller (a ReplicaSet, an MPIJob's launcher, ...); pods being
@@ -393,8 +437,8 @@ class KubernetesBackend(ServicesOf):
             if not final_condition(job) and pod_spec_gpus(pod_template(job), self._gpu) > 0
         ]
         statuses = self._job_statuses(namespace, gpu_jobs, by_job, reads, events)
-        groups: dict[str, list[V1Pod]] = {}
-        ending: dict[str, list[V1Pod]] = {}
+        groups: dict[str, list[wire.Pod]] = {}
+        ending: dict[str, list[wire.Pod]] = {}
         for pod in pods:
             if pod_phase(pod) in TERMINAL_POD_PHASES or pod_spec_gpus(pod.spec, self._gpu) == 0:
                 continue

@@ -11,6 +11,7 @@ from datetime import UTC, datetime
 from kubernetes import client
 
 from observer.backends.base import MANAGED_BY, MANAGED_BY_LABEL, Replica
+from observer.backends.kubernetes import wire
 from observer.domain import SchedulerNode
 from observer.errors import BackendError
 
@@ -18,44 +19,49 @@ TERMINAL_POD_PHASES = frozenset({"Succeeded", "Failed"})
 REVISION_LABEL = "pod-template-hash"  # the Deployment controller's, on each pod of a revision
 NEVER = datetime.min.replace(tzinfo=UTC)  # before any moment the API gives
 
+# An object's metadata as the client's models read it (Jobs, events) or as wire.py decodes it
+# (pods, nodes).
+Meta = client.V1ObjectMeta | wire.ObjectMeta
+Owner = client.V1OwnerReference | wire.OwnerReference
 
-def object_name(meta: client.V1ObjectMeta | None) -> str:
+
+def object_name(meta: Meta | None) -> str:
     if meta is None or not meta.name:
         raise BackendError("the API returned an object without a name")
     return meta.name
 
 
-def namespace_of(obj: client.V1Job | client.V1Pod) -> str:
+def namespace_of(obj: client.V1Job | wire.Pod) -> str:
     return (obj.metadata.namespace if obj.metadata else None) or ""
 
 
-def labels_of(meta: client.V1ObjectMeta | None) -> dict[str, str]:
+def labels_of(meta: Meta | None) -> dict[str, str]:
     return (meta.labels if meta else None) or {}
 
 
-def is_ours(meta: client.V1ObjectMeta | None) -> bool:
+def is_ours(meta: Meta | None) -> bool:
     return labels_of(meta).get(MANAGED_BY_LABEL) == MANAGED_BY
 
 
-def is_deleting(meta: client.V1ObjectMeta | None) -> bool:
+def is_deleting(meta: Meta | None) -> bool:
     return meta is not None and meta.deletion_timestamp is not None
 
 
-def controller_of(meta: client.V1ObjectMeta | None) -> client.V1OwnerReference | None:
+def controller_of(meta: Meta | None) -> Owner | None:
     references = (meta.owner_references if meta else None) or []
     return next((ref for ref in references if ref.controller), None)
 
 
-def creation_then_name(pod: client.V1Pod) -> tuple[datetime, str]:
+def creation_then_name(pod: client.V1Pod | wire.Pod) -> tuple[datetime, str]:
     created = utc(pod.metadata.creation_timestamp if pod.metadata else None)
     return created or NEVER, object_name(pod.metadata)
 
 
-def pod_phase(pod: client.V1Pod) -> str | None:
+def pod_phase(pod: wire.Pod) -> str | None:
     return pod.status.phase if pod.status else None
 
 
-def pod_spec_gpus(spec: client.V1PodSpec | None, gpu: str) -> int:
+def pod_spec_gpus(spec: client.V1PodSpec | wire.PodSpec | None, gpu: str) -> int:
     """GPUs a pod holds: its containers' sum, or its largest init container's if more."""
     if spec is None:
         return 0
@@ -64,7 +70,7 @@ def pod_spec_gpus(spec: client.V1PodSpec | None, gpu: str) -> int:
     return max(main, init)
 
 
-def _container_gpus(container: client.V1Container, gpu: str) -> int:
+def _container_gpus(container: client.V1Container | wire.Container, gpu: str) -> int:
     resources = container.resources
     if resources is None:
         return 0
@@ -86,7 +92,7 @@ def utc(moment: datetime | None) -> datetime | None:
     return moment.astimezone(UTC) if moment is not None else None
 
 
-def scheduler_node(node: client.V1Node, allocated: int, gpu: str, pool_label: str) -> SchedulerNode:
+def scheduler_node(node: wire.Node, allocated: int, gpu: str, pool_label: str) -> SchedulerNode:
     name, status, spec = object_name(node.metadata), node.status, node.spec
     conditions = (status.conditions if status else None) or []
     ready = next((condition for condition in conditions if condition.type == "Ready"), None)
@@ -113,7 +119,7 @@ def scheduler_node(node: client.V1Node, allocated: int, gpu: str, pool_label: st
     )
 
 
-def has_gpus(node: client.V1Node, gpu: str) -> bool:
+def has_gpus(node: wire.Node, gpu: str) -> bool:
     # A node whose device plugin died keeps its capacity but allocates no GPU: it stays listed.
     status = node.status
     return status is not None and any(

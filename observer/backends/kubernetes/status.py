@@ -16,9 +16,12 @@ from datetime import datetime
 from kubernetes import client
 
 from observer.backends.base import RUN_ID_LABEL
+from observer.backends.kubernetes import wire
 from observer.backends.kubernetes.manifests import QUEUE_LABEL, SERVICE_LABEL
 from observer.backends.kubernetes.objects import (
     NEVER,
+    Meta,
+    Owner,
     controller_of,
     is_deleting,
     labels_of,
@@ -44,7 +47,7 @@ POD_GROUP_ANNOTATION = "scheduling.k8s.io/group-name"
 KUEUE_JOB_UID_LABEL = "kueue.x-k8s.io/job-uid"
 
 EventReader = Callable[[], list[client.CoreV1Event]]
-PodsByJob = dict[str, list[tuple[str, client.V1Pod]]]  # Job name -> (owner uid, pod)
+PodsByJob = dict[str, list[tuple[str, wire.Pod]]]  # Job name -> (owner uid, pod)
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,7 +133,7 @@ def job_status(
 
 
 def pod_group_status(
-    group_id: str, namespace: str, pods: list[client.V1Pod], events: EventReader, gpu: str
+    group_id: str, namespace: str, pods: list[wire.Pod], events: EventReader, gpu: str
 ) -> JobStatus:
     started = [moment for moment in map(_started_at, pods) if moment is not None]
     status = replace(
@@ -144,7 +147,7 @@ def pod_group_status(
     return replace(status, reason=reason, message=message)
 
 
-def ending_status(group_id: str, namespace: str, pods: list[client.V1Pod], gpu: str) -> JobStatus:
+def ending_status(group_id: str, namespace: str, pods: list[wire.Pod], gpu: str) -> JobStatus:
     """Pods being deleted and still bound to their node: the scheduler counts their GPUs
     until the kubelet has stopped them. Ending since the deletion's deadline (deletionTimestamp
     is the request plus the pod's grace period)."""
@@ -165,7 +168,7 @@ def ending_status(group_id: str, namespace: str, pods: list[client.V1Pod], gpu: 
     )
 
 
-def _pods_status(group_id: str, namespace: str, pods: list[client.V1Pod], gpu: str) -> JobStatus:
+def _pods_status(group_id: str, namespace: str, pods: list[wire.Pod], gpu: str) -> JobStatus:
     """What a group of pods says of itself before their state is read: the first pod's
     labels, the pods' GPUs, nodes and UIDs, and the earliest creation."""
     labels = labels_of(pods[0].metadata)
@@ -185,7 +188,7 @@ def _pods_status(group_id: str, namespace: str, pods: list[client.V1Pod], gpu: s
 
 
 def _pending_reason(
-    pods: list[client.V1Pod],
+    pods: list[wire.Pod],
     events: EventReader,
     job: client.V1Job | None,
     hold: QueueHold | None,
@@ -279,12 +282,12 @@ def owner_uid(obj: CustomObject) -> str | None:
     return next((ref.get("uid") for ref in references if ref.get("controller")), None)
 
 
-def pod_group_of(pod: client.V1Pod) -> str | None:
+def pod_group_of(pod: wire.Pod) -> str | None:
     return ((pod.metadata.annotations if pod.metadata else None) or {}).get(POD_GROUP_ANNOTATION)
 
 
 def _latest_event(
-    events: list[client.CoreV1Event], kind: str, meta: client.V1ObjectMeta | None, reason: str
+    events: list[client.CoreV1Event], kind: str, meta: Meta | None, reason: str
 ) -> client.CoreV1Event | None:
     name, uid = object_name(meta), meta.uid if meta else None
     matching = [
@@ -308,7 +311,7 @@ def _event_time(event: client.CoreV1Event) -> datetime:
     return next((moment for moment in map(utc, moments) if moment is not None), NEVER)
 
 
-def pod_group_id(namespace: str, pod: client.V1Pod, owner: client.V1OwnerReference | None) -> str:
+def pod_group_id(namespace: str, pod: wire.Pod, owner: Owner | None) -> str:
     """A Job's pods under the Job's own id, others under their controller or themselves."""
     if owner is not None and owner.kind == "Job":
         return f"{namespace}/{owner.name}"
@@ -316,7 +319,7 @@ def pod_group_id(namespace: str, pod: client.V1Pod, owner: client.V1OwnerReferen
     return f"{namespace}/{key}"
 
 
-def group_by_job(pods: list[client.V1Pod]) -> PodsByJob:
+def group_by_job(pods: list[wire.Pod]) -> PodsByJob:
     """Pods by the name of the Job that controls them (label selectors are only a hint)."""
     by_job: PodsByJob = {}
     for pod in pods:
@@ -326,7 +329,7 @@ def group_by_job(pods: list[client.V1Pod]) -> PodsByJob:
     return by_job
 
 
-def owned_pods(job: client.V1Job, pods_by_job: PodsByJob) -> list[client.V1Pod]:
+def owned_pods(job: client.V1Job, pods_by_job: PodsByJob) -> list[wire.Pod]:
     # The owner's uid tells this Job's pods from those of an earlier namesake.
     uid = job_uid(job)
     return [
@@ -347,16 +350,16 @@ def pod_template(job: client.V1Job) -> client.V1PodSpec | None:
     return job.spec.template.spec if job.spec else None
 
 
-def _nodes(pods: list[client.V1Pod]) -> tuple[str, ...]:
+def _nodes(pods: list[wire.Pod]) -> tuple[str, ...]:
     return tuple(sorted({pod.spec.node_name for pod in pods if pod.spec and pod.spec.node_name}))
 
 
-def _uids(pods: list[client.V1Pod]) -> tuple[str, ...]:
+def _uids(pods: list[wire.Pod]) -> tuple[str, ...]:
     """The pods' UIDs: what the agents read from their cgroup paths as their owner."""
     return tuple(sorted({pod.metadata.uid for pod in pods if pod.metadata and pod.metadata.uid}))
 
 
-def _started_at(pod: client.V1Pod) -> datetime | None:
+def _started_at(pod: wire.Pod) -> datetime | None:
     """When the pod's first container really started; None if none could."""
     moments = []
     for container in (pod.status.container_statuses if pod.status else None) or []:
@@ -369,17 +372,17 @@ def _started_at(pod: client.V1Pod) -> datetime | None:
     return min((m for m in moments if m is not None and m.timestamp() > 0), default=None)
 
 
-def _pod_phase(pod: client.V1Pod) -> str | None:
+def _pod_phase(pod: wire.Pod) -> str | None:
     return pod.status.phase if pod.status else None
 
 
-def _created(pods: list[client.V1Pod]) -> datetime | None:
+def _created(pods: list[wire.Pod]) -> datetime | None:
     return min(
         (t for p in pods if p.metadata and (t := utc(p.metadata.creation_timestamp))), default=None
     )
 
 
-def _attempt(pod: client.V1Pod) -> Attempt:
+def _attempt(pod: wire.Pod) -> Attempt:
     """A replaced pod as an attempt of its Job, in the kubelet's and the pod's words."""
     terminated = _terminated(pod)
     return Attempt(
@@ -393,12 +396,12 @@ def _attempt(pod: client.V1Pod) -> Attempt:
     )
 
 
-def _terminated(pod: client.V1Pod) -> client.V1ContainerStateTerminated | None:
+def _terminated(pod: wire.Pod) -> wire.ContainerStateTerminated | None:
     for container in (pod.status.container_statuses if pod.status else None) or []:
         if container.state is not None and container.state.terminated is not None:
             return container.state.terminated
     return None
 
 
-def _priority_class(spec: client.V1PodSpec | None) -> str | None:
+def _priority_class(spec: client.V1PodSpec | wire.PodSpec | None) -> str | None:
     return (spec.priority_class_name if spec else None) or None

@@ -1,6 +1,6 @@
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from datetime import datetime
-from typing import Any, TypeAlias
+from typing import Any, Literal, TypeAlias, overload
 
 from kubernetes.client.exceptions import ApiException as ApiException
 
@@ -31,10 +31,23 @@ class ApiClient:
 _Timeout: TypeAlias = float | tuple[float, float] | None
 _Body: TypeAlias = Mapping[str, Any]  # what the emulated cluster creates and patches
 
+class RawResponse:
+    """urllib3's HTTPResponse: what a call returns with `_preload_content=False`."""
+
+    data: bytes
+    def stream(
+        self, amt: int | None = None, decode_content: bool | None = None
+    ) -> Iterator[bytes]: ...
+    def shutdown(self) -> None: ...
+    def release_conn(self) -> None: ...
+
 class CoreV1Api:
     def __init__(self, api_client: ApiClient | None = None) -> None: ...
-    def list_node(self, *, _request_timeout: _Timeout = None) -> V1NodeList: ...
-    def list_pod_for_all_namespaces(self, *, _request_timeout: _Timeout = None) -> V1PodList: ...
+    # Only raw: the informers list and watch them (limit, _continue, watch, resource_version,
+    # allow_watch_bookmarks, timeout_seconds, _preload_content=False, _request_timeout).
+    def list_node(self, **kwargs: Any) -> RawResponse: ...
+    def list_pod_for_all_namespaces(self, **kwargs: Any) -> RawResponse: ...
+    @overload
     def list_namespaced_pod(
         self,
         namespace: str,
@@ -44,6 +57,15 @@ class CoreV1Api:
         limit: int | None = None,
         _request_timeout: _Timeout = None,
     ) -> V1PodList: ...
+    @overload
+    def list_namespaced_pod(
+        self,
+        namespace: str,
+        *,
+        label_selector: str | None = None,
+        _preload_content: Literal[False],
+        _request_timeout: _Timeout = None,
+    ) -> RawResponse: ...
     def read_namespaced_pod_log(
         self,
         name: str,
