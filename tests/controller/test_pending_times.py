@@ -6,7 +6,7 @@ jobs' waits say who submitted each."""
 from __future__ import annotations
 
 import itertools
-from collections import Counter
+from collections import defaultdict
 from datetime import timedelta
 from pathlib import Path
 
@@ -25,10 +25,10 @@ def platform(tmp_path: Path):
     made.store.close()
 
 
-def _expected(snapshots: list[SchedulerSnapshot]) -> Counter[tuple[str, str]]:
+def _expected(snapshots: list[SchedulerSnapshot]) -> dict[tuple[str, str], float]:
     """Seconds per (tenant, reason) read off the snapshots as they were taken: each tenant
     job pending in one, for the time to the next."""
-    expected: Counter[tuple[str, str]] = Counter()
+    expected: defaultdict[tuple[str, str], float] = defaultdict(float)
     for before, after in itertools.pairwise(snapshots):
         for job in before.jobs:
             if job.phase is JobPhase.PENDING and job.run_id is None:
@@ -52,7 +52,7 @@ def test_the_tenants_jobs_time_pending_is_stored_by_reason_and_the_probes_left_o
         platform.clock.advance(30)
 
     stored = platform.store.pending_times(T0, T0 + timedelta(hours=1))
-    totals: Counter[tuple[str, str]] = Counter()
+    totals: defaultdict[tuple[str, str], float] = defaultdict(float)
     for time in stored:
         totals[(time.tenant, time.reason)] += time.seconds
     assert totals == _expected(snapshots)

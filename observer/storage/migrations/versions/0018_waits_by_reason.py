@@ -58,7 +58,7 @@ def _rebuild(key: Sequence[str], kept: Sequence[str], put_back: str) -> None:
 
 
 def _columns(key: Sequence[str], *, keyed: bool) -> list[sa.Column[Any]]:
-    types = {
+    types: dict[str, sa.types.TypeEngine[Any]] = {
         "slot": sa.DateTime(timezone=True),
         "tenant": sa.String(),
         "origin": sa.String(),
