@@ -144,6 +144,7 @@ def run_to_json(run: ProbeRun) -> dict[str, Any]:
         "probe": run.probe,
         "tenant": run.tenant,
         "queue": run.queue,
+        "user": run.user,
         "window": run.window,
         "expectation": run.expectation.value,
         "gpus": run.gpus,

@@ -169,6 +169,23 @@ class JobWait:
     tenant: str
     wait_seconds: int
     jobs: int
+    origin: JobOrigin | None = JobOrigin.TENANT  # None: kept before origins were
+
+
+# A pending job whose scheduler gave no reason is counted under this word, as a probe's is.
+NO_PENDING_REASON = "Unknown"
+
+
+@dataclass(frozen=True, slots=True)
+class PendingTime:
+    """The time a tenant's own jobs (not the observer's) spent pending in one slot for one
+    reason, in the scheduler's words, added up over the jobs: two jobs pending a minute each
+    are 120 seconds."""
+
+    slot: datetime
+    tenant: str
+    reason: str
+    seconds: float
 
 
 @dataclass(frozen=True, slots=True)

@@ -48,7 +48,7 @@ from observer.probes.outcome import (
     SUBMISSION_NOT_CONFIRMED,
     judge,
 )
-from observer.records import ProbeSkip, SkipReason
+from observer.records import NO_PENDING_REASON, ProbeSkip, SkipReason
 from observer.storage.store import Store
 from observer.storage.write_behind import WriteBehind
 
@@ -317,13 +317,16 @@ class ProbeRunner:
         if seen_reason is not None:
             reasons[seen_reason] = reasons.get(seen_reason, 0.0) + (now - seen_at).total_seconds()
         pending = status.phase is JobPhase.PENDING
-        self._last_seen[run.run_id] = (now, (status.reason or "Unknown") if pending else None)
+        held = (status.reason or NO_PENDING_REASON) if pending else None
+        self._last_seen[run.run_id] = (now, held)
         if pending and status.reason:
             reasons.setdefault(status.reason, 0.0)
         run = _requeued(run, status, now)
         run = replace(
             run,
             job_id=status.job_id,
+            queue=status.queue or run.queue,
+            user=status.user or run.user,
             state=_state(status.phase),
             # a requeue resets the platform's submit time (Slurm's): the first one stays
             submitted_at=run.submitted_at

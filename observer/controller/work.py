@@ -36,6 +36,7 @@ from observer.probes.catalog import QUOTA_PROBE, RECLAIM_PROBE, ProbeSpec
 from observer.probes.windows import Calendar
 from observer.records import (
     JOB_SLOT,
+    NO_PENDING_REASON,
     QUOTA_CHANGED,
     ControllerRun,
     InterventionSource,
@@ -43,6 +44,7 @@ from observer.records import (
     JobSlot,
     JobTally,
     JobWait,
+    PendingTime,
     StoredIntervention,
     job_slot,
 )
@@ -166,10 +168,14 @@ class Controller:
         return self.detection.check(self.runner.active())
 
     def sample_scheduler(self) -> SchedulerSnapshot:
+        """Read the scheduler, publish and store its snapshot, with the time the tenants'
+        jobs pending in the one before spent pending since, by reason."""
         snapshot = self.backend.snapshot()
+        before = self.scheduler.get()
         self.scheduler.publish(snapshot)
+        pending = pending_times(before, snapshot.at) if before is not None else []
         try:
-            self.store.save_scheduler_snapshot(snapshot)
+            self.store.save_scheduler_snapshot(snapshot, pending)
         except StoreError as exc:  # not kept: the store's outage is its own blind time
             _log.warning("scheduler snapshot not stored", error=str(exc))
         m = self._metrics
@@ -272,13 +278,37 @@ def quota_intervention(change: QuotaChange) -> StoredIntervention:
     )
 
 
+def pending_times(before: SchedulerSnapshot, now: datetime) -> list[PendingTime]:
+    """The time from snapshot `before` to `now` of every tenant's own job pending in it (not
+    the observer's: its runs keep their own), counted under the reason it had then, as a
+    probe run's is, cut at the slots' edges; one record per slot, tenant and reason."""
+    held = Counter(
+        (job.tenant, job.reason or NO_PENDING_REASON)
+        for job in before.jobs
+        if job.phase is JobPhase.PENDING and _origin(job) is JobOrigin.TENANT
+    )
+    times: list[PendingTime] = []
+    start = before.at
+    while held and start < now:
+        slot = job_slot(start)
+        end = min(slot + JOB_SLOT, now)
+        seconds = (end - start).total_seconds()
+        times += [
+            PendingTime(slot, tenant, reason, jobs * seconds)
+            for (tenant, reason), jobs in sorted(held.items())
+        ]
+        start = end
+    return times
+
+
 def tally_slots(
     listing: FinishedJobs, classify: Callable[[JobStatus], Classified | None]
 ) -> list[JobSlot]:
     """A listing that starts on a slot, as the slots it covers: jobs counted by the slot of
     their end, tenant, phase, reason, the cause `classify` gives a failed one and who
     submitted it (the observer's own probes apart), and the waits of those that started, by
-    tenant, to the whole second; the last slot listed as far as the listing goes."""
+    tenant and who submitted it, to the whole second; the last slot listed as far as the
+    listing goes."""
     if job_slot(listing.since) != listing.since:
         raise ValueError(f"a listing from {listing.since} does not start on a slot")
     counts = Counter(
@@ -288,7 +318,7 @@ def tally_slots(
             job.phase,
             job.reason or "",
             classified.cause.value if (classified := classify(job)) else "",
-            JobOrigin.TENANT if job.run_id is None and job.service is None else JobOrigin.OBSERVER,
+            _origin(job),
         )
         for job in listing.jobs
         if job.finished_at is not None
@@ -301,6 +331,7 @@ def tally_slots(
         (
             job_slot(job.finished_at),
             job.tenant,
+            _origin(job),
             round((job.started_at - job.submitted_at).total_seconds()),
         )
         for job in listing.jobs
@@ -309,8 +340,8 @@ def tally_slots(
         and job.submitted_at is not None
     )
     waits_by_slot: dict[datetime, list[JobWait]] = {}
-    for (at, tenant, seconds), jobs in sorted(waited.items()):
-        waits_by_slot.setdefault(at, []).append(JobWait(tenant, max(seconds, 0), jobs))
+    for (at, tenant, origin, seconds), jobs in sorted(waited.items()):
+        waits_by_slot.setdefault(at, []).append(JobWait(tenant, max(seconds, 0), jobs, origin))
     slots = []
     start = listing.since
     while start < listing.until:
@@ -320,3 +351,8 @@ def tally_slots(
         slots.append(JobSlot(start, end, listing.complete, listing.note, tallies, waits))
         start += JOB_SLOT
     return slots
+
+
+def _origin(job: JobStatus) -> JobOrigin:
+    """A tenant's own job, or the observer's (a probe run's, an inference replica's)."""
+    return JobOrigin.TENANT if job.run_id is None and job.service is None else JobOrigin.OBSERVER

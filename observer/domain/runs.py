@@ -96,6 +96,8 @@ class ProbeRun:
     owner_ids: tuple[str, ...] = ()
     # A quota-reclaim probe's over-quota run: its wait to start counts from that run's end.
     reclaims_run_id: str | None = None
+    # Whom the platform ran it as, where it says (Slurm's user name); None: it named none.
+    user: str | None = None
 
     # The attempts the platform ended and queued again, oldest first; the run's own start,
     # end and nodes are its latest attempt's, which could start from `eligible_at` (None:
@@ -111,6 +113,14 @@ class ProbeRun:
         waits.append(wait_seconds(self.eligible_at or self.submitted_at, self.started_at))
         known = [w for w in waits if w is not None]
         return sum(known) if known else None
+
+    @property
+    def main_wait_reason(self) -> str | None:
+        """The pending reason it was seen waiting for longest, in the platform's words; None
+        when it was never seen pending."""
+        if not self.pending_reasons:
+            return None
+        return max(self.pending_reasons.items(), key=lambda kv: (kv[1], kv[0]))[0]
 
     @property
     def run_seconds(self) -> float | None:

@@ -122,6 +122,7 @@ def load_period(
         interventions=store.interventions(start, end),
         deliveries=store.deliveries(since=start, until=end),
         job_slots=store.job_slots(job_slot(start), end),
+        pending_times=store.pending_times(job_slot(start), end),
         controller_runs=store.controller_runs(until=end),
         probe_skips=store.probe_skips(start, end),
     )

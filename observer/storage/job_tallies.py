@@ -16,15 +16,12 @@ from observer.storage.tables import job_listings_table, job_tallies_table, job_w
 
 # The reason and the cause are part of the key, which cannot be NULL: "" stands for none.
 _NONE_AS_EMPTY = (lambda word: word or "", lambda word: word or None)
-_WAIT = RowMapping(JobWait, job_waits_table)
+_ORIGIN = (lambda o: o.value if o else "", lambda word: JobOrigin(word) if word else None)
+_WAIT = RowMapping(JobWait, job_waits_table, convert={"origin": _ORIGIN})
 _TALLY = RowMapping(
     JobTally,
     job_tallies_table,
-    convert={
-        "reason": _NONE_AS_EMPTY,
-        "cause": _NONE_AS_EMPTY,
-        "origin": (lambda o: o.value if o else "", lambda word: JobOrigin(word) if word else None),
-    },
+    convert={"reason": _NONE_AS_EMPTY, "cause": _NONE_AS_EMPTY, "origin": _ORIGIN},
 )
 
 
@@ -85,7 +82,7 @@ class JobTalliesRepository(Repository):
             timed = connection.execute(
                 _WAIT.select(waits.c.slot)
                 .where(waits.c.slot >= since, waits.c.slot < until)
-                .order_by(waits.c.tenant, waits.c.wait_seconds)
+                .order_by(waits.c.tenant, waits.c.origin, waits.c.wait_seconds)
             ).all()
         by_slot: dict[datetime, list[JobTally]] = {}
         for row in counted:

@@ -1,23 +1,26 @@
-"""Scheduler snapshots as the store keeps them: queue samples, and the nodes as a change log
-(a row when a node appears, changes or leaves) from which any instant's nodes are read."""
+"""Scheduler snapshots as the store keeps them: queue samples, the nodes as a change log
+(a row when a node appears, changes or leaves) from which any instant's nodes are read, and
+the tenants' own jobs' time pending by reason, added up snapshot by snapshot."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
 import sqlalchemy as sa
 
 from observer.domain import QueueState, SchedulerNode, SchedulerSnapshot
-from observer.records import StoredNodeChange, StoredQueueSample
-from observer.storage.database import Repository
+from observer.records import PendingTime, StoredNodeChange, StoredQueueSample
+from observer.storage.database import Repository, upsert
 from observer.storage.mapping import RowMapping, instant
-from observer.storage.tables import node_states_table, queue_samples_table
+from observer.storage.tables import job_pending_table, node_states_table, queue_samples_table
 
 # The stored records nest these domain types: their rows are the nested type's columns
 # with the record's own (at, removed) beside them.
 _QUEUE = RowMapping(QueueState, queue_samples_table)
 _NODE = RowMapping(SchedulerNode, node_states_table, columns={"name": "node"})
+_PENDING = RowMapping(PendingTime, job_pending_table)
 
 
 class SchedulerStateRepository(Repository):
@@ -25,10 +28,14 @@ class SchedulerStateRepository(Repository):
     # the database on the first snapshot (None until then).
     _last_nodes: dict[str, SchedulerNode] | None = None
 
-    def save_scheduler_snapshot(self, snapshot: SchedulerSnapshot) -> None:
+    def save_scheduler_snapshot(
+        self, snapshot: SchedulerSnapshot, pending: Sequence[PendingTime] = ()
+    ) -> None:
         """Store the snapshot's queues, and its nodes as changes: a row for each node that
         is new or differs from its last stored state, and one for each node that is no
-        longer in the snapshot. Jobs are not stored (probe runs are). One transaction."""
+        longer in the snapshot; add `pending` (the time since the snapshot before) to what
+        each slot, tenant and reason has. Jobs are not stored (probe runs are). One
+        transaction."""
         current = {node.name: node for node in snapshot.nodes}
         with self._errors("saving a scheduler snapshot"), self._engine.begin() as connection:
             last = self._last_nodes
@@ -52,6 +59,10 @@ class SchedulerStateRepository(Repository):
                     for change in changes
                 ]
                 connection.execute(sa.insert(node_states_table), node_rows)
+            if pending:
+                keys = ("slot", "tenant", "reason")
+                added = upsert(connection.dialect.name, job_pending_table, keys, add=("seconds",))
+                connection.execute(added, [_PENDING.row(p) for p in pending])
         # Only once committed: a failed write is written again with the next snapshot.
         self._last_nodes = current
 
@@ -69,6 +80,15 @@ class SchedulerStateRepository(Repository):
             return [
                 StoredQueueSample(row.at, _QUEUE.value(row)) for row in connection.execute(query)
             ]
+
+    def pending_times(self, since: datetime, until: datetime) -> list[PendingTime]:
+        """The tenants' own jobs' time pending in the slots starting in [since, until), by
+        slot, tenant and reason."""
+        t = job_pending_table
+        query = _PENDING.select().where(t.c.slot >= since, t.c.slot < until)
+        query = query.order_by(t.c.slot, t.c.tenant, t.c.reason)
+        with self._reading("reading pending times") as connection:
+            return [_PENDING.value(row) for row in connection.execute(query)]
 
     def node_states(self, at: datetime) -> list[SchedulerNode]:
         """Every node known at `at` as it was then (its last change at or before `at`),

@@ -96,6 +96,7 @@ class ProbeRunRow(_Table, table=True):
     probe: str
     tenant: str = Field(index=True)
     queue: str | None = None
+    user: str | None = None  # the platform's (Slurm's user name); NULL: it named none
     window: str | None = None
     expectation: str
     gpus: int
@@ -302,8 +303,19 @@ job_waits_table = sa.Table(
     metadata,
     sa.Column("slot", UtcDateTime(), primary_key=True),
     sa.Column("tenant", sa.String(), primary_key=True),
+    sa.Column("origin", sa.String(), primary_key=True),  # tenant | observer; "": before 0018
     sa.Column("wait_seconds", sa.Integer(), primary_key=True),
     sa.Column("jobs", sa.Integer(), nullable=False),
+)
+# Every tenant's own jobs' time pending, per quarter hour (UTC), tenant and the scheduler's
+# reason: each snapshot adds the time since the one before to the reason a job had then.
+job_pending_table = sa.Table(
+    "job_pending",
+    metadata,
+    sa.Column("slot", UtcDateTime(), primary_key=True),
+    sa.Column("tenant", sa.String(), primary_key=True),
+    sa.Column("reason", sa.String(), primary_key=True),
+    sa.Column("seconds", sa.Float(), nullable=False),
 )
 
 # One row per controller process: how long it ran and whether it stopped cleanly.

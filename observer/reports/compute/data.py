@@ -20,6 +20,7 @@ from observer.records import (
     InferencePhase,
     InferenceSample,
     JobSlot,
+    PendingTime,
     ProbeSkip,
     StoredAlert,
     StoredDelivery,
@@ -451,6 +452,7 @@ class PeriodData:
         (recorded), `deliveries` (of earlier reports, made in it): within it; `nodes_at_start`:
         every node as it was at its start; `gpu` and `allocation`: the period's GPU samples and
         node log, reduced; `job_slots`: every tenant's finished jobs, per listed slot that
+        overlaps it; `pending_times`: every tenant's own jobs' time pending, per slot that
         overlaps it; `controller_runs`: every run of the controller started before its end;
         `probe_skips`: the probe copies that came due in it and were not submitted;
     `inference_samples` and `inference_phases`: the inference service's looks in it and the
@@ -468,6 +470,7 @@ class PeriodData:
     interventions: Sequence[StoredIntervention] = ()
     deliveries: Sequence[StoredDelivery] = ()
     job_slots: Sequence[JobSlot] = ()
+    pending_times: Sequence[PendingTime] = ()
     controller_runs: Sequence[ControllerRun] = ()
     probe_skips: Sequence[ProbeSkip] = ()
     inference_samples: Sequence[InferenceSample] = ()  # read for a day's summary and the verdict

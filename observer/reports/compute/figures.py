@@ -69,7 +69,7 @@ def period_figures(
         tasks=task_figures(data.runs, data.findings, data.node_changes),
         coverage=coverage_figures(data.runs, data.probe_skips),
         all_jobs=all_job_figures(data.job_slots, data.period),
-        queue=queue_figures(data.runs, data.queue_samples),
+        queue=queue_figures(data.runs, data.queue_samples, data.job_slots, data.pending_times),
         gpu=gpu_figures(data, context),
         health=gpu_health_figures(data),
         owners=owner_state_figures(data, layer_blind_max_share),

@@ -1,15 +1,17 @@
 """The queue figures of one period: the probe runs' waits (submission to start), overall and
-per tenant, window and probe, and every tenant's queue as the scheduler's snapshots saw it.
-Pure. A figure the observer could not see is None, never 0."""
+per tenant, window and probe; every tenant's queue as the scheduler's snapshots saw it; the
+tenants' own jobs' waits as the platform listed them; and why both waited, the time pending
+per tenant and reason in the scheduler's words. Pure. A figure the observer could not see is
+None, never 0."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 
 from observer.domain import ProbeRun
-from observer.records import StoredQueueSample
+from observer.records import JobOrigin, JobSlot, PendingTime, StoredQueueSample
 from observer.reports.compute.data import nearest_rank
 
 
@@ -81,9 +83,23 @@ class QueueFigures:
     by_probe: Mapping[str, WaitStats]
     never_started: int  # ended without starting: refused, blocked, failed to start
     all_jobs_by_tenant: Mapping[str, TenantQueue]
+    # The tenants' own jobs (not the observer's) that ended in the period having started:
+    # their waits from the platform's submission and start times, as it listed them.
+    tenant_jobs: WaitStats = WaitStats(0, None, None, None, None)
+    # Time pending by tenant, then reason: of the tenants' own jobs, added up over the jobs
+    # (two jobs pending an hour are two hours), and of the probe runs submitted in the period.
+    wait_reason_seconds: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
+    probe_wait_reason_seconds: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
 
 
-def queue_figures(runs: Sequence[ProbeRun], samples: Sequence[StoredQueueSample]) -> QueueFigures:
+def queue_figures(
+    runs: Sequence[ProbeRun],
+    samples: Sequence[StoredQueueSample],
+    job_slots: Sequence[JobSlot] = (),
+    pending: Sequence[PendingTime] = (),
+) -> QueueFigures:
+    """`job_slots` and `pending`: the period's listed jobs and the tenants' jobs' time
+    pending, per slot."""
     started = [(r, r.queue_wait_seconds) for r in runs if r.queue_wait_seconds is not None]
 
     def by(key: str) -> dict[str, WaitStats]:
@@ -100,7 +116,41 @@ def queue_figures(runs: Sequence[ProbeRun], samples: Sequence[StoredQueueSample]
         by_probe=by("probe"),
         never_started=sum(1 for r in runs if r.outcome is not None and r.started_at is None),
         all_jobs_by_tenant=tenant_queues(samples),
+        tenant_jobs=counted_wait_stats(_tenant_job_waits(job_slots)),
+        wait_reason_seconds=_by_tenant_reason((p.tenant, p.reason, p.seconds) for p in pending),
+        probe_wait_reason_seconds=_by_tenant_reason(
+            (r.tenant, reason, seconds)
+            for r in runs
+            for reason, seconds in r.pending_reasons.items()
+        ),
     )
+
+
+def _tenant_job_waits(slots: Sequence[JobSlot]) -> dict[int, int]:
+    """The tenants' own jobs' waits as {whole seconds: jobs}; waits kept before their origin
+    was are left out, the observer's probes being among them."""
+    counts: dict[int, int] = {}
+    for slot in slots:
+        for wait in slot.waits:
+            if wait.origin is JobOrigin.TENANT:
+                counts[wait.wait_seconds] = counts.get(wait.wait_seconds, 0) + wait.jobs
+    return counts
+
+
+def _by_tenant_reason(
+    times: Iterable[tuple[str, str, float]],
+) -> dict[str, dict[str, float]]:
+    """Seconds added up per tenant and reason, the longest reason of each tenant first; a
+    reason seen for no time at all is left out."""
+    sums: dict[str, dict[str, float]] = {}
+    for tenant, reason, seconds in times:
+        if seconds > 0:
+            mine = sums.setdefault(tenant, {})
+            mine[reason] = mine.get(reason, 0.0) + seconds
+    return {
+        tenant: dict(sorted(sums[tenant].items(), key=lambda kv: (-kv[1], kv[0])))
+        for tenant in sorted(sums)
+    }
 
 
 def tenant_queues(samples: Sequence[StoredQueueSample]) -> dict[str, TenantQueue]:

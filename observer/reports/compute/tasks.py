@@ -121,8 +121,9 @@ def explain(run: ProbeRun) -> Note | None:
                 "why.timed_out_running",
                 {"deadline_seconds": deadline, "run_seconds": run.run_seconds},
             )
-        if run.pending_reasons:
-            held, seconds = max(run.pending_reasons.items(), key=lambda kv: (kv[1], kv[0]))
+        held = run.main_wait_reason
+        if held is not None:
+            seconds = run.pending_reasons[held]
             return Note(
                 "why.timed_out_pending",
                 {"deadline_seconds": deadline, "reason_words": held, "reason_seconds": seconds},

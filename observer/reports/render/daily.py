@@ -45,6 +45,7 @@ from observer.reports.render.layout import to_html, to_markdown
 from observer.reports.render.page import page_blocks
 from observer.reports.render.tasks import run_anchor, short_run_id, task_blocks, tasks_csv
 from observer.reports.render.tenants import tenant_blocks
+from observer.reports.render.waits import wait_reason_blocks
 
 
 def render_daily(report: DailyReport, language: Language) -> Rendered:
@@ -86,6 +87,7 @@ def _daily_blocks(report: DailyReport, w: Words, title: str) -> list[Block]:
     ]
     body += _task_blocks(day, prev, soak, w)
     body += _queue_blocks(day, prev, soak, w)
+    body += wait_reason_blocks(day, w)
     body += tenant_blocks(report.tenants, w)
     body += gpu_blocks(day, prev, soak, w)
     body += health_blocks(day, w)

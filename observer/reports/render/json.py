@@ -1,10 +1,13 @@
 """Reports as JSON. Keys are English and stable whatever the language: the headline keys
 (tasks_total, tasks_failed, all_jobs_total, all_jobs_failed (null: not observed),
-all_jobs_complete, queue_wait_seconds_avg, gpu_utilization_avg (percent), owner_state_nodes
+all_jobs_complete, queue_wait_seconds_avg (the probes'), tenant_jobs_wait_seconds_avg (the
+tenants' own jobs'), gpu_utilization_avg (percent), owner_state_nodes
 and owner_state_known_nodes (null: no node sampled), alerts_total,
 manual_interventions_total, incidents_opened, findings...) at the top, the report's
 dataclass field names below them (the verdict's `tiers` by failure class, each item with its
-line of text); the daily summary's `task_records`, one per run, last.
+line of text); `wait_reasons` and `probe_wait_reasons` (tenant -> the scheduler's reason ->
+hours pending: the tenants' own jobs' added up over the jobs, the probes'); the daily
+summary's `task_records`, one per run (`user`, `queue`, `main_wait_reason` among them), last.
 Every instant is in the platform's timezone, ISO 8601 with its offset: the report's own and
 those detectors keep in their evidence, in UTC, as text (`plain`, which the pages' evidence and
 `observer findings` and `runs` print through too). Nothing depends on when a report is
@@ -47,6 +50,7 @@ def headline(f: PeriodFigures) -> dict[str, Any]:
         "queue_wait_seconds_avg": _num(f.queue.overall.avg_seconds),
         "queue_wait_seconds_p50": _num(f.queue.overall.p50_seconds),
         "queue_wait_seconds_p95": _num(f.queue.overall.p95_seconds),
+        "tenant_jobs_wait_seconds_avg": _num(f.queue.tenant_jobs.avg_seconds),
         "gpu_utilization_avg": _num(util.avg_percent if util else None),
         "gpu_utilization_p50": _num(util.p50_percent if util else None),
         "gpu_utilization_p95": _num(util.p95_percent if util else None),
@@ -73,6 +77,8 @@ def _period_json(f: PeriodFigures, zone: tzinfo) -> dict[str, Any]:
         "probe_coverage": plain(f.coverage, zone),
         "all_jobs": plain(f.all_jobs, zone),
         "queue_wait": plain(f.queue, zone),
+        "wait_reasons": _hours(f.queue.wait_reason_seconds),
+        "probe_wait_reasons": _hours(f.queue.probe_wait_reason_seconds),
         "gpu": plain(f.gpu, zone),
         "gpu_health": plain(f.health, zone),
         "owner_state": plain(f.owners, zone),
@@ -146,6 +152,7 @@ def task_record_json(record: TaskRecord, words: Words) -> dict[str, Any]:
     return {
         **plain(run, words.timezone),
         "queue_wait_seconds": _num(run.queue_wait_seconds),
+        "main_wait_reason": run.main_wait_reason,
         "run_seconds": _num(run.run_seconds),
         "explanation": None if record.explanation is None else words.note(record.explanation),
         "cause": None if record.cause is None else record.cause.cause.value,
@@ -223,6 +230,14 @@ def verdict_json(verdict: Verdict, language: Language) -> dict[str, Any]:
 def iso(at: datetime | None, zone: tzinfo) -> str | None:
     """An instant as machines read it: ISO 8601 in the platform's timezone, with its offset."""
     return None if at is None else at.astimezone(zone).isoformat()
+
+
+def _hours(by_tenant: Mapping[str, Mapping[str, float]]) -> dict[str, dict[str, float]]:
+    """Seconds per tenant and reason as hours (tenant -> reason -> hours)."""
+    return {
+        tenant: {reason: round(seconds / 3600, 3) for reason, seconds in reasons.items()}
+        for tenant, reasons in by_tenant.items()
+    }
 
 
 def _num(value: float | None) -> float | None:

@@ -58,7 +58,7 @@ def _readers(w: Words) -> list[tuple[str, tuple[str, ...]]]:
         ),
         (
             w("toc.platform_engineers"),
-            ("queue", "tenants", "gpu", "inference", "layers", "criteria"),
+            ("queue", "wait_reasons", "tenants", "gpu", "inference", "layers", "criteria"),
         ),
         (
             w("toc.operations"),

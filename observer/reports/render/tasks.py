@@ -1,5 +1,6 @@
-"""The per-task record: every probe run with what it asked, what it expected, when it was
-submitted, started and ended (local time), how long it waited and ran, how it ended and why.
+"""The per-task record: every probe run with its tenant, user and queue, what it asked, what
+it expected, when it was submitted, started and ended (local time), how long it waited and
+for what most (the scheduler's reason), how long it ran, how it ended and why.
 The daily summary's appendix (HTML with a filter box, Markdown), its CSV beside the JSON, and
 `observer runs` print the same rows."""
 
@@ -21,6 +22,7 @@ CSV_COLUMNS = (
     "run_id",
     "probe",
     "tenant",
+    "user",
     "queue",
     "window",
     "expectation",
@@ -30,6 +32,7 @@ CSV_COLUMNS = (
     "started_at",
     "finished_at",
     "queue_wait_seconds",
+    "main_wait_reason",
     "run_seconds",
     "outcome",
     "reason",
@@ -55,6 +58,7 @@ def task_headers(w: Words) -> list[str]:
         w("col.run"),
         w("col.probe"),
         w("col.tenant"),
+        w("col.user"),
         w("col.queue"),
         w("col.asked"),
         w("col.expected"),
@@ -62,6 +66,7 @@ def task_headers(w: Words) -> list[str]:
         w("col.started"),
         w("col.ended"),
         w("col.queue_wait"),
+        w("col.main_wait_reason"),
         w("col.run_time"),
         w("col.outcome"),
         w("col.failure_cause"),
@@ -84,6 +89,7 @@ def task_row(record: TaskRecord, w: Words, run_id: str) -> list[Cell]:
         run_id,
         run.probe,
         run.tenant,
+        run.user or "—",
         run.queue or "—",
         w("cell.asked", gpus=run.gpus, nodes=run.nodes),
         w(f"expectation.{run.expectation.value}"),
@@ -91,6 +97,7 @@ def task_row(record: TaskRecord, w: Words, run_id: str) -> list[Cell]:
         w.instant(run.started_at),
         w.instant(run.finished_at),
         waited,
+        run.main_wait_reason or "—",
         w.duration(run.run_seconds) if run.run_seconds is not None else "—",
         w.outcome(run.outcome, run.expectation) if run.outcome else w("word.unfinished"),
         _cause(record, w),
@@ -130,6 +137,7 @@ def tasks_csv(records: Sequence[TaskRecord], w: Words) -> str:
                 run.run_id,
                 run.probe,
                 run.tenant,
+                run.user or "",
                 run.queue or "",
                 run.window or "",
                 run.expectation.value,
@@ -140,6 +148,7 @@ def tasks_csv(records: Sequence[TaskRecord], w: Words) -> str:
                     for t in (run.submitted_at, run.started_at, run.finished_at)
                 ),
                 _number(run.queue_wait_seconds),
+                run.main_wait_reason or "",
                 _number(run.run_seconds),
                 run.outcome.value if run.outcome else "",
                 run.reason or "",
