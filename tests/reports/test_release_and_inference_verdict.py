@@ -165,7 +165,7 @@ def test_a_quota_never_given_back_is_a_must_fix_naming_the_tenant_in_its_words()
     zh = render_verdict(v, "zh-CN").markdown
     assert "### 超配额作业结束后配额按时释放 — 未通过" in zh
     assert (
-        f"租户 prod：超配额任务结束且自身用量已留出空间 21分钟后，配额内任务 {held.run_id} "
+        f"租户 prod：超配额任务结束、租户自身用量也已留出空间，21分钟后配额内任务 {held.run_id} "
         "仍被挂起，超过上限 5分钟：平台原因「QuotaExceeded」"
     ) in zh
     assert (
