@@ -24,7 +24,8 @@ class ProgramSize:
 # the observer's imports; `/usr/bin/time -f %M observer probe ...`, 2 CPUs, no GPU): a request
 # that small, a limit with room for the start. log-burst writes as fast as it can, gpu-burn
 # drives a GPU and holds a CUDA context, serve answers requests: each a CPU of its own.
-# gpu-burn's memory is not measured on a GPU.
+# gpu-comm holds a CUDA context on every GPU of its node (hundreds of MiB of host memory each
+# on a real driver). Neither one's memory is measured on a GPU.
 _SMALL = ProgramSize(50, 500, 64, 128)
 PROGRAM_SIZES = {
     "sleep": _SMALL,
@@ -33,6 +34,7 @@ PROGRAM_SIZES = {
     "oom": _SMALL,  # the backend's memory limit is what it runs into
     "log-burst": ProgramSize(250, 1000, 64, 128),
     "gpu-burn": ProgramSize(1000, 2000, 512, 2048),
+    "gpu-comm": ProgramSize(1000, 2000, 1024, 6144),
     "serve": ProgramSize(100, 1000, 64, 256),
 }
 

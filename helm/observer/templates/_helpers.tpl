@@ -307,6 +307,8 @@ agent:
   - agent.passwd_file
   - agent.pod_resources_socket
   - agent.pod_logs_dir
+  - agent.kubelet_token_file
+  - agent.kubelet_ca_file
   - agent.kernel_log_path
   - agent.state_dir
 controller:
