@@ -133,14 +133,20 @@ else
   echo "no observer Python at $python (OBSERVER_PYTHON): probe jobs cannot run on this cluster" >&2
 fi
 
-# ---- the clients, run in the chroot with this cluster's configuration; as root, or as the
-# user SLURM24_RUN_AS names (chroot needs root: the isolation probe's run_as_command here is
-# `env SLURM24_RUN_AS={user}`, not runuser)
+# ---- the clients, run in the chroot; as root, or as the user SLURM24_RUN_AS names (chroot
+# needs root: the isolation probe's run_as_command here is `env SLURM24_RUN_AS={user}`).
+# SLURM_CONF is a path on the host, as for 22.05: the chroot's own file ($R$conf), or one under
+# $root/shared (a test's variant); any other (22.05's, or none) means the chroot's.
 for cmd in squeue sinfo scontrol sbatch sacct sacctmgr scancel srun sdiag; do
   write_if_changed "$D/bin/$cmd" <<EOF || true
 #!/bin/sh
+case "\${SLURM_CONF:-}" in
+  $R/*) conf=\${SLURM_CONF#$R} ;;
+  $root/shared/*) conf=\$SLURM_CONF ;;
+  *) conf=$conf ;;
+esac
 exec chroot \${SLURM24_RUN_AS:+--userspec=\$SLURM24_RUN_AS:\$SLURM24_RUN_AS} $R \\
-  /bin/sh -c 'cd /tmp && exec "\$0" "\$@"' env SLURM_CONF=$conf $cmd "\$@"
+  /bin/sh -c 'cd /tmp && exec "\$0" "\$@"' env SLURM_CONF="\$conf" $cmd "\$@"
 EOF
   chmod +x "$D/bin/$cmd"
 done
