@@ -126,7 +126,7 @@ while os.path.islink(link):
     paths.append(link)
 if sysconfig.get_config_var("Py_ENABLE_SHARED"):
     paths.append(os.path.join(sysconfig.get_config_var("LIBDIR"), sysconfig.get_config_var("INSTSONAME")))
-paths = sorted({os.path.normpath(p) for p in paths})
+paths = sorted({os.path.normpath(p) for p in paths if os.path.exists(p)})
 print("\n".join(p for p in paths if not any(p.startswith(q + "/") for q in paths)))')
   while read -r path; do share "$path" ro; done <<<"$paths"
 else
