@@ -172,10 +172,12 @@ class SlurmHarness:
     def owner_ids(self, job_id: str) -> set[str]:
         return {job_id}  # the agents read it from the job's cgroup (job_<id>) or SLURM_JOB_ID
 
-    def cli(self, *args: str, env: dict[str, str] | None = None) -> str:
-        """Run a Slurm command against this cluster, as a person would; its standard output."""
+    def cli(self, *args: str, env: dict[str, str] | None = None, as_user: str = "") -> str:
+        """Run a Slurm command against this cluster, as a person would (as root, or as
+        `as_user` through the cluster's run-as prefix); its standard output."""
+        run_as = [part.replace("{user}", as_user) for part in self.cluster.run_as_command]
         done = subprocess.run(
-            [self.cluster.program(args[0]), *args[1:]],
+            [*(run_as if as_user else []), self.cluster.program(args[0]), *args[1:]],
             capture_output=True,
             text=True,
             timeout=30,

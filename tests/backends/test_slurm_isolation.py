@@ -66,8 +66,8 @@ def test_an_existing_job_of_the_other_account_is_the_one_tried(
     slurm: SlurmHarness, backend: SlurmBackend
 ):
     theirs = slurm.cli(
-        "runuser", "-u", "bob", "--", "sbatch", "--parsable", "--account=prod", "--hold",
-        "--output=/dev/null", "--chdir=/", "--wrap=sleep 60",
+        "sbatch", "--parsable", "--account=prod", "--hold", "--output=/dev/null", "--chdir=/",
+        "--wrap=sleep 60", as_user="bob",
     ).strip()  # fmt: skip
 
     attempts = backend.probe_isolation("research", "prod")

@@ -83,11 +83,12 @@ def test_the_process_of_a_running_job_is_its_and_running_until_the_job_ends(slur
     job = submit(slurm, "n2", gpus=1, seconds=60)
     slurm.settle(lambda: running(slurm, job), 20)
     source = owners(slurm.cluster)
-    slurm.settle(lambda: bool(source.pids()), 10)
+    slurm.settle(lambda: job in source.pids().values(), 10)
     directory = TrackedOwners(source, interval_seconds=0)
     proc = ProcFs()
     # proctrack/linuxproc, as this cluster runs: no cgroup names the job, its environ does
-    inside = proc.inspect(min(source.pids()))
+    # (the job's own first process: one of an earlier job may still be ending on the node)
+    inside = proc.inspect(min(pid for pid, of in source.pids().items() if of == job))
     outside = subprocess.Popen(["sleep", "60"])  # started on the node, outside Slurm
     stray = proc.inspect(outside.pid)
     assert inside is not None and stray is not None
