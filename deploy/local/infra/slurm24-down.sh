@@ -25,6 +25,10 @@ for p in slurmd-n1 slurmd-n2 slurmd-n3 slurmctld slurmdbd; do stop "$R$S/run/$p.
 # mariadbd-safe restarts a mariadbd that dies: the init script stops both
 [ -x "$R/etc/init.d/mariadb" ] && mountpoint -q "$R/proc" && chroot "$R" /etc/init.d/mariadb stop >/dev/null
 stop "$R/run/munge/munged.pid"
-# /proc, /sys and the host paths slurm24-up.sh shares, deepest first
-findmnt -rn -o TARGET | grep "^$R/" | sort -r | while read -r m; do umount "$m"; done
+# /proc, /sys and the host paths slurm24-up.sh shares, deepest first; again while any is left
+# (a path shared later may have covered one shared earlier beneath it)
+for _ in 1 2 3; do
+  findmnt -rn -o TARGET | grep "^$R/" | sort -r | while read -r m; do umount "$m" 2>/dev/null; done
+done
+findmnt -rn -o TARGET | grep "^$R/" >&2 && echo "still mounted: the paths above" >&2
 echo "slurm 24.11 down"

@@ -10,9 +10,9 @@
 #
 # Jobs run in the chroot, so what they need of the host is bind-mounted at the same path:
 # $INFRA_DIR/shared (read-write: the tests' and the backend's output_dir for job logs lives
-# there) and, read-only, the observer's Python (its virtual environment, the code it imports, the
-# interpreter's binary, standard library and libpython), so a probe job runs `observer probe`
-# as it does on a 22.05 node. The chroot installs the libraries that interpreter links.
+# there) and, read-only, the observer's Python (the directory holding its virtual environment's
+# project, the code it imports, the interpreter's binary, standard library and libpython), so a
+# probe job runs `observer probe` as it does on a 22.05 node. The chroot installs the libraries that interpreter links.
 #
 # Usage: deploy/local/infra/slurm24-up.sh          then: export PATH=... (printed last)
 #        deploy/local/infra/slurm24-down.sh        stops what this script started
@@ -115,18 +115,21 @@ share "$root/shared" rw
 repo=$(cd "$(dirname "$0")/../../.." && pwd)
 python=${OBSERVER_PYTHON:-$repo/.venv/bin/python}
 if [ -x "$python" ]; then
-  # the venv, the code its `observer` imports, each link to the interpreter, the standard
-  # library and libpython; a path inside another one listed is mounted with it
+  # the directory holding the venv's project (worktrees beside it: an editable install may be
+  # pointed at another one while the cluster runs), the code its `observer` imports, each link
+  # to the interpreter, the standard library and libpython; a path inside another one listed
+  # is mounted with it
   paths=$(cd / && "$python" -c '
 import os, sys, sysconfig, observer
-paths = [sys.prefix, os.path.dirname(os.path.dirname(observer.__file__)), sysconfig.get_path("stdlib")]
+code = os.path.dirname(os.path.dirname(observer.__file__))
+paths = [os.path.dirname(os.path.dirname(sys.prefix)), code, sysconfig.get_path("stdlib")]
 link = os.path.join(sys.prefix, "bin", "python3")
 while os.path.islink(link):
     link = os.path.join(os.path.dirname(link), os.readlink(link))
     paths.append(link)
 if sysconfig.get_config_var("Py_ENABLE_SHARED"):
     paths.append(os.path.join(sysconfig.get_config_var("LIBDIR"), sysconfig.get_config_var("INSTSONAME")))
-paths = sorted({os.path.normpath(p) for p in paths if os.path.exists(p)})
+paths = sorted({os.path.normpath(p) for p in paths if os.path.exists(p)} - {"/"})
 print("\n".join(p for p in paths if not any(p.startswith(q + "/") for q in paths)))')
   while read -r path; do share "$path" ro; done <<<"$paths"
 else
