@@ -3,8 +3,8 @@ release of the tests: 22.05 (deploy/local/infra/slurm-up.sh) and 24.11 (slurm24-
 
 On each, holding the cluster as a test does (its tests.lock: no test's jobs or clearing meet the
 bench's), the queue is first filled with held jobs (`--queue-jobs` of them, `sbatch --hold`,
-partition debug, several submissions at once), then each reader is run against it and `sdiag`'s
-RPC statistics by message type are read before and after:
+partition debug, from shell loops of the cluster's own installation), then each reader is run
+against it and `sdiag`'s RPC statistics by message type are read before and after:
 
 - the agent: `SlurmdOwners.read()` of one node (agent.owners: slurm) running one job of the
   bench's: the first read apart (the node's GPUs, and the job the node has never seen named
@@ -35,10 +35,10 @@ from __future__ import annotations
 import argparse
 import json
 import re
+import subprocess
 import sys
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -60,7 +60,7 @@ _NOT_READERS = re.compile(
     r"^(MESSAGE_|REQUEST_STATS_INFO|REQUEST_SUBMIT|REQUEST_COMPLETE|"
     r"REQUEST_KILL|REQUEST_CANCEL|REQUEST_PING|ACCOUNTING_)"
 )
-SUBMITTERS = 4  # sbatch processes at once: each spends most of its time starting up
+SUBMITTERS = 4  # loops submitting at once: an sbatch spends most of its time starting up
 
 
 def main() -> None:
@@ -134,11 +134,21 @@ def _snapshot_interval(
 
 
 def _fill(slurm: SlurmHarness, jobs: int) -> None:
-    """`jobs` held jobs, one record each as slurmctld keeps them. slurm.conf's MaxJobCount
-    (50,000 here; 10,000 by default, ended jobs within MinJobAge included) bounds the queue."""
-    held = ["sbatch", "--parsable", "--hold", "-p", "debug", f"--job-name={NAME}", "--wrap", "true"]
-    with ThreadPoolExecutor(SUBMITTERS) as pool:
-        list(pool.map(lambda _: slurm.cli(*held), range(jobs)))
+    """`jobs` held jobs, one record each as slurmctld keeps them, submitted by SUBMITTERS shell
+    loops of the cluster's own installation (in 24.11's chroot: a wrapper and a process per
+    job would be several times slower). slurm.conf's MaxJobCount (50,000 here; 10,000 by
+    default, ended jobs within MinJobAge included) bounds the queue."""
+    loop = (
+        'i=0; while [ "$i" -lt "$0" ]; do i=$((i+1)); '
+        f"sbatch --hold -p debug --job-name={NAME} -o /dev/null --wrap true >/dev/null || exit 1; "
+        "done"
+    )
+    shares = [jobs // SUBMITTERS + (n < jobs % SUBMITTERS) for n in range(SUBMITTERS)]
+    loops = [
+        subprocess.Popen(slurm.cluster.installed("sh", "-c", loop, str(share))) for share in shares
+    ]
+    if any(p.wait() != 0 for p in loops):
+        raise SystemExit(f"sbatch failed while filling the queue of Slurm {slurm.cluster.release}")
 
 
 def _run_on(slurm: SlurmHarness, node: str, owners: SlurmdOwners) -> None:
