@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Stop, by PID file, the Slurm 24.11 that slurm24-up.sh started in its chroot, with the
-# chroot's MariaDB and munge, and unmount what it mounted in the chroot (/proc, /sys, the
-# host's paths it shares). The chroot, the state and
-# the accounting stay, so slurm24-up.sh brings the same cluster back in seconds;
+# chroot's MariaDB and munge, and unmount what it mounted in the chroot (/proc, /sys, the host's
+# paths it shares). The chroot, the state and the accounting stay, so slurm24-up.sh brings the
+# same cluster back in seconds;
 # `rm -rf --one-file-system "$INFRA_DIR/slurm24"` after this script to start from nothing.
 set -uo pipefail
 

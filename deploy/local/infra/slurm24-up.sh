@@ -12,7 +12,8 @@
 # $INFRA_DIR/shared (read-write: the tests' and the backend's output_dir for job logs lives
 # there) and, read-only, the observer's Python (the directory holding its virtual environment's
 # project, the code it imports, the interpreter's binary, standard library and libpython), so a
-# probe job runs `observer probe` as it does on a 22.05 node. The chroot installs the libraries that interpreter links.
+# probe job runs `observer probe` as it does on a 22.05 node; the chroot installs the libraries
+# that interpreter's modules link (libffi8).
 #
 # Usage: deploy/local/infra/slurm24-up.sh          then: export PATH=... (printed last)
 #        deploy/local/infra/slurm24-down.sh        stops what this script started
