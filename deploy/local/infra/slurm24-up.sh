@@ -168,6 +168,11 @@ for user in alice bob; do
   in_root id "$user" >/dev/null 2>&1 || in_root useradd -m -u "$(id -u "$user")" "$user"
 done
 
+# ---- the host's names (debootstrap writes no /etc/hosts): without them munged cannot name its
+# origin, and slurmctld looks up the null address it gets instead in DNS at every request,
+# some of which wait seconds
+cmp -s /etc/hosts "$R/etc/hosts" || cp /etc/hosts "$R/etc/hosts"
+
 # ---- munge: the chroot's own key (made by the package) and socket (the chroot's /run/munge)
 mkdir -p "$R/run/munge" && in_root chown munge:munge /run/munge
 if ! in_root munge -n >/dev/null 2>&1; then
