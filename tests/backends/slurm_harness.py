@@ -118,10 +118,10 @@ def start(marker: str) -> str | None:
     cluster.lock.parent.mkdir(parents=True, exist_ok=True)
     with cluster.lock.open("w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        # 24.11's jobs run this Python's `observer` in the chroot, which mounts it
-        return components.bring_up(
-            cluster.up_script, 600, why_root, env={"OBSERVER_PYTHON": sys.executable}
-        )
+        # the script would wait for the lock held here to change the configuration; 24.11's
+        # jobs run this Python's `observer` in the chroot, which mounts it
+        held = {"TESTS_LOCK_HELD": "1", "OBSERVER_PYTHON": sys.executable}
+        return components.bring_up(cluster.up_script, 600, why_root, env=held)
 
 
 def require(marker: str) -> SlurmCluster:

@@ -29,7 +29,8 @@
 #   OBSERVER_PYTHON  the observer's Python to mount (default: the repository's .venv/bin/python)
 #   SLURM_PRIVATE_DATA  as slurm-up.sh's (etc/private-data.conf, applied without a restart)
 #
-# A configuration change is made holding $D/tests.lock, the lock the tests take for the cluster.
+# A configuration change is made holding $D/tests.lock, the lock the tests take for the cluster
+# (TESTS_LOCK_HELD=1: the caller holds it already).
 set -euo pipefail
 
 root=${INFRA_DIR:-/tmp/observer-infra}
@@ -92,8 +93,11 @@ mkdir -p "$R$S"/{etc,state,run,log,fakedev} "$R$S"/spool/n{1,2,3} "$D/bin"
 locked=0
 lock_tests() { # fd 9, kept to the end; every daemon started here gets `9>&-`
   [ "$locked" = 1 ] && return 0
-  exec 9>"$D/tests.lock"
-  flock 9
+  # TESTS_LOCK_HELD: the caller (the tests' harness) holds it already, and would wait forever
+  if [ -z "${TESTS_LOCK_HELD:-}" ]; then
+    exec 9>"$D/tests.lock"
+    flock 9
+  fi
   locked=1
 }
 write_if_changed() { # write $1 from stdin only when it differs; returns 1 when unchanged
