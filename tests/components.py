@@ -56,9 +56,11 @@ def require(component: str) -> None:
         )
 
 
-def bring_up(script: Path, timeout_seconds: int, needs_root: str) -> str | None:
+def bring_up(
+    script: Path, timeout_seconds: int, needs_root: str, env: dict[str, str] | None = None
+) -> str | None:
     """Why `script` (a deploy/local/infra/*-up.sh) could not bring its component up, or None
-    once it has; `needs_root`: why it needs root."""
+    once it has; `needs_root`: why it needs root; `env`: added to the script's environment."""
     if os.geteuid() != 0:
         return needs_root
     try:
@@ -68,6 +70,7 @@ def bring_up(script: Path, timeout_seconds: int, needs_root: str) -> str | None:
             text=True,
             timeout=timeout_seconds,
             check=False,
+            env={**os.environ, **(env or {})},
         )
     except subprocess.TimeoutExpired:
         return f"{script.name} did not finish within {timeout_seconds} s"

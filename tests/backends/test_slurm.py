@@ -1,9 +1,11 @@
-"""The Slurm backend against a real Slurm 22.05 (three nodes of four fake GPUs, accounts
-research and prod, QOS low limited to 2 GPUs per job): what it reads is what Slurm says."""
+"""The Slurm backend against each real Slurm release, 22.05 and 24.11 (three nodes of four fake
+GPUs, accounts research and prod, QOS low limited to 2 GPUs per job): what it reads is what
+Slurm says."""
 
 from __future__ import annotations
 
 import getpass
+import json
 import uuid
 from dataclasses import replace
 from datetime import UTC, datetime
@@ -27,10 +29,9 @@ from observer.domain import (
 )
 from observer.errors import NO_GPU_EXIT_CODE, BackendError, ProbeError
 from observer.probes.outcome import judge
+from observer.slurm_json import dialect
 from tests.backends.slurm_harness import SlurmHarness
 from tests.support.net import free_port
-
-pytestmark = pytest.mark.slurm
 
 
 def _request(
@@ -71,8 +72,9 @@ def _sacct_times(slurm: SlurmHarness, job_id: str) -> list[datetime | None]:
     ]
 
 
-def _dead_slurm_conf(slurm: SlurmHarness, tmp_path: Path, message_timeout: str | None) -> Path:
-    """The test cluster's configuration with slurmctld on a port nobody listens on."""
+def _dead_slurm_conf(slurm: SlurmHarness, message_timeout: str | None) -> Path:
+    """The test cluster's configuration with slurmctld on a port nobody listens on, where its
+    programs can read it (the output directory: 24.11's chroot sees it)."""
     port = free_port()
     lines = [
         f"SlurmctldPort={port}" if line.startswith("SlurmctldPort=") else line
@@ -80,9 +82,19 @@ def _dead_slurm_conf(slurm: SlurmHarness, tmp_path: Path, message_timeout: str |
     ]
     if message_timeout:
         lines.append(f"MessageTimeout={message_timeout}")
-    dead = tmp_path / "slurm.conf"
+    dead = slurm.settings.output_dir / "dead-slurm.conf"
     dead.write_text("\n".join(lines) + "\n")
     return dead
+
+
+def test_squeue_names_the_release_that_printed_it(slurm: SlurmHarness):
+    job_id = slurm.cli("sbatch", "--parsable", "--output=/dev/null", "--wrap", "sleep 1").strip()
+
+    # from 23.02 on an ended job is listed only when every state is asked for
+    document = json.loads(slurm.cli("squeue", "--json", "--states=all", f"--jobs={job_id}"))
+
+    assert [job["job_id"] for job in document["jobs"]] == [int(job_id)]
+    assert dialect(document).release.startswith(f"{slurm.cluster.release}.")
 
 
 def test_a_short_probe_waits_runs_and_succeeds_with_the_times_sacct_records(slurm: SlurmHarness):
@@ -415,10 +427,10 @@ def test_a_probe_slurm_refuses_is_a_probe_error_in_slurms_words(
         slurm.backend.submit(refused)
 
 
-def test_an_unreachable_slurmctld_is_a_backend_error(slurm: SlurmHarness, tmp_path: Path):
+def test_an_unreachable_slurmctld_is_a_backend_error(slurm: SlurmHarness):
     # MessageTimeout=1 makes the clients give up at once instead of after ~9 s
     dead = slurm.settings.model_copy(
-        update={"slurm_conf": _dead_slurm_conf(slurm, tmp_path, message_timeout="1")}
+        update={"slurm_conf": _dead_slurm_conf(slurm, message_timeout="1")}
     )
     backend = SlurmBackend(dead, SystemClock())
 
@@ -434,11 +446,11 @@ def test_an_unreachable_slurmctld_is_a_backend_error(slurm: SlurmHarness, tmp_pa
         backend.cancel("1")
 
 
-def test_a_slurm_command_that_hangs_is_cut_off_by_the_timeout(slurm: SlurmHarness, tmp_path: Path):
+def test_a_slurm_command_that_hangs_is_cut_off_by_the_timeout(slurm: SlurmHarness):
     # unreachable slurmctld with the default MessageTimeout: every call retries for ~9 s
     dead = slurm.settings.model_copy(
         update={
-            "slurm_conf": _dead_slurm_conf(slurm, tmp_path, message_timeout=None),
+            "slurm_conf": _dead_slurm_conf(slurm, message_timeout=None),
             "command_timeout_seconds": 0.5,
         }
     )

@@ -1,4 +1,4 @@
-"""The isolation probe on a real Slurm 22.05: alice (account research) tries to read the jobs
+"""The isolation probe on each real Slurm release: alice (account research) tries to read the jobs
 of account prod, whose user is bob, with squeue, scontrol and sacct. Without PrivateData every
 user sees every job, which the probe must report as breaches; with PrivateData=jobs in both
 slurmctld and slurmdbd, every try comes back empty or refused."""
@@ -15,8 +15,6 @@ from observer.clock import SystemClock
 from observer.domain import AccessAttempt
 from observer.errors import ProbeError
 from tests.backends.slurm_harness import SlurmHarness
-
-pytestmark = pytest.mark.slurm
 
 USERS = {"research": "alice", "prod": "bob"}
 
@@ -68,8 +66,8 @@ def test_an_existing_job_of_the_other_account_is_the_one_tried(
     slurm: SlurmHarness, backend: SlurmBackend
 ):
     theirs = slurm.cli(
-        "runuser", "-u", "bob", "--", "sbatch", "--parsable", "--account=prod", "--hold",
-        "--output=/dev/null", "--chdir=/", "--wrap=sleep 60",
+        "sbatch", "--parsable", "--account=prod", "--hold", "--output=/dev/null", "--chdir=/",
+        "--wrap=sleep 60", as_user="bob",
     ).strip()  # fmt: skip
 
     attempts = backend.probe_isolation("research", "prod")
@@ -117,6 +115,11 @@ def test_a_tenant_without_a_user_cannot_be_probed(slurm: SlurmHarness):
 
 
 def test_a_run_as_command_that_cannot_run_is_a_probe_error(slurm: SlurmHarness):
+    if slurm.cluster.marker == "slurm24":
+        pytest.skip(
+            "24.11's programs run in a chroot, which only root enters: its run-as is chroot's "
+            "--userspec inside the wrappers, not a prefix of the observer's that can fail"
+        )
     settings = slurm.settings.model_copy(update={"tenant_users": {"research": "no-such-user-here"}})
     with pytest.raises(ProbeError, match="cannot run squeue as no-such-user-here"):
         SlurmBackend(settings, SystemClock()).probe_isolation("research", "prod")

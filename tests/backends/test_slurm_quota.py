@@ -28,12 +28,8 @@ import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-import pytest
-
 from observer.backends.slurm.transactions import quota_changes
 from tests.backends.slurm_harness import SlurmHarness
-
-pytestmark = pytest.mark.slurm
 
 RECORDED = Path(__file__).parent / "slurm_output"
 

@@ -12,7 +12,7 @@ import pytest
 from observer.domain import Behaviour, JobPhase, JobRequest, JobStatus, Workload
 from tests import components
 from tests.backends.k8s_harness import KubernetesHarness
-from tests.backends.slurm_harness import slurm_harness
+from tests.backends.slurm_harness import require, slurm_harness
 from tests.contracts.scheduler_harness import (
     HangingHarness,
     HangingPlatform,
@@ -25,6 +25,7 @@ HARNESSES: dict[str, Platform] = {
     "simulated": simulated,
     "kubernetes": KubernetesHarness,
     "slurm": slurm_harness,
+    "slurm24": lambda: slurm_harness(require("slurm24")),
 }
 # The platforms that can be made unable to stop a job. The local Slurm has no epilog to hang,
 # so its COMPLETING jobs are not driven here.

@@ -1,5 +1,5 @@
-"""The inference probe on the real Slurm, driven by the controller's own tasks in real time:
-each replica a batch job running the node's `observer probe serve` on a port of its own, ready
+"""The inference probe on each real Slurm release, driven by the controller's own tasks in real
+time: each replica a batch job running the node's `observer probe serve` on a port of its own, ready
 once its job runs and its /healthz answers; its time to ready, /infer latency over real HTTP,
 a scale-out to more GPUs than prod leaves free that waits in Slurm's words and opens
 inference_scale_out_stalled until prod's job is cancelled, a rolling restart that replaces
@@ -13,8 +13,6 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
-import pytest
-
 from observer.clock import SystemClock
 from observer.controller.compose import inference_spec
 from observer.detectors.inference import SCALE_OUT_STALLED, UNAVAILABLE
@@ -22,11 +20,9 @@ from observer.records import PhaseKind
 from observer.settings import Settings
 from observer.simulation.soak import SimulatedSoak
 from observer.storage.store import Store
-from tests.backends.slurm_harness import SlurmHarness, slurm_harness
+from tests.backends.slurm_harness import SlurmCluster, SlurmHarness, slurm_harness
 from tests.support.databases import migrated_sqlite
 from tests.support.settings import controller_settings, on_slurm
-
-pytestmark = pytest.mark.slurm
 
 LATENCY_MS = 20.0
 STALL_SECONDS = 6
@@ -78,10 +74,10 @@ def _settings(slurm: SlurmHarness, started: datetime) -> Settings:
 
 
 def test_a_service_of_slurm_jobs_scales_out_waiting_for_gpus_restarts_and_leaves_nothing(
-    tmp_path: Path,
+    slurm_cluster: SlurmCluster, tmp_path: Path
 ):
     url = migrated_sqlite(tmp_path / "observer.db")
-    with slurm_harness() as slurm, Store(url) as store:
+    with slurm_harness(slurm_cluster) as slurm, Store(url) as store:
         started = datetime.now(UTC)
         settings = _settings(slurm, started)
         spec = inference_spec(settings.controller)

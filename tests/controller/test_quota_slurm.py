@@ -1,5 +1,5 @@
-"""The quota's lifecycle on the real Slurm, with the real sacctmgr: research's GrpTRES is set
-and then lowered while the controller runs, and research's own job fills the lowered quota.
+"""The quota's lifecycle on each real Slurm release, with the real sacctmgr: research's GrpTRES is
+set and then lowered while the controller runs, and research's own job fills the lowered quota.
 The over-quota probe is held (AssocGrpGRES) and cancelled; the within-quota probe after it
 waits for research's own job, which is no finding, and starts once that job is cancelled.
 Then research's GPU-minutes budget (GrpTRESMins) is used up: no job's end gives it back, the
@@ -27,18 +27,16 @@ from observer.reports.render.daily import render_daily
 from observer.settings import Settings
 from observer.simulation.soak import SimulatedSoak
 from observer.storage.store import Store
-from tests.backends.slurm_harness import SlurmHarness, slurm_harness
+from tests.backends.slurm_harness import SlurmCluster, SlurmHarness, slurm_harness
 from tests.support.databases import migrated_sqlite
 from tests.support.settings import controller_settings, on_slurm
-
-pytestmark = pytest.mark.slurm
 
 RECLAIM_SECONDS = 6
 
 
 @pytest.fixture
-def slurm() -> Iterator[SlurmHarness]:
-    with slurm_harness() as harness:
+def slurm(slurm_cluster: SlurmCluster) -> Iterator[SlurmHarness]:
+    with slurm_harness(slurm_cluster) as harness:
         try:
             yield harness
         finally:

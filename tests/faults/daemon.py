@@ -43,8 +43,9 @@ def slurm_config(tmp_path: Path, slurm: SlurmHarness, store_url: str, **controll
         "controller": {
             "backend": "slurm",
             "slurm": {
-                "slurm_conf": str(slurm.slurm_conf),
-                "output_dir": str(slurm.settings.output_dir),
+                **slurm.settings.model_dump(
+                    mode="json", include={"slurm_conf", "commands_dir", "output_dir"}
+                ),
                 "command_timeout_seconds": 5,
             },
             "windows": [ALWAYS],

@@ -21,11 +21,11 @@ from observer.reports.compute.events import blind_figures
 from observer.reports.inputs import load_period, report_context, soak_started_at
 from observer.settings import load_settings
 from observer.storage.store import Store
-from tests.backends.slurm_harness import SlurmHarness, slurm_harness
+from tests.backends.slurm_harness import SlurmCluster, SlurmHarness, slurm_harness
 from tests.faults.daemon import controller, slurm_config, stop
 from tests.support.waiting import wait_until
 
-pytestmark = [pytest.mark.slurm, pytest.mark.timeout(600)]
+pytestmark = pytest.mark.timeout(600)
 
 # Long enough for several listings to fail (one every LISTING_SECONDS) and for the blind time
 # to stand well above their cadence; the issue's two minutes prove nothing more.
@@ -33,10 +33,12 @@ OUTAGE_SECONDS = 60
 LISTING_SECONDS = 2
 
 
-def test_slurmdbd_down_is_the_accountings_blind_time_and_named_on_healthz(tmp_path: Path):
+def test_slurmdbd_down_is_the_accountings_blind_time_and_named_on_healthz(
+    slurm_cluster: SlurmCluster, tmp_path: Path
+):
     url = f"sqlite:///{tmp_path / 'observer.db'}"
     log = tmp_path / "controller.log"
-    with slurm_harness() as slurm:
+    with slurm_harness(slurm_cluster) as slurm:
         config = slurm_config(tmp_path, slurm, url, job_listing_interval_seconds=LISTING_SECONDS)
         with controller(config, log) as ctl:
             wait_until(
@@ -109,7 +111,7 @@ def _listed_and_ok(health: dict[str, Any]) -> bool:
 
 
 def _pid(slurm: SlurmHarness) -> Path:
-    return slurm.slurm_conf.parent.parent / "run" / "slurmdbd.pid"
+    return slurm.cluster.files / "run" / "slurmdbd.pid"
 
 
 def _slurmdbd(slurm: SlurmHarness) -> int | None:
@@ -129,15 +131,15 @@ def _stop_slurmdbd(slurm: SlurmHarness) -> None:
 
 
 def _start_slurmdbd(slurm: SlurmHarness) -> None:
-    """As slurm-up.sh starts it (it daemonises, its configuration beside SLURM_CONF); back
+    """As the up script starts it (it daemonises, its configuration beside SLURM_CONF); back
     once sacct answers."""
     env = {**os.environ, "SLURM_CONF": str(slurm.slurm_conf)}
     if _slurmdbd(slurm) is None:
-        subprocess.run(["slurmdbd"], env=env, check=True, timeout=30)
+        subprocess.run(slurm.cluster.installed("slurmdbd"), check=True, timeout=30)
     wait_until(
         lambda: (
             subprocess.run(
-                ["sacct", "-n", "-X", "-S", "now-1minutes"],
+                [slurm.cluster.program("sacct"), "-n", "-X", "-S", "now-1minutes"],
                 env=env,
                 capture_output=True,
                 check=False,

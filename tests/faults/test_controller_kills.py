@@ -13,21 +13,23 @@ import pytest
 
 from observer.domain import RunState
 from observer.storage.store import Store
-from tests.backends.slurm_harness import slurm_harness
+from tests.backends.slurm_harness import SlurmCluster, slurm_harness
 from tests.faults.daemon import accounted_jobs, controller, slurm_config, stop
 
 # Real time on the real components, and a shared Slurm another test may hold: not 120 s.
-pytestmark = [pytest.mark.slurm, pytest.mark.timeout(600)]
+pytestmark = pytest.mark.timeout(600)
 
 KILLS = 10
 
 
-def test_ten_kills_leave_every_probe_job_accounted_for_by_exactly_one_run(tmp_path: Path):
+def test_ten_kills_leave_every_probe_job_accounted_for_by_exactly_one_run(
+    slurm_cluster: SlurmCluster, tmp_path: Path
+):
     url = f"sqlite:///{tmp_path / 'observer.db'}"
     log = tmp_path / "controller.log"
     # A fixed seed: the points differ from one another, and a failure can be replayed.
     pauses = random.Random(20261201).sample([x / 4 for x in range(4, 32)], KILLS)
-    with slurm_harness() as slurm:
+    with slurm_harness(slurm_cluster) as slurm:
         since = datetime.now(UTC) - timedelta(seconds=1)
         config = slurm_config(tmp_path, slurm, url)
         for pause in pauses:

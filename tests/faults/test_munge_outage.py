@@ -20,23 +20,23 @@ from observer.ownership.slurmd import SlurmdOwners
 from observer.reports.compute.causes import Cause, classify
 from observer.settings.agent import AgentSettings
 from observer.storage.store import Store
-from tests.backends.slurm_harness import SlurmHarness, slurm_harness
+from tests.backends.slurm_harness import SlurmCluster, SlurmHarness, slurm_harness
 from tests.faults.daemon import controller, slurm_config, stop
 from tests.support.waiting import wait_until
 
-pytestmark = [pytest.mark.slurm, pytest.mark.timeout(300)]
-
-MUNGED = Path("/run/munge/munged.pid")
+pytestmark = pytest.mark.timeout(300)
 
 
-def test_a_munge_outage_reads_as_munge_everywhere_and_as_a_platform_outage(tmp_path: Path):
+def test_a_munge_outage_reads_as_munge_everywhere_and_as_a_platform_outage(
+    slurm_cluster: SlurmCluster, tmp_path: Path
+):
     url = f"sqlite:///{tmp_path / 'observer.db'}"
-    with slurm_harness() as slurm:
+    with slurm_harness(slurm_cluster) as slurm:
         agent = SlurmdOwners(
             "n1",
             dict,
             slurm_conf=slurm.slurm_conf,
-            commands_dir=None,
+            commands_dir=slurm.cluster.commands_dir,
             timeout_seconds=AgentSettings().owners_timeout_seconds,  # the agent's default
             clock=SystemClock(),
         )
@@ -48,7 +48,7 @@ def test_a_munge_outage_reads_as_munge_everywhere_and_as_a_platform_outage(tmp_p
                 poll_seconds=0.5,
             )
             try:
-                _stop_munge()
+                _stop_munge(slurm.cluster)
                 with pytest.raises(OwnerSourceError) as owners:
                     agent.read()
                 with pytest.raises(BackendError) as snapshot:
@@ -85,18 +85,27 @@ def _refused(url: str) -> ProbeRun | None:
         return next((r for r in store.runs() if r.outcome is Outcome.REJECTED), None)
 
 
-def _stop_munge() -> None:
-    os.kill(int(MUNGED.read_text()), signal.SIGTERM)
-    wait_until(lambda: not _munge_answers(), "munged did not stop", seconds=30, poll_seconds=0.2)
+def _stop_munge(cluster: SlurmCluster) -> None:
+    os.kill(int(cluster.munged_pid.read_text()), signal.SIGTERM)
+    wait_until(
+        lambda: not _munge_answers(cluster), "munged did not stop", seconds=30, poll_seconds=0.2
+    )
 
 
 def _start_munge(slurm: SlurmHarness) -> None:
-    """As slurm-up.sh starts it; then until every node responds again. slurmctld marks the
+    """As the up script starts it; then until every node responds again. slurmctld marks the
     nodes whose ping failed meanwhile as not responding until its next ping (a third of
     SlurmdTimeout later); a reconfigure has them register at once."""
-    if not _munge_answers():
-        subprocess.run(["runuser", "-u", "munge", "--", "/usr/sbin/munged"], check=True)
-    wait_until(_munge_answers, "munged did not answer again", seconds=30, poll_seconds=0.2)
+    if not _munge_answers(slurm.cluster):
+        subprocess.run(
+            slurm.cluster.installed("runuser", "-u", "munge", "--", "/usr/sbin/munged"), check=True
+        )
+    wait_until(
+        lambda: _munge_answers(slurm.cluster),
+        "munged did not answer again",
+        seconds=30,
+        poll_seconds=0.2,
+    )
     slurm.cli("scontrol", "reconfigure")
     wait_until(
         lambda: _responding(slurm),
@@ -111,5 +120,6 @@ def _responding(slurm: SlurmHarness) -> bool:
     return len(states) >= slurm.nodes and not any(s.endswith("*") for s in states)
 
 
-def _munge_answers() -> bool:
-    return subprocess.run(["munge", "-n"], capture_output=True, check=False).returncode == 0
+def _munge_answers(cluster: SlurmCluster) -> bool:
+    done = subprocess.run(cluster.installed("munge", "-n"), capture_output=True, check=False)
+    return done.returncode == 0

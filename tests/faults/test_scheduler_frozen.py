@@ -22,23 +22,25 @@ from observer.reports.compute.events import BLIND_DETECTORS, blind_figures
 from observer.reports.inputs import load_period, report_context, soak_started_at
 from observer.settings import load_settings
 from observer.storage.store import Store
-from tests.backends.slurm_harness import slurm_harness
+from tests.backends.slurm_harness import SlurmCluster, slurm_harness
 from tests.faults.daemon import Controller, controller, slurm_config, stop
 from tests.support.waiting import wait_until
 
 # Real time on the real components, and a shared Slurm another test may hold: not 120 s.
 # The other Slurm tests run on the same xdist worker, in turn, so none sees it frozen.
-pytestmark = [pytest.mark.slurm, pytest.mark.timeout(600)]
+pytestmark = pytest.mark.timeout(600)
 
 FROZEN_SECONDS = 180
 SNAPSHOT_INTERVAL_SECONDS = 1
 
 
-def test_a_frozen_slurmctld_is_blind_time_that_opens_and_closes_nothing(tmp_path: Path):
+def test_a_frozen_slurmctld_is_blind_time_that_opens_and_closes_nothing(
+    slurm_cluster: SlurmCluster, tmp_path: Path
+):
     url = f"sqlite:///{tmp_path / 'observer.db'}"
     log = tmp_path / "controller.log"
-    with slurm_harness() as slurm:
-        pid = int((slurm.slurm_conf.parent.parent / "run" / "slurmctld.pid").read_text())
+    with slurm_harness(slurm_cluster) as slurm:
+        pid = int((slurm.cluster.files / "run" / "slurmctld.pid").read_text())
         config = slurm_config(
             tmp_path, slurm, url, snapshot_interval_seconds=SNAPSHOT_INTERVAL_SECONDS
         )

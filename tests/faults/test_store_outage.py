@@ -23,24 +23,24 @@ from observer.reports.inputs import load_period, report_context, soak_started_at
 from observer.settings import load_settings
 from observer.storage.database import upgrade
 from observer.storage.store import Store
-from tests.backends.slurm_harness import slurm_harness
+from tests.backends.slurm_harness import SlurmCluster, slurm_harness
 from tests.faults.daemon import accounted_jobs, controller, slurm_config, stop
 from tests.support.waiting import wait_until
 
 # Real time on the real components, and a shared Slurm another test may hold: not 120 s.
 # Every test that uses PostgreSQL runs on this one's xdist worker, so stopping it fails no other.
-pytestmark = [pytest.mark.postgres, pytest.mark.slurm, pytest.mark.timeout(600)]
+pytestmark = [pytest.mark.postgres, pytest.mark.timeout(600)]
 
 OUTAGE_SECONDS = 60
 
 
 def test_a_minute_without_postgresql_loses_no_run_and_is_the_stores_blind_time(
-    tmp_path: Path, postgres_schema_url: str
+    slurm_cluster: SlurmCluster, tmp_path: Path, postgres_schema_url: str
 ):
     cluster = _cluster()
     log = tmp_path / "controller.log"
     url = postgres_schema_url
-    with slurm_harness() as slurm:
+    with slurm_harness(slurm_cluster) as slurm:
         upgrade(url)
         since = datetime.now(UTC) - timedelta(seconds=1)
         # Long probes launched before the outage end in it: their outcomes must not be lost.

@@ -1,5 +1,6 @@
-"""SlurmdOwners against the real Slurm 22.05 of deploy/local/infra/slurm-up.sh (nodes n1..n3,
-4 GPUs each declared in gres.conf as fakedev/nvidia[0-3], proctrack/linuxproc): the jobs it
+"""SlurmdOwners against each real Slurm release, 22.05 and 24.11 (deploy/local/infra/slurm-up.sh,
+slurm24-up.sh: nodes n1..n3, 4 GPUs each declared in gres.conf as fakedev/nvidia[0-3],
+proctrack/linuxproc): the jobs it
 lists on a node are the ones Slurm runs there, with the GPUs Slurm gave them; once it knows
 them it asks slurmctld nothing (sdiag's counts); and every way of failing to ask is one
 OwnerSourceError that says which command failed and why."""
@@ -8,7 +9,6 @@ from __future__ import annotations
 
 import subprocess
 import time
-from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -20,32 +20,27 @@ from observer.errors import OwnerSourceError
 from observer.ownership.procfs import ProcFs
 from observer.ownership.slurmd import SlurmdOwners
 from observer.ownership.tracked import TrackedOwners
-from tests.backends.slurm_harness import SlurmHarness, require_slurm, slurm_harness
+from tests.backends.slurm_harness import SlurmCluster, SlurmHarness
 from tests.ownership.sdiag import counted_since, requests
 from tests.support.net import free_port
-
-pytestmark = pytest.mark.slurm
 
 UUIDS = {i: f"GPU-{i}1111111-2222-3333-4444-555555555555" for i in range(4)}
 
 
-@pytest.fixture
-def slurm() -> Iterator[SlurmHarness]:
-    with slurm_harness() as harness:
-        yield harness
-
-
 def owners(
-    slurm_conf: Path,
+    cluster: SlurmCluster,
     node: str = "n2",
+    slurm_conf: Path | None = None,
     commands_dir: Path | None = None,
     timeout_seconds: float = 20.0,
 ) -> SlurmdOwners:
+    """The node's owner source as an agent there builds it for `cluster`, or with the given
+    slurm.conf or commands directory."""
     return SlurmdOwners(
         node,
         lambda: UUIDS,
-        slurm_conf=slurm_conf,
-        commands_dir=commands_dir,
+        slurm_conf=slurm_conf or cluster.slurm_conf,
+        commands_dir=commands_dir or cluster.commands_dir,
         timeout_seconds=timeout_seconds,
         clock=SystemClock(),
     )
@@ -67,7 +62,7 @@ def test_a_job_is_listed_on_its_node_with_its_gpus_until_it_ends(slurm: SlurmHar
     short = submit(slurm, "n2", gpus=2, seconds=3)
     elsewhere = submit(slurm, "n1", gpus=1, seconds=60)
     slurm.settle(lambda: running(slurm, short, elsewhere), 20)
-    source = owners(slurm.slurm_conf)
+    source = owners(slurm.cluster)
     slurm.settle(lambda: bool(source.pids()), 10)  # slurmstepd starts the script a moment later
 
     before = time.time()
@@ -81,18 +76,19 @@ def test_a_job_is_listed_on_its_node_with_its_gpus_until_it_ends(slurm: SlurmHar
 
     slurm.settle(lambda: short not in source.read().running, 30)
     assert source.read().gpus == {}
-    assert owners(slurm.slurm_conf, node="n1").read().running == {elsewhere}
+    assert owners(slurm.cluster, node="n1").read().running == {elsewhere}
 
 
 def test_the_process_of_a_running_job_is_its_and_running_until_the_job_ends(slurm: SlurmHarness):
     job = submit(slurm, "n2", gpus=1, seconds=60)
     slurm.settle(lambda: running(slurm, job), 20)
-    source = owners(slurm.slurm_conf)
-    slurm.settle(lambda: bool(source.pids()), 10)
+    source = owners(slurm.cluster)
+    slurm.settle(lambda: job in source.pids().values(), 10)
     directory = TrackedOwners(source, interval_seconds=0)
     proc = ProcFs()
     # proctrack/linuxproc, as this cluster runs: no cgroup names the job, its environ does
-    inside = proc.inspect(min(source.pids()))
+    # (the job's own first process: one of an earlier job may still be ending on the node)
+    inside = proc.inspect(min(pid for pid, of in source.pids().items() if of == job))
     outside = subprocess.Popen(["sleep", "60"])  # started on the node, outside Slurm
     stray = proc.inspect(outside.pid)
     assert inside is not None and stray is not None
@@ -114,7 +110,7 @@ def test_the_process_of_a_running_job_is_its_and_running_until_the_job_ends(slur
 
 
 def test_once_its_jobs_are_known_the_node_asks_slurmctld_nothing(slurm: SlurmHarness):
-    source = owners(slurm.slurm_conf)
+    source = owners(slurm.cluster)
     source.read()  # at start: the node's GPUs
     job = submit(slurm, "n2", gpus=2, seconds=60)
     slurm.settle(lambda: bool(source.pids()), 20)
@@ -135,7 +131,7 @@ def test_once_its_jobs_are_known_the_node_asks_slurmctld_nothing(slurm: SlurmHar
 def test_listpids_names_the_job_of_each_process_slurmd_tracks(slurm: SlurmHarness):
     job = submit(slurm, "n2", gpus=1, seconds=60)
     slurm.settle(lambda: running(slurm, job), 20)
-    source = owners(slurm.slurm_conf)
+    source = owners(slurm.cluster)
     slurm.settle(lambda: bool(source.pids()), 10)  # slurmstepd starts the script a moment later
 
     pids = source.pids()
@@ -144,11 +140,11 @@ def test_listpids_names_the_job_of_each_process_slurmd_tracks(slurm: SlurmHarnes
     for pid in pids:  # what each process's own environment says
         environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
         assert f"SLURM_JOB_ID={job}".encode() in environ
-    assert owners(slurm.slurm_conf, node="n3").pids() == {}
+    assert owners(slurm.cluster, node="n3").pids() == {}
 
 
-def test_a_node_slurm_does_not_know_fails_rather_than_reading_as_idle():
-    source = owners(require_slurm(), node="n9")
+def test_a_node_slurm_does_not_know_fails_rather_than_reading_as_idle(slurm_cluster: SlurmCluster):
+    source = owners(slurm_cluster, node="n9")
 
     with pytest.raises(OwnerSourceError, match=r"scontrol show node n9 .*Node n9 not found"):
         source.read()
@@ -156,24 +152,23 @@ def test_a_node_slurm_does_not_know_fails_rather_than_reading_as_idle():
         source.pids()
 
 
-def test_a_bad_slurm_conf_fails_with_slurms_one_line_reason(tmp_path: Path):
-    require_slurm()
-    bad = tmp_path / "slurm.conf"
+def test_a_bad_slurm_conf_fails_with_slurms_one_line_reason(slurm: SlurmHarness):
+    bad = slurm.settings.output_dir / "slurm.conf"  # where 24.11's chroot sees it too
     bad.write_text("ClusterName\n")
 
     with pytest.raises(OwnerSourceError) as failed:
-        owners(bad).read()
+        owners(slurm.cluster, slurm_conf=bad).read()
 
     assert "\n" not in str(failed.value)
     assert str(failed.value).startswith("scontrol show node n2 --oneliner: exit status 1: ")
     assert f'Parse error in file {bad} line 1: "ClusterName"' in str(failed.value)
 
 
-def test_commands_missing_from_commands_dir_fail_naming_the_program(tmp_path: Path):
-    slurm_conf = require_slurm()
-
+def test_commands_missing_from_commands_dir_fail_naming_the_program(
+    slurm_cluster: SlurmCluster, tmp_path: Path
+):
     with pytest.raises(OwnerSourceError) as failed:
-        owners(slurm_conf, commands_dir=tmp_path).read()
+        owners(slurm_cluster, commands_dir=tmp_path).read()
 
     assert str(failed.value) == (
         f"scontrol show node n2 --oneliner: cannot run {tmp_path}/scontrol: "
@@ -181,13 +176,15 @@ def test_commands_missing_from_commands_dir_fail_naming_the_program(tmp_path: Pa
     )
 
 
-def test_a_gpu_index_nvml_does_not_know_fails_the_reading_rather_than_guessing():
+def test_a_gpu_index_nvml_does_not_know_fails_the_reading_rather_than_guessing(
+    slurm_cluster: SlurmCluster,
+):
     three = {i: UUIDS[i] for i in range(3)}  # n2 declares 4 in gres.conf
     source = SlurmdOwners(
         "n2",
         lambda: three,
-        slurm_conf=require_slurm(),
-        commands_dir=None,
+        slurm_conf=slurm_cluster.slurm_conf,
+        commands_dir=slurm_cluster.commands_dir,
         timeout_seconds=20,
         clock=SystemClock(),
     )
@@ -196,20 +193,20 @@ def test_a_gpu_index_nvml_does_not_know_fails_the_reading_rather_than_guessing()
         source.read()
 
 
-def test_a_command_that_hangs_is_cut_off_by_the_timeout(tmp_path: Path):
+def test_a_command_that_hangs_is_cut_off_by_the_timeout(slurm: SlurmHarness):
     # slurmctld on a port nobody listens on: with the default MessageTimeout every call
     # retries for ~9 s
     port = free_port()
-    dead = tmp_path / "slurm.conf"
+    dead = slurm.settings.output_dir / "slurm.conf"
     dead.write_text(
         "".join(
             f"SlurmctldPort={port}\n" if line.startswith("SlurmctldPort=") else line
-            for line in require_slurm().read_text().splitlines(keepends=True)
+            for line in slurm.slurm_conf.read_text().splitlines(keepends=True)
         )
     )
     started = time.monotonic()
 
     with pytest.raises(OwnerSourceError, match=r"^scontrol show node n2 --oneliner: no answer "):
-        owners(dead, timeout_seconds=0.5).read()
+        owners(slurm.cluster, slurm_conf=dead, timeout_seconds=0.5).read()
 
     assert time.monotonic() - started < 2

@@ -25,7 +25,9 @@ def on_slurm(slurm: SlurmSettings) -> dict[str, Any]:
     """The controller settings of the Slurm backend on the cluster of a harness's `slurm`."""
     return {
         "backend": "slurm",
-        "slurm": {"slurm_conf": str(slurm.slurm_conf), "output_dir": str(slurm.output_dir)},
+        "slurm": slurm.model_dump(
+            mode="json", include={"slurm_conf", "commands_dir", "run_as_command", "output_dir"}
+        ),
     }
 
 

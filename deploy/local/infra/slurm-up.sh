@@ -11,12 +11,14 @@
 #   INFRA_DIR        state root (default /tmp/observer-infra); Slurm lives in $INFRA_DIR/slurm
 #   SLURMCTLD_PORT   default 6817;  SLURMDBD_PORT default 6819;  slurmd n1..n3 use 17001-17003
 #   SLURM_PRIVATE_DATA  PrivateData of slurmctld and slurmdbd, e.g. "jobs" or "jobs,usage";
-#                    default unset (every user sees every job). It lives in etc/private-data.conf,
-#                    which both configurations include: a change is applied with
+#                    default unset (every user sees every job). It lives in etc/private-data.conf
+#                    (slurmctld's) and etc/private-data-dbd.conf (slurmdbd's): a change is applied with
 #                    `scontrol reconfigure` and SIGHUP to slurmdbd, without a restart.
 #
 # A configuration change is made holding $D/tests.lock, the lock the tests take for the cluster,
-# so a restart or reconfiguration never lands in the middle of another session's test.
+# so a restart or reconfiguration never lands in the middle of another session's test; a caller
+# that holds it already (the tests' harness, which runs this script under it) sets
+# TESTS_LOCK_HELD=1.
 #
 # What the cluster enforces, so probes can meet real limits:
 #   QOS high  Priority=1000 (jumps the queue), MaxTRESPerUser=gres/gpu=8
@@ -67,8 +69,11 @@ wait_tcp() {
 locked=0
 lock_tests() {
   [ "$locked" = 1 ] && return 0
-  exec 9>"$D/tests.lock"
-  flock 9
+  # TESTS_LOCK_HELD: the caller (the tests' harness) holds it already, and would wait forever
+  if [ -z "${TESTS_LOCK_HELD:-}" ]; then
+    exec 9>"$D/tests.lock"
+    flock 9
+  fi
   locked=1
 }
 # write $1 from stdin only when it differs; returns 1 when unchanged
@@ -109,91 +114,20 @@ mysql -e "CREATE DATABASE IF NOT EXISTS observer_slurm_acct;
 # slurmd drops a gpu GRES without a device file ("Removing file-less GPU")
 for i in 0 1 2 3; do ln -sfn /dev/null "$D/fakedev/nvidia$i"; done
 
-private_conf=$D/etc/private-data.conf
+# the configuration shared with slurm24-up.sh's cluster, on this one's name, ports and paths
+cluster=observer dir=$D node_ports=17001-17003 db_name=observer_slurm_acct db_port=
+# shellcheck source=deploy/local/infra/slurm-conf.sh
+source "$(dirname "$0")/slurm-conf.sh"
 private_changed=0
-if [ -n "${SLURM_PRIVATE_DATA:-}" ]; then
-  private="PrivateData=$SLURM_PRIVATE_DATA"
-else
-  private="# PrivateData unset: every user sees every job (SLURM_PRIVATE_DATA sets it)"
-fi
 # not a pipe: the lock must be taken by this shell, not by a subshell that exits at once
-write_if_changed "$private_conf" <<<"$private" && private_changed=1
-
+write_if_changed "$D/etc/private-data.conf" <<<"$(private_data_conf)" && private_changed=1
+write_if_changed "$D/etc/private-data-dbd.conf" <<<"$(private_data_conf)" && private_changed=1
+chmod 600 "$D/etc/private-data-dbd.conf"
 changed=0
-write_if_changed "$D/etc/slurmdbd.conf" <<EOF && changed=1
-AuthType=auth/munge
-DbdHost=localhost
-DbdAddr=127.0.0.1
-DbdPort=$dbd_port
-SlurmUser=root
-StorageType=accounting_storage/mysql
-StorageHost=localhost
-StorageLoc=observer_slurm_acct
-StorageUser=slurm
-StoragePass=slurmpass
-LogFile=$D/log/slurmdbd.log
-PidFile=$D/run/slurmdbd.pid
-Include $private_conf
-EOF
+write_if_changed "$D/etc/slurmdbd.conf" <<<"$(slurmdbd_conf)" && changed=1
 chmod 600 "$D/etc/slurmdbd.conf"
-
-# Fast scheduling for tests: the main scheduler every 2 s and backfill every 1 s (defaults
-# 60 s and 30 s), priorities recomputed every minute, KillWait 5 s so cancels end quickly.
-# CR_Core_Memory makes --mem a limit that OverMemoryKill enforces; DefMemPerCPU=100 keeps a
-# job without --mem from taking a whole node's memory. AccountingStoreFlags=job_comment
-# lets sacct return the run id the backend puts in --comment.
-write_if_changed "$conf" <<EOF && changed=1
-ClusterName=observer
-SlurmctldHost=$host(127.0.0.1)
-SlurmUser=root
-SlurmdUser=root
-SlurmctldPort=$ctld_port
-AuthType=auth/munge
-CredType=cred/munge
-StateSaveLocation=$D/state
-SlurmdSpoolDir=$D/spool/%n
-SlurmctldPidFile=$D/run/slurmctld.pid
-SlurmdPidFile=$D/run/slurmd-%n.pid
-SlurmctldLogFile=$D/log/slurmctld.log
-SlurmdLogFile=$D/log/slurmd-%n.log
-ProctrackType=proctrack/linuxproc
-TaskPlugin=task/none
-JobAcctGatherType=jobacct_gather/linux
-JobAcctGatherFrequency=task=1
-JobAcctGatherParams=OverMemoryKill
-MpiDefault=none
-MailProg=/bin/true
-SchedulerType=sched/backfill
-SchedulerParameters=sched_interval=2,bf_interval=1
-SelectType=select/cons_tres
-SelectTypeParameters=CR_Core_Memory
-DefMemPerCPU=100
-SlurmdParameters=config_overrides
-ReturnToService=2
-KillWait=5
-MinJobAge=300
-GresTypes=gpu
-AccountingStorageType=accounting_storage/slurmdbd
-AccountingStorageHost=127.0.0.1
-AccountingStoragePort=$dbd_port
-AccountingStorageTRES=gres/gpu
-AccountingStorageEnforce=associations,limits,qos
-AccountingStoreFlags=job_comment
-PriorityType=priority/multifactor
-PriorityCalcPeriod=1
-PriorityWeightFairshare=1000
-PriorityWeightAge=100
-PriorityWeightQOS=2000
-PriorityWeightPartition=500
-NodeName=n[1-3] NodeHostname=$host NodeAddr=127.0.0.1 Port=[17001-17003] CPUs=8 RealMemory=4000 Gres=gpu:4 State=UNKNOWN
-PartitionName=gpu Nodes=n[1-3] Default=YES MaxTime=INFINITE State=UP
-PartitionName=debug Nodes=n[1-3] MaxTime=30 State=UP PriorityTier=2
-Include $private_conf
-EOF
-write_if_changed "$D/etc/gres.conf" <<EOF && changed=1
-AutoDetect=off
-NodeName=n[1-3] Name=gpu File=$D/fakedev/nvidia[0-3]
-EOF
+write_if_changed "$conf" <<<"$(slurm_conf)" && changed=1
+write_if_changed "$D/etc/gres.conf" <<<"$(gres_conf)" && changed=1
 
 daemons=(slurmd-n1 slurmd-n2 slurmd-n3 slurmctld slurmdbd)
 if [ "$changed" = 1 ]; then

@@ -118,7 +118,10 @@ class SlurmCommands:
         said = " ".join([command, "--json", *args])
         done = self.run(command, ["--json", *args])
         if done.returncode != 0:
-            raise BackendError(f"{said} failed: {slurm_words(done.stderr)}")
+            words = slurm_words(done.stderr)
+            if unreachable(words):  # 23.02 on: an exit status and the words, no document
+                raise BackendError(f"{command} could not read slurmctld: {words}")
+            raise BackendError(f"{said} failed: {words}")
         try:
             data = document(done.stdout, said)
         except ShapeError as exc:

@@ -113,24 +113,25 @@ SACCT_FIELDS = (
 )
 
 
-# `scontrol --oneliner show job`'s keys by the sacct field each stands for: TRES is what the job
-# holds once it runs, what it asks for until then
+# `scontrol --oneliner show job`'s keys by the sacct field each stands for, the first printed
+# read: 22.05's TRES is what the job holds once it runs, what it asks for until then
 _SCONTROL_KEYS = {
-    "JobIDRaw": "JobId",
-    "Account": "Account",
-    "Partition": "Partition",
-    "State": "JobState",
-    "ExitCode": "ExitCode",
-    "Submit": "SubmitTime",
-    "Start": "StartTime",
-    "End": "EndTime",
-    "Reason": "Reason",
-    "NodeList": "NodeList",
-    "AllocTRES": "TRES",
-    "ReqTRES": "TRES",
-    "QOS": "QOS",
-    "User": "UserId",  # "alice(1001)"
-    "Comment": "Comment",
+    "JobIDRaw": ("JobId",),
+    "Account": ("Account",),
+    "Partition": ("Partition",),
+    "State": ("JobState",),
+    "ExitCode": ("ExitCode",),
+    "Submit": ("SubmitTime",),
+    "Start": ("StartTime",),
+    "End": ("EndTime",),
+    "Reason": ("Reason",),
+    "NodeList": ("NodeList",),
+    # 22.05 prints one TRES=, 23.02 on ReqTRES= and AllocTRES=
+    "AllocTRES": ("AllocTRES", "TRES"),
+    "ReqTRES": ("ReqTRES", "TRES"),
+    "QOS": ("QOS",),
+    "User": ("UserId",),  # "alice(1001)"
+    "Comment": ("Comment",),
 }
 _SCONTROL_KEY = re.compile(r"(?:^|\s)([A-Za-z][\w/:]*)=")
 
@@ -236,7 +237,10 @@ def scontrol_job(output: str) -> JobStatus:
         for key, after in zip(keys, [*keys[1:], None], strict=True)
     }
     try:
-        row = {field: values.get(key, "") for field, key in _SCONTROL_KEYS.items()}
+        row = {
+            field: next((values[key] for key in keys if key in values), "")
+            for field, keys in _SCONTROL_KEYS.items()
+        }
         status = _from_record({**row, "User": row["User"].partition("(")[0]})
         restarts = int(values["Restarts"])
     except (KeyError, ValueError) as exc:
