@@ -120,14 +120,14 @@ share "$root/shared" rw
 repo=$(cd "$(dirname "$0")/../../.." && pwd)
 python=${OBSERVER_PYTHON:-$repo/.venv/bin/python}
 if [ -x "$python" ]; then
-  # the directory holding the venv's project (worktrees beside it: an editable install may be
-  # pointed at another one while the cluster runs), the code its `observer` imports, each link
-  # to the interpreter, the standard library and libpython; a path inside another one listed
-  # is mounted with it
+  # the venv's project, the code its `observer` imports (an editable install may point at
+  # another checkout), each link to the interpreter, the standard library and libpython; a
+  # path inside another one listed is mounted with it. Never the project's parent: a clone
+  # under /tmp would mount the host's /tmp over the chroot's own.
   paths=$(cd / && "$python" -c '
 import os, sys, sysconfig, observer
 code = os.path.dirname(os.path.dirname(observer.__file__))
-paths = [os.path.dirname(os.path.dirname(sys.prefix)), code, sysconfig.get_path("stdlib")]
+paths = [os.path.dirname(sys.prefix), code, sysconfig.get_path("stdlib")]
 link = os.path.join(sys.prefix, "bin", "python3")
 while os.path.islink(link):
     link = os.path.join(os.path.dirname(link), os.readlink(link))
