@@ -299,7 +299,7 @@ class SlurmBackend(ServicesOf):
         done = self._commands.run("scontrol", ["show", "config"])
         if done.returncode != 0:
             raise BackendError(f"scontrol show config failed: {slurm_words(done.stderr)}")
-        user = pwd.getpwuid(os.geteuid()).pw_name
+        user = _user_name(os.geteuid())
         try:
             hidden = hidden_jobs(done.stdout, user, self._admin_level)
         except BackendError as exc:
@@ -333,3 +333,12 @@ class SlurmBackend(ServicesOf):
 def _sacct_time(at: datetime) -> str:
     """An instant as sacct's -S/-E read it under TZ=UTC."""
     return at.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S")
+
+
+def _user_name(uid: int) -> str:
+    """The user slurmctld knows this uid as; its number where the host has no name for it (a
+    container's arbitrary uid), which sacctmgr then knows no AdminLevel of."""
+    try:
+        return pwd.getpwuid(uid).pw_name
+    except KeyError:
+        return str(uid)
