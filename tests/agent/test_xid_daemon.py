@@ -83,8 +83,14 @@ def host(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Host:
 
 
 def snapshot(base: str) -> dict[str, Any]:
-    body: dict[str, Any] = httpx.get(f"{base}/v1/snapshot").json()
-    return body
+    """The agent's snapshot, once its first tick has made one (a 503 until then)."""
+
+    def made() -> dict[str, Any]:
+        response = httpx.get(f"{base}/v1/snapshot")
+        body: dict[str, Any] = response.json()
+        return body if response.status_code == 200 else {}
+
+    return wait_until(made, "the agent never completed a tick", seconds=10, poll_seconds=0.01)
 
 
 def xids(base: str) -> list[dict[str, Any]]:
