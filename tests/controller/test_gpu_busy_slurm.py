@@ -5,6 +5,7 @@ because the scheduler gave it GPUs on a node that claims them, the node is a pla
 
 from __future__ import annotations
 
+import getpass
 import time
 from pathlib import Path
 
@@ -54,6 +55,8 @@ def test_gpu_burn_without_a_driver_is_no_gpu_and_a_finding_on_the_node_that_clai
             NO_GPU_EXIT_CODE,
         )
         assert run.outcome not in FAILED_OUTCOMES  # not counted as the platform's failure
+        # the task record names whom Slurm ran it as and in which partition
+        assert (run.user, run.queue) == (getpass.getuser(), "gpu")
     finding = findings[0]
     [run] = [r for r in ended if r.run_id == finding.subject["run_id"]]
     assert finding.kind is FindingKind.EVENT and finding.severity is Severity.CRITICAL
