@@ -337,7 +337,6 @@ def test_controller_is_one_replica_replaced_not_overlapped(rendered):
 
 def test_postgresql_url_and_notification_secrets_come_from_secrets(rendered):
     objects = rendered["postgres"]
-    assert not kinds(objects, "PersistentVolumeClaim")
     spec = pod_spec(one(objects, "Deployment"))
     for container in all_containers(spec):
         env = {e["name"]: e for e in container["env"]}

@@ -119,6 +119,17 @@ def test_the_chart_own_mounts_and_relative_paths_on_the_data_volume_pass():
     assert volume["name"] == "data" and inside == "reports"
 
 
+def test_with_postgresql_the_report_files_stay_on_the_persistent_volume():
+    objects = render(tool("helm"), sets={"database.urlSecret.name": "observer-db"})
+    settings = Settings.model_validate(config_of(objects))
+    spec = pod_spec(one(objects, "Deployment"))
+
+    reports = PurePosixPath("/var/lib/observer", settings.reports.output_dir)  # from the WORKDIR
+    volume, _ = mounted_from(spec, "controller", str(reports))
+    claim = one(objects, "PersistentVolumeClaim")
+    assert volume["persistentVolumeClaim"]["claimName"] == claim["metadata"]["name"]
+
+
 def test_extra_volumes_bring_the_files_the_settings_name_to_both_workloads():
     objects = render(tool("helm"), EXTRA_VOLUMES)
     settings = Settings.model_validate(config_of(objects))

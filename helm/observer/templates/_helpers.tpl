@@ -158,7 +158,7 @@ app.kubernetes.io/part-of: gpu-soak-observer
 {{- end -}}
 
 {{- define "observer.usesPvc" -}}
-{{- if and (not (include "observer.usesPostgres" .)) .Values.controller.persistence.enabled -}}true{{- end -}}
+{{- if .Values.controller.persistence.enabled -}}true{{- end -}}
 {{- end -}}
 
 {{- define "observer.pvcName" -}}
