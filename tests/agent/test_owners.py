@@ -147,7 +147,7 @@ def pods_node(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Node]
     token = tmp_path / "token"
     token.write_text("agent-token")
     stand_in = StandInKubelet(socket, tmp_path / "pods", [gpu_uuid(0), gpu_uuid(1)])
-    with serving(stand_in) as kubelet, pods_endpoint(kubelet, "agent-token") as endpoint:
+    with serving(stand_in) as kubelet, pods_endpoint(kubelet, "agent-token", tmp_path) as endpoint:
         settings = {"kubelet_pods_url": endpoint.url, "kubelet_token_file": token}
         built = Node(tmp_path, monkeypatch, kubelet, kubelet_ca_file=None, **settings)
         yield built

@@ -7,6 +7,8 @@ go as the test says; like a kubelet before 1.34, `List` keeps listing a complete
 from __future__ import annotations
 
 import json
+import ssl
+import subprocess
 import threading
 from collections.abc import Iterator
 from concurrent import futures
@@ -146,10 +148,25 @@ class StandInKubelet(api_pb2_grpc.PodResourcesListerServicer):
             self.released.wait(10)
 
 
-class PodsEndpoint:
-    """The kubelet's /pods over HTTP: the node's pods to the one token it was told to admit."""
+def self_signed_certificate(directory: Path) -> tuple[Path, Path]:
+    """A certificate and key for 127.0.0.1 signed by themselves, as a kubelet makes its own
+    serving certificate without serverTLSBootstrap."""
+    cert, key = directory / "kubelet.crt", directory / "kubelet.key"
+    subject = ["-subj", "/CN=gpu-node-0@stand-in", "-addext", "subjectAltName=IP:127.0.0.1"]
+    files = ["-days", "1", "-keyout", str(key), "-out", str(cert)]
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", *subject, *files],
+        check=True,
+        capture_output=True,
+    )
+    return cert, key
 
-    def __init__(self, kubelet: StandInKubelet, token: str) -> None:
+
+class PodsEndpoint:
+    """The kubelet's /pods over HTTPS with its self-signed certificate (`certificate`): the
+    node's pods to the one token it was told to admit."""
+
+    def __init__(self, kubelet: StandInKubelet, token: str, directory: Path) -> None:
         self.token = token
         self.requests: list[str] = []
         endpoint = self
@@ -177,12 +194,16 @@ class PodsEndpoint:
                 pass
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/pods"
+        self.certificate, key = self_signed_certificate(directory)
+        tls = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        tls.load_cert_chain(self.certificate, key)
+        self.server.socket = tls.wrap_socket(self.server.socket, server_side=True)
+        self.url = f"https://127.0.0.1:{self.server.server_address[1]}/pods"
 
 
 @contextmanager
-def pods_endpoint(kubelet: StandInKubelet, token: str) -> Iterator[PodsEndpoint]:
-    endpoint = PodsEndpoint(kubelet, token)
+def pods_endpoint(kubelet: StandInKubelet, token: str, directory: Path) -> Iterator[PodsEndpoint]:
+    endpoint = PodsEndpoint(kubelet, token, directory)
     thread = threading.Thread(target=endpoint.server.serve_forever, daemon=True)
     thread.start()
     try:

@@ -19,7 +19,13 @@ from observer.ownership.devices import NodeGpus
 from observer.ownership.kubelet import KubeletPodResources
 from observer.ownership.kubelet_pods import KubeletPods
 from observer.ownership.tracked import TrackedOwners
-from tests.ownership.kubelet_stand_in import Pod, StandInKubelet, pods_endpoint, serving
+from tests.ownership.kubelet_stand_in import (
+    Pod,
+    StandInKubelet,
+    pods_endpoint,
+    self_signed_certificate,
+    serving,
+)
 
 T0 = datetime(2026, 12, 1, 8, 0, tzinfo=UTC)
 UID_A = "0b7e3c1a-1111-4a4a-9c9c-00000000000a"
@@ -56,8 +62,9 @@ def adapter(
     )
 
 
-def pods_of(url: str, token_file: Path) -> KubeletPods:
-    return KubeletPods(url, token_file, None, 2.0)
+def pods_of(url: str, token_file: Path, ca_file: Path | None = None) -> KubeletPods:
+    """The kubelet's /pods; its certificate unchecked (`ca_file` None), as by default."""
+    return KubeletPods(url, token_file, ca_file, 2.0)
 
 
 @pytest.fixture
@@ -164,12 +171,14 @@ def test_a_gpu_given_by_a_dra_claim_is_assigned_and_spoken_of(kubelet):
     assert read.allocatable == frozenset({BY_MINOR[1], BY_MINOR[3]})
 
 
-def test_a_completed_pod_still_listed_is_not_running_and_holds_no_gpu(kubelet, token_file):
+def test_a_completed_pod_still_listed_is_not_running_and_holds_no_gpu(
+    kubelet, token_file, tmp_path
+):
     kubelet.start_pod(Pod("team-a", "train-0", UID_A, {"c": [("nvidia.com/gpu", [GPU[0]])]}))
     kubelet.start_pod(Pod("team-b", "notebook", UID_B, {"c": [("nvidia.com/gpu", [GPU[1]])]}))
     kubelet.complete_pod(UID_A)
 
-    with pods_endpoint(kubelet, TOKEN) as endpoint:
+    with pods_endpoint(kubelet, TOKEN, tmp_path) as endpoint:
         read = adapter(kubelet, pods=pods_of(endpoint.url, token_file)).read()
 
     assert read.running == {UID_B} and read.gpus == {UID_B: {GPU[1]}}
@@ -184,11 +193,13 @@ def test_without_the_kubelets_pods_every_listed_pod_runs(kubelet):
     assert adapter(kubelet).read().running == {UID_A}
 
 
-def test_a_kubelet_refusing_the_token_is_an_error_naming_its_url_and_answer(kubelet, token_file):
+def test_a_kubelet_refusing_the_token_is_an_error_naming_its_url_and_answer(
+    kubelet, token_file, tmp_path
+):
     kubelet.start_pod(Pod("team-a", "train-0", UID_A))
 
     with (
-        pods_endpoint(kubelet, "another-token") as endpoint,
+        pods_endpoint(kubelet, "another-token", tmp_path) as endpoint,
         pytest.raises(OwnerSourceError) as error,
     ):
         adapter(kubelet, pods=pods_of(endpoint.url, token_file)).read()
@@ -196,8 +207,29 @@ def test_a_kubelet_refusing_the_token_is_an_error_naming_its_url_and_answer(kube
     assert endpoint.url in str(error.value) and "HTTP 401" in str(error.value)
 
 
+def test_the_kubelets_certificate_is_checked_against_the_ca_it_is_given(
+    kubelet, token_file, tmp_path
+):
+    kubelet.start_pod(Pod("team-a", "train-0", UID_A))
+    kubelet.complete_pod(UID_A)
+    other = tmp_path / "other"
+    other.mkdir()
+    other_ca, _ = self_signed_certificate(other)
+
+    with pods_endpoint(kubelet, TOKEN, tmp_path) as endpoint:
+        signed = pods_of(endpoint.url, token_file, endpoint.certificate).ended()
+        with pytest.raises(OwnerSourceError) as error:
+            pods_of(endpoint.url, token_file, other_ca).ended()
+
+    assert signed == {UID_A}
+    assert endpoint.url in str(error.value) and "CERTIFICATE_VERIFY_FAILED" in str(error.value)
+
+
 def test_a_missing_token_is_an_error_naming_the_file(kubelet, tmp_path):
-    with pods_endpoint(kubelet, TOKEN) as endpoint, pytest.raises(OwnerSourceError) as error:
+    with (
+        pods_endpoint(kubelet, TOKEN, tmp_path) as endpoint,
+        pytest.raises(OwnerSourceError) as error,
+    ):
         adapter(kubelet, pods=pods_of(endpoint.url, tmp_path / "no-token")).read()
 
     assert str(tmp_path / "no-token") in str(error.value)

@@ -170,6 +170,9 @@ app.kubernetes.io/part-of: gpu-soak-observer
 {{- $settings := deepCopy .Values.settings -}}
 {{- $agent := get $settings "agent" | default dict -}}
 {{- $_ := set $agent "proc_root" "/host/proc" -}}
+{{- if and .Values.agent.podResources.enabled .Values.agent.podResources.kubeletPods.enabled (not .Values.agent.podResources.kubeletPods.verifyCertificate) -}}
+{{- $_ := set $agent "kubelet_ca_file" nil -}}
+{{- end -}}
 {{- $_ := set $settings "agent" $agent -}}
 {{- $controller := get $settings "controller" | default dict -}}
 {{- if and .Values.agent.enabled (not (hasKey $controller "agent_urls")) (not (hasKey $controller "agent_dns_name")) -}}
@@ -255,6 +258,11 @@ app.kubernetes.io/part-of: gpu-soak-observer
 - name: pod-logs
   mountPath: /var/log/pods
   readOnly: true
+{{- if .Values.agent.podResources.kubeletPods.enabled }}
+- name: kubelet-token
+  mountPath: /var/run/secrets/kubernetes.io/serviceaccount
+  readOnly: true
+{{- end }}
 {{- end }}
 - name: tmp
   mountPath: /tmp
