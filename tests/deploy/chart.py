@@ -150,9 +150,11 @@ def all_containers(spec: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def config_of(objects: list[dict[str, Any]]) -> dict[str, Any]:
-    data: dict[str, Any] = yaml.safe_load(
-        one(objects, "ConfigMap", "-config")["data"]["config.yaml"]
-    )
+    """The rendered settings: one ConfigMap, or one copy per namespace (agent.namespace)."""
+    maps = [c for c in kinds(objects, "ConfigMap") if c["metadata"]["name"].endswith("-config")]
+    copies = {c["data"]["config.yaml"] for c in maps}
+    assert len(copies) == 1, f"{len(maps)} ConfigMaps named *-config, {len(copies)} different"
+    data: dict[str, Any] = yaml.safe_load(copies.pop())
     return data
 
 

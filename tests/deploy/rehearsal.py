@@ -84,6 +84,8 @@ POLL_SECONDS = 0.2
 # The base image's PATH, which the image's `ENV PATH=...:$PATH` extends.
 BASE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 SERVICE_ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
+# What the API server publishes in every namespace (a CA no kubelet of the rehearsal signs with).
+PUBLISHED_CONFIG_MAPS = {"kube-root-ca.crt": {"ca.crt": "-----BEGIN CERTIFICATE-----\n"}}
 KUBECONFIG_ENV = "OBSERVER_CONTROLLER__KUBERNETES__KUBECONFIG_PATH"
 STORE_URL_ENV = "OBSERVER_STORAGE__URL"
 # A containerPort's name -> the setting of its daemon's group the chart renders it from.
@@ -255,9 +257,10 @@ def secrets_for(
 
 
 def configmap_data(objects: list[dict[str, Any]]) -> dict[str, str]:
-    """The data of the ConfigMap the pods mount their settings from (its `config.yaml`)."""
+    """The data of the ConfigMap the pods mount their settings from (its `config.yaml`), one
+    copy in each namespace that runs a pod of the chart (agent.namespace)."""
     found = [o["data"] for o in objects if o["kind"] == "ConfigMap" and "config.yaml" in o["data"]]
-    assert len(found) == 1, f"{len(found)} ConfigMaps with a config.yaml"
+    assert found and all(d == found[0] for d in found), f"{len(found)} different config.yaml"
     data: dict[str, str] = found[0]
     return data
 
@@ -385,6 +388,10 @@ class PodRoot:
             path.chmod(0o775)
             if os.geteuid() == 0:
                 os.chown(path, *self.owner)
+        elif "projected" in volume:
+            path.mkdir(mode=0o755)
+            for source in volume["projected"]["sources"]:
+                self._project(path, source)
         elif "hostPath" in volume:
             host = Path(volume["hostPath"]["path"])
             if host.exists():
@@ -394,6 +401,19 @@ class PodRoot:
         else:
             raise AssertionError(f"{self.name}: volume {name} of a kind not rehearsed: {volume}")
         return path
+
+    def _project(self, path: Path, source: dict[str, Any]) -> None:
+        """One source of a projected volume: the pod's ServiceAccount token, or a ConfigMap's
+        keys (kube-root-ca.crt, which the API server publishes in every namespace)."""
+        if "serviceAccountToken" in source:
+            (path / source["serviceAccountToken"]["path"]).write_text("rehearsal-token")
+            return
+        assert set(source) == {"configMap"}, f"{self.name}: a projection not rehearsed: {source}"
+        name = source["configMap"]["name"]
+        data = self.cluster.config_maps.get(name) or PUBLISHED_CONFIG_MAPS.get(name)
+        assert data is not None, f"{self.name}: no ConfigMap {name}"
+        for item in source["configMap"].get("items") or [{"key": k, "path": k} for k in data]:
+            (path / item["path"]).write_text(data[item["key"]])
 
     def _files(
         self, path: Path, source: dict[str, Any], data: Mapping[str, str] | None, what: str

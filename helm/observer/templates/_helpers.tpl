@@ -20,6 +20,11 @@
 {{- printf "%s-agent" (include "observer.fullname" .) | trunc 63 | trimSuffix "-" -}}
 {{- end -}}
 
+{{/* The agents' namespace: their own with agent.namespace.name, else the release's. */}}
+{{- define "observer.agentNamespace" -}}
+{{- default .Release.Namespace .Values.agent.namespace.name -}}
+{{- end -}}
+
 {{- define "observer.controllerName" -}}
 {{- printf "%s-controller" (include "observer.fullname" .) | trunc 63 | trimSuffix "-" -}}
 {{- end -}}
@@ -177,7 +182,7 @@ app.kubernetes.io/part-of: gpu-soak-observer
 {{- $controller := get $settings "controller" | default dict -}}
 {{- if and .Values.agent.enabled (not (hasKey $controller "agent_urls")) (not (hasKey $controller "agent_dns_name")) -}}
 {{- /* the agents' headless Service resolves to every agent, ready or not */ -}}
-{{- $_ := set $controller "agent_dns_name" (printf "%s.%s.svc" (include "observer.agentName" .) .Release.Namespace) -}}
+{{- $_ := set $controller "agent_dns_name" (printf "%s.%s.svc" (include "observer.agentName" .) (include "observer.agentNamespace" .)) -}}
 {{- $_ := set $controller "agent_port" (include "observer.agentPort" . | int) -}}
 {{- end -}}
 {{- if eq (include "observer.backend" .) "kubernetes" -}}
