@@ -397,5 +397,4 @@ schema_upgrades_table = sa.Table(
     # Where Helm installed it (the chart's environment); NULL elsewhere (systemd, by hand).
     sa.Column("helm_release", sa.String(), nullable=True),
     sa.Column("helm_namespace", sa.String(), nullable=True),
-    sa.Column("helm_chart_version", sa.String(), nullable=True),
 )

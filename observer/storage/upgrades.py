@@ -18,33 +18,30 @@ import sqlalchemy as sa
 from observer import __version__
 from observer.storage.tables import schema_upgrades_table
 
-# What the chart gives the containers that migrate (helm/observer/templates/
-# controller-deployment.yaml): the release, its namespace and the chart's version.
+# What the chart gives the container that migrates (helm/observer/templates/
+# controller-deployment.yaml, from the pod's own labels and namespace): its Helm release.
 HELM_RELEASE_ENV = "OBSERVER_HELM_RELEASE"
 HELM_NAMESPACE_ENV = "OBSERVER_HELM_NAMESPACE"
-HELM_CHART_VERSION_ENV = "OBSERVER_HELM_CHART_VERSION"
-CHART_NAME = "observer"  # helm/observer/Chart.yaml: `helm history` names it <name>-<version>
 
 
 @dataclass(frozen=True, slots=True)
 class Installation:
-    """The release that runs `db upgrade`: this package's version and, where the chart
-    installed it, its Helm release (all three Helm fields or none)."""
+    """The release that runs `db upgrade`: this package's version (`helm history` shows it as
+    the APP VERSION) and, where the chart installed it, its Helm release and namespace (both
+    or neither)."""
 
     version: str = __version__
     helm_release: str | None = None
     helm_namespace: str | None = None
-    helm_chart_version: str | None = None
 
     @classmethod
     def from_environment(cls, environ: Mapping[str, str]) -> Installation:
         release = environ.get(HELM_RELEASE_ENV) or None
         namespace = environ.get(HELM_NAMESPACE_ENV) or None
-        chart = environ.get(HELM_CHART_VERSION_ENV) or None
-        if release is None or namespace is None or chart is None:
-            # A partial set names no command that would work: recorded as no Helm at all.
+        if release is None or namespace is None:
+            # Half of it names no command that would work: recorded as no Helm at all.
             return cls()
-        return cls(__version__, release, namespace, chart)
+        return cls(__version__, release, namespace)
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,7 +71,6 @@ def record_upgrade(
             revision=revision,
             helm_release=installation.helm_release,
             helm_namespace=installation.helm_namespace,
-            helm_chart_version=installation.helm_chart_version,
         )
     )
 
@@ -93,7 +89,7 @@ def last_upgrade(connection: sa.Connection, revision: str) -> SchemaUpgrade | No
     return SchemaUpgrade(
         row.at,
         row.revision,
-        Installation(row.version, row.helm_release, row.helm_namespace, row.helm_chart_version),
+        Installation(row.version, row.helm_release, row.helm_namespace),
     )
 
 
@@ -117,10 +113,8 @@ def newer_schema_problem(where: str, current: str, head: str, by: SchemaUpgrade 
             f"{found}: {migrated}; go back to it: reinstall observer {installed.version}, {backup}"
         )
     release, namespace = installed.helm_release, f"--namespace {installed.helm_namespace}"
-    chart = f"{CHART_NAME}-{installed.helm_chart_version}"
     return (
-        f"{found}: {migrated} (Helm release {release}, chart {chart}); go back to it: "
-        f"`helm rollback {release} <REVISION> {namespace}`, REVISION the newest with chart "
-        f"{chart} in `helm history {release} {namespace}`, or `helm upgrade {release} <chart> "
-        f"--version {installed.helm_chart_version} {namespace}` with your values; {backup}"
+        f"{found}: {migrated} (Helm release {release}); go back to it: `helm rollback "
+        f"{release} <REVISION> {namespace}`, REVISION the newest with APP VERSION "
+        f"{installed.version} in `helm history {release} {namespace}`; {backup}"
     )

@@ -27,7 +27,6 @@ from observer.settings import ENV_PREFIX
 from observer.storage.database import display, upgrade
 from observer.storage.tables import schema_upgrades_table
 from observer.storage.upgrades import (
-    HELM_CHART_VERSION_ENV,
     HELM_NAMESPACE_ENV,
     HELM_RELEASE_ENV,
     Installation,
@@ -36,7 +35,7 @@ from tests.support.cli import run_cli
 
 PACKAGE = Path(observer.__file__).parent
 PREVIOUS_VERSION = "0.0.9"  # what the previous release's copy calls itself
-HELM = {HELM_RELEASE_ENV: "soak", HELM_NAMESPACE_ENV: "gpu", HELM_CHART_VERSION_ENV: "0.2.0"}
+HELM = {HELM_RELEASE_ENV: "soak", HELM_NAMESPACE_ENV: "gpu"}
 
 
 @dataclass(frozen=True)
@@ -147,21 +146,16 @@ def test_the_previous_release_refuses_a_store_this_one_migrated_and_names_the_wa
     head = _head(PACKAGE)
     (row,) = upgrades(db_url)
     assert (row.version, row.revision) == (observer.__version__, head)
-    assert (row.helm_release, row.helm_namespace, row.helm_chart_version) == (
-        "soak",
-        "gpu",
-        "0.2.0",
-    )
+    assert (row.helm_release, row.helm_namespace) == ("soak", "gpu")
 
     where = re.escape(display(db_url))
     expected = (
         rf"observer: {where} has schema revision {head}, newer than this observer's "
         rf"{previous.head} \(release {PREVIOUS_VERSION}\): observer {observer.__version__} "
-        rf"migrated it on {row.at:%Y-%m-%d %H:%M} UTC \(Helm release soak, chart "
-        r"observer-0\.2\.0\); go back to it: `helm rollback soak <REVISION> --namespace gpu`, "
-        r"REVISION the newest with chart observer-0\.2\.0 in `helm history soak --namespace "
-        r"gpu`, or `helm upgrade soak <chart> --version 0\.2\.0 --namespace gpu` with your "
-        r"values; or restore the database from a backup taken before that upgrade"
+        rf"migrated it on {row.at:%Y-%m-%d %H:%M} UTC \(Helm release soak\); go back to it: "
+        r"`helm rollback soak <REVISION> --namespace gpu`, REVISION the newest with APP "
+        rf"VERSION {observer.__version__} in `helm history soak --namespace gpu`; or restore "
+        r"the database from a backup taken before that upgrade"
     )
     # the init container, the controller itself, and a command that only opens the store
     for argv in (("db", "upgrade"), ("controller",), ("findings",)):
@@ -214,17 +208,15 @@ def test_each_release_that_upgrades_adds_one_row_and_a_restart_none(db_url: str)
     upgrade(db_url, chart)  # the init container
     upgrade(db_url)  # the controller's own upgrade as it starts: the same release
     upgrade(db_url, chart)  # a restarted pod
-    upgrade(db_url, Installation("0.2.1", "soak", "gpu", "0.2.1"))  # the next release
+    upgrade(db_url, Installation("0.2.1", "soak", "gpu"))  # the next release
 
-    assert [(r.version, r.helm_release, r.helm_chart_version) for r in upgrades(db_url)] == [
-        (observer.__version__, "soak", "0.2.0"),
-        ("0.2.1", "soak", "0.2.1"),
+    assert [(r.version, r.helm_release, r.helm_namespace) for r in upgrades(db_url)] == [
+        (observer.__version__, "soak", "gpu"),
+        ("0.2.1", "soak", "gpu"),
     ]
 
 
 def test_a_partial_helm_environment_records_no_helm_release() -> None:
-    partial = {HELM_RELEASE_ENV: "soak", HELM_NAMESPACE_ENV: "gpu"}
-    assert Installation.from_environment(partial) == Installation(observer.__version__)
-    assert Installation.from_environment(HELM) == Installation(
-        observer.__version__, "soak", "gpu", "0.2.0"
-    )
+    assert Installation.from_environment({HELM_RELEASE_ENV: "soak"}) == Installation()
+    assert Installation.from_environment({HELM_NAMESPACE_ENV: "gpu"}) == Installation()
+    assert Installation.from_environment(HELM) == Installation(observer.__version__, "soak", "gpu")

@@ -26,7 +26,6 @@ def upgrade() -> None:
         sa.Column("revision", sa.String(), nullable=False),
         sa.Column("helm_release", sa.String(), nullable=True),
         sa.Column("helm_namespace", sa.String(), nullable=True),
-        sa.Column("helm_chart_version", sa.String(), nullable=True),
     )
 
 
