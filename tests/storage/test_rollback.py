@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 import yaml
+from alembic import command
 from alembic.config import Config
 from alembic.script import ScriptDirectory
 
@@ -220,3 +221,25 @@ def test_a_partial_helm_environment_records_no_helm_release() -> None:
     assert Installation.from_environment({HELM_RELEASE_ENV: "soak"}) == Installation()
     assert Installation.from_environment({HELM_NAMESPACE_ENV: "gpu"}) == Installation()
     assert Installation.from_environment(HELM) == Installation(observer.__version__, "soak", "gpu")
+
+
+def test_migration_0022_reverts_leaving_the_other_tables_as_they_were(db_url: str) -> None:
+    upgrade(db_url)
+    below = _script(PACKAGE).get_revision("0022")
+    assert below is not None
+    engine = sa.create_engine(db_url)
+    try:
+        before = set(sa.inspect(engine).get_table_names())
+        config = Config()
+        config.set_main_option("script_location", str(PACKAGE / "storage" / "migrations"))
+        with engine.begin() as connection:
+            config.attributes["connection"] = connection
+            command.downgrade(config, str(below.down_revision))
+        after = set(sa.inspect(engine).get_table_names())
+    finally:
+        engine.dispose()
+
+    assert before - after == {"schema_upgrades"}
+    assert after <= before
+    upgrade(db_url, Installation.from_environment(HELM))
+    assert [(r.revision, r.helm_release) for r in upgrades(db_url)] == [(_head(PACKAGE), "soak")]
