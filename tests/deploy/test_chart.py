@@ -352,6 +352,9 @@ def test_the_init_container_gets_the_helm_release_a_rollback_refusal_names(helm:
     }
     assert Installation.from_environment(given) == Installation(observer.__version__, "soak", "gpu")
     assert "OBSERVER_STORAGE__URL" in env, "and the store it migrates"
+    # the refusal names the release by the version it records, which `helm history` shows
+    chart = yaml.safe_load((CHART / "Chart.yaml").read_text())
+    assert chart["appVersion"] == observer.__version__
 
 
 def downward(path: str, pod: dict[str, Any]) -> str:
