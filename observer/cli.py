@@ -21,6 +21,7 @@ from observer.errors import (
     EXIT_FAILURE,
     EXIT_INVALID,
     EXIT_OK,
+    EXIT_SCHEMA_NEWER,
     NO_GPU_EXIT_CODE,
     ConfigError,
     CudaCallError,
@@ -30,6 +31,7 @@ from observer.errors import (
     ObserverError,
     PortInUseError,
     SchemaError,
+    SchemaNewerError,
     WorkloadError,
 )
 from observer.logging_setup import configure_logging
@@ -140,7 +142,12 @@ def _parser() -> argparse.ArgumentParser:
     _config_option(db)
     db_commands = db.add_subparsers(dest="db_command", required=True)
     _config_option(
-        db_commands.add_parser("upgrade", help="apply schema migrations up to the latest")
+        db_commands.add_parser(
+            "upgrade",
+            help="apply schema migrations up to the latest",
+            epilog=f"exit status: 0 done; 1 failed; 2 bad configuration; {EXIT_SCHEMA_NEWER} a "
+            "newer release migrated the database (the line names it and the way back to it)",
+        )
     )
     size = db_commands.add_parser(
         "size", help="rows and bytes per table, the growth per day and the volume's room"
@@ -336,6 +343,9 @@ def _run(args: argparse.Namespace) -> int:
         fix = "observer db upgrade" + (f" --config {config}" if config else "")
         print(f"observer: {exc.problem}: run `{fix}`", file=sys.stderr)
         return EXIT_INVALID
+    except SchemaNewerError as exc:
+        print(f"observer: {exc}", file=sys.stderr)
+        return EXIT_SCHEMA_NEWER
     except PortInUseError as exc:
         print(
             f"{_PORT_SETTINGS[args.command]}: {exc}; choose another (0: any free one)",
@@ -411,8 +421,10 @@ def _dispatch(args: argparse.Namespace, settings: Settings) -> int:
         return store_commands.db_size(args, settings)
     if args.command == "db":
         from observer.storage.database import store_url, upgrade  # noqa: PLC0415 - heavy import
+        from observer.storage.upgrades import Installation  # noqa: PLC0415 - with the above
 
-        upgrade(store_url(settings.storage.sqlite_path, settings.storage.url))
+        url = store_url(settings.storage.sqlite_path, settings.storage.url)
+        upgrade(url, Installation.from_environment(os.environ))
         print("database schema is up to date")
         return EXIT_OK
     raise AssertionError(f"unhandled command {args.command}")

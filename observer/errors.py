@@ -45,6 +45,12 @@ class SchemaError(StoreError):
         self.problem = problem
 
 
+class SchemaNewerError(StoreError):
+    """The database was migrated by a newer release, to a revision this code does not know
+    (after a rollback): `db upgrade` cannot help. The message is the whole line: both
+    revisions, the release that migrated it and the way back to it."""
+
+
 class PortInUseError(ObserverError):
     """Another process already listens on the address a server was to bind."""
 
@@ -88,6 +94,9 @@ class SnapshotError(ObserverError):
 EXIT_OK = 0
 EXIT_FAILURE = 1
 EXIT_INVALID = 2
+# A newer release migrated the store (SchemaNewerError): neither a retry nor `db upgrade` of
+# this code helps, only that release or a backup; an init container's status tells it apart.
+EXIT_SCHEMA_NEWER = 3
 # `observer probe gpu-burn` ends with this when the node has no usable GPU (sysexits
 # EX_UNAVAILABLE); probes/outcome.py reads it as "no GPU on the node", not as a failure.
 NO_GPU_EXIT_CODE = 69

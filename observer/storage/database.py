@@ -25,8 +25,14 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import DBAPIError, SQLAlchemyError, StatementError
 
-from observer.clock import Clock
-from observer.errors import SchemaError, StoreError
+from observer.clock import Clock, SystemClock
+from observer.errors import SchemaError, SchemaNewerError, StoreError
+from observer.storage.upgrades import (
+    Installation,
+    last_upgrade,
+    newer_schema_problem,
+    record_upgrade,
+)
 
 # Writers wait this long for a lock held by another process before SQLite reports 'busy'.
 SQLITE_BUSY_TIMEOUT_MS = 30_000
@@ -42,15 +48,21 @@ def store_url(sqlite_path: Path, url: str | None) -> str:
     return sa.URL.create("sqlite", database=str(sqlite_path)).render_as_string()
 
 
-def upgrade(url: str) -> None:
+def upgrade(url: str, installation: Installation | None = None, clock: Clock | None = None) -> None:
     """Migrate the database at `url` to the newest schema; a no-op when it is already there.
-    Backs `observer db upgrade`."""
+    Records `installation` (by default this release, no Helm) as the release that left it at
+    this schema. A store a newer release migrated is refused (SchemaNewerError). Backs
+    `observer db upgrade`."""
     engine = create_engine(url)
+    where = display(url)
     try:
-        with store_errors(f"migrating {display(url)}"), engine.begin() as connection:
+        with store_errors(f"migrating {where}"), engine.begin() as connection:
             config = _alembic_config()
+            head, _ = _revisions(connection, config, where)
             config.attributes["connection"] = connection
             command.upgrade(config, "head")
+            now = (clock or SystemClock()).now()
+            record_upgrade(connection, now, head, installation or Installation())
     finally:
         engine.dispose()
 
@@ -58,17 +70,34 @@ def upgrade(url: str) -> None:
 def check_schema(engine: Engine, where: str) -> None:
     """Refuse a database that is not migrated to the schema this code expects, without
     creating a missing SQLite file as connecting would."""
-    head = ScriptDirectory.from_config(_alembic_config()).get_current_head()
+    config = _alembic_config()
     if _missing_sqlite_file(engine.url):
+        head = ScriptDirectory.from_config(config).get_current_head()
         raise SchemaError(
             f"{where} has schema revision none (no such file), this observer needs {head}"
         )
     with store_errors(f"opening {where}"), engine.connect() as connection:
-        current = MigrationContext.configure(connection).get_current_revision()
+        head, current = _revisions(connection, config, where)
     if current != head:
         raise SchemaError(
             f"{where} has schema revision {current or 'none'}, this observer needs {head}"
         )
+
+
+def _revisions(connection: sa.Connection, config: Config, where: str) -> tuple[str, str | None]:
+    """This code's newest revision and the database's (None: never migrated);
+    SchemaNewerError when the database is at one this code does not know: a newer release
+    migrated it, and alembic would only say it cannot locate the revision."""
+    script = ScriptDirectory.from_config(config)
+    head = script.get_current_head()
+    if head is None:
+        raise AssertionError(f"no migration in {_MIGRATIONS}")
+    current = MigrationContext.configure(connection).get_current_revision()
+    if current is not None and current not in {r.revision for r in script.walk_revisions()}:
+        raise SchemaNewerError(
+            newer_schema_problem(where, current, head, last_upgrade(connection, current))
+        )
+    return head, current
 
 
 def create_engine(url: str, *, durable: bool = True) -> Engine:

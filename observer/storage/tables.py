@@ -383,3 +383,18 @@ inference_phases_table = sa.Table(
     sa.Column("unavailable_seconds", sa.Float(), nullable=False),
     sa.UniqueConstraint("service", "kind", "started_at", name="uq_inference_phases_phase"),
 )
+
+# Each release that ran `observer db upgrade` here, with the schema it left: an older release
+# rolled back to reads it to name the way back (storage/upgrades.py). Every release from 0019
+# on reads these columns: a later migration may add to this table, never rename or drop.
+schema_upgrades_table = sa.Table(
+    "schema_upgrades",
+    metadata,
+    sa.Column("id", sa.Integer(), primary_key=True),
+    sa.Column("at", UtcDateTime(), nullable=False),
+    sa.Column("version", sa.String(), nullable=False),
+    sa.Column("revision", sa.String(), nullable=False),
+    # Where Helm installed it (the chart's environment); NULL elsewhere (systemd, by hand).
+    sa.Column("helm_release", sa.String(), nullable=True),
+    sa.Column("helm_namespace", sa.String(), nullable=True),
+)

@@ -324,6 +324,10 @@ class PodRoot:
     def __init__(self, obj: dict[str, Any], root: Path, cluster: Cluster, img: Image) -> None:
         self.name = obj["metadata"]["name"]
         self.spec = pod_spec(obj)
+        # a workload's pods carry its template's labels; a bare Pod its own
+        self.labels: dict[str, str] = (
+            obj.get("spec", {}).get("template", obj)["metadata"].get("labels", {})
+        )
         self.root = root
         self.cluster = cluster
         self.img = img
@@ -555,6 +559,7 @@ class Rehearsal:
             return value
         if "fieldRef" in source:
             fields = {
+                **{f"metadata.labels['{k}']": v for k, v in pod.labels.items()},
                 "spec.nodeName": self.cluster.node_name,
                 "metadata.name": pod.name,
                 "metadata.namespace": self.cluster.namespace,

@@ -13,8 +13,10 @@ from typing import Any
 import pytest
 import yaml
 
+import observer
 from observer.controller.compose import log_reader_preconditions
 from observer.settings import Settings, load_settings
+from observer.storage.upgrades import HELM_NAMESPACE_ENV, HELM_RELEASE_ENV, Installation
 from tests.deploy.chart import (
     CHART,
     CI_VALUES,
@@ -340,6 +342,35 @@ def test_controller_is_one_replica_replaced_not_overlapped(rendered):
     assert data["persistentVolumeClaim"]["claimName"] == pvc["metadata"]["name"]
     assert {"mountPath": "/var/lib/observer", "name": "data"} in main["volumeMounts"]
     assert spec["securityContext"]["fsGroup"] == 65532
+
+
+def test_the_init_container_gets_the_helm_release_a_rollback_refusal_names(helm: Path):
+    objects = render(helm, CHART / "ci" / "postgres-values.yaml", release="soak", namespace="gpu")
+    deploy = one(objects, "Deployment")
+    template = deploy["spec"]["template"]
+    (init,) = pod_spec(deploy)["initContainers"]
+    env = {e["name"]: e for e in init["env"]}
+
+    # what the kubelet gives it: the pod's own label and namespace, as the API server sets them
+    pod = {"labels": template["metadata"]["labels"], "namespace": deploy["metadata"]["namespace"]}
+    given = {
+        name: downward(env[name]["valueFrom"]["fieldRef"]["fieldPath"], pod)
+        for name in (HELM_RELEASE_ENV, HELM_NAMESPACE_ENV)
+    }
+    assert Installation.from_environment(given) == Installation(observer.__version__, "soak", "gpu")
+    assert "OBSERVER_STORAGE__URL" in env, "and the store it migrates"
+    # the refusal names the release by the version it records, which `helm history` shows
+    chart = yaml.safe_load((CHART / "Chart.yaml").read_text())
+    assert chart["appVersion"] == observer.__version__
+
+
+def downward(path: str, pod: dict[str, Any]) -> str:
+    """The value of a fieldRef: `metadata.namespace` or `metadata.labels['key']`."""
+    if path == "metadata.namespace":
+        return str(pod["namespace"])
+    label = re.fullmatch(r"metadata\.labels\['(.+)'\]", path)
+    assert label, path
+    return str(pod["labels"][label[1]])
 
 
 def test_postgresql_url_and_notification_secrets_come_from_secrets(rendered):

@@ -91,6 +91,7 @@ def test_upgrade_creates_the_tables_and_running_it_again_changes_nothing(
         "inference_phases",
         "store_sizes",
         "job_waits",
+        "schema_upgrades",
     }
     with Store(db_url) as store:
         assert store.findings() == []
