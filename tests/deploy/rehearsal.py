@@ -40,8 +40,9 @@ What differs from a cluster, each in one place:
   the in-cluster files the client reads are at fixed paths. It is the emulator's administrator
   (RBAC is not rehearsed).
 - Slurm: this machine's Slurm programs and the test cluster's SLURM_CONF (the image has none).
-- NVML: a container that asks the NVIDIA runtime for GPUs (NVIDIA_VISIBLE_DEVICES) finds the
-  stand-in libnvidia-ml.so.1 on LD_LIBRARY_PATH, where the runtime would put the driver's.
+- NVML: a container that asks the NVIDIA runtime for GPUs (`asks_for_gpus`: the variable, the
+  volume-mounts device list or a CDI annotation) finds the stand-in libnvidia-ml.so.1 on
+  LD_LIBRARY_PATH, where the runtime would put the driver's.
 """
 
 from __future__ import annotations
@@ -196,12 +197,35 @@ def postgres_schema() -> Iterator[str]:
         admin.dispose()
 
 
+NVIDIA_DEVICE_LIST = "/var/run/nvidia-container-devices"  # the runtime's volume-mounts list
+
+
+def asks_for_gpus(annotations: dict[str, str], container: dict[str, Any]) -> bool:
+    """Whether the NVIDIA runtime gives this container the driver, by each way it is asked:
+    NVIDIA_VISIBLE_DEVICES (not void/none), a mount under its device list, a CDI annotation
+    naming an nvidia.com/gpu device."""
+    env = {e["name"]: e.get("value") for e in container.get("env", [])}
+    mounts = [m["mountPath"] for m in container.get("volumeMounts", [])]
+    cdi = [v for k, v in annotations.items() if k.startswith("cdi.k8s.io/")]
+    return (
+        env.get("NVIDIA_VISIBLE_DEVICES", "void") not in ("void", "none", "")
+        or any(path.startswith(f"{NVIDIA_DEVICE_LIST}/") for path in mounts)
+        or any(device.startswith("nvidia.com/gpu=") for v in cdi for device in v.split(","))
+    )
+
+
+def template_annotations(obj: dict[str, Any]) -> dict[str, str]:
+    """A workload's pods carry its template's annotations; a bare Pod its own."""
+    meta: dict[str, Any] = obj.get("spec", {}).get("template", obj)["metadata"]
+    annotations: dict[str, str] = meta.get("annotations") or {}
+    return annotations
+
+
 def wants_gpus(objects: list[dict[str, Any]]) -> bool:
     return any(
-        env["name"] == "NVIDIA_VISIBLE_DEVICES"
+        asks_for_gpus(template_annotations(obj), container)
         for obj in workloads(objects)
         for container in all_containers(pod_spec(obj))
-        for env in container.get("env", [])
     )
 
 
@@ -328,6 +352,7 @@ class PodRoot:
         self.labels: dict[str, str] = (
             obj.get("spec", {}).get("template", obj)["metadata"].get("labels", {})
         )
+        self.annotations = template_annotations(obj)
         self.root = root
         self.cluster = cluster
         self.img = img
@@ -489,6 +514,7 @@ class Rehearsal:
                 for container in pod.spec["containers"]:
                     self.children.append(self._start(pod, container))
             self._wait_ready()
+            self._agents_read_nvml()
             for obj in helm_test_pods(self.objects):
                 pod = PodRoot(obj, self.root / obj["metadata"]["name"], self.cluster, self.img)
                 for container in all_containers(pod.spec):
@@ -544,7 +570,7 @@ class Rehearsal:
         if pod.automounts_token and self.cluster.kubeconfig is not None:
             env[KUBECONFIG_ENV] = pod.here(f"{SERVICE_ACCOUNT_DIR}/kubeconfig")
         env.update(self.cluster.env)
-        if env.get("NVIDIA_VISIBLE_DEVICES", "void") not in ("void", "none", ""):
+        if asks_for_gpus(pod.annotations, container):
             env.update(self.cluster.nvml)
         return env
 
@@ -581,6 +607,14 @@ class Rehearsal:
         assert code == 0, f"{child.name} exited {code}:\n{child.tail()}"
 
     # --- the pods together -------------------------------------------------------------------
+
+    def _agents_read_nvml(self) -> None:
+        """Ready is not enough for an agent: one the runtime gave no driver is ready and blind
+        on every node. Each says on /healthz that it reads NVML."""
+        for child in self.children:
+            if child.container.get("args", [])[:1] == ["agent"]:
+                health = httpx.get(f"http://127.0.0.1:{child.ports['http']}/healthz").json()
+                assert health["blind"] is False, f"{child.name} is blind: {health}"
 
     def _wait_ready(self) -> None:
         """Every rendered probe of every container answered, asked as the kubelet asks it."""

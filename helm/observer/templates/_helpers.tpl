@@ -271,6 +271,11 @@ app.kubernetes.io/part-of: gpu-soak-observer
 {{- end }}
 - name: tmp
   mountPath: /tmp
+{{- if eq .Values.agent.gpuAccess "volumeMounts" }}
+- name: nvidia-devices
+  mountPath: /var/run/nvidia-container-devices/all
+  readOnly: true
+{{- end }}
 {{- with .Values.agent.extraVolumeMounts }}
 {{ toYaml . }}
 {{- end }}
