@@ -75,7 +75,12 @@ from tests.backends.admission import (
     limit_range_refusal,
     webhook_refusal,
 )
-from tests.backends.pod_security import ENFORCE_LABEL, RESTRICTED, restricted_refusal
+from tests.backends.pod_security import (
+    ENFORCE_LABEL,
+    PRIVILEGED,
+    RESTRICTED,
+    pod_security_refusal,
+)
 from tests.backends.watches import VersionedEmulator
 
 GPU = "nvidia.com/gpu"
@@ -422,10 +427,10 @@ class _ApiServer(VersionedEmulator):
         refusal = limit_range_refusal(spec, limits)
         if refusal is not None:
             raise kmock.KubernetesError(status=403, reason="Forbidden", message=forbidden + refusal)
-        if self.namespace_labels.get(namespace, {}).get(ENFORCE_LABEL) == RESTRICTED:
-            refusal = restricted_refusal(name, spec)
-            if refusal is not None:
-                raise kmock.KubernetesError(status=403, reason="Forbidden", message=refusal)
+        level = self.namespace_labels.get(namespace, {}).get(ENFORCE_LABEL, PRIVILEGED)
+        refusal = pod_security_refusal(level, name, spec)
+        if refusal is not None:
+            raise kmock.KubernetesError(status=403, reason="Forbidden", message=refusal)
         if namespace in self.webhook_denials:
             words = webhook_refusal(*self.webhook_denials[namespace])
             raise kmock.KubernetesError(status=400, reason="BadRequest", message=words)

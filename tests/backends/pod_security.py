@@ -1,9 +1,11 @@
-"""Pod Security admission at the `restricted` level, as the API server's built-in plugin checks
-a pod and words its refusal (https://kubernetes.io/docs/concepts/security/pod-security-standards/):
-the baseline controls a probe could trip (host namespaces, privileged) and every
-restricted one (volume types, privilege escalation, non-root, seccomp, capabilities).
+"""Pod Security admission, as the API server's built-in plugin checks a pod at the level its
+namespace enforces (`pod-security.kubernetes.io/enforce`) and words its refusal
+(https://kubernetes.io/docs/concepts/security/pod-security-standards/): `baseline` (host
+namespaces and ports, privileged, non-default capabilities, hostPath volumes, an Unconfined
+seccomp profile), `restricted` (those, with the restricted controls overriding their baseline
+forms: volume types, privilege escalation, non-root, seccomp, capabilities), `privileged` (all).
 
-    refusal = restricted_refusal("job-x-abcde", pod_spec)  # None: admitted
+    refusal = pod_security_refusal("restricted", "job-x-abcde", pod_spec)  # None: admitted
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from typing import Any
 
 ENFORCE_LABEL = "pod-security.kubernetes.io/enforce"
 ENFORCE_VERSION_LABEL = "pod-security.kubernetes.io/enforce-version"
-RESTRICTED = "restricted"
+PRIVILEGED, BASELINE, RESTRICTED = "privileged", "baseline", "restricted"
 ALLOWED_VOLUME_TYPES = frozenset(
     {
         "configMap",
@@ -27,22 +29,43 @@ ALLOWED_VOLUME_TYPES = frozenset(
     }
 )
 SECURE_SECCOMP = ("RuntimeDefault", "Localhost")
+# What a container runtime grants by default, which baseline lets a pod add back.
+BASELINE_CAPABILITIES = frozenset(
+    {
+        "AUDIT_WRITE",
+        "CHOWN",
+        "DAC_OVERRIDE",
+        "FOWNER",
+        "FSETID",
+        "KILL",
+        "MKNOD",
+        "NET_BIND_SERVICE",
+        "SETFCAP",
+        "SETGID",
+        "SETPCAP",
+        "SETUID",
+        "SYS_CHROOT",
+    }
+)
 
 Spec = dict[str, Any]
 
 
-def restricted_refusal(pod_name: str, spec: Spec, version: str = "latest") -> str | None:
-    """The API server's message refusing pod `pod_name` in a namespace enforcing `restricted`,
-    or None when the pod passes."""
+def pod_security_refusal(
+    level: str, pod_name: str, spec: Spec, version: str = "latest"
+) -> str | None:
+    """The API server's message refusing pod `pod_name` in a namespace enforcing `level`, or
+    None when the pod passes (always at `privileged`, or with no level)."""
+    checks = _LEVELS.get(level, ())
     violations = [
         f"{reason} ({detail})"
-        for reason, detail in (check(spec) for check in _CHECKS)
+        for reason, detail in (check(spec) for check in checks)
         if detail is not None
     ]
     if not violations:
         return None
     return (
-        f'pods "{pod_name}" is forbidden: violates PodSecurity "{RESTRICTED}:{version}": '
+        f'pods "{pod_name}" is forbidden: violates PodSecurity "{level}:{version}": '
         + ", ".join(violations)
     )
 
@@ -186,15 +209,73 @@ def _capabilities(spec: Spec) -> tuple[str, str | None]:
     return "unrestricted capabilities", "; ".join(problems) or None
 
 
-# In the order the API server lists them: the baseline level's checks, then the restricted
-# level's, each by its check id.
-_CHECKS: tuple[Callable[[Spec], tuple[str, str | None]], ...] = (
+def _baseline_capabilities(spec: Spec) -> tuple[str, str | None]:
+    problems = []
+    for container in _containers(spec):
+        added = (_context(container).get("capabilities") or {}).get("add") or []
+        bad = [cap for cap in added if cap not in BASELINE_CAPABILITIES]
+        if bad:
+            quoted = ", ".join(f'"{cap}"' for cap in bad)
+            problems.append(
+                f'container "{container["name"]}" must not include {quoted} in '
+                "securityContext.capabilities.add"
+            )
+    return "non-default capabilities", "; ".join(problems) or None
+
+
+def _host_path_volumes(spec: Spec) -> tuple[str, str | None]:
+    names = [v["name"] for v in spec.get("volumes") or [] if "hostPath" in v]
+    return "hostPath volumes", _named("volume", names) if names else None
+
+
+def _host_ports(spec: Spec) -> tuple[str, str | None]:
+    bad = [
+        (c["name"], port["hostPort"])
+        for c in _containers(spec)
+        for port in c.get("ports") or []
+        if port.get("hostPort")
+    ]
+    if not bad:
+        return "hostPort", None
+    names = list(dict.fromkeys(name for name, _ in bad))
+    ports = ", ".join(str(port) for _, port in bad)
+    noun = "hostPorts" if len(bad) > 1 else "hostPort"
+    return "hostPort", f"{_named('container', names)} {_verb(names, 'uses', 'use')} {noun} {ports}"
+
+
+def _baseline_seccomp(spec: Spec) -> tuple[str, str | None]:
+    def unconfined(context: dict[str, Any]) -> bool:
+        return (context.get("seccompProfile") or {}).get("type") == "Unconfined"
+
+    if unconfined(spec.get("securityContext") or {}):
+        return (
+            "seccompProfile",
+            'pod must not set securityContext.seccompProfile.type to "Unconfined"',
+        )
+    bad = [c["name"] for c in _containers(spec) if unconfined(_context(c))]
+    field = 'securityContext.seccompProfile.type to "Unconfined"'
+    return "seccompProfile", f"{_named('container', bad)} must not set {field}" if bad else None
+
+
+# In the order the API server lists them (by check id); at restricted, the restricted form of a
+# control replaces its baseline form.
+_BASELINE: tuple[Callable[[Spec], tuple[str, str | None]], ...] = (
+    _baseline_capabilities,
     _host_namespaces,
+    _host_path_volumes,
+    _host_ports,
     _privileged,
+    _baseline_seccomp,
+)
+_RESTRICTED: tuple[Callable[[Spec], tuple[str, str | None]], ...] = (
     _privilege_escalation,
     _capabilities,
+    _host_namespaces,
+    _host_ports,
+    _privileged,
     _volume_types,
     _run_as_non_root,
     _run_as_user,
     _seccomp,
 )
+_LEVELS = {BASELINE: _BASELINE, RESTRICTED: _RESTRICTED}

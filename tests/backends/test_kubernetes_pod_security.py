@@ -17,7 +17,7 @@ from observer.errors import ConfigError
 from observer.settings import load_settings
 from observer.settings.controller import KubernetesSettings
 from tests.backends.k8s_harness import KubernetesHarness
-from tests.backends.pod_security import ENFORCE_LABEL, restricted_refusal
+from tests.backends.pod_security import BASELINE, ENFORCE_LABEL, RESTRICTED, pod_security_refusal
 
 PLAIN_POD = {
     "containers": [{"name": "probe", "image": "cuda:12", "command": ["sleep", "5"]}],
@@ -47,7 +47,7 @@ def serialize(job: client.V1Job) -> dict[str, Any]:
 
 
 def test_a_pod_without_a_security_context_is_refused_with_the_api_servers_words() -> None:
-    refusal = restricted_refusal("observer-hold-abcde", PLAIN_POD)
+    refusal = pod_security_refusal(RESTRICTED, "observer-hold-abcde", PLAIN_POD)
 
     assert refusal == (
         'pods "observer-hold-abcde" is forbidden: violates PodSecurity "restricted:latest": '
@@ -85,8 +85,8 @@ def test_each_restricted_control_refuses_what_it_forbids(
 ) -> None:
     compliant = pod_spec(KubernetesSettings(), probe("run-1", "prod"))
 
-    assert restricted_refusal("p", compliant) is None
-    refusal = restricted_refusal("p", {**compliant, **change})
+    assert pod_security_refusal(RESTRICTED, "p", compliant) is None
+    refusal = pod_security_refusal(RESTRICTED, "p", {**compliant, **change})
     assert refusal is not None and words in refusal
 
 
@@ -95,7 +95,7 @@ def test_adding_a_capability_other_than_net_bind_service_is_refused() -> None:
     [container] = spec["containers"]
     container["securityContext"]["capabilities"]["add"] = ["NET_BIND_SERVICE", "SYS_ADMIN"]
 
-    refusal = restricted_refusal("p", spec)
+    refusal = pod_security_refusal(RESTRICTED, "p", spec)
 
     assert refusal is not None
     assert (
@@ -254,3 +254,41 @@ def test_a_probe_without_a_security_context_never_gets_a_pod_there(k8s: Kubernet
     assert refused.message.startswith(f'Error creating: pods "{name}-')
     assert 'violates PodSecurity "restricted:latest": allowPrivilegeEscalation' in refused.message
     assert k8s.pods_of(job_id) == []
+
+
+@pytest.mark.parametrize(
+    ("change", "words"),
+    [
+        ({"hostPID": True}, "host namespaces (hostPID=true)"),
+        (
+            {"volumes": [{"name": "proc", "hostPath": {"path": "/proc"}}]},
+            'hostPath volumes (volume "proc")',
+        ),
+        (
+            {"containers": [{"name": "probe", "ports": [{"containerPort": 80, "hostPort": 80}]}]},
+            'hostPort (container "probe" uses hostPort 80)',
+        ),
+        (
+            {"containers": [{"name": "probe", "securityContext": {"privileged": True}}]},
+            'privileged (container "probe" must not set securityContext.privileged=true)',
+        ),
+        (
+            {
+                "containers": [
+                    {"name": "p", "securityContext": {"capabilities": {"add": ["SYS_ADMIN"]}}}
+                ]
+            },
+            'non-default capabilities (container "p" must not include "SYS_ADMIN" in '
+            "securityContext.capabilities.add)",
+        ),
+    ],
+)
+def test_baseline_refuses_what_it_forbids_and_admits_what_only_restricted_forbids(
+    change: dict[str, Any], words: str
+) -> None:
+    refusal = pod_security_refusal(BASELINE, "p", {**PLAIN_POD, **change})
+
+    assert refusal is not None and 'violates PodSecurity "baseline:latest"' in refusal
+    assert words in refusal
+    assert pod_security_refusal(BASELINE, "p", PLAIN_POD) is None  # restricted would refuse it
+    assert pod_security_refusal(RESTRICTED, "p", PLAIN_POD) is not None

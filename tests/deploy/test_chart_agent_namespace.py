@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.backends.pod_security import ENFORCE_LABEL, restricted_refusal
+from tests.backends.pod_security import BASELINE, ENFORCE_LABEL, RESTRICTED, pod_security_refusal
 from tests.deploy.chart import config_of, kinds, one, pod_spec, render, tool
 from tests.deploy.network_policy import Pod, reachable
 from tests.deploy.test_chart_volumes import refusal
@@ -71,9 +71,9 @@ def test_the_release_namespace_can_enforce_restricted_once_the_agents_have_their
 
     assert {o["kind"] for o in here} == {"Deployment", "Pod"}
     for obj in here:
-        assert restricted_refusal(obj["metadata"]["name"], pod_spec(obj)) is None
+        assert pod_security_refusal(RESTRICTED, obj["metadata"]["name"], pod_spec(obj)) is None
     agent = one(objects, "DaemonSet")
-    assert restricted_refusal(agent["metadata"]["name"], pod_spec(agent)) is not None
+    assert pod_security_refusal(BASELINE, agent["metadata"]["name"], pod_spec(agent)) is not None
 
 
 def test_creating_the_agents_namespace_needs_its_name():

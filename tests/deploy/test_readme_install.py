@@ -15,7 +15,12 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.backends.pod_security import ENFORCE_LABEL, RESTRICTED, restricted_refusal
+from tests.backends.pod_security import (
+    ENFORCE_LABEL,
+    PRIVILEGED,
+    RESTRICTED,
+    pod_security_refusal,
+)
 from tests.deploy.chart import CHART, REPO, all_containers, config_of, pod_spec, run, tool
 
 pytestmark = pytest.mark.chart
@@ -172,10 +177,7 @@ def test_every_pod_is_admitted_by_its_namespaces_pod_security_level(installed):
         if obj["kind"] not in WORKLOADS:
             continue
         namespace = obj["metadata"]["namespace"]
-        level = namespaces[namespace].get(ENFORCE_LABEL, "privileged")  # unlabelled: privileged
+        level = namespaces[namespace].get(ENFORCE_LABEL, PRIVILEGED)  # unlabelled: privileged
         levels[namespace] = level
-        if level == RESTRICTED:
-            assert restricted_refusal(obj["metadata"]["name"], pod_spec(obj)) is None
-        else:
-            assert level == "privileged", f"{namespace}: a level the test does not judge: {level}"
+        assert pod_security_refusal(level, obj["metadata"]["name"], pod_spec(obj)) is None
     assert RESTRICTED in levels.values(), "no namespace enforces restricted: nothing is checked"
