@@ -28,7 +28,7 @@ from observer.reports.compute.criteria.result import (
     Subjects,
     VerdictRules,
 )
-from observer.reports.compute.criteria.scoring import LayerScore, layers_of, score
+from observer.reports.compute.criteria.scoring import LayerScore, layers_of, must_criteria, score
 from observer.reports.compute.data import GpuUsage, Period, PeriodData, ReportContext
 from observer.reports.compute.events import blind_figures, finding_figures
 from observer.reports.compute.figures import PeriodFigures, period_figures
@@ -125,7 +125,7 @@ def build_verdict(inputs: VerdictInputs) -> Verdict:
     )
     later = later_checks(figures.gpu, soak, rules)
     score_layers = layers_of(rules)
-    must = [c for c, layer in score_layers.items() if layer is ScoreLayer.MUST]
+    must = list(must_criteria(rules))
     reverification = plan(criteria, context, rules)
     launch = launch_scope(
         criteria,
