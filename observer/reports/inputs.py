@@ -15,7 +15,7 @@ from observer.domain import Behaviour
 from observer.errors import ReportError
 from observer.probes.windows import Calendar, Window, parse_days, parts_in
 from observer.records import StoredNodeChange, StoredQueueSample, TenantTaskCounts, job_slot
-from observer.reports.compute.criteria.result import VerdictRules
+from observer.reports.compute.criteria.result import ScoreLayer, VerdictRules
 from observer.reports.compute.daily import DailyInputs
 from observer.reports.compute.data import (
     GpuUsage,
@@ -295,24 +295,34 @@ def load_verdict(
         inference_samples=store.inference_samples(soak.start, soak.end),
         inference_phases=store.inference_phases(soak.start, soak.end),
     )
-    fair = settings.detectors.fairness
-    rules = settings.reports
     return VerdictInputs(
         context=context,
         soak=soak_data,
         gpu_by_day=usage,
-        rules=VerdictRules(
-            monitoring_lag_max_seconds=rules.verdict_monitoring_lag_max_seconds,
-            unexplained_wait_max_share=rules.verdict_unexplained_wait_max_share,
-            unexplained_failure_max_share=rules.verdict_unexplained_failure_max_share,
-            blind_max_share=rules.verdict_blind_max_share,
-            layer_blind_max_share=rules.verdict_layer_blind_max_share,
-            intervention_match_seconds=rules.verdict_intervention_match_seconds,
-            fairness_persistence_k=fair.persistence_k,
-            fairness_persistence_m=fair.persistence_m,
-            later_utilisation_share_of_allocated=rules.later_utilisation_share_of_allocated,
-            later_quota_hold_seconds=rules.later_quota_hold_seconds,
-            quota_reclaim_seconds=settings.controller.quota_reclaim_seconds,
-        ),
+        rules=verdict_rules(settings),
         provisional=provisional,
+    )
+
+
+def verdict_rules(settings: Settings) -> VerdictRules:
+    """The verdict's rules from the settings: its bounds, the fairness rule's persistence and
+    the criteria's scoring layers where the settings move one."""
+    fair = settings.detectors.fairness
+    rules = settings.reports
+    return VerdictRules(
+        monitoring_lag_max_seconds=rules.verdict_monitoring_lag_max_seconds,
+        unexplained_wait_max_share=rules.verdict_unexplained_wait_max_share,
+        unexplained_failure_max_share=rules.verdict_unexplained_failure_max_share,
+        blind_max_share=rules.verdict_blind_max_share,
+        layer_blind_max_share=rules.verdict_layer_blind_max_share,
+        intervention_match_seconds=rules.verdict_intervention_match_seconds,
+        fairness_persistence_k=fair.persistence_k,
+        fairness_persistence_m=fair.persistence_m,
+        later_utilisation_share_of_allocated=rules.later_utilisation_share_of_allocated,
+        later_quota_hold_seconds=rules.later_quota_hold_seconds,
+        quota_reclaim_seconds=settings.controller.quota_reclaim_seconds,
+        score_layers={
+            criterion: ScoreLayer(layer)
+            for criterion, layer in rules.verdict_criteria_layers.items()
+        },
     )

@@ -50,6 +50,26 @@ class DeliverySettings(Group):
     email: EmailSettings | None = None
 
 
+# The go-live verdict's criteria (reports/compute/criteria/judge.py CRITERIA: the settings sit
+# below the reports, so they are named here too, and a test keeps the two the same).
+Criterion = Literal[
+    "queue_explainable",
+    "monitoring_linked",
+    "quota_enforced",
+    "quota_released",
+    "failure_evidence",
+    "no_unreleased_resources",
+    "no_log_loss",
+    "monitoring_lag_bound",
+    "alerting_chain",
+    "no_persistent_unfairness",
+    "interventions_audited",
+    "tenant_isolation",
+    "gpu_health",
+    "inference_available",
+]
+
+
 class ReportSettings(Group):
     """Daily summaries and the go-live verdict, and the alerts they count."""
 
@@ -127,6 +147,14 @@ class ReportSettings(Group):
         ge=0,
         description="A detected intervention counts as audited when a recorded one names the "
         "same subject within this.",
+    )
+    verdict_criteria_layers: dict[Criterion, Literal["must", "key", "experience"]] = Field(
+        default_factory=dict,
+        description="The verdict's scoring layer of a criterion where the default does not "
+        "suit (must: isolation, quota, released GPUs, failure evidence, explainable queues, "
+        "logs, GPU health; key: utilisation reporting, scheduling policy, monitoring and its "
+        "alerting chain; experience: the rest). A must criterion not observed leaves the "
+        "verdict not decidable, and the launch scope is where every must criterion passed.",
     )
     later_utilisation_share_of_allocated: float = Field(
         0.75,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import replace
 from datetime import UTC, datetime, time, timedelta
 from zoneinfo import ZoneInfo
@@ -23,6 +24,7 @@ from observer.records import (
     InferencePhase,
     InferenceSample,
     PhaseKind,
+    StoredAlert,
     StoredGpuSample,
     StoredQueueSample,
 )
@@ -174,6 +176,34 @@ def finding(
         closed_at=closed,
         evidence=evidence or {"rule": "a rule", "seen": [1, 2]},
     )
+
+
+def alert(name: str, starts: datetime, last_seen: datetime, **labels: str) -> StoredAlert:
+    """An alert Alertmanager held from `starts`, last seen firing at `last_seen`."""
+    return StoredAlert(
+        fingerprint=f"{name}-{starts.isoformat()}",
+        name=name,
+        severity=labels.get("severity"),
+        starts_at=starts,
+        ends_at=None,
+        last_seen_at=last_seen,
+        labels={"alertname": name, **labels},
+    )
+
+
+def alerted(findings: Iterable[Finding], end: datetime) -> list[StoredAlert]:
+    """The chart's rule on the observer's findings firing in Alertmanager for each of
+    `findings` while it was open (until `end` when still open): an alerting chain that works."""
+    return [
+        alert(
+            "ObserverWarningFindingOpen",
+            f.opened_at,
+            f.closed_at or end,
+            detector=f.detector,
+            severity=f.severity.value,
+        )
+        for f in findings
+    ]
 
 
 def gpu(

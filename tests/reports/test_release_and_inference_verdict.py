@@ -19,6 +19,7 @@ from observer.reports.render.verdict import render_verdict
 from tests.reports.builders import (
     DAY,
     RULES,
+    alerted,
     at,
     context,
     finding,
@@ -56,6 +57,7 @@ def verdict(
         queue_samples=SNAPSHOTS[:snapshots],
         inference_samples=looks or [],
         inference_phases=[started(at(8))] if served else [],
+        alerts=alerted(findings, DAY.end),
     )
     # A scheduler blind most of the day is judged criterion by criterion, not as a whole.
     rules = replace(RULES, blind_max_share=0.9)
@@ -151,7 +153,11 @@ def test_a_quota_never_given_back_is_a_must_fix_naming_the_tenant_in_its_words()
         {"tenants": ["prod"], "jobs": [held.run_id], "windows": ["weekday-peak"]},
     )
     assert [f.detector for f in result.findings] == ["quota_not_reclaimed"]
-    assert [n.key for n in v.scope][:1] == ["scope.must_fix"]
+    # prod, the soak's only tenant, waits for its quota to be given back before any launch.
+    assert v.launch == Note("launch.none")
+    [widen] = [w for w in v.launch_scope.widen if w.part == "tenant"]
+    assert widen.name == "prod" and "quota_released" in widen.criteria
+    assert "reverify.quota_released" in [n.key for n in widen.reverify]
 
     en = render_verdict(v, "en").markdown
     assert "### Quota given back once over-quota work ended — fail" in en

@@ -29,8 +29,9 @@ from observer.records import (
     StoredNodeChange,
     StoredQueueSample,
 )
-from observer.reports.compute.criteria.judge import CRITERIA, MUST
+from observer.reports.compute.criteria.judge import CRITERIA
 from observer.reports.compute.criteria.result import FailureClass, Status
+from observer.reports.compute.criteria.scoring import must_criteria
 from observer.reports.compute.data import (
     Allocation,
     GpuUsage,
@@ -56,6 +57,8 @@ from tests.reports.builders import (
     CALENDAR,
     DAY_START,
     RULES,
+    alert,
+    alerted,
     at,
     context,
     finding,
@@ -118,6 +121,15 @@ def _soak(**changes: object) -> PeriodData:
         "inference_phases": [started(WEEK.start)],
     }
     data.update(changes)
+    # A platform's alert of the week, and the chart's rule on each of the observer's findings,
+    # in Alertmanager: the alerting chain worked, unless a test says what it held.
+    data.setdefault(
+        "alerts",
+        [
+            alert("NodeMemoryPressure", at(15), at(16), severity="warning"),
+            *alerted(data.get("findings", []), WEEK.end),  # type: ignore[arg-type]
+        ],
+    )
     return PeriodData(**data)  # type: ignore[arg-type]
 
 
@@ -164,17 +176,26 @@ def test_one_node_of_two_without_its_owners_all_week_passes_on_the_other_only_an
             "scope.narrowed",
             {"criterion": "no_unreleased_resources", "subject": {"nodes": ["n2"], "pools": ["a"]}},
         ),
-        Note("scope.may_go", {"subject": {"tenants": ["prod", "research"], "pools": ["b"]}}),
     )
+    # A must criterion not seen on pool a: the launch begins on pool b, every tenant.
+    assert (v.launch_scope.tenants, v.launch_scope.pools) == (("prod", "research"), ("b",))
+    [widen] = v.launch_scope.widen
+    assert (widen.part, widen.name, widen.criteria) == ("pool", "a", ("no_unreleased_resources",))
+    assert [(n.key, n.params["subject"]) for n in widen.reverify] == [
+        ("reverify.no_unreleased_resources", {"pools": ["a"], "nodes": ["n2"]})
+    ]
     md = render_verdict(v, "en").markdown
     assert (
         "- No unreleased resources passed only where it was observed; not observed on pools a; "
         "nodes n2." in md
     )
-    assert "| No unreleased resources | pass where observed | — | — |" in md
+    assert "Launch first to: prod, research on b." in md
+    assert "| pool a | No unreleased resources | step 1 |" in md
+    assert "| No unreleased resources | Must | pass where observed | — | — |" in md
     assert "| owner directory | yes | 66.7% | 2 of 3 nodes | n2 |" in md
     zh = render_verdict(v, "zh-CN").markdown
-    assert "| 无未释放资源 | 在已观测范围内通过 | — | — |" in zh
+    assert "| 无未释放资源 | 必须项 | 在已观测范围内通过 | — | — |" in zh
+    assert "先行上线范围：租户 prod、research，资源池 b。" in zh
 
 
 def test_a_gpu_node_the_scheduler_lists_whose_agent_was_never_read_is_not_covered():
@@ -219,8 +240,12 @@ def test_unreleased_gpus_are_a_must_fix_and_a_no_go_naming_the_blocker():
     assert criterion.class_reason is not None
     assert criterion.class_reason.key == "class.no_unreleased_resources.must_fix"
     assert v.recommendation is Recommendation.NO_GO
-    assert v.scope[0].key == "scope.must_fix"
-    assert v.scope[0].params == {"criterion": "no_unreleased_resources"}
+    # The leak's node is in the fleet's only pool: nowhere is clear of it.
+    assert (v.launch_scope.tenants, v.launch_scope.pools) == (("prod", "research"), ())
+    assert v.launch == Note("launch.none")
+    [widen] = v.launch_scope.widen
+    assert (widen.part, widen.name, widen.criteria) == ("pool", "a", ("no_unreleased_resources",))
+    assert [n.key for n in widen.reverify] == ["reverify.no_unreleased_resources"]
 
 
 def test_allocated_but_idle_alone_is_a_later_optimisation():
@@ -256,23 +281,17 @@ def test_persistent_unfairness_and_unexplained_waits_limit_the_launch():
     assert {n.key for n in v.scope} == {
         "scope.no_persistent_unfairness",
         "scope.queue_explainable",
-        "scope.where",
-        "scope.may_go",
     }
-    # The scope names who and where: the disadvantaged tenant in its window, and who is left.
-    [unfairness] = [
-        n
-        for n in v.scope
-        if n.key == "scope.where" and n.params["criterion"] == "no_persistent_unfairness"
-    ]
-    assert unfairness.params["subject"] == {"tenants": ["prod"], "windows": ["weekday-peak"]}
+    # Explainable queues are a must: the tenants whose waits went unexplained wait for the
+    # launch; unfairness (key) is a condition of it, not a reason to leave prod out.
     waited = {r.tenant for r in _healthy_runs()[:2]}
-    [may_go] = [n for n in v.scope if n.key == "scope.may_go"]
-    left = {r.tenant for r in _healthy_runs()} - waited - {"prod"}
-    assert may_go.params["subject"] == {
-        **({"tenants": sorted(left)} if left else {}),
-        "pools": ["a"],
-    }
+    left = {r.tenant for r in _healthy_runs()} - waited
+    assert v.launch_scope.tenants == tuple(sorted(left))
+    assert v.launch_scope.pools == ("a",)
+    assert v.launch == Note("launch.first", {"tenants": sorted(left), "pools": ["a"]})
+    assert [(w.part, w.name, w.criteria) for w in v.launch_scope.widen] == [
+        ("tenant", tenant, ("queue_explainable",)) for tenant in sorted(waited)
+    ]
     assert {n.key for n in v.reverification} >= {
         "reverify.no_persistent_unfairness",
         "reverify.queue_explainable",
@@ -298,10 +317,11 @@ def test_what_the_soak_never_exercised_is_not_observed_and_no_plain_go():
         assert status[criterion] == (Status.NOT_OBSERVED, None), criterion
     # The quota, the logs and the GPUs are must criteria: unseen, nothing is decided.
     assert v.recommendation is Recommendation.NOT_DECIDABLE
-    assert v.because == Note(
-        "rec.not_decidable.unseen",
-        {"criteria": list(MUST)},  # no GPU sampled: no leak and no GPU health seen either
-    )
+    # Every must criterion but the queues', which the short probes' waits showed; no GPU
+    # sampled: no leak and no GPU health seen either.
+    unseen = [c for c in must_criteria(RULES) if c != "queue_explainable"]
+    assert v.because == Note("rec.not_decidable.unseen", {"criteria": unseen})
+    assert v.launch == Note("launch.none")
     assert {n.key for n in v.scope} == {"scope.not_observed", "scope.not_observed_must"}
 
 
@@ -482,7 +502,7 @@ def test_a_layer_blind_beyond_its_share_leaves_its_criteria_not_observed():
     assert v.observation_rule.params == {
         "layer_limit_share": 0.1,
         "blind_limit_share": 0.5,
-        "criteria": list(MUST),
+        "criteria": list(must_criteria(RULES)),
     }
 
 
@@ -706,18 +726,16 @@ def test_a_criterion_without_findings_is_reverified_on_the_whole_platform():
     assert "为每个租户重新运行 isolation（范围：整个平台）" in render_verdict(v, "zh-CN").markdown
 
 
-def test_the_scope_names_only_the_parts_a_criterion_concerns():
+def test_the_tiers_name_only_the_parts_a_criterion_concerns_and_the_scope_the_must_ones():
     unfair = finding("persistent_unfairness", at(12), None, tenant="prod", window="weekday-peak")
     v = _verdict(_soak(findings=[unfair]))
     en = render_verdict(v, "en").markdown
-    assert "- No persistent unfairness concerns tenants prod; windows weekday-peak.\n" in en
-    assert (
-        "- Not named by any blocking or limiting criterion, so where a launch can begin: "
-        "tenants research; pools a.\n" in en
-    )
+    limited = _lines_under(en, "#### Limited launch")
+    assert any("tenants prod; windows weekday-peak" in line for line in limited)
+    # Unfairness is a key criterion: it limits the launch, every must one passed everywhere.
+    assert "Launch first to: prod, research on a.\n" in en
     zh = render_verdict(v, "zh-CN").markdown
-    assert "- 无持续性不公平涉及租户 prod；时间窗口 weekday-peak。\n" in zh
-    assert "—" not in "\n".join(line for line in en.splitlines() if "concerns" in line)
+    assert "先行上线范围：租户 prod、research，资源池 a。\n" in zh
 
 
 def test_a_step_whose_probes_the_plan_does_not_run_says_to_add_them():

@@ -244,6 +244,9 @@ def test_the_verdict_agrees_with_the_days_and_the_stored_runs(played: PlayedWeek
         "no_unreleased_resources": ("fail", "must_fix"),
         "no_log_loss": ("pass", None),
         "monitoring_lag_bound": ("not_observed", None),
+        # The week's Alertmanager holds the platform's alerts only: none of the chart's rules
+        # fired for the observer's conditions.
+        "alerting_chain": ("fail", "limited_launch"),
         # A fair-share cluster, drained for maintenance in two peaks: never found unfair.
         "no_persistent_unfairness": ("pass", None),
         "interventions_audited": ("fail", "later_optimisation"),
@@ -252,6 +255,9 @@ def test_the_verdict_agrees_with_the_days_and_the_stored_runs(played: PlayedWeek
         "inference_available": ("not_observed", None),  # the week runs no inference service
     }
     assert verdict["recommendation"] == "no_go"
+    chain = next(c for c in verdict["criteria"] if c["criterion"] == "alerting_chain")
+    assert chain["evidence"][0]["params"]["alerts"] == verdict["alerts_total"]
+    assert chain["evidence"][0]["params"]["observer_alerts"] == 0
     unaudited = next(c for c in verdict["criteria"] if c["criterion"] == "interventions_audited")
     assert unaudited["evidence"][0]["params"] == {"recorded": 1, "detected": 5, "unaudited": 3}
     leak = next(c for c in verdict["criteria"] if c["criterion"] == "no_unreleased_resources")

@@ -46,6 +46,7 @@ NEEDS: Mapping[str, tuple[str, ...]] = {
     "no_unreleased_resources": (*_NODES, OWNERS),
     "no_log_loss": ("scheduler", "logs"),
     "monitoring_lag_bound": ("prometheus",),
+    "alerting_chain": ("alerts",),
     "no_persistent_unfairness": _SCHEDULER,
     # The quota changes among the interventions come from the accounting.
     "interventions_audited": _ACCOUNTING,

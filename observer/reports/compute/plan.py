@@ -1,5 +1,6 @@
-"""The plan to verify again: for each criterion the soak did not pass, what to rerun, where
-(the subjects and windows its findings named; none: the whole platform), for how long, and
+"""The plan to verify again: for each criterion the soak did not pass, or passed only where
+its layers could see, what to rerun, where (the subjects and windows its findings named, or
+what its layers did not see; none: the whole platform), for how long, and
 the criterion's rule that passes it; then a whole soak again. Pure."""
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from observer.detectors import (
     unexplained_wait,
 )
 from observer.reports.compute import health
+from observer.reports.compute.criteria.monitoring import ALERT_DUE_SECONDS
 from observer.reports.compute.criteria.release import IDLE_DETECTORS, LEAK_DETECTORS
 from observer.reports.compute.criteria.result import CriterionResult, Status, VerdictRules
 from observer.reports.compute.data import ReportContext
@@ -40,6 +42,8 @@ RERUN: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "no_log_loss": (("log-canary",), ("log_loss", "log_delivery_latency")),
     "monitoring_lag_bound": (("gpu-busy",), ("monitoring_lag", "prometheus_unreachable")),
     "no_persistent_unfairness": (("fairness",), (fairness.PERSISTENT_UNFAIRNESS,)),
+    # A test alert through Alertmanager, then the findings' own alerts as they come.
+    "alerting_chain": ((), ()),
     "interventions_audited": ((), ()),
     "tenant_isolation": (("isolation",), (node_leaks.GPU_NOT_ASSIGNED,)),
     "gpu_health": (
@@ -64,7 +68,8 @@ def plan(
     `reclaim_seconds`."""
     steps = []
     for c in criteria:
-        if c.status is Status.PASS:
+        # A pass its node layers narrowed is verified again where they could not see.
+        if c.status is Status.PASS and not c.not_observed:
             continue
         probes, detectors = RERUN[c.criterion]
         watch: dict[str, float | int] = (
@@ -74,13 +79,15 @@ def plan(
         )
         params = {
             "criterion": c.criterion,
-            "subject": c.subjects.params(),
+            "subject": (c.not_observed if c.status is Status.PASS else c.subjects).params(),
             "probes": list(probes),
             "detectors": list(detectors),
             **watch,
         }
         if c.criterion == "quota_released":
             params["reclaim_seconds"] = rules.quota_reclaim_seconds
+        if c.criterion == "alerting_chain":
+            params["due_seconds"] = ALERT_DUE_SECONDS
         steps.append(Note(f"reverify.{c.criterion}", params))
         unplanned = [p for p in probes if p not in context.planned_copies]
         if unplanned:

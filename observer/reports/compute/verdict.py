@@ -1,11 +1,13 @@
-"""The go-live verdict over the whole soak: the criteria as judged (see criteria), a
-recommendation with its scope, the three tiers of what to fix (must fix, limited launch,
-later optimisation, the data's later optimisations among them: see later), the plan to verify
-again (see plan), and the soak day by day. Pure.
+"""The go-live verdict over the whole soak: the criteria as judged (see criteria), scored in
+layers (must, key, experience: see criteria/scoring), a recommendation with its launch scope
+(see scope) and conditions, the three tiers of what to fix (must fix, limited launch, later
+optimisation, the data's later optimisations among them: see later), the plan to verify again
+(see plan), and the soak day by day. Pure.
 
-The decision, printed with the verdict: no go on any must-fix failure observed; not
-decidable when a must criterion (MUST) was not observed or the observer was blind beyond its
-limit; a limited go when every must criterion passed, for the scope it passed on, and
+The decision, printed with the verdict: no go on any must-fix failure observed, or when a
+must criterion failed with no tenant or pool left clear of it (nowhere to launch first); not
+decidable when a must criterion was not observed or the observer was blind beyond its limit;
+a limited go when every must criterion passed, for the launch scope it passed on, and
 something else failed, went unobserved, passed on part of the fleet only or was never
 exercised (a probe of the plan never run, or a burst whose copies were never in flight
 together); a go only when every criterion passed on the whole fleet."""
@@ -17,14 +19,16 @@ from dataclasses import dataclass, replace
 from datetime import date, datetime, timedelta
 from enum import StrEnum
 
-from observer.reports.compute.criteria.judge import MUST, judge
+from observer.reports.compute.criteria.judge import judge
 from observer.reports.compute.criteria.result import (
     CriterionResult,
     FailureClass,
+    ScoreLayer,
     Status,
     Subjects,
     VerdictRules,
 )
+from observer.reports.compute.criteria.scoring import LayerScore, layers_of, must_criteria, score
 from observer.reports.compute.data import GpuUsage, Period, PeriodData, ReportContext
 from observer.reports.compute.events import blind_figures, finding_figures
 from observer.reports.compute.figures import PeriodFigures, period_figures
@@ -33,6 +37,7 @@ from observer.reports.compute.layers import LayerCoverage, NodeScope, coverage, 
 from observer.reports.compute.notes import Note
 from observer.reports.compute.plan import plan
 from observer.reports.compute.queues import wait_stats
+from observer.reports.compute.scope import LaunchScope, launch_scope
 from observer.reports.compute.tasks import ProbeCoverage, task_figures
 
 
@@ -84,8 +89,12 @@ class Verdict:
     days: tuple[DayLine, ...]
     criteria: tuple[CriterionResult, ...]
     layers: Mapping[str, LayerCoverage]  # every layer a criterion needs, by name
+    score_layers: Mapping[str, ScoreLayer]  # every criterion's layer, in the criteria's order
+    scoring: Mapping[ScoreLayer, LayerScore]  # every layer, in ScoreLayer's order
     recommendation: Recommendation
     because: Note  # why this recommendation, in a sentence
+    launch_scope: LaunchScope
+    launch: Note  # the launch scope in a sentence, chosen by the recommendation
     tiers: Mapping[FailureClass, tuple[TierItem, ...]]  # every class, in FailureClass order
     later: tuple[CriterionResult, ...]  # the data's later optimisations (see later)
     scope: tuple[Note, ...]
@@ -115,9 +124,18 @@ def build_verdict(inputs: VerdictInputs) -> Verdict:
         )
     )
     later = later_checks(figures.gpu, soak, rules)
-
+    score_layers = layers_of(rules)
+    must = list(must_criteria(rules))
+    reverification = plan(criteria, context, rules)
+    launch = launch_scope(
+        criteria,
+        must,
+        (r.tenant for r in soak.runs),
+        (n.pool for n in soak.nodes_at_start if n.pool),
+        reverification,
+    )
     recommendation, because, scope = _recommend(
-        criteria, figures, rules, soak, context.planned_copies
+        criteria, figures, rules, must, launch, context.planned_copies
     )
     return Verdict(
         soak_started_at=soak.period.start,
@@ -127,8 +145,12 @@ def build_verdict(inputs: VerdictInputs) -> Verdict:
         days=tuple(_days(inputs)),
         criteria=criteria,
         layers=layers,
+        score_layers=score_layers,
+        scoring=score(criteria, score_layers),
         recommendation=recommendation,
         because=because,
+        launch_scope=launch,
+        launch=_launch_sentence(recommendation, launch),
         tiers=_tiers([*criteria, *later]),
         later=later,
         scope=scope,
@@ -137,10 +159,10 @@ def build_verdict(inputs: VerdictInputs) -> Verdict:
             {
                 "layer_limit_share": rules.layer_blind_max_share,
                 "blind_limit_share": rules.blind_max_share,
-                "criteria": list(MUST),
+                "criteria": must,
             },
         ),
-        reverification=plan(criteria, context, rules),
+        reverification=reverification,
         provisional=inputs.provisional,
     )
 
@@ -171,9 +193,11 @@ def _recommend(
     criteria: Sequence[CriterionResult],
     figures: PeriodFigures,
     rules: VerdictRules,
-    soak: PeriodData,
+    must_layer: Sequence[str],
+    launch: LaunchScope,
     planned_copies: Mapping[str, int],
 ) -> tuple[Recommendation, Note, tuple[Note, ...]]:
+    """The decision, why, and the conditions of a launch (who and where: the launch scope)."""
     failed = [c for c in criteria if c.status is Status.FAIL]
     must = [c for c in failed if c.failure_class is FailureClass.MUST_FIX]
     limited = [c for c in failed if c.failure_class is FailureClass.LIMITED_LAUNCH]
@@ -184,7 +208,7 @@ def _recommend(
     scope = [Note(f"scope.{c.criterion}") for c in limited]
     scope += [
         Note("scope.not_observed_must", {"criterion": c.criterion})
-        if c.criterion in MUST
+        if c.criterion in must_layer
         else Note("scope.not_observed", {"criterion": c.criterion})
         for c in unseen
     ]
@@ -200,12 +224,9 @@ def _recommend(
     if alerts_blind:
         scope.append(Note("scope.alerts_incomplete", {"blind_seconds": alerts_blind}))
     scope += [Note("scope.later", {"criterion": c.criterion}) for c in later]
-    blockers = [Note("scope.must_fix", {"criterion": c.criterion}) for c in must]
-    where, may_go = _who_and_where(must + limited, narrowed, soak)
-    scope = where + scope + may_go
-    must_unseen = [c.criterion for c in unseen if c.criterion in MUST]
+    must_unseen = [c.criterion for c in unseen if c.criterion in must_layer]
     if must:
-        return Recommendation.NO_GO, Note("rec.no_go.text"), tuple(blockers + scope)
+        return Recommendation.NO_GO, Note("rec.no_go.text"), tuple(scope)
     if blind > rules.blind_max_share:
         return (
             Recommendation.NOT_DECIDABLE,
@@ -218,9 +239,30 @@ def _recommend(
             Note("rec.not_decidable.unseen", {"criteria": must_unseen}),
             tuple(scope),
         )
+    if launch.empty:
+        # Every must criterion observed, yet one failed wherever the soak looked.
+        failed_must = [c.criterion for c in failed if c.criterion in must_layer]
+        return (
+            Recommendation.NO_GO,
+            Note("rec.no_go.no_scope", {"criteria": failed_must}),
+            tuple(scope),
+        )
     if limited or unseen or narrowed or not_exercised:
         return Recommendation.LIMITED_GO, Note("rec.limited_go.text"), tuple(scope)
     return Recommendation.GO, Note("rec.go.text"), tuple(scope)
+
+
+def _launch_sentence(recommendation: Recommendation, launch: LaunchScope) -> Note:
+    """The launch scope as the decision lets it be read: the whole fleet on a go, where to
+    begin on a limited go, where to begin once the decision changes otherwise."""
+    if launch.empty:
+        return Note("launch.none")
+    named = {"tenants": list(launch.tenants), "pools": list(launch.pools)}
+    if recommendation is Recommendation.GO:
+        return Note("launch.whole_fleet", named)
+    if recommendation is Recommendation.LIMITED_GO:
+        return Note("launch.first", named)
+    return Note("launch.after", named)
 
 
 def _coverage(
@@ -251,28 +293,6 @@ def _coverage(
                 )
             )
     return not_exercised, partly
-
-
-def _who_and_where(
-    failed: Sequence[CriterionResult], narrowed: Sequence[CriterionResult], soak: PeriodData
-) -> tuple[list[Note], list[Note]]:
-    """The tenants, windows, nodes and pools each blocking or limiting criterion concerns,
-    and those no such criterion names nor a pass on part of the fleet left out: where a
-    launch may begin (one team, one pool first)."""
-    where = [
-        Note("scope.where", {"criterion": c.criterion, "subject": c.subjects.params()})
-        for c in failed
-        if c.subjects
-    ]
-    tenants = {r.tenant for r in soak.runs} - {t for c in failed for t in c.subjects.tenants}
-    pools = {n.pool for n in soak.nodes_at_start if n.pool} - {
-        p for c in failed for p in c.subjects.pools
-    }
-    pools -= {p for c in narrowed for p in c.not_observed.pools}
-    left = Subjects(tenants=tuple(sorted(tenants)), pools=tuple(sorted(pools)))
-    if not (where or narrowed) or not left:
-        return where, []
-    return where, [Note("scope.may_go", {"subject": left.params()})]
 
 
 # --- per day -----------------------------------------------------------------------------

@@ -5,9 +5,14 @@ tenants' own jobs'), gpu_utilization_avg (percent), owner_state_nodes
 and owner_state_known_nodes (null: no node sampled), alerts_total,
 manual_interventions_total, incidents_opened, findings...) at the top, the report's
 dataclass field names below them (the verdict's `tiers` by failure class, each item with its
-line of text); `wait_reasons` and `probe_wait_reasons` (tenant -> the scheduler's reason ->
-hours pending: the tenants' own jobs' added up over the jobs, the probes'); the daily
-summary's `task_records`, one per run (`user`, `queue`, `main_wait_reason` among them), last.
+line of text; its `scoring`, layer (must, key, experience) -> passed / failed / not_observed,
+each a list of criteria; `score_layers`, criterion -> layer, and each criterion's `layer`; its
+`launch_scope`: `tenants` and `pools` where a launch may begin, `text` its sentence, and
+`widen`, one item per tenant or pool left out, `{"tenant"|"pool": name, "criteria": [...],
+"reverify": [note...]}`); `wait_reasons` and `probe_wait_reasons` (tenant -> the
+scheduler's reason -> hours pending: the tenants' own jobs' added up over the jobs, the
+probes'); the daily summary's `task_records`, one per run (`user`, `queue`,
+`main_wait_reason` among them), last.
 Every instant is in the platform's timezone, ISO 8601 with its offset: the report's own and
 those detectors keep in their evidence, in UTC, as text (`plain`, which the pages' evidence and
 `observer findings` and `runs` print through too). Nothing depends on when a report is
@@ -183,6 +188,8 @@ def verdict_json(verdict: Verdict, language: Language) -> dict[str, Any]:
         return {
             "criterion": c.criterion,
             "title": words(f"crit.{c.criterion}"),
+            # None: one of the data's later optimisations, scored in no layer
+            "layer": layer.value if (layer := verdict.score_layers.get(c.criterion)) else None,
             "status": c.status.value,
             "failure_class": c.failure_class.value if c.failure_class else None,
             "class_reason": note(c.class_reason) if c.class_reason else None,
@@ -215,6 +222,28 @@ def verdict_json(verdict: Verdict, language: Language) -> dict[str, Any]:
                 for i in items
             ]
             for tier, items in verdict.tiers.items()
+        },
+        "scoring": {
+            layer.value: {
+                "passed": list(score.passed),
+                "failed": list(score.failed),
+                "not_observed": list(score.not_observed),
+            }
+            for layer, score in verdict.scoring.items()
+        },
+        "score_layers": {c: layer.value for c, layer in verdict.score_layers.items()},
+        "launch_scope": {
+            "tenants": list(verdict.launch_scope.tenants),
+            "pools": list(verdict.launch_scope.pools),
+            "text": words.note(verdict.launch),
+            "widen": [
+                {
+                    item.part: item.name,
+                    "criteria": list(item.criteria),
+                    "reverify": [note(n) for n in item.reverify],
+                }
+                for item in verdict.launch_scope.widen
+            ],
         },
         "scope": [note(n) for n in verdict.scope],
         "observation_rule": note(verdict.observation_rule),

@@ -1,6 +1,7 @@
-"""The go-live verdict's content as blocks: recommendation, its three tiers and scope, each
-criterion with its evidence, the data's later optimisations, the plan to verify again and the
-soak day by day."""
+"""The go-live verdict's content as blocks: recommendation, its launch scope and what widens
+it, the scoring by layer, its three tiers and conditions, each criterion with its layer and
+evidence, the data's later optimisations, the plan to verify again and the soak day by
+day."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from zoneinfo import ZoneInfo
 
 from observer.reports.compute.criteria.result import CriterionResult, FailureClass, Status
 from observer.reports.compute.events import NODE_NAMES
+from observer.reports.compute.scope import Widen
 from observer.reports.compute.verdict import TierItem, Verdict
 from observer.reports.render import charts
 from observer.reports.render.blocks import Block, Chart, Heading, List, Rendered, Table, Text
@@ -58,6 +60,8 @@ def _verdict_blocks(v: Verdict, w: Words, title: str) -> list[Block]:
         Heading(2, w("sec.recommendation"), anchor="recommendation"),
         Text(w(f"rec.{rec}"), f"rec {rec}"),
         Text(w.note(v.because)),
+        *_launch_blocks(v, w),
+        *_scoring_blocks(v, w),
         Heading(3, w("sec.tiers")),
         *(block for tier, items in v.tiers.items() for block in _tier_blocks(tier, items, w)),
         Heading(3, w("sec.scope")),
@@ -69,10 +73,17 @@ def _verdict_blocks(v: Verdict, w: Words, title: str) -> list[Block]:
         *_layer_blocks(v, w),
         Heading(2, w("sec.criteria"), anchor="criteria"),
         Table(
-            [w("col.criterion"), w("col.status"), w("col.class"), w("col.reason")],
+            [
+                w("col.criterion"),
+                w("col.score_layer"),
+                w("col.status"),
+                w("col.class"),
+                w("col.reason"),
+            ],
             [
                 [
                     w(f"crit.{c.criterion}"),
+                    w(f"score.{v.score_layers[c.criterion].value}"),
                     _status(c, w),
                     w(f"class.{c.failure_class.value}") if c.failure_class else "—",
                     w.note(c.class_reason) if c.class_reason else "—",
@@ -138,7 +149,8 @@ def _lead(v: Verdict, w: Words) -> list[tuple[str, tuple[str, ...]]]:
         (
             w("lead.recommendation", recommendation=w(f"rec.{rec}"), because=w.note(v.because)),
             ("recommendation",),
-        )
+        ),
+        (w.note(v.launch), ("launch-scope",)),
     ]
     for tier, items in v.tiers.items():
         named = w.names([w(f"crit.{i.criterion}") for i in items]) if items else w("word.none")
@@ -151,6 +163,71 @@ def _lead(v: Verdict, w: Words) -> list[tuple[str, tuple[str, ...]]]:
         )
     )
     return lines
+
+
+def _launch_blocks(v: Verdict, w: Words) -> list[Block]:
+    """The launch scope in a sentence; for each tenant or pool left out, the must criteria it
+    waits on and the steps of the plan to verify again (numbered as that list is) for them."""
+    blocks: list[Block] = [
+        Heading(3, w("sec.launch_scope"), anchor="launch-scope"),
+        Text(w.note(v.launch)),
+    ]
+    if not v.launch_scope.widen:
+        return blocks
+    rows = [
+        [
+            _left_out(item, w),
+            w.names([w(f"crit.{c}") for c in item.criteria]),
+            _steps([str(v.reverification.index(n) + 1) for n in item.reverify], w),
+        ]
+        for item in v.launch_scope.widen
+    ]
+    return [
+        *blocks,
+        Text(w("note.widen"), "note"),
+        Table([w("col.left_out"), w("col.must_pass"), w("col.reverify")], rows),
+    ]
+
+
+def _steps(numbers: Sequence[str], w: Words) -> str:
+    if not numbers:
+        return "—"
+    key = "widen.step" if len(numbers) == 1 else "widen.steps"
+    return w(key, steps=list(numbers))
+
+
+def _left_out(item: Widen, w: Words) -> str:
+    return w(f"widen.{item.part}", name=item.name)
+
+
+def _scoring_blocks(v: Verdict, w: Words) -> list[Block]:
+    """Per layer, the criteria that passed, failed and went unobserved, counted and named:
+    every criterion appears once, so the table is also the mapping of criteria to layers."""
+
+    def cell(criteria: Sequence[str]) -> str:
+        if not criteria:
+            return w.integer(0)
+        return w(
+            "score.cell", count=len(criteria), names=w.names([w(f"crit.{c}") for c in criteria])
+        )
+
+    rows = [
+        [w(f"score.{layer.value}"), cell(s.passed), cell(s.failed), cell(s.not_observed)]
+        for layer, s in v.scoring.items()
+    ]
+    return [
+        Heading(3, w("sec.scoring"), anchor="scoring"),
+        Text(w("note.scoring"), "note"),
+        Table(
+            [
+                w("col.score_layer"),
+                w("col.passed"),
+                w("col.failed"),
+                w("col.not_observed"),
+            ],
+            rows,
+        ),
+    ]
 
 
 def _anchor(criterion: str, *, later: bool) -> str:

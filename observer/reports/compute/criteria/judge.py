@@ -23,22 +23,12 @@ CRITERIA = (
     "no_unreleased_resources",
     "no_log_loss",
     "monitoring_lag_bound",
+    "alerting_chain",
     "no_persistent_unfairness",
     "interventions_audited",
     "tenant_isolation",
     "gpu_health",
     "inference_available",
-)
-# The criteria a failure of which can be a must fix: the promises no tenant may do without
-# (quota, isolation, released GPUs, logs, healthy GPUs). One not observed leaves the decision
-# open, whatever else passed.
-MUST = (
-    "quota_enforced",
-    "quota_released",
-    "no_unreleased_resources",
-    "no_log_loss",
-    "tenant_isolation",
-    "gpu_health",
 )
 
 
@@ -60,6 +50,7 @@ def judge(
         release.no_unreleased_resources(soak, context, owners),
         monitoring.no_log_loss(soak, context),
         monitoring.monitoring_lag_bound(soak, context, rules),
+        monitoring.alerting_chain(soak, context),
         scheduling.no_persistent_unfairness(soak, context, rules),
         audit.interventions_audited(soak, interventions),
         tenancy.tenant_isolation(soak, context),

@@ -1,8 +1,12 @@
 """The monitoring criteria: every GPU sampled and every run attributed (monitoring_linked),
-the canaries' log lines all delivered (no_log_loss), and monitoring never late beyond its
-bound while a controller ran (monitoring_lag_bound). Pure."""
+the canaries' log lines all delivered (no_log_loss), monitoring never late beyond its bound
+while a controller ran (monitoring_lag_bound), and the alerts the soak raised reaching
+Alertmanager (alerting_chain). Pure."""
 
 from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
 
 from observer.domain import (
     Comparison,
@@ -13,7 +17,7 @@ from observer.domain import (
     Severity,
     compare_seconds,
 )
-from observer.records import controller_not_running, overlap_seconds
+from observer.records import StoredAlert, controller_not_running, overlap_seconds
 from observer.reports.compute.criteria.result import (
     CriterionResult,
     FailureClass,
@@ -23,7 +27,7 @@ from observer.reports.compute.criteria.result import (
     result,
 )
 from observer.reports.compute.data import PeriodData, ReportContext
-from observer.reports.compute.events import NODE_NAMES
+from observer.reports.compute.events import BLIND_DETECTORS, NODE_NAMES
 from observer.reports.compute.notes import Note, named
 
 
@@ -153,3 +157,83 @@ def monitoring_lag_bound(
         soak.period,
         context.calendar,
     )
+
+
+# The chart's alert rules (helm/observer/files/alerts.yaml) are all named so.
+OBSERVER_ALERTS = "Observer"
+# Its rules on the observer's findings wait at most 15 minutes (`for`) before they fire;
+# twice that leaves Prometheus's scrapes and evaluation and the alert poller their time.
+ALERT_DUE_SECONDS = 1800.0
+
+
+def alerting_chain(soak: PeriodData, context: ReportContext) -> CriterionResult:
+    """Whether the alerts of the soak reached Alertmanager, which routes them to its
+    receivers (the observer does not see which receiver got each). Passes when alerts were
+    seen there and each condition of the observer's that lasted ALERT_DUE_SECONDS while
+    Alertmanager was read (its own blindness aside: those alert through its health rules)
+    had an alert of the chart's rules firing while it was open, carrying its detector where
+    the rule names one; fails on a condition without one; not observed without Alertmanager,
+    or when nothing fired and nothing was due."""
+    name = "alerting_chain"
+    if not context.sources.alertmanager:
+        return result(name, Status.NOT_OBSERVED, [Note("ev.alerting.not_set_up")])
+    alerts = [a for a in soak.alerts if a.name not in context.ignored_alerts]
+    mine = [a for a in alerts if a.name.startswith(OBSERVER_ALERTS)]
+    end = soak.period.end
+    unread = [
+        (s.down_from, s.up_at)
+        for s in controller_not_running(
+            soak.controller_runs, end, context.controller_gone_after_seconds
+        )
+    ] + [
+        (f.opened_at, f.closed_at or end)
+        for f in soak.findings
+        if BLIND_DETECTORS.get(f.detector) == "alerts"
+    ]
+    due = [
+        f
+        for f in soak.findings
+        if f.kind is FindingKind.CONDITION
+        and f.detector not in BLIND_DETECTORS
+        and _read_seconds(f.opened_at, f.closed_at or end, unread) >= ALERT_DUE_SECONDS
+    ]
+    missed = [f for f in due if not any(_raised(a, f, end) for a in mine)]
+    params: dict[str, JsonValue] = {
+        "alerts": len(alerts),
+        "observer_alerts": len(mine),
+        "due": len(due),
+        "missed": len(missed),
+        "due_seconds": ALERT_DUE_SECONDS,
+    }
+    if not alerts and not due:
+        return result(name, Status.NOT_OBSERVED, [Note("ev.alerting.unexercised", params)])
+    form = "ev.alerting.missed" if missed else "ev.alerting.reached" if due else "ev.alerting.seen"
+    evidence = [Note(form, params), Note("ev.alerting.receivers")]
+    if missed:
+        return result(
+            name,
+            Status.FAIL,
+            evidence,
+            FailureClass.LIMITED_LAUNCH,
+            missed,
+            soak.period,
+            context.calendar,
+        )
+    return result(name, Status.PASS, evidence)
+
+
+def _read_seconds(
+    start: datetime, end: datetime, unread: Sequence[tuple[datetime, datetime]]
+) -> float:
+    """How much of [start, end) Alertmanager was read: outside the stretches it was not
+    (which may overlap: a little of the span is then counted unread twice)."""
+    lost = sum(max(0.0, (min(end, b) - max(start, a)).total_seconds()) for a, b in unread)
+    return (end - start).total_seconds() - lost
+
+
+def _raised(alert: StoredAlert, finding: Finding, end: datetime) -> bool:
+    """The alert fired while the finding was open, and names its detector if it names one."""
+    detector = alert.labels.get("detector")
+    if detector is not None and detector != finding.detector:
+        return False
+    return alert.starts_at <= (finding.closed_at or end) and alert.last_seen_at >= finding.opened_at

@@ -4,8 +4,8 @@ status, the class of its failure, the verdict's rules, whom and where a failure 
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from enum import StrEnum
 
 from observer.domain import Finding, ProbeRun
@@ -29,6 +29,15 @@ class FailureClass(StrEnum):
     LATER_OPTIMISATION = "later_optimisation"
 
 
+class ScoreLayer(StrEnum):
+    """How much a criterion weighs in the verdict's scoring, after the acceptance guides:
+    what no tenant may do without, what a platform team needs to run it, what users notice."""
+
+    MUST = "must"
+    KEY = "key"
+    EXPERIENCE = "experience"
+
+
 @dataclass(frozen=True, slots=True)
 class VerdictRules:
     monitoring_lag_max_seconds: float
@@ -42,6 +51,9 @@ class VerdictRules:
     later_utilisation_share_of_allocated: float
     later_quota_hold_seconds: float
     quota_reclaim_seconds: float  # controller.quota_reclaim_seconds: quota_not_reclaimed's bound
+    # reports.verdict_criteria_layers: a criterion's scoring layer where the defaults
+    # (scoring.DEFAULT_LAYERS) do not suit the platform
+    score_layers: Mapping[str, ScoreLayer] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
