@@ -403,15 +403,16 @@ def _started(phase: JobPhase, nodes: tuple[str, ...]) -> bool:
 
 # What slurmctld gives a pending job it cannot place (no estimate from the backfill
 # scheduler: the jobs ahead have no time limit, or it is beyond the backfill window): a start
-# a year after the scheduling pass, at least a year after the job's submission.
-_NO_ESTIMATE_AFTER = timedelta(days=365)
+# a year after a scheduling pass, whose clock can read a second before the job's submission
+# (seen on 24.11). No real estimate lies a year out.
+_NO_ESTIMATE_AFTER = timedelta(days=364)
 
 
 def _expected_start(
     phase: JobPhase, start: datetime | None, submitted: datetime | None
 ) -> datetime | None:
     """A pending job's start time is the backfill scheduler's estimate; none when unset or
-    Slurm's year-ahead placeholder."""
+    slurmctld's year-ahead placeholder."""
     if phase is not JobPhase.PENDING or start is None:
         return None
     if submitted is not None and start - submitted >= _NO_ESTIMATE_AFTER:
