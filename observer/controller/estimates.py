@@ -48,9 +48,21 @@ class QueueOutlook:
         return ahead / started * RATE_WINDOW.total_seconds() if started else None
 
 
+class _Waiting:
+    """A job seen waiting, updated in place: with 10,000 jobs waiting whose estimates move,
+    a frozen record replaced for each at each snapshot was most of the snapshot's cost here
+    (about 90 ms against 8 ms on the 2-core build machine, 2026-12-07)."""
+
+    __slots__ = ("estimate", "last")
+
+    def __init__(self, estimate: JobEstimate) -> None:
+        self.estimate = estimate  # as first recorded: the first estimate and when seen
+        self.last: datetime | None = estimate.last_expected_start_at
+
+
 class ExpectedStarts:
     def __init__(self) -> None:
-        self._waiting: dict[str, JobEstimate] = {}  # by job id: seen pending, not yet started
+        self._waiting: dict[str, _Waiting] = {}  # by job id: seen pending, not yet started
         self._running: set[str] = set()  # seen started at the last snapshot
         self._starts: list[tuple[datetime, str | None, int]] = []  # at, queue, GPUs
         self._outlook: QueueOutlook | None = None  # None until the first snapshot
@@ -59,27 +71,40 @@ class ExpectedStarts:
         """Follow the snapshot's jobs; the records to store: each job's first estimate, and
         the start of each job seen waiting before."""
         records: list[JobEstimate] = []
-        waiting: dict[str, JobEstimate] = {}
+        before = self._waiting
+        waiting: dict[str, _Waiting] = {}
         running: set[str] = set()
         for job in snapshot.jobs:
             if job.phase is JobPhase.PENDING:
-                seen = self._waiting.get(job.job_id) or JobEstimate(
-                    job.job_id, job.tenant, job_origin(job), job.gpus
-                )
                 expected = job.expected_start_at
-                if expected is not None and expected != seen.last_expected_start_at:
-                    seen = replace(seen, last_expected_start_at=expected)
-                if expected is not None and seen.first_expected_start_at is None:
-                    at = snapshot.at
-                    seen = replace(seen, first_expected_start_at=expected, first_seen_at=at)
-                    records.append(seen)
+                seen = before.get(job.job_id)
+                if seen is None:
+                    new = JobEstimate(job.job_id, job.tenant, job_origin(job), job.gpus)
+                    seen = _Waiting(new)
+                if expected is not None:
+                    seen.last = expected
+                    if seen.estimate.first_expected_start_at is None:
+                        seen.estimate = replace(
+                            seen.estimate,
+                            first_expected_start_at=expected,
+                            first_seen_at=snapshot.at,
+                            last_expected_start_at=expected,
+                        )
+                        records.append(seen.estimate)
                 waiting[job.job_id] = seen
             elif job.started_at is not None:
                 running.add(job.job_id)
                 if job.job_id not in self._running:
                     self._starts.append((job.started_at, job.queue, job.gpus))
-                if (was := self._waiting.get(job.job_id)) is not None:
-                    records.append(replace(was, gpus=job.gpus, started_at=job.started_at))
+                if (was := before.get(job.job_id)) is not None:
+                    records.append(
+                        replace(
+                            was.estimate,
+                            gpus=job.gpus,
+                            last_expected_start_at=was.last,
+                            started_at=job.started_at,
+                        )
+                    )
         self._waiting, self._running = waiting, running
         since = snapshot.at - RATE_WINDOW
         self._starts = [start for start in self._starts if start[0] >= since]
