@@ -155,6 +155,7 @@ def run_to_json(run: ProbeRun) -> dict[str, Any]:
         "started_at": _iso(run.started_at),
         "finished_at": _iso(run.finished_at),
         "queue_wait_seconds": run.queue_wait_seconds,
+        "expected_wait_seconds": run.expected_wait_seconds,
         "run_seconds": run.run_seconds,
         "outcome": run.outcome.value if run.outcome else None,
         "exit_code": run.exit_code,

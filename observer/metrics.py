@@ -225,6 +225,15 @@ class ControllerMetrics:
             buckets=(1, 5, 15, 30, 60, 120, 300, 600, 1800, 3600, 7200, 14400),
             registry=registry,
         )
+        self.wait_estimate_error_seconds = Histogram(
+            "observer_wait_estimate_error_seconds",
+            "A waiting job's start minus its expected start (late: positive), by whose estimate"
+            " (source): the platform's first for each job seen waiting, the observer's own at"
+            " a probe's submission.",
+            ["source"],
+            buckets=(-14400, -3600, -1800, -600, -300, -60, 0, 60, 300, 600, 1800, 3600, 14400),
+            registry=registry,
+        )
         self.probe_run_seconds = Histogram(
             "observer_probe_run_seconds",
             "Start to end of probe runs.",

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 
-from observer.domain import JobPhase, JsonValue, QueueState, SchedulerNode
+from observer.domain import JobPhase, JobStatus, JsonValue, QueueState, SchedulerNode
 
 # NVML reports utilisation in whole percent; the rollups count samples per percent.
 UTILIZATION_PERCENTS = range(101)
@@ -151,6 +151,11 @@ class JobOrigin(StrEnum):
     OBSERVER = "observer"
 
 
+def job_origin(job: JobStatus) -> JobOrigin:
+    """A tenant's own job, or the observer's (a probe run's, an inference replica's)."""
+    return JobOrigin.TENANT if job.run_id is None and job.service is None else JobOrigin.OBSERVER
+
+
 @dataclass(frozen=True, slots=True)
 class JobTally:
     tenant: str
@@ -186,6 +191,22 @@ class PendingTime:
     tenant: str
     reason: str
     seconds: float
+
+
+@dataclass(frozen=True, slots=True)
+class JobEstimate:
+    """A job seen waiting, and the platform's estimate of its start (Slurm's backfill
+    StartTime): the first seen and when it was seen, and the last seen before the job started
+    (`started_at`, None while it has not). All three None: it started with none ever seen."""
+
+    job_id: str
+    tenant: str
+    origin: JobOrigin
+    gpus: int
+    first_expected_start_at: datetime | None = None
+    first_seen_at: datetime | None = None
+    last_expected_start_at: datetime | None = None
+    started_at: datetime | None = None
 
 
 @dataclass(frozen=True, slots=True)

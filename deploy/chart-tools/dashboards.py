@@ -549,6 +549,21 @@ def probes_queues() -> dict[str, Any]:
             unit="s",
         ),
         ts(
+            "Expected vs actual wait: start minus expected start (1 h)",
+            *(
+                Q(
+                    f"histogram_quantile({q}, sum by (le, source) "
+                    f"(increase(observer_wait_estimate_error_seconds_bucket[1h])))",
+                    f"{{{{source}}}} p{round(q * 100)}",
+                )
+                for q in (0.5, 0.9)
+            ),
+            unit="s",
+            description="How far off each estimate of a waiting job's start was, at its start "
+            "(late: positive): the platform's (Slurm's backfill StartTime; none on Kubernetes) "
+            "and the observer's own at a probe's submission. No series: no estimate was made.",
+        ),
+        ts(
             "Longest pending wait (scheduler)",
             Q(
                 'max by (tenant, queue) (observer_scheduler_longest_wait_seconds{tenant=~"$tenant"})',

@@ -116,6 +116,8 @@ class _Job:
             restarts=len(self.attempts),
             attempts=self.attempts,
             eligible_at=self.eligible_at,
+            # Its scheduler plans no starts ahead: like Kubernetes', it gives no estimate.
+            expected_start_at=None,
         )
 
 

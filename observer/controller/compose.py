@@ -24,6 +24,7 @@ from observer.backends.slurm import preconditions as slurm_preconditions
 from observer.clock import Clock
 from observer.controller.alerts import AlertPoller
 from observer.controller.detect import Detection
+from observer.controller.estimates import ExpectedStarts
 from observer.controller.inference import InferenceWatch
 from observer.controller.lag import LagWatch
 from observer.controller.observe import FleetObserver
@@ -349,6 +350,7 @@ def build_controller(
     backend = CountedBackend(backend, metrics.scheduler_errors_total, clock)
     tenants = {t.name: Tenant(t.name, t.queue, t.priority, t.quota_gpus) for t in cfg.tenants}
     catalog = cfg.probe_catalog()
+    expected = ExpectedStarts()
     runner = ProbeRunner(
         backend,
         store,
@@ -356,6 +358,7 @@ def build_controller(
         metrics,
         tenants,
         Budget(cfg.max_probe_gpus, cfg.max_probe_gpus_per_tenant),
+        expected.expected_wait_seconds,
     )
     calendar = calendar_of(settings)
     plan = [
@@ -420,6 +423,7 @@ def build_controller(
         nodes,
         scheduler,
         room,
+        expected,
     )
 
 

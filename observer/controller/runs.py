@@ -16,7 +16,7 @@ counted by the metric alone (the outage is its own blind time)."""
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
@@ -82,7 +82,11 @@ class ProbeRunner:
         metrics: ControllerMetrics,
         tenants: Mapping[str, Tenant],
         budget: Budget,
+        expected_wait: Callable[[str | None], float | None] = lambda queue: None,
     ) -> None:
+        """`expected_wait`: the observer's own estimate of a probe's wait in a queue, made at
+        its submission (estimates.py)."""
+        self._expected_wait = expected_wait
         self._backend = backend
         self._store = store
         self._clock = clock
@@ -277,6 +281,7 @@ class ProbeRunner:
             state=RunState.SUBMITTED,
             submitted_at=now,
             reclaims_run_id=reclaims,
+            expected_wait_seconds=self._expected_wait(tenant.queue),
         )
         try:
             # Stored before it is submitted, or not submitted: see the module's docstring.
@@ -377,6 +382,9 @@ class ProbeRunner:
             self._metrics.probe_queue_wait_seconds.labels(
                 run.probe, run.tenant, run.window or ""
             ).observe(ended.queue_wait_seconds)
+        error = ended.expected_wait_error_seconds
+        if error is not None:
+            self._metrics.wait_estimate_error_seconds.labels("observer").observe(error)
         if ended.run_seconds is not None:
             self._metrics.probe_run_seconds.labels(run.probe, run.tenant).observe(ended.run_seconds)
         _log.info(

@@ -16,6 +16,7 @@ from observer.backends.base import FinishedJobs, QuotaChange
 from observer.backends.counted import CountedBackend
 from observer.clock import Clock
 from observer.controller.detect import Detection
+from observer.controller.estimates import ExpectedStarts
 from observer.controller.runs import ProbeRunner
 from observer.controller.views import Published
 from observer.controller.watches.outages import SpaceLow
@@ -46,6 +47,7 @@ from observer.records import (
     JobWait,
     PendingTime,
     StoredIntervention,
+    job_origin,
     job_slot,
 )
 from observer.reports.compute.causes import MARGIN, Classified, classify_job
@@ -81,9 +83,11 @@ class Controller:
         nodes: Published[Mapping[str, NodeSnapshot]],
         scheduler: Published[SchedulerSnapshot | None],
         room: Published[SpaceLow | None],
+        expected: ExpectedStarts,
     ) -> None:
         """`nodes` is published by the fleet reader; `scheduler` by sample_scheduler; `room`
-        by the store's upkeep."""
+        by the store's upkeep; `expected` follows the snapshots for the runner's estimates."""
+        self.expected = expected
         self.backend = backend
         self.store = store
         self.runner = runner
@@ -169,16 +173,22 @@ class Controller:
 
     def sample_scheduler(self) -> SchedulerSnapshot:
         """Read the scheduler, publish and store its snapshot, with the time the tenants'
-        jobs pending in the one before spent pending since, by reason."""
+        jobs pending in the one before spent pending since, by reason, and the platform's
+        estimates of waiting jobs' starts (first seen, and at their start)."""
         snapshot = self.backend.snapshot()
         before = self.scheduler.get()
         self.scheduler.publish(snapshot)
         pending = pending_times(before, snapshot.at) if before is not None else []
+        estimates = self.expected.observe(snapshot)
         try:
-            self.store.save_scheduler_snapshot(snapshot, pending)
+            self.store.save_scheduler_snapshot(snapshot, pending, estimates)
         except StoreError as exc:  # not kept: the store's outage is its own blind time
             _log.warning("scheduler snapshot not stored", error=str(exc))
         m = self._metrics
+        for record in estimates:
+            if record.started_at is not None and record.first_expected_start_at is not None:
+                error = (record.started_at - record.first_expected_start_at).total_seconds()
+                m.wait_estimate_error_seconds.labels("platform").observe(error)
         current: set[tuple[str, str]] = set()
         for q in snapshot.queues:
             labels = (q.tenant, q.queue or "")
@@ -285,7 +295,7 @@ def pending_times(before: SchedulerSnapshot, now: datetime) -> list[PendingTime]
     held = Counter(
         (job.tenant, job.reason or NO_PENDING_REASON)
         for job in before.jobs
-        if job.phase is JobPhase.PENDING and _origin(job) is JobOrigin.TENANT
+        if job.phase is JobPhase.PENDING and job_origin(job) is JobOrigin.TENANT
     )
     times: list[PendingTime] = []
     start = before.at
@@ -318,7 +328,7 @@ def tally_slots(
             job.phase,
             job.reason or "",
             classified.cause.value if (classified := classify(job)) else "",
-            _origin(job),
+            job_origin(job),
         )
         for job in listing.jobs
         if job.finished_at is not None
@@ -331,7 +341,7 @@ def tally_slots(
         (
             job_slot(job.finished_at),
             job.tenant,
-            _origin(job),
+            job_origin(job),
             round((job.started_at - job.submitted_at).total_seconds()),
         )
         for job in listing.jobs
@@ -351,8 +361,3 @@ def tally_slots(
         slots.append(JobSlot(start, end, listing.complete, listing.note, tallies, waits))
         start += JOB_SLOT
     return slots
-
-
-def _origin(job: JobStatus) -> JobOrigin:
-    """A tenant's own job, or the observer's (a probe run's, an inference replica's)."""
-    return JobOrigin.TENANT if job.run_id is None and job.service is None else JobOrigin.OBSERVER

@@ -476,6 +476,9 @@ class JobStatus:
     restarts: int = 0
     attempts: tuple[Attempt, ...] = ()
     eligible_at: datetime | None = None
+    # A pending job's expected start as the platform estimates it (Slurm's backfill
+    # scheduler's StartTime); None: it gives none, or the job is not pending.
+    expected_start_at: datetime | None = None
 
 
 @dataclass(frozen=True, slots=True)

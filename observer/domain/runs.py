@@ -98,6 +98,10 @@ class ProbeRun:
     reclaims_run_id: str | None = None
     # Whom the platform ran it as, where it says (Slurm's user name); None: it named none.
     user: str | None = None
+    # The observer's own estimate at submission of how long it would wait (controller/
+    # estimates.py: the GPUs pending ahead over the GPUs started in the last hour); None:
+    # it had none (no snapshot yet, or GPUs ahead and none started).
+    expected_wait_seconds: float | None = None
 
     # The attempts the platform ended and queued again, oldest first; the run's own start,
     # end and nodes are its latest attempt's, which could start from `eligible_at` (None:
@@ -113,6 +117,21 @@ class ProbeRun:
         waits.append(wait_seconds(self.eligible_at or self.submitted_at, self.started_at))
         known = [w for w in waits if w is not None]
         return sum(known) if known else None
+
+    @property
+    def first_started_at(self) -> datetime | None:
+        """When its first attempt started: the start its estimate at submission is about."""
+        starts = [a.started_at for a in self.attempts if a.started_at is not None]
+        return starts[0] if starts else self.started_at
+
+    @property
+    def expected_wait_error_seconds(self) -> float | None:
+        """Its first start minus the start the observer expected at its submission (late:
+        positive); None without an estimate or a start."""
+        started = self.first_started_at
+        if self.expected_wait_seconds is None or started is None or self.submitted_at is None:
+            return None
+        return (started - self.submitted_at).total_seconds() - self.expected_wait_seconds
 
     @property
     def main_wait_reason(self) -> str | None:

@@ -251,6 +251,7 @@ def load_daily(
         load_period(store, context, this, usage.get(day), soak_data),
         inference_samples=store.inference_samples(this.start, this.end),
         inference_phases=store.inference_phases(this.start, this.end),
+        job_estimates=store.job_estimates(this.start, this.end),
     )
     return DailyInputs(
         context=context,

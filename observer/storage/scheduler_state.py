@@ -1,6 +1,7 @@
 """Scheduler snapshots as the store keeps them: queue samples, the nodes as a change log
-(a row when a node appears, changes or leaves) from which any instant's nodes are read, and
-the tenants' own jobs' time pending by reason, added up snapshot by snapshot."""
+(a row when a node appears, changes or leaves) from which any instant's nodes are read, the
+tenants' own jobs' time pending by reason, added up snapshot by snapshot, and the platform's
+estimates of waiting jobs' starts (a row when a job first gets one, completed when it starts)."""
 
 from __future__ import annotations
 
@@ -9,18 +10,25 @@ from datetime import datetime
 from typing import Any
 
 import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql, sqlite
 
 from observer.domain import QueueState, SchedulerNode, SchedulerSnapshot
-from observer.records import PendingTime, StoredNodeChange, StoredQueueSample
+from observer.records import JobEstimate, PendingTime, StoredNodeChange, StoredQueueSample
 from observer.storage.database import Repository, upsert
 from observer.storage.mapping import RowMapping, instant
-from observer.storage.tables import job_pending_table, node_states_table, queue_samples_table
+from observer.storage.tables import (
+    job_estimates_table,
+    job_pending_table,
+    node_states_table,
+    queue_samples_table,
+)
 
 # The stored records nest these domain types: their rows are the nested type's columns
 # with the record's own (at, removed) beside them.
 _QUEUE = RowMapping(QueueState, queue_samples_table)
 _NODE = RowMapping(SchedulerNode, node_states_table, columns={"name": "node"})
 _PENDING = RowMapping(PendingTime, job_pending_table)
+_ESTIMATE = RowMapping(JobEstimate, job_estimates_table)
 
 
 class SchedulerStateRepository(Repository):
@@ -29,13 +37,16 @@ class SchedulerStateRepository(Repository):
     _last_nodes: dict[str, SchedulerNode] | None = None
 
     def save_scheduler_snapshot(
-        self, snapshot: SchedulerSnapshot, pending: Sequence[PendingTime] = ()
+        self,
+        snapshot: SchedulerSnapshot,
+        pending: Sequence[PendingTime] = (),
+        estimates: Sequence[JobEstimate] = (),
     ) -> None:
         """Store the snapshot's queues, and its nodes as changes: a row for each node that
         is new or differs from its last stored state, and one for each node that is no
         longer in the snapshot; add `pending` (the time since the snapshot before) to what
-        each slot, tenant and reason has. Jobs are not stored (probe runs are). One
-        transaction."""
+        each slot, tenant and reason has; save `estimates` (save_job_estimates). Jobs are not
+        stored otherwise (probe runs are). One transaction."""
         current = {node.name: node for node in snapshot.nodes}
         with self._errors("saving a scheduler snapshot"), self._engine.begin() as connection:
             last = self._last_nodes
@@ -63,6 +74,8 @@ class SchedulerStateRepository(Repository):
                 keys = ("slot", "tenant", "reason")
                 added = upsert(connection.dialect.name, job_pending_table, keys, add=("seconds",))
                 connection.execute(added, [_PENDING.row(p) for p in pending])
+            if estimates:
+                _save_estimates(connection, estimates)
         # Only once committed: a failed write is written again with the next snapshot.
         self._last_nodes = current
 
@@ -89,6 +102,19 @@ class SchedulerStateRepository(Repository):
         query = query.order_by(t.c.slot, t.c.tenant, t.c.reason)
         with self._reading("reading pending times") as connection:
             return [_PENDING.value(row) for row in connection.execute(query)]
+
+    def save_job_estimates(self, estimates: Sequence[JobEstimate]) -> None:
+        """Record jobs' first estimates and their starts, as save_scheduler_snapshot does."""
+        with self._errors("saving job estimates"), self._engine.begin() as connection:
+            _save_estimates(connection, estimates)
+
+    def job_estimates(self, since: datetime, until: datetime) -> list[JobEstimate]:
+        """The jobs seen waiting that started in [since, until), by start and job id."""
+        t = job_estimates_table
+        query = _ESTIMATE.select().where(t.c.started_at >= since, t.c.started_at < until)
+        query = query.order_by(t.c.started_at, t.c.job_id)
+        with self._reading("reading job estimates") as connection:
+            return [_ESTIMATE.value(row) for row in connection.execute(query)]
 
     def node_states(self, at: datetime) -> list[SchedulerNode]:
         """Every node known at `at` as it was then (its last change at or before `at`),
@@ -178,3 +204,24 @@ def _latest_nodes(connection: sa.Connection, at: datetime | None) -> list[Schedu
     last_ids = sa.select(last_change.scalar_subquery()).select_from(names)
     query = _NODE.select().where(t.c.id.in_(last_ids), sa.not_(t.c.removed)).order_by(t.c.node)
     return [_NODE.value(row) for row in connection.execute(query)]
+
+
+def _save_estimates(connection: sa.Connection, estimates: Sequence[JobEstimate]) -> None:
+    """A job's row is written when it first gets an estimate and when it starts: the first
+    estimate and start already stored stay (a restarted controller sees the job anew), a
+    start without a last estimate (none seen since that restart) keeps the stored one."""
+    t = job_estimates_table
+    dialect = postgresql if connection.dialect.name == "postgresql" else sqlite
+    insert = dialect.insert(t)
+    statement = insert.on_conflict_do_update(
+        index_elements=[t.c.job_id],
+        set_={
+            "last_expected_start_at": sa.func.coalesce(
+                insert.excluded.last_expected_start_at, t.c.last_expected_start_at
+            ),
+            "started_at": sa.func.coalesce(t.c.started_at, insert.excluded.started_at),
+        },
+    )
+    # One statement must not touch a row twice: the job's latest record wins.
+    rows = {e.job_id: _ESTIMATE.row(e) for e in estimates}
+    connection.execute(statement, list(rows.values()))

@@ -118,6 +118,8 @@ class ProbeRunRow(_Table, table=True):
         sa_column=sa.Column(JsonDocument, nullable=False, server_default="[]")
     )
     reclaims_run_id: str | None = None
+    # The observer's own estimate of its wait at submission (NULL: none: ProbeRun's).
+    expected_wait_seconds: float | None = None
     # The attempts the platform ended and requeued, each a JSON object (storage/runs.py).
     attempts: list[dict[str, Any]] = Field(
         sa_column=sa.Column(JsonDocument, nullable=False, server_default="[]")
@@ -316,6 +318,20 @@ job_pending_table = sa.Table(
     sa.Column("tenant", sa.String(), primary_key=True),
     sa.Column("reason", sa.String(), primary_key=True),
     sa.Column("seconds", sa.Float(), nullable=False),
+)
+# Every job seen waiting in a snapshot and the platform's estimate of its start: a row when
+# it first gets one, completed when it starts (records.JobEstimate), never one per snapshot.
+job_estimates_table = sa.Table(
+    "job_estimates",
+    metadata,
+    sa.Column("job_id", sa.String(), primary_key=True),
+    sa.Column("tenant", sa.String(), nullable=False),
+    sa.Column("origin", sa.String(), nullable=False),  # tenant | observer
+    sa.Column("gpus", sa.Integer(), nullable=False),
+    sa.Column("first_expected_start_at", UtcDateTime(), nullable=True),
+    sa.Column("first_seen_at", UtcDateTime(), nullable=True),
+    sa.Column("last_expected_start_at", UtcDateTime(), nullable=True),
+    sa.Column("started_at", UtcDateTime(), nullable=True, index=True),
 )
 
 # One row per controller process: how long it ran and whether it stopped cleanly.

@@ -8,7 +8,7 @@ import getpass
 import json
 import uuid
 from dataclasses import replace
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +16,7 @@ import pytest
 
 from observer.backends.slurm.backend import SlurmBackend
 from observer.backends.slurm.parse import hidden_jobs
+from observer.backends.slurm.script import time_limit_minutes
 from observer.clock import ManualClock, SystemClock
 from observer.domain import (
     Behaviour,
@@ -468,3 +469,43 @@ def test_jobs_leaves_out_ids_slurm_does_not_know(slurm: SlurmHarness):
     assert slurm.backend.jobs(["99999999", "not-a-job"]) == {}
     with pytest.raises(BackendError, match="no output of job 99999999"):
         slurm.backend.logs("99999999")
+
+
+def test_a_job_that_must_wait_gets_the_backfill_schedulers_expected_start(slurm: SlurmHarness):
+    whole_cluster = Workload(gpus_per_node=4, nodes=3, duration_seconds=60)
+    blocker = slurm.backend.submit(_request(slurm, whole_cluster))
+    slurm.settle(lambda: _status(slurm, blocker).phase is JobPhase.RUNNING, 30)
+    waiting = slurm.backend.submit(_request(slurm, Workload(gpus_per_node=1), tenant=1))
+    slurm.settle(lambda: _status(slurm, waiting).expected_start_at is not None, 30)
+
+    # the blocker ends at the latest when its time limit does: the backfill scheduler's plan
+    started = _status(slurm, blocker).started_at
+    limit = time_limit_minutes(whole_cluster, slurm.settings.time_limit_headroom_minutes)
+    assert started is not None
+    listed = {j.job_id: j for j in slurm.backend.snapshot().jobs}
+    for status in (_status(slurm, waiting), listed[waiting]):
+        assert status.phase is JobPhase.PENDING
+        assert status.expected_start_at == started + timedelta(minutes=limit)
+    assert listed[blocker].expected_start_at is None  # running: no estimate
+
+
+def test_a_job_behind_one_with_no_time_limit_gets_no_expected_start(slurm: SlurmHarness):
+    # A tenant's job with no time limit (the partition has none): slurmctld cannot plan past
+    # it and gives the job behind it its year-ahead placeholder, which is no estimate.
+    blocker = slurm.cli("sbatch", "--parsable", "-A", "research", "-N", "3", "--gres=gpu:4",
+                        "--output=/dev/null", "--wrap", "sleep 120").strip()  # fmt: skip
+    slurm.settle(lambda: _status(slurm, blocker).phase is JobPhase.RUNNING, 30)
+    waiting = slurm.backend.submit(_request(slurm, Workload(gpus_per_node=1), tenant=1))
+
+    def start_time() -> datetime | None:
+        document = json.loads(slurm.cli("squeue", "--json"))
+        [job] = [j for j in document["jobs"] if str(j["job_id"]) == waiting]
+        return dialect(document).time(job, "start_time")
+
+    slurm.settle(lambda: start_time() is not None, 30)
+
+    pending = _status(slurm, waiting)
+    assert pending.phase is JobPhase.PENDING and pending.submitted_at is not None
+    placeholder = start_time()
+    assert placeholder is not None and placeholder - pending.submitted_at > timedelta(days=364)
+    assert pending.expected_start_at is None

@@ -164,3 +164,42 @@ def test_the_real_24_11_lists_its_nodes_with_scontrol_and_they_read_as_22_05s():
         (n.name, n.pool, n.gpus_total) for n in old
     ]
     assert {n.name: n.state for n in nodes} == {"n1": "mixed", "n2": "idle", "n3": "idle"}
+
+
+@pytest.mark.parametrize("parser", RELEASES)
+def test_a_pending_jobs_start_time_is_its_expected_start_unless_a_year_out(parser: int):
+    printed = recorded_json("squeue.json")
+    [held] = [j for j in printed["jobs"] if j["job_state"] == "PENDING"]
+    submitted = held["submit_time"]
+    estimates = {
+        "in ten minutes": submitted + 600,
+        "unset": 0,
+        # slurmctld's placeholder for a job it cannot place: a year after a scheduling pass
+        "placeholder": submitted - 1 + 365 * 86400,
+    }
+    read: dict[str, datetime | None] = {}
+    for name, start in estimates.items():
+        held["start_time"] = start
+        [job] = [j for j in squeue_jobs(as_printed_by(printed, parser)) if j.job_id == "987"]
+        read[name] = job.expected_start_at
+
+    assert read == {
+        "in ten minutes": datetime.fromtimestamp(submitted + 600, UTC),
+        "unset": None,
+        "placeholder": None,
+    }
+    running = [j for j in squeue_jobs(as_printed_by(printed, parser)) if j.phase.name == "RUNNING"]
+    assert running and all(j.expected_start_at is None for j in running)
+
+
+@pytest.mark.parametrize(
+    "parser", [p for p in RELEASES if p >= 40]
+)  # times {set, infinite, number}
+def test_an_infinite_start_time_is_no_expected_start(parser: int):
+    printed = as_printed_by(recorded_json("squeue.json"), parser)
+    [held] = [j for j in printed["jobs"] if str(j["job_id"]) == "987"]
+    held["start_time"] = {"set": True, "infinite": True, "number": 0}
+
+    [job] = [j for j in squeue_jobs(printed) if j.job_id == "987"]
+
+    assert job.expected_start_at is None

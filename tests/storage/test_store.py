@@ -83,6 +83,7 @@ def test_upgrade_creates_the_tables_and_running_it_again_changes_nothing(
         "alerts",
         "interventions",
         "job_listings",
+        "job_estimates",
         "job_pending",
         "job_tallies",
         "controller_runs",

@@ -94,6 +94,9 @@ def job_status(
         restarts=len(replaced),
         attempts=tuple(sorted(map(_attempt, replaced), key=lambda a: a.started_at or NEVER)),
         eligible_at=_created(current) if replaced else None,
+        # No expected start: neither the API server nor Kueue (a Workload's position in its
+        # ClusterQueue at most, no time) nor Volcano estimates when a pending job will start.
+        expected_start_at=None,
     )
     if is_deleting(meta):
         return replace(

@@ -18,7 +18,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 
 from observer.backends.slurm.script import RUN_ID_COMMENT_PREFIX, SERVICE_COMMENT_PREFIX
@@ -325,6 +325,9 @@ def _from_squeue(job: Mapping[str, Any], read: Dialect) -> JobStatus:
         user=str(job.get("user_name") or "") or None,
         restarts=restarts,
         eligible_at=read.time(job, "eligible_time") if restarts else None,
+        expected_start_at=_expected_start(
+            phase, read.time(job, "start_time"), read.time(job, "submit_time")
+        ),
     )
 
 
@@ -355,6 +358,7 @@ def _from_record(row: Mapping[str, str]) -> JobStatus:
         ending_since=_time(row["End"]) if state == "COMPLETING" else None,
         priority=row["QOS"] or None,
         user=row["User"] or None,
+        expected_start_at=_expected_start(phase, _time(row["Start"]), _time(row["Submit"])),
     )
 
 
@@ -395,6 +399,25 @@ def _started(phase: JobPhase, nodes: tuple[str, ...]) -> bool:
     # a pending job's start time is the backfill estimate; one that ended without nodes
     # (cancelled while pending, refused) carries start == end == that moment
     return phase is JobPhase.RUNNING or (phase.finished and bool(nodes))
+
+
+# What slurmctld gives a pending job it cannot place (no estimate from the backfill
+# scheduler: the jobs ahead have no time limit, or it is beyond the backfill window): a start
+# a year after a scheduling pass, whose clock can read a second before the job's submission
+# (seen on 24.11). No real estimate lies a year out.
+_NO_ESTIMATE_AFTER = timedelta(days=364)
+
+
+def _expected_start(
+    phase: JobPhase, start: datetime | None, submitted: datetime | None
+) -> datetime | None:
+    """A pending job's start time is the backfill scheduler's estimate; none when unset or
+    slurmctld's year-ahead placeholder."""
+    if phase is not JobPhase.PENDING or start is None:
+        return None
+    if submitted is not None and start - submitted >= _NO_ESTIMATE_AFTER:
+        return None
+    return start
 
 
 def _phase(state: str) -> JobPhase:

@@ -4,10 +4,11 @@ inputs always give the same report."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import date, datetime
 
 from observer.reports.compute.data import PeriodData, ReportContext
+from observer.reports.compute.expected_wait import ExpectedWait, expected_wait
 from observer.reports.compute.figures import PeriodFigures, period_figures
 from observer.reports.compute.inference import InferenceFigures, inference_figures
 from observer.reports.compute.tasks import TaskRecord, task_records
@@ -41,6 +42,8 @@ class DailyReport:
     tenants: TenantFigures  # the day's tenant, queue and quota record
     partial: bool  # the day so far, up to figures.end: its figures will still change
     inference: InferenceFigures | None = None  # None: the inference probe did not run
+    # the platform's estimates of waiting jobs' starts and the observer's own
+    expected_wait: ExpectedWait = field(default_factory=ExpectedWait)
 
 
 def build_daily(inputs: DailyInputs) -> DailyReport:
@@ -65,4 +68,5 @@ def build_daily(inputs: DailyInputs) -> DailyReport:
             inputs.data.inference_phases,
             inputs.context.calendar,
         ),
+        expected_wait=expected_wait(inputs.data.job_estimates, inputs.data.runs),
     )

@@ -19,6 +19,7 @@ from observer.records import (
     GpuSampleCounts,
     InferencePhase,
     InferenceSample,
+    JobEstimate,
     JobSlot,
     PendingTime,
     ProbeSkip,
@@ -456,7 +457,8 @@ class PeriodData:
         overlaps it; `controller_runs`: every run of the controller started before its end;
         `probe_skips`: the probe copies that came due in it and were not submitted;
     `inference_samples` and `inference_phases`: the inference service's looks in it and the
-    changes that became ready in it."""
+    changes that became ready in it; `job_estimates`: the jobs seen waiting that started in
+    it, with the platform's estimates of their start."""
 
     period: Period
     runs: Sequence[ProbeRun] = ()
@@ -475,3 +477,4 @@ class PeriodData:
     probe_skips: Sequence[ProbeSkip] = ()
     inference_samples: Sequence[InferenceSample] = ()  # read for a day's summary and the verdict
     inference_phases: Sequence[InferencePhase] = ()
+    job_estimates: Sequence[JobEstimate] = ()  # read for a day's summary

@@ -29,6 +29,7 @@ from observer.reports.render.events import (
     finding_blocks,
     intervention_blocks,
 )
+from observer.reports.render.expected_wait import expected_wait_blocks
 from observer.reports.render.gpu import gpu_blocks, utilisation_chart
 from observer.reports.render.headline import (
     all_jobs_text,
@@ -88,6 +89,7 @@ def _daily_blocks(report: DailyReport, w: Words, title: str) -> list[Block]:
     body += _task_blocks(day, prev, soak, w)
     body += _queue_blocks(day, prev, soak, w)
     body += wait_reason_blocks(day, w)
+    body += expected_wait_blocks(report.expected_wait, w)
     body += tenant_blocks(report.tenants, w)
     body += gpu_blocks(day, prev, soak, w)
     body += health_blocks(day, w)

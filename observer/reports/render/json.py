@@ -11,7 +11,11 @@ each a list of criteria; `score_layers`, criterion -> layer, and each criterion'
 `widen`, one item per tenant or pool left out, `{"tenant"|"pool": name, "criteria": [...],
 "reverify": [note...]}`); `wait_reasons` and `probe_wait_reasons` (tenant -> the
 scheduler's reason -> hours pending: the tenants' own jobs' added up over the jobs, the
-probes'); the daily summary's `task_records`, one per run (`user`, `queue`,
+probes'); the daily summary's `expected_wait` (`platform_estimate`: whether the platform gave
+any waiting job that started an expected start; `rows`: per `tenant`, `gpus` and `source`
+("platform" or "observer"), the `jobs` started, `error_p50_seconds` and `error_p90_seconds`
+(start minus expected start, late positive; null: no estimate) and
+`without_estimate_share`); the daily summary's `task_records`, one per run (`user`, `queue`,
 `main_wait_reason` among them), last.
 Every instant is in the platform's timezone, ISO 8601 with its offset: the report's own and
 those detectors keep in their evidence, in UTC, as text (`plain`, which the pages' evidence and
@@ -128,6 +132,10 @@ def daily_json(report: DailyReport, language: Language) -> dict[str, Any]:
         "tenants": plain(report.tenants, zone),
         "task_records": [task_record_json(r, words) for r in report.tasks],
         "inference_service": None if report.inference is None else inference_json(report, zone),
+        "expected_wait": {
+            "platform_estimate": report.expected_wait.platform_estimate,
+            "rows": [plain(row, zone) for row in report.expected_wait.rows],
+        },
     }
 
 

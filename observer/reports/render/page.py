@@ -58,7 +58,16 @@ def _readers(w: Words) -> list[tuple[str, tuple[str, ...]]]:
         ),
         (
             w("toc.platform_engineers"),
-            ("queue", "wait_reasons", "tenants", "gpu", "inference", "layers", "criteria"),
+            (
+                "queue",
+                "wait_reasons",
+                "expected_wait",
+                "tenants",
+                "gpu",
+                "inference",
+                "layers",
+                "criteria",
+            ),
         ),
         (
             w("toc.operations"),
