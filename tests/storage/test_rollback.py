@@ -223,15 +223,17 @@ def test_a_partial_helm_environment_records_no_helm_release() -> None:
     assert Installation.from_environment(HELM) == Installation(observer.__version__, "soak", "gpu")
 
 
-def test_migration_0022_reverts_leaving_the_other_tables_as_they_were(db_url: str) -> None:
-    upgrade(db_url)
+def test_migration_0019_reverts_leaving_the_other_tables_as_they_were(db_url: str) -> None:
     below = _script(PACKAGE).get_revision("0019")
     assert below is not None
     engine = sa.create_engine(db_url)
+    config = Config()
+    config.set_main_option("script_location", str(PACKAGE / "storage" / "migrations"))
     try:
+        with engine.begin() as connection:
+            config.attributes["connection"] = connection
+            command.upgrade(config, "0019")
         before = set(sa.inspect(engine).get_table_names())
-        config = Config()
-        config.set_main_option("script_location", str(PACKAGE / "storage" / "migrations"))
         with engine.begin() as connection:
             config.attributes["connection"] = connection
             command.downgrade(config, str(below.down_revision))
