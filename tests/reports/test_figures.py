@@ -296,6 +296,13 @@ def test_an_accounting_outage_is_blind_time_of_the_accounting_alone():
     assert b.by_source["store"] == 0
 
 
+def test_a_scheduler_showing_only_the_observers_own_jobs_is_blind_time_of_the_scheduler():
+    findings = [finding("scheduler_partly_visible", at(3), at(5), scheduler="slurm")]
+    b = _figures(PeriodData(DAY, findings=findings)).blind
+    hidden = [p for p in b.periods if p.cause == "scheduler_partly_visible"]
+    assert [(p.source, p.start, p.end) for p in hidden] == [("scheduler", at(3), at(5))]
+
+
 def test_a_source_not_set_up_is_named_never_counted_healthy():
     b = _figures(
         PeriodData(DAY), agents=False, prometheus=False, logs=False, alertmanager=False

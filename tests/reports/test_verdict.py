@@ -40,6 +40,7 @@ from observer.reports.compute.data import (
     UtilizationHistogram,
     gpu_usage,
 )
+from observer.reports.compute.layers import NEEDS
 from observer.reports.compute.notes import Note
 from observer.reports.compute.verdict import Recommendation, Verdict, VerdictInputs, build_verdict
 from observer.reports.render.i18n import Language
@@ -522,6 +523,21 @@ def test_an_accounting_outage_leaves_the_all_jobs_and_quota_audit_criteria_not_o
             assert criterion.status is Status.NOT_OBSERVED
             assert criterion.evidence[-1].key == "ev.layer_blind"
             assert criterion.evidence[-1].params["layer"] == "accounting"
+
+
+def test_privatedata_leaves_what_needs_every_tenants_jobs_not_observed_never_passed():
+    """Slurm's PrivateData=jobs shows the observer its own jobs alone all soak: no other
+    tenant's job seen is not "no unfairness", "no quota breach", "queues explained"."""
+    hidden = finding("scheduler_partly_visible", at(0), None, scheduler="slurm")
+    rules = replace(RULES, blind_max_share=1.0)
+    v = build_verdict(VerdictInputs(context(), _soak(findings=[hidden]), {}, rules))
+
+    needing = {c for c, layers in NEEDS.items() if "scheduler" in layers}
+    for criterion in v.criteria:
+        if criterion.criterion in needing:
+            assert criterion.status is Status.NOT_OBSERVED, criterion.criterion
+            assert criterion.evidence[-1].params["layer"] == "scheduler"
+    assert v.recommendation is not Recommendation.GO
 
 
 def _lines_under(markdown: str, heading: str) -> list[str]:

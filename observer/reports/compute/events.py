@@ -39,6 +39,9 @@ BLIND_DETECTORS = {
     "alertmanager_unreachable": "alerts",
     "store_unreachable": "store",
     "accounting_unreachable": "accounting",
+    # The scheduler shows the observer its own jobs alone (Slurm's PrivateData=jobs): whatever
+    # is judged from every tenant's jobs was not seen, never "none there".
+    "scheduler_partly_visible": "scheduler",
 }
 BLIND_SOURCES = (
     "controller",
