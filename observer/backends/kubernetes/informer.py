@@ -31,8 +31,10 @@ PAGE_ITEMS = 500  # client-go's page size
 WATCH_SECONDS = 300  # the server ends a watch after this; client-go picks 5 to 10 minutes
 _SHARDS = 256  # a change copies 1/256 of the cache
 _RETRY_SECONDS = (0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 30.0)  # between failed lists, then 30 s
-# A kind the cluster lacks is looked for again as often as a failing list is retried at most.
-ABSENT_RECHECK_SECONDS = _RETRY_SECONDS[-1]
+# A kind the cluster lacks (a queue system not installed) is looked for again as often as a
+# watch is renewed: one small request per kind every 5 minutes, a Kueue installed later read
+# within 5 minutes.
+ABSENT_RECHECK_SECONDS = WATCH_SECONDS
 
 T = TypeVar("T")
 
