@@ -7,9 +7,9 @@ Every method of its API objects the adapter calls or hands to an informer
 -> patch; `namespaced` calls are made in the probe namespaces (a Role in each), the others
 (`list_node`, `*_for_all_namespaces`) cluster-wide (the ClusterRole). A custom-object call
 (`self._custom.list_namespaced_custom_object(...)`, `list_cluster_custom_object`; watch with
-`watch=True`) reaches each CustomResource of its scope the adapter names (Kueue's, Volcano's: `namespaced=False`
-names a cluster-scoped one). The isolation probe's calls (isolation.py) run with a tenant's own
-token, not the controller's, and are not here.
+`watch=True`) reaches each CustomResource of its scope the adapter names (Kueue's,
+Volcano's: `namespaced=False` names a cluster-scoped one). The isolation probe's calls
+(isolation.py) run with a tenant's own token, not the controller's, and are not here.
 """
 
 from __future__ import annotations

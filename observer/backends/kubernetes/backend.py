@@ -160,7 +160,9 @@ class KubernetesBackend(ServicesOf):
                 names_by_namespace.setdefault(namespace, []).append(name)
         reads = QueueReads(self._caches.custom, self._gpu)
         for namespace, names in names_by_namespace.items():
-            cached = {object_name(job.metadata): job for job in self._caches.jobs(namespace)}
+            watched = namespace in self._settings.namespaces  # the others are read by a call
+            listed = self._caches.jobs(namespace) if watched else []
+            cached = {object_name(job.metadata): job for job in listed}
             # A Job created a moment ago may not have reached the cache yet: read it once.
             jobs = [
                 job

@@ -115,26 +115,30 @@ class Caches:
         return tuple(informer.view() for informer in self._all()) if self._started else ()
 
     def nodes(self) -> View[wire.Node]:
-        return self._up(self._nodes)
+        return self._up(self._nodes, "nodes")
 
     def pods(self) -> View[wire.Pod]:
-        return self._up(self._pods)
+        return self._up(self._pods, "pods")
 
     def jobs(self, namespace: str) -> list[wire.Job]:
-        return list(self._up(self._jobs[namespace]).objects())
+        return list(self._up(self._jobs.get(namespace), f"jobs in {namespace}").objects())
 
     def events(self, namespace: str) -> list[wire.CoreEvent]:
-        return list(self._up(self._events[namespace]).objects())
+        return list(self._up(self._events.get(namespace), f"events in {namespace}").objects())
 
     def quotas(self, namespace: str) -> list[wire.ResourceQuota]:
-        return list(self._up(self._quotas[namespace]).objects())
+        informer = self._quotas.get(namespace)
+        return list(self._up(informer, f"resourcequotas in {namespace}").objects())
 
     def custom(self, resource: CustomResource, namespace: str | None) -> list[CustomObject]:
         """A queue's objects in `namespace` (None: a cluster-scoped kind's), none where the
         cluster lacks the kind."""
-        return list(self._up(self._custom_objects[(resource.plural, namespace)]).objects())
+        informer = self._custom_objects.get((resource.plural, namespace))
+        return list(self._up(informer, f"{resource.plural} in {namespace}").objects())
 
-    def _up(self, informer: Informer[T]) -> View[T]:
+    def _up(self, informer: Informer[T] | None, what: str) -> View[T]:
+        if informer is None:
+            raise BackendError(f"{what}: not a probe namespace, not watched")
         self.start()
         view = informer.view()
         if not view.up:
