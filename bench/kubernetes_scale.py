@@ -378,7 +378,8 @@ def main() -> None:
         taken: list[tuple[float, int]] = []  # (end of the snapshot, the pods' version in it)
         while time.perf_counter() - wall < args.seconds:
             time.sleep(max(0.0, args.interval - (time.perf_counter() - wall) % args.interval))
-            version = int(backend.watched()[1].version or 0)
+            watched = next(v for v in backend.watched() if v.what == "pods in all namespaces")
+            version = int(watched.version or 0)
             backend.snapshot()
             taken.append((time.time(), version))
         cpu, wall = time.process_time() - cpu, time.perf_counter() - wall

@@ -95,6 +95,8 @@ class Caches:
 
     def start(self) -> None:
         """Every informer started, then their first lists waited for (once)."""
+        if self._started:
+            return
         with self._starting:
             if self._started:
                 return
