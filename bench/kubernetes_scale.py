@@ -4,8 +4,9 @@ a node: what it asks of the API server and what it costs the controller, in stea
 A stand-in API server, in a process of its own (standard-library HTTP/1.1), speaks the
 protocol the informers use: lists in pages (`limit`/`continue`) at a resourceVersion, watches
 from a version as chunked streams of JSON lines with bookmarks every 10 s of quiet, 410 Gone
-for a version older than it keeps; the tenants' Jobs and events are empty lists and the queue
-systems' groups answer 404 (none installed). Each pod is a realistic document (~4 KB: labels,
+for a version older than it keeps; the tenants' Jobs, Warning events and ResourceQuotas are
+kinds with no objects, listed and watched the same way, and the queue systems' groups answer
+404 (none installed). Each pod is a realistic document (~4 KB: labels,
 owner, managedFields, a container with its environment, conditions, container state). Pods
 start and end at `--churn` pods a second (default: each pod living about an hour): a start is
 ADDED, scheduled and running (three events), an end is Succeeded and DELETED (two).
@@ -256,13 +257,10 @@ def _handler(cluster: _Cluster) -> type[BaseHTTPRequestHandler]:
                 )
                 return
             cluster.requests += 1
-            plural = {"/api/v1/nodes": "nodes", "/api/v1/pods": "pods"}.get(url.path)
-            if plural is None:
-                if url.path.startswith(("/apis/kueue", "/apis/scheduling.volcano")):
-                    self._send(404, b'{"kind":"Status","code":404,"reason":"NotFound"}')
-                else:
-                    self._send(200, b'{"metadata":{"resourceVersion":"1"},"items":[]}')
+            if url.path.startswith(("/apis/kueue", "/apis/scheduling.volcano")):
+                self._send(404, b'{"kind":"Status","code":404,"reason":"NotFound"}')
                 return
+            plural = url.path.rsplit("/", 1)[1]  # nodes, pods; jobs, events, ...: none
             if query.get("watch") == "true":
                 self._watch(plural, query)
             else:
@@ -272,7 +270,7 @@ def _handler(cluster: _Cluster) -> type[BaseHTTPRequestHandler]:
             limit = int(query.get("limit") or 0)
             start = int(query.get("continue") or 0)
             with cluster.lock:
-                objects = cluster.nodes if plural == "nodes" else cluster.pods
+                objects = {"nodes": cluster.nodes, "pods": cluster.pods}.get(plural, {})
                 keys = sorted(objects)
                 end = start + limit if limit else len(keys)
                 items = [objects[k] for k in keys[start:end]]
@@ -380,7 +378,8 @@ def main() -> None:
         taken: list[tuple[float, int]] = []  # (end of the snapshot, the pods' version in it)
         while time.perf_counter() - wall < args.seconds:
             time.sleep(max(0.0, args.interval - (time.perf_counter() - wall) % args.interval))
-            version = int(backend.watched()[1].version or 0)
+            watched = next(v for v in backend.watched() if v.what == "pods in all namespaces")
+            version = int(watched.version or 0)
             backend.snapshot()
             taken.append((time.time(), version))
         cpu, wall = time.process_time() - cpu, time.perf_counter() - wall

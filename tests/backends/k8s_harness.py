@@ -40,7 +40,7 @@ import tempfile
 import threading
 import uuid
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from http.server import ThreadingHTTPServer
@@ -53,7 +53,9 @@ import kmock
 import pytest
 from kubernetes import client
 
+from observer.backends.base import FinishedJobs, QuotaChange
 from observer.backends.kubernetes.backend import KubernetesBackend
+from observer.backends.kubernetes.client import USER_AGENT
 from observer.backends.kubernetes.manifests import (
     ENV_BEHAVIOUR,
     ENV_DURATION_SECONDS,
@@ -65,7 +67,7 @@ from observer.backends.kubernetes.manifests import (
 )
 from observer.cli import _parser
 from observer.clock import ManualClock
-from observer.domain import Behaviour, SchedulerSnapshot
+from observer.domain import Behaviour, JobStatus, SchedulerSnapshot
 from observer.settings.controller import KubernetesSettings
 from observer.workloads import serve
 from tests.backends.admission import (
@@ -225,7 +227,9 @@ class _ApiServer(VersionedEmulator):
         # (user's namespace, other namespace) -> resources RBAC lets it read there
         self.grants: dict[tuple[str, str], frozenset[str]] = {}
         self.tenant_requests: list[tuple[str, str, str, str]] = []  # (user, verb, resource, ns)
-        self.lists: Counter[str] = Counter()  # resource plural -> how many times it was listed
+        # resource plural -> how many times the backend listed it (the harness's controllers'
+        # lists are theirs, not the backend's)
+        self.lists: Counter[str] = Counter()
         self.limit_ranges: dict[str, LimitRange] = {}  # namespace -> its LimitRange
         self.webhook_denials: dict[str, tuple[str, str]] = {}  # namespace -> (webhook, words)
 
@@ -235,7 +239,11 @@ class _ApiServer(VersionedEmulator):
         del self._requests[:-1]
         user = self._authorize(request)
         received = self.clock.now()
-        if request.action == kmock.action.LIST and request.resource is not None:
+        if (
+            request.action == kmock.action.LIST
+            and request.resource is not None
+            and request.headers.get("User-Agent") == USER_AGENT
+        ):
             self.lists[request.resource.plural] += 1
         # kmock stores a created object before any reaction runs, so a refusal must come first.
         if request.action == kmock.action.CREATE and isinstance(request.data, dict):
@@ -452,25 +460,61 @@ class _ApiServer(VersionedEmulator):
 
 
 class _SyncedBackend(KubernetesBackend):
-    """The backend under test, whose snapshot first lets its informers catch up with the
-    writes the harness has made: a real controller reads its caches at any moment, a test
-    asserts on a moment it has just made."""
+    """The backend under test, whose reads first let its informers catch up with the writes
+    the harness has made: a real controller reads its caches at any moment, a test asserts on
+    a moment it has just made. A kind the cluster lacks is re-checked on its own schedule."""
 
     def __init__(self, settings: KubernetesSettings, clock: ManualClock, server: _ApiServer):
         super().__init__(settings, clock)
         self._server = server
 
-    def snapshot(self) -> SchedulerSnapshot:
+    def _caught_up(self) -> None:
         deadline = monotonic() + 10
         while any(
-            int(view.version or 0) < self._server.latest[view.what.split()[0]]
+            int(view.version or 0) < self._latest_write(view.what)
             for view in self.watched()
-            if view.up
+            if view.up and not view.absent
         ):
             if monotonic() > deadline:
                 raise AssertionError(f"the informers did not catch up: {self.watched()}")
             sleep(0.005)
+
+    def _latest_write(self, what: str) -> int:
+        """The version of the latest write a view named `what` watches: "nodes", "pods in all
+        namespaces", "jobs in research", "Warning events in research",
+        "workloads.kueue.x-k8s.io in research", "clusterqueues.kueue.x-k8s.io"."""
+        words = what.split()
+        kind = words.pop(0) if words[0][0].isupper() else ""
+        plural = words[0].split(".")[0]
+        namespace = words[2] if len(words) == 3 else None
+        return max(
+            (
+                version
+                for (written, where, of_kind), version in self._server.latest_in.items()
+                if written == plural and namespace in (None, where) and kind in ("", of_kind)
+            ),
+            default=0,
+        )
+
+    def snapshot(self) -> SchedulerSnapshot:
+        self._caught_up()
         return super().snapshot()
+
+    def jobs(self, job_ids: Collection[str]) -> dict[str, JobStatus]:
+        self._caught_up()
+        return super().jobs(job_ids)
+
+    def probe_jobs(self) -> list[JobStatus]:
+        self._caught_up()
+        return super().probe_jobs()
+
+    def finished_jobs(self, since: datetime, until: datetime) -> FinishedJobs:
+        self._caught_up()
+        return super().finished_jobs(since, until)
+
+    def quota_changes(self, since: datetime, until: datetime) -> list[QuotaChange]:
+        self._caught_up()
+        return super().quota_changes(since, until)
 
 
 class KubernetesHarness:

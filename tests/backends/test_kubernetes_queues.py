@@ -77,16 +77,17 @@ def test_once_the_quota_is_free_kueue_admits_the_held_job_and_it_runs(
     assert done.exit_code == 0
 
 
-def test_the_queues_are_read_once_per_namespace_however_many_jobs_they_hold(
+def test_the_queues_are_listed_once_per_namespace_then_watched_however_many_jobs_they_hold(
     k8s: KubernetesHarness,
 ) -> None:
     k8s.play_kueue("gpu-pool", gpus=0)
+    k8s.server.lists.clear()
     held = [k8s.backend.submit(request(f"run-{n}", queue="team-a")) for n in range(3)]
     grouped = [k8s.backend.submit(request(f"run-{n}")) for n in range(3, 6)]
+    k8s.backend.jobs(held)  # the first read lists every kind once
     for job_id in grouped:
         k8s.volcano_holds(job_id, queue="q", reason="NotEnoughResources", message=GANG_NOT_READY)
     k8s.step()
-    k8s.server.lists.clear()
 
     statuses = k8s.backend.jobs(held + grouped)
 
@@ -94,8 +95,12 @@ def test_the_queues_are_read_once_per_namespace_however_many_jobs_they_hold(
         "QuotaReserved=False: Pending",
         "PodGroup Pending: NotEnoughResources",
     }
+    per_namespace = len(k8s.tenants)
     assert {plural: k8s.server.lists[plural] for plural in QUEUE_PLURALS} == dict.fromkeys(
-        QUEUE_PLURALS, 1
+        QUEUE_PLURALS, per_namespace
+    )
+    assert {plural: k8s.server.watches[plural] for plural in QUEUE_PLURALS} == dict.fromkeys(
+        QUEUE_PLURALS, per_namespace
     )
 
 
@@ -111,21 +116,19 @@ def test_nothing_of_the_queues_is_read_while_no_job_may_be_held(k8s: KubernetesH
     assert not any(k8s.server.lists[plural] for plural in QUEUE_PLURALS + QUEUES_PLURALS)
 
 
-def test_the_snapshot_reads_each_queue_once_and_no_job_hold(k8s: KubernetesHarness) -> None:
+def test_after_the_first_read_snapshots_list_none_of_the_queues_objects(
+    k8s: KubernetesHarness,
+) -> None:
     k8s.play_kueue("gpu-pool", gpus=4)
     job_id = k8s.backend.submit(request("run-1", queue="team-a"))
     settle_phase(k8s, job_id, JobPhase.RUNNING)
     k8s.server.lists.clear()
 
-    k8s.backend.snapshot()
+    for _ in range(3):
+        k8s.step()
+        assert [q.name for q in k8s.backend.snapshot().quotas] == ["gpu-pool"]
 
-    assert {plural: k8s.server.lists[plural] for plural in QUEUE_PLURALS + QUEUES_PLURALS} == {
-        "workloads": 0,
-        "podgroups": 0,
-        "localqueues": len(k8s.tenants),  # one list per tenant namespace
-        "clusterqueues": 1,
-        "queues": 1,
-    }
+    assert not any(k8s.server.lists[plural] for plural in QUEUE_PLURALS + QUEUES_PLURALS)
 
 
 def test_a_workload_of_an_earlier_namesake_is_not_the_jobs(k8s: KubernetesHarness) -> None:

@@ -1,6 +1,6 @@
 """The Kubernetes translation of jobs, queues and nodes (status.py, queues.py, objects.py), on
 API documents recorded as the API server returns them (tests/backends/kubernetes_api/), read
-as the backend reads them: pods and nodes by wire.py's decoder, the rest by the client's own
+as the backend reads them: what it watches by wire.py's decoder, the rest by the client's own
 deserializer."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from kubernetes.client import ApiClient, CoreV1Event
+from kubernetes.client import ApiClient
 
 from observer.backends.kubernetes import wire
 from observer.backends.kubernetes.objects import controller_of, has_gpus, scheduler_node
@@ -39,6 +39,8 @@ RECORDED = Path(__file__).parent / "kubernetes_api"
 WIRE: dict[str, Callable[[str], Any]] = {
     "V1Pod": wire.PODS.object.decode,
     "V1Node": wire.NODES.object.decode,
+    "V1Job": wire.JOBS.object.decode,
+    "CoreV1EventList": wire.EVENTS.page.decode,
 }
 GPU = "nvidia.com/gpu"
 POOL_LABEL = "nvidia.com/gpu.product"
@@ -58,11 +60,11 @@ def recorded(name: str, model: str, edit: Callable[[dict[str, Any]], None] | Non
     return ApiClient().deserialize(json.dumps(document), model, "application/json")
 
 
-def no_events() -> list[CoreV1Event]:
+def no_events() -> list[wire.CoreEvent]:
     return []
 
 
-def warning_events() -> list[CoreV1Event]:
+def warning_events() -> list[wire.CoreEvent]:
     return recorded("events_failed_scheduling", "CoreV1EventList").items
 
 
@@ -70,7 +72,7 @@ at = on_day(datetime(2025, 3, 4, tzinfo=UTC))
 
 
 def pending_job_status(
-    events: Callable[[], list[CoreV1Event]] = no_events,
+    events: Callable[[], list[wire.CoreEvent]] = no_events,
     edit_pod: Callable[[dict[str, Any]], None] | None = None,
 ) -> JobStatus:
     job = recorded("job_pending", "V1Job")
@@ -112,7 +114,7 @@ def test_a_job_whose_pod_the_scheduler_cannot_place_waits_for_podscheduled_false
 
 
 def test_the_events_are_not_read_when_the_pods_condition_says_why_it_waits() -> None:
-    def events() -> list[CoreV1Event]:
+    def events() -> list[wire.CoreEvent]:
         raise AssertionError("events read")
 
     assert pending_job_status(events).reason == "Unschedulable"

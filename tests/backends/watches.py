@@ -56,6 +56,8 @@ class VersionedEmulator(SelectingEmulator):
         self.history: list[tuple[int, Any, Object]] = []  # (version, resource, event)
         self.watches: Counter[str] = Counter()  # plural -> watches opened
         self.latest: Counter[str] = Counter()  # plural -> the version of its latest write
+        # (plural, namespace, the object's `type`: an event's Warning) -> its latest write
+        self.latest_in: Counter[tuple[str, str, str]] = Counter()
         self.refused: set[str] = set()
         self._pages: dict[str, tuple[int, list[Object]]] = {}  # token -> (version, the rest)
         self._wake: asyncio.Event | None = None
@@ -66,6 +68,8 @@ class VersionedEmulator(SelectingEmulator):
         obj["metadata"] = {**(obj.get("metadata") or {}), "resourceVersion": str(self.version)}
         self.history.append((self.version, resource, {"type": event["type"], "object": obj}))
         self.latest[resource.plural] = self.version
+        namespace, _ = _identity(obj)
+        self.latest_in[(resource.plural, namespace, str(obj.get("type") or ""))] = self.version
         self._notify()
 
     def _notify(self) -> None:

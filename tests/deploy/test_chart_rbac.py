@@ -6,10 +6,10 @@ Every method of its API objects the adapter calls or hands to an informer
 `watch=True`: the informers'), read_* -> get, create_* -> create, delete_* -> delete, patch_*
 -> patch; `namespaced` calls are made in the probe namespaces (a Role in each), the others
 (`list_node`, `*_for_all_namespaces`) cluster-wide (the ClusterRole). A custom-object call
-(`self._custom.list_namespaced_custom_object(...)`, `list_cluster_custom_object`) reaches
-each CustomResource of its scope the adapter names (Kueue's, Volcano's: `namespaced=False`
-names a cluster-scoped one). The isolation probe's calls (isolation.py) run with a tenant's own
-token, not the controller's, and are not here.
+(`self._custom.list_namespaced_custom_object(...)`, `list_cluster_custom_object`; watch with
+`watch=True`) reaches each CustomResource of its scope the adapter names (Kueue's,
+Volcano's: `namespaced=False` names a cluster-scoped one). The isolation probe's calls
+(isolation.py) run with a tenant's own token, not the controller's, and are not here.
 """
 
 from __future__ import annotations
@@ -86,12 +86,16 @@ def self_attribute(node: ast.expr) -> str | None:
     return None
 
 
-def custom_grants(trees: list[ast.Module], method: str) -> tuple[set[Grant], bool]:
+def custom_grants(
+    trees: list[ast.Module], method: str, watch: bool = False
+) -> tuple[set[Grant], bool]:
     """A custom-object method's grant on every CustomResource(group, version, plural,
     namespaced=...) of its scope the adapter names: list_namespaced_custom_object -> list on
-    the namespaced ones, list_cluster_custom_object -> list on the cluster-scoped ones."""
+    the namespaced ones (watch with `watch=True`), list_cluster_custom_object -> list on the
+    cluster-scoped ones."""
     action, _, rest = method.partition("_")
     assert action in VERBS and rest.endswith("custom_object"), method
+    action = "watch" if watch and action == "list" else action
     in_namespace = rest.startswith("namespaced_")
     named = []
     for node in (node for tree in trees for node in ast.walk(tree)):
@@ -154,7 +158,7 @@ def called_grants() -> tuple[set[Grant], set[Grant]]:
             if isinstance(node, ast.Attribute):
                 api_class = aliases.get(self_attribute(node.value) or "")
                 if api_class == CUSTOM_OBJECTS:
-                    rules, in_namespace = custom_grants(trees, node.attr)
+                    rules, in_namespace = custom_grants(trees, node.attr, id(node) in watching)
                     (namespaced if in_namespace else cluster).update(rules)
                 elif api_class:
                     rule, in_namespace = grant(api_class, node.attr, id(node) in watching)

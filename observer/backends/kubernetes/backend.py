@@ -3,15 +3,18 @@
 A probe's job id is "<namespace>/<job name>" (manifests.py says what is created). What the
 API returns is translated by status.py (a job's status and why it waits), queues.py (the
 queues and their quotas), quota_history.py (quota changes) and objects.py (nodes and the
-rest). queue_reads.py makes the calls that read the queues' own objects, inference_service.py
-those of the inference probe's service (the ServiceBackend calls, delegated), isolation.py
-those of the isolation probe, with a tenant's token. A job a queue may hold (suspended:
-Kueue; pods in a PodGroup: Volcano) is explained by the queue's own objects, listed once per
-namespace, and by the quota of the queue that holds it. The snapshot reads the queues
-themselves (Kueue's ClusterQueues and the tenants' LocalQueues, Volcano's Queues): their
-quotas, usage, pending work and each tenant's guarantee. Kubernetes errors stop here: an API
-server that cannot be reached or read raises BackendError; a submission it refuses (quota,
-admission, validation, RBAC) raises ProbeError with its words.
+rest). What it reads it reads from the informers' caches (caches.py: nodes, pods, and in the
+probe namespaces Jobs, Warning events, ResourceQuotas and the queues' objects), never by
+listing: only a Job not yet in its cache (just created) is read by a call, and a job's log.
+queue_reads.py reads the queues' own objects, inference_service.py makes the calls of the
+inference probe's service (the ServiceBackend calls, delegated), isolation.py those of the
+isolation probe, with a tenant's token. A job a queue may hold (suspended: Kueue; pods in a
+PodGroup: Volcano) is explained by the queue's own objects and by the quota of the queue that
+holds it. The snapshot reads the queues themselves (Kueue's ClusterQueues and the tenants'
+LocalQueues, Volcano's Queues): their quotas, usage, pending work and each tenant's guarantee.
+Kubernetes errors stop here: an API server that cannot be reached or read, or a view the read
+needs whose watch is down, raises BackendError; a submission it refuses (quota, admission,
+validation, RBAC) raises ProbeError with its words.
 """
 
 from __future__ import annotations
@@ -21,12 +24,9 @@ from collections.abc import Collection
 from dataclasses import replace
 from datetime import datetime
 from types import TracebackType
-
-from kubernetes.client import CoreV1Event, V1Job
+from typing import Any
 
 from observer.backends.base import (
-    MANAGED_BY,
-    MANAGED_BY_LABEL,
     RUN_ID_LABEL,
     FinishedJobs,
     QuotaChange,
@@ -36,6 +36,7 @@ from observer.backends.base import (
 )
 from observer.backends.kubernetes import isolation, wire
 from observer.backends.kubernetes.audit import AuditLog, AuditWrite
+from observer.backends.kubernetes.caches import Caches, connections
 from observer.backends.kubernetes.client import (
     Apis,
     ApiStatusError,
@@ -44,7 +45,7 @@ from observer.backends.kubernetes.client import (
     observer_configuration,
 )
 from observer.backends.kubernetes.inference_service import KubernetesServices
-from observer.backends.kubernetes.informer import Informer, View
+from observer.backends.kubernetes.informer import View
 from observer.backends.kubernetes.manifests import job_manifest, job_name
 from observer.backends.kubernetes.objects import (
     TERMINAL_POD_PHASES,
@@ -95,7 +96,12 @@ class KubernetesBackend(ServicesOf):
         self._clock = clock
         self._timeout = settings.request_timeout_seconds
         self._gpu = settings.gpu_resource
-        self._apis = Apis(observer_configuration(settings))
+        configuration = observer_configuration(settings)
+        # Every informer's watch holds a connection; the calls beside them need a few more.
+        configuration.connection_pool_maxsize = max(
+            configuration.connection_pool_maxsize, connections(settings.namespaces) + 4
+        )
+        self._apis = Apis(configuration)
         self._core, self._batch = self._apis.core, self._apis.batch
         self._services = KubernetesServices(self._apis, settings, clock)
         self._cancelled: OrderedDict[str, JobStatus] = OrderedDict()
@@ -105,11 +111,10 @@ class KubernetesBackend(ServicesOf):
         ] = {}
         path = settings.audit_log_path
         self._audit = AuditLog(path) if path is not None else None
-        self._informers: tuple[Informer[wire.Node], Informer[wire.Pod]] | None = None
+        self._caches = Caches(self._apis, settings.namespaces, clock, self._timeout)
 
     def close(self) -> None:
-        for informer in self._informers or ():
-            informer.stop()
+        self._caches.stop()
         self._apis.close()
 
     def __enter__(self) -> KubernetesBackend:
@@ -153,12 +158,26 @@ class KubernetesBackend(ServicesOf):
             else:
                 namespace, name = _split_job_id(job_id)
                 names_by_namespace.setdefault(namespace, []).append(name)
-        reads = QueueReads(self._apis, self._timeout, self._gpu)
+        reads = QueueReads(self._caches.custom, self._gpu)
         for namespace, names in names_by_namespace.items():
-            jobs = [job for name in names if (job := self._read_job(namespace, name))]
+            watched = namespace in self._settings.namespaces  # the others are read by a call
+            listed = self._caches.jobs(namespace) if watched else []
+            cached = {object_name(job.metadata): job for job in listed}
+            # A Job created a moment ago may not have reached the cache yet: read it once.
+            jobs = [
+                job
+                for name in names
+                if (job := cached.get(name) or self._read_job(namespace, name))
+            ]
             if jobs:
-                selector = f"{JOB_NAME_LABEL} in ({','.join(sorted(names))})"
-                pods = group_by_job(self._list_pods(namespace, selector))
+                wanted = set(names)
+                pods = group_by_job(
+                    [
+                        pod
+                        for pod in self._pods_in(namespace)
+                        if labels_of(pod.metadata).get(JOB_NAME_LABEL) in wanted
+                    ]
+                )
                 for status in self._job_statuses(namespace, jobs, pods, reads):
                     found[status.job_id] = status
         return found
@@ -209,14 +228,15 @@ class KubernetesBackend(ServicesOf):
 
     def probe_jobs(self) -> list[JobStatus]:
         # Per namespace: the observer needs no cluster-wide right to read Jobs.
-        managed = f"{MANAGED_BY_LABEL}={MANAGED_BY}"
         statuses: list[JobStatus] = []
-        reads = QueueReads(self._apis, self._timeout, self._gpu)
+        reads = QueueReads(self._caches.custom, self._gpu)
         for namespace in self._settings.namespaces:
-            listed = self._list_jobs(namespace, managed)
+            listed = self._caches.jobs(namespace)
             jobs = [job for job in listed if is_ours(job.metadata) and not final_condition(job)]
             if jobs:
-                pods = group_by_job(self._list_pods(namespace, managed))
+                pods = group_by_job(
+                    [pod for pod in self._pods_in(namespace) if is_ours(pod.metadata)]
+                )
                 statuses += self._job_statuses(namespace, jobs, pods, reads)
         return [status for status in statuses if not status.phase.finished]
 
@@ -225,10 +245,10 @@ class KubernetesBackend(ServicesOf):
         # deleted (its TTL ran out, or someone deleted it) is on its way out and not read.
         ended: list[JobStatus] = []
         for namespace in self._settings.namespaces:
-            listed = self._list_jobs(namespace)
+            listed = self._caches.jobs(namespace)
             final = [j for j in listed if final_condition(j) and not is_deleting(j.metadata)]
             if final:
-                pods = group_by_job(self._list_pods(namespace, ""))
+                pods = group_by_job(self._pods_in(namespace))
                 events = self._warning_events(namespace)
                 ended += [job_status(job, pods, events, self._gpu) for job in final]
         return FinishedJobs(
@@ -242,7 +262,7 @@ class KubernetesBackend(ServicesOf):
 
     def snapshot(self) -> SchedulerSnapshot:
         now = self._clock.now()
-        nodes, pods = self._watched()
+        nodes, pods = self._caches.nodes(), self._caches.pods()
         by_namespace: dict[str, list[wire.Pod]] = {n: [] for n in self._settings.namespaces}
         # As the scheduler counts: a pod holds its GPUs until it is gone, Terminating or not.
         # Every pod, not only the tenants': a node's GPUs are held by whoever runs there.
@@ -253,7 +273,7 @@ class KubernetesBackend(ServicesOf):
             if pod.spec and pod.spec.node_name and pod_phase(pod) not in TERMINAL_POD_PHASES:
                 allocated[pod.spec.node_name] += pod_spec_gpus(pod.spec, self._gpu)
         jobs: list[JobStatus] = []
-        reads = QueueReads(self._apis, self._timeout, self._gpu)
+        reads = QueueReads(self._caches.custom, self._gpu)
         for namespace, tenant_pods in by_namespace.items():
             jobs += self._unfinished_work(namespace, tenant_pods, reads)
         quotas = reads.quotas(self._settings.namespaces, jobs)
@@ -274,42 +294,10 @@ class KubernetesBackend(ServicesOf):
             quotas=quotas,
         )
 
-    def watched(self) -> tuple[View[wire.Node] | View[wire.Pod], ...]:
-        """The informers' latest views (none before the first snapshot): what they hold and
-        how fresh it is."""
-        return tuple(informer.view() for informer in self._informers or ())
-
-    def _watched(self) -> tuple[View[wire.Node], View[wire.Pod]]:
-        """The nodes' and pods' latest views, their informers started at the first call (and
-        waited for as long as a list may take); a view whose watch is down is blind time."""
-        if self._informers is None:
-            self._informers = (
-                Informer(
-                    "nodes",
-                    self._core.list_node,
-                    lambda **since: self._core.list_node(watch=True, **since),
-                    wire.NODES,
-                    self._clock,
-                    self._timeout,
-                ),
-                Informer(
-                    "pods in all namespaces",
-                    self._core.list_pod_for_all_namespaces,
-                    lambda **since: self._core.list_pod_for_all_namespaces(watch=True, **since),
-                    wire.PODS,
-                    self._clock,
-                    self._timeout,
-                ),
-            )
-            for informer in self._informers:
-                informer.start()
-        nodes, pods = self._informers
-        for informer in self._informers:
-            informer.wait_synced(self._timeout)
-        for view in (nodes.view(), pods.view()):
-            if not view.up:
-                raise BackendError(view.blindness())
-        return nodes.view(), pods.view()
+    def watched(self) -> tuple[View[Any], ...]:
+        """The informers' latest views (none before the first read): what they hold and how
+        fresh it is."""
+        return self._caches.views()
 
     def quota_changes(self, since: datetime, until: datetime) -> list[QuotaChange]:
         # Each manager's latest write of each tenant namespace's ResourceQuotas and of the
@@ -327,14 +315,10 @@ class KubernetesBackend(ServicesOf):
 
         changes: list[QuotaChange] = []
         for namespace in self._settings.namespaces:
-            with api(f"list resource quotas in {namespace}"):
-                quotas = self._core.list_namespaced_resource_quota(
-                    namespace, _request_timeout=self._timeout
-                ).items
-            for quota in quotas:
+            for quota in self._caches.quotas(namespace):
                 mine = of("resourcequotas", namespace, object_name(quota.metadata))
                 changes += quota_changes(quota, mine)
-        reads = QueueReads(self._apis, self._timeout, self._gpu)
+        reads = QueueReads(self._caches.custom, self._gpu)
         local_queues = reads.local_queues(self._settings.namespaces)
         for queue in reads.objects(CLUSTER_QUEUES, None):
             name = str(queue["metadata"]["name"])
@@ -361,22 +345,21 @@ class KubernetesBackend(ServicesOf):
 
     # --- reading ---------------------------------------------------------------------------
 
-    def _read_job(self, namespace: str, name: str) -> V1Job | None:
+    def _read_job(self, namespace: str, name: str) -> wire.Job | None:
+        what = f"read job {namespace}/{name}"
         try:
-            with api(f"read job {namespace}/{name}"):
-                return self._batch.read_namespaced_job(
-                    name, namespace, _request_timeout=self._timeout
+            with api(what):
+                response = self._batch.read_namespaced_job(
+                    name, namespace, _preload_content=False, _request_timeout=self._timeout
                 )
         except ApiStatusError as exc:
             if exc.status == 404:
                 return None
             raise
+        return wire.decoded(wire.JOBS.object, response.data, what)
 
-    def _list_jobs(self, namespace: str, selector: str | None = None) -> list[V1Job]:
-        with api(f"list jobs in {namespace}"):
-            return self._batch.list_namespaced_job(
-                namespace, label_selector=selector, _request_timeout=self._timeout
-            ).items
+    def _pods_in(self, namespace: str) -> list[wire.Pod]:
+        return [pod for pod in self._caches.pods().objects() if namespace_of(pod) == namespace]
 
     def _list_pods(self, namespace: str, selector: str) -> list[wire.Pod]:
         what = f"list pods in {namespace}"
@@ -392,7 +375,7 @@ class KubernetesBackend(ServicesOf):
     def _job_statuses(
         self,
         namespace: str,
-        jobs: list[V1Job],
+        jobs: list[wire.Job],
         pods: PodsByJob,
         reads: QueueReads,
         events: EventReader | None = None,
@@ -404,17 +387,13 @@ class KubernetesBackend(ServicesOf):
         ]
 
     def _warning_events(self, namespace: str) -> EventReader:
-        """Read a namespace's Warning events once, and only if a pending job needs them."""
-        read: list[list[CoreV1Event]] = []
+        """A namespace's Warning events from their cache, taken once and only if a pending job
+        needs them (a down watch of events blinds only the reads that need them)."""
+        read: list[list[wire.CoreEvent]] = []
 
-        def events() -> list[CoreV1Event]:
+        def events() -> list[wire.CoreEvent]:
             if not read:
-                with api(f"list events in {namespace}"):
-                    read.append(
-                        self._core.list_namespaced_event(
-                            namespace, field_selector="type=Warning", _request_timeout=self._timeout
-                        ).items
-                    )
+                read.append(self._caches.events(namespace))
             return read[0]
 
         return events
@@ -429,7 +408,7 @@ class KubernetesBackend(ServicesOf):
         """Every unfinished Job that asks for GPUs, and every other group of live pods using
         GPUs, grouped by their controller (a ReplicaSet, an MPIJob's launcher, ...); pods being
         deleted that still hold GPUs, outside a live Job, as ending work."""
-        listed = self._list_jobs(namespace)
+        listed = self._caches.jobs(namespace)
         events, by_job = self._warning_events(namespace), group_by_job(pods)
         gpu_jobs = [
             job

@@ -32,12 +32,18 @@ class ApiStatusError(BackendError):
         self.message = message
 
 
+# How the API server's audit log and metrics name the observer's requests (client-go's
+# controllers name themselves the same way), not the client library's generic agent.
+USER_AGENT = "gpu-soak-observer"
+
+
 class Apis:
     """One connection to the API server: the API groups the backend calls, and the custom
     objects of the queues it reads (Kueue's, Volcano's)."""
 
     def __init__(self, configuration: client.Configuration) -> None:
         self._client = client.ApiClient(configuration)
+        self._client.user_agent = USER_AGENT
         self.core = client.CoreV1Api(self._client)
         self.batch = client.BatchV1Api(self._client)
         self.apps = client.AppsV1Api(self._client)

@@ -1,9 +1,13 @@
-"""An informer: every object of one kind (all namespaces) kept by one thread, as client-go's
-reflector keeps them. A paginated list (`limit`/`continue`), then a watch from the list's
-resourceVersion with bookmarks; when a watch ends (the server's timeoutSeconds) a new one from
-the last version seen; a new list when the server answers 410 Gone (that version is
+"""An informer: every object of one kind (in one namespace, or all) kept by one thread, as
+client-go's reflector keeps them. A paginated list (`limit`/`continue`), then a watch from the
+list's resourceVersion with bookmarks; when a watch ends (the server's timeoutSeconds) a new one
+from the last version seen; a new list when the server answers 410 Gone (that version is
 compacted away) or a watch fails. Only the fields the backend reads are decoded (wire.py) from
 the raw answer of the official client's call.
+
+A kind the cluster may lack (`optional`: Kueue's and Volcano's, whose CRDs may not be
+installed) answers its list 404: the view is then up and empty, `absent`, and the list is tried
+again every ABSENT_RECHECK_SECONDS, so a queue system installed later is picked up.
 
 The thread alone writes the cache. After each change it publishes a new immutable `View`,
 swapped whole: the objects in shards, copied on write (a change copies one shard, not the
@@ -27,14 +31,12 @@ PAGE_ITEMS = 500  # client-go's page size
 WATCH_SECONDS = 300  # the server ends a watch after this; client-go picks 5 to 10 minutes
 _SHARDS = 256  # a change copies 1/256 of the cache
 _RETRY_SECONDS = (0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 30.0)  # between failed lists, then 30 s
+# A kind the cluster lacks (a queue system not installed) is looked for again as often as a
+# watch is renewed: one small request per kind every 5 minutes, a Kueue installed later read
+# within 5 minutes.
+ABSENT_RECHECK_SECONDS = WATCH_SECONDS
 
-
-class Listed(Protocol):
-    @property
-    def metadata(self) -> ObjectMeta | None: ...
-
-
-T = TypeVar("T", bound=Listed)
+T = TypeVar("T")
 
 
 class Response(Protocol):
@@ -69,6 +71,7 @@ class View(Generic[T]):
     version: str | None = None  # the resourceVersion reached
     error: str | None = None  # why it is not up
     lists: int = 0  # full lists so far (the first, then one per 410 or failed watch)
+    absent: bool = False  # the cluster has no such kind (its CRD is not installed): empty
 
     def objects(self) -> Iterator[T]:
         for shard in self.shards:
@@ -97,6 +100,7 @@ class Informer(Generic[T]):
     decoder: Decoder[T]
     clock: Clock
     timeout_seconds: float
+    optional: bool = False  # a 404 is a kind the cluster lacks, not a failure
     _view: View[T] = field(init=False)
     _stop: threading.Event = field(default_factory=threading.Event, init=False)
     _synced: threading.Event = field(default_factory=threading.Event, init=False)
@@ -138,13 +142,23 @@ class Informer(Generic[T]):
                 version = self._watch(version)
             except _Gone:
                 version = None
-            except BackendError as exc:
-                if self._stop.is_set():
-                    return
-                self._down(str(exc))
+            except ApiStatusError as exc:
+                if not (self.optional and exc.status == 404):
+                    self._fail(exc, failures)
+                    failures += 1
+                else:
+                    self._absent()
+                    self._stop.wait(ABSENT_RECHECK_SECONDS)
                 version = None
-                self._stop.wait(_RETRY_SECONDS[min(failures, len(_RETRY_SECONDS) - 1)])
+            except BackendError as exc:
+                self._fail(exc, failures)
+                version = None
                 failures += 1
+
+    def _fail(self, exc: BackendError, failures: int) -> None:
+        if not self._stop.is_set():
+            self._down(str(exc))
+            self._stop.wait(_RETRY_SECONDS[min(failures, len(_RETRY_SECONDS) - 1)])
 
     def _list(self) -> str:
         items: dict[str, T] = {}
@@ -159,7 +173,7 @@ class Informer(Generic[T]):
                 )
             page = decoded(self.decoder.page, response.data, f"list {self.what}")
             for item in page.items or ():
-                items[_key(item.metadata)] = item
+                items[_identity(item)[0]] = item
             token = page.metadata.continue_
             if not token:
                 break
@@ -188,7 +202,9 @@ class Informer(Generic[T]):
                     _request_timeout=(self.timeout_seconds, WATCH_SECONDS + self.timeout_seconds),
                 )
         except ApiStatusError as exc:
-            if exc.status == 410:  # some servers refuse the watch itself rather than in-stream
+            # 410: some servers refuse the watch itself rather than in-stream; 404: an optional
+            # kind's CRD removed since the list, which the list again will say.
+            if exc.status == 410 or (exc.status == 404 and self.optional):
                 raise _Gone from None
             raise
         with api(f"watch {self.what}"):
@@ -218,17 +234,14 @@ class Informer(Generic[T]):
             self._view = replace(self._view, last_event_at=now, version=meta.resource_version)
             return meta.resource_version
         item = decoded(self.decoder.object, event.object, f"watch {self.what}")
-        key = _key(item.metadata)
+        key, version = _identity(item)
         index = hash(key) % _SHARDS
         shard = dict(self._view.shards[index])
         if event.type == "DELETED":
             shard.pop(key, None)
         else:
             shard[key] = item
-        shards, version = (
-            self._view.shards,
-            item.metadata.resource_version if item.metadata else None,
-        )
+        shards = self._view.shards
         self._view = replace(
             self._view,
             shards=(*shards[:index], shard, *shards[index + 1 :]),
@@ -237,16 +250,33 @@ class Informer(Generic[T]):
         )
         return version
 
+    def _absent(self) -> None:
+        """The kind is not served: nothing of it exists, which is known, not blind."""
+        view, now = self._view, self.clock.now()
+        since = view.since if view.absent and view.since is not None else now
+        self._view = View(self.what, (), True, since, now, None, None, view.lists, absent=True)
+        self._synced.set()
+
     def _down(self, error: str) -> None:
         view = self._view
         since = self.clock.now() if view.up or view.since is None else view.since
         self._view = replace(view, up=False, since=since, error=error)
 
 
-def _key(meta: ObjectMeta | None) -> str:
-    if meta is None or not meta.name:
+def _identity(item: object) -> tuple[str, str | None]:
+    """An object's key in the cache ("<namespace>/<name>") and its resourceVersion, whether
+    decoded into wire.py's types or kept as JSON (a custom object's)."""
+    if isinstance(item, dict):
+        meta = item.get("metadata") or {}
+        namespace, name, version = (meta.get(k) for k in ("namespace", "name", "resourceVersion"))
+    else:
+        found: ObjectMeta | None = getattr(item, "metadata", None)
+        namespace, name, version = (
+            (found.namespace, found.name, found.resource_version) if found else (None,) * 3
+        )
+    if not name:
         raise BackendError("the API returned an object without a name")
-    return f"{meta.namespace or ''}/{meta.name}"
+    return f"{namespace or ''}/{name}", version
 
 
 def _lines(response: Response) -> Iterator[bytes]:

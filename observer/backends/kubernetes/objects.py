@@ -19,8 +19,8 @@ TERMINAL_POD_PHASES = frozenset({"Succeeded", "Failed"})
 REVISION_LABEL = "pod-template-hash"  # the Deployment controller's, on each pod of a revision
 NEVER = datetime.min.replace(tzinfo=UTC)  # before any moment the API gives
 
-# An object's metadata as the client's models read it (Jobs, events) or as wire.py decodes it
-# (pods, nodes).
+# An object's metadata as the client's models read it (a Deployment's pods) or as wire.py
+# decodes it (what the informers watch).
 Meta = client.V1ObjectMeta | wire.ObjectMeta
 Owner = client.V1OwnerReference | wire.OwnerReference
 
@@ -31,7 +31,7 @@ def object_name(meta: Meta | None) -> str:
     return meta.name
 
 
-def namespace_of(obj: client.V1Job | wire.Pod) -> str:
+def namespace_of(obj: wire.Job | wire.Pod) -> str:
     return (obj.metadata.namespace if obj.metadata else None) or ""
 
 

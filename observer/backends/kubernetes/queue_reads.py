@@ -1,17 +1,16 @@
-"""What the backend reads of the queues through the custom-objects API: Kueue's Workloads,
-LocalQueues and ClusterQueues, Volcano's PodGroups and Queues; a cluster without Kueue or
-Volcano has none of theirs. From them, what the queues say of the jobs they hold and every
-queue's quota with the tenants it serves (queues.py and status.py translate).
+"""What the backend reads of the queues' own objects (caches.py watches them through the
+custom-objects API): Kueue's Workloads, LocalQueues and ClusterQueues, Volcano's PodGroups and
+Queues; a cluster without Kueue or Volcano has none of theirs. From them, what the queues say
+of the jobs they hold and every queue's quota with the tenants it serves (queues.py and
+status.py translate).
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
+from collections.abc import Callable, Collection, Mapping
 from typing import NamedTuple
 
-from kubernetes.client import V1Job
-
-from observer.backends.kubernetes.client import Apis, ApiStatusError, api
+from observer.backends.kubernetes import wire
 from observer.backends.kubernetes.queues import (
     CustomObject,
     cluster_queue_quota,
@@ -19,7 +18,6 @@ from observer.backends.kubernetes.queues import (
     volcano_queue_quota,
 )
 from observer.backends.kubernetes.status import (
-    KUEUE_JOB_UID_LABEL,
     PodsByJob,
     QueueHold,
     job_uid,
@@ -39,8 +37,8 @@ class CustomResource(NamedTuple):
     namespaced: bool = True
 
 
-# The queues' objects the backend reads: the chart's Role grants listing the namespaced ones,
-# its ClusterRole the cluster-scoped queues.
+# The queues' objects the backend watches: the chart's Role grants listing and watching the
+# namespaced ones, its ClusterRole the cluster-scoped queues.
 WORKLOADS = CustomResource("kueue.x-k8s.io", "v1beta1", "workloads")
 LOCAL_QUEUES = CustomResource("kueue.x-k8s.io", "v1beta1", "localqueues")
 CLUSTER_QUEUES = CustomResource("kueue.x-k8s.io", "v1beta1", "clusterqueues", namespaced=False)
@@ -48,27 +46,27 @@ POD_GROUPS = CustomResource("scheduling.volcano.sh", "v1beta1", "podgroups")
 VOLCANO_QUEUES = CustomResource("scheduling.volcano.sh", "v1beta1", "queues", namespaced=False)
 
 
+Read = Callable[[CustomResource, str | None], list[CustomObject]]  # (kind, namespace) -> objects
+
+
 class QueueReads:
-    """The queues' objects one call of the backend reads, each list of queues at most once."""
+    """What the queues' objects say, read from `read` (the informers' caches)."""
 
-    def __init__(self, apis: Apis, timeout: float, gpu: str) -> None:
-        self._custom = apis.custom
-        self._timeout = timeout
+    def __init__(self, read: Read, gpu: str) -> None:
+        self.objects = read
         self._gpu = gpu
-        self._read: dict[tuple[str, str | None], list[CustomObject]] = {}
 
-    def holds(self, namespace: str, jobs: list[V1Job], pods: PodsByJob) -> dict[str, QueueHold]:
+    def holds(self, namespace: str, jobs: list[wire.Job], pods: PodsByJob) -> dict[str, QueueHold]:
         """What the namespace's queues say of the jobs they hold, by Job uid, with the quota of
-        the queue holding them; one list of each kind at most, and only when a job may be
-        held: Kueue keeps a Job it has not admitted suspended, Volcano keeps the pods of a
-        PodGroup it has not enqueued unscheduled."""
+        the queue holding them; read only when a job may be held: Kueue keeps a Job it has
+        not admitted suspended, Volcano keeps the pods of a PodGroup it has not enqueued
+        unscheduled."""
         holds: dict[str, QueueHold] = {}
         suspended = {uid for job in jobs if job.spec and job.spec.suspend and (uid := job_uid(job))}
         if suspended:
-            selector = f"{KUEUE_JOB_UID_LABEL} in ({','.join(sorted(suspended))})"
             workloads = [
                 workload
-                for workload in self._list(namespace, WORKLOADS, selector)
+                for workload in self.objects(WORKLOADS, namespace)
                 if owner_uid(workload) in suspended
             ]
             if workloads:
@@ -87,7 +85,7 @@ class QueueReads:
         }
         if grouped:
             pod_groups = {
-                group["metadata"]["name"]: group for group in self._list(namespace, POD_GROUPS)
+                group["metadata"]["name"]: group for group in self.objects(POD_GROUPS, namespace)
             }
             queues = self._volcano_queues({})
             for uid, name in grouped.items():
@@ -119,12 +117,6 @@ class QueueReads:
             for queue in self.objects(LOCAL_QUEUES, namespace)
         ]
 
-    def objects(self, resource: CustomResource, namespace: str | None) -> list[CustomObject]:
-        key = (resource.plural, namespace)
-        if key not in self._read:
-            self._read[key] = self._list(namespace, resource)
-        return self._read[key]
-
     def _cluster_queues(self, local_queues: Collection[LocalQueue]) -> dict[str, QueueQuota]:
         quotas = (
             cluster_queue_quota(queue, local_queues, self._gpu)
@@ -138,35 +130,3 @@ class QueueReads:
             for queue in self.objects(VOLCANO_QUEUES, None)
         )
         return {quota.name: quota for quota in quotas}
-
-    def _list(
-        self, namespace: str | None, resource: CustomResource, selector: str | None = None
-    ) -> list[CustomObject]:
-        """The namespace's objects of a queue's resource (a cluster-scoped one's: namespace
-        None); none where the cluster has no such resource (Kueue or Volcano not installed:
-        404)."""
-        try:
-            if namespace is None:
-                with api(f"list {resource.plural}.{resource.group}"):
-                    listed = self._custom.list_cluster_custom_object(
-                        resource.group,
-                        resource.version,
-                        resource.plural,
-                        label_selector=selector,
-                        _request_timeout=self._timeout,
-                    )
-            else:
-                with api(f"list {resource.plural}.{resource.group} in {namespace}"):
-                    listed = self._custom.list_namespaced_custom_object(
-                        resource.group,
-                        resource.version,
-                        namespace,
-                        resource.plural,
-                        label_selector=selector,
-                        _request_timeout=self._timeout,
-                    )
-        except ApiStatusError as exc:
-            if exc.status == 404:
-                return []
-            raise
-        return list(listed.get("items") or [])

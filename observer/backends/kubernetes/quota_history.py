@@ -11,22 +11,21 @@ from dataclasses import replace
 from datetime import datetime
 from functools import partial
 
-from kubernetes import client
-
 from observer.backends.base import QuotaChange
+from observer.backends.kubernetes import wire
 from observer.backends.kubernetes.audit import AuditWrite
 from observer.backends.kubernetes.queues import CustomObject, kueue_gpu_quotas
 
 
 def quota_changes(
-    quota: client.V1ResourceQuota, writes: Sequence[AuditWrite] = ()
+    quota: wire.ResourceQuota, writes: Sequence[AuditWrite] = ()
 ) -> list[QuotaChange]:
     """Who last set which of the quota's hard limits, and when: one change per manager whose
     latest write (an Update or Apply of the object, not of its status) owns some of them,
     with the values it owns now. The API server keeps no history: a manager's earlier
     writes are gone, as are limits another manager has since taken over. `writes`: the
     audit log's of this quota, which name the user behind a manager's write."""
-    meta = quota.metadata or client.V1ObjectMeta()
+    meta = quota.metadata or wire.QuotaMeta()
     hard = (quota.spec.hard if quota.spec else None) or {}
     subject = {"tenant": meta.namespace or "", "quota": meta.name or ""}
     changes = []

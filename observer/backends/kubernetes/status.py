@@ -13,8 +13,6 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from datetime import datetime
 
-from kubernetes import client
-
 from observer.backends.base import RUN_ID_LABEL
 from observer.backends.kubernetes import wire
 from observer.backends.kubernetes.manifests import QUEUE_LABEL, SERVICE_LABEL
@@ -43,10 +41,8 @@ _STARTING_REASONS = frozenset({"ContainerCreating", "PodInitializing"})
 # Volcano's annotation naming a pod's PodGroup (volcano-sh/apis pkg/apis/scheduling/v1beta1
 # labels.go, KubeGroupNameAnnotationKey); its controller puts it on every pod it schedules.
 POD_GROUP_ANNOTATION = "scheduling.k8s.io/group-name"
-# Kueue's label naming the Job a Workload was made for (kueue pkg/controller/constants).
-KUEUE_JOB_UID_LABEL = "kueue.x-k8s.io/job-uid"
 
-EventReader = Callable[[], list[client.CoreV1Event]]
+EventReader = Callable[[], list[wire.CoreEvent]]
 PodsByJob = dict[str, list[tuple[str, wire.Pod]]]  # Job name -> (owner uid, pod)
 
 
@@ -60,7 +56,7 @@ class QueueHold:
 
 
 def job_status(
-    job: client.V1Job,
+    job: wire.Job,
     pods_by_job: PodsByJob,
     events: EventReader,
     gpu: str,
@@ -193,7 +189,7 @@ def _pods_status(group_id: str, namespace: str, pods: list[wire.Pod], gpu: str) 
 def _pending_reason(
     pods: list[wire.Pod],
     events: EventReader,
-    job: client.V1Job | None,
+    job: wire.Job | None,
     hold: QueueHold | None,
 ) -> tuple[str | None, str | None]:
     """Why a job waits, the most specific first: a container that cannot start (a bad image
@@ -290,8 +286,8 @@ def pod_group_of(pod: wire.Pod) -> str | None:
 
 
 def _latest_event(
-    events: list[client.CoreV1Event], kind: str, meta: Meta | None, reason: str
-) -> client.CoreV1Event | None:
+    events: list[wire.CoreEvent], kind: str, meta: Meta | None, reason: str
+) -> wire.CoreEvent | None:
     name, uid = object_name(meta), meta.uid if meta else None
     matching = [
         event
@@ -304,11 +300,11 @@ def _latest_event(
     return max(matching, key=_event_time, default=None)
 
 
-def _event_time(event: client.CoreV1Event) -> datetime:
+def _event_time(event: wire.CoreEvent) -> datetime:
     moments = (
         event.last_timestamp,
         event.event_time,
-        event.metadata.creation_timestamp,
+        event.metadata.creation_timestamp if event.metadata else None,
         event.first_timestamp,
     )
     return next((moment for moment in map(utc, moments) if moment is not None), NEVER)
@@ -332,7 +328,7 @@ def group_by_job(pods: list[wire.Pod]) -> PodsByJob:
     return by_job
 
 
-def owned_pods(job: client.V1Job, pods_by_job: PodsByJob) -> list[wire.Pod]:
+def owned_pods(job: wire.Job, pods_by_job: PodsByJob) -> list[wire.Pod]:
     # The owner's uid tells this Job's pods from those of an earlier namesake.
     uid = job_uid(job)
     return [
@@ -340,16 +336,16 @@ def owned_pods(job: client.V1Job, pods_by_job: PodsByJob) -> list[wire.Pod]:
     ]
 
 
-def job_uid(job: client.V1Job) -> str | None:
+def job_uid(job: wire.Job) -> str | None:
     return job.metadata.uid if job.metadata else None
 
 
-def final_condition(job: client.V1Job) -> client.V1JobCondition | None:
+def final_condition(job: wire.Job) -> wire.JobCondition | None:
     conditions = (job.status.conditions if job.status else None) or []
     return next((c for c in conditions if c.status == "True" and c.type in _FINAL_CONDITIONS), None)
 
 
-def pod_template(job: client.V1Job) -> client.V1PodSpec | None:
+def pod_template(job: wire.Job) -> wire.PodSpec | None:
     return job.spec.template.spec if job.spec else None
 
 
@@ -406,5 +402,5 @@ def _terminated(pod: wire.Pod) -> wire.ContainerStateTerminated | None:
     return None
 
 
-def _priority_class(spec: client.V1PodSpec | wire.PodSpec | None) -> str | None:
+def _priority_class(spec: wire.PodSpec | None) -> str | None:
     return (spec.priority_class_name if spec else None) or None

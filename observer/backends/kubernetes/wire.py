@@ -1,14 +1,17 @@
-"""Pods and nodes as the API's JSON carries them, decoded with msgspec into only the fields the
-backend reads (every other field is skipped unread): a pod's names, labels, owner, GPUs, node,
-phase and container states; a node's labels, Ready condition, cordon, taints and GPUs. The
-attribute names are the official client's (snake_case), so the translation in status.py and
-objects.py reads both. Also the envelopes around them: a list's page and a watch's event.
+"""The objects the backend watches, as the API's JSON carries them, decoded with msgspec into
+only the fields the backend reads (every other field is skipped unread): a pod's names, labels,
+owner, GPUs, node, phase and container states; a node's labels, Ready condition, cordon, taints
+and GPUs; a Job's parallelism, suspension, pod template and conditions; an event's object,
+reason, words and time; a ResourceQuota's hard limits and managedFields. Kueue's and Volcano's
+objects are read as plain JSON (queues.py walks them). The attribute names are the official
+client's (snake_case), so the translation in status.py and objects.py reads both. Also the
+envelopes around them: a list's page and a watch's event.
 """
 
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 import msgspec
 
@@ -127,6 +130,78 @@ class Node(_Fields, frozen=True):
     status: NodeStatus | None = None
 
 
+class PodTemplateSpec(_Fields, frozen=True):
+    spec: PodSpec | None = None
+
+
+class JobSpec(_Fields, frozen=True):
+    parallelism: int | None = None
+    completions: int | None = None
+    suspend: bool | None = None
+    template: PodTemplateSpec = PodTemplateSpec()
+
+
+class JobCondition(_Fields, frozen=True):
+    type: str
+    status: str
+    reason: str | None = None
+    message: str | None = None
+    last_transition_time: datetime | None = None
+
+
+class JobStatus(_Fields, frozen=True):
+    conditions: list[JobCondition] | None = None
+    completion_time: datetime | None = None
+
+
+class Job(_Fields, frozen=True):
+    metadata: ObjectMeta | None = None
+    spec: JobSpec | None = None
+    status: JobStatus | None = None
+
+
+class ObjectReference(_Fields, frozen=True):
+    kind: str | None = None
+    name: str | None = None
+    uid: str | None = None
+
+
+class CoreEvent(_Fields, frozen=True):
+    """A core/v1 Event (the client's CoreV1Event): what happened to which object, and when."""
+
+    metadata: ObjectMeta | None = None
+    involved_object: ObjectReference = ObjectReference()
+    type: str | None = None
+    reason: str | None = None
+    message: str | None = None
+    first_timestamp: datetime | None = None
+    last_timestamp: datetime | None = None
+    event_time: datetime | None = None
+
+
+class ManagedFieldsEntry(_Fields, frozen=True):
+    manager: str | None = None
+    operation: str | None = None
+    subresource: str | None = None
+    time: datetime | None = None
+    fields_v1: dict[str, Any] | None = None
+
+
+class QuotaMeta(ObjectMeta, frozen=True):
+    """A ResourceQuota's metadata: its managedFields too, which no other kind's read needs."""
+
+    managed_fields: list[ManagedFieldsEntry] | None = None
+
+
+class ResourceQuotaSpec(_Fields, frozen=True):
+    hard: dict[str, str] | None = None
+
+
+class ResourceQuota(_Fields, frozen=True):
+    metadata: QuotaMeta | None = None
+    spec: ResourceQuotaSpec | None = None
+
+
 class ListMeta(_Fields, frozen=True):
     resource_version: str | None = None
     continue_: str | None = msgspec.field(default=None, name="continue")
@@ -179,4 +254,6 @@ def decoded(decode: msgspec.json.Decoder[T], data: bytes | msgspec.Raw, what: st
         raise BackendError(f"{what}: the API server's answer is not readable: {exc}") from None
 
 
-PODS, NODES = Decoder(Pod), Decoder(Node)
+PODS, NODES, JOBS = Decoder(Pod), Decoder(Node), Decoder(Job)
+EVENTS, QUOTAS = Decoder(CoreEvent), Decoder(ResourceQuota)
+CUSTOM: Decoder[dict[str, Any]] = Decoder(dict)  # Kueue's and Volcano's, walked as JSON

@@ -15,9 +15,11 @@ class Configuration:
     key_file: str | None
     username: str | None
     password: str | None
+    connection_pool_maxsize: int
     def __init__(self) -> None: ...
 
 class ApiClient:
+    user_agent: str
     def __init__(self, configuration: Configuration | None = None) -> None: ...
     def close(self) -> None: ...
     # Any: the models' JSON form, and the model that `response_type` names
@@ -75,6 +77,15 @@ class CoreV1Api:
         limit_bytes: int | None = None,
         _request_timeout: _Timeout = None,
     ) -> str: ...
+    @overload
+    def list_namespaced_event(
+        self, namespace: str, *, _preload_content: Literal[False], **kwargs: Any
+    ) -> RawResponse: ...
+    @overload
+    def list_namespaced_event(
+        self, namespace: str, *, watch: Literal[True], **kwargs: Any
+    ) -> RawResponse: ...
+    @overload
     def list_namespaced_event(
         self,
         namespace: str,
@@ -88,6 +99,15 @@ class CoreV1Api:
     def read_namespaced_secret(
         self, name: str, namespace: str, *, _request_timeout: _Timeout = None
     ) -> V1Secret: ...
+    @overload
+    def list_namespaced_resource_quota(
+        self, namespace: str, *, _preload_content: Literal[False], **kwargs: Any
+    ) -> RawResponse: ...
+    @overload
+    def list_namespaced_resource_quota(
+        self, namespace: str, *, watch: Literal[True], **kwargs: Any
+    ) -> RawResponse: ...
+    @overload
     def list_namespaced_resource_quota(
         self, namespace: str, *, _request_timeout: _Timeout = None
     ) -> V1ResourceQuotaList: ...
@@ -140,9 +160,23 @@ class BatchV1Api:
     def create_namespaced_job(
         self, namespace: str, body: V1Job | _Body, *, _request_timeout: _Timeout = None
     ) -> V1Job: ...
+    @overload
+    def read_namespaced_job(
+        self, name: str, namespace: str, *, _preload_content: Literal[False], **kwargs: Any
+    ) -> RawResponse: ...
+    @overload
     def read_namespaced_job(
         self, name: str, namespace: str, *, _request_timeout: _Timeout = None
     ) -> V1Job: ...
+    @overload
+    def list_namespaced_job(
+        self, namespace: str, *, _preload_content: Literal[False], **kwargs: Any
+    ) -> RawResponse: ...
+    @overload
+    def list_namespaced_job(
+        self, namespace: str, *, watch: Literal[True], **kwargs: Any
+    ) -> RawResponse: ...
+    @overload
     def list_namespaced_job(
         self,
         namespace: str,
@@ -167,6 +201,29 @@ class CustomObjectsApi:
     """Kueue's and Volcano's objects: the API's JSON, unmodelled."""
 
     def __init__(self, api_client: ApiClient | None = None) -> None: ...
+    @overload
+    def list_namespaced_custom_object(
+        self,
+        group: str,
+        version: str,
+        namespace: str,
+        plural: str,
+        *,
+        _preload_content: Literal[False],
+        **kwargs: Any,
+    ) -> RawResponse: ...
+    @overload
+    def list_namespaced_custom_object(
+        self,
+        group: str,
+        version: str,
+        namespace: str,
+        plural: str,
+        *,
+        watch: Literal[True],
+        **kwargs: Any,
+    ) -> RawResponse: ...
+    @overload
     def list_namespaced_custom_object(
         self,
         group: str,
@@ -177,6 +234,21 @@ class CustomObjectsApi:
         label_selector: str | None = None,
         _request_timeout: _Timeout = None,
     ) -> dict[str, Any]: ...
+    @overload
+    def list_cluster_custom_object(
+        self,
+        group: str,
+        version: str,
+        plural: str,
+        *,
+        _preload_content: Literal[False],
+        **kwargs: Any,
+    ) -> RawResponse: ...
+    @overload
+    def list_cluster_custom_object(
+        self, group: str, version: str, plural: str, *, watch: Literal[True], **kwargs: Any
+    ) -> RawResponse: ...
+    @overload
     def list_cluster_custom_object(
         self,
         group: str,
