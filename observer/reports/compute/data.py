@@ -22,6 +22,7 @@ from observer.records import (
     JobSlot,
     PendingTime,
     ProbeSkip,
+    RunGpuFigures,
     StoredAlert,
     StoredDelivery,
     StoredGpuSample,
@@ -456,7 +457,8 @@ class PeriodData:
         overlaps it; `controller_runs`: every run of the controller started before its end;
         `probe_skips`: the probe copies that came due in it and were not submitted;
     `inference_samples` and `inference_phases`: the inference service's looks in it and the
-    changes that became ready in it."""
+    changes that became ready in it; `run_gpu`: by run id, the GPU samples attributed to
+    each run of it that started."""
 
     period: Period
     runs: Sequence[ProbeRun] = ()
@@ -475,3 +477,5 @@ class PeriodData:
     probe_skips: Sequence[ProbeSkip] = ()
     inference_samples: Sequence[InferenceSample] = ()  # read for a day's summary and the verdict
     inference_phases: Sequence[InferencePhase] = ()
+    # Each probe run's own GPUs, reduced by the store (read for a day's summary alone).
+    run_gpu: Mapping[str, RunGpuFigures] = field(default_factory=dict)

@@ -159,6 +159,33 @@ def task_record_json(record: TaskRecord, words: Words) -> dict[str, Any]:
         "cause_evidence": []
         if record.cause is None
         else [words.note(n) for n in record.cause.evidence],
+        **_around_json(record),
+    }
+
+
+def _around_json(record: TaskRecord) -> dict[str, Any]:
+    """What a run had and met while it lived (compute.run_surroundings); null: not known
+    (no quota known, never started, no node agent or no Alertmanager read)."""
+    around, gpu, quota, errors = (
+        record.around,
+        record.around.gpu,
+        record.around.quota,
+        record.around.gpu_errors,
+    )
+    return {
+        "quota": None
+        if quota is None
+        else {
+            "source": quota.source.value,
+            "gpus": list(quota.gpus),
+            "borrowing_limit_gpus": quota.borrowing_limit_gpus,
+        },
+        "gpu_samples": (0 if gpu is None else gpu.samples) if around.gpus_watched else None,
+        "gpu_utilization_avg": _num(gpu.utilization_avg_percent if gpu else None),
+        "gpu_utilization_max": gpu.utilization_max_percent if gpu else None,
+        "gpu_memory_peak_bytes": gpu.memory_peak_bytes if gpu else None,
+        "gpu_errors": None if errors is None else dataclasses.asdict(errors),
+        "alerts": None if around.alerts is None else list(around.alerts),
     }
 
 
