@@ -7,7 +7,11 @@ manual_interventions_total, incidents_opened, findings...) at the top, the repor
 dataclass field names below them (the verdict's `tiers` by failure class, each item with its
 line of text); `wait_reasons` and `probe_wait_reasons` (tenant -> the scheduler's reason ->
 hours pending: the tenants' own jobs' added up over the jobs, the probes'); the daily
-summary's `task_records`, one per run (`user`, `queue`, `main_wait_reason` among them), last.
+summary's `task_records`, one per run (`user`, `queue`, `main_wait_reason` among them; what it
+had and met while it lived: `quota` (`source` queue | configured, `gpus` each value seen,
+`borrowing_limit_gpus`), `gpu_samples`, `gpu_utilization_avg`, `gpu_utilization_max` (percent),
+`gpu_memory_peak_bytes`, `gpu_errors` (`count`, `worst`, `xid`, `fatal`), `alerts` (names);
+null where not known or not observed), last.
 Every instant is in the platform's timezone, ISO 8601 with its offset: the report's own and
 those detectors keep in their evidence, in UTC, as text (`plain`, which the pages' evidence and
 `observer findings` and `runs` print through too). Nothing depends on when a report is
