@@ -137,6 +137,8 @@ class GpuSamplesRepository(Repository):
                     t.c.task == span.c.task,
                 ),
             )
+            # The period all spans lie in, which the index on `at` narrows the samples to.
+            .where(t.c.at >= min(s.start for s in spans), t.c.at < max(s.end for s in spans))
             .group_by(span.c.run_id)
         )
         with self._reading("reducing GPU samples per run") as connection:
