@@ -241,7 +241,7 @@ def _expected(stored: Stored) -> dict[str, dict[str, object]]:
             "gpu_utilization_avg": None,
             "gpu_utilization_max": None,
             "gpu_memory_peak_bytes": None,
-            "gpu_errors": {"count": 0, "worst": None, "xid": None, "fatal": False},
+            "gpu_errors": None,
             "alerts": stored.alerts_on_held,
         },
     }

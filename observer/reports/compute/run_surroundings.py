@@ -66,8 +66,9 @@ class GpuErrors:
 @dataclass(frozen=True, slots=True)
 class RunSurroundings:
     """`gpu`: its own GPUs' figures (None: no sample of them); `gpus_watched`: it started
-    and the node agents were read, so that no sample means none was taken; `gpu_errors` and
-    `alerts` None where not observed (no node agent, no Alertmanager read)."""
+    and the node agents were read, so that no sample means none was taken; `gpu_errors` None
+    where it never started or no node agent was read, `alerts` None where no Alertmanager
+    was read."""
 
     quota: Quota | None
     gpu: RunGpuFigures | None
@@ -100,7 +101,9 @@ def surroundings(data: PeriodData, context: ReportContext) -> dict[str, RunSurro
             quota=quotas.of(run, until),
             gpu=data.run_gpu.get(run.run_id),
             gpus_watched=context.sources.agents and run.started_at is not None,
-            gpu_errors=_gpu_errors(run, errors, until) if context.sources.agents else None,
+            gpu_errors=_gpu_errors(run, errors, until)
+            if context.sources.agents and run.started_at is not None
+            else None,
             alerts=None if alerts is None else _alerts(run, alerts, until),
         )
         for run in data.runs
@@ -146,8 +149,7 @@ def _by_node(findings: Iterable[Finding]) -> dict[str, list[Finding]]:
 
 
 def _gpu_errors(run: ProbeRun, by_node: Mapping[str, list[Finding]], until: datetime) -> GpuErrors:
-    if run.started_at is None:
-        return GpuErrors(0)
+    assert run.started_at is not None
     start, end = run.started_at, run.finished_at or until
     found = [
         f

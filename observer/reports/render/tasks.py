@@ -183,7 +183,7 @@ def while_it_ran(record: TaskRecord, w: Words) -> list[str]:
     """The quota in force, its GPUs (for a run that started) and the alerts, each a line."""
     around = record.around
     lines = [w("around.quota", quota=_quota(around.quota, w))]
-    if record.run.started_at is not None:
+    if record.run.started_at is not None:  # one that never started held no GPU
         lines += [_gpu(record, w), _gpu_errors(around.gpu_errors, w)]
     if around.alerts is None:
         lines.append(w("around.alerts.not_observed"))
