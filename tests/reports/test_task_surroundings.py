@@ -33,15 +33,17 @@ from observer.domain import (
     SchedulerSnapshot,
     Severity,
 )
-from observer.records import StoredAlert, StoredGpuSample
+from observer.records import StoredAlert, StoredGpuSample, StoredQueueSample
 from observer.reports.compute.daily import build_daily
+from observer.reports.compute.data import PeriodData
+from observer.reports.compute.run_surroundings import Quota, QuotaSource, surroundings
 from observer.reports.inputs import load_daily
 from observer.reports.render.blocks import Rendered
 from observer.reports.render.daily import render_daily
 from observer.reports.render.tasks import CSV_COLUMNS
 from observer.settings import Settings, load_settings
 from observer.storage.store import Store
-from tests.reports.builders import DAY, at, run
+from tests.reports.builders import DAY, at, context, run
 from tests.support.cli import run_cli
 from tests.support.databases import migrated_sqlite
 
@@ -351,3 +353,14 @@ def test_observer_runs_json_carries_the_same_fields(stored: Stored) -> None:
     assert {i: {k: printed[i][k] for k in fields} for i, fields in expected.items()} == expected
     table = run_cli("runs", "--config", str(stored.config), "--date", day).stdout
     assert "While it ran" in table.splitlines()[1]
+
+
+def test_a_run_between_two_snapshots_has_the_quota_in_force_when_it_came() -> None:
+    short = run(submitted=at(10), wait_seconds=60, finished=at(10, 30))
+    samples = tuple(
+        StoredQueueSample(when, QueueState("research", None, 0, 0, 0, 0, 0.0, {}, gpus, 0))
+        for when, gpus in ((at(9), 8), (at(12), 6))
+    )
+    data = PeriodData(DAY, runs=(short,), queue_samples=samples)
+
+    assert surroundings(data, context())[short.run_id].quota == Quota(QuotaSource.QUEUE, (8,), 0)

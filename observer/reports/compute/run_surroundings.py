@@ -10,7 +10,7 @@ run back while it waits too), its GPUs and their errors from its start."""
 
 from __future__ import annotations
 
-from bisect import bisect_left, bisect_right
+from bisect import bisect_right
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -133,7 +133,8 @@ class _QuotaLog:
         at, seen = self._at.get(run.tenant, []), self._seen.get(run.tenant, [])
         if begin is not None:
             end = run.finished_at or until
-            held = seen[bisect_left(at, begin) : bisect_right(at, end)]
+            # From the last sample at or before its submission: in force when it came.
+            held = seen[max(bisect_right(at, begin) - 1, 0) : bisect_right(at, end)]
             if held:
                 gpus = tuple(dict.fromkeys(nominal for nominal, _ in held))
                 return Quota(QuotaSource.QUEUE, gpus, held[-1][1])
