@@ -34,7 +34,7 @@ from observer.domain import (
     Severity,
 )
 from observer.records import StoredAlert, StoredGpuSample, StoredQueueSample
-from observer.reports.compute.daily import build_daily
+from observer.reports.compute.daily import DailyInputs, build_daily
 from observer.reports.compute.data import PeriodData
 from observer.reports.compute.run_surroundings import Quota, QuotaSource, surroundings
 from observer.reports.inputs import load_daily
@@ -321,26 +321,29 @@ def test_the_table_says_it_in_one_cell_in_both_languages(stored: Stored) -> None
     assert "| 运行期间 |" in stored.zh.markdown
 
 
-def test_without_agents_or_alertmanager_the_record_says_not_observed(stored, tmp_path):
-    config = tmp_path / "bare.yaml"
-    text = stored.config.read_text(encoding="utf-8")
-    config.write_text(
-        text.replace("  agent_urls: ['http://n1:9400']\n", "").replace(
-            "  alertmanager_url: http://alertmanager:9093\n", ""
-        ),
-        encoding="utf-8",
-    )
-    settings = load_settings(config)
-    with Store(f"sqlite:///{settings.storage.sqlite_path}") as store:
-        report = build_daily(load_daily(store, settings, DAY.start.date(), DAY.end + timedelta(1)))
+def test_without_agents_or_alertmanager_the_record_says_not_observed() -> None:
+    ran = replace(run(wait_seconds=60, finished=at(11)), node_names=("n1",))
+    data = PeriodData(DAY, runs=(ran,))
+    bare = context(agents=False, alertmanager=False)
+    report = build_daily(DailyInputs(bare, DAY.start.date(), data, None, data, 900.0, 0.1))
     rendered = render_daily(report, "en")
 
-    [record] = [
-        r for r in json.loads(rendered.json)["task_records"] if r["run_id"] == stored.busy.run_id
-    ]
+    [record] = json.loads(rendered.json)["task_records"]
     assert (record["gpu_samples"], record["gpu_errors"], record["alerts"]) == (None, None, None)
     assert "its GPUs: not observed (no node agent)" in rendered.markdown
+    assert "GPU errors: not observed (no node agent)" in rendered.markdown
     assert "alerts: not observed (no Alertmanager)" in rendered.markdown
+
+
+def test_with_agents_and_no_sample_of_its_gpus_it_says_so() -> None:
+    ran = replace(run(wait_seconds=60, finished=at(11)), node_names=("n1",))
+    data = PeriodData(DAY, runs=(ran,))
+    report = build_daily(DailyInputs(context(), DAY.start.date(), data, None, data, 900.0, 0.1))
+    rendered = render_daily(report, "en")
+
+    [record] = json.loads(rendered.json)["task_records"]
+    assert (record["gpu_samples"], record["gpu_errors"]["count"], record["alerts"]) == (0, 0, [])
+    assert "its GPUs: not sampled; GPU errors: none found; alerts: none fired" in rendered.markdown
 
 
 def test_observer_runs_json_carries_the_same_fields(stored: Stored) -> None:

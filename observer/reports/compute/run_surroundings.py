@@ -66,9 +66,9 @@ class GpuErrors:
 @dataclass(frozen=True, slots=True)
 class RunSurroundings:
     """`gpu`: its own GPUs' figures (None: no sample of them); `gpus_watched`: it started
-    and the node agents were read, so that no sample means none was taken; `gpu_errors` None
-    where it never started or no node agent was read, `alerts` None where no Alertmanager
-    was read."""
+    and the node agents were read (set up, or sampling GPUs in the period), so that no sample
+    means none was taken; `gpu_errors` None where it never started or no node agent was
+    read, `alerts` None where no Alertmanager was read."""
 
     quota: Quota | None
     gpu: RunGpuFigures | None
@@ -89,6 +89,8 @@ def run_spans(runs: Sequence[ProbeRun], until: datetime) -> list[RunSpan]:
 def surroundings(data: PeriodData, context: ReportContext) -> dict[str, RunSurroundings]:
     """Every run of `data`, by run id."""
     until = data.period.end
+    # Read where set up, or where their samples say they were (a fleet given in process).
+    agents = context.sources.agents or bool(data.gpu.nodes)
     quotas = _QuotaLog(data.queue_samples, context)
     errors = _by_node(f for f in data.findings if f.detector in GPU_ERROR_DETECTORS)
     alerts = (
@@ -100,9 +102,9 @@ def surroundings(data: PeriodData, context: ReportContext) -> dict[str, RunSurro
         run.run_id: RunSurroundings(
             quota=quotas.of(run, until),
             gpu=data.run_gpu.get(run.run_id),
-            gpus_watched=context.sources.agents and run.started_at is not None,
+            gpus_watched=agents and run.started_at is not None,
             gpu_errors=_gpu_errors(run, errors, until)
-            if context.sources.agents and run.started_at is not None
+            if agents and run.started_at is not None
             else None,
             alerts=None if alerts is None else _alerts(run, alerts, until),
         )
