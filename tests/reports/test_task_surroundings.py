@@ -33,7 +33,7 @@ from observer.domain import (
     SchedulerSnapshot,
     Severity,
 )
-from observer.records import StoredAlert, StoredGpuSample, StoredQueueSample
+from observer.records import RunGpuFigures, StoredAlert, StoredGpuSample, StoredQueueSample
 from observer.reports.compute.daily import DailyInputs, build_daily
 from observer.reports.compute.data import PeriodData
 from observer.reports.compute.run_surroundings import Quota, QuotaSource, surroundings
@@ -367,3 +367,31 @@ def test_a_run_between_two_snapshots_has_the_quota_in_force_when_it_came() -> No
     data = PeriodData(DAY, runs=(short,), queue_samples=samples)
 
     assert surroundings(data, context())[short.run_id].quota == Quota(QuotaSource.QUEUE, (8,), 0)
+
+
+@pytest.mark.parametrize(
+    ("percent", "memory", "en", "zh"),
+    [
+        (None, None, "sampled, neither utilisation nor memory read", "已采样，未读到利用率与显存"),
+        (
+            None,
+            3 * GIB,
+            "utilisation not read, 3.0 GiB peak memory",
+            "未读到利用率，显存峰值 3.0 GiB",
+        ),
+        (
+            40,
+            None,
+            "40.0% average and 40.0% peak utilisation, memory not read",
+            "平均利用率 40.0%，峰值利用率 40.0%，未读到显存",
+        ),
+    ],
+)
+def test_a_figure_no_sample_read_is_said_unread(percent, memory, en, zh) -> None:
+    ran = replace(run(wait_seconds=60, finished=at(11)), node_names=("n1",))
+    figures = RunGpuFigures(ran.run_id, 3, 1, percent, percent, memory)
+    data = PeriodData(DAY, runs=(ran,), run_gpu={ran.run_id: figures})
+    report = build_daily(DailyInputs(context(), DAY.start.date(), data, None, data, 900.0, 0.1))
+
+    assert f"its 1 GPU(s): {en};" in render_daily(report, "en").markdown
+    assert f"所用 1 卡：{zh}；" in render_daily(report, "zh-CN").markdown

@@ -214,15 +214,15 @@ def _gpu(record: TaskRecord, w: Words) -> str:
     gpu = around.gpu
     if gpu is None:
         return w("around.gpu.not_sampled")
+    memory = gpu.memory_peak_bytes
     if gpu.utilization_avg_percent is None:
-        return w("around.gpu.memory", memory_bytes=gpu.memory_peak_bytes, gpus=gpu.gpus)
-    return w(
-        "around.gpu",
-        gpus=gpu.gpus,
-        avg=w.percent(gpu.utilization_avg_percent),
-        max=w.percent(gpu.utilization_max_percent),
-        memory_bytes=gpu.memory_peak_bytes,
-    )
+        if memory is None:
+            return w("around.gpu.unread", gpus=gpu.gpus)
+        return w("around.gpu.memory", memory_bytes=memory, gpus=gpu.gpus)
+    avg, top = w.percent(gpu.utilization_avg_percent), w.percent(gpu.utilization_max_percent)
+    if memory is None:
+        return w("around.gpu.no_memory", gpus=gpu.gpus, avg=avg, max=top)
+    return w("around.gpu", gpus=gpu.gpus, avg=avg, max=top, memory_bytes=memory)
 
 
 def _gpu_errors(errors: GpuErrors | None, w: Words) -> str:
