@@ -90,7 +90,7 @@ def surroundings(data: PeriodData, context: ReportContext) -> dict[str, RunSurro
     """Every run of `data`, by run id."""
     until = data.period.end
     # Read where set up, or where their samples say they were (a fleet given in process).
-    agents = context.sources.agents or bool(data.gpu.nodes)
+    agents = context.sources.agents or bool(data.gpu.nodes) or bool(data.run_gpu)
     quotas = _QuotaLog(data.queue_samples, context)
     errors = _by_node(f for f in data.findings if f.detector in GPU_ERROR_DETECTORS)
     alerts = (
