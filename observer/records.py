@@ -61,6 +61,34 @@ class GpuSampleCounts:
 
 
 @dataclass(frozen=True, slots=True)
+class RunSpan:
+    """Where and when one probe run held GPUs: its nodes, from its start to its end (or to
+    the end of what a report reads); its GPUs are those whose samples name its tenant and its
+    probe as the task."""
+
+    run_id: str
+    tenant: str
+    task: str
+    nodes: tuple[str, ...]
+    start: datetime
+    end: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class RunGpuFigures:
+    """The GPU samples attributed to one run within its span (RunSpan): how many, of how many
+    GPUs, the mean and highest utilisation of those that read it, and the most memory one of
+    its GPUs used (None: no sample read it)."""
+
+    run_id: str
+    samples: int
+    gpus: int
+    utilization_avg_percent: float | None
+    utilization_max_percent: int | None
+    memory_peak_bytes: int | None
+
+
+@dataclass(frozen=True, slots=True)
 class StoredQueueSample:
     """One tenant's queue as a stored scheduler snapshot saw it."""
 

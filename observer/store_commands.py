@@ -120,7 +120,7 @@ def runs(args: argparse.Namespace, settings: Settings) -> int:
     from zoneinfo import ZoneInfo  # noqa: PLC0415
 
     from observer.reports.compute.tasks import is_failed, task_records  # noqa: PLC0415
-    from observer.reports.inputs import day_period  # noqa: PLC0415
+    from observer.reports.inputs import day_period, load_tasks  # noqa: PLC0415
     from observer.reports.render.i18n import Words  # noqa: PLC0415
     from observer.reports.render.json import task_record_json  # noqa: PLC0415
     from observer.reports.render.tasks import task_headers, task_row, tasks_csv  # noqa: PLC0415
@@ -131,13 +131,12 @@ def runs(args: argparse.Namespace, settings: Settings) -> int:
     day = args.date or datetime.now(tz).date()
     bounds = day_period(day, tz)
     with Store(store_url(settings.storage.sqlite_path, settings.storage.url)) as store:
-        runs = store.runs(since=bounds.start, until=bounds.end)
-        # What the runs' nodes went through, to class each failure as the summary does.
-        findings = [f for f in store.findings(since=bounds.start) if f.opened_at < bounds.end]
-        changes = store.node_changes(bounds.start, bounds.end)
+        # What the runs' nodes went through, to class each failure as the summary does, and
+        # what each run had and met while it lived.
+        data, context = load_tasks(store, settings, bounds)
     records = [
         r
-        for r in task_records(runs, findings, changes)
+        for r in task_records(data, context)
         if (not args.failed or is_failed(r.run))
         and (args.probe is None or r.run.probe == args.probe)
     ]

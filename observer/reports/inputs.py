@@ -29,6 +29,7 @@ from observer.reports.compute.data import (
     gpu_usage,
     gpu_usage_of_counts,
 )
+from observer.reports.compute.run_surroundings import run_spans
 from observer.reports.compute.verdict import VerdictInputs
 from observer.reports.deliver import configured_channels
 from observer.settings import Settings
@@ -247,11 +248,14 @@ def load_daily(
         previous = load_period(
             store, context, before, usage.get(day - timedelta(days=1)), soak_data
         )
-    data = replace(
-        load_period(store, context, this, usage.get(day), soak_data),
-        inference_samples=store.inference_samples(this.start, this.end),
-        inference_phases=store.inference_phases(this.start, this.end),
-        job_estimates=store.job_estimates(this.start, this.end),
+    data = with_run_gpu(
+        store,
+        replace(
+            load_period(store, context, this, usage.get(day), soak_data),
+            inference_samples=store.inference_samples(this.start, this.end),
+            inference_phases=store.inference_phases(this.start, this.end),
+            job_estimates=store.job_estimates(this.start, this.end),
+        ),
     )
     return DailyInputs(
         context=context,
@@ -263,6 +267,28 @@ def load_daily(
         layer_blind_max_share=settings.reports.verdict_layer_blind_max_share,
         partial=bounds.end < day_period(day, tz).end,
     )
+
+
+def with_run_gpu(store: Store, data: PeriodData) -> PeriodData:
+    """`data` with its runs' own GPU figures, reduced by the store in one read."""
+    return replace(data, run_gpu=store.run_gpu_figures(run_spans(data.runs, data.period.end)))
+
+
+def load_tasks(
+    store: Store, settings: Settings, period: Period
+) -> tuple[PeriodData, ReportContext]:
+    """What the per-task record of `period` reads (`observer runs`): its runs, what their
+    nodes went through, their tenants' queues, the alerts and the runs' own GPUs."""
+    context = report_context(settings, soak_started_at(store, settings) or period.start)
+    data = PeriodData(
+        period=period,
+        runs=store.runs(since=period.start, until=period.end),
+        findings=[f for f in store.findings(since=period.start) if f.opened_at < period.end],
+        node_changes=store.node_changes(period.start, period.end),
+        queue_samples=store.queue_samples(period.start, period.end),
+        alerts=store.alerts(period.start, period.end),
+    )
+    return with_run_gpu(store, data), context
 
 
 def soak_ended_at(settings: Settings, now: datetime) -> datetime:

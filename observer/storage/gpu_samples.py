@@ -14,12 +14,15 @@ from observer.records import (
     TASK_NOT_KNOWN,
     UTILIZATION_PERCENTS,
     GpuSampleCounts,
+    RunGpuFigures,
+    RunSpan,
     StoredGpuSample,
     TenantTaskCounts,
 )
 from observer.storage.database import Repository, upsert
 from observer.storage.mapping import RowMapping, instant
 from observer.storage.tables import (
+    UtcDateTime,
     gpu_minutes_table,
     gpu_node_hours_table,
     gpu_samples_table,
@@ -90,6 +93,66 @@ class GpuSamplesRepository(Repository):
                 + _read_tasks(connection, first, last)
                 + _count_tasks(connection, last, until)
             )
+
+    def run_gpu_figures(self, spans: Sequence[RunSpan]) -> dict[str, RunGpuFigures]:
+        """Each span's GPU samples reduced in the database, in one statement for every run of
+        a period: the samples on one of its nodes in [start, end) whose tenant and task are
+        the run's. A run without such samples is left out. Two runs of one probe and tenant
+        on one node at once share their samples: the samples name no run."""
+        rows = [(s.run_id, s.tenant, s.task, n, s.start, s.end) for s in spans for n in s.nodes]
+        if not rows:
+            return {}
+        span = (
+            sa.values(
+                sa.column("run_id", sa.String),
+                sa.column("tenant", sa.String),
+                sa.column("task", sa.String),
+                sa.column("node", sa.String),
+                sa.column("start", UtcDateTime),
+                sa.column("until", UtcDateTime),
+                name="spans",
+            )
+            .data(rows)
+            .cte()
+        )
+        t = gpu_samples_table
+        percent = t.c.utilization_gpu_percent
+        query = (
+            sa.select(
+                span.c.run_id,
+                sa.func.count(),
+                sa.func.count(sa.distinct(t.c.gpu_uuid)),
+                sa.func.avg(percent),
+                sa.func.max(percent),
+                sa.func.max(t.c.memory_used_bytes),
+            )
+            .select_from(span)
+            .join(
+                t,
+                sa.and_(
+                    t.c.node == span.c.node,
+                    t.c.at >= span.c.start,
+                    t.c.at < span.c.until,
+                    t.c.tenant == span.c.tenant,
+                    t.c.task == span.c.task,
+                ),
+            )
+            # The period all spans lie in, which the index on `at` narrows the samples to.
+            .where(t.c.at >= min(s.start for s in spans), t.c.at < max(s.end for s in spans))
+            .group_by(span.c.run_id)
+        )
+        with self._reading("reducing GPU samples per run") as connection:
+            return {
+                run_id: RunGpuFigures(
+                    run_id,
+                    samples,
+                    gpus,
+                    None if mean is None else float(mean),
+                    top,
+                    None if memory is None else int(memory),
+                )
+                for run_id, samples, gpus, mean, top, memory in connection.execute(query)
+            }
 
 
 def hour_of(at: datetime) -> datetime:

@@ -309,13 +309,13 @@ def _holds(task: _Task, finding: Finding) -> bool | None:
     finding names no holder of its GPU, or the task has no owner ids)."""
     if set(finding.subject) <= {"node"}:
         return True  # the whole node's: every GPU of it, the task's among them
-    holders = _holders(finding)
-    if not holders or not task.owners:
+    held = holders(finding)
+    if not held or not task.owners:
         return None
-    return not holders.isdisjoint(task.owners)
+    return not held.isdisjoint(task.owners)
 
 
-def _holders(finding: Finding) -> frozenset[str]:
+def holders(finding: Finding) -> frozenset[str]:
     """The owner ids a finding names on its GPU: its processes' when last seen, and the
     process an Xid names."""
     seen, named = finding.evidence.get("gpu_owner_ids"), finding.evidence.get("owner_id")

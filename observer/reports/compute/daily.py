@@ -60,7 +60,7 @@ def build_daily(inputs: DailyInputs) -> DailyReport:
         figures=day,
         previous_day=None if inputs.previous is None else figures(inputs.previous),
         soak_to_date=figures(inputs.soak),
-        tasks=task_records(inputs.data.runs, inputs.data.findings, inputs.data.node_changes),
+        tasks=task_records(inputs.data, inputs.context),
         tenants=tenant_figures(inputs.data, inputs.soak, inputs.context, day),
         partial=inputs.partial,
         inference=inference_figures(

@@ -23,6 +23,7 @@ from observer.records import (
     JobSlot,
     PendingTime,
     ProbeSkip,
+    RunGpuFigures,
     StoredAlert,
     StoredDelivery,
     StoredGpuSample,
@@ -458,7 +459,8 @@ class PeriodData:
         `probe_skips`: the probe copies that came due in it and were not submitted;
     `inference_samples` and `inference_phases`: the inference service's looks in it and the
     changes that became ready in it; `job_estimates`: the jobs seen waiting that started in
-    it, with the platform's estimates of their start."""
+    it, with the platform's estimates of their start; `run_gpu`: by run id, the GPU samples
+    attributed to each run of it that started."""
 
     period: Period
     runs: Sequence[ProbeRun] = ()
@@ -478,3 +480,5 @@ class PeriodData:
     inference_samples: Sequence[InferenceSample] = ()  # read for a day's summary and the verdict
     inference_phases: Sequence[InferencePhase] = ()
     job_estimates: Sequence[JobEstimate] = ()  # read for a day's summary
+    # Each probe run's own GPUs, reduced by the store (read for a day's summary alone).
+    run_gpu: Mapping[str, RunGpuFigures] = field(default_factory=dict)

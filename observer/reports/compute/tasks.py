@@ -1,6 +1,7 @@
 """The probe runs of one period: how many passed and failed, the failures grouped by cause,
 outcome and the platform's reason, each with its explanation in whose words (`explain`),
-the per-task record (`task_records`), and each probe's coverage (due, run, skipped). Pure.
+the per-task record (`task_records`, with what each run had and met while it lived:
+run_surroundings), and each probe's coverage (due, run, skipped). Pure.
 Every tenant's jobs are counted apart (jobs)."""
 
 from __future__ import annotations
@@ -14,7 +15,9 @@ from observer.domain import Expectation, Finding, JsonValue, Outcome, ProbeRun
 from observer.probes.outcome import OBSERVER_REASONS, cancelled_by_observer
 from observer.records import ProbeSkip, SkipReason, StoredNodeChange
 from observer.reports.compute.causes import Cause, Classified, classify
+from observer.reports.compute.data import PeriodData, ReportContext
 from observer.reports.compute.notes import Note
+from observer.reports.compute.run_surroundings import RunSurroundings, surroundings
 
 FAILED_OUTCOMES = frozenset({Outcome.FAILED, Outcome.REJECTED, Outcome.TIMED_OUT, Outcome.LOST})
 
@@ -48,11 +51,12 @@ class FailureGroup:
 @dataclass(frozen=True, slots=True)
 class TaskRecord:
     """One probe run as the per-task appendix shows it; `explanation` for a run that did not
-    pass."""
+    pass; `around`: its quota, its GPUs, their errors and the alerts while it lived."""
 
     run: ProbeRun
     explanation: Note | None
     cause: Classified | None
+    around: RunSurroundings
 
 
 @dataclass(frozen=True, slots=True)
@@ -153,15 +157,13 @@ def _between(start: datetime | None, end: datetime | None) -> float | None:
     return None if start is None or end is None else (end - start).total_seconds()
 
 
-def task_records(
-    runs: Sequence[ProbeRun],
-    findings: Sequence[Finding],
-    node_changes: Sequence[StoredNodeChange],
-) -> tuple[TaskRecord, ...]:
-    """Every run, in the order they were submitted, with its explanation and cause."""
+def task_records(data: PeriodData, context: ReportContext) -> tuple[TaskRecord, ...]:
+    """Every run of `data`, in the order they were submitted, with its explanation, its cause
+    and its surroundings."""
+    around = surroundings(data, context)
     return tuple(
-        TaskRecord(r, explain(r), classify(r, findings, node_changes))
-        for r in sorted(runs, key=_submission_order)
+        TaskRecord(r, explain(r), classify(r, data.findings, data.node_changes), around[r.run_id])
+        for r in sorted(data.runs, key=_submission_order)
     )
 
 

@@ -16,7 +16,11 @@ any waiting job that started an expected start; `rows`: per `tenant`, `gpus` and
 ("platform" or "observer"), the `jobs` started, `error_p50_seconds` and `error_p90_seconds`
 (start minus expected start, late positive; null: no estimate) and
 `without_estimate_share`); the daily summary's `task_records`, one per run (`user`, `queue`,
-`main_wait_reason` among them), last.
+`main_wait_reason` among them; what it had and met while it lived: `quota` (`source` queue |
+configured, `gpus` each value seen, `borrowing_limit_gpus`), `gpu_samples`,
+`gpu_utilization_avg`, `gpu_utilization_max` (percent), `gpu_memory_peak_bytes`, `gpu_errors`
+(`count`, `worst`, `xid`, `fatal`), `alerts` (names); null where not known or not observed),
+last.
 Every instant is in the platform's timezone, ISO 8601 with its offset: the report's own and
 those detectors keep in their evidence, in UTC, as text (`plain`, which the pages' evidence and
 `observer findings` and `runs` print through too). Nothing depends on when a report is
@@ -172,6 +176,33 @@ def task_record_json(record: TaskRecord, words: Words) -> dict[str, Any]:
         "cause_evidence": []
         if record.cause is None
         else [words.note(n) for n in record.cause.evidence],
+        **_around_json(record),
+    }
+
+
+def _around_json(record: TaskRecord) -> dict[str, Any]:
+    """What a run had and met while it lived (compute.run_surroundings); null: not known
+    (no quota known, never started, no node agent or no Alertmanager read)."""
+    around, gpu, quota, errors = (
+        record.around,
+        record.around.gpu,
+        record.around.quota,
+        record.around.gpu_errors,
+    )
+    return {
+        "quota": None
+        if quota is None
+        else {
+            "source": quota.source.value,
+            "gpus": list(quota.gpus),
+            "borrowing_limit_gpus": quota.borrowing_limit_gpus,
+        },
+        "gpu_samples": (0 if gpu is None else gpu.samples) if around.gpus_watched else None,
+        "gpu_utilization_avg": _num(gpu.utilization_avg_percent if gpu else None),
+        "gpu_utilization_max": gpu.utilization_max_percent if gpu else None,
+        "gpu_memory_peak_bytes": gpu.memory_peak_bytes if gpu else None,
+        "gpu_errors": None if errors is None else dataclasses.asdict(errors),
+        "alerts": None if around.alerts is None else list(around.alerts),
     }
 
 
