@@ -229,9 +229,12 @@ def test_migration_0022_reverts_leaving_the_other_tables_as_they_were(db_url: st
     assert below is not None
     engine = sa.create_engine(db_url)
     try:
-        before = set(sa.inspect(engine).get_table_names())
         config = Config()
         config.set_main_option("script_location", str(PACKAGE / "storage" / "migrations"))
+        with engine.begin() as connection:  # the migrations after it, reverted first
+            config.attributes["connection"] = connection
+            command.downgrade(config, below.revision)
+        before = set(sa.inspect(engine).get_table_names())
         with engine.begin() as connection:
             config.attributes["connection"] = connection
             command.downgrade(config, str(below.down_revision))
