@@ -63,10 +63,11 @@ class GpuFigures:
     could be attributed: not on Kubernetes, whose agents know pods only by UID), beside
     `tenant_running_gpus_avg`, the GPUs allocated to it by the scheduler's queues; and of
     the same samples, `by_task` (a probe's name, "job" for the tenants' own, "" not known)
-    and `by_window_tenant` (window -> tenant). `sm_*`: GPM's SM activity (the share of SMs
-    busy, which utilisation, the share of time any kernel ran, cannot tell) of the samples
-    that had it; `gpm_not_supported_nodes`: the nodes whose GPUs said they have no GPM, and
-    how many of their samples (their SM activity is not known, never 0)."""
+    and `by_window_tenant` (window -> tenant). `sm_*`: GPM's SM activity (the share of SMs busy,
+    which utilisation, the share of time any kernel ran, cannot tell) of the samples that had
+    it, overall and per window, tenant and kind of task; `gpm_not_supported_nodes`: the nodes
+    whose GPUs said they have no GPM, and how many of their samples (their SM activity is not
+    known, never 0)."""
 
     observed: bool
     overall: UtilizationStats | None
@@ -87,6 +88,7 @@ class GpuFigures:
     sm_overall: UtilizationStats | None = None
     sm_by_window: Mapping[str, UtilizationStats] = field(default_factory=dict)
     sm_by_tenant: Mapping[str, UtilizationStats] = field(default_factory=dict)
+    sm_by_task: Mapping[str, UtilizationStats] = field(default_factory=dict)
     gpm_not_supported_nodes: tuple[str, ...] = ()
     gpm_not_supported_samples: int = 0
 
@@ -136,6 +138,7 @@ def gpu_figures(data: PeriodData, context: ReportContext) -> GpuFigures:
         sm_overall=utilization_stats(sm.overall) if sm.overall.samples else None,
         sm_by_window={k: utilization_stats(v) for k, v in sm.by_window.items()},
         sm_by_tenant={k: utilization_stats(v) for k, v in sm.by_tenant.items()},
+        sm_by_task={k: utilization_stats(v) for k, v in sm.by_task.items()},
         gpm_not_supported_nodes=tuple(sorted(sm.unread_nodes)),
         gpm_not_supported_samples=sm.unread_samples,
     )

@@ -164,7 +164,7 @@ def _task_blocks(
     blocks: list[Block] = [
         Heading(3, w("sub.by_task")),
         Table(
-            _util_header(w, w("col.task")),
+            [*_util_header(w, w("col.task")), w("col.sm_active_avg"), w("col.sm_active_p95")],
             [
                 _util_row(
                     [_task_name(t, w)],
@@ -173,6 +173,7 @@ def _task_blocks(
                     soak.gpu.by_task.get(t),
                     w,
                 )
+                + _sm_cells(g.sm_by_task.get(t), w)
                 for t in tasks
             ],
         ),

@@ -7,8 +7,8 @@ and owner_state_known_nodes (null: no node sampled), alerts_total,
 manual_interventions_total, incidents_opened, findings...) at the top, the report's
 dataclass field names below them (the verdict's `tiers` by failure class, each item with its
 line of text); `wait_reasons` and `probe_wait_reasons` (tenant -> the scheduler's reason ->
-hours pending: the tenants' own jobs' added up over the jobs, the probes'); in `gpu`, each
-pool's `sm_active` beside its `utilization`, `sm_overall`, `sm_by_window`, `sm_by_tenant`
+hours pending: the tenants' own jobs' added up over the jobs, the probes'); in `gpu`, each pool's
+`sm_active` beside its `utilization`, `sm_overall`, `sm_by_window`, `sm_by_tenant`, `sm_by_task`
 (and each tenant's `sm_active` in `tenants`) and `gpm_not_supported_nodes` with their
 `gpm_not_supported_samples` (GPUs without GPM, whose SM activity is not known); the daily
 summary's `task_records`, one per run (`user`, `queue`, `main_wait_reason` among them), last.
