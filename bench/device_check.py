@@ -14,10 +14,14 @@ Progress goes to stderr; the last line of stdout is one JSON object:
   (bench/agent_sampling.py's measure), on every GPU present; GPM's two calls apart (`gpm`,
   null on GPUs without GPM);
 - xid: whether NVML's event set takes each GPU's Xid errors (`registered`, or the error);
+- gpu_comm: `observer probe gpu-comm` across every GPU present: its exit code, each ordered
+  pair's path (peer or not), GB/s and the rate it was judged against, and its failure line
+  (null: none); `skipped` with one GPU (no pair);
 - not_checked: what this script does not check yet, and why.
 
 On the stand-in the GPU's utilisation and process list are what the script writes into the
-stand-in's state file, so `burn` proves the path (agent, attribution, JSON), not the GPU.
+stand-in's state file, so `burn` proves the path (agent, attribution, JSON), not the GPU;
+its peer copies run at the stand-in libcuda's configured rate (FAKE_CUDA_PEER_GBPS).
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -56,9 +61,13 @@ REPO = Path(__file__).resolve().parent.parent
 SAMPLING_ROUNDS = 500
 # What the issue asks of this check that the observer cannot do yet (issue 33).
 NOT_CHECKED = {
-    "gpu_comm": "`observer probe gpu-comm` is not built yet",
     "mig": "the agent does not enumerate MIG instances yet",
 }
+# One line of `observer probe gpu-comm` per ordered pair (observer/cli.py's say()).
+PAIR_LINE = re.compile(
+    r"^gpu-comm: GPU (\d+) -> GPU (\d+): (peer|no peer access), ([\d.]+) GB/s "
+    r"\((?:expected ([\d.]+)|not judged)\): (ok|FAILED)$"
+)
 
 
 def say(message: str) -> None:
@@ -219,6 +228,41 @@ def xid(library: Path | None) -> dict[str, str]:
         events.close()
 
 
+def gpu_comm(gpus: int, stand_in: Stand | None) -> dict[str, Any]:
+    """Every ordered pair of the GPUs present, as the gpu-comm probe on a whole node."""
+    if gpus < 2:
+        return {"skipped": f"{gpus} GPU: no pair to copy between"}
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    env.pop("CUDA_VISIBLE_DEVICES", None)
+    if stand_in is not None:
+        env |= stand_in.env | {"FAKE_CUDA_DEVICES": str(gpus), "FAKE_CUDA_PEER_GBPS": "380"}
+    done = subprocess.run(
+        [sys.executable, "-m", "observer.cli", "probe", "gpu-comm"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    pairs = [
+        {
+            "source": int(m[1]),
+            "target": int(m[2]),
+            "peer_access": m[3] == "peer",
+            "gbps": float(m[4]),
+            "expected_gbps": float(m[5]) if m[5] else None,
+            "ok": m[6] == "ok",
+        }
+        for line in done.stdout.splitlines()
+        if (m := PAIR_LINE.match(line))
+    ]
+    return {
+        "exit_code": done.returncode,
+        "pairs": pairs,
+        "failure": done.stderr.strip().splitlines()[-1] if done.stderr.strip() else None,
+    }
+
+
 class Stand:
     """The stand-in libraries and the state file that plays GPU 0 busy under the burn."""
 
@@ -269,6 +313,8 @@ def main() -> int:
         result["sampling"] = sampling(library)
         say("xid event registration")
         result["xid"] = xid(library)
+        say("gpu-comm across every GPU pair")
+        result["gpu_comm"] = gpu_comm(len(result["device"]["gpus"]), stand)
         result["not_checked"] = NOT_CHECKED
     print(json.dumps(result))
     return 0

@@ -257,6 +257,14 @@ def _add_probe(commands: Any) -> None:
         help="a pair's expected rate, GB/s one way (default: by GPU model, where known)",
     )
     comm.add_argument(
+        "--expect-model",
+        type=_model_rate,
+        action="append",
+        metavar="MODEL=GBPS",
+        help="a GPU model's pair rate, GB/s one way (longest name in CUDA's device name "
+        "wins); given, the whole table (default: the built-in H100/H200/A100 figures)",
+    )
+    comm.add_argument(
         "--min-percent", type=_percent, default=75.0, help="of the expected rate a pair needs (75)"
     )
     comm.add_argument(
@@ -466,9 +474,9 @@ def _probe(args: argparse.Namespace) -> int:
             f"launches, busy {result.duty_percent:.1f}% of {result.elapsed_seconds:.1f} s"
         )
     elif args.workload == "gpu-comm":
-        from observer.workloads.gpu_comm import Comm, PairResult, communicate  # noqa: PLC0415
+        from observer.workloads import gpu_comm  # noqa: PLC0415
 
-        def say(pair: PairResult) -> None:
+        def say(pair: gpu_comm.PairResult) -> None:
             path = "peer" if pair.copy.peer_access else "no peer access"
             expected = f"expected {pair.expected_gbps:g}" if pair.expected_gbps else "not judged"
             verdict = "FAILED" if pair.failure else "ok"
@@ -478,14 +486,15 @@ def _probe(args: argparse.Namespace) -> int:
                 flush=True,
             )
 
-        comm = Comm(
+        comm = gpu_comm.Comm(
             int(args.size_mib * 2**20),
             int(args.repeats),
             args.expect_gbps,
             args.min_percent / 100,
             not args.allow_no_peer,
+            tuple(args.expect_model or gpu_comm.EXPECTED_GBPS),
         )
-        communicate(comm, report=say)
+        gpu_comm.communicate(comm, report=say)
     elif args.workload in ("log-canary", "log-burst"):
         from observer.workloads.canary import write_canary  # noqa: PLC0415
 
@@ -524,6 +533,13 @@ def _percent(text: str) -> float:
     if not 0 < value <= 100:
         raise argparse.ArgumentTypeError(f"must be above 0 and at most 100, not {text}")
     return value
+
+
+def _model_rate(text: str) -> tuple[str, float]:
+    model, _, rate = text.rpartition("=")
+    if not model or not rate.replace(".", "", 1).isdigit() or float(rate) <= 0:
+        raise argparse.ArgumentTypeError(f"not MODEL=GBPS with a rate above 0: {text!r}")
+    return model, float(rate)
 
 
 def _positive(text: str) -> int:

@@ -40,6 +40,19 @@ class StoredGpuSample:
     # The probe's name for an observer's run, TENANT_JOB for a tenant's own; None when not
     # known (nothing held it, the owner unknown, jobs of several tasks, stored before 0013).
     task: str | None = None
+    # GPM's SM activity since the GPU's previous sample, whole percent; None when GPM gave
+    # none (never 0: a GPU without GPM did not idle). gpm_supported says why: False, the GPU
+    # or driver has no GPM; None, not read (a GPU's first tick, a failed read, before 0021).
+    sm_active_percent: int | None = None
+    gpm_supported: bool | None = None
+
+
+class GpuMeasure(StrEnum):
+    """What a GPU sample's counts count, per whole percent: NVML's utilisation (the share of
+    time any kernel ran) or GPM's SM activity (the share of SMs busy)."""
+
+    UTILIZATION = "utilization"
+    SM_ACTIVE = "sm_active"
 
 
 # Samples per utilisation percent, indexed by percent (readings outside 0..100 at the ends).
@@ -51,7 +64,8 @@ TenantTaskCounts = tuple[tuple[str, str, Histogram], ...]
 @dataclass(frozen=True, slots=True)
 class GpuSampleCounts:
     """A period's GPU samples counted in the database rather than read one by one: by UTC
-    minute, by node (with how many could not be read) and by tenant and task (TASK_NOT_KNOWN
+    minute, by node (with how many could not be read: for SM activity, how many came from a
+    GPU without GPM) and by tenant and task (TASK_NOT_KNOWN
     where not known). A key may come more than once (a period is counted in parts); its
     counts add up."""
 

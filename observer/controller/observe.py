@@ -17,6 +17,8 @@ from observer.detectors import gpu_health, node_leaks
 from observer.detectors.conditions import ConditionTracker
 from observer.domain import (
     Finding,
+    GpmActivity,
+    GpmState,
     JobStatus,
     NodeSnapshot,
     OwnerKind,
@@ -267,6 +269,19 @@ def _samples(
                     process_count=len(processes) if processes is not None else None,
                     tenant=tenant,
                     task=task,
+                    sm_active_percent=(
+                        round(gpu.activity.sm_active_ratio * 100)
+                        if isinstance(gpu.activity, GpmActivity)
+                        else None
+                    ),
+                    gpm_supported=_gpm_supported(gpu.activity),
                 )
             )
     return samples
+
+
+def _gpm_supported(activity: GpmActivity | GpmState | None) -> bool | None:
+    """Whether the GPU has GPM, where this tick tells: not when GPM was not read."""
+    if activity is None:
+        return None
+    return activity is not GpmState.NOT_SUPPORTED

@@ -410,6 +410,9 @@ class Workload:
     log_line_bytes: int = 0  # pad each canary line to about this size; 0: unpadded
     gpu_memory_gib: float = 4.0  # gpu_busy: device memory each burner holds
     gpu_utilization_percent: float = 100.0  # gpu_busy: the burner's target busy share
+    # gpu_comm: a GPU pair's expected copy rate, GB/s one way, by GPU model name (the longest
+    # name CUDA's device name contains wins); (): the program's own table
+    expected_gbps: tuple[tuple[str, float], ...] = ()
 
     @property
     def gpus(self) -> int:

@@ -14,6 +14,23 @@ QUOTA_PROBE = "quota"
 GPU_COMM_PROBE = "gpu-comm"
 RECLAIM_PROBE = "quota-reclaim"
 
+# A copy between two GPUs of a node over their direct path, in GB/s one way, by model name as
+# CUDA's device name contains it: what a healthy pair of that model reaches with
+# cuMemcpyPeerAsync (NVLink 4 on H100/H200 SXM: 450 GB/s a direction on paper; 350 is what
+# a healthy pair measures comfortably above; A100 SXM's NVLink 3: 300 on paper; the PCIe
+# and NVL cards' peer copies go over PCIe Gen4/Gen5). The gpu-comm probe's default, which
+# controller.probes.gpu-comm.expected_gbps replaces; a model not listed is measured, not
+# judged.
+GPU_COMM_EXPECTED_GBPS: Mapping[str, float] = {
+    "H100 PCIe": 40.0,
+    "H100 NVL": 40.0,
+    "H200 NVL": 40.0,
+    "H100": 350.0,
+    "H200": 350.0,
+    "A100-PCIE": 20.0,
+    "A100": 230.0,
+}
+
 
 @dataclass(frozen=True, slots=True)
 class ProbeSpec:
@@ -118,7 +135,12 @@ def builtin_catalog(gpus_per_node: int) -> dict[str, ProbeSpec]:
         ProbeSpec(
             GPU_COMM_PROBE,
             "every GPU of one node copies to every other: each pair's rate against its link's",
-            Workload(gpus_per_node, duration_seconds=minute, behaviour=Behaviour.GPU_COMM),
+            Workload(
+                gpus_per_node,
+                duration_seconds=minute,
+                behaviour=Behaviour.GPU_COMM,
+                expected_gbps=tuple(GPU_COMM_EXPECTED_GBPS.items()),
+            ),
             Expectation.SUCCEED,
         ),
         ProbeSpec(
@@ -178,8 +200,8 @@ def with_overrides(
 ) -> dict[str, ProbeSpec]:
     """The catalog with per-probe changes applied: workload fields (duration_seconds,
     gpus_per_node, nodes, log_lines, log_interval_seconds, log_line_bytes, gpu_memory_gib,
-    gpu_utilization_percent) and copies,
-    deadline_seconds."""
+    gpu_utilization_percent, expected_gbps: a mapping that replaces the whole table) and
+    copies, deadline_seconds."""
     unknown = sorted(overrides.keys() - catalog.keys())
     if unknown:
         raise KeyError(", ".join(unknown))
@@ -187,6 +209,8 @@ def with_overrides(
     for name, changes in overrides.items():
         spec_fields = {k: v for k, v in changes.items() if k in ("copies", "deadline_seconds")}
         workload_fields = {k: v for k, v in changes.items() if k not in spec_fields}
+        if "expected_gbps" in workload_fields:  # a Workload is frozen: pairs, not a dict
+            workload_fields["expected_gbps"] = tuple(workload_fields["expected_gbps"].items())
         spec = result[name]
         result[name] = replace(
             spec, workload=replace(spec.workload, **workload_fields), **spec_fields

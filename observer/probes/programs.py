@@ -63,7 +63,8 @@ def probe_arguments(request: JobRequest, oom_mebibytes: int | None = None) -> li
                 f"{work.gpu_utilization_percent:g}",
             ]
         case Behaviour.GPU_COMM:
-            return ["probe", "gpu-comm"]
+            expected = (f"{model}={gbps:g}" for model, gbps in work.expected_gbps)
+            return ["probe", "gpu-comm", *(a for e in expected for a in ("--expect-model", e))]
         case Behaviour.LOG_CANARY:
             burst = work.log_line_bytes > 0 and not work.log_interval_seconds
             return [

@@ -14,7 +14,13 @@ from zoneinfo import ZoneInfo
 from observer.domain import Behaviour
 from observer.errors import ReportError
 from observer.probes.windows import Calendar, Window, parse_days, parts_in
-from observer.records import StoredNodeChange, StoredQueueSample, TenantTaskCounts, job_slot
+from observer.records import (
+    GpuMeasure,
+    StoredNodeChange,
+    StoredQueueSample,
+    TenantTaskCounts,
+    job_slot,
+)
 from observer.reports.compute.criteria.result import ScoreLayer, VerdictRules
 from observer.reports.compute.daily import DailyInputs
 from observer.reports.compute.data import (
@@ -148,15 +154,27 @@ def _gpu(store: Store, context: ReportContext, period: Period) -> GpuUsage:
     }
     calendar = context.calendar
     if counts_are_exact(calendar):
-        counts = store.gpu_sample_counts(period.start, period.end)
-        windows = window_task_counts(store, calendar, period)
-        return gpu_usage_of_counts(counts, pools, calendar, windows)
-    samples = store.gpu_samples(None, period.start, period.end)
-    return gpu_usage(samples, pools, calendar)
+        utilization, sm_active = (
+            gpu_usage_of_counts(
+                store.gpu_sample_counts(period.start, period.end, measure),
+                pools,
+                calendar,
+                window_task_counts(store, calendar, period, measure),
+            )
+            for measure in (GpuMeasure.UTILIZATION, GpuMeasure.SM_ACTIVE)
+        )
+    else:
+        samples = store.gpu_samples(None, period.start, period.end)
+        utilization = gpu_usage(samples, pools, calendar)
+        sm_active = gpu_usage(samples, pools, calendar, GpuMeasure.SM_ACTIVE)
+    return replace(utilization, sm_active=sm_active)
 
 
 def window_task_counts(
-    store: Store, calendar: Calendar, period: Period
+    store: Store,
+    calendar: Calendar,
+    period: Period,
+    measure: GpuMeasure = GpuMeasure.UTILIZATION,
 ) -> dict[str, TenantTaskCounts]:
     """Each window's samples in `period` by tenant and task. A window may begin inside a UTC
     hour (09:30, or a zone half an hour off UTC), so each of its parts is counted on its own:
@@ -165,7 +183,7 @@ def window_task_counts(
         w.name: tuple(
             counted
             for part in parts_in(calendar, w.name, period.start, period.end)
-            for counted in store.gpu_task_counts(part.start, part.end)
+            for counted in store.gpu_task_counts(part.start, part.end, measure)
         )
         for w in calendar.windows
     }

@@ -6,10 +6,10 @@ from __future__ import annotations
 from collections.abc import Collection
 from datetime import time
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, PositiveFloat, field_validator, model_validator
 
 from observer import __version__
 from observer.probes.catalog import ProbeSpec, platform_catalog, with_overrides
@@ -71,6 +71,13 @@ class ProbeOverrideSettings(Group):
     gpu_memory_gib: float | None = Field(None, ge=0, description="gpu_busy: GPU memory held.")
     gpu_utilization_percent: float | None = Field(
         None, gt=0, le=100, description="gpu_busy: the burner's target utilisation."
+    )
+    expected_gbps: dict[Annotated[str, Field(min_length=1)], PositiveFloat] | None = Field(
+        None,
+        description="gpu_comm: a GPU pair's expected copy rate, GB/s one way, by GPU model "
+        "name (the longest name CUDA's device name contains wins, e.g. {H200: 350, "
+        "'H200 NVL': 40}); replaces the whole built-in table. A model not listed is "
+        "measured, not judged.",
     )
 
 

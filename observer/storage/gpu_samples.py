@@ -1,10 +1,12 @@
 """GPU samples and their rollups: each batch of samples is stored and added, in the same
 transaction, to per-minute, per-node-hour and per-tenant-and-task-hour counts, which reports
-read instead of a day of samples."""
+read instead of a day of samples. Each measure (utilisation, GPM's SM activity) has its own
+three tables, counted alike."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -13,6 +15,7 @@ import sqlalchemy as sa
 from observer.records import (
     TASK_NOT_KNOWN,
     UTILIZATION_PERCENTS,
+    GpuMeasure,
     GpuSampleCounts,
     RunGpuFigures,
     RunSpan,
@@ -26,11 +29,58 @@ from observer.storage.tables import (
     gpu_minutes_table,
     gpu_node_hours_table,
     gpu_samples_table,
+    gpu_sm_minutes_table,
+    gpu_sm_node_hours_table,
+    gpu_sm_task_hours_table,
     gpu_task_hours_table,
 )
 
 _SAMPLE = RowMapping(StoredGpuSample, gpu_samples_table)
 _PERCENTS = tuple(f"p{p}" for p in UTILIZATION_PERCENTS)
+
+
+@dataclass(frozen=True, slots=True)
+class _Counted:
+    """Where one measure is read from a sample and counted: its percent column, the column
+    that marks a sample as unread when true (None: the percent being None does), and its
+    three tables."""
+
+    percent: str
+    unread_when: str | None
+    minutes: sa.Table
+    node_hours: sa.Table
+    task_hours: sa.Table
+
+    def unread(self, row: Mapping[str, Any]) -> bool:
+        if self.unread_when is None:
+            return row[self.percent] is None
+        return row[self.unread_when] is False
+
+    def unread_sql(self) -> sa.ColumnElement[bool]:
+        t = gpu_samples_table
+        if self.unread_when is None:
+            return t.c[self.percent].is_(None)
+        return t.c[self.unread_when].is_(False)
+
+
+_MEASURES = {
+    GpuMeasure.UTILIZATION: _Counted(
+        "utilization_gpu_percent",
+        None,
+        gpu_minutes_table,
+        gpu_node_hours_table,
+        gpu_task_hours_table,
+    ),
+    # A sample of a GPU with GPM that was not read (its first tick) is neither counted nor
+    # unread: only a GPU that said it has no GPM is.
+    GpuMeasure.SM_ACTIVE: _Counted(
+        "sm_active_percent",
+        "gpm_supported",
+        gpu_sm_minutes_table,
+        gpu_sm_node_hours_table,
+        gpu_sm_task_hours_table,
+    ),
+}
 
 
 class GpuSamplesRepository(Repository):
@@ -41,7 +91,8 @@ class GpuSamplesRepository(Repository):
         if rows:
             with self._errors("saving GPU samples"), self._engine.begin() as connection:
                 connection.execute(sa.insert(gpu_samples_table), rows)
-                _add_counts(connection, rows)
+                for measure in _MEASURES.values():
+                    _add_counts(connection, rows, measure)
         return len(rows)
 
     def gpu_samples(
@@ -60,19 +111,23 @@ class GpuSamplesRepository(Repository):
         with self._reading("reading GPU samples") as connection:
             return [_SAMPLE.value(row) for row in connection.execute(query)]
 
-    def gpu_sample_counts(self, since: datetime, until: datetime) -> GpuSampleCounts:
+    def gpu_sample_counts(
+        self, since: datetime, until: datetime, measure: GpuMeasure = GpuMeasure.UTILIZATION
+    ) -> GpuSampleCounts:
         """Samples taken in [since, until), counted: a day of a large fleet is millions of
-        samples, and a report needs only how many read each utilisation, where and when.
+        samples, and a report needs only how many read each percent of `measure`, where and
+        when.
         The whole UTC hours of the period come from the counts kept as samples are stored,
         the rest (less than an hour at either end) is counted from the samples."""
         first, last = _hour_after(since), hour_of(until)
+        counted = _MEASURES[measure]
         with self._reading("counting GPU samples") as connection:
             if first >= last:
-                return _count_samples(connection, since, until)
+                return _count_samples(connection, since, until, counted)
             parts = (
-                _count_samples(connection, since, first),
-                _read_counts(connection, first, last),
-                _count_samples(connection, last, until),
+                _count_samples(connection, since, first, counted),
+                _read_counts(connection, first, last, counted),
+                _count_samples(connection, last, until, counted),
             )
         return GpuSampleCounts(
             tuple(m for part in parts for m in part.by_minute),
@@ -80,18 +135,21 @@ class GpuSamplesRepository(Repository):
             tuple(t for part in parts for t in part.by_tenant_task),
         )
 
-    def gpu_task_counts(self, since: datetime, until: datetime) -> TenantTaskCounts:
+    def gpu_task_counts(
+        self, since: datetime, until: datetime, measure: GpuMeasure = GpuMeasure.UTILIZATION
+    ) -> TenantTaskCounts:
         """The samples of [since, until) attributed to a tenant, counted by tenant and task
         as gpu_sample_counts counts them (whole UTC hours from the counts, the ends from the
         samples): a window's, which may begin and end inside an hour."""
         first, last = _hour_after(since), hour_of(until)
+        counted = _MEASURES[measure]
         with self._reading("counting GPU samples") as connection:
             if first >= last:
-                return _count_tasks(connection, since, until)
+                return _count_tasks(connection, since, until, counted)
             return (
-                _count_tasks(connection, since, first)
-                + _read_tasks(connection, first, last)
-                + _count_tasks(connection, last, until)
+                _count_tasks(connection, since, first, counted)
+                + _read_tasks(connection, first, last, counted)
+                + _count_tasks(connection, last, until, counted)
             )
 
     def run_gpu_figures(self, spans: Sequence[RunSpan]) -> dict[str, RunGpuFigures]:
@@ -174,8 +232,11 @@ def _at_percent(percent: int) -> int:
     return min(max(percent, UTILIZATION_PERCENTS[0]), UTILIZATION_PERCENTS[-1])
 
 
-def _add_counts(connection: sa.Connection, rows: Sequence[Mapping[str, Any]]) -> None:
-    """Add sample rows to the per-minute, per-node-hour and per-tenant-and-task-hour counts."""
+def _add_counts(
+    connection: sa.Connection, rows: Sequence[Mapping[str, Any]], counted: _Counted
+) -> None:
+    """Add sample rows to the per-minute, per-node-hour and per-tenant-and-task-hour counts
+    of one measure."""
     minutes: dict[datetime, list[int]] = {}
     nodes: dict[tuple[datetime, str], list[int]] = {}  # [unread, p0, ..., p100]
     tasks: dict[tuple[datetime, str, str], list[int]] = {}
@@ -189,10 +250,12 @@ def _add_counts(connection: sa.Connection, rows: Sequence[Mapping[str, Any]]) ->
         node = nodes.get((hour, row["node"]))
         if node is None:
             node = nodes[hour, row["node"]] = [0, *_tally()]
-        if row["utilization_gpu_percent"] is None:
+        if counted.unread(row):
             node[0] += 1
             continue
-        percent = _at_percent(row["utilization_gpu_percent"])
+        if row[counted.percent] is None:
+            continue
+        percent = _at_percent(row[counted.percent])
         node[1 + percent] += 1
         tally = minutes.get(minute)
         if tally is None:
@@ -206,12 +269,12 @@ def _add_counts(connection: sa.Connection, rows: Sequence[Mapping[str, Any]]) ->
             tally[percent] += 1
     _add_to(
         connection,
-        gpu_minutes_table,
+        counted.minutes,
         [{"minute": m, **dict(zip(_PERCENTS, t, strict=True))} for m, t in minutes.items()],
     )
     _add_to(
         connection,
-        gpu_node_hours_table,
+        counted.node_hours,
         [
             {"hour": h, "node": n, "unread": t[0], **dict(zip(_PERCENTS, t[1:], strict=True))}
             for (h, n), t in nodes.items()
@@ -219,7 +282,7 @@ def _add_counts(connection: sa.Connection, rows: Sequence[Mapping[str, Any]]) ->
     )
     _add_to(
         connection,
-        gpu_task_hours_table,
+        counted.task_hours,
         [
             {"hour": h, "tenant": n, "task": k, **dict(zip(_PERCENTS, t, strict=True))}
             for (h, n, k), t in tasks.items()
@@ -235,9 +298,11 @@ def _add_to(connection: sa.Connection, table: sa.Table, rows: list[dict[str, Any
         connection.execute(upsert(connection.dialect.name, table, keys, add=counts), rows)
 
 
-def _read_counts(connection: sa.Connection, since: datetime, until: datetime) -> GpuSampleCounts:
+def _read_counts(
+    connection: sa.Connection, since: datetime, until: datetime, counted: _Counted
+) -> GpuSampleCounts:
     """The counts kept as samples were stored, of the whole UTC hours [since, until)."""
-    m, n = gpu_minutes_table, gpu_node_hours_table
+    m, n = counted.minutes, counted.node_hours
 
     minutes = connection.execute(
         sa.select(m).where(m.c.minute >= since, m.c.minute < until).order_by(m.c.minute)
@@ -251,14 +316,16 @@ def _read_counts(connection: sa.Connection, since: datetime, until: datetime) ->
     return GpuSampleCounts(
         tuple((row[0], tuple(row[1:])) for row in minutes),
         tuple((row[0], tuple(row[2:]), row[1]) for row in nodes),
-        _read_tasks(connection, since, until),
+        _read_tasks(connection, since, until, counted),
     )
 
 
-def _read_tasks(connection: sa.Connection, since: datetime, until: datetime) -> TenantTaskCounts:
+def _read_tasks(
+    connection: sa.Connection, since: datetime, until: datetime, counted: _Counted
+) -> TenantTaskCounts:
     """The per-tenant-and-task counts kept as samples were stored, of the whole UTC hours
     [since, until)."""
-    t = gpu_task_hours_table
+    t = counted.task_hours
     rows = connection.execute(
         sa.select(t.c.tenant, t.c.task, *_sums(t))
         .where(t.c.hour >= since, t.c.hour < until)
@@ -272,10 +339,12 @@ def _sums(table: sa.Table) -> list[sa.ColumnElement[Any]]:
     return [sa.func.sum(table.c[p]) for p in _PERCENTS]
 
 
-def _count_samples(connection: sa.Connection, since: datetime, until: datetime) -> GpuSampleCounts:
+def _count_samples(
+    connection: sa.Connection, since: datetime, until: datetime, counted: _Counted
+) -> GpuSampleCounts:
     """Samples taken in [since, until) counted from the samples themselves."""
     t = gpu_samples_table
-    percent = t.c.utilization_gpu_percent
+    percent = t.c[counted.percent]
     period = (t.c.at >= since, t.c.at < until)
     count = sa.func.count()
     minute = _minute(connection, t.c.at)
@@ -290,23 +359,31 @@ def _count_samples(connection: sa.Connection, since: datetime, until: datetime) 
             tally = minutes[m] = _tally()
         tally[_at_percent(p)] += k
     nodes: dict[str, list[int]] = {}  # [unread, p0, ..., p100]
-    for node, p, k in connection.execute(
-        sa.select(t.c.node, percent, count).where(*period).group_by(t.c.node, percent)
+    unread = counted.unread_sql()  # no bound parameter: PostgreSQL groups by it as selected
+    for node, p, u, k in connection.execute(
+        sa.select(t.c.node, percent, unread, count)
+        .where(*period)
+        .group_by(t.c.node, percent, unread)
     ):
         tally = nodes.setdefault(node, [0, *_tally()])
-        tally[0 if p is None else 1 + _at_percent(p)] += k
+        if u:
+            tally[0] += k
+        elif p is not None:
+            tally[1 + _at_percent(p)] += k
     return GpuSampleCounts(
         tuple((instant(m), tuple(c)) for m, c in minutes.items()),
         tuple((node, tuple(c[1:]), c[0]) for node, c in nodes.items()),
-        _count_tasks(connection, since, until),
+        _count_tasks(connection, since, until, counted),
     )
 
 
-def _count_tasks(connection: sa.Connection, since: datetime, until: datetime) -> TenantTaskCounts:
+def _count_tasks(
+    connection: sa.Connection, since: datetime, until: datetime, counted: _Counted
+) -> TenantTaskCounts:
     """Samples taken in [since, until) attributed to a tenant, counted by tenant and task
     from the samples themselves."""
     t = gpu_samples_table
-    percent = t.c.utilization_gpu_percent
+    percent = t.c[counted.percent]
     task = sa.func.coalesce(t.c.task, TASK_NOT_KNOWN)
     tasks: dict[tuple[str, str], list[int]] = {}
     for tenant, k, p, n in connection.execute(

@@ -17,12 +17,23 @@ from observer.storage.tables import (
     gpu_minutes_table,
     gpu_node_hours_table,
     gpu_samples_table,
+    gpu_sm_minutes_table,
+    gpu_sm_node_hours_table,
+    gpu_sm_task_hours_table,
     gpu_task_hours_table,
     metadata,
     store_sizes_table,
 )
 
-_CHURNED = (gpu_samples_table, gpu_minutes_table, gpu_node_hours_table, gpu_task_hours_table)
+_CHURNED = (
+    gpu_samples_table,
+    gpu_minutes_table,
+    gpu_node_hours_table,
+    gpu_task_hours_table,
+    gpu_sm_minutes_table,
+    gpu_sm_node_hours_table,
+    gpu_sm_task_hours_table,
+)
 
 
 class RoomRepository(Repository):

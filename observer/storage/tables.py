@@ -87,6 +87,8 @@ class GpuSampleRow(_Table, table=True):
     process_count: int | None = None
     tenant: str | None = None  # whose job held the GPU, where the owner is known
     task: str | None = None  # a probe's name, "job" (a tenant's own): records.StoredGpuSample
+    sm_active_percent: int | None = None  # GPM; None, never 0, without it: StoredGpuSample
+    gpm_supported: bool | None = None
 
 
 class ProbeRunRow(_Table, table=True):
@@ -268,6 +270,30 @@ gpu_node_hours_table = sa.Table(
 # attributed and read); task "": not known (several tasks, or counted before 0013).
 gpu_task_hours_table = sa.Table(
     "gpu_task_hours",
+    metadata,
+    sa.Column("hour", UtcDateTime(), primary_key=True),
+    sa.Column("tenant", sa.String(), primary_key=True),
+    sa.Column("task", sa.String(), primary_key=True),
+    *_percent_columns(),
+)
+# The same three counts of GPM's SM activity (samples with one; gpu_sm_node_hours.unread:
+# samples of a GPU without GPM, so that a report names the nodes that could not say).
+gpu_sm_minutes_table = sa.Table(
+    "gpu_sm_minutes",
+    metadata,
+    sa.Column("minute", UtcDateTime(), primary_key=True),
+    *_percent_columns(),
+)
+gpu_sm_node_hours_table = sa.Table(
+    "gpu_sm_node_hours",
+    metadata,
+    sa.Column("hour", UtcDateTime(), primary_key=True),
+    sa.Column("node", sa.String(), primary_key=True),
+    sa.Column("unread", sa.Integer(), nullable=False),
+    *_percent_columns(),
+)
+gpu_sm_task_hours_table = sa.Table(
+    "gpu_sm_task_hours",
     metadata,
     sa.Column("hour", UtcDateTime(), primary_key=True),
     sa.Column("tenant", sa.String(), primary_key=True),

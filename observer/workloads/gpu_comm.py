@@ -10,37 +10,27 @@ GpuCommunicationError's exit code."""
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from observer.errors import GpuCommunicationError, WorkloadError
+from observer.probes.catalog import GPU_COMM_EXPECTED_GBPS
 from observer.workloads.cuda import CudaDevices, PeerCopy
 
 GB = 1e9
-# A copy between two GPUs of a node over their direct path, in GB/s one way, by the first
-# model name CUDA's device name contains: what a healthy pair of that model reaches with
-# cuMemcpyPeerAsync (NVLink 4 on H100/H200 SXM: 450 GB/s a direction on paper; 350 is what
-# a healthy pair measures comfortably above; A100 SXM's NVLink 3: 300 on paper; the PCIe
-# cards' peer copies go over PCIe Gen4/Gen5). A model not listed is measured, not judged,
-# unless --expect-gbps names its figure.
-EXPECTED_GBPS: Mapping[str, float] = {
-    "H100 PCIe": 40.0,
-    "H100 NVL": 40.0,
-    "H200 NVL": 40.0,
-    "H100": 350.0,
-    "H200": 350.0,
-    "A100-PCIE": 20.0,
-    "A100": 230.0,
-}
+# The built-in table (the catalog's, which the probe's settings replace) as the command line
+# gives a table: (model name, GB/s one way) pairs.
+EXPECTED_GBPS: tuple[tuple[str, float], ...] = tuple(GPU_COMM_EXPECTED_GBPS.items())
 
 
 @dataclass(frozen=True, slots=True)
 class Comm:
     size_bytes: int = 256 * 2**20
     repeats: int = 10
-    expect_gbps: float | None = None  # None: by model (EXPECTED_GBPS)
+    expect_gbps: float | None = None  # None: by model, from `by_model`
     min_fraction: float = 0.75
     require_peer_access: bool = True
+    by_model: tuple[tuple[str, float], ...] = EXPECTED_GBPS
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,8 +44,13 @@ class PairResult:
         return self.copy.bytes_per_second / GB
 
 
-def expected_gbps(model: str) -> float | None:
-    return next((gbps for name, gbps in EXPECTED_GBPS.items() if name in model), None)
+def expected_gbps(
+    model: str, by_model: Sequence[tuple[str, float]] = EXPECTED_GBPS
+) -> float | None:
+    """The rate of the longest model name `model` (CUDA's device name) contains: "H100 PCIe"
+    before "H100", whatever order a table lists them in."""
+    named = [(len(name), gbps) for name, gbps in by_model if name in model]
+    return max(named)[1] if named else None
 
 
 def judge(copy: PeerCopy, expected: float | None, work: Comm) -> PairResult:
@@ -89,7 +84,11 @@ def communicate(
                 "(CUDA_VISIBLE_DEVICES or the job's GPU allocation decides which are seen)"
             )
         model = devices.name(0)
-        expected = work.expect_gbps if work.expect_gbps is not None else expected_gbps(model)
+        expected = (
+            work.expect_gbps
+            if work.expect_gbps is not None
+            else expected_gbps(model, work.by_model)
+        )
         results = []
         for source, target in itertools.permutations(range(devices.count), 2):
             copied = devices.copy(source, target, work.size_bytes, work.repeats)

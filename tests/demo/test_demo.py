@@ -20,6 +20,7 @@ import httpx
 import pytest
 
 from observer.demo.faults import score
+from observer.demo.nodes import BUSY_PROBE_ACTIVITY, TRAINING_ACTIVITY
 from observer.demo.run import DemoResult, summary, words
 from observer.demo.scenario import describe, load_scenario
 from observer.reports.compute.daily import DailyReport, build_daily
@@ -183,6 +184,25 @@ def test_the_days_summary_has_the_gpu_faults_in_its_health_section(demo: Demo):
     assert reaction["node"] == hit["gpu_off_bus"]["node"] and reaction["jobs_placed"]
     markdown = (demo.out / "reports" / f"daily-{MONDAY}.md").read_text(encoding="utf-8")
     assert "## GPU and node health" in markdown
+
+
+def test_the_days_summary_shows_sm_activity_beside_utilisation(demo: Demo):
+    """The simulated H200s report GPM: the GPU-busy probe's SM activity is what its GPUs
+    said (its burner fills every SM), the tenants' training jobs' well under their
+    utilisation; every GPU has GPM, so none is named as not supporting it."""
+    daily = _json(demo.out / "reports" / f"daily-{MONDAY}.json")
+    gpu = daily["gpu"]
+    busy, busy_sm = gpu["by_task"]["gpu-busy"], gpu["sm_by_task"]["gpu-busy"]
+    assert busy["samples"] > 0 and busy_sm["samples"] > 0
+    assert busy_sm["p50_percent"] == round(100 * BUSY_PROBE_ACTIVITY.sm_active_ratio)
+    assert busy["p50_percent"] > busy_sm["p50_percent"]
+    job, job_sm = gpu["by_task"]["job"], gpu["sm_by_task"]["job"]
+    assert job_sm["p50_percent"] == round(100 * TRAINING_ACTIVITY.sm_active_ratio)
+    assert job["p50_percent"] > job_sm["p50_percent"]
+    assert gpu["gpm_not_supported_nodes"] == []
+    assert daily["gpu_sm_active_avg"] is not None
+    markdown = (demo.out / "reports" / f"daily-{MONDAY}.md").read_text(encoding="utf-8")
+    assert "SM active (avg)" in markdown
 
 
 def test_it_says_its_settings_and_writes_them_as_a_valid_config(demo: Demo):

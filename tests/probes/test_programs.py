@@ -15,7 +15,7 @@ from observer.backends.kubernetes.manifests import job_manifest
 from observer.backends.slurm.script import batch_script
 from observer.cli import _parser
 from observer.domain import JobRequest
-from observer.probes.catalog import builtin_catalog
+from observer.probes.catalog import GPU_COMM_EXPECTED_GBPS, builtin_catalog
 from observer.settings.controller import KubernetesSettings, SlurmSettings
 
 CATALOG = builtin_catalog(gpus_per_node=8)
@@ -75,8 +75,12 @@ def test_the_gpu_busy_probe_is_gpu_burn_with_its_memory_and_utilisation():
     assert args[args.index("--utilization") + 1] == "100"
 
 
-def test_the_gpu_comm_probe_holds_a_whole_node_and_runs_gpu_comm():
-    assert _container("gpu-comm")["command"] == ["observer", "probe", "gpu-comm"]
+def test_the_gpu_comm_probe_holds_a_whole_node_and_runs_gpu_comm_with_the_expected_rates():
+    args = _container("gpu-comm")["command"]
+
+    assert args[:3] == ["observer", "probe", "gpu-comm"]
+    assert args[3::2] == ["--expect-model"] * len(GPU_COMM_EXPECTED_GBPS)
+    assert args[4::2] == [f"{model}={gbps:g}" for model, gbps in GPU_COMM_EXPECTED_GBPS.items()]
     assert CATALOG["gpu-comm"].workload.gpus_per_node == 8
 
 

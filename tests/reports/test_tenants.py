@@ -159,7 +159,8 @@ def test_the_tenants_record_in_english():
         "29.5 s",  # 19 jobs waited 10 s, one 400 s: (190 + 400) / 20
         "10 s",  # p95 of twenty is the 19th
         "2.0",
-        "not observed |",
+        "not observed",  # utilisation: no GPU sample of its jobs
+        "not observed |",  # SM activity: neither
     ]
     assert changes_header == "| At | Subject | By | Before | After |"
     lowered, qos, attempts_header, first, second, shares_header, prod_share, share = rest

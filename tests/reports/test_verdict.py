@@ -25,6 +25,7 @@ from observer.domain import (
 from observer.probes.windows import Occurrence
 from observer.records import (
     ControllerRun,
+    GpuMeasure,
     StoredIntervention,
     StoredNodeChange,
     StoredQueueSample,
@@ -446,6 +447,20 @@ def test_gpu_samples_reach_the_verdict_per_day():
     v = build_verdict(VerdictInputs(context(snapshot_interval_seconds=600), _soak(), usage, RULES))
     assert v.days[0].gpu_utilization_avg == 80.0
     assert v.days[1].gpu_utilization_avg is None
+
+
+def test_sm_activity_reaches_the_verdict_per_day_beside_utilisation_never_as_zero():
+    samples = [
+        replace(gpu("n1", at(10), 90), sm_active_percent=12, gpm_supported=True),
+        replace(gpu("n1", at(11), 70), sm_active_percent=30, gpm_supported=True),
+        replace(gpu("n2", at(10), 50), gpm_supported=False),  # no GPM: not a 0
+    ]
+    sm = gpu_usage(samples, {"n1": "a"}, CALENDAR, GpuMeasure.SM_ACTIVE)
+    usage = {DAY_START.date(): replace(gpu_usage(samples, {"n1": "a"}, CALENDAR), sm_active=sm)}
+    v = build_verdict(VerdictInputs(context(snapshot_interval_seconds=600), _soak(), usage, RULES))
+    assert v.days[0].gpu_utilization_avg == (90 + 70 + 50) / 3
+    assert v.days[0].gpu_sm_active_avg == (12 + 30) / 2
+    assert v.days[1].gpu_sm_active_avg is None
 
 
 def gpu_usage_of(percent: int) -> GpuUsage:

@@ -1,9 +1,10 @@
-"""A report's GPU utilisation from samples counted in the database is the one it would get
-from reading every sample: overall, per pool, window, local hour, tenant, kind of task and
-tenant within each window (windows that begin inside a UTC hour), the nodes seen
-and the reads that failed, on SQLite and PostgreSQL alike, however the samples were stored
-(at once, a few at a time, or before the counts existed); and the pools of nodes that left
-are read without the period's whole change log."""
+"""A report's GPU utilisation and GPM SM activity from samples counted in the database are
+the ones it would get from reading every sample: overall, per pool, window, local hour,
+tenant, kind of task and tenant within each window (windows that begin inside a UTC hour),
+the nodes seen and the reads that failed (for SM activity: the GPUs without GPM, never
+counted as 0), on SQLite and PostgreSQL alike, however the samples were stored (at once, a
+few at a time, or before the counts existed); and the pools of nodes that left are read
+without the period's whole change log."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ import sqlalchemy as sa
 
 from observer.domain import SchedulerNode, SchedulerSnapshot
 from observer.probes.windows import Calendar, Window
-from observer.records import StoredGpuSample
+from observer.records import GpuMeasure, StoredGpuSample
 from observer.reports.compute.data import (
     Period,
     counts_are_exact,
@@ -42,11 +43,13 @@ CALENDAR = Calendar(
 )
 START = datetime(2026, 11, 30, 0, 0, tzinfo=KOLKATA)
 POOLS = {"n0": "pool-a", "n1": "pool-a", "n2": "pool-b"}  # n3: a node in no pool
+NO_GPM = "n3"  # a node whose GPUs predate GPM
 
 
 def samples(rng: random.Random, days: int = 2) -> list[StoredGpuSample]:
     """Four nodes' two GPUs each, sampled every 200-400 s from START for `days`: some reads
-    failed, some out of 0..100, each GPU held by a tenant's job or a probe or by none."""
+    failed, some out of 0..100, each GPU held by a tenant's job or a probe or by none; GPM's
+    SM activity on every node but NO_GPM, not read on some ticks."""
     taken = []
     for node in ("n0", "n1", "n2", "n3"):
         # Readings outside 0..100 count at the ends, as UtilizationHistogram.of counts them.
@@ -54,6 +57,7 @@ def samples(rng: random.Random, days: int = 2) -> list[StoredGpuSample]:
         while at < START + timedelta(days=days):
             for gpu in range(2):
                 tenant = rng.choice((None, "research", "prod"))
+                gpm = None if rng.random() < 0.05 else node != NO_GPM
                 taken.append(
                     StoredGpuSample(
                         node=node,
@@ -65,6 +69,8 @@ def samples(rng: random.Random, days: int = 2) -> list[StoredGpuSample]:
                         ),
                         tenant=tenant,
                         task=rng.choice((None, "job", "gpu-busy")) if tenant else None,
+                        sm_active_percent=rng.choice((0, 3, 40, 97)) if gpm else None,
+                        gpm_supported=gpm,
                     )
                 )
             at += timedelta(seconds=rng.uniform(200, 400))
@@ -84,13 +90,16 @@ def _store_a_few_at_a_time(url: str, samples: list[StoredGpuSample]) -> None:
             store.add_gpu_samples(samples[first : first + 50])
 
 
+_LATER_COLUMNS = ("task", "sm_active_percent", "gpm_supported")  # added by 0013 and 0021
+
+
 def _store_before_the_counts_existed(url: str, samples: list[StoredGpuSample]) -> None:
     migrate(url, "0004")
     engine = sa.create_engine(url)
     with engine.begin() as connection:
         connection.execute(  # samples had no task then
             sa.insert(gpu_samples_table),
-            [{k: v for k, v in asdict(s).items() if k != "task"} for s in samples],
+            [{k: v for k, v in asdict(s).items() if k not in _LATER_COLUMNS} for s in samples],
         )
     engine.dispose()
     upgrade(url)
@@ -115,14 +124,27 @@ def test_counted_utilisation_equals_sample_by_sample(
                 START + timedelta(hours=22, minutes=30, seconds=17),
             ),
         ):
-            counted = gpu_usage_of_counts(
-                store.gpu_sample_counts(since, until),
-                POOLS,
-                CALENDAR,
-                window_task_counts(store, CALENDAR, Period(since, until)),
+            counted, sm_counted = (
+                gpu_usage_of_counts(
+                    store.gpu_sample_counts(since, until, measure),
+                    POOLS,
+                    CALENDAR,
+                    window_task_counts(store, CALENDAR, Period(since, until), measure),
+                )
+                for measure in GpuMeasure
             )
             read = gpu_usage(store.gpu_samples(None, since, until), POOLS, CALENDAR)
             assert counted == read
+            read = gpu_usage(
+                store.gpu_samples(None, since, until), POOLS, CALENDAR, GpuMeasure.SM_ACTIVE
+            )
+            assert sm_counted == read
+            if before_0013:  # stored before GPM was: no SM activity, and no GPU said it had none
+                assert sm_counted.overall.samples == sm_counted.unread_samples == 0
+            else:
+                assert sm_counted.overall.samples > 0
+                assert sm_counted.unread_nodes == {NO_GPM}
+                assert sm_counted.overall.samples < counted.overall.samples
             assert counted.overall.samples > 0
             assert counted.unread_samples > 0
             assert set(counted.by_window) == {"peak", "night"}

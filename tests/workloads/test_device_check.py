@@ -1,6 +1,7 @@
 """bench/device_check.sh, the one command a GPU machine runs, kept working on the stand-ins:
 the burn runs on the stand-in libcuda.so.1 with the real agent beside it, which reads GPU 0
-through the real pynvml adapter over the stand-in libnvidia-ml.so.1 and lists the burn's pid."""
+through the real pynvml adapter over the stand-in libnvidia-ml.so.1 and lists the burn's pid;
+gpu-comm copies between every pair of the GPUs present and its figures come back."""
 
 from __future__ import annotations
 
@@ -45,4 +46,10 @@ def test_the_device_check_runs_on_the_stand_ins_and_the_agent_sees_the_burn() ->
     assert result["sampling"]["gpus"] == 2 and result["sampling"]["observer_us_per_gpu"] > 0
     assert result["sampling"]["gpm"]["observer_us_per_gpu"] > 0
     assert result["xid"] == {"0": "registered", "1": "registered"}
-    assert set(result["not_checked"]) == {"gpu_comm", "mig"}
+    comm = result["gpu_comm"]
+    assert comm["exit_code"] == 0 and comm["failure"] is None
+    assert [(p["source"], p["target"]) for p in comm["pairs"]] == [(0, 1), (1, 0)]
+    assert {(p["peer_access"], p["gbps"], p["expected_gbps"], p["ok"]) for p in comm["pairs"]} == {
+        (True, 380.0, 350.0, True)  # the stand-in's rate, judged against an H200's
+    }
+    assert set(result["not_checked"]) == {"mig"}

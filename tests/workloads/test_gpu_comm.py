@@ -14,8 +14,12 @@ from pathlib import Path
 
 import pytest
 
+from observer.domain import JobRequest
 from observer.errors import GpuCommunicationError
-from observer.workloads.gpu_comm import EXPECTED_GBPS, expected_gbps
+from observer.probes.catalog import GPU_COMM_EXPECTED_GBPS as EXPECTED_GBPS
+from observer.probes.programs import probe_arguments
+from observer.settings import Settings
+from observer.workloads.gpu_comm import expected_gbps
 
 PAIR = re.compile(
     r"^gpu-comm: GPU (\d) -> GPU (\d): (peer|no peer access), ([\d.]+) GB/s \((.*)\): (ok|FAILED)$"
@@ -23,8 +27,12 @@ PAIR = re.compile(
 
 
 def gpu_comm(library_dir: Path, *args: str, **knobs: str) -> subprocess.CompletedProcess[str]:
+    return observer(library_dir, "probe", "gpu-comm", "--size-mib", "64", *args, **knobs)
+
+
+def observer(library_dir: Path, *args: str, **knobs: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "observer.cli", "probe", "gpu-comm", "--size-mib", "64", *args],
+        [sys.executable, "-m", "observer.cli", *args],
         env={**os.environ, "LD_LIBRARY_PATH": str(library_dir), **knobs},
         capture_output=True,
         text=True,
@@ -123,7 +131,36 @@ def test_every_context_and_buffer_is_given_back(fake_cuda_dir: Path, tmp_path: P
 
 
 def test_the_expected_rate_is_found_by_the_most_specific_model_name() -> None:
+    assert expected_gbps("NVIDIA H100 PCIe", [("H100", 350), ("H100 PCIe", 40)]) == 40
     assert expected_gbps("NVIDIA H100 80GB HBM3") == EXPECTED_GBPS["H100"]
     assert expected_gbps("NVIDIA H100 PCIe") == EXPECTED_GBPS["H100 PCIe"]
     assert expected_gbps("NVIDIA H200 NVL") == EXPECTED_GBPS["H200 NVL"]
     assert expected_gbps("NVIDIA GeForce RTX 4090") is None
+
+
+def test_the_expected_rates_are_settings_passed_on_the_probes_command_line_and_honoured(
+    fake_cuda_dir: Path,
+) -> None:
+    """The stand-in's devices are "NVIDIA H200 (stand-in)": a pair at 380 GB/s passes the
+    built-in 350, and fails a site's 600 for its H200s (theirs measured faster)."""
+    settings = Settings.model_validate(
+        {"controller": {"probes": {"gpu-comm": {"expected_gbps": {"H200": 600, "A100": 230}}}}}
+    )
+    spec = settings.controller.probe_catalog()["gpu-comm"]
+    args = probe_arguments(JobRequest("r", spec.name, "t", None, spec.workload))
+    assert args == ["probe", "gpu-comm", "--expect-model", "H200=600", "--expect-model", "A100=230"]
+
+    judged = observer(fake_cuda_dir, *args, FAKE_CUDA_DEVICES="2", FAKE_CUDA_PEER_GBPS="380")
+    built_in = gpu_comm(fake_cuda_dir, FAKE_CUDA_DEVICES="2", FAKE_CUDA_PEER_GBPS="380")
+
+    assert judged.returncode == GpuCommunicationError.exit_code, judged.stderr
+    assert "GPU 0 -> GPU 1: 380.0 GB/s, under 75% of the 600 GB/s expected" in judged.stderr
+    assert built_in.returncode == 0, built_in.stderr
+    assert {m[2] for m in pairs(built_in.stdout).values()} == {"ok"}
+
+
+def test_an_expected_rate_that_is_no_rate_is_refused_naming_the_field() -> None:
+    with pytest.raises(ValueError, match="expected_gbps"):
+        Settings.model_validate(
+            {"controller": {"probes": {"gpu-comm": {"expected_gbps": {"H200": 0}}}}}
+        )

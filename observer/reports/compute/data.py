@@ -16,6 +16,7 @@ from observer.records import (
     TASK_NOT_KNOWN,
     UTILIZATION_PERCENTS,
     ControllerRun,
+    GpuMeasure,
     GpuSampleCounts,
     InferencePhase,
     InferenceSample,
@@ -135,7 +136,9 @@ class GpuUsage:
     """Agents' GPU samples of a period, reduced: utilisation overall, per pool, per window,
     per local hour of day, and of the samples attributed to a tenant's job: per tenant, per
     kind of task (a probe's name, TENANT_JOB, TASK_NOT_KNOWN) and per tenant within each
-    window; which nodes were sampled; samples whose utilisation could not be read."""
+    window; which nodes were sampled; samples whose utilisation could not be read and the
+    nodes they came from. `sm_active`: the same of GPM's SM activity, whose unread samples
+    are those of GPUs without GPM (None: not reduced)."""
 
     overall: UtilizationHistogram = UtilizationHistogram()
     by_pool: Mapping[str, UtilizationHistogram] = field(default_factory=dict)
@@ -146,8 +149,13 @@ class GpuUsage:
     by_window_tenant: Mapping[str, Mapping[str, UtilizationHistogram]] = field(default_factory=dict)
     nodes: frozenset[str] = frozenset()
     unread_samples: int = 0
+    unread_nodes: frozenset[str] = frozenset()
+    sm_active: GpuUsage | None = None
 
     def plus(self, other: GpuUsage) -> GpuUsage:
+        sm_active = None
+        if self.sm_active is not None or other.sm_active is not None:
+            sm_active = (self.sm_active or GpuUsage()).plus(other.sm_active or GpuUsage())
         return GpuUsage(
             overall=self.overall.plus(other.overall),
             by_pool=_plus_all(self.by_pool, other.by_pool),
@@ -158,16 +166,22 @@ class GpuUsage:
             by_window_tenant=_plus_nested(self.by_window_tenant, other.by_window_tenant),
             nodes=self.nodes | other.nodes,
             unread_samples=self.unread_samples + other.unread_samples,
+            unread_nodes=self.unread_nodes | other.unread_nodes,
+            sm_active=sm_active,
         )
 
 
 def gpu_usage(
-    samples: Iterable[StoredGpuSample], pools: Mapping[str, str | None], calendar: Calendar
+    samples: Iterable[StoredGpuSample],
+    pools: Mapping[str, str | None],
+    calendar: Calendar,
+    measure: GpuMeasure = GpuMeasure.UTILIZATION,
 ) -> GpuUsage:
-    """Reduce samples; `pools` maps node to pool (nodes the scheduler does not know are in
-    NO_POOL). Windows and hours are the platform's (calendar.timezone). The samples are counted
-    as the database counts them, by node, by instant rather than by minute, and by tenant and
-    task over the period and within each window, then grouped as its counts are."""
+    """Reduce samples' `measure`; `pools` maps node to pool (nodes the scheduler does not
+    know are in NO_POOL). Windows and hours are the platform's (calendar.timezone). The
+    samples are counted as the database counts them, by node, by instant rather than by
+    minute, and by tenant and task over the period and within each window, then grouped as
+    its counts are."""
     slots: dict[datetime, _Slot] = {}  # a node's GPUs are sampled at one instant: looked up once
     by_node: dict[str, list[int]] = {}
     unread: Counter[str] = Counter()
@@ -176,10 +190,15 @@ def gpu_usage(
     by_window: dict[str, dict[tuple[str, str], list[int]]] = {}
     for sample in samples:
         node = _tally(by_node, sample.node)
-        if sample.utilization_gpu_percent is None:
-            unread[sample.node] += 1
+        if measure is GpuMeasure.UTILIZATION:
+            reading, not_read = sample.utilization_gpu_percent, False
+        else:  # only a GPU without GPM is unread: one not read this tick has no reading
+            reading, not_read = sample.sm_active_percent, sample.gpm_supported is False
+        if reading is None:
+            if not_read or measure is GpuMeasure.UTILIZATION:
+                unread[sample.node] += 1
             continue
-        percent = min(max(sample.utilization_gpu_percent, 0), 100)
+        percent = min(max(reading, 0), 100)
         node[percent] += 1
         slot = slots.get(sample.at)
         if slot is None:
@@ -265,6 +284,7 @@ def _grouped(
     by_task: dict[str, list[int]] = {}
     by_window_tenant: dict[str, dict[str, list[int]]] = {}
     nodes: set[str] = set()
+    unread_nodes: set[str] = set()
     unread = 0
 
     def add(groups: dict[str, list[int]], key: str, counts: Sequence[int]) -> None:
@@ -273,6 +293,8 @@ def _grouped(
     for node, histogram, node_unread in by_node:
         nodes.add(node)
         unread += node_unread
+        if node_unread:
+            unread_nodes.add(node)
         if any(histogram):
             add(by_pool, pools.get(node) or NO_POOL, histogram)
     for (names, hour), histogram in by_slot:
@@ -300,6 +322,7 @@ def _grouped(
         by_window_tenant={k: reduce(by_window_tenant[k]) for k in sorted(by_window_tenant)},
         nodes=frozenset(nodes),
         unread_samples=unread,
+        unread_nodes=frozenset(unread_nodes),
     )
 
 

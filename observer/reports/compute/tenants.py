@@ -89,6 +89,7 @@ class TenantRecord:
     running_gpus_avg: float | None  # the scheduler's queues
     utilization: UtilizationStats | None  # of the GPUs its jobs held, as sampled
     all_jobs_waits: WaitStats | None  # every job of its that started, from the listings
+    sm_active: UtilizationStats | None = None  # GPM's, of the same GPUs; None: none reported
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,6 +137,7 @@ def tenant_figures(
                 running_gpus_avg=figures.gpu.tenant_running_gpus_avg.get(name),
                 utilization=figures.gpu.by_tenant.get(name),
                 all_jobs_waits=waits.get(name),
+                sm_active=figures.gpu.sm_by_tenant.get(name),
             )
         )
     return TenantFigures(

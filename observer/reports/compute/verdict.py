@@ -68,6 +68,7 @@ class DayLine:
     gpu_utilization_avg: float | None
     findings_new: int  # conditions opened and events raised
     blind_seconds: float
+    gpu_sm_active_avg: float | None = None  # GPM's; None: no GPU reported it that day
 
 
 @dataclass(frozen=True, slots=True)
@@ -335,6 +336,7 @@ def _days(inputs: VerdictInputs) -> list[DayLine]:
                 gpu_utilization_avg=usage.overall.mean(),
                 findings_new=found.opened + found.events,
                 blind_seconds=blind_figures(sliced, context).total_seconds,
+                gpu_sm_active_avg=usage.sm_active.overall.mean() if usage.sm_active else None,
             )
         )
         day += timedelta(days=1)

@@ -6,7 +6,7 @@ from __future__ import annotations
 from observer.records import TASK_NOT_KNOWN, TENANT_JOB
 from observer.reports.compute.events import owner_state_note
 from observer.reports.compute.figures import PeriodFigures
-from observer.reports.compute.gpu import UtilizationStats
+from observer.reports.compute.gpu import UtilizationStats, gpm_note
 from observer.reports.render import charts
 from observer.reports.render.blocks import Block, Heading, Table, Text
 from observer.reports.render.headline import utilization
@@ -32,6 +32,7 @@ def gpu_blocks(
                 w("col.allocated"),
                 w("col.used"),
                 w("col.utilization"),
+                w("col.sm_active_avg"),
                 w.aside(w("col.previous_day"), w("col.utilization")),
                 w.aside(w("col.soak_to_date"), w("col.utilization")),
             ],
@@ -42,6 +43,7 @@ def gpu_blocks(
                     w.share(g.by_pool[pool].allocated_share) if pool in g.by_pool else "—",
                     w.share(g.by_pool[pool].used_share) if pool in g.by_pool else "—",
                     w.percent(_pool_util(day, pool)),
+                    w.percent(_pool_sm(day, pool)),
                     w.percent(_pool_util(prev, pool)) if prev else "—",
                     w.percent(_pool_util(soak, pool)),
                 ]
@@ -54,7 +56,7 @@ def gpu_blocks(
         blocks += [
             Heading(3, w("sub.by_window")),
             Table(
-                _util_header(w, w("col.window")),
+                [*_util_header(w, w("col.window")), w("col.sm_active_avg"), w("col.sm_active_p95")],
                 [
                     _util_row(
                         [key],
@@ -63,14 +65,17 @@ def gpu_blocks(
                         soak.gpu.by_window.get(key),
                         w,
                     )
+                    + _sm_cells(g.sm_by_window.get(key), w)
                     for key in windows
                 ]
                 + [
                     _util_row(
                         ["*"], g.overall, prev.gpu.overall if prev else None, soak.gpu.overall, w
                     )
+                    + _sm_cells(g.sm_overall, w)
                 ],
             ),
+            Text(w.note(gpm_note(g)), "note"),
         ]
     blocks += [
         Heading(3, w("sub.by_tenant")),
@@ -114,6 +119,7 @@ def _tenant_gpu_table(
             w("col.allocated_gpus_avg"),
             w("col.samples"),
             w("col.utilization"),
+            w("col.sm_active_avg"),
             w("col.busy_share"),
             w.aside(w("col.previous_day"), f"{w('col.allocated')} / {w('col.utilization')}"),
             w.aside(w("col.soak_to_date"), f"{w('col.allocated')} / {w('col.utilization')}"),
@@ -124,6 +130,7 @@ def _tenant_gpu_table(
                 w.decimal(g.tenant_running_gpus_avg.get(t)),
                 w.integer(g.by_tenant[t].samples if t in g.by_tenant else 0),
                 w.percent(utilization(g.by_tenant.get(t), "avg_percent")),
+                w.percent(utilization(g.sm_by_tenant.get(t), "avg_percent")),
                 w.share(utilization(g.by_tenant.get(t), "busy_share")),
                 _tenant_pair(prev, t, w) if prev else "—",
                 _tenant_pair(soak, t, w),
@@ -157,7 +164,7 @@ def _task_blocks(
     blocks: list[Block] = [
         Heading(3, w("sub.by_task")),
         Table(
-            _util_header(w, w("col.task")),
+            [*_util_header(w, w("col.task")), w("col.sm_active_avg"), w("col.sm_active_p95")],
             [
                 _util_row(
                     [_task_name(t, w)],
@@ -166,6 +173,7 @@ def _task_blocks(
                     soak.gpu.by_task.get(t),
                     w,
                 )
+                + _sm_cells(g.sm_by_task.get(t), w)
                 for t in tasks
             ],
         ),
@@ -209,6 +217,15 @@ def _tenant_pair(figures: PeriodFigures, tenant: str, w: Words) -> str:
     allocated = w.decimal(figures.gpu.tenant_running_gpus_avg.get(tenant))
     used = w.percent(utilization(figures.gpu.by_tenant.get(tenant), "avg_percent"))
     return f"{allocated} / {used}"
+
+
+def _pool_sm(figures: PeriodFigures, pool: str) -> float | None:
+    use = figures.gpu.by_pool.get(pool)
+    return utilization(use.sm_active if use else None, "avg_percent")
+
+
+def _sm_cells(sm: UtilizationStats | None, w: Words) -> list[str]:
+    return [w.percent(utilization(sm, "avg_percent")), w.percent(utilization(sm, "p95_percent"))]
 
 
 def _pool_util(figures: PeriodFigures | None, pool: str) -> float | None:

@@ -1,20 +1,23 @@
 """Reports as JSON. Keys are English and stable whatever the language: the headline keys
 (tasks_total, tasks_failed, all_jobs_total, all_jobs_failed (null: not observed),
 all_jobs_complete, queue_wait_seconds_avg (the probes'), tenant_jobs_wait_seconds_avg (the
-tenants' own jobs'), gpu_utilization_avg (percent), owner_state_nodes
-and owner_state_known_nodes (null: no node sampled), alerts_total,
-manual_interventions_total, incidents_opened, findings...) at the top, the report's
-dataclass field names below them (the verdict's `tiers` by failure class, each item with its
-line of text; its `scoring`, layer (must, key, experience) -> passed / failed / not_observed,
-each a list of criteria; `score_layers`, criterion -> layer, and each criterion's `layer`; its
-`launch_scope`: `tenants` and `pools` where a launch may begin, `text` its sentence, and
-`widen`, one item per tenant or pool left out, `{"tenant"|"pool": name, "criteria": [...],
-"reverify": [note...]}`); `wait_reasons` and `probe_wait_reasons` (tenant -> the
-scheduler's reason -> hours pending: the tenants' own jobs' added up over the jobs, the
-probes'); the daily summary's `expected_wait` (`platform_estimate`: whether the platform gave
-any waiting job that started an expected start; `rows`: per `tenant`, `gpus` and `source`
-("platform" or "observer"), the `jobs` started, `error_p50_seconds` and `error_p90_seconds`
-(start minus expected start, late positive; null: no estimate) and
+tenants' own jobs'), gpu_utilization_avg (percent), gpu_sm_active_avg (percent, GPM's SM
+activity; null where no GPU reported it, never 0), owner_state_nodes and owner_state_known_nodes
+(null: no node sampled), alerts_total, manual_interventions_total, incidents_opened,
+findings...) at the top, the report's dataclass field names below them (the verdict's `tiers` by
+failure class, each item with its line of text; its `scoring`, layer (must, key, experience) ->
+passed / failed / not_observed, each a list of criteria; `score_layers`, criterion -> layer, and
+each criterion's `layer`; its `launch_scope`: `tenants` and `pools` where a launch may begin,
+`text` its sentence, and `widen`, one item per tenant or pool left out, `{"tenant"|"pool": name,
+"criteria": [...], "reverify": [note...]}`); `wait_reasons` and `probe_wait_reasons` (tenant ->
+the scheduler's reason -> hours pending: the tenants' own jobs' added up over the jobs, the
+probes'); in `gpu`, each pool's `sm_active` beside its `utilization`, `sm_overall`,
+`sm_by_window`, `sm_by_tenant`, `sm_by_task` (and each tenant's `sm_active` in `tenants`) and
+`gpm_not_supported_nodes` with their `gpm_not_supported_samples` (GPUs without GPM, whose SM
+activity is not known); the daily summary's `expected_wait` (`platform_estimate`: whether the
+platform gave any waiting job that started an expected start; `rows`: per `tenant`, `gpus` and
+`source` ("platform" or "observer"), the `jobs` started, `error_p50_seconds` and
+`error_p90_seconds` (start minus expected start, late positive; null: no estimate) and
 `without_estimate_share`); the daily summary's `task_records`, one per run (`user`, `queue`,
 `main_wait_reason` among them; what it had and met while it lived: `quota` (`source` queue |
 configured, `gpus` each value seen, `borrowing_limit_gpus`), `gpu_samples`,
@@ -50,7 +53,7 @@ SCHEMA_VERSION = 1
 
 def headline(f: PeriodFigures) -> dict[str, Any]:
     """The stable top-level figures of a period."""
-    util = f.gpu.overall
+    util, sm = f.gpu.overall, f.gpu.sm_overall
     return {
         "tasks_total": f.tasks.total,
         "tasks_failed": f.tasks.failed,
@@ -67,6 +70,9 @@ def headline(f: PeriodFigures) -> dict[str, Any]:
         "gpu_utilization_avg": _num(util.avg_percent if util else None),
         "gpu_utilization_p50": _num(util.p50_percent if util else None),
         "gpu_utilization_p95": _num(util.p95_percent if util else None),
+        "gpu_sm_active_avg": _num(sm.avg_percent if sm else None),
+        "gpu_sm_active_p50": _num(sm.p50_percent if sm else None),
+        "gpu_sm_active_p95": _num(sm.p95_percent if sm else None),
         "gpu_allocated_share": _num(f.gpu.allocated_share),
         "owner_state_nodes": f.owners.nodes,
         "owner_state_known_nodes": f.owners.known,

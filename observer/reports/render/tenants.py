@@ -32,6 +32,7 @@ def tenant_blocks(figures: TenantFigures, w: Words) -> list[Block]:
                 w("col.all_jobs_wait_p95"),
                 w("col.running_gpus_avg"),
                 w("col.utilisation_avg"),
+                w("col.sm_active_avg"),
             ],
             [
                 [
@@ -46,6 +47,7 @@ def tenant_blocks(figures: TenantFigures, w: Words) -> list[Block]:
                     w.duration(r.all_jobs_waits.p95_seconds if r.all_jobs_waits else None),
                     w.decimal(r.running_gpus_avg),
                     w.percent(r.utilization.avg_percent if r.utilization else None),
+                    w.percent(r.sm_active.avg_percent if r.sm_active else None),
                 ]
                 for r in records
             ],

@@ -115,6 +115,7 @@ def _verdict_blocks(v: Verdict, w: Words, title: str) -> list[Block]:
                 w("fig.tasks_failed"),
                 w("fig.queue_wait_avg"),
                 w("fig.gpu_util_avg"),
+                w("col.sm_active_avg"),
                 w("col.findings_new"),
                 w("col.blind"),
             ],
@@ -125,6 +126,7 @@ def _verdict_blocks(v: Verdict, w: Words, title: str) -> list[Block]:
                     w.integer(d.tasks_failed),
                     w.duration(d.queue_wait_seconds_avg),
                     w.percent(d.gpu_utilization_avg),
+                    w.percent(d.gpu_sm_active_avg),
                     w.integer(d.findings_new),
                     w.duration(d.blind_seconds),
                 ]
