@@ -63,9 +63,7 @@ def read_mig(handle: Handle) -> MigReading | None:
     return MigReading(tuple(instances), tuple(processes))
 
 
-def with_mig_processes(
-    listed: tuple[GpuProcess, ...], mig: MigReading
-) -> tuple[GpuProcess, ...]:
+def with_mig_processes(listed: tuple[GpuProcess, ...], mig: MigReading) -> tuple[GpuProcess, ...]:
     """The GPU's processes: its MIG devices', then those the GPU listed that none did."""
     named = {p.pid for p in mig.processes}
     return (*mig.processes, *(p for p in listed if p.pid not in named))

@@ -86,7 +86,10 @@ def _names(name: str) -> Reader:
 
 
 def _gpu(s: Subject, e: Evidence) -> JsonValue:
-    return str(e["gpu_index"])
+    """The GPU's index, and the MIG instance's UUID (`MIG-...`, which names itself in either
+    language) when the finding is about one."""
+    mig = e.get("mig_uuid")
+    return f"{e['gpu_index']} {mig}" if mig else str(e["gpu_index"])
 
 
 def _owner(s: Subject, e: Evidence) -> JsonValue:
