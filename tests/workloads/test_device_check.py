@@ -45,4 +45,10 @@ def test_the_device_check_runs_on_the_stand_ins_and_the_agent_sees_the_burn() ->
     assert result["sampling"]["gpus"] == 2 and result["sampling"]["observer_us_per_gpu"] > 0
     assert result["sampling"]["gpm"]["observer_us_per_gpu"] > 0
     assert result["xid"] == {"0": "registered", "1": "registered"}
-    assert set(result["not_checked"]) == {"gpu_comm", "mig"}
+    assert result["mig"]["0"] == {"mode": "disabled"}
+    split = result["mig"]["1"]  # the stand-in's GPU 1, in MIG mode with two MIG devices
+    assert split["mode"] == "enabled"
+    assert [m["gpu_instance_id"] for m in split["instances"]] == [7, 8]
+    assert all(m["uuid"].startswith("MIG-") for m in split["instances"])
+    assert split["sample_us"]["with_mig"] > 0 and split["sample_us"]["without_mig"] > 0
+    assert set(result["not_checked"]) == {"gpu_comm"}
