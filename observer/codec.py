@@ -105,6 +105,7 @@ def _allocation_to_json(allocation: NodeAllocation | None) -> dict[str, Any] | N
                 "gpu_uuid": a.gpu_uuid,
                 "owner": {"kind": a.owner.kind.value, "id": a.owner.id},
                 "owner_name": a.owner_name,
+                "parts": sorted(a.parts),
             }
             for a in allocation.assignments
         ],

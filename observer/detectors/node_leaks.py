@@ -10,7 +10,8 @@ Rules (each a condition, opened by the tracker after its hold time):
   below that, so that one warp spinning on one SM is not work), or (the node layer) a GPU
   the node's scheduler agent gave a running owner has no process and stays at 0 %;
 - gpu_not_assigned: a process of a running owner on a GPU the scheduler agent did not give it
-  (a container that sees GPUs it did not request: isolation);
+  (a container that sees GPUs it did not request: isolation), or on a MIG instance of a GPU
+  the owner was given other MIG devices of (by their UUIDs);
 - owner_state_unknown: the node's scheduler agent cannot be read, so no owner's state is known;
 - gpu_lost: the device fell off the bus; nvml_unavailable: the node is blind to its GPUs.
 Process findings carry `gpu_assigned_to`, whom the scheduler agent gave the GPU ([]: nobody),
@@ -20,6 +21,7 @@ where it speaks of that GPU; those of a process on a MIG instance name the insta
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
@@ -28,6 +30,7 @@ from observer.domain import (
     DriverState,
     DriverStatus,
     GpmActivity,
+    GpuAssignment,
     GpuReading,
     JsonValue,
     NodeAllocation,
@@ -45,6 +48,7 @@ GPU_PROCESS_DETECTORS = frozenset(
 )
 GPU_MEMORY_DETECTORS = frozenset({"memory_without_process"})
 GPU_NOT_ASSIGNED = "gpu_not_assigned"
+_MIG_UUID = re.compile(r"^MIG-[0-9a-f]{8}-")
 OWNER_STATE_UNKNOWN = "owner_state_unknown"
 # Every detector of the node-local rules: what an agent reports of its node.
 DETECTORS = (
@@ -285,9 +289,13 @@ def _process_symptoms(
         state.phase is OwnerPhase.RUNNING
         and allocation is not None
         and knows_gpu
-        and not any(a.owner == _bare(proc) for a in holders)
+        and not _given(proc, holders)
     ):
         given = sorted(a.gpu_uuid for a in allocation.assignments if a.owner == _bare(proc))
+        if proc.mig_uuid is not None and any(a.owner == _bare(proc) for a in holders):
+            # Given other MIG devices of this GPU: who holds this one is what matters.
+            holders = tuple(a for a in holders if proc.mig_uuid in a.parts)
+            evidence["gpu_assigned_to"] = [a.label for a in holders]
         yield Symptom(
             detector=GPU_NOT_ASSIGNED,
             subject=subject,
@@ -319,6 +327,22 @@ def _process_symptoms(
             evidence={**evidence, **idle},
             hold_seconds=rules.idle_seconds,
         )
+
+
+def _given(proc: AttributedProcess, holders: Sequence[GpuAssignment]) -> bool:
+    """Whether the process's owner was given the device it runs on: the GPU, or, for a
+    process on a MIG instance of a GPU the owner was given MIG devices of by UUID (NVIDIA's
+    device plugin), that MIG device. Parts named otherwise (a minor's `gi`, a DRA device, a
+    pre-R470 `MIG-GPU-…/gi/ci`) cannot be told from one another by a MIG UUID: the GPU's."""
+    mine = [a for a in holders if a.owner == _bare(proc)]
+    if not mine:
+        return False
+    if proc.mig_uuid is None or any(not a.parts for a in mine):
+        return True
+    parts = {part for a in mine for part in a.parts}
+    if not all(_MIG_UUID.match(part) for part in parts):
+        return True
+    return proc.mig_uuid in parts
 
 
 def _idleness(gpu: GpuReading | None, rules: NodeLeakSettings) -> dict[str, JsonValue] | None:

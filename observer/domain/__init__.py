@@ -328,6 +328,8 @@ class GpuAssignment:
     gpu_uuid: str
     owner: Owner
     owner_name: str | None
+    # The parts of the GPU given (MIG devices, as the source names them); empty: all of it.
+    parts: frozenset[str] = frozenset()
 
     @property
     def label(self) -> str:

@@ -86,6 +86,28 @@ def test_a_process_that_outlives_its_pod_on_a_mig_instance_names_the_instance(
     assert node.opened("gpu_not_assigned") == []
 
 
+def test_a_process_on_another_pods_mig_device_of_the_same_gpu_opens_the_isolation_finding(
+    node: Node,
+) -> None:
+    node.kubelet.start_pod(serving_pod(UID_A, "llm-a", MIG_A))
+    node.kubelet.start_pod(serving_pod(UID_B, "llm-b", MIG_B))
+    write_process(node.proc, 4343, cgroup=pod_cgroup(UID_A), comm="python3")
+    serve(node, ((4242, 6 * GIB),), ((5151, 3 * GIB), (4343, GIB)))  # llm-a's 4343 on MIG_B
+
+    node.tick(GRACE + 2)
+
+    [finding] = node.opened("gpu_not_assigned")
+    assert finding.subject == {
+        "node": "gpu-node-0",
+        "gpu_uuid": gpu_uuid(1),
+        "pid": "4343",
+        "mig_uuid": MIG_B,
+    }
+    assert finding.evidence["gpu_assigned_to"] == [f"team-a/llm-b ({MIG_B})"]
+    assert f"MIG instance {MIG_B} of GPU 1" in finding.summary
+    assert "team-a/llm-a" in finding.summary
+
+
 def test_an_unknown_process_on_a_mig_instance_names_the_instance(node: Node) -> None:
     node.kubelet.start_pod(serving_pod(UID_B, "llm-b", MIG_B))
     write_process(node.proc, 777, cgroup="0::/system.slice/stray.service\n", comm="miner")
