@@ -140,3 +140,33 @@ def test_the_snapshot_carries_each_mig_instance_and_reads_back_the_same(node: No
     assert [(p["pid"], p["mig_uuid"]) for p in data["processes"]] == [(4242, MIG_A)]
     assert data["allocation"]["assignments"][0]["gpu_uuid"] == gpu_uuid(1)
     assert wire.snapshot_from_bytes(json.dumps(data).encode()) == snap
+
+
+def test_a_repartition_is_an_event_naming_the_gpu_and_its_mig_devices_before_and_after(
+    node: Node,
+) -> None:
+    node.tick(2)
+    assert node.history == []  # the first layout read is no change
+
+    whole = FakeMigDevice(GI_A, memory_total_bytes=36 * GIB)  # the two slices merged
+    node.gpus[1] = FakeNvmlGpu(mig_mode=True, mig=(whole,))
+    node.nvml.set(node.gpus)
+    node.tick()
+
+    [event] = [f for f in node.history if f.detector == "mig_reconfigured"]
+    assert event.subject == {"node": "gpu-node-0", "gpu_uuid": gpu_uuid(1)}
+    assert event.closed_at == event.opened_at  # an event: it happened
+    assert event.evidence["mig_uuids_before"] == [MIG_A, MIG_B]
+    assert event.evidence["mig_uuids_after"] == [whole.uuid(1, 0)]
+    assert (event.evidence["mig_devices_before"], event.evidence["mig_devices_after"]) == (2, 1)
+    assert "repartitioned" in event.summary and "GPU 1" in event.summary
+    snap = node.agent.snapshot()
+    assert snap is not None and event in snap.findings  # kept for the controller to read
+
+    node.gpus[1] = FakeNvmlGpu()  # MIG mode off
+    node.nvml.set(node.gpus)
+    node.tick(2)
+
+    events = [f for f in node.history if f.detector == "mig_reconfigured"]
+    assert [e.evidence["mig_devices_after"] for e in events] == [1, None]
+    assert "turned off" in events[-1].summary
