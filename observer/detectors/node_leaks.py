@@ -292,10 +292,11 @@ def _process_symptoms(
         and not _given(proc, holders)
     ):
         given = sorted(a.gpu_uuid for a in allocation.assignments if a.owner == _bare(proc))
+        breach = evidence
         if proc.mig_uuid is not None and any(a.owner == _bare(proc) for a in holders):
             # Given other MIG devices of this GPU: who holds this one is what matters.
             holders = tuple(a for a in holders if proc.mig_uuid in a.parts)
-            evidence["gpu_assigned_to"] = [a.label for a in holders]
+            breach = {**evidence, "gpu_assigned_to": [a.label for a in holders]}
         yield Symptom(
             detector=GPU_NOT_ASSIGNED,
             subject=subject,
@@ -305,7 +306,7 @@ def _process_symptoms(
             + (f" but gave {', '.join(a.label for a in holders)}" if holders else ""),
             rule=f"a running owner's process on a GPU not among those the {allocation.source} "
             f"assigned it, for {rules.grace_seconds:g} s",
-            evidence={**evidence, "owner_gpus": given, "source": allocation.source},
+            evidence={**breach, "owner_gpus": given, "source": allocation.source},
             hold_seconds=rules.grace_seconds,
         )
     # Unknown counts: a live process in a pod's or job's cgroup is the best sign of a
