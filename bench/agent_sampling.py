@@ -35,6 +35,7 @@ measured as the running agent is; processes_seen counts the pids its /metrics li
 from __future__ import annotations
 
 import argparse
+import ctypes
 import json
 import math
 import os
@@ -138,6 +139,16 @@ def _raw_round(handles: list[pynvml.c_nvmlDevice_t], gpm: _RawGpm | None) -> Non
         pynvml.nvmlDeviceGetTotalEccErrors(
             h, pynvml.NVML_MEMORY_ERROR_TYPE_UNCORRECTED, pynvml.NVML_VOLATILE_ECC
         )
+        address = ctypes.cast(h, ctypes.c_void_p).value
+        if address not in _NO_MIG:
+            try:
+                pynvml.nvmlDeviceGetMigMode(h)
+            except pynvml.NVMLError:  # a GPU without MIG: the sampler asks it once, as here
+                _NO_MIG.add(address)
+
+
+# The handles (by address) whose GPU answered that it has no MIG.
+_NO_MIG: set[int | None] = set()
 
 
 def _per_gpu_us(run: Callable[[], object], rounds: int) -> float:

@@ -17,7 +17,10 @@ Progress goes to stderr; the last line of stdout is one JSON object:
 - gpu_comm: `observer probe gpu-comm` across every GPU present: its exit code, each ordered
   pair's path (peer or not), GB/s and the rate it was judged against, and its failure line
   (null: none); `skipped` with one GPU (no pair);
-- not_checked: what this script does not check yet, and why.
+- mig: each GPU's MIG mode as the agent's adapter reads it (`enabled`, `disabled`, or the read
+  error's kind: `not_supported` on a GPU without MIG) and, where enabled, each MIG device (UUID,
+  GPU and compute instance ids, memory, how many processes it lists) and what the MIG read adds
+  to the GPU's lean sample (µs, the sample with it against the sample without);
 
 On the stand-in the GPU's utilisation and process list are what the script writes into the
 stand-in's state file, so `burn` proves the path (agent, attribution, JSON), not the GPU;
@@ -58,16 +61,14 @@ from observer.gpu.nvml import NvmlGpuBackend, NvmlXidEvents
 from observer.metrics import AgentMetrics
 
 REPO = Path(__file__).resolve().parent.parent
+_SLICE_BYTES = 17_951_621_120  # an H200's 1g.18gb MIG device
 SAMPLING_ROUNDS = 500
-# What the issue asks of this check that the observer cannot do yet (issue 33).
-NOT_CHECKED = {
-    "mig": "the agent does not enumerate MIG instances yet",
-}
 # One line of `observer probe gpu-comm` per ordered pair (observer/cli.py's say()).
 PAIR_LINE = re.compile(
     r"^gpu-comm: GPU (\d+) -> GPU (\d+): (peer|no peer access), ([\d.]+) GB/s "
     r"\((?:expected ([\d.]+)|not judged)\): (ok|FAILED)$"
 )
+MIG_TIMING_ROUNDS = 200
 
 
 def say(message: str) -> None:
@@ -263,8 +264,54 @@ def gpu_comm(gpus: int, stand_in: Stand | None) -> dict[str, Any]:
     }
 
 
+def mig(library: Path | None) -> dict[str, dict[str, Any]]:
+    backend = NvmlGpuBackend(SystemClock(), library)
+    info = backend.open()
+    found: dict[str, dict[str, Any]] = {}
+    try:
+        for index in range(info.device_count):
+            sample = backend.sample(index, frozenset())
+            error = next((e for e in sample.errors if e.call == "mig"), None)
+            if error is not None:
+                found[str(index)] = {"mode": error.kind.value, "message": error.message}
+                continue
+            if sample.mig_instances is None:
+                found[str(index)] = {"mode": "disabled"}
+                continue
+            listed = sample.processes or ()
+            found[str(index)] = {
+                "mode": "enabled",
+                "instances": [
+                    {
+                        "uuid": m.uuid,
+                        "gpu_instance_id": m.gpu_instance_id,
+                        "compute_instance_id": m.compute_instance_id,
+                        "memory_used_bytes": m.memory_used_bytes,
+                        "memory_total_bytes": m.memory_total_bytes,
+                        "processes": sum(p.mig_uuid == m.uuid for p in listed),
+                    }
+                    for m in sample.mig_instances
+                ],
+                "sample_us": {
+                    "with_mig": _sample_us(backend, index, frozenset()),
+                    "without_mig": _sample_us(backend, index, frozenset({"mig"})),
+                },
+            }
+    finally:
+        backend.close()
+    return found
+
+
+def _sample_us(backend: NvmlGpuBackend, index: int, skip: frozenset[str]) -> float:
+    started = time.perf_counter()
+    for _ in range(MIG_TIMING_ROUNDS):
+        backend.sample(index, skip)
+    return round((time.perf_counter() - started) / MIG_TIMING_ROUNDS * 1e6, 2)
+
+
 class Stand:
-    """The stand-in libraries and the state file that plays GPU 0 busy under the burn."""
+    """The stand-in libraries and the state file that plays GPU 0 busy under the burn, GPU 1
+    in MIG mode with two 1g.18gb MIG devices."""
 
     def __init__(self, work: Path) -> None:
         self.nvml = REPO / ".build/fake-nvml/libnvidia-ml.so.1"
@@ -289,6 +336,8 @@ class Stand:
                 f"memory_used_bytes={2**30 if busy else 0} memory_total_bytes={141 * 2**30} "
                 f"sm_active_percent={93 if busy else 0}"
             )
+            if index == 1:
+                line += f" mig_mode=1 mig=7:0:0:{_SLICE_BYTES},8:0:0:{_SLICE_BYTES}"
             lines.append(line + (f" processes={pid}:{2**30}" if busy else ""))
         return "\n".join(lines) + "\n"
 
@@ -315,7 +364,8 @@ def main() -> int:
         result["xid"] = xid(library)
         say("gpu-comm across every GPU pair")
         result["gpu_comm"] = gpu_comm(len(result["device"]["gpus"]), stand)
-        result["not_checked"] = NOT_CHECKED
+        say("MIG enumeration")
+        result["mig"] = mig(library)
     print(json.dumps(result))
     return 0
 

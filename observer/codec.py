@@ -19,6 +19,7 @@ from observer.domain import (
     GpuIdentity,
     GpuProcess,
     GpuSample,
+    MigInstance,
     NodeAllocation,
     NodeSnapshot,
     ProbeRun,
@@ -68,6 +69,7 @@ def snapshot_to_json(snap: NodeSnapshot) -> dict[str, Any]:
                 "gpu_index": p.gpu_index,
                 "gpu_uuid": p.gpu_uuid,
                 "pid": p.pid,
+                "mig_uuid": p.mig_uuid,
                 "used_memory_bytes": p.used_memory_bytes,
                 "exists": p.exists,
                 "executable": p.executable,
@@ -103,6 +105,7 @@ def _allocation_to_json(allocation: NodeAllocation | None) -> dict[str, Any] | N
                 "gpu_uuid": a.gpu_uuid,
                 "owner": {"kind": a.owner.kind.value, "id": a.owner.id},
                 "owner_name": a.owner_name,
+                "parts": sorted(a.parts),
             }
             for a in allocation.assignments
         ],
@@ -117,6 +120,8 @@ def _reading(reading: GpuSample | GpuCounters | None) -> dict[str, Any] | None:
     data["at"] = _iso(reading.at)
     if isinstance(reading, GpuSample) and reading.processes is not None:
         data["processes"] = [_fields(p) for p in reading.processes]
+    if isinstance(reading, GpuSample) and reading.mig_instances is not None:
+        data["mig_instances"] = [_fields(m) for m in reading.mig_instances]
     data["errors"] = [
         {"call": e.call, "kind": e.kind.value, "message": e.message} for e in reading.errors
     ]
@@ -131,7 +136,7 @@ def _activity(activity: GpmActivity | GpmState | None) -> dict[str, Any] | str |
 
 
 def _fields(
-    value: GpuIdentity | GpuProcess | GpuSample | GpuCounters | GpmActivity,
+    value: GpuIdentity | GpuProcess | MigInstance | GpuSample | GpuCounters | GpmActivity,
 ) -> dict[str, Any]:
     """A dataclass's fields as they are (dataclasses.asdict deep-copies every value: it was
     four fifths of encoding a snapshot)."""

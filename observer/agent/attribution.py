@@ -48,6 +48,7 @@ class Attributor:
                         executable=info.executable if info else None,
                         uid=info.uid if info else None,
                         user=info.user if info else None,
+                        mig_uuid=proc.mig_uuid,
                     )
                 )
         for pid in self._known.keys() - listed:

@@ -77,7 +77,7 @@ def build_agent(
         backend = NvmlGpuBackend(clock, cfg.nvml_library_path)
         processes = ProcFs(cfg.proc_root, cfg.passwd_file)
         sampler = Sampler(backend, clock, metrics, cfg.counters_interval_seconds)
-        source = owner_source(cfg, clock, sampler.uuids_by_index)
+        source = owner_source(cfg, clock, sampler.uuids_by_index, sampler.mig_parents)
         owners = tracked = TrackedOwners(source, cfg.owners_interval_seconds)
         kernel_log = _kernel_log(cfg, clock)
     xids = None
@@ -119,13 +119,17 @@ def _kernel_log(cfg: AgentSettings, clock: Clock) -> KernelLog | None:
 
 
 def owner_source(
-    cfg: AgentSettings, clock: Clock, gpus: Callable[[], Mapping[int, str]]
+    cfg: AgentSettings,
+    clock: Clock,
+    gpus: Callable[[], Mapping[int, str]],
+    mig_parents: Callable[[], Mapping[str, str]] = dict,
 ) -> OwnerSource:
     """The node's scheduler agent as `agent.owners` names it; `auto` takes the kubelet when
     its socket exists, else Slurm when scontrol is on PATH. With none (`none`, or `auto`
     finding neither) the agent reports itself blind to owners, saying why, so that the
     reports count the node as not knowing its owners. `gpus`: the node's GPUs by NVML index,
-    which Slurm's GRES indices are taken to follow."""
+    which Slurm's GRES indices are taken to follow; `mig_parents`: the GPU of each MIG
+    instance (by UUID), which the kubelet names MIG devices by."""
     choice = cfg.owners
     if choice == "none":
         return Undetected("agent.owners is none: no scheduler agent is asked")
@@ -156,7 +160,7 @@ def owner_source(
             cfg.pod_resources_socket,
             cfg.pod_logs_dir,
             cfg.owners_timeout_seconds,
-            gpus=lambda: NodeGpus(uuids_by_minor(cfg.proc_root)),
+            gpus=lambda: NodeGpus(uuids_by_minor(cfg.proc_root), mig_parents()),
             pods=pods,
         )
     from observer.ownership.slurmd import SlurmdOwners  # noqa: PLC0415 - Slurm nodes only

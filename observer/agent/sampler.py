@@ -41,6 +41,7 @@ class _GpuState:
     skip: frozenset[str] = frozenset()
     counters: GpuCounters | None = None
     baseline_memory_bytes: int | None = None
+    mig_uuids: tuple[str, ...] = ()  # its MIG instances' UUIDs at the last sample that read them
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,6 +114,16 @@ class Sampler:
         and each identity are replaced whole)."""
         return {i: s.identity.uuid for i, s in enumerate(self._gpus) if s.identity is not None}
 
+    def mig_parents(self) -> dict[str, str]:
+        """MIG instance UUID -> its GPU's UUID, for every GPU in MIG mode at its last sample
+        (from any thread, as uuids_by_index): the names the kubelet gives MIG devices."""
+        return {
+            mig: state.identity.uuid
+            for state in self._gpus
+            if state.identity is not None
+            for mig in state.mig_uuids
+        }
+
     def close(self) -> None:
         if self._driver.state is DriverState.OK:
             self._close_backend()
@@ -175,6 +186,10 @@ class Sampler:
                 self._count(index, ReadError("identify", kind, str(exc)))
                 return None
         sample = self._record(index, state, self._backend.sample(index, state.skip))
+        if sample.mig_instances is not None:
+            state.mig_uuids = tuple(m.uuid for m in sample.mig_instances)
+        elif not any(e.call == "mig" for e in sample.errors):
+            state.mig_uuids = ()  # MIG mode off (or not supported)
         if sample.lost:
             state.identity = None  # re-open the handle next tick: a reset GPU may come back
         elif (

@@ -1,6 +1,6 @@
 """One agent tick: sample, attribute, detect (the GPU health rules with what the event thread
-last said of its Xid sources), take the Xids the event thread reported, track conditions,
-publish the snapshot."""
+last said of its Xid sources), take the Xids the event thread reported and the MIG
+reconfigurations the samples show, track conditions, publish the snapshot."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from datetime import timedelta
 from functools import partial
 
 from observer.agent.attribution import Attributor
+from observer.agent.mig_changes import MigChanges
 from observer.agent.sampler import Sampler
 from observer.agent.xids import XidFindings, XidWatch
 from observer.clock import Clock
@@ -62,6 +63,7 @@ class NodeAgent:
             CLOSED_RETAINED_MAX,
             metrics.gpu_xid_events_total,
         )
+        self._mig = MigChanges(node, CLOSED_RETENTION, CLOSED_RETAINED_MAX)
         self._tracker = ConditionTracker()
         self._closed: deque[Finding] = deque(maxlen=CLOSED_RETAINED_MAX)
         self._snapshot: NodeSnapshot | None = None
@@ -112,6 +114,8 @@ class NodeAgent:
             self._attributor.owner_of,
             now,
         )
+        reconfigured = self._mig.take(reading.gpus, now)
+        events = [*xids, *reconfigured]
         open_now = self._tracker.open_findings()
         self._closed.extend(f for f in changed if not f.is_open)
         while (
@@ -126,12 +130,19 @@ class NodeAgent:
             driver=reading.driver,
             gpus=reading.gpus,
             processes=processes,
-            findings=(*open_now, *self._closed, *self._xids.findings()),
+            findings=(
+                *open_now,
+                *self._closed,
+                *self._xids.findings(),
+                *self._mig.findings(),
+            ),
             allocation=allocation,
         )
-        self.metrics.findings.record([*changed, *xids], open_now)
+        self.metrics.findings.record([*changed, *events], open_now)
         for finding in xids:
             _log.warning("gpu xid", subject=dict(finding.subject), summary=finding.summary)
+        for finding in reconfigured:
+            _log.info("mig reconfigured", subject=dict(finding.subject), summary=finding.summary)
         for finding in changed:
             _log.info(
                 "finding opened" if finding.is_open else "finding closed",
@@ -139,7 +150,7 @@ class NodeAgent:
                 subject=dict(finding.subject),
                 summary=finding.summary,
             )
-        return [*changed, *xids]
+        return [*changed, *events]
 
     def close(self) -> None:
         self._sampler.close()

@@ -10,15 +10,18 @@ Rules (each a condition, opened by the tracker after its hold time):
   below that, so that one warp spinning on one SM is not work), or (the node layer) a GPU
   the node's scheduler agent gave a running owner has no process and stays at 0 %;
 - gpu_not_assigned: a process of a running owner on a GPU the scheduler agent did not give it
-  (a container that sees GPUs it did not request: isolation);
+  (a container that sees GPUs it did not request: isolation), or on a MIG instance of a GPU
+  the owner was given other MIG devices of (by their UUIDs);
 - owner_state_unknown: the node's scheduler agent cannot be read, so no owner's state is known;
 - gpu_lost: the device fell off the bus; nvml_unavailable: the node is blind to its GPUs.
 Process findings carry `gpu_assigned_to`, whom the scheduler agent gave the GPU ([]: nobody),
-where it speaks of that GPU.
+where it speaks of that GPU; those of a process on a MIG instance name the instance
+(`mig_uuid` in subject and evidence, and in the summary).
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
@@ -27,6 +30,7 @@ from observer.domain import (
     DriverState,
     DriverStatus,
     GpmActivity,
+    GpuAssignment,
     GpuReading,
     JsonValue,
     NodeAllocation,
@@ -44,6 +48,7 @@ GPU_PROCESS_DETECTORS = frozenset(
 )
 GPU_MEMORY_DETECTORS = frozenset({"memory_without_process"})
 GPU_NOT_ASSIGNED = "gpu_not_assigned"
+_MIG_UUID = re.compile(r"^MIG-[0-9a-f]{8}-")
 OWNER_STATE_UNKNOWN = "owner_state_unknown"
 # Every detector of the node-local rules: what an agent reports of its node.
 DETECTORS = (
@@ -214,11 +219,14 @@ def _process_symptoms(
     rules: NodeLeakSettings,
 ) -> Iterator[Symptom]:
     subject = {"node": node, "gpu_uuid": proc.gpu_uuid, "pid": str(proc.pid)}
+    if proc.mig_uuid is not None:
+        subject["mig_uuid"] = proc.mig_uuid
     knows_gpu = allocation is not None and allocation.knows(proc.gpu_uuid)
     holders = allocation.assigned(proc.gpu_uuid) if allocation is not None and knows_gpu else ()
     evidence = {
         "gpu_index": proc.gpu_index,
         "gpu_uuid": proc.gpu_uuid,
+        "mig_uuid": proc.mig_uuid,
         "pid": proc.pid,
         "executable": proc.executable,
         "uid": proc.uid,
@@ -236,13 +244,13 @@ def _process_symptoms(
         evidence["gpu_assigned_to"] = [a.label for a in holders]
     owner = proc.owner_state.name or proc.owner.label
     held = _gib(proc.used_memory_bytes)
+    on = _device(proc)
     if not proc.exists:
         yield Symptom(
             detector="vanished_process",
             subject=subject,
             severity=Severity.CRITICAL,
-            summary=f"pid {proc.pid} is listed on GPU {proc.gpu_index} ({held}) but no longer "
-            "exists on the host",
+            summary=f"pid {proc.pid} is listed on {on} ({held}) but no longer exists on the host",
             rule=f"NVML lists the pid, /proc has no such process, for {rules.grace_seconds:g} s",
             evidence=evidence,
             hold_seconds=rules.grace_seconds,
@@ -253,8 +261,8 @@ def _process_symptoms(
             detector="orphan_process",
             subject=subject,
             severity=Severity.WARNING,
-            summary=f"pid {proc.pid} ({_program(proc)}) uses GPU "
-            f"{proc.gpu_index} ({held}) and belongs to no pod or job"
+            summary=f"pid {proc.pid} ({_program(proc)}) uses {on} ({held}) and belongs to no "
+            "pod or job"
             + (", and the GPU is assigned to nobody" if knows_gpu and not holders else ""),
             rule=f"no pod or Slurm job in the process's cgroup or environment, for "
             f"{rules.grace_seconds:g} s",
@@ -268,8 +276,7 @@ def _process_symptoms(
             detector="unreleased_memory",
             subject=subject,
             severity=Severity.CRITICAL,
-            summary=f"pid {proc.pid} still holds {held} on GPU {proc.gpu_index} after its "
-            f"owner {owner} ended",
+            summary=f"pid {proc.pid} still holds {held} on {on} after its owner {owner} ended",
             rule=f"owner ended more than {rules.grace_seconds:g} s ago and the process is still "
             "listed on the GPU",
             evidence=evidence,
@@ -282,19 +289,24 @@ def _process_symptoms(
         state.phase is OwnerPhase.RUNNING
         and allocation is not None
         and knows_gpu
-        and not any(a.owner == _bare(proc) for a in holders)
+        and not _given(proc, holders)
     ):
         given = sorted(a.gpu_uuid for a in allocation.assignments if a.owner == _bare(proc))
+        breach = evidence
+        if proc.mig_uuid is not None and any(a.owner == _bare(proc) for a in holders):
+            # Given other MIG devices of this GPU: who holds this one is what matters.
+            holders = tuple(a for a in holders if proc.mig_uuid in a.parts)
+            breach = {**evidence, "gpu_assigned_to": [a.label for a in holders]}
         yield Symptom(
             detector=GPU_NOT_ASSIGNED,
             subject=subject,
             severity=Severity.CRITICAL,
-            summary=f"{owner} runs pid {proc.pid} ({_program(proc)}) on GPU {proc.gpu_index}, "
+            summary=f"{owner} runs pid {proc.pid} ({_program(proc)}) on {on}, "
             f"which the {allocation.source} did not give it"
             + (f" but gave {', '.join(a.label for a in holders)}" if holders else ""),
             rule=f"a running owner's process on a GPU not among those the {allocation.source} "
             f"assigned it, for {rules.grace_seconds:g} s",
-            evidence={**evidence, "owner_gpus": given, "source": allocation.source},
+            evidence={**breach, "owner_gpus": given, "source": allocation.source},
             hold_seconds=rules.grace_seconds,
         )
     # Unknown counts: a live process in a pod's or job's cgroup is the best sign of a
@@ -311,11 +323,27 @@ def _process_symptoms(
             detector="allocated_idle",
             subject=subject,
             severity=Severity.WARNING,
-            summary=f"{owner} holds {held} on GPU {proc.gpu_index} while {doing}",
+            summary=f"{owner} holds {held} on {on} while {doing}",
             rule=f"owner not ended, process holds memory, {measure} for {rules.idle_seconds:g} s",
             evidence={**evidence, **idle},
             hold_seconds=rules.idle_seconds,
         )
+
+
+def _given(proc: AttributedProcess, holders: Sequence[GpuAssignment]) -> bool:
+    """Whether the process's owner was given the device it runs on: the GPU, or, for a
+    process on a MIG instance of a GPU the owner was given MIG devices of by UUID (NVIDIA's
+    device plugin), that MIG device. Parts named otherwise (a minor's `gi`, a DRA device, a
+    pre-R470 `MIG-GPU-…/gi/ci`) cannot be told from one another by a MIG UUID: the GPU's."""
+    mine = [a for a in holders if a.owner == _bare(proc)]
+    if not mine:
+        return False
+    if proc.mig_uuid is None or any(not a.parts for a in mine):
+        return True
+    parts = {part for a in mine for part in a.parts}
+    if not all(_MIG_UUID.match(part) for part in parts):
+        return True
+    return proc.mig_uuid in parts
 
 
 def _idleness(gpu: GpuReading | None, rules: NodeLeakSettings) -> dict[str, JsonValue] | None:
@@ -338,6 +366,13 @@ def _idleness(gpu: GpuReading | None, rules: NodeLeakSettings) -> dict[str, Json
 def _bare(proc: AttributedProcess) -> Owner:
     """The owner as the allocation layer names it: a pod, not one of its containers."""
     return Owner(proc.owner.kind, proc.owner.id)
+
+
+def _device(proc: AttributedProcess) -> str:
+    """The device a process runs on, as a person finds it: the GPU, and its MIG instance."""
+    if proc.mig_uuid is None:
+        return f"GPU {proc.gpu_index}"
+    return f"MIG instance {proc.mig_uuid} of GPU {proc.gpu_index}"
 
 
 def _gib(n: int | None) -> str:

@@ -17,6 +17,7 @@ from observer.domain.comparison import compare_shares as compare_shares
 from observer.domain.comparison import duration_parts as duration_parts
 from observer.domain.comparison import written as written
 from observer.domain.comparison import written_seconds as written_seconds
+from observer.domain.mig import MigInstance as MigInstance
 from observer.domain.runs import AccessAttempt as AccessAttempt
 from observer.domain.runs import Attempt as Attempt
 from observer.domain.runs import Expectation as Expectation
@@ -64,6 +65,7 @@ class GpuIdentity:
 class GpuProcess:
     pid: int
     used_memory_bytes: int | None  # None: NVML could not attribute memory (e.g. under MIG)
+    mig_uuid: str | None = None  # the MIG instance it runs on, when its GPU is in MIG mode
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,6 +86,8 @@ class GpuSample:
     clock_event_reasons: int | None = None
     performance_state: int | None = None
     ecc_volatile_uncorrected_errors: int | None = None
+    # The MIG instances of a GPU in MIG mode; None: MIG off, not supported or not read.
+    mig_instances: tuple[MigInstance, ...] | None = None
     errors: tuple[ReadError, ...] = ()
 
     @property
@@ -220,6 +224,7 @@ class AttributedProcess:
     executable: str | None = None  # the program's file name, never its arguments
     uid: int | None = None  # the real uid it runs as
     user: str | None = None  # that uid's name, where the node can tell
+    mig_uuid: str | None = None  # the MIG instance it runs on (GpuProcess.mig_uuid)
 
 
 class Severity(StrEnum):
@@ -323,6 +328,8 @@ class GpuAssignment:
     gpu_uuid: str
     owner: Owner
     owner_name: str | None
+    # The parts of the GPU given (MIG devices, as the source names them); empty: all of it.
+    parts: frozenset[str] = frozenset()
 
     @property
     def label(self) -> str:

@@ -63,6 +63,7 @@ class _WireProcess(msgspec.Struct):
     executable: str | None = None
     uid: int | None = None
     user: str | None = None
+    mig_uuid: str | None = None
 
     def attributed(self) -> AttributedProcess:
         return AttributedProcess(
@@ -77,6 +78,7 @@ class _WireProcess(msgspec.Struct):
             executable=self.executable,
             uid=self.uid,
             user=self.user,
+            mig_uuid=self.mig_uuid,
         )
 
 

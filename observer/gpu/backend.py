@@ -35,6 +35,7 @@ LEAN_CALLS = (
     "clock_event_reasons",
     "performance_state",
     "ecc_volatile_uncorrected",
+    "mig",
 )
 COUNTER_CALLS = (
     "energy",

@@ -1,5 +1,5 @@
-"""The real GpuBackend, over the NVIDIA driver's libnvidia-ml.so.1 through pynvml: the only
-module that imports pynvml.
+"""The real GpuBackend, over the NVIDIA driver's libnvidia-ml.so.1 through pynvml: with its
+MIG read (`nvml_mig.py`), the only module that imports pynvml.
 
 pynvml errors stop here. A failed call on one device becomes a ReadError in the sample (the
 field stays None); a failed nvmlInit raises DriverNotLoadedError, LibraryNotFoundError or
@@ -41,6 +41,7 @@ from observer.gpu.backend import (
     DriverInfo,
     read_error_kind,
 )
+from observer.gpu.nvml_mig import read_mig, used_bytes, with_mig_processes
 
 T = TypeVar("T")
 Handle = pynvml.c_nvmlDevice_t  # opaque device handle (a ctypes pointer); never leaves this module
@@ -59,7 +60,6 @@ _GPM_METRIC_IDS = (
     pynvml.NVML_GPM_METRIC_ANY_TENSOR_UTIL,
     pynvml.NVML_GPM_METRIC_DRAM_BW_UTIL,
 )
-_NOT_AVAILABLE = 2**64 - 1  # NVML_VALUE_NOT_AVAILABLE in an unsigned long long
 _PCIE_REPLAY_FIELD_ID = 94  # NVML_FI_DEV_PCIE_REPLAY_COUNTER
 _PAST_THE_LAST_LINK = frozenset({pynvml.NVML_ERROR_INVALID_ARGUMENT, _NVML_ERROR_NOT_SUPPORTED})
 # nvmlValue_t member to read for each nvmlValueType_t, in enum order.
@@ -86,14 +86,9 @@ def _memory(handle: Handle) -> tuple[int, int]:
 
 def _processes(handle: Handle) -> tuple[GpuProcess, ...]:
     return tuple(
-        GpuProcess(int(p.pid), _bytes(p.usedGpuMemory))
+        GpuProcess(int(p.pid), used_bytes(p.usedGpuMemory))
         for p in pynvml.nvmlDeviceGetComputeRunningProcesses(handle)
     )
-
-
-def _bytes(value: int | None) -> int | None:
-    # pynvml turns NVML_VALUE_NOT_AVAILABLE into None; older releases pass it through.
-    return None if value is None or value == _NOT_AVAILABLE else int(value)
 
 
 def _power(handle: Handle) -> int:
@@ -389,8 +384,11 @@ class NvmlGpuBackend:
         reasons = read("clock_event_reasons", _clock_event_reasons)
         pstate = read("performance_state", _performance_state)
         ecc = read("ecc_volatile_uncorrected", _ecc_volatile_uncorrected)
+        mig = read("mig", read_mig)
         if read.gpu_lost:
             self._forget(index)
+        if mig is not None and processes is not None:
+            processes = with_mig_processes(processes, mig)
         return GpuSample(
             at=at,
             index=index,
@@ -405,6 +403,7 @@ class NvmlGpuBackend:
             clock_event_reasons=reasons,
             performance_state=pstate,
             ecc_volatile_uncorrected_errors=ecc,
+            mig_instances=mig.instances if mig is not None else None,
             errors=tuple(read.errors),
         )
 

@@ -12,9 +12,11 @@ the GPU they are or are part of, whichever plugin or driver named them:
   `gpu-<minor>`, a MIG device `gpu-<minor>-mig-<profile>-<start>-<size>`.
 
 The minor number is the one in /dev/nvidia<minor>, which the driver reports beside each GPU's
-UUID. A device id none of these forms names, whose GPU the node does not know, or a MIG UUID
-(which GPU it is on only NVML can tell), is kept as it is: it matches no GPU, so no GPU is said
-to be assigned to nobody, or to the wrong pod, on its account."""
+UUID. A MIG device's UUID (`MIG-<uuid>`) names its GPU only through NVML's MIG handles: the
+agent's sampler gives the GPU of each MIG instance it read (`NodeGpus.mig_parents`). A device
+id none of these forms names, or whose GPU the node does not know (a MIG UUID of a GPU not
+sampled yet), is kept as it is: it matches no GPU, so no GPU is said to be assigned to nobody,
+or to the wrong pod, on its account."""
 
 from __future__ import annotations
 
@@ -58,8 +60,7 @@ def plugin_device(device_id: str, gpus: NodeGpus) -> Device:
     if old := _OLD_MIG.match(device_id):
         return Device(old[1], device_id)
     if device_id.startswith("MIG-"):
-        # Only NVML knows which GPU a MIG UUID is on, and the agent does not ask it yet.
-        return Device(device_id, device_id)
+        return Device(gpus.mig_parents.get(device_id, device_id), device_id)
     if minor := _MINOR.match(device_id):
         return _by_minor(gpus, int(minor[1]), device_id, whole=minor[2] is None)
     return Device(device_id)

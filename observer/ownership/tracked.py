@@ -94,11 +94,17 @@ class TrackedOwners:
                 gpu,
                 Owner(reading.kind, owner),
                 _named(reading, owner, gpu, reading.names.get(owner)),
+                reading.parts.get(owner, {}).get(gpu, frozenset()),
             )
             for owner, gpus in reading.gpus.items()
             for gpu in gpus
         ] + [
-            GpuAssignment(gpu, Owner(reading.kind), _named(reading, name, gpu, name))
+            GpuAssignment(
+                gpu,
+                Owner(reading.kind),
+                _named(reading, name, gpu, name),
+                reading.parts.get(name, {}).get(gpu, frozenset()),
+            )
             for name, gpus in reading.unmatched.items()
             for gpu in gpus
         ]

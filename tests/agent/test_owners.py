@@ -310,6 +310,7 @@ def test_the_snapshot_carries_the_node_allocation_layer(node: Node) -> None:
             "gpu_uuid": gpu_uuid(0),
             "owner": {"kind": "pod", "id": UID_A},
             "owner_name": "team-a/train-0",
+            "parts": [],
         }
     ]
     assert data["allocation"]["allocatable"] == [gpu_uuid(0), gpu_uuid(1)]

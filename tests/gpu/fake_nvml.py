@@ -33,6 +33,7 @@ SAMPLE_FIELDS_BY_CALL = {
     "clock_event_reasons": ("clock_event_reasons",),
     "performance_state": ("performance_state",),
     "ecc_volatile_uncorrected": ("ecc_volatile_uncorrected_errors",),
+    "mig": ("mig_instances",),
 }
 COUNTER_FIELDS_BY_CALL = {
     "energy": ("energy_millijoules",),
@@ -67,6 +68,34 @@ class FakeNvLink:
         return ":".join(str(int(v)) for v in values)
 
 
+@dataclass(frozen=True)
+class FakeMigDevice:
+    """One MIG device of a GPU in MIG mode (an H200's 1g.18gb slice by default): its GPU and
+    compute instance ids, memory, and compute processes (pid, used bytes or None: "na")."""
+
+    gpu_instance_id: int
+    compute_instance_id: int = 0
+    memory_used_bytes: int = 0
+    memory_total_bytes: int = 17_951_621_120
+    processes: tuple[tuple[int, int | None], ...] = ()
+
+    def state_item(self) -> str:
+        values = (
+            self.gpu_instance_id,
+            self.compute_instance_id,
+            self.memory_used_bytes,
+            self.memory_total_bytes,
+        )
+        item = ":".join(str(v) for v in values)
+        if self.processes:
+            item += ":" + "+".join(f"{p}/{'na' if b is None else b}" for p, b in self.processes)
+        return item
+
+    def uuid(self, gpu_index: int, slot: int) -> str:
+        """The UUID the stand-in gives the MIG device at `slot` of GPU `gpu_index`."""
+        return f"MIG-00000000-0000-0000-{slot + 1:04d}-{gpu_index:012d}"
+
+
 H200_NVLINKS = (FakeNvLink(),) * 18  # an H200 SXM's NVLink 4 links, all up and clean
 
 
@@ -74,7 +103,7 @@ H200_NVLINKS = (FakeNvLink(),) * 18  # an H200 SXM's NVLink 4 links, all up and 
 class FakeNvmlGpu:
     """One device of the state file. Defaults are an idle H200 as recorded in the h200-trace
     (whose VM recorded no NVLink: its links are an H200 SXM's), its SMs idle; field names are
-    the state-file keys and, but for GPM's four and the last four, GpuSample / GpuCounters
+    the state-file keys and, but for GPM's four and the last six, GpuSample / GpuCounters
     fields."""
 
     utilization_gpu_percent: int = 0
@@ -107,6 +136,8 @@ class FakeNvmlGpu:
     nvlinks: tuple[FakeNvLink, ...] = H200_NVLINKS  # () : a device without NVLink
     unsupported: frozenset[str] = frozenset()
     lost: bool = False
+    mig_mode: bool = False  # MIG on: `processes` is then unused, each MIG device has its own
+    mig: tuple[FakeMigDevice, ...] = ()
 
     def state_line(self) -> str:
         pairs = []
@@ -114,8 +145,8 @@ class FakeNvmlGpu:
             value = getattr(self, field.name)
             if field.name == "processes":
                 text = ",".join(f"{pid}:{'na' if used is None else used}" for pid, used in value)
-            elif field.name == "nvlinks":
-                text = ",".join(link.state_item() for link in value)
+            elif field.name in ("nvlinks", "mig"):
+                text = ",".join(item.state_item() for item in value)
             elif field.name == "unsupported":
                 text = ",".join(sorted(value))
             else:

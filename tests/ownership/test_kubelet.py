@@ -51,13 +51,14 @@ def adapter(
     kubelet: StandInKubelet,
     timeout: float = 2.0,
     pods: KubeletPods | None = None,
+    mig_parents: dict[str, str] | None = None,
 ) -> KubeletPodResources:
     return KubeletPodResources(
         ManualClock(T0),
         kubelet.socket,
         kubelet.pod_logs_dir,
         timeout,
-        gpus=lambda: NodeGpus(BY_MINOR),
+        gpus=lambda: NodeGpus(BY_MINOR, mig_parents or {}),
         pods=pods,
     )
 
@@ -126,7 +127,30 @@ def test_mig_devices_are_the_gpu_they_are_part_of_and_the_owner_names_them(kubel
     }
 
 
-def test_a_mig_uuid_whose_gpu_only_nvml_knows_is_kept_as_it_is_listed(kubelet):
+def test_mig_uuids_are_the_gpus_nvml_enumerates_them_on(kubelet):
+    """NVIDIA's device plugin (mig-strategy mixed or single, R470+) lists MIG devices by UUID:
+    two pods share GPU 1 through one MIG device each, and GPU 2's MIG device is free."""
+    mig = [f"MIG-8a1b2c3d-0000-4000-8000-00000000000{i}" for i in range(3)]
+    kubelet.allocatable = [GPU[0], *mig]
+    kubelet.start_pod(Pod("team-a", "infer", UID_A, {"c": [("nvidia.com/mig-1g.18gb", [mig[0]])]}))
+    kubelet.start_pod(Pod("team-b", "infer", UID_B, {"c": [("nvidia.com/mig-3g.71gb", [mig[1]])]}))
+    parents = {mig[0]: GPU[1], mig[1]: GPU[1], mig[2]: GPU[2]}
+
+    source = adapter(kubelet, mig_parents=parents)
+    read = source.read()
+
+    assert read.gpus == {UID_A: {GPU[1]}, UID_B: {GPU[1]}}
+    assert read.parts == {UID_A: {GPU[1]: {mig[0]}}, UID_B: {GPU[1]: {mig[1]}}}
+    assert read.allocatable == frozenset({GPU[0], GPU[1], GPU[2]})
+    owners = TrackedOwners(source, 10)
+    owners.refresh(T0)
+    assert {(a.gpu_uuid, a.label) for a in owners.allocation().assignments} == {
+        (GPU[1], f"team-a/infer ({mig[0]})"),
+        (GPU[1], f"team-b/infer ({mig[1]})"),
+    }
+
+
+def test_a_mig_uuid_on_no_gpu_the_agent_has_read_is_kept_as_it_is_listed(kubelet):
     kubelet.allocatable = [MIG]
     kubelet.start_pod(Pod("team-a", "mig", UID_A, {"c": [("nvidia.com/mig-1g.18gb", [MIG])]}))
 

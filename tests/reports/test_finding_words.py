@@ -16,6 +16,7 @@ from zoneinfo import ZoneInfo
 import pytest
 from babel.messages.pofile import read_po
 
+from observer.agent.mig_changes import MigChanges
 from observer.controller.watches import outages
 from observer.controller.watches.base import Look
 from observer.controller.watches.outages import SpaceLow
@@ -48,9 +49,13 @@ from observer.domain import (
     Expectation,
     GpmActivity,
     GpuAssignment,
+    GpuIdentity,
+    GpuReading,
+    GpuSample,
     JobPhase,
     JobStatus,
     JsonValue,
+    MigInstance,
     NodeAllocation,
     Owner,
     OwnerKind,
@@ -290,9 +295,28 @@ def _scheduler_side() -> Iterator[Said]:
     yield from ((f.detector, f.subject, f.evidence) for f in findings)
 
 
+def _mig_reconfigured() -> Iterator[Said]:
+    """GPU 1 of n1 put in MIG mode with two MIG devices, repartitioned into one, MIG turned off."""
+    changes = MigChanges("n1", timedelta(hours=1), 10)
+    identity = GpuIdentity(1, "GPU-1", "NVIDIA H200", None, None)
+    at = CANARY_T0
+    layouts = (None, ("MIG-a", "MIG-b"), ("MIG-c",), None)
+    for minute, uuids in enumerate(layouts):
+        instances = None if uuids is None else tuple(MigInstance(u, 1, 0) for u in uuids)
+        sample = GpuSample(at=at, index=1, mig_instances=instances)
+        found = changes.take(
+            [GpuReading(1, identity, sample, None, None)], at + timedelta(minutes=minute)
+        )
+        yield from ((f.detector, f.subject, f.evidence) for f in found)
+
+
 @pytest.fixture(scope="module")
 def said(tmp_path_factory: pytest.TempPathFactory) -> list[Said]:
-    return [*_agent(tmp_path_factory.mktemp("agent")), *_scheduler_side()]
+    return [
+        *_agent(tmp_path_factory.mktemp("agent")),
+        *_scheduler_side(),
+        *_mig_reconfigured(),
+    ]
 
 
 def _fields(template: str) -> set[str]:

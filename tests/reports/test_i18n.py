@@ -105,6 +105,18 @@ def test_a_findings_memory_and_a_holders_figures_are_written_by_the_reports_lang
         == "pid 418 still holds 20.5 GiB on GPU 3 after its owner job/7 ended"
     )
     assert "20.5 GiB" in zh.finding(sentence, "")
+    # On a MIG instance, the instance: the UUID the platform's tools show for it.
+    mig = "MIG-2f4e7a10-5c1b-5d2e-9f3a-0b1c2d3e4f50"
+    on_mig = describe(
+        "unreleased_memory",
+        {"node": "n1", "mig_uuid": mig},
+        {"pid": 418, "used_memory_bytes": held, "gpu_index": 3, "mig_uuid": mig, "owner": "job/7"},
+    )
+    assert (
+        en.finding(on_mig, "")
+        == f"pid 418 still holds 20.5 GiB on GPU 3 {mig} after its owner job/7 ended"
+    )
+    assert f"GPU 3 {mig}" in zh.finding(on_mig, "")
     # A holder's users, each with the GPUs it held on average: names with their figures.
     by_user = {"alice": 2.25, "bob": 1234.5}
     holder = Note("ev.unfair_holder_user", {"holder": "research", "names": by_user})

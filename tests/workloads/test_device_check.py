@@ -52,4 +52,9 @@ def test_the_device_check_runs_on_the_stand_ins_and_the_agent_sees_the_burn() ->
     assert {(p["peer_access"], p["gbps"], p["expected_gbps"], p["ok"]) for p in comm["pairs"]} == {
         (True, 380.0, 350.0, True)  # the stand-in's rate, judged against an H200's
     }
-    assert set(result["not_checked"]) == {"mig"}
+    assert result["mig"]["0"] == {"mode": "disabled"}
+    split = result["mig"]["1"]  # the stand-in's GPU 1, in MIG mode with two MIG devices
+    assert split["mode"] == "enabled"
+    assert [m["gpu_instance_id"] for m in split["instances"]] == [7, 8]
+    assert all(m["uuid"].startswith("MIG-") for m in split["instances"])
+    assert split["sample_us"]["with_mig"] > 0 and split["sample_us"]["without_mig"] > 0

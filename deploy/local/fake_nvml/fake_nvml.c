@@ -27,6 +27,8 @@
  *   sm_active_percent sm_occupancy_percent tensor_active_percent dram_active_percent
  *                              what the GPM metrics SM_UTIL, SM_OCCUPANCY, ANY_TENSOR_UTIL and
  *                              DRAM_BW_UTIL report (see GPM below)
+ *   mig_mode                   1: MIG mode is on (nvmlDeviceGetMigMode answers enabled), its MIG
+ *                              devices those of `mig` (none when the key is left out)
  *   lost                       1: every call on the device, handle lookup included, answers
  *                              NVML_ERROR_GPU_IS_LOST; as on real NVML, a handle taken before the
  *                              device was seen lost stays lost after it comes back
@@ -36,6 +38,10 @@
  *                              the DL_REPLAY, DL_RECOVERY, DL_CRC_FLIT and DL_CRC_DATA error
  *                              counters; a link past the last answers NVML_ERROR_INVALID_ARGUMENT
  *                              and a device without the key has no NVLink (NOT_SUPPORTED)
+ *   mig=GI:CI:USED:TOTAL[:PID/BYTES+...],...
+ *                              the MIG devices, index 0 first (with mig_mode=1): GPU and compute
+ *                              instance ids, memory used and total, and their compute processes
+ *                              (BYTES "na" as above); see MIG below
  *   unsupported=CALL,...       these calls answer NVML_ERROR_NOT_SUPPORTED; CALL is a call name of
  *                              observer/gpu/backend.py (LEAN_CALLS, COUNTER_CALLS,
  *                              XID_EVENTS_CALL: Xid events not among the supported event types,
@@ -64,6 +70,15 @@
  * for the part of the interval after it). The four metrics above are served; any other metric
  * id answers NOT_SUPPORTED in its own nvmlReturn.
  *
+ * MIG: nvmlDeviceGetMigMode, nvmlDeviceGetMaxMigDeviceCount (7),
+ * nvmlDeviceGetMigDeviceHandleByIndex (NOT_FOUND past the last device), and on a MIG device's
+ * handle nvmlDeviceGetUUID (MIG-00000000-0000-0000-<slot + 1, 4 digits>-<GPU index, 12 digits>),
+ * nvmlDeviceGetGpuInstanceId, nvmlDeviceGetComputeInstanceId, nvmlDeviceGetMemoryInfo and
+ * nvmlDeviceGetComputeRunningProcesses_v3 (its own processes and memory). In MIG mode the GPU's
+ * own process list is every MIG device's processes, memory not available. unsupported=mig: a
+ * GPU without MIG (the MIG calls answer NOT_SUPPORTED). A MIG handle taken before the device
+ * left the state file answers INVALID_ARGUMENT.
+ *
  * Thread-safe like NVML: one lock around every call (a wait holds it only while it looks).
  */
 #define _GNU_SOURCE /* PTHREAD_RECURSIVE_MUTEX_INITIALIZER_NP */
@@ -80,6 +95,10 @@
 
 #define MAX_GPUS 64 /* the handle keeps the index in its low 8 bits */
 #define MAX_PROCS 64
+#define MAX_MIG 7 /* an H100's or H200's most MIG devices (seven 1g slices) */
+#define MAX_MIG_PROCS 16
+#define MIG_SHIFT 48 /* a MIG device's handle: its parent's, with its slot + 1 from this bit */
+#define GENERATION_MASK ((1ULL << (MIG_SHIFT - 8)) - 1)
 #define MAX_XIDS 1024
 #define NOT_AVAILABLE (~0ULL)
 #define NVLINK_COUNTERS 4 /* NVML_NVLINK_ERROR_DL_REPLAY .. NVML_NVLINK_ERROR_DL_CRC_DATA */
@@ -89,7 +108,7 @@ enum call {
     C_UTILIZATION, C_MEMORY, C_PROCESSES, C_POWER, C_TEMPERATURE, C_SM_CLOCK,
     C_CLOCK_EVENT_REASONS, C_PERFORMANCE_STATE, C_ECC_VOLATILE_UNCORRECTED, C_ENERGY,
     C_PCIE_TX, C_PCIE_RX, C_REMAPPED_ROWS, C_RETIRED_PAGES, C_RETIRED_PAGES_PENDING,
-    C_ECC_AGGREGATE_UNCORRECTED, C_PCIE_REPLAY, C_NVLINK_ERRORS, C_XID_EVENTS, C_GPM, C_COUNT,
+    C_ECC_AGGREGATE_UNCORRECTED, C_PCIE_REPLAY, C_NVLINK_ERRORS, C_XID_EVENTS, C_GPM, C_MIG, C_COUNT,
     C_ALWAYS = -1 /* identity calls, and those of other NVML clients: never made unsupported */
 };
 static const char *const CALL_NAMES[C_COUNT] = {
@@ -97,8 +116,16 @@ static const char *const CALL_NAMES[C_COUNT] = {
     "clock_event_reasons", "performance_state", "ecc_volatile_uncorrected", "energy",
     "pcie_tx_throughput", "pcie_rx_throughput", "remapped_rows", "retired_pages",
     "retired_pages_pending", "ecc_aggregate_uncorrected", "pcie_replay", "nvlink_errors",
-    "xid_events", "gpm",
+    "xid_events", "gpm", "mig",
 };
+
+/* One MIG device: its GPU and compute instance ids, memory, and compute processes. */
+typedef struct {
+    unsigned long long gi, ci, used, total;
+    unsigned nprocs;
+    unsigned pid[MAX_MIG_PROCS];
+    unsigned long long used_by[MAX_MIG_PROCS];
+} mig_t;
 
 typedef struct {
     unsigned long long utilization_gpu_percent, utilization_memory_percent, memory_used_bytes,
@@ -108,13 +135,16 @@ typedef struct {
         remapped_rows_correctable, remapped_rows_uncorrectable, remapped_rows_pending,
         remapped_rows_failed, retired_pages_single_bit, retired_pages_double_bit,
         retired_pages_pending, ecc_aggregate_uncorrected_errors, pcie_replay_errors,
-        sm_active_percent, sm_occupancy_percent, tensor_active_percent, dram_active_percent, lost;
+        sm_active_percent, sm_occupancy_percent, tensor_active_percent, dram_active_percent, lost,
+        mig_mode;
     unsigned nprocs;
     unsigned pid[MAX_PROCS];
     unsigned long long used[MAX_PROCS];
     unsigned nlinks;
     unsigned long long nvlink[NVML_NVLINK_MAX_LINKS][1 + NVLINK_COUNTERS]; /* state, counters */
     unsigned unsupported; /* bit per enum call */
+    unsigned nmig;
+    mig_t mig[MAX_MIG];
 } gpu_t;
 
 #define KEY(f) { #f, offsetof(gpu_t, f) }
@@ -127,7 +157,7 @@ static const struct { const char *name; size_t offset; } KEYS[] = {
     KEY(remapped_rows_failed), KEY(retired_pages_single_bit), KEY(retired_pages_double_bit),
     KEY(retired_pages_pending), KEY(ecc_aggregate_uncorrected_errors), KEY(pcie_replay_errors),
     KEY(sm_active_percent), KEY(sm_occupancy_percent), KEY(tensor_active_percent),
-    KEY(dram_active_percent), KEY(lost),
+    KEY(dram_active_percent), KEY(lost), KEY(mig_mode),
 };
 
 /* The GPM metrics served: nvml.h's id, the key of the activity, the names NVML gives it. */
@@ -215,6 +245,37 @@ static int parse_nvlinks(char *list, gpu_t *g) {
     return 1;
 }
 
+/* GI:CI:USED:TOTAL[:PID/BYTES+PID/BYTES...] per MIG device. */
+static int parse_mig(char *list, gpu_t *g) {
+    char *save, *item;
+    for (item = strtok_r(list, ",", &save); item; item = strtok_r(NULL, ",", &save)) {
+        mig_t *m;
+        unsigned long long *fields[4];
+        char *inner, *value, *procs;
+        unsigned k = 0;
+        if (g->nmig == MAX_MIG) return 0;
+        m = &g->mig[g->nmig];
+        fields[0] = &m->gi; fields[1] = &m->ci; fields[2] = &m->used; fields[3] = &m->total;
+        for (value = strtok_r(item, ":", &inner); value && k < 4; value = strtok_r(NULL, ":", &inner))
+            if (!parse_number(value, fields[k++])) return 0;
+        if (k != 4) return 0;
+        procs = value;
+        if (procs && strtok_r(NULL, ":", &inner)) return 0;
+        for (value = procs ? strtok_r(procs, "+", &inner) : NULL; value; value = strtok_r(NULL, "+", &inner)) {
+            char *bytes = strchr(value, '/');
+            unsigned long long pid;
+            if (!bytes || m->nprocs == MAX_MIG_PROCS) return 0;
+            *bytes++ = '\0';
+            if (!parse_number(value, &pid)) return 0;
+            if (!strcmp(bytes, "na")) m->used_by[m->nprocs] = NOT_AVAILABLE;
+            else if (!parse_number(bytes, &m->used_by[m->nprocs])) return 0;
+            m->pid[m->nprocs++] = (unsigned)pid;
+        }
+        g->nmig++;
+    }
+    return 1;
+}
+
 static int parse_unsupported(char *list, gpu_t *g) {
     char *save, *item;
     for (item = strtok_r(list, ",", &save); item; item = strtok_r(NULL, ",", &save)) {
@@ -234,6 +295,7 @@ static int parse_pair(char *token, gpu_t *g) {
     if (!strcmp(token, "processes")) return parse_processes(value, g);
     if (!strcmp(token, "nvlinks")) return parse_nvlinks(value, g);
     if (!strcmp(token, "unsupported")) return parse_unsupported(value, g);
+    if (!strcmp(token, "mig")) return parse_mig(value, g);
     for (k = 0; k < sizeof KEYS / sizeof KEYS[0]; k++)
         if (!strcmp(token, KEYS[k].name))
             return parse_number(value, (unsigned long long *)((char *)g + KEYS[k].offset));
@@ -361,6 +423,14 @@ static nvmlDevice_t make_handle(unsigned i) {
     return (nvmlDevice_t)(((uintptr_t)GENERATION[i] << 8) | (i + 1));
 }
 
+static nvmlDevice_t make_mig_handle(unsigned i, unsigned slot) {
+    return (nvmlDevice_t)((uintptr_t)make_handle(i) | ((uintptr_t)(slot + 1) << MIG_SHIFT));
+}
+
+/* The MIG device the handle of the call being answered names; NULL for a whole GPU. Set by
+ * device_call, read under the lock. */
+static mig_t *MIG;
+
 /* What every call checks before it answers: the log, the state file, the driver. */
 static nvmlReturn_t system_call(const char *symbol) {
     log_call(symbol);
@@ -373,11 +443,16 @@ static nvmlReturn_t system_call(const char *symbol) {
 static nvmlReturn_t device_call(const char *symbol, nvmlDevice_t d, int call, gpu_t **g) {
     uintptr_t h = (uintptr_t)d;
     unsigned i = (unsigned)(h & 0xff) - 1;
+    unsigned slot = (unsigned)(h >> MIG_SHIFT & 0xff);
     nvmlReturn_t rc = system_call(symbol);
+    MIG = NULL;
     if (rc != NVML_SUCCESS) return rc;
     if (i >= N) return NVML_ERROR_INVALID_ARGUMENT;
-    if (G[i].lost || (h >> 8) != GENERATION[i]) return NVML_ERROR_GPU_IS_LOST;
+    if (G[i].lost || (h >> 8 & GENERATION_MASK) != GENERATION[i]) return NVML_ERROR_GPU_IS_LOST;
     if (call != C_ALWAYS && (G[i].unsupported >> call & 1u)) return NVML_ERROR_NOT_SUPPORTED;
+    /* A MIG device that a reconfiguration removed is no device any more. */
+    if (slot && (!G[i].mig_mode || slot > G[i].nmig)) return NVML_ERROR_INVALID_ARGUMENT;
+    MIG = slot ? &G[i].mig[slot - 1] : NULL;
     *g = &G[i];
     return NVML_SUCCESS;
 }
@@ -454,7 +529,11 @@ nvmlReturn_t nvmlDeviceGetName(nvmlDevice_t d, char *name, unsigned int length) 
 
 nvmlReturn_t nvmlDeviceGetUUID(nvmlDevice_t d, char *uuid, unsigned int length) {
     DEVICE_CALL(d, C_ALWAYS);
-    snprintf(uuid, length, "GPU-00000000-0000-0000-0000-%012u", device_index(g));
+    if (MIG)
+        snprintf(uuid, length, "MIG-00000000-0000-0000-%04u-%012u", (unsigned)(MIG - g->mig) + 1,
+                 device_index(g));
+    else
+        snprintf(uuid, length, "GPU-00000000-0000-0000-0000-%012u", device_index(g));
     return NVML_SUCCESS;
 }
 
@@ -470,6 +549,12 @@ nvmlReturn_t nvmlDeviceGetPciInfo_v3(nvmlDevice_t d, nvmlPciInfo_t *pci) {
 
 nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t d, nvmlMemory_t *memory) {
     DEVICE_CALL(d, C_MEMORY);
+    if (MIG) {
+        memory->total = MIG->total;
+        memory->used = MIG->used;
+        memory->free = MIG->total - MIG->used;
+        return NVML_SUCCESS;
+    }
     memory->total = g->memory_total_bytes;
     memory->used = g->memory_used_bytes;
     memory->free = g->memory_total_bytes - g->memory_used_bytes;
@@ -485,8 +570,27 @@ nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t d, nvmlUtilization_t *ut
 
 nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t d, unsigned int *count,
                                                      nvmlProcessInfo_t *infos) {
-    unsigned k;
+    unsigned k, m, n = 0;
     DEVICE_CALL(d, C_PROCESSES);
+    if (MIG || g->mig_mode) {
+        /* A MIG device lists its own processes; the GPU lists those of all its MIG devices,
+         * with their instance ids but not their memory (as NVML does to a non-MIG query). */
+        mig_t *first = MIG ? MIG : g->mig, *last = MIG ? MIG + 1 : g->mig + g->nmig;
+        for (const mig_t *x = first; x < last; x++) n += x->nprocs;
+        if (*count < n) {
+            *count = n;
+            return NVML_ERROR_INSUFFICIENT_SIZE;
+        }
+        *count = n;
+        for (n = 0; first < last; first++)
+            for (m = 0; m < first->nprocs; m++, n++) {
+                infos[n].pid = first->pid[m];
+                infos[n].usedGpuMemory = MIG ? first->used_by[m] : NOT_AVAILABLE;
+                infos[n].gpuInstanceId = (unsigned)first->gi;
+                infos[n].computeInstanceId = (unsigned)first->ci;
+            }
+        return NVML_SUCCESS;
+    }
     if (*count < g->nprocs) {
         *count = g->nprocs;
         return NVML_ERROR_INSUFFICIENT_SIZE;
@@ -642,8 +746,40 @@ nvmlReturn_t nvmlSystemGetCudaDriverVersion_v2(int *version) {
 }
 
 nvmlReturn_t nvmlDeviceGetMigMode(nvmlDevice_t d, unsigned int *current, unsigned int *pending) {
-    DEVICE_CALL(d, C_ALWAYS);
-    *current = *pending = NVML_DEVICE_MIG_DISABLE;
+    DEVICE_CALL(d, C_MIG);
+    if (MIG) return NVML_ERROR_NOT_SUPPORTED;
+    *current = *pending = g->mig_mode ? NVML_DEVICE_MIG_ENABLE : NVML_DEVICE_MIG_DISABLE;
+    return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlDeviceGetMaxMigDeviceCount(nvmlDevice_t d, unsigned int *count) {
+    DEVICE_CALL(d, C_MIG);
+    if (MIG) return NVML_ERROR_NOT_SUPPORTED;
+    *count = MAX_MIG;
+    return NVML_SUCCESS;
+}
+
+/* An index no MIG device holds answers NOT_FOUND, as on a partly partitioned GPU. */
+nvmlReturn_t nvmlDeviceGetMigDeviceHandleByIndex(nvmlDevice_t d, unsigned int index,
+                                                 nvmlDevice_t *mig) {
+    DEVICE_CALL(d, C_MIG);
+    if (MIG || !g->mig_mode || index >= MAX_MIG) return NVML_ERROR_INVALID_ARGUMENT;
+    if (index >= g->nmig) return NVML_ERROR_NOT_FOUND;
+    *mig = make_mig_handle(device_index(g), index);
+    return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlDeviceGetGpuInstanceId(nvmlDevice_t d, unsigned int *id) {
+    DEVICE_CALL(d, C_MIG);
+    if (!MIG) return NVML_ERROR_INVALID_ARGUMENT;
+    *id = (unsigned)MIG->gi;
+    return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlDeviceGetComputeInstanceId(nvmlDevice_t d, unsigned int *id) {
+    DEVICE_CALL(d, C_MIG);
+    if (!MIG) return NVML_ERROR_INVALID_ARGUMENT;
+    *id = (unsigned)MIG->ci;
     return NVML_SUCCESS;
 }
 

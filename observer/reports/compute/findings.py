@@ -86,7 +86,10 @@ def _names(name: str) -> Reader:
 
 
 def _gpu(s: Subject, e: Evidence) -> JsonValue:
-    return str(e["gpu_index"])
+    """The GPU's index, and the MIG instance's UUID (`MIG-...`, which names itself in either
+    language) when the finding is about one."""
+    mig = e.get("mig_uuid")
+    return f"{e['gpu_index']} {mig}" if mig else str(e["gpu_index"])
 
 
 def _owner(s: Subject, e: Evidence) -> JsonValue:
@@ -220,6 +223,18 @@ def _nvlink(s: Subject, e: Evidence) -> Sentence:
         seen.append(Note("finding.gpu_nvlink_errors.rate", {"per_minute": float(rate)}))
     head = Note("finding.gpu_nvlink_errors", {"gpu": _gpu(s, e), "node": s["node"]})
     return (head, *seen)
+
+
+def _mig_reconfigured(s: Subject, e: Evidence) -> Sentence:
+    """Which of MIG mode turned on, turned off, or a repartition: from the counts before and
+    after (None: MIG mode off)."""
+    before, after = e["mig_devices_before"], e["mig_devices_after"]
+    params: dict[str, JsonValue] = {"gpu": _gpu(s, e), "node": s["node"]}
+    if before is None:
+        return (Note("finding.mig_reconfigured.enabled", {**params, "after": after}),)
+    if after is None:
+        return (Note("finding.mig_reconfigured.disabled", {**params, "before": before}),)
+    return (Note("finding.mig_reconfigured", {**params, "before": before, "after": after}),)
 
 
 def _xid(s: Subject, e: Evidence) -> Sentence:
@@ -466,6 +481,7 @@ _BY_DETECTOR: dict[str, Wording] = {
     ),
     gpu_health.NVLINK_ERRORS: _nvlink,
     gpu_health.GPU_XID: _xid,
+    "mig_reconfigured": _mig_reconfigured,
     gpu_in_service.UNHEALTHY_GPU_IN_SERVICE: _note(
         "finding.unhealthy_gpu_in_service",
         node=_subject("node"),
