@@ -88,9 +88,12 @@ def _store_before_the_counts_existed(url: str, samples: list[StoredGpuSample]) -
     migrate(url, "0004")
     engine = sa.create_engine(url)
     with engine.begin() as connection:
-        connection.execute(  # samples had no task then
+        connection.execute(  # samples had no task (nor task type) then
             sa.insert(gpu_samples_table),
-            [{k: v for k, v in asdict(s).items() if k != "task"} for s in samples],
+            [
+                {k: v for k, v in asdict(s).items() if k not in ("task", "task_type")}
+                for s in samples
+            ],
         )
     engine.dispose()
     upgrade(url)

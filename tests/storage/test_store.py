@@ -76,6 +76,8 @@ def test_upgrade_creates_the_tables_and_running_it_again_changes_nothing(
         "gpu_minutes",
         "gpu_node_hours",
         "gpu_task_hours",
+        "gpu_usage_hours",
+        "gpu_memory_hours",
         "probe_runs",
         "queue_samples",
         "report_deliveries",
