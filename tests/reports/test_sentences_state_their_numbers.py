@@ -31,11 +31,14 @@ from observer.domain import (
     Finding,
     FindingKind,
     JsonValue,
+    QueueState,
+    SchedulerNode,
     Severity,
     compare,
     compare_seconds,
 )
 from observer.probes.windows import Occurrence
+from observer.records import StoredQueueSample
 from observer.reports.compute import findings as finding_words
 from observer.reports.compute.criteria.monitoring import monitoring_lag_bound
 from observer.reports.compute.criteria.release import quota_released
@@ -44,6 +47,7 @@ from observer.reports.compute.data import PeriodData
 from observer.reports.compute.gpu import GpuFigures, PoolUse, UtilizationStats
 from observer.reports.compute.later import later_checks
 from observer.reports.compute.notes import Note
+from observer.reports.compute.usage import usage
 from observer.reports.render.i18n import LANGUAGES, LOCALE_DIR, Language, Words
 from observer.settings.detectors import FairnessSettings
 from tests.reports.builders import DAY, DAY_START, RULES, TZ, context, finding, reclaim, run
@@ -271,6 +275,22 @@ def _store_space_low(data: st.DataObject) -> list[Note]:
     return list(sentence)
 
 
+def _capacity(data: st.DataObject) -> list[Note]:
+    """The fleet's GPUs against every tenant's demand, one scheduler snapshot a minute."""
+    gpus = data.draw(st.integers(min_value=0, max_value=64))
+    demands = data.draw(st.lists(st.integers(min_value=0, max_value=96), min_size=1, max_size=12))
+    samples = [
+        StoredQueueSample(
+            DAY_START + timedelta(minutes=i), QueueState("research", None, 1, demand, 0, 0, 0.0)
+        )
+        for i, demand in enumerate(demands)
+    ]
+    fleet = [SchedulerNode("n1", "pool-a", gpus, 0, "idle")]
+    period = PeriodData(DAY, queue_samples=samples, nodes_at_start=fleet)
+    note = usage(period, context()).capacity_note
+    return [] if note is None else [note]
+
+
 RECEIVED_AGAINST_ENTITLED = against("received_gpus", "entitled_gpus")
 SHORTFALL_COUNTS: tuple[Claim, ...] = (("disadvantaged", LE, "weighed"), ("disadvantaged", GT, 0))
 
@@ -343,6 +363,17 @@ FAMILIES = {
             for c, claims in against("fills_in_seconds", "limit_seconds").items()
         },
         _store_space_low,
+    ),
+    "usage_capacity": Family(
+        "usage.capacity",
+        {
+            "usage.capacity_exceeded": (
+                ("over_seconds", GT, 0),
+                ("over_seconds", LE, "observed_seconds"),
+            ),
+            "usage.capacity_within": (("peak", LE, "capacity"),),
+        },
+        _capacity,
     ),
 }
 TABLE = {key: family for family in FAMILIES.values() for key in family.claims}

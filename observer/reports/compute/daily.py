@@ -4,7 +4,7 @@ inputs always give the same report."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import date, datetime
 
 from observer.reports.compute.data import PeriodData, ReportContext
@@ -12,6 +12,7 @@ from observer.reports.compute.figures import PeriodFigures, period_figures
 from observer.reports.compute.inference import InferenceFigures, inference_figures
 from observer.reports.compute.tasks import TaskRecord, task_records
 from observer.reports.compute.tenants import TenantFigures, tenant_figures
+from observer.reports.compute.usage import Usage, usage
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,6 +42,7 @@ class DailyReport:
     tenants: TenantFigures  # the day's tenant, queue and quota record
     partial: bool  # the day so far, up to figures.end: its figures will still change
     inference: InferenceFigures | None = None  # None: the inference probe did not run
+    usage: Usage = field(default_factory=Usage)  # who used what in the day
 
 
 def build_daily(inputs: DailyInputs) -> DailyReport:
@@ -65,4 +67,5 @@ def build_daily(inputs: DailyInputs) -> DailyReport:
             inputs.data.inference_phases,
             inputs.context.calendar,
         ),
+        usage=usage(inputs.data, inputs.context),
     )

@@ -17,6 +17,7 @@ from observer.records import (
     UTILIZATION_PERCENTS,
     ControllerRun,
     GpuSampleCounts,
+    GpuUsageCounts,
     InferencePhase,
     InferenceSample,
     JobSlot,
@@ -443,6 +444,11 @@ class ReportContext:
     # Each configured tenant's weight and quota, and the fairness rule that weighs them.
     tenants: Mapping[str, TenantTerms] = field(default_factory=dict)
     fairness: FairnessSettings | None = None
+    # Who used what: the time each stored GPU sample stands for, the price of a GPU-hour per
+    # pool ("*": any other; empty: no cost) and its currency.
+    gpu_sample_seconds: float = 300.0
+    gpu_hour_price: Mapping[str, float] = field(default_factory=dict)
+    currency: str = "CNY"
 
 
 @dataclass(frozen=True, slots=True)
@@ -456,7 +462,8 @@ class PeriodData:
         overlaps it; `controller_runs`: every run of the controller started before its end;
         `probe_skips`: the probe copies that came due in it and were not submitted;
     `inference_samples` and `inference_phases`: the inference service's looks in it and the
-    changes that became ready in it."""
+    changes that became ready in it; `usage`: its GPU samples attributed to a tenant, counted
+    per node, tenant and task type."""
 
     period: Period
     runs: Sequence[ProbeRun] = ()
@@ -475,3 +482,4 @@ class PeriodData:
     probe_skips: Sequence[ProbeSkip] = ()
     inference_samples: Sequence[InferenceSample] = ()  # read for a day's summary and the verdict
     inference_phases: Sequence[InferencePhase] = ()
+    usage: GpuUsageCounts = field(default_factory=GpuUsageCounts)

@@ -7,7 +7,10 @@ manual_interventions_total, incidents_opened, findings...) at the top, the repor
 dataclass field names below them (the verdict's `tiers` by failure class, each item with its
 line of text); `wait_reasons` and `probe_wait_reasons` (tenant -> the scheduler's reason ->
 hours pending: the tenants' own jobs' added up over the jobs, the probes'); the daily
-summary's `task_records`, one per run (`user`, `queue`, `main_wait_reason` among them), last.
+summary's who used what (`gpu_hours`: rows of tenant, pool, task_type, allocated, busy, idle,
+cost, in GPU-hours and the currency of `gpu_hours_currency`; `gpu_hours_pools`, `gpu_memory`,
+`gpu_hours_by_user`, `capacity`: render/usage.py); its `task_records`, one per run (`user`,
+`queue`, `main_wait_reason` among them), last.
 Every instant is in the platform's timezone, ISO 8601 with its offset: the report's own and
 those detectors keep in their evidence, in UTC, as text (`plain`, which the pages' evidence and
 `observer findings` and `runs` print through too). Nothing depends on when a report is
@@ -31,6 +34,7 @@ from observer.reports.compute.tasks import TaskRecord
 from observer.reports.compute.verdict import TierItem, Verdict
 from observer.reports.render.headline import daily_title, verdict_title
 from observer.reports.render.i18n import Language, Words
+from observer.reports.render.usage import usage_json
 
 SCHEMA_VERSION = 1
 
@@ -123,6 +127,7 @@ def daily_json(report: DailyReport, language: Language) -> dict[str, Any]:
         "tenants": plain(report.tenants, zone),
         "task_records": [task_record_json(r, words) for r in report.tasks],
         "inference_service": None if report.inference is None else inference_json(report, zone),
+        **usage_json(report.usage),
     }
 
 

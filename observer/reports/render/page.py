@@ -58,7 +58,16 @@ def _readers(w: Words) -> list[tuple[str, tuple[str, ...]]]:
         ),
         (
             w("toc.platform_engineers"),
-            ("queue", "wait_reasons", "tenants", "gpu", "inference", "layers", "criteria"),
+            (
+                "queue",
+                "wait_reasons",
+                "tenants",
+                "gpu",
+                "usage",
+                "inference",
+                "layers",
+                "criteria",
+            ),
         ),
         (
             w("toc.operations"),
@@ -72,5 +81,8 @@ def _readers(w: Words) -> list[tuple[str, tuple[str, ...]]]:
                 "reverification",
             ),
         ),
-        (w("toc.managers"), ("recommendation", "headline", "charts", "gpu", "days", "later")),
+        (
+            w("toc.managers"),
+            ("recommendation", "headline", "charts", "gpu", "usage", "days", "later"),
+        ),
     ]
