@@ -1,18 +1,24 @@
 """Who used what, counted in the database, is what counting every attributed sample gives:
 per node, tenant and task type the samples, their utilisation summed and those idle at 0 %,
 and per tenant the samples at each whole GiB of memory used; on SQLite and PostgreSQL
-alike, for a period that begins and ends inside an hour, however the samples were stored."""
+alike, for a period that begins and ends inside an hour, however the samples were stored;
+and what migration 0020 adds, and takes away going back."""
 
 from __future__ import annotations
 
 import random
 from collections import Counter
+from dataclasses import asdict
 from datetime import UTC, datetime, timedelta
+
+import sqlalchemy as sa
 
 from observer.records import StoredGpuSample
 from observer.storage.database import upgrade
 from observer.storage.gpu_samples import GIB
 from observer.storage.store import Store
+from observer.storage.tables import gpu_samples_table
+from tests.storage.test_store import migrate
 
 START = datetime(2026, 11, 30, tzinfo=UTC)
 
@@ -90,3 +96,28 @@ def test_usage_counted_in_the_database_equals_counting_each_sample(db_url: str):
             assert memory == expected_memory
             assert {k for _, _, k in usage} == {"", "training", "probe"}
             assert {g for _, g in memory} == {0, 5, 70}
+
+
+def test_migration_0020_adds_the_task_type_and_its_counts_and_going_back_drops_them(db_url: str):
+    taken = _samples(random.Random(8))[:200]
+    migrate(db_url, "0018")
+    engine = sa.create_engine(db_url)
+    with engine.begin() as connection:  # samples stored before: no task type, no usage counts
+        connection.execute(
+            sa.insert(gpu_samples_table),
+            [{k: v for k, v in asdict(s).items() if k != "task_type"} for s in taken],
+        )
+    upgrade(db_url)
+    with Store(db_url) as store:
+        assert store.gpu_usage_counts(START, START + timedelta(days=1)).usage == ()
+        # The hour a period ends inside of is counted from the samples, their type not known.
+        edge = _summed(store, START + timedelta(minutes=30), START + timedelta(minutes=50))[0]
+        assert {k for _, _, k in edge} == {""}
+        store.add_gpu_samples(_samples(random.Random(9))[:50])
+        assert store.gpu_usage_counts(START, START + timedelta(days=1)).usage != ()
+
+    migrate(db_url, "0018", down=True)
+    inspector = sa.inspect(engine)
+    assert "task_type" not in {c["name"] for c in inspector.get_columns("gpu_samples")}
+    assert not {"gpu_usage_hours", "gpu_memory_hours"} & set(inspector.get_table_names())
+    engine.dispose()
