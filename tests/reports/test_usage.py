@@ -23,10 +23,12 @@ from sqlalchemy import RowMapping
 from observer.domain import QueueState, SchedulerNode, SchedulerSnapshot
 from observer.records import StoredGpuSample
 from observer.reports.compute.daily import build_daily
-from observer.reports.inputs import gpu_sample_seconds, load_daily
+from observer.reports.compute.verdict import build_verdict
+from observer.reports.inputs import gpu_sample_seconds, load_daily, load_verdict
 from observer.reports.render.daily import render_daily
 from observer.reports.render.i18n import Words
 from observer.reports.render.usage import CSV_COLUMNS
+from observer.reports.render.verdict import render_verdict
 from observer.settings import Settings
 from observer.storage.gpu_samples import GIB
 from observer.storage.store import Store
@@ -54,6 +56,7 @@ def _settings() -> Settings:
             },
             "reports": {
                 "soak_started_at": START.isoformat(),
+                "soak_ended_at": (START + timedelta(days=1)).isoformat(),
                 "gpu_hour_price": PRICES,
                 "currency": "CNY",
             },
@@ -116,6 +119,9 @@ def played(tmp_path_factory: pytest.TempPathFactory):
         _play(store, random.Random(11))
         report = build_daily(load_daily(store, settings, DAY, START + timedelta(days=2)))
         rendered = render_daily(report, "en"), render_daily(report, "zh-CN")
+        verdict = render_verdict(
+            build_verdict(load_verdict(store, settings, START + timedelta(days=2))), "zh-CN"
+        )
     engine = sa.create_engine(url)
     with engine.connect() as connection:
         samples = connection.execute(sa.select(gpu_samples_table)).mappings().all()
@@ -123,7 +129,7 @@ def played(tmp_path_factory: pytest.TempPathFactory):
         with Store(url) as store:
             queues = store.queue_samples(START, START + timedelta(days=1))
     engine.dispose()
-    yield samples, nodes, queues, *rendered
+    yield samples, nodes, queues, *rendered, verdict
 
 
 def _allocated_hours_by_pool(nodes: Sequence[RowMapping]) -> dict[str, float]:
@@ -143,7 +149,7 @@ def _allocated_hours_by_pool(nodes: Sequence[RowMapping]) -> dict[str, float]:
 
 
 def test_each_pools_rows_add_up_to_its_allocated_gpu_hours_in_the_node_log(played):
-    _, nodes, _, en, _ = played
+    _, nodes, _, en, _, _ = played
     daily = json.loads(en.json)
     expected = _allocated_hours_by_pool(nodes)
     assert set(expected) == {"pool-a", "pool-b"}
@@ -158,7 +164,7 @@ def test_each_pools_rows_add_up_to_its_allocated_gpu_hours_in_the_node_log(playe
 
 
 def test_each_attributed_row_is_its_stored_samples_utilisation_and_idle_reads(played):
-    samples, _, _, en, _ = played
+    samples, _, _, en, _, _ = played
     each = gpu_sample_seconds(300, 15) / 3600
     expected: dict[tuple[str, str, str], list[float]] = {}
     for s in samples:
@@ -188,7 +194,7 @@ def test_cost_is_allocated_hours_times_the_pools_price(played):
 
 
 def test_memory_percentiles_are_the_tenants_stored_samples(played):
-    samples, _, _, en, _ = played
+    samples, _, _, en, _, _ = played
     memory = {m["tenant"]: m for m in json.loads(en.json)["gpu_memory"]}
     for tenant in ("research", "prod"):
         used = sorted(
@@ -202,7 +208,7 @@ def test_memory_percentiles_are_the_tenants_stored_samples(played):
 
 
 def test_gpu_hours_per_user_and_demand_against_capacity_come_from_the_queue_snapshots(played):
-    _, _, queues, en, _ = played
+    _, _, queues, en, _, _ = played
     each = 300 / 3600
     users: dict[tuple[str, str], float] = {}
     demand: dict[datetime, int] = {}
@@ -229,7 +235,7 @@ def test_gpu_hours_per_user_and_demand_against_capacity_come_from_the_queue_snap
 
 
 def test_the_csv_has_a_row_per_json_row_and_both_languages_have_the_section(played):
-    _, _, _, en, zh = played
+    _, _, _, en, zh, _ = played
     [(name, text)] = en.more_csv
     assert name == "gpu_hours"
     rows = list(csv.DictReader(io.StringIO(text)))
@@ -244,3 +250,14 @@ def test_the_csv_has_a_row_per_json_row_and_both_languages_have_the_section(play
     assert "## 谁用了什么" in zh.markdown
     assert "未归属" in zh.markdown and "训练" in zh.markdown
     assert "Who used what" in en.html
+
+
+def test_the_verdict_over_a_one_day_soak_shows_the_days_rows(played):
+    _, nodes, _, en, _, verdict = played
+    daily, over_soak = json.loads(en.json), json.loads(verdict.json)
+    for key in ("gpu_hours", "gpu_hours_pools", "gpu_memory", "gpu_hours_by_user"):
+        assert over_soak[key] == daily[key]
+    assert over_soak["gpu_hours_pools"] == pytest.approx(_allocated_hours_by_pool(nodes), abs=0.001)
+    assert "## 谁用了什么" in verdict.markdown and "整个时段" in verdict.markdown
+    [(name, _)] = verdict.more_csv
+    assert name == "gpu_hours"

@@ -6,11 +6,12 @@ and owner_state_known_nodes (null: no node sampled), alerts_total,
 manual_interventions_total, incidents_opened, findings...) at the top, the report's
 dataclass field names below them (the verdict's `tiers` by failure class, each item with its
 line of text); `wait_reasons` and `probe_wait_reasons` (tenant -> the scheduler's reason ->
-hours pending: the tenants' own jobs' added up over the jobs, the probes'); the daily
-summary's who used what (`gpu_hours`: rows of tenant, pool, task_type, allocated, busy, idle,
-cost, in GPU-hours and the currency of `gpu_hours_currency`; `gpu_hours_pools`, `gpu_memory`,
-`gpu_hours_by_user`, `capacity`: render/usage.py); its `task_records`, one per run (`user`,
-`queue`, `main_wait_reason` among them), last.
+hours pending: the tenants' own jobs' added up over the jobs, the probes'); who used what,
+in the daily summary and the verdict (`gpu_hours`: rows of tenant, pool, task_type,
+allocated, busy, idle, cost, in GPU-hours and the currency of `gpu_hours_currency`;
+`gpu_hours_pools`, `gpu_memory`, `gpu_hours_by_user`, `capacity`: render/usage.py); the
+daily summary's `task_records`, one per run (`user`, `queue`, `main_wait_reason` among
+them), last.
 Every instant is in the platform's timezone, ISO 8601 with its offset: the report's own and
 those detectors keep in their evidence, in UTC, as text (`plain`, which the pages' evidence and
 `observer findings` and `runs` print through too). Nothing depends on when a report is
@@ -229,6 +230,7 @@ def verdict_json(verdict: Verdict, language: Language) -> dict[str, Any]:
         "reverification": [note(n) for n in verdict.reverification],
         "days": plain(verdict.days, zone),
         **_period_json(verdict.figures, zone),
+        **usage_json(verdict.usage),
     }
 
 

@@ -133,7 +133,7 @@ def _capacity_blocks(usage: Usage, w: Words) -> list[Block]:
     ]
     rows = [
         [
-            w("inference.whole_day") if c.window == WHOLE_DAY else c.window,
+            w("usage.whole_period") if c.window == WHOLE_DAY else c.window,
             w.integer(c.capacity_gpus),
             w.integer(c.peak_demand_gpus),
             w.decimal(c.over_capacity_hours, 1),
