@@ -38,12 +38,12 @@ from observer.domain import (
     compare_seconds,
 )
 from observer.probes.windows import Occurrence
-from observer.records import StoredQueueSample
+from observer.records import GpuUsageCounts, StoredQueueSample
 from observer.reports.compute import findings as finding_words
 from observer.reports.compute.criteria.monitoring import monitoring_lag_bound
 from observer.reports.compute.criteria.release import quota_released
 from observer.reports.compute.criteria.scheduling import no_persistent_unfairness
-from observer.reports.compute.data import PeriodData
+from observer.reports.compute.data import Allocation, PeriodData
 from observer.reports.compute.gpu import GpuFigures, PoolUse, UtilizationStats
 from observer.reports.compute.later import later_checks
 from observer.reports.compute.notes import Note
@@ -291,6 +291,19 @@ def _capacity(data: st.DataObject) -> list[Note]:
     return [] if note is None else [note]
 
 
+def _over_attributed(data: st.DataObject) -> list[Note]:
+    """A pool's samples (each 300 s) against the GPU-hours the scheduler allocated in it."""
+    samples = data.draw(st.integers(min_value=0, max_value=200))
+    allocated = data.draw(st.floats(min_value=0.0, max_value=20.0)) * 3600
+    period = PeriodData(
+        DAY,
+        nodes_at_start=[SchedulerNode("n1", "pool-a", 8, 0, "idle")],
+        allocation=Allocation(allocated_gpu_seconds={"pool-a": allocated}),
+        usage=GpuUsageCounts(usage=(("n1", "research", "training", samples, 0, 0),)),
+    )
+    return list(usage(period, context()).pool_notes)
+
+
 RECEIVED_AGAINST_ENTITLED = against("received_gpus", "entitled_gpus")
 SHORTFALL_COUNTS: tuple[Claim, ...] = (("disadvantaged", LE, "weighed"), ("disadvantaged", GT, 0))
 
@@ -363,6 +376,11 @@ FAMILIES = {
             for c, claims in against("fills_in_seconds", "limit_seconds").items()
         },
         _store_space_low,
+    ),
+    "usage_over_attributed": Family(
+        "usage.pool_over_attributed",
+        {"usage.pool_over_attributed": (("attributed_hours", GT, "allocated_hours"),)},
+        _over_attributed,
     ),
     "usage_capacity": Family(
         "usage.capacity",

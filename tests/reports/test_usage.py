@@ -13,6 +13,7 @@ import io
 import json
 import random
 from collections.abc import Sequence
+from dataclasses import replace
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 
@@ -21,8 +22,10 @@ import sqlalchemy as sa
 from sqlalchemy import RowMapping
 
 from observer.domain import QueueState, SchedulerNode, SchedulerSnapshot
-from observer.records import StoredGpuSample
+from observer.records import GpuUsageCounts, StoredGpuSample
 from observer.reports.compute.daily import build_daily
+from observer.reports.compute.data import Allocation, Period, PeriodData
+from observer.reports.compute.usage import usage
 from observer.reports.compute.verdict import build_verdict
 from observer.reports.inputs import gpu_sample_seconds, load_daily, load_verdict
 from observer.reports.render.daily import render_daily
@@ -33,6 +36,7 @@ from observer.settings import Settings
 from observer.storage.gpu_samples import GIB
 from observer.storage.store import Store
 from observer.storage.tables import gpu_samples_table, node_states_table
+from tests.reports.builders import context
 from tests.support.databases import migrated_sqlite
 
 DAY = date(2026, 11, 30)
@@ -261,3 +265,20 @@ def test_the_verdict_over_a_one_day_soak_shows_the_days_rows(played):
     assert "## 谁用了什么" in verdict.markdown and "整个时段" in verdict.markdown
     [(name, _)] = verdict.more_csv
     assert name == "gpu_hours"
+
+
+def test_a_pool_whose_samples_attribute_more_than_the_scheduler_allocated_is_said_so():
+    """Jobs shorter than the samples' interval: 12 samples of 300 s are 1 GPU-hour, where the
+    node log allocated 0.4."""
+    period = PeriodData(
+        Period(START, START + timedelta(days=1)),
+        nodes_at_start=[SchedulerNode("n1", "pool-a", 8, 0, "idle")],
+        allocation=Allocation(allocated_gpu_seconds={"pool-a": 0.4 * 3600}),
+        usage=GpuUsageCounts(usage=(("n1", "research", "batch", 12, 600, 6),)),
+    )
+    used = usage(period, replace(context(), gpu_sample_seconds=300.0))
+    assert [(r.tenant, r.allocated_hours) for r in used.rows] == [("research", 1.0)]
+    [note] = used.pool_notes
+    said = Words("en", UTC).note(note)
+    assert said.startswith("In pool pool-a the samples attribute 1.0 GPU-hours")
+    assert "more than the 0.4 the scheduler reported allocated" in said

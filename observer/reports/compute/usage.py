@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from observer.domain import SchedulerNode
+from observer.domain import Comparison, SchedulerNode, compare
 from observer.records import GpuUsageCounts, StoredNodeChange, StoredQueueSample
 from observer.reports.compute.data import NO_POOL, PeriodData, ReportContext, nearest_rank
 from observer.reports.compute.notes import Note
@@ -73,6 +73,9 @@ class CapacityRow:
 class Usage:
     rows: tuple[UsageRow, ...] = ()
     pool_allocated_hours: Mapping[str, float] = field(default_factory=dict)  # the scheduler's
+    # Each pool whose samples attribute more GPU-hours than the scheduler allocated: its rows
+    # do not add up to its allocated hours, and the report says so.
+    pool_notes: tuple[Note, ...] = ()
     memory: tuple[MemoryRow, ...] = ()
     users: tuple[UserRow, ...] = ()
     capacity: tuple[CapacityRow, ...] = ()
@@ -86,11 +89,13 @@ def usage(data: PeriodData, context: ReportContext) -> Usage:
     prices = context.gpu_hour_price
     rows = _rows(data.usage, pools, data.allocation.allocated_gpu_seconds, context, prices)
     capacity = _capacity(data, context)
+    allocated = {
+        pool: seconds / _HOUR for pool, seconds in data.allocation.allocated_gpu_seconds.items()
+    }
     return Usage(
         rows=rows,
-        pool_allocated_hours={
-            pool: seconds / _HOUR for pool, seconds in data.allocation.allocated_gpu_seconds.items()
-        },
+        pool_allocated_hours=allocated,
+        pool_notes=_over_attributed(rows, allocated),
         memory=_memory(data.usage),
         users=_users(data.queue_samples, context.snapshot_interval_seconds, data.period.end),
         capacity=capacity,
@@ -259,4 +264,26 @@ def _capacity_note(capacity: Sequence[CapacityRow]) -> Note | None:
             "capacity": whole.capacity_gpus,
             "observed_seconds": observed,
         },
+    )
+
+
+def _over_attributed(rows: Sequence[UsageRow], allocated: Mapping[str, float]) -> tuple[Note, ...]:
+    """A pool whose attributed GPU-hours, as the report writes them, are more than its
+    allocated ones: each sample stands for its whole interval, and a job shorter than it is
+    counted for more than it held."""
+    attributed: dict[str, float] = {}
+    for row in rows:
+        if row.tenant != UNATTRIBUTED:
+            attributed[row.pool] = attributed.get(row.pool, 0.0) + row.allocated_hours
+    return tuple(
+        Note(
+            "usage.pool_over_attributed",
+            {
+                "pool": pool,
+                "attributed_hours": hours,
+                "allocated_hours": allocated.get(pool, 0.0),
+            },
+        )
+        for pool, hours in sorted(attributed.items())
+        if compare(hours, allocated.get(pool, 0.0)) is Comparison.MORE
     )

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import csv
 import io
+from collections.abc import Sequence
 from typing import Any
 
 from observer.reports.compute.usage import UNATTRIBUTED, WHOLE_DAY, Usage, UsageRow
@@ -19,10 +20,11 @@ CSV_COLUMNS = ("tenant", "pool", "task_type", "allocated", "busy", "idle", "cost
 def usage_blocks(usage: Usage, w: Words) -> list[Block]:
     blocks: list[Block] = [
         Heading(2, w("sec.usage"), anchor="usage"),
-        Text(w("note.usage", minutes=w.decimal(usage.sample_seconds / 60, 0)), "note"),
+        Text(w("note.usage", interval_seconds=usage.sample_seconds), "note"),
     ]
     if not usage.rows:
         return [*blocks, Text(w("note.no_gpu_hours"))]
+    priced = usage.currency is not None
     blocks += [
         Text(
             w("note.usage_cost", currency=usage.currency)
@@ -30,12 +32,11 @@ def usage_blocks(usage: Usage, w: Words) -> list[Block]:
             else w("note.usage_no_price"),
             "note",
         ),
+        *(Text(w.note(n)) for n in usage.pool_notes),
         Heading(3, w("sub.usage_by_tenant")),
-        Table(
-            _columns(w, with_pool=False), [_cells(r, w, with_pool=False) for r in _by_tenant(usage)]
-        ),
+        _table(_by_tenant(usage), w, with_pool=False, with_cost=priced),
         Heading(3, w("sub.usage_rows")),
-        Table(_columns(w, with_pool=True), [_cells(r, w, with_pool=True) for r in usage.rows]),
+        _table(usage.rows, w, with_pool=True, with_cost=priced),
     ]
     return [
         *blocks,
@@ -45,26 +46,29 @@ def usage_blocks(usage: Usage, w: Words) -> list[Block]:
     ]
 
 
-def _columns(w: Words, *, with_pool: bool) -> list[str]:
-    return [
+def _table(rows: Sequence[UsageRow], w: Words, *, with_pool: bool, with_cost: bool) -> Table:
+    """GPU-hours per row; the cost column only where a price is set (a row of a pool with no
+    price of its own nor "*" shows none)."""
+    columns = [
         w("col.tenant"),
         *([w("col.pool"), w("col.task")] if with_pool else []),
         w("col.allocated_gpu_hours"),
         w("col.busy_gpu_hours"),
         w("col.idle_gpu_hours"),
-        w("col.cost"),
+        *([w("col.cost")] if with_cost else []),
     ]
-
-
-def _cells(row: UsageRow, w: Words, *, with_pool: bool) -> list[str]:
-    return [
-        _tenant(row.tenant, w),
-        *([row.pool, _task_type(row.task_type, w)] if with_pool else []),
-        w.decimal(row.allocated_hours, 1),
-        w.decimal(row.busy_hours, 1),
-        w.decimal(row.idle_hours, 1),
-        w.decimal(row.cost, 2),
+    cells = [
+        [
+            _tenant(row.tenant, w),
+            *([row.pool, _task_type(row.task_type, w)] if with_pool else []),
+            w.decimal(row.allocated_hours, 1),
+            w.decimal(row.busy_hours, 1),
+            w.decimal(row.idle_hours, 1),
+            *([w.decimal(row.cost, 2) if row.cost is not None else "—"] if with_cost else []),
+        ]
+        for row in rows
     ]
+    return Table(columns, cells)
 
 
 def _by_tenant(usage: Usage) -> list[UsageRow]:
@@ -89,7 +93,9 @@ def _by_tenant(usage: Usage) -> list[UsageRow]:
 
 
 def _plus(a: float | None, b: float | None) -> float | None:
-    return None if a is None and b is None else (a or 0.0) + (b or 0.0)
+    """A total is known only where each of its parts is: a pool without a price leaves its
+    tenant's cost unknown, never understated."""
+    return None if a is None or b is None else a + b
 
 
 def _tenant(tenant: str, w: Words) -> str:
