@@ -6,8 +6,10 @@ capacity per window. Pure.
 Each attributed GPU sample stands for the time until the next one is kept (ReportContext's
 gpu_sample_seconds). Allocated: GPUs held by the tenant's jobs; busy: allocated weighted by
 utilisation; idle: allocated while the GPU read 0 % (the detectors' idle where GPM is not
-read). A pool's rows add up to its allocated GPU-hours as the scheduler's node log gives them
-(Allocation): what the samples did not attribute to a tenant is the UNATTRIBUTED row."""
+read). What the samples did not attribute to a tenant is the UNATTRIBUTED row, with which a
+pool's rows add up to its allocated GPU-hours as the scheduler's node log gives them
+(Allocation); jobs shorter than a sample's interval can make the attributed hours more than
+those, and the pool then gets a note (pool_notes) instead of a negative row."""
 
 from __future__ import annotations
 
@@ -155,8 +157,8 @@ def _rows(
         attributed[row.pool] = attributed.get(row.pool, 0.0) + row.allocated_hours
     for pool, seconds in allocated_seconds.items():
         rest = seconds / _HOUR - attributed.get(pool, 0.0)
-        # Sampled hours a little over the scheduler's (a sample stands for its interval) leave
-        # no row: never a negative one.
+        # Sampled hours over the scheduler's (a sample stands for its whole interval) leave no
+        # row, never a negative one: _over_attributed says so.
         if rest > 1e-9:
             rows.append(UsageRow(UNATTRIBUTED, pool, "", rest, None, None, cost(pool, rest)))
     return tuple(
