@@ -116,7 +116,7 @@ def _play(store: Store, rng: random.Random) -> None:
 
 
 @pytest.fixture(scope="module")
-def played(tmp_path_factory: pytest.TempPathFactory):
+def stored_day(tmp_path_factory: pytest.TempPathFactory):
     url = migrated_sqlite(Path(tmp_path_factory.mktemp("usage")) / "observer.db")
     settings = _settings()
     with Store(url) as store:
@@ -152,8 +152,8 @@ def _allocated_hours_by_pool(nodes: Sequence[RowMapping]) -> dict[str, float]:
     return hours
 
 
-def test_each_pools_rows_add_up_to_its_allocated_gpu_hours_in_the_node_log(played):
-    _, nodes, _, en, _, _ = played
+def test_each_pools_rows_add_up_to_its_allocated_gpu_hours_in_the_node_log(stored_day):
+    _, nodes, _, en, _, _ = stored_day
     daily = json.loads(en.json)
     expected = _allocated_hours_by_pool(nodes)
     assert set(expected) == {"pool-a", "pool-b"}
@@ -167,8 +167,8 @@ def test_each_pools_rows_add_up_to_its_allocated_gpu_hours_in_the_node_log(playe
         assert unattributed["busy"] is None and unattributed["idle"] is None
 
 
-def test_each_attributed_row_is_its_stored_samples_utilisation_and_idle_reads(played):
-    samples, _, _, en, _, _ = played
+def test_each_attributed_row_is_its_stored_samples_utilisation_and_idle_reads(stored_day):
+    samples, _, _, en, _, _ = stored_day
     each = gpu_sample_seconds(300, 15) / 3600
     expected: dict[tuple[str, str, str], list[float]] = {}
     for s in samples:
@@ -189,16 +189,16 @@ def test_each_attributed_row_is_its_stored_samples_utilisation_and_idle_reads(pl
         assert row["busy"] < row["allocated"] and 0 < row["idle"] < row["allocated"]
 
 
-def test_cost_is_allocated_hours_times_the_pools_price(played):
-    daily = json.loads(played[3].json)
+def test_cost_is_allocated_hours_times_the_pools_price(stored_day):
+    daily = json.loads(stored_day[3].json)
     assert daily["gpu_hours_currency"] == "CNY"
     for row in daily["gpu_hours"]:
         price = PRICES.get(row["pool"], PRICES["*"])
         assert row["cost"] == pytest.approx(row["allocated"] * price, abs=0.01)
 
 
-def test_memory_percentiles_are_the_tenants_stored_samples(played):
-    samples, _, _, en, _, _ = played
+def test_memory_percentiles_are_the_tenants_stored_samples(stored_day):
+    samples, _, _, en, _, _ = stored_day
     memory = {m["tenant"]: m for m in json.loads(en.json)["gpu_memory"]}
     for tenant in ("research", "prod"):
         used = sorted(
@@ -211,8 +211,8 @@ def test_memory_percentiles_are_the_tenants_stored_samples(played):
         assert memory[tenant]["p95_gib"] == used[-(-len(used) * 95 // 100) - 1]
 
 
-def test_gpu_hours_per_user_and_demand_against_capacity_come_from_the_queue_snapshots(played):
-    _, _, queues, en, _, _ = played
+def test_gpu_hours_per_user_and_demand_against_capacity_come_from_the_queue_snapshots(stored_day):
+    _, _, queues, en, _, _ = stored_day
     each = 300 / 3600
     users: dict[tuple[str, str], float] = {}
     demand: dict[datetime, int] = {}
@@ -238,8 +238,8 @@ def test_gpu_hours_per_user_and_demand_against_capacity_come_from_the_queue_snap
     assert said in en.markdown
 
 
-def test_the_csv_has_a_row_per_json_row_and_both_languages_have_the_section(played):
-    _, _, _, en, zh, _ = played
+def test_the_csv_has_a_row_per_json_row_and_both_languages_have_the_section(stored_day):
+    _, _, _, en, zh, _ = stored_day
     [(name, text)] = en.more_csv
     assert name == "gpu_hours"
     rows = list(csv.DictReader(io.StringIO(text)))
@@ -256,8 +256,8 @@ def test_the_csv_has_a_row_per_json_row_and_both_languages_have_the_section(play
     assert "Who used what" in en.html
 
 
-def test_the_verdict_over_a_one_day_soak_shows_the_days_rows(played):
-    _, nodes, _, en, _, verdict = played
+def test_the_verdict_over_a_one_day_soak_shows_the_days_rows(stored_day):
+    _, nodes, _, en, _, verdict = stored_day
     daily, over_soak = json.loads(en.json), json.loads(verdict.json)
     for key in ("gpu_hours", "gpu_hours_pools", "gpu_memory", "gpu_hours_by_user"):
         assert over_soak[key] == daily[key]
