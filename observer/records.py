@@ -21,6 +21,11 @@ UTILIZATION_PERCENTS = range(101)
 TENANT_JOB = "job"  # a tenant's own job, not one of the observer's probes
 SERVICE_TASK = "inference"  # a replica of the observer's inference service
 TASK_NOT_KNOWN = ""  # in the counts: held by a known tenant, but by which task is not known
+# The type of task that held a GPU, for who-used-what: the observer's own runs and service
+# are PROBE_TYPE, a tenant's own job the type reports.task_types gives it (OTHER_TYPE when no
+# rule matches); TASK_NOT_KNOWN in the counts where the sample had none.
+PROBE_TYPE = "probe"
+OTHER_TYPE = "other"
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,6 +50,9 @@ class StoredGpuSample:
     # or driver has no GPM; None, not read (a GPU's first tick, a failed read, before 0021).
     sm_active_percent: int | None = None
     gpm_supported: bool | None = None
+    # PROBE_TYPE or the tenant's job's type (reports.task_types); None where `task` is, or the
+    # jobs were of several types, or stored before 0022.
+    task_type: str | None = None
 
 
 class GpuMeasure(StrEnum):
@@ -72,6 +80,23 @@ class GpuSampleCounts:
     by_minute: tuple[tuple[datetime, Histogram], ...] = ()
     by_node: tuple[tuple[str, Histogram, int], ...] = ()
     by_tenant_task: TenantTaskCounts = ()
+
+
+# A period's attributed GPU samples counted by the database: (node, tenant, task type,
+# samples, the sum of their utilisation percents, those that read 0 %).
+UsageCounts = tuple[tuple[str, str, str, int, int, int], ...]
+# (tenant, whole GiB of memory used, samples): the tenant's GPUs' memory, counted.
+MemoryCounts = tuple[tuple[str, int, int], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class GpuUsageCounts:
+    """Who used the GPUs in a period, as the database counted the samples attributed to a
+    tenant: per node, tenant and task type, and the memory used per tenant. A key may come
+    more than once (a period is counted in parts); its counts add up."""
+
+    usage: UsageCounts = ()
+    memory: MemoryCounts = ()
 
 
 @dataclass(frozen=True, slots=True)

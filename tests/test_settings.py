@@ -111,6 +111,33 @@ def test_the_inference_probes_bad_settings_name_their_field(
     assert caught.value.problems == [problem]
 
 
+@pytest.mark.parametrize(
+    ("reports", "problem"),
+    [
+        (
+            "task_types:\n    - {type: training}",
+            "reports.task_types.0.queue: a rule names a queue, a priority or both",
+        ),
+        (
+            "task_types:\n    - {type: research, queue: gpu}",
+            "reports.task_types.0.type: must be 'training', 'inference', 'interactive', "
+            "'batch' or 'other'",
+        ),
+        (
+            'gpu_hour_price: {"h200-a": -1.5, "*": 2}',
+            "reports.gpu_hour_price: a price is never negative (pool h200-a)",
+        ),
+        ("currency: ''", "reports.currency: String should have at least 1 character"),
+    ],
+)
+def test_who_used_what_settings_name_their_field(tmp_path: Path, reports: str, problem: str):
+    config = tmp_path / "bad.yaml"
+    config.write_text(f"reports:\n  {reports}\n")
+    with pytest.raises(ConfigError) as caught:
+        load_settings(config)
+    assert caught.value.problems == [problem]
+
+
 EXAMPLES = sorted((Path(__file__).parent.parent / "deploy" / "examples").glob("*.yaml"))
 
 

@@ -488,6 +488,27 @@ def gpu_fleet() -> dict[str, Any]:
             Q(f"sum by (pool) ({by_pool('observer_gpu_unreleased_memory_bytes')})", "{{pool}}"),
             unit="bytes",
         ),
+        row("By tenant"),
+        ts(
+            "GPU-hours by tenant (each hour)",
+            Q(
+                "sum by (tenant) (avg_over_time(observer_scheduler_running_gpus[1h]))",
+                "{{tenant}}",
+            ),
+            description="GPU-hours the scheduler ran for each tenant's jobs in the hour before "
+            "each point: its running GPUs averaged over the hour. The daily summary's "
+            "'Who used what' splits them by pool and task type, with busy and idle hours.",
+        ),
+        table(
+            "GPU-hours by tenant over the range",
+            Q(
+                "sum by (tenant) (sum_over_time(observer_scheduler_running_gpus[$__range:1m]))"
+                " / 60",
+                "{{tenant}}",
+            ),
+            description="Running GPUs read every minute over the dashboard's range, added up: "
+            "GPU-minutes, / 60.",
+        ),
         row("GPUs"),
         table(
             "GPUs now",

@@ -451,6 +451,7 @@ def compose(
         controller.scheduler.get,
         cfg.gpu_sample_interval_seconds,
         controller.runner.active,
+        settings.reports.task_types,
     )
     lag = None
     if sources.prometheus is not None:

@@ -32,7 +32,8 @@ from observer.errors import BackendError, StoreError
 from observer.fleet.base import Fleet
 from observer.logging_setup import get_logger
 from observer.metrics import ControllerMetrics
-from observer.records import SERVICE_TASK, TENANT_JOB, StoredGpuSample
+from observer.records import OTHER_TYPE, PROBE_TYPE, SERVICE_TASK, TENANT_JOB, StoredGpuSample
+from observer.settings.reports import TaskTypeRule
 from observer.storage.store import Store
 from observer.storage.write_behind import WriteBehind
 
@@ -53,13 +54,15 @@ class FleetObserver:
         scheduler: Callable[[], SchedulerSnapshot | None] = lambda: None,
         sample_interval_seconds: float = 0.0,
         runs: Callable[[], Sequence[ProbeRun]] = tuple,
+        task_types: Sequence[TaskTypeRule] = (),
     ) -> None:
         """`latest` gets every agent's last snapshot, by node, published after each read for
         the detectors that compare the scheduler's view with the nodes'. `scheduler` gives the
         latest scheduler snapshot (None before the first), whose jobs name the tenant of
         each GPU's processes. A GPU's sample is stored when this many seconds have passed
         since its last stored one (0: every read). `runs` gives the observer's active probe
-        runs, which name the probe of a job that carries their run id."""
+        runs, which name the probe of a job that carries their run id; `task_types` the type
+        of a tenant's own job (reports.task_types)."""
         self._fleet = fleet
         self._store = store
         self._clock = clock
@@ -87,6 +90,7 @@ class FleetObserver:
         # does, and the job may hold its GPUs a while longer (Slurm's COMPLETING, a pod's
         # grace period).
         self._probes: dict[str, str] = {}
+        self._task_types = tuple(task_types)
 
     def observe(self) -> list[Finding]:
         """Read every agent once; return the findings that opened or closed."""
@@ -131,7 +135,9 @@ class FleetObserver:
             self._store.add_gpu_samples(
                 [
                     s
-                    for s in _samples(snapshots, scheduler, self._known_probes(scheduler))
+                    for s in _samples(
+                        snapshots, scheduler, self._known_probes(scheduler), self._task_types
+                    )
                     if self._sample_due(s)
                 ]
             )
@@ -212,26 +218,46 @@ def _unreachable(agent: str, error: str, grace: float) -> Symptom:
     )
 
 
-def gpu_holders(
-    snapshot: NodeSnapshot, holders: Mapping[str, tuple[str, str | None]]
-) -> dict[str, tuple[str, str | None]]:
-    """GPU uuid -> (tenant, task) of the job that owns the GPU's processes, by `holders`
-    (owner id, as in JobStatus.owner_ids -> its job's tenant and task). A GPU whose known
-    processes belong to several tenants has none: it is shared; to one tenant's jobs of
-    several tasks, no task."""
-    found: dict[str, set[tuple[str, str | None]]] = {}
+# Who held a GPU: the tenant, the task (a probe's name, SERVICE_TASK, TENANT_JOB; None: not
+# known) and its type (PROBE_TYPE or the tenant's job's; None: not known).
+Holder = tuple[str, str | None, str | None]
+
+
+def gpu_holders(snapshot: NodeSnapshot, holders: Mapping[str, Holder]) -> dict[str, Holder]:
+    """GPU uuid -> holder of the job that owns the GPU's processes, by `holders` (owner id,
+    as in JobStatus.owner_ids -> its job's holder). A GPU whose known processes belong to
+    several tenants has none: it is shared; to one tenant's jobs of several tasks, no task
+    (of several types, no type)."""
+    found: dict[str, set[Holder]] = {}
     for process in snapshot.processes:
         named = process.owner.kind is not OwnerKind.NONE
         holder = holders.get(process.owner.id) if named else None
         if holder is not None:
             found.setdefault(process.gpu_uuid, set()).add(holder)
     held = {}
-    for uuid, pairs in found.items():
-        tenants = {tenant for tenant, _ in pairs}
+    for uuid, found_holders in found.items():
+        tenants = {tenant for tenant, _, _ in found_holders}
         if len(tenants) == 1:
-            tasks = {task for _, task in pairs}
-            held[uuid] = (tenants.pop(), tasks.pop() if len(tasks) == 1 else None)
+            tasks = {task for _, task, _ in found_holders}
+            types = {kind for _, _, kind in found_holders}
+            held[uuid] = (
+                tenants.pop(),
+                tasks.pop() if len(tasks) == 1 else None,
+                types.pop() if len(types) == 1 else None,
+            )
     return held
+
+
+def task_type(job: JobStatus, rules: Sequence[TaskTypeRule]) -> str:
+    """PROBE_TYPE for the observer's own runs and service; a tenant's own job, the type of
+    the first rule whose queue and priority it matches (a rule's unset one matches any), else
+    OTHER_TYPE."""
+    if job.run_id is not None or job.service is not None:
+        return PROBE_TYPE
+    for rule in rules:
+        if rule.queue in (None, job.queue) and rule.priority in (None, job.priority):
+            return rule.type
+    return OTHER_TYPE
 
 
 def _task(job: JobStatus, probes: Mapping[str, str]) -> str | None:
@@ -244,17 +270,24 @@ def _task(job: JobStatus, probes: Mapping[str, str]) -> str | None:
 
 
 def _samples(
-    snapshots: list[NodeSnapshot], scheduler: SchedulerSnapshot | None, probes: Mapping[str, str]
+    snapshots: list[NodeSnapshot],
+    scheduler: SchedulerSnapshot | None,
+    probes: Mapping[str, str],
+    rules: Sequence[TaskTypeRule],
 ) -> list[StoredGpuSample]:
     jobs = scheduler.jobs if scheduler else ()
-    holders = {owner: (job.tenant, _task(job, probes)) for job in jobs for owner in job.owner_ids}
+    holders = {
+        owner: (job.tenant, _task(job, probes), task_type(job, rules))
+        for job in jobs
+        for owner in job.owner_ids
+    }
     samples = []
     for snap in snapshots:
         held = gpu_holders(snap, holders)
         for gpu in snap.gpus:
             if gpu.identity is None or gpu.sample is None:
                 continue
-            tenant, task = held.get(gpu.identity.uuid, (None, None))
+            tenant, task, kind = held.get(gpu.identity.uuid, (None, None, None))
             processes = gpu.sample.processes
             samples.append(
                 StoredGpuSample(
@@ -275,6 +308,7 @@ def _samples(
                         else None
                     ),
                     gpm_supported=_gpm_supported(gpu.activity),
+                    task_type=kind,
                 )
             )
     return samples

@@ -91,7 +91,18 @@ def report_context(settings: Settings, started_at: datetime) -> ReportContext:
         planned_copies={e.probe: catalog[e.probe].copies for e in cfg.plan},
         tenants={t.name: TenantTerms(t.weight, t.quota_gpus) for t in cfg.tenants},
         fairness=settings.detectors.fairness,
+        gpu_sample_seconds=gpu_sample_seconds(
+            cfg.gpu_sample_interval_seconds, cfg.observe_interval_seconds
+        ),
+        gpu_hour_price=dict(settings.reports.gpu_hour_price),
+        currency=settings.reports.currency,
     )
+
+
+def gpu_sample_seconds(interval: float, observe_every: float) -> float:
+    """The time a stored GPU sample stands for: the agents are read every `observe_every`
+    seconds, and a GPU's sample is kept at the first read `interval` after its last."""
+    return max(math.ceil(interval / observe_every), 1) * observe_every
 
 
 def load_period(
@@ -132,6 +143,7 @@ def load_period(
         pending_times=store.pending_times(job_slot(start), end),
         controller_runs=store.controller_runs(until=end),
         probe_skips=store.probe_skips(start, end),
+        usage=store.gpu_usage_counts(start, end),
     )
 
 

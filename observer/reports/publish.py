@@ -135,10 +135,12 @@ def next_build_at(settings: Settings, now: datetime) -> datetime:
 
 def _write(rendered: Rendered, paths: list[Path]) -> list[Path]:
     """Each file replaced whole (a reader, or delivery, never sees half a report); the
-    per-task CSV beside the JSON, written last, is not delivered."""
+    CSV files beside the JSON, written last, are not delivered."""
     files = list(zip(paths, (rendered.markdown, rendered.html, rendered.json), strict=True))
     if rendered.csv is not None:
         files.append((paths[-1].with_suffix(".csv"), rendered.csv))
+    stem = paths[-1].stem
+    files += [(paths[-1].with_name(f"{stem}-{name}.csv"), text) for name, text in rendered.more_csv]
     for path, text in files:
         try:
             path.parent.mkdir(parents=True, exist_ok=True)

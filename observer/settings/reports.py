@@ -7,7 +7,7 @@ from datetime import time
 from pathlib import Path
 from typing import Literal
 
-from pydantic import AwareDatetime, Field, SecretStr, model_validator
+from pydantic import AwareDatetime, Field, SecretStr, field_validator, model_validator
 
 from observer.settings.base import FieldProblems, Group, HttpUrl, LocalTime, repeated
 
@@ -68,6 +68,23 @@ Criterion = Literal[
     "gpu_health",
     "inference_available",
 ]
+
+TaskType = Literal["training", "inference", "interactive", "batch", "other"]
+
+
+class TaskTypeRule(Group):
+    """Tenants' jobs of this type: those in `queue` (Slurm partition, Kueue LocalQueue) and
+    of `priority` (Slurm QOS, priorityClassName); an unset one matches any."""
+
+    type: TaskType
+    queue: str | None = Field(None, min_length=1)
+    priority: str | None = Field(None, min_length=1)
+
+    @model_validator(mode="after")
+    def _names_something(self) -> TaskTypeRule:
+        if self.queue is None and self.priority is None:
+            raise FieldProblems([("queue", "a rule names a queue, a priority or both")])
+        return self
 
 
 class ReportSettings(Group):
@@ -171,6 +188,28 @@ class ReportSettings(Group):
         "optimisation in the verdict: its quota is smaller than its work (never blocks a "
         "launch).",
     )
+
+    task_types: tuple[TaskTypeRule, ...] = Field(
+        (),
+        description="The type of each tenant's own job (training, inference, interactive, "
+        "batch), by what the platform gives each job: the first rule whose queue and priority "
+        "match; a job no rule matches is 'other'. The observer's own are 'probe'.",
+    )
+    gpu_hour_price: dict[str, float] = Field(
+        default_factory=dict,
+        description="Price of one allocated GPU-hour per pool (the scheduler's pool name), "
+        "'*' for any other pool; empty: the reports show hours, no cost.",
+    )
+    currency: str = Field(
+        "CNY", min_length=1, max_length=8, description="The currency of gpu_hour_price."
+    )
+
+    @field_validator("gpu_hour_price")
+    @classmethod
+    def _prices_not_negative(cls, prices: dict[str, float]) -> dict[str, float]:
+        if below := sorted(pool for pool, price in prices.items() if price < 0):
+            raise ValueError(f"a price is never negative (pool {', '.join(below)})")
+        return prices
 
     @model_validator(mode="after")
     def _soak_ends_after_it_starts(self) -> ReportSettings:

@@ -17,6 +17,7 @@ from observer.records import (
     UTILIZATION_PERCENTS,
     GpuMeasure,
     GpuSampleCounts,
+    GpuUsageCounts,
     RunGpuFigures,
     RunSpan,
     StoredGpuSample,
@@ -26,6 +27,7 @@ from observer.storage.database import Repository, upsert
 from observer.storage.mapping import RowMapping, instant
 from observer.storage.tables import (
     UtcDateTime,
+    gpu_memory_hours_table,
     gpu_minutes_table,
     gpu_node_hours_table,
     gpu_samples_table,
@@ -33,10 +35,12 @@ from observer.storage.tables import (
     gpu_sm_node_hours_table,
     gpu_sm_task_hours_table,
     gpu_task_hours_table,
+    gpu_usage_hours_table,
 )
 
 _SAMPLE = RowMapping(StoredGpuSample, gpu_samples_table)
 _PERCENTS = tuple(f"p{p}" for p in UTILIZATION_PERCENTS)
+GIB = 1 << 30  # the memory counts' unit
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,6 +97,7 @@ class GpuSamplesRepository(Repository):
                 connection.execute(sa.insert(gpu_samples_table), rows)
                 for measure in _MEASURES.values():
                     _add_counts(connection, rows, measure)
+                _add_usage_counts(connection, rows)
         return len(rows)
 
     def gpu_samples(
@@ -212,6 +217,24 @@ class GpuSamplesRepository(Repository):
                 for run_id, samples, gpus, mean, top, memory in connection.execute(query)
             }
 
+    def gpu_usage_counts(self, since: datetime, until: datetime) -> GpuUsageCounts:
+        """The samples of [since, until) attributed to a tenant, counted per node, tenant and
+        task type, and their memory per tenant (whole hours from the counts, the ends from
+        the samples, as gpu_sample_counts)."""
+        first, last = _hour_after(since), hour_of(until)
+        with self._reading("counting GPU usage") as connection:
+            if first >= last:
+                return _count_usage(connection, since, until)
+            parts = (
+                _count_usage(connection, since, first),
+                _read_usage(connection, first, last),
+                _count_usage(connection, last, until),
+            )
+        return GpuUsageCounts(
+            tuple(row for part in parts for row in part.usage),
+            tuple(row for part in parts for row in part.memory),
+        )
+
 
 def hour_of(at: datetime) -> datetime:
     """The UTC hour `at` is in: the hours the counts are kept by."""
@@ -288,6 +311,59 @@ def _add_counts(
             for (h, n, k), t in tasks.items()
         ],
     )
+
+
+def _add_usage_counts(connection: sa.Connection, rows: Sequence[Mapping[str, Any]]) -> None:
+    """Add the samples attributed to a tenant to the per-hour usage and memory counts (who
+    used what), once per sample whatever the measures counted."""
+    usage: dict[tuple[datetime, str, str, str], list[int]] = {}  # [samples, busy, idle]
+    memory: dict[tuple[datetime, str, int], int] = {}
+    for row in rows:
+        if row["tenant"] is not None:
+            hour = row["at"].astimezone(UTC).replace(minute=0, second=0, microsecond=0)
+            _add_usage(usage, memory, hour, row)
+    _add_to(
+        connection,
+        gpu_usage_hours_table,
+        [
+            {
+                "hour": h,
+                "node": n,
+                "tenant": t,
+                "task_type": k,
+                "samples": c[0],
+                "busy_percent": c[1],
+                "idle_samples": c[2],
+            }
+            for (h, n, t, k), c in usage.items()
+        ],
+    )
+    _add_to(
+        connection,
+        gpu_memory_hours_table,
+        [{"hour": h, "tenant": t, "gib": g, "samples": c} for (h, t, g), c in memory.items()],
+    )
+
+
+def _add_usage(
+    usage: dict[tuple[datetime, str, str, str], list[int]],
+    memory: dict[tuple[datetime, str, int], int],
+    hour: datetime,
+    row: Mapping[str, Any],
+) -> None:
+    """Count one attributed sample row: held (even unread), its utilisation, idle at 0 %, and
+    its memory in whole GiB."""
+    key = (hour, row["node"], row["tenant"], row["task_type"] or TASK_NOT_KNOWN)
+    tally = usage.get(key)
+    if tally is None:
+        tally = usage[key] = [0, 0, 0]
+    tally[0] += 1
+    if (percent := row["utilization_gpu_percent"]) is not None:
+        tally[1] += _at_percent(percent)
+        tally[2] += percent <= 0
+    if (used := row["memory_used_bytes"]) is not None:
+        gib = (hour, row["tenant"], max(used, 0) // GIB)
+        memory[gib] = memory.get(gib, 0) + 1
 
 
 def _add_to(connection: sa.Connection, table: sa.Table, rows: list[dict[str, Any]]) -> None:
@@ -401,3 +477,63 @@ def _minute(connection: sa.Connection, at: sa.ColumnElement[Any]) -> sa.ColumnEl
     if connection.dialect.name == "postgresql":
         return sa.func.date_trunc("minute", at)
     return sa.func.substr(at, 1, 16)
+
+
+def _read_usage(connection: sa.Connection, since: datetime, until: datetime) -> GpuUsageCounts:
+    """The usage and memory counts kept as samples were stored, of the whole UTC hours
+    [since, until)."""
+    u, m = gpu_usage_hours_table, gpu_memory_hours_table
+    usage = connection.execute(
+        sa.select(
+            u.c.node,
+            u.c.tenant,
+            u.c.task_type,
+            sa.func.sum(u.c.samples),
+            sa.func.sum(u.c.busy_percent),
+            sa.func.sum(u.c.idle_samples),
+        )
+        .where(u.c.hour >= since, u.c.hour < until)
+        .group_by(u.c.node, u.c.tenant, u.c.task_type)
+    )
+    memory = connection.execute(
+        sa.select(m.c.tenant, m.c.gib, sa.func.sum(m.c.samples))
+        .where(m.c.hour >= since, m.c.hour < until)
+        .group_by(m.c.tenant, m.c.gib)
+    )
+    return GpuUsageCounts(
+        tuple((n, t, k, int(s), int(b), int(i)) for n, t, k, s, b, i in usage),
+        tuple((t, int(g), int(s)) for t, g, s in memory),
+    )
+
+
+def _count_usage(connection: sa.Connection, since: datetime, until: datetime) -> GpuUsageCounts:
+    """The samples of [since, until) attributed to a tenant, counted as _add_usage counts
+    them, from the samples themselves."""
+    t = gpu_samples_table
+    percent = t.c.utilization_gpu_percent
+    attributed = (t.c.at >= since, t.c.at < until, t.c.tenant.is_not(None))
+    task_type = sa.func.coalesce(t.c.task_type, TASK_NOT_KNOWN)
+    read = sa.case((percent > 100, 100), (percent < 0, 0), else_=percent)
+    usage = connection.execute(
+        sa.select(
+            t.c.node,
+            t.c.tenant,
+            task_type,
+            sa.func.count(),
+            sa.func.coalesce(sa.func.sum(read), 0),
+            sa.func.count(sa.case((percent <= 0, 1))),
+        )
+        .where(*attributed)
+        .group_by(t.c.node, t.c.tenant, task_type)
+    )
+    used = sa.case((t.c.memory_used_bytes < 0, 0), else_=t.c.memory_used_bytes)
+    gib = sa.cast(used, sa.BigInteger) // GIB
+    memory = connection.execute(
+        sa.select(t.c.tenant, gib, sa.func.count())
+        .where(*attributed, t.c.memory_used_bytes.is_not(None))
+        .group_by(t.c.tenant, gib)
+    )
+    return GpuUsageCounts(
+        tuple((n, te, k, int(s), int(b), int(i)) for n, te, k, s, b, i in usage),
+        tuple((te, int(g), int(s)) for te, g, s in memory),
+    )

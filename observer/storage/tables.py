@@ -89,6 +89,7 @@ class GpuSampleRow(_Table, table=True):
     task: str | None = None  # a probe's name, "job" (a tenant's own): records.StoredGpuSample
     sm_active_percent: int | None = None  # GPM; None, never 0, without it: StoredGpuSample
     gpm_supported: bool | None = None
+    task_type: str | None = None  # "probe", or the tenant's job's type: StoredGpuSample
 
 
 class ProbeRunRow(_Table, table=True):
@@ -299,6 +300,30 @@ gpu_sm_task_hours_table = sa.Table(
     sa.Column("tenant", sa.String(), primary_key=True),
     sa.Column("task", sa.String(), primary_key=True),
     *_percent_columns(),
+)
+
+# Who used what: per UTC hour, node (its pool mapped at report time), tenant whose job held
+# the GPU and that job's task type ("" not known), the samples, the sum of their utilisation
+# percents (read ones) and how many read 0 %. Counted from 0022 on.
+gpu_usage_hours_table = sa.Table(
+    "gpu_usage_hours",
+    metadata,
+    sa.Column("hour", UtcDateTime(), primary_key=True),
+    sa.Column("node", sa.String(), primary_key=True),
+    sa.Column("tenant", sa.String(), primary_key=True),
+    sa.Column("task_type", sa.String(), primary_key=True),
+    sa.Column("samples", sa.Integer(), nullable=False),
+    sa.Column("busy_percent", sa.BigInteger(), nullable=False),
+    sa.Column("idle_samples", sa.Integer(), nullable=False),
+)
+# The memory a tenant's GPUs used, per UTC hour, in whole GiB (rounded down): its percentiles.
+gpu_memory_hours_table = sa.Table(
+    "gpu_memory_hours",
+    metadata,
+    sa.Column("hour", UtcDateTime(), primary_key=True),
+    sa.Column("tenant", sa.String(), primary_key=True),
+    sa.Column("gib", sa.Integer(), primary_key=True),
+    sa.Column("samples", sa.Integer(), nullable=False),
 )
 
 

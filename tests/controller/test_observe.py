@@ -40,6 +40,7 @@ from observer.gpu.fake import GIB, FakeGpu, FakeGpuBackend
 from observer.metrics import AgentMetrics, ControllerMetrics
 from observer.ownership.fake import FakeHost
 from observer.settings.detectors import NodeLeakSettings
+from observer.settings.reports import ReportSettings
 from observer.storage.store import Store
 from tests.support.cli import run_cli
 from tests.support.databases import migrated_sqlite
@@ -225,6 +226,52 @@ def test_each_gpu_sample_says_which_probe_or_whether_a_tenants_own_job_held_it(t
         if s.gpu_index == 0
     ]
     assert (sample.tenant, sample.task) == ("research", None)
+
+
+def test_each_gpu_sample_keeps_its_jobs_task_type_from_the_configured_mapping(tmp_path: Path):
+    clock = ManualClock(START)
+    node = Node("n1", clock, gpus=4)
+    for gpu, pid in enumerate((701, 702, 703, 704)):
+        node.host.spawn(pid, Owner(OwnerKind.SLURM_JOB, str(4242 + gpu)))
+        node.gpus.gpus[gpu].processes[pid] = GIB
+    rules = ReportSettings.model_validate(
+        {
+            "task_types": [
+                {"type": "interactive", "queue": "debug"},
+                {"type": "training", "queue": "gpu", "priority": "long"},
+                {"type": "batch", "priority": "normal"},
+            ]
+        }
+    ).task_types
+
+    def job(job_id: str, queue: str | None, priority: str | None) -> JobStatus:
+        return replace(_job(job_id, "research", "n1"), queue=queue, priority=priority)
+
+    jobs = (
+        job("4242", "gpu", "long"),  # the second rule: both match
+        job("4243", "debug", "long"),  # the first rule that matches wins
+        job("4244", "gpu", "short"),  # no rule: other
+        replace(job("4245", "gpu", "long"), run_id="run-1"),  # the observer's own: a probe
+    )
+    store = _store(tmp_path)
+    observer = FleetObserver(
+        LocalFleet({"n1": node.agent.snapshot}),
+        store,
+        clock,
+        ControllerMetrics(CollectorRegistry()),
+        30,
+        scheduler=lambda: SchedulerSnapshot(clock.now(), (), (), jobs),
+        task_types=rules,
+    )
+    node.agent.tick()
+    observer.observe()
+    stored = store.gpu_samples(None, START, START + timedelta(seconds=1))
+    assert {s.gpu_uuid: s.task_type for s in stored} == {
+        "GPU-n1-0": "training",
+        "GPU-n1-1": "interactive",
+        "GPU-n1-2": "other",
+        "GPU-n1-3": "probe",
+    }
 
 
 def test_an_unreadable_agent_is_a_blind_spot_that_opens_after_grace_and_closes(tmp_path: Path):

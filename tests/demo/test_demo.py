@@ -103,8 +103,11 @@ def test_it_shows_progress_and_writes_the_days_summary_and_the_verdict(demo: Dem
     expected = [f"daily-{MONDAY}.{s}" for s in ("md", "html", "json")]
     # The verdict is named by the soak's last day, as `observer report verdict` names it.
     expected += [f"verdict-{MONDAY}.{s}" for s in ("md", "html", "json")]
-    # Beside the summary, its per-task record: one row per run of the day.
-    assert sorted(p.name for p in reports.iterdir()) == sorted([*expected, f"daily-{MONDAY}.csv"])
+    # Beside the summary, its per-task record: one row per run of the day; beside each report,
+    # its GPU-hours per tenant, pool and task type.
+    tables = [f"daily-{MONDAY}.csv", f"daily-{MONDAY}-gpu_hours.csv"]
+    tables.append(f"verdict-{MONDAY}-gpu_hours.csv")
+    assert sorted(p.name for p in reports.iterdir()) == sorted([*expected, *tables])
     with (reports / f"daily-{MONDAY}.csv").open(encoding="utf-8") as records:
         assert sum(1 for _ in records) - 1 == _json(reports / f"daily-{MONDAY}.json")["tasks_total"]
     for name in expected:

@@ -69,9 +69,9 @@ def test_a_full_reports_disk_loses_no_summary_and_never_shows_half_of_one(tmp_pa
             filler.unlink()
             soak.run_for(700, lambda: clock.advance(STEP_SECONDS))
         written = _visible(reports)
-        # The summary's three forms and, beside them, its per-task record.
-        csv = f"daily-{DAY.isoformat()}.csv"
-        assert written == sorted([*(p.name for p in daily_paths(settings, DAY)), csv])
+        # The summary's three forms and, beside them, its per-task record and GPU-hours.
+        csv = [f"daily-{DAY.isoformat()}.csv", f"daily-{DAY.isoformat()}-gpu_hours.csv"]
+        assert written == sorted([*(p.name for p in daily_paths(settings, DAY)), *csv])
         summary = json.loads((reports / f"daily-{DAY.isoformat()}.json").read_text())
         assert summary["report"] == "daily"
         assert (reports / f"daily-{DAY.isoformat()}.html").read_text().rstrip().endswith("</html>")

@@ -31,19 +31,23 @@ from observer.domain import (
     Finding,
     FindingKind,
     JsonValue,
+    QueueState,
+    SchedulerNode,
     Severity,
     compare,
     compare_seconds,
 )
 from observer.probes.windows import Occurrence
+from observer.records import GpuUsageCounts, StoredQueueSample
 from observer.reports.compute import findings as finding_words
 from observer.reports.compute.criteria.monitoring import monitoring_lag_bound
 from observer.reports.compute.criteria.release import quota_released
 from observer.reports.compute.criteria.scheduling import no_persistent_unfairness
-from observer.reports.compute.data import PeriodData
+from observer.reports.compute.data import Allocation, PeriodData
 from observer.reports.compute.gpu import GpuFigures, PoolUse, UtilizationStats
 from observer.reports.compute.later import later_checks
 from observer.reports.compute.notes import Note
+from observer.reports.compute.usage import usage
 from observer.reports.render.i18n import LANGUAGES, LOCALE_DIR, Language, Words
 from observer.settings.detectors import FairnessSettings
 from tests.reports.builders import DAY, DAY_START, RULES, TZ, context, finding, reclaim, run
@@ -271,6 +275,35 @@ def _store_space_low(data: st.DataObject) -> list[Note]:
     return list(sentence)
 
 
+def _capacity(data: st.DataObject) -> list[Note]:
+    """The fleet's GPUs against every tenant's demand, one scheduler snapshot a minute."""
+    gpus = data.draw(st.integers(min_value=0, max_value=64))
+    demands = data.draw(st.lists(st.integers(min_value=0, max_value=96), min_size=1, max_size=12))
+    samples = [
+        StoredQueueSample(
+            DAY_START + timedelta(minutes=i), QueueState("research", None, 1, demand, 0, 0, 0.0)
+        )
+        for i, demand in enumerate(demands)
+    ]
+    fleet = [SchedulerNode("n1", "pool-a", gpus, 0, "idle")]
+    period = PeriodData(DAY, queue_samples=samples, nodes_at_start=fleet)
+    note = usage(period, context()).capacity_note
+    return [] if note is None else [note]
+
+
+def _over_attributed(data: st.DataObject) -> list[Note]:
+    """A pool's samples (each 300 s) against the GPU-hours the scheduler allocated in it."""
+    samples = data.draw(st.integers(min_value=0, max_value=200))
+    allocated = data.draw(st.floats(min_value=0.0, max_value=20.0)) * 3600
+    period = PeriodData(
+        DAY,
+        nodes_at_start=[SchedulerNode("n1", "pool-a", 8, 0, "idle")],
+        allocation=Allocation(allocated_gpu_seconds={"pool-a": allocated}),
+        usage=GpuUsageCounts(usage=(("n1", "research", "training", samples, 0, 0),)),
+    )
+    return list(usage(period, context()).pool_notes)
+
+
 RECEIVED_AGAINST_ENTITLED = against("received_gpus", "entitled_gpus")
 SHORTFALL_COUNTS: tuple[Claim, ...] = (("disadvantaged", LE, "weighed"), ("disadvantaged", GT, 0))
 
@@ -343,6 +376,22 @@ FAMILIES = {
             for c, claims in against("fills_in_seconds", "limit_seconds").items()
         },
         _store_space_low,
+    ),
+    "usage_over_attributed": Family(
+        "usage.pool_over_attributed",
+        {"usage.pool_over_attributed": (("attributed_hours", GT, "allocated_hours"),)},
+        _over_attributed,
+    ),
+    "usage_capacity": Family(
+        "usage.capacity",
+        {
+            "usage.capacity_exceeded": (
+                ("over_seconds", GT, 0),
+                ("over_seconds", LE, "observed_seconds"),
+            ),
+            "usage.capacity_within": (("peak", LE, "capacity"),),
+        },
+        _capacity,
     ),
 }
 TABLE = {key: family for family in FAMILIES.values() for key in family.claims}

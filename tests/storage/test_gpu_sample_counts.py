@@ -90,14 +90,14 @@ def _store_a_few_at_a_time(url: str, samples: list[StoredGpuSample]) -> None:
             store.add_gpu_samples(samples[first : first + 50])
 
 
-_LATER_COLUMNS = ("task", "sm_active_percent", "gpm_supported")  # added by 0013 and 0021
+_LATER_COLUMNS = ("task", "sm_active_percent", "gpm_supported", "task_type")  # 0013, 0021, 0022
 
 
 def _store_before_the_counts_existed(url: str, samples: list[StoredGpuSample]) -> None:
     migrate(url, "0004")
     engine = sa.create_engine(url)
     with engine.begin() as connection:
-        connection.execute(  # samples had no task then
+        connection.execute(  # samples had no task (nor task type) then
             sa.insert(gpu_samples_table),
             [{k: v for k, v in asdict(s).items() if k not in _LATER_COLUMNS} for s in samples],
         )

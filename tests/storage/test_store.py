@@ -79,6 +79,8 @@ def test_upgrade_creates_the_tables_and_running_it_again_changes_nothing(
         "gpu_sm_minutes",
         "gpu_sm_node_hours",
         "gpu_sm_task_hours",
+        "gpu_usage_hours",
+        "gpu_memory_hours",
         "probe_runs",
         "queue_samples",
         "report_deliveries",

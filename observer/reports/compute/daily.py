@@ -13,6 +13,7 @@ from observer.reports.compute.figures import PeriodFigures, period_figures
 from observer.reports.compute.inference import InferenceFigures, inference_figures
 from observer.reports.compute.tasks import TaskRecord, task_records
 from observer.reports.compute.tenants import TenantFigures, tenant_figures
+from observer.reports.compute.usage import Usage, usage
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,6 +45,7 @@ class DailyReport:
     inference: InferenceFigures | None = None  # None: the inference probe did not run
     # the platform's estimates of waiting jobs' starts and the observer's own
     expected_wait: ExpectedWait = field(default_factory=ExpectedWait)
+    usage: Usage = field(default_factory=Usage)  # who used what in the day
 
 
 def build_daily(inputs: DailyInputs) -> DailyReport:
@@ -69,4 +71,5 @@ def build_daily(inputs: DailyInputs) -> DailyReport:
             inputs.context.calendar,
         ),
         expected_wait=expected_wait(inputs.data.job_estimates, inputs.data.runs),
+        usage=usage(inputs.data, inputs.context),
     )

@@ -18,6 +18,7 @@ from observer.records import (
     ControllerRun,
     GpuMeasure,
     GpuSampleCounts,
+    GpuUsageCounts,
     InferencePhase,
     InferenceSample,
     JobEstimate,
@@ -468,6 +469,11 @@ class ReportContext:
     # Each configured tenant's weight and quota, and the fairness rule that weighs them.
     tenants: Mapping[str, TenantTerms] = field(default_factory=dict)
     fairness: FairnessSettings | None = None
+    # Who used what: the time each stored GPU sample stands for, the price of a GPU-hour per
+    # pool ("*": any other; empty: no cost) and its currency.
+    gpu_sample_seconds: float = 300.0
+    gpu_hour_price: Mapping[str, float] = field(default_factory=dict)
+    currency: str = "CNY"
 
 
 @dataclass(frozen=True, slots=True)
@@ -483,7 +489,8 @@ class PeriodData:
     `inference_samples` and `inference_phases`: the inference service's looks in it and the
     changes that became ready in it; `job_estimates`: the jobs seen waiting that started in
     it, with the platform's estimates of their start; `run_gpu`: by run id, the GPU samples
-    attributed to each run of it that started."""
+    attributed to each run of it that started; `usage`: its GPU samples attributed to a
+    tenant, counted per node, tenant and task type."""
 
     period: Period
     runs: Sequence[ProbeRun] = ()
@@ -505,3 +512,4 @@ class PeriodData:
     job_estimates: Sequence[JobEstimate] = ()  # read for a day's summary
     # Each probe run's own GPUs, reduced by the store (read for a day's summary alone).
     run_gpu: Mapping[str, RunGpuFigures] = field(default_factory=dict)
+    usage: GpuUsageCounts = field(default_factory=GpuUsageCounts)

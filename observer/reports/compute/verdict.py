@@ -15,10 +15,11 @@ together); a go only when every criterion passed on the whole fleet."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import date, datetime, timedelta
 from enum import StrEnum
 
+from observer.reports.compute import usage as who_used
 from observer.reports.compute.criteria.judge import judge
 from observer.reports.compute.criteria.result import (
     CriterionResult,
@@ -39,6 +40,7 @@ from observer.reports.compute.plan import plan
 from observer.reports.compute.queues import wait_stats
 from observer.reports.compute.scope import LaunchScope, launch_scope
 from observer.reports.compute.tasks import ProbeCoverage, task_figures
+from observer.reports.compute.usage import Usage
 
 
 class Recommendation(StrEnum):
@@ -102,6 +104,7 @@ class Verdict:
     observation_rule: Note  # when a criterion counts as observed, stated in the report
     reverification: tuple[Note, ...]
     provisional: bool  # built over the soak so far: it may still change
+    usage: Usage = field(default_factory=Usage)  # who used what over the soak
 
 
 def build_verdict(inputs: VerdictInputs) -> Verdict:
@@ -165,6 +168,7 @@ def build_verdict(inputs: VerdictInputs) -> Verdict:
         ),
         reverification=reverification,
         provisional=inputs.provisional,
+        usage=who_used.usage(soak, context),
     )
 
 

@@ -12,12 +12,14 @@ from typing import Any
 @dataclass(frozen=True, slots=True)
 class Rendered:
     """A report in its forms, each a whole file: the daily summary also has its per-task
-    record as CSV."""
+    record as CSV, and further tables as CSV (`more_csv`: name, text), each filed beside it
+    as `<stem>-<name>.csv`."""
 
     markdown: str
     html: str
     json: str
     csv: str | None = None
+    more_csv: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

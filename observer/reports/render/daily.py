@@ -46,6 +46,7 @@ from observer.reports.render.layout import to_html, to_markdown
 from observer.reports.render.page import page_blocks
 from observer.reports.render.tasks import run_anchor, short_run_id, task_blocks, tasks_csv
 from observer.reports.render.tenants import tenant_blocks
+from observer.reports.render.usage import gpu_hours_csv, usage_blocks
 from observer.reports.render.waits import wait_reason_blocks
 
 
@@ -59,6 +60,7 @@ def render_daily(report: DailyReport, language: Language) -> Rendered:
             html=to_html(title, language, blocks),
             json=json_text(daily_json(report, language)) + "\n",
             csv=tasks_csv(report.tasks, words),
+            more_csv=(("gpu_hours", gpu_hours_csv(report.usage)),),
         )
     finally:
         forget_texts()
@@ -92,6 +94,7 @@ def _daily_blocks(report: DailyReport, w: Words, title: str) -> list[Block]:
     body += expected_wait_blocks(report.expected_wait, w)
     body += tenant_blocks(report.tenants, w)
     body += gpu_blocks(day, prev, soak, w)
+    body += usage_blocks(report.usage, w)
     body += health_blocks(day, w)
     body += inference_blocks(report.inference, w)
     body += alert_blocks(day, prev, soak, w)

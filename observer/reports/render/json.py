@@ -14,7 +14,10 @@ the scheduler's reason -> hours pending: the tenants' own jobs' added up over th
 probes'); in `gpu`, each pool's `sm_active` beside its `utilization`, `sm_overall`,
 `sm_by_window`, `sm_by_tenant`, `sm_by_task` (and each tenant's `sm_active` in `tenants`) and
 `gpm_not_supported_nodes` with their `gpm_not_supported_samples` (GPUs without GPM, whose SM
-activity is not known); the daily summary's `expected_wait` (`platform_estimate`: whether the
+activity is not known); who used what, in the daily summary and the verdict (`gpu_hours`:
+rows of tenant, pool, task_type, allocated, busy, idle, cost, in GPU-hours and the currency of
+`gpu_hours_currency`; `gpu_hours_pools`, `gpu_memory`, `gpu_hours_by_user`, `capacity`:
+render/usage.py); the daily summary's `expected_wait` (`platform_estimate`: whether the
 platform gave any waiting job that started an expected start; `rows`: per `tenant`, `gpus` and
 `source` ("platform" or "observer"), the `jobs` started, `error_p50_seconds` and
 `error_p90_seconds` (start minus expected start, late positive; null: no estimate) and
@@ -47,6 +50,7 @@ from observer.reports.compute.tasks import TaskRecord
 from observer.reports.compute.verdict import TierItem, Verdict
 from observer.reports.render.headline import daily_title, verdict_title
 from observer.reports.render.i18n import Language, Words
+from observer.reports.render.usage import usage_json
 
 SCHEMA_VERSION = 1
 
@@ -146,6 +150,7 @@ def daily_json(report: DailyReport, language: Language) -> dict[str, Any]:
             "platform_estimate": report.expected_wait.platform_estimate,
             "rows": [plain(row, zone) for row in report.expected_wait.rows],
         },
+        **usage_json(report.usage),
     }
 
 
@@ -298,6 +303,7 @@ def verdict_json(verdict: Verdict, language: Language) -> dict[str, Any]:
         "reverification": [note(n) for n in verdict.reverification],
         "days": plain(verdict.days, zone),
         **_period_json(verdict.figures, zone),
+        **usage_json(verdict.usage),
     }
 
 

@@ -64,6 +64,7 @@ def _readers(w: Words) -> list[tuple[str, tuple[str, ...]]]:
                 "expected_wait",
                 "tenants",
                 "gpu",
+                "usage",
                 "inference",
                 "layers",
                 "criteria",
@@ -81,5 +82,8 @@ def _readers(w: Words) -> list[tuple[str, tuple[str, ...]]]:
                 "reverification",
             ),
         ),
-        (w("toc.managers"), ("recommendation", "headline", "charts", "gpu", "days", "later")),
+        (
+            w("toc.managers"),
+            ("recommendation", "headline", "charts", "gpu", "usage", "days", "later"),
+        ),
     ]

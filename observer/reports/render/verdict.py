@@ -21,6 +21,7 @@ from observer.reports.render.i18n import Language, Words, forget_texts
 from observer.reports.render.json import json_text, tier_text, verdict_json
 from observer.reports.render.layout import to_html, to_markdown
 from observer.reports.render.page import page_blocks
+from observer.reports.render.usage import gpu_hours_csv, usage_blocks
 
 
 def render_verdict(verdict: Verdict, language: Language) -> Rendered:
@@ -32,6 +33,7 @@ def render_verdict(verdict: Verdict, language: Language) -> Rendered:
             markdown=to_markdown(blocks),
             html=to_html(title, language, blocks),
             json=json_text(verdict_json(verdict, language)) + "\n",
+            more_csv=(("gpu_hours", gpu_hours_csv(verdict.usage)),),
         )
     finally:
         forget_texts()
@@ -133,6 +135,7 @@ def _verdict_blocks(v: Verdict, w: Words, title: str) -> list[Block]:
                 for d in v.days
             ],
         ),
+        *usage_blocks(v.usage, w),
         Heading(2, w("sec.headline"), anchor="headline"),
         Table(
             [w("col.figure"), w("col.soak_to_date")],
