@@ -17,17 +17,18 @@ from tests.support.databases import migrated_sqlite
 T0 = datetime(2026, 12, 1, 9, 0, tzinfo=UTC)
 
 
-def samples(minutes: int, start_minute: int = 0) -> list[StoredGpuSample]:
-    """Node n0's eight GPUs, one sample each a minute from T0 + `start_minute`."""
+def samples(minutes: int, start_minute: int = 0, nodes: int = 1) -> list[StoredGpuSample]:
+    """The eight GPUs of nodes n0, n1..., one sample each a minute from T0 + `start_minute`."""
     return [
         StoredGpuSample(
-            node="n0",
-            gpu_uuid=f"GPU-{gpu}",
+            node=f"n{node}",
+            gpu_uuid=f"GPU-{node}-{gpu}",
             gpu_index=gpu,
             at=T0 + timedelta(minutes=start_minute + minute),
             utilization_gpu_percent=50,
         )
         for minute in range(minutes)
+        for node in range(nodes)
         for gpu in range(8)
     ]
 
@@ -76,9 +77,10 @@ def test_measured_sizes_come_back_oldest_first_from_the_time_asked(store: Store)
 
 def test_a_sqlite_store_gives_the_space_of_deleted_samples_back_to_its_volume(tmp_path: Path):
     store = Store(migrated_sqlite(tmp_path / "observer.db"))
-    store.add_gpu_samples(samples(minutes=360))
+    # a fleet's samples outweigh their per-minute counts, which stay
+    store.add_gpu_samples(samples(minutes=120, nodes=4))
     full, _ = store.database_bytes()
-    while store.delete_gpu_samples(T0, T0 + timedelta(hours=6), limit=5_000):
+    while store.delete_gpu_samples(T0, T0 + timedelta(hours=2), limit=5_000):
         pass
     _, freed = store.database_bytes()
 
