@@ -50,8 +50,8 @@ class DeliverySettings(Group):
     email: EmailSettings | None = None
 
 
-# The go-live verdict's criteria (reports/compute/criteria/judge.py CRITERIA: the settings sit
-# below the reports, so they are named here too, and a test keeps the two the same).
+# The go-live verdict's criteria, in the order it lists them (reports/compute/criteria/judge.py
+# judges each: its CRITERIA are these).
 Criterion = Literal[
     "queue_explainable",
     "monitoring_linked",

@@ -251,56 +251,42 @@ def _percent_columns() -> list[sa.Column[int]]:
     return [sa.Column(f"p{p}", sa.Integer(), nullable=False) for p in UTILIZATION_PERCENTS]
 
 
-# The whole fleet per UTC minute (samples with a reading): windows and local hours.
-gpu_minutes_table = sa.Table(
-    "gpu_minutes",
-    metadata,
-    sa.Column("minute", UtcDateTime(), primary_key=True),
-    *_percent_columns(),
-)
-# Per node and UTC hour: pools (mapped at report time), nodes seen, failed reads.
-gpu_node_hours_table = sa.Table(
-    "gpu_node_hours",
-    metadata,
-    sa.Column("hour", UtcDateTime(), primary_key=True),
-    sa.Column("node", sa.String(), primary_key=True),
-    sa.Column("unread", sa.Integer(), nullable=False),
-    *_percent_columns(),
-)
-# Per tenant whose job held the GPU, the kind of task it was and UTC hour (samples
-# attributed and read); task "": not known (several tasks, or counted before 0013).
-gpu_task_hours_table = sa.Table(
-    "gpu_task_hours",
-    metadata,
-    sa.Column("hour", UtcDateTime(), primary_key=True),
-    sa.Column("tenant", sa.String(), primary_key=True),
-    sa.Column("task", sa.String(), primary_key=True),
-    *_percent_columns(),
-)
-# The same three counts of GPM's SM activity (samples with one; gpu_sm_node_hours.unread:
-# samples of a GPU without GPM, so that a report names the nodes that could not say).
-gpu_sm_minutes_table = sa.Table(
-    "gpu_sm_minutes",
-    metadata,
-    sa.Column("minute", UtcDateTime(), primary_key=True),
-    *_percent_columns(),
-)
-gpu_sm_node_hours_table = sa.Table(
-    "gpu_sm_node_hours",
-    metadata,
-    sa.Column("hour", UtcDateTime(), primary_key=True),
-    sa.Column("node", sa.String(), primary_key=True),
-    sa.Column("unread", sa.Integer(), nullable=False),
-    *_percent_columns(),
-)
-gpu_sm_task_hours_table = sa.Table(
-    "gpu_sm_task_hours",
-    metadata,
-    sa.Column("hour", UtcDateTime(), primary_key=True),
-    sa.Column("tenant", sa.String(), primary_key=True),
-    sa.Column("task", sa.String(), primary_key=True),
-    *_percent_columns(),
-)
+def _counts(prefix: str) -> tuple[sa.Table, sa.Table, sa.Table]:
+    """A measure's samples counted per whole percent three ways: the whole fleet per UTC
+    minute (samples with a reading: windows and local hours); per node and UTC hour (pools
+    mapped at report time, nodes seen, `unread` samples); per tenant whose job held the GPU,
+    the kind of task it was and UTC hour (samples attributed and read; task "": not known,
+    several tasks, or counted before 0013)."""
+    minutes = sa.Table(
+        f"{prefix}_minutes",
+        metadata,
+        sa.Column("minute", UtcDateTime(), primary_key=True),
+        *_percent_columns(),
+    )
+    node_hours = sa.Table(
+        f"{prefix}_node_hours",
+        metadata,
+        sa.Column("hour", UtcDateTime(), primary_key=True),
+        sa.Column("node", sa.String(), primary_key=True),
+        sa.Column("unread", sa.Integer(), nullable=False),
+        *_percent_columns(),
+    )
+    task_hours = sa.Table(
+        f"{prefix}_task_hours",
+        metadata,
+        sa.Column("hour", UtcDateTime(), primary_key=True),
+        sa.Column("tenant", sa.String(), primary_key=True),
+        sa.Column("task", sa.String(), primary_key=True),
+        *_percent_columns(),
+    )
+    return minutes, node_hours, task_hours
+
+
+# NVML's utilisation (unread: no reading).
+gpu_minutes_table, gpu_node_hours_table, gpu_task_hours_table = _counts("gpu")
+# GPM's SM activity (samples with one; unread: samples of a GPU without GPM, so that a report
+# names the nodes that could not say).
+gpu_sm_minutes_table, gpu_sm_node_hours_table, gpu_sm_task_hours_table = _counts("gpu_sm")
 
 # Who used what: per UTC hour, node (its pool mapped at report time), tenant whose job held
 # the GPU and that job's task type ("" not known), the samples, the sum of their utilisation

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import get_args
+
 from observer.reports.compute.criteria import (
     audit,
     monitoring,
@@ -13,23 +15,10 @@ from observer.reports.compute.criteria import (
 from observer.reports.compute.criteria.result import CriterionResult, VerdictRules
 from observer.reports.compute.data import PeriodData, ReportContext
 from observer.reports.compute.events import InterventionFigures, OwnerStateFigures
+from observer.settings.reports import Criterion
 
-CRITERIA = (
-    "queue_explainable",
-    "monitoring_linked",
-    "quota_enforced",
-    "quota_released",
-    "failure_evidence",
-    "no_unreleased_resources",
-    "no_log_loss",
-    "monitoring_lag_bound",
-    "alerting_chain",
-    "no_persistent_unfairness",
-    "interventions_audited",
-    "tenant_isolation",
-    "gpu_health",
-    "inference_available",
-)
+# In the order the verdict lists them; the settings name them (reports.verdict_criteria_layers).
+CRITERIA: tuple[Criterion, ...] = get_args(Criterion)
 
 
 def judge(
