@@ -73,6 +73,8 @@ def _settings(slurm: SlurmHarness, started: datetime) -> Settings:
     )
 
 
+# A minute of real probes on the real Slurm alone; twice that under a loaded CI worker.
+@pytest.mark.timeout(300)
 def test_a_quota_lowered_with_sacctmgr_is_in_the_daily_summary_and_one_never_freed_is_found(
     slurm: SlurmHarness, tmp_path: Path
 ):
