@@ -14,6 +14,7 @@ import sqlalchemy as sa
 from observer.records import StoreSize, TableSize
 from observer.storage.database import Repository
 from observer.storage.tables import (
+    gpu_memory_hours_table,
     gpu_minutes_table,
     gpu_node_hours_table,
     gpu_samples_table,
@@ -21,6 +22,7 @@ from observer.storage.tables import (
     gpu_sm_node_hours_table,
     gpu_sm_task_hours_table,
     gpu_task_hours_table,
+    gpu_usage_hours_table,
     metadata,
     store_sizes_table,
 )
@@ -33,6 +35,8 @@ _CHURNED = (
     gpu_sm_minutes_table,
     gpu_sm_node_hours_table,
     gpu_sm_task_hours_table,
+    gpu_usage_hours_table,
+    gpu_memory_hours_table,
 )
 
 
