@@ -318,9 +318,13 @@ def _add_usage_counts(connection: sa.Connection, rows: Sequence[Mapping[str, Any
     used what), once per sample whatever the measures counted."""
     usage: dict[tuple[datetime, str, str, str], list[int]] = {}  # [samples, busy, idle]
     memory: dict[tuple[datetime, str, int], int] = {}
+    hours: dict[datetime, datetime] = {}  # a node's GPUs share their instant
     for row in rows:
         if row["tenant"] is not None:
-            hour = row["at"].astimezone(UTC).replace(minute=0, second=0, microsecond=0)
+            at = row["at"]
+            hour = hours.get(at)
+            if hour is None:
+                hour = hours[at] = at.astimezone(UTC).replace(minute=0, second=0, microsecond=0)
             _add_usage(usage, memory, hour, row)
     _add_to(
         connection,
